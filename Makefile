@@ -1,0 +1,98 @@
+# cseng: one binary (C engine + embedded Lua 5.4) and its Lua tree.
+# Targets: deps, all (./cseng), check, test, asan, fuzz, demo, bench, clean.
+
+CC      ?= cc
+PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
+VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
+           -DCSENG_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lm
+SRCS    := $(wildcard engine/*.c)
+OBJS    := $(SRCS:engine/%.c=build/%.o)
+ASAN_OBJS := $(SRCS:engine/%.c=build/asan/%.o)
+# every engine file that defines luaopen_cseng_<name> is a module cseng.<name>
+MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/\1/p' $(SRCS))
+
+# Debian packages the build, the tests and the demo need (make deps installs what is missing).
+DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
+        libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
+        libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
+        gawk patch diffutils
+DOCKER_DEBS := docker.io debootstrap
+
+.PHONY: all deps deps-docker check test asan fuzz demo bench clean
+all: cseng
+
+define install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing" $$missing; \
+	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(DEBS))
+
+deps-docker:
+	$(call install_missing,$(DOCKER_DEBS))
+
+build/modules.h: $(SRCS) | build
+	@printf '' > $@.tmp; for m in $(MODULES); do printf 'X(%s)\n' $$m >> $@.tmp; done
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+build build/asan:
+	@mkdir -p $@
+
+build/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+cseng: $(OBJS)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $(OBJS) $(LDLIBS)
+
+build/asan/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build/asan
+	$(CC) $(CFLAGS) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -c -o $@ $<
+
+cseng-asan: $(ASAN_OBJS)
+	$(CC) $(CFLAGS) -fsanitize=address,undefined -rdynamic -o $@ $(ASAN_OBJS) $(LDLIBS)
+
+# C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
+build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h)
+	@mkdir -p build/test
+	$(CC) $(CFLAGS) -fsanitize=address,undefined -o $@ $< engine/$*.c $(LDLIBS)
+
+C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test.c))
+
+# Every suite; tools/check.sh prints each suite's line and the plain total last.
+test: cseng $(C_TESTS)
+	@CSENG=./cseng tools/check.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all $(C_TESTS)
+	@CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh
+
+asan: deps cseng-asan
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  CSENG=./cseng-asan CSENG_SUITES="specs" tools/check.sh
+
+# fuzz/<name>_fuzz.c is a libFuzzer target over engine/<name>.c.
+FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
+build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
+	@mkdir -p build/fuzz
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -o $@ $< engine/$*.c $(LDLIBS)
+fuzzers: $(FUZZERS)
+fuzz: deps $(FUZZERS)
+	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \
+	  echo "fuzz: $$n for $${FUZZ_SECONDS:-60}s"; \
+	  $$f -max_total_time=$${FUZZ_SECONDS:-60} -print_final_stats=1 build/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
+
+demo: deps all
+	./cseng run plans/cold-gold.lua
+
+bench: deps all
+	./cseng lua bench/run.lua
+
+clean:
+	rm -rf build cseng cseng-asan

@@ -1,0 +1,75 @@
+/*
+ * core.h: the contract between the scheduler (ltask.c) and every binding that
+ * performs an operation which would block.
+ *
+ * A task is a Lua coroutine run by the scheduler. A blocking primitive:
+ *   1. gets the current task with cs_task_current(L) (raises outside a task,
+ *      and delivers a pending cancellation);
+ *   2. starts the work in C and fills a cs_op (push and cancel callbacks);
+ *   3. returns cs_yield(L, op).
+ * When the work completes, the binding's libuv/libcurl callback fills its own C
+ * buffers and calls cs_op_ready(op); it never touches Lua. The scheduler later
+ * resumes the task from the main loop, and calls op->push(L, op) on the
+ * coroutine: push pushes the results and returns their count (or re-yields with
+ * cs_yield for multi-event operations such as streams).
+ *
+ * Cancellation (task:cancel(), SIGINT) calls op->cancel(op) instead of push:
+ * it must stop the work and release everything; after it the binding must not
+ * call cs_op_ready for that op. The task then raises a cancellation error
+ * (code "ECANCELED") from the primitive that was waiting.
+ */
+#ifndef CSENG_CORE_H
+#define CSENG_CORE_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <uv.h>
+
+typedef struct cs_task cs_task;
+typedef struct cs_op cs_op;
+
+struct cs_op {
+  cs_task *task;                          /* set by cs_yield */
+  int ready;                              /* set by cs_op_ready, cleared before push */
+  int (*push)(lua_State *L, cs_op *op);   /* push results, return their count */
+  void (*cancel)(cs_op *op);              /* abort and release; called instead of push */
+};
+
+/* The process's one loop. */
+uv_loop_t *cs_loop(void);
+
+/* The running task; raises if L is not a task's own coroutine, or delivers a
+ * pending cancellation. */
+cs_task *cs_task_current(lua_State *L);
+
+/* Park the current task on op; use as `return cs_yield(L, op);`. */
+int cs_yield(lua_State *L, cs_op *op);
+
+/* From C callbacks: op's results are ready; its task will be resumed. */
+void cs_op_ready(cs_op *op);
+
+/* Raise the cancellation error object. */
+int cs_raise_cancelled(lua_State *L);
+
+/* Push an error object {code=, message=} with the cseng.error metatable. */
+void cs_push_error(lua_State *L, const char *code, const char *message);
+
+/* Expected failure: push nil, message, code; returns 3. */
+int cs_fail(lua_State *L, const char *code, const char *fmt, ...);
+
+/* Scheduler entry points for main.c. */
+void cs_sched_init(lua_State *L);
+/* Spawn the function on top of the stack (with nargs args below it... see ltask.c)
+ * as the main task, run everything, and return the process exit status. */
+int cs_sched_run_main(lua_State *L, int nargs);
+
+/* After the Lua state is closed: run shutdown hooks, drain and close the loop. */
+void cs_sched_shutdown(void);
+
+/* Register a function run at shutdown, after lua_close (plain C only). */
+void cs_at_shutdown(void (*fn)(void));
+
+/* Number of times SIGINT/SIGTERM arrived. */
+int cs_interrupted(void);
+
+#endif

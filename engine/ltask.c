@@ -1,0 +1,713 @@
+/*
+ * ltask.c: tasks (Lua coroutines) and the scheduler that runs them on the one
+ * libuv loop. Module cseng.task: spawn, join, sleep, yield, semaphore, cancel.
+ *
+ * Every task's coroutine runs a C body that calls the user function inside
+ * lua_pcallk with a traceback handler, so an error or a cancellation unwinds
+ * inside the coroutine and to-be-closed variables are closed there (and their
+ * __close may yield: a cleanup can still do HTTP).
+ *
+ * Loop callbacks never run Lua: they mark an op ready (cs_op_ready), which
+ * queues its task; the scheduler resumes queued tasks from the main loop.
+ */
+#include "core.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TASK_MT "cseng.task"
+#define SEM_MT "cseng.semaphore"
+#define ERROR_MT "cseng.error"
+
+enum { T_READY, T_RUNNING, T_WAITING, T_DONE };
+static const char *const state_names[] = {"ready", "running", "waiting", "done"};
+
+typedef struct joinwait joinwait;
+
+struct cs_task {
+  lua_State *co;
+  int co_ref, self_ref, result_ref;
+  int state, nargs;
+  int cancel_pending, cancelled, ok, joined, in_ready;
+  lua_Integer id;
+  cs_op *op;
+  cs_task *rnext;             /* ready queue */
+  cs_task *prev, *next;       /* live list */
+  joinwait *joiners;
+};
+
+struct joinwait {
+  cs_op op;
+  cs_task *target;
+  joinwait *prev, *next;
+};
+
+static struct {
+  lua_State *L;
+  uv_loop_t loop;
+  cs_task *ready_head, *ready_tail;
+  cs_task *live;
+  int nlive;
+  cs_task *current;
+  lua_Integer next_id;
+  int interrupted;
+  uv_signal_t sigint, sigterm;
+} S;
+
+uv_loop_t *cs_loop(void) { return &S.loop; }
+int cs_interrupted(void) { return S.interrupted; }
+
+/* ---- errors ---------------------------------------------------------- */
+
+static int error_tostring(lua_State *L) {
+  lua_getfield(L, 1, "message");
+  lua_getfield(L, 1, "code");
+  lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -2, "error"), luaL_optstring(L, -1, "?"));
+  return 1;
+}
+
+void cs_push_error(lua_State *L, const char *code, const char *message) {
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  if (luaL_newmetatable(L, ERROR_MT)) {
+    lua_pushcfunction(L, error_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+}
+
+int cs_raise_cancelled(lua_State *L) {
+  cs_push_error(L, "ECANCELED", "task cancelled");
+  return lua_error(L);
+}
+
+int cs_fail(lua_State *L, const char *code, const char *fmt, ...) {
+  va_list ap;
+  lua_pushnil(L);
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_pushstring(L, code);
+  return 3;
+}
+
+/* ---- scheduler core --------------------------------------------------- */
+
+static void enqueue(cs_task *t) {
+  if (t->in_ready) return;
+  t->in_ready = 1;
+  t->rnext = NULL;
+  if (S.ready_tail) S.ready_tail->rnext = t; else S.ready_head = t;
+  S.ready_tail = t;
+}
+
+static cs_task *dequeue(void) {
+  cs_task *t = S.ready_head;
+  if (!t) return NULL;
+  S.ready_head = t->rnext;
+  if (!S.ready_head) S.ready_tail = NULL;
+  t->in_ready = 0;
+  return t;
+}
+
+static cs_task *task_of(lua_State *L) { return *(cs_task **)lua_getextraspace(L); }
+
+cs_task *cs_task_current(lua_State *L) {
+  cs_task *t = task_of(L);
+  if (t == NULL || t != S.current || t->co != L)
+    luaL_error(L, "this operation must run inside a cseng task (not in a plain or nested "
+                  "coroutine); start work with task.spawn");
+  if (!lua_isyieldable(L))
+    luaL_error(L, "this operation cannot run here: it would yield across a C call "
+                  "(require, table.sort, string.gsub callbacks and __tostring cannot yield)");
+  if (t->cancel_pending) {
+    t->cancel_pending = 0;
+    cs_raise_cancelled(L);
+  }
+  return t;
+}
+
+static int yield_k(lua_State *L, int status, lua_KContext ctx) {
+  cs_task *t = (cs_task *)ctx;
+  cs_op *op = t->op;
+  (void)status;
+  t->op = NULL;
+  if (t->cancel_pending || op == NULL) {
+    t->cancel_pending = 0;
+    return cs_raise_cancelled(L);
+  }
+  op->ready = 0;
+  return op->push(L, op);
+}
+
+int cs_yield(lua_State *L, cs_op *op) {
+  cs_task *t = task_of(L);
+  op->task = t;
+  t->op = op;
+  t->state = T_WAITING;
+  if (op->ready) {
+    t->state = T_READY;
+    enqueue(t);
+  }
+  return lua_yieldk(L, 0, (lua_KContext)t, yield_k);
+}
+
+void cs_op_ready(cs_op *op) {
+  cs_task *t = op->task;
+  op->ready = 1;
+  if (t && t->op == op && t->state == T_WAITING) {
+    t->state = T_READY;
+    enqueue(t);
+  }
+}
+
+static void task_cancel(cs_task *t) {
+  if (t->state == T_DONE) return;
+  t->cancelled = 1;
+  t->cancel_pending = 1;
+  if (t->op) {
+    cs_op *op = t->op;
+    t->op = NULL;
+    op->cancel(op);
+  }
+  if (t->state == T_WAITING) {
+    t->state = T_READY;
+    enqueue(t);
+  }
+}
+
+static void cancel_all(void) {
+  for (cs_task *t = S.live; t; t = t->next) task_cancel(t);
+}
+
+static void finish(cs_task *t) {
+  lua_State *L = S.L;
+  t->state = T_DONE;
+  if (t->prev) t->prev->next = t->next; else S.live = t->next;
+  if (t->next) t->next->prev = t->prev;
+  t->prev = t->next = NULL;
+  S.nlive--;
+  while (t->joiners) {
+    joinwait *w = t->joiners;
+    t->joiners = w->next;
+    w->prev = w->next = NULL;
+    cs_op_ready(&w->op);
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, t->co_ref);
+  t->co_ref = LUA_NOREF;
+  t->co = NULL;
+  luaL_unref(L, LUA_REGISTRYINDEX, t->self_ref);
+  t->self_ref = LUA_NOREF;
+}
+
+static void task_step(cs_task *t) {
+  lua_State *co = t->co, *L = S.L;
+  int nres = 0, nargs = t->nargs, st;
+  t->nargs = 0;
+  t->state = T_RUNNING;
+  S.current = t;
+  st = lua_resume(co, L, nargs, &nres);
+  S.current = NULL;
+  if (st == LUA_YIELD) {
+    if (t->state == T_RUNNING) {
+      /* a bare coroutine.yield at task level: treat it as task.yield() */
+      lua_pop(co, nres);
+      t->state = T_READY;
+      enqueue(t);
+    }
+    return;
+  }
+  if (st == LUA_OK) {
+    /* the body returns ok, results... */
+    int i, k = nres - 1;
+    t->ok = lua_toboolean(co, -nres);
+    if (t->ok) {
+      lua_createtable(co, k, 1);
+      for (i = 1; i <= k; i++) {
+        lua_pushvalue(co, -nres - 1 + i);
+        lua_rawseti(co, -2, i);
+      }
+      lua_pushinteger(co, k);
+      lua_setfield(co, -2, "n");
+    } else {
+      lua_pushvalue(co, -nres + 1);
+    }
+  } else {
+    /* only errors outside the body's pcall (out of memory, error in the handler) */
+    t->ok = 0;
+    luaL_traceback(co, co, lua_tostring(co, -1), 0);
+  }
+  lua_xmove(co, L, 1);
+  t->result_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(co, 0);
+  finish(t);
+}
+
+/* ---- task body -------------------------------------------------------- */
+
+static int body_msgh(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TTABLE) return 1; /* structured errors keep their shape */
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static int body_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)ctx;
+  lua_pushboolean(L, status == LUA_OK || status == LUA_YIELD);
+  lua_replace(L, 1); /* the message handler's slot */
+  return lua_gettop(L);
+}
+
+static int task_body(lua_State *L) {
+  int n = lua_gettop(L); /* fn, args... */
+  lua_pushcfunction(L, body_msgh);
+  lua_insert(L, 1);
+  return body_k(L, lua_pcallk(L, n - 1, LUA_MULTRET, 1, 0, body_k), 0);
+}
+
+/* Create a task running the function at fidx with nargs args after it;
+ * leaves the task userdata on top of L. */
+static cs_task *task_new(lua_State *L, int fidx, int nargs) {
+  int i;
+  cs_task *t = lua_newuserdatauv(L, sizeof *t, 0);
+  memset(t, 0, sizeof *t);
+  t->co_ref = t->self_ref = t->result_ref = LUA_NOREF;
+  luaL_setmetatable(L, TASK_MT);
+  lua_pushvalue(L, -1);
+  t->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  t->co = lua_newthread(L);
+  t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  *(cs_task **)lua_getextraspace(t->co) = t;
+  lua_pushcfunction(t->co, task_body);
+  for (i = 0; i <= nargs; i++) lua_pushvalue(L, fidx + i);
+  lua_xmove(L, t->co, nargs + 1);
+  t->nargs = nargs + 1;
+  t->id = ++S.next_id;
+  t->state = T_READY;
+  t->next = S.live;
+  if (S.live) S.live->prev = t;
+  S.live = t;
+  S.nlive++;
+  enqueue(t);
+  return t;
+}
+
+static cs_task *check_task(lua_State *L, int i) { return luaL_checkudata(L, i, TASK_MT); }
+
+static int push_results(lua_State *L, cs_task *t) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->result_ref);
+  if (!t->ok) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  } else {
+    lua_Integer i, n;
+    int tbl = lua_gettop(L);
+    lua_getfield(L, tbl, "n");
+    n = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, (int)n + 1, "too many results");
+    lua_pushboolean(L, 1);
+    for (i = 1; i <= n; i++) lua_rawgeti(L, tbl, i);
+    return (int)n + 1;
+  }
+}
+
+/* ---- task module functions -------------------------------------------- */
+
+/** task.spawn(fn, ...) -> task */
+static int task_spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  task_new(L, 1, lua_gettop(L) - 1);
+  return 1;
+}
+
+static int join_push(lua_State *L, cs_op *op) {
+  joinwait *w = (joinwait *)op;
+  cs_task *t = w->target;
+  free(w);
+  return push_results(L, t);
+}
+
+static void join_cancel(cs_op *op) {
+  joinwait *w = (joinwait *)op;
+  cs_task *t = w->target;
+  if (t->joiners == w) t->joiners = w->next;
+  if (w->prev) w->prev->next = w->next;
+  if (w->next) w->next->prev = w->prev;
+  free(w);
+}
+
+/** task.join(t) -> true, results... | false, err */
+static int task_join(lua_State *L) {
+  cs_task *t = check_task(L, 1);
+  cs_task *me = cs_task_current(L);
+  joinwait *w;
+  if (t == me) return luaL_error(L, "a task cannot join itself");
+  t->joined = 1;
+  if (t->state == T_DONE) return push_results(L, t);
+  w = calloc(1, sizeof *w);
+  if (!w) return luaL_error(L, "out of memory");
+  w->target = t;
+  w->next = t->joiners;
+  if (t->joiners) t->joiners->prev = w;
+  t->joiners = w;
+  w->op.push = join_push;
+  w->op.cancel = join_cancel;
+  return cs_yield(L, &w->op);
+}
+
+typedef struct {
+  cs_op op;
+  uv_timer_t timer;
+} sleepop;
+
+static void sleep_free(uv_handle_t *h) { free(h->data); }
+static void sleep_fire(uv_timer_t *h) { cs_op_ready(&((sleepop *)h->data)->op); }
+
+static int sleep_push(lua_State *L, cs_op *op) {
+  (void)L;
+  uv_close((uv_handle_t *)&((sleepop *)op)->timer, sleep_free);
+  return 0;
+}
+
+static void sleep_cancel(cs_op *op) {
+  sleepop *s = (sleepop *)op;
+  uv_timer_stop(&s->timer);
+  uv_close((uv_handle_t *)&s->timer, sleep_free);
+}
+
+static void plain_free_cancel(cs_op *op) { free(op); }
+static int plain_free_push(lua_State *L, cs_op *op) { (void)L; free(op); return 0; }
+
+/** task.yield(): let every other ready task run once. */
+static int task_yield(lua_State *L) {
+  cs_op *op;
+  cs_task_current(L);
+  op = calloc(1, sizeof *op);
+  if (!op) return luaL_error(L, "out of memory");
+  op->push = plain_free_push;
+  op->cancel = plain_free_cancel;
+  op->ready = 1;
+  return cs_yield(L, op);
+}
+
+/** task.sleep(seconds) */
+static int task_sleep(lua_State *L) {
+  double secs = luaL_checknumber(L, 1);
+  sleepop *s;
+  uint64_t ms;
+  if (secs <= 0) return task_yield(L);
+  cs_task_current(L);
+  s = calloc(1, sizeof *s);
+  if (!s) return luaL_error(L, "out of memory");
+  ms = (uint64_t)(secs * 1000.0 + 0.999);
+  uv_update_time(&S.loop); /* the cached loop time is stale after running Lua */
+  uv_timer_init(&S.loop, &s->timer);
+  s->timer.data = s;
+  s->op.push = sleep_push;
+  s->op.cancel = sleep_cancel;
+  uv_timer_start(&s->timer, sleep_fire, ms, 0);
+  return cs_yield(L, &s->op);
+}
+
+/** task.current() -> the running task, or nil outside any task. */
+static int task_current(lua_State *L) {
+  cs_task *t = task_of(L);
+  if (!t || t != S.current) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->self_ref);
+  return 1;
+}
+
+/** task.cancel(t) / t:cancel(): cancel the task; its waiting operation raises ECANCELED. */
+static int task_cancel_l(lua_State *L) {
+  task_cancel(check_task(L, 1));
+  return 0;
+}
+
+/** task.cancelled() -> whether the running task has been cancelled. */
+static int task_cancelled(lua_State *L) {
+  cs_task *t = task_of(L);
+  lua_pushboolean(L, t && t->cancelled);
+  return 1;
+}
+
+/** task.interrupted() -> how many SIGINT/SIGTERM arrived (0 if none). */
+static int task_interrupted(lua_State *L) {
+  lua_pushinteger(L, S.interrupted);
+  return 1;
+}
+
+/** task.count() -> number of live tasks. */
+static int task_count(lua_State *L) {
+  lua_pushinteger(L, S.nlive);
+  return 1;
+}
+
+/** task.error(code, message) -> a structured error object (for error()). */
+static int task_error_l(lua_State *L) {
+  cs_push_error(L, luaL_checkstring(L, 1), luaL_optstring(L, 2, luaL_checkstring(L, 1)));
+  return 1;
+}
+
+static int t_status(lua_State *L) {
+  lua_pushstring(L, state_names[check_task(L, 1)->state]);
+  return 1;
+}
+
+static int t_id(lua_State *L) {
+  lua_pushinteger(L, check_task(L, 1)->id);
+  return 1;
+}
+
+static int t_tostring(lua_State *L) {
+  cs_task *t = check_task(L, 1);
+  lua_pushfstring(L, "task %d (%s)", (int)t->id, state_names[t->state]);
+  return 1;
+}
+
+static int t_gc(lua_State *L) {
+  cs_task *t = check_task(L, 1);
+  if (t->state == T_DONE && !t->ok && !t->joined && t->result_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->result_ref);
+    if (lua_type(L, -1) != LUA_TTABLE) /* cancellations are not news */
+      fprintf(stderr, "cseng: task %d failed and was never joined: %s\n", (int)t->id,
+              luaL_tolstring(L, -1, NULL));
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, t->result_ref);
+  t->result_ref = LUA_NOREF;
+  return 0;
+}
+
+/* ---- semaphores -------------------------------------------------------- */
+
+typedef struct semwait semwait;
+typedef struct {
+  lua_Integer count;
+  semwait *head, *tail;
+} sem;
+
+struct semwait {
+  cs_op op;
+  sem *s;
+  semwait *prev, *next;
+  int granted;
+};
+
+static void semq_unlink(sem *s, semwait *w) {
+  if (w->prev) w->prev->next = w->next; else s->head = w->next;
+  if (w->next) w->next->prev = w->prev; else s->tail = w->prev;
+  w->prev = w->next = NULL;
+}
+
+static void semq_give(sem *s) {
+  semwait *w = s->head;
+  if (w) {
+    semq_unlink(s, w);
+    w->granted = 1;
+    cs_op_ready(&w->op);
+  } else {
+    s->count++;
+  }
+}
+
+static int sem_push(lua_State *L, cs_op *op) {
+  free(op);
+  lua_settop(L, 1); /* the semaphore itself, so `local _ <close> = s:acquire()` works */
+  return 1;
+}
+
+static void sem_cancel(cs_op *op) {
+  semwait *w = (semwait *)op;
+  if (w->granted) semq_give(w->s); /* handed a permit it will never use */
+  else semq_unlink(w->s, w);
+  free(w);
+}
+
+/** task.semaphore(n) -> semaphore with :acquire(), :release(), :count() */
+static int task_semaphore(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  sem *s;
+  luaL_argcheck(L, n >= 0, 1, "must be >= 0");
+  s = lua_newuserdatauv(L, sizeof *s, 0);
+  s->count = n;
+  s->head = s->tail = NULL;
+  luaL_setmetatable(L, SEM_MT);
+  return 1;
+}
+
+static int s_acquire(lua_State *L) {
+  sem *s = luaL_checkudata(L, 1, SEM_MT);
+  semwait *w;
+  cs_task_current(L);
+  lua_settop(L, 1);
+  if (s->count > 0 && !s->head) {
+    s->count--;
+    return 1;
+  }
+  w = calloc(1, sizeof *w);
+  if (!w) return luaL_error(L, "out of memory");
+  w->s = s;
+  w->prev = s->tail;
+  if (s->tail) s->tail->next = w; else s->head = w;
+  s->tail = w;
+  w->op.push = sem_push;
+  w->op.cancel = sem_cancel;
+  return cs_yield(L, &w->op);
+}
+
+static int s_release(lua_State *L) {
+  semq_give(luaL_checkudata(L, 1, SEM_MT));
+  return 0;
+}
+
+static int s_count(lua_State *L) {
+  lua_pushinteger(L, ((sem *)luaL_checkudata(L, 1, SEM_MT))->count);
+  return 1;
+}
+
+/* ---- signals and the run loop ------------------------------------------ */
+
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)h;
+  S.interrupted++;
+  if (S.interrupted >= 2) {
+    static const char msg[] = "\ncseng: interrupted again, exiting now (status 130)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+    _exit(130);
+  }
+  fprintf(stderr, "\ncseng: %s: cancelling %d task(s) so their cleanup runs; "
+                  "interrupt again to exit at once\n",
+          signum == SIGINT ? "interrupted" : "terminated", S.nlive);
+  cancel_all();
+}
+
+void cs_sched_init(lua_State *L) {
+  static const luaL_Reg tmeth[] = {
+      {"join", task_join}, {"cancel", task_cancel_l}, {"status", t_status}, {"id", t_id}, {NULL, NULL}};
+  static const luaL_Reg smeth[] = {
+      {"acquire", s_acquire}, {"release", s_release}, {"count", s_count}, {NULL, NULL}};
+  S.L = L;
+  *(cs_task **)lua_getextraspace(L) = NULL;
+  uv_loop_init(&S.loop);
+  luaL_newmetatable(L, TASK_MT);
+  luaL_newlib(L, tmeth);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, t_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, t_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, SEM_MT);
+  luaL_newlib(L, smeth);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, s_release);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+  uv_signal_init(&S.loop, &S.sigint);
+  uv_signal_init(&S.loop, &S.sigterm);
+  uv_signal_start(&S.sigint, on_signal, SIGINT);
+  uv_signal_start(&S.sigterm, on_signal, SIGTERM);
+  uv_unref((uv_handle_t *)&S.sigint);
+  uv_unref((uv_handle_t *)&S.sigterm);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+static void drain_ready(void) {
+  cs_task *t;
+  while ((t = dequeue()) != NULL)
+    if (t->state == T_READY) task_step(t);
+}
+
+int cs_sched_run_main(lua_State *L, int nargs) {
+  int fidx = lua_gettop(L) - nargs, code = 0, main_done = 0, stuck = 0;
+  cs_task *m = task_new(L, fidx, nargs);
+  int main_ref;
+  lua_pushvalue(L, -1);
+  main_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, fidx - 1);
+  for (;;) {
+    drain_ready();
+    if (m->state == T_DONE && !main_done) {
+      main_done = 1;
+      cancel_all(); /* tasks left behind by the main task end with it */
+      continue;
+    }
+    if (S.nlive == 0) break;
+    if (S.ready_head) continue;
+    if (uv_run(&S.loop, UV_RUN_ONCE) == 0 && !S.ready_head) {
+      if (stuck++) break;
+      fprintf(stderr, "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "
+                      "cancelling them\n", S.nlive);
+      cancel_all();
+    } else {
+      stuck = 0;
+    }
+  }
+  if (m->state != T_DONE) {
+    code = 1;
+  } else if (m->ok) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
+    lua_rawgeti(L, -1, 1);
+    if (lua_isinteger(L, -1)) code = (int)lua_tointeger(L, -1);
+    else if (lua_isboolean(L, -1)) code = lua_toboolean(L, -1) ? 0 : 1;
+    lua_pop(L, 2);
+    if (code == 0 && S.interrupted) code = 130;
+  } else {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
+    if (S.interrupted && lua_type(L, -1) == LUA_TTABLE) {
+      code = 130;
+    } else {
+      fprintf(stderr, "cseng: %s\n", luaL_tolstring(L, -1, NULL));
+      code = S.interrupted ? 130 : 1;
+      lua_pop(L, 1);
+    }
+    m->joined = 1;
+    lua_pop(L, 1);
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, main_ref);
+  return code;
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void (*shutdown_hooks[16])(void);
+static int nshutdown_hooks;
+
+void cs_at_shutdown(void (*fn)(void)) {
+  if (nshutdown_hooks < 16) shutdown_hooks[nshutdown_hooks++] = fn;
+}
+
+/* Called by main.c after lua_close: let bindings' close callbacks run. */
+void cs_sched_shutdown(void) {
+  while (nshutdown_hooks > 0) shutdown_hooks[--nshutdown_hooks]();
+  uv_run(&S.loop, UV_RUN_DEFAULT);
+  uv_walk(&S.loop, close_walk, NULL);
+  uv_run(&S.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&S.loop);
+}
+
+int luaopen_cseng_task(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+      {"spawn", task_spawn},         {"join", task_join},
+      {"sleep", task_sleep},         {"yield", task_yield},
+      {"current", task_current},     {"cancel", task_cancel_l},
+      {"cancelled", task_cancelled}, {"interrupted", task_interrupted},
+      {"count", task_count},         {"semaphore", task_semaphore},
+      {"error", task_error_l},       {NULL, NULL}};
+  luaL_newlib(L, funcs);
+  return 1;
+}

@@ -1,0 +1,39 @@
+--- `cseng test [paths]`: busted specs run inside the engine, so specs can use every primitive.
+--- Ends with the plain line "N passed, N failed[, N skipped]" (errors count as failures).
+local sys = require 'cseng.sys'
+
+local cmd = {
+  summary = 'run busted specs inside the engine (default: spec/)',
+  usage = [[usage: cseng test [busted options] [paths...]
+
+Runs busted (Debian's lua-busted) inside a cseng task, so specs may call engine
+primitives that yield. Paths default to spec/. The last line is
+"N passed, N failed[, N skipped]". Busted options pass through (e.g. --filter=PATTERN).]],
+}
+
+function cmd.run(args)
+  local argv = { '--output=' .. sys.root() .. '/lua/testing/busted_output.lua' }
+  local has_path = false
+  for _, a in ipairs(args) do
+    argv[#argv + 1] = a
+    if a:sub(1, 1) ~= '-' then has_path = true end
+  end
+  if not has_path then argv[#argv + 1] = 'spec' end
+  argv[#argv + 1] = '--pattern=_spec'
+  _G.arg = argv
+  argv[0] = 'cseng test'
+  -- busted ends with os.exit; turn that into a return so the engine closes cleanly.
+  local real_exit = os.exit
+  os.exit = function(code) error({ cseng_exit = code == true and 0 or (code or 0) }, 0) end
+  local ok, err = pcall(function() require 'busted.runner' ({ standalone = false }) end)
+  os.exit = real_exit
+  if ok then return 0 end
+  if type(err) == 'table' and err.cseng_exit ~= nil then
+    local c = err.cseng_exit
+    return c == false and 1 or (math.tointeger(c) or 0)
+  end
+  io.stderr:write('cseng test: ', tostring(err), '\n')
+  return 1
+end
+
+return cmd

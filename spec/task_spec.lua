@@ -1,0 +1,97 @@
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+
+describe('cseng.task', function()
+  it('spawns and joins, returning results', function()
+    local t = task.spawn(function(a, b) return a + b, 'x' end, 2, 3)
+    local ok, sum, x = t:join()
+    assert.is_true(ok)
+    assert.equal(5, sum)
+    assert.equal('x', x)
+    assert.equal('done', t:status())
+  end)
+
+  it('joins a failed task as false plus a traceback', function()
+    local t = task.spawn(function() error('boom') end)
+    local ok, err = task.join(t)
+    assert.is_false(ok)
+    assert.matches('boom', err)
+    assert.matches('traceback', err)
+  end)
+
+  it('sleeps concurrently: 50 sleepers of 100 ms finish in well under 50 x 100 ms', function()
+    local t0 = clock.now()
+    local ts = {}
+    for i = 1, 50 do ts[i] = task.spawn(task.sleep, 0.1) end
+    for i = 1, 50 do assert.is_true((ts[i]:join())) end
+    local ms = (clock.now() - t0) / 1e6
+    assert.is_true(ms >= 100, 'slept at least 100 ms')
+    assert.is_true(ms < 2500, 'sleepers overlapped')
+  end)
+
+  it('yields inside pcall', function()
+    local ok, v = pcall(function() task.sleep(0.01); return 42 end)
+    assert.is_true(ok)
+    assert.equal(42, v)
+  end)
+
+  it('limits concurrency with a semaphore, in FIFO order', function()
+    local sem = task.semaphore(2)
+    local inside, max_inside, order = 0, 0, {}
+    local ts = {}
+    for i = 1, 6 do
+      ts[i] = task.spawn(function()
+        local _ <close> = sem:acquire()
+        inside = inside + 1
+        max_inside = math.max(max_inside, inside)
+        order[#order + 1] = i
+        task.sleep(0.01)
+        inside = inside - 1
+      end)
+    end
+    for i = 1, 6 do assert.is_true((ts[i]:join())) end
+    assert.equal(2, max_inside)
+    assert.same({ 1, 2, 3, 4, 5, 6 }, order)
+    assert.equal(2, sem:count())
+  end)
+
+  it('cancels a sleeping task, raising ECANCELED and closing its to-be-closed variables', function()
+    local closed = false
+    local t = task.spawn(function()
+      local _ <close> = setmetatable({}, { __close = function()
+        task.sleep(0.001) -- a close handler may itself yield
+        closed = true
+      end })
+      task.sleep(100)
+    end)
+    task.sleep(0.01)
+    t:cancel()
+    local ok, err = t:join()
+    assert.is_false(ok)
+    assert.equal('ECANCELED', err.code)
+    assert.is_true(closed)
+  end)
+
+  it('cancels a task waiting on a semaphore without losing the permit', function()
+    local sem = task.semaphore(0)
+    local t = task.spawn(function() sem:acquire() end)
+    task.sleep(0.005)
+    t:cancel()
+    assert.is_false((t:join()))
+    sem:release()
+    assert.equal(1, sem:count())
+  end)
+
+  it('raises a clear error when a primitive runs inside a nested coroutine', function()
+    local co = coroutine.create(function() task.sleep(0.01) end)
+    local ok, err = coroutine.resume(co)
+    assert.is_false(ok)
+    assert.matches('inside a cseng task', err)
+  end)
+
+  it('refuses to yield across a C boundary with a clear error', function()
+    local ok, err = pcall(table.sort, { 3, 1, 2 }, function(a, b) task.sleep(0) return a < b end)
+    assert.is_false(ok)
+    assert.matches('cannot run here', err)
+  end)
+end)
