@@ -1,0 +1,519 @@
+/*
+ * lhttp.c: HTTP client on libcurl's multi-socket interface, driven by the
+ * libuv loop (curl's multi-uv.c pattern). Module cseng.http.
+ *
+ *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
+ *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=}
+ *     -> {status=, headers=, body=, http_version=, timings={dns, connect, tls,
+ *         ttfb, total}}  (timings: seconds from the start, curl's *_TIME_T)
+ *     |  nil, message, CODE  (ETIMEDOUT, ECONNREFUSED, ENOENT, ENOTFOUND,
+ *                             ECONNRESET, ETLS, EBODY, EABORTED, ECURL)
+ *   http.configure{max_connections=, max_host_connections=, max_total_connections=}
+ *   http.stats() -> {in_flight=, started=, completed=}
+ *
+ * One multi handle per process holds the connection cache, so connections are
+ * reused across requests and tasks. Curl callbacks only fill C buffers and mark
+ * the request's op ready; Lua runs when the scheduler resumes the task.
+ * The request body is referenced, not copied; the response body is copied
+ * once, from the C buffer into a Lua string.
+ */
+#include "core.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct {
+  char *p;
+  size_t len, cap;
+} buf;
+
+typedef struct {
+  cs_op op;
+  CURL *easy;
+  struct curl_slist *hdrs;
+  int body_ref;
+  buf body, head;
+  int done, stream, cancelled;
+  size_t max_body;
+  CURLcode result;
+  int os_errno;
+  long status;
+  long http_version;
+  curl_off_t t_dns, t_connect, t_tls, t_ttfb, t_total;
+  char errbuf[CURL_ERROR_SIZE];
+  char *url;
+} req;
+
+typedef struct {
+  uv_poll_t poll;
+  curl_socket_t fd;
+} sockctx;
+
+static struct {
+  CURLM *multi;
+  uv_timer_t timer;
+  lua_State *L; /* main state: registry refs are released through it */
+  lua_Integer in_flight, started, completed;
+} H;
+
+static int buf_add(buf *b, const char *p, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    char *np;
+    while (cap < b->len + n + 1) cap *= 2;
+    np = realloc(b->p, cap);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+  return 0;
+}
+
+static void buf_free(buf *b) {
+  free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
+
+/* ---- curl callbacks: C only ------------------------------------------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  req *r = ud;
+  size_t len = size * n;
+  if (r->max_body && r->body.len + len > r->max_body) {
+    r->result = CURLE_FILESIZE_EXCEEDED;
+    return 0;
+  }
+  if (buf_add(&r->body, p, len) != 0) return 0;
+  if (r->stream) cs_op_ready(&r->op);
+  return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud) {
+  req *r = ud;
+  size_t len = size * n;
+  if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) r->head.len = 0; /* a new response (100, redirect) */
+  return buf_add(&r->head, p, len) == 0 ? len : 0;
+}
+
+static void req_release(req *r) {
+  if (r->easy) {
+    curl_multi_remove_handle(H.multi, r->easy);
+    curl_easy_cleanup(r->easy);
+    r->easy = NULL;
+    H.in_flight--;
+  }
+  curl_slist_free_all(r->hdrs);
+  r->hdrs = NULL;
+  if (r->body_ref != LUA_NOREF) {
+    luaL_unref(H.L, LUA_REGISTRYINDEX, r->body_ref);
+    r->body_ref = LUA_NOREF;
+  }
+}
+
+static void req_free(req *r) {
+  req_release(r);
+  buf_free(&r->body);
+  buf_free(&r->head);
+  free(r->url);
+  free(r);
+}
+
+static void check_done(void) {
+  CURLMsg *m;
+  int left;
+  while ((m = curl_multi_info_read(H.multi, &left)) != NULL) {
+    req *r;
+    long oserr = 0;
+    if (m->msg != CURLMSG_DONE) continue;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+    if (r->result == CURLE_OK) r->result = m->data.result;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &r->http_version);
+    curl_easy_getinfo(r->easy, CURLINFO_OS_ERRNO, &oserr);
+    curl_easy_getinfo(r->easy, CURLINFO_NAMELOOKUP_TIME_T, &r->t_dns);
+    curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &r->t_connect);
+    curl_easy_getinfo(r->easy, CURLINFO_APPCONNECT_TIME_T, &r->t_tls);
+    curl_easy_getinfo(r->easy, CURLINFO_STARTTRANSFER_TIME_T, &r->t_ttfb);
+    curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &r->t_total);
+    r->os_errno = (int)oserr;
+    r->done = 1;
+    H.completed++;
+    req_release(r); /* the connection goes back to the cache now */
+    cs_op_ready(&r->op);
+  }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  sockctx *c = h->data;
+  int running, flags = 0;
+  if (status < 0) flags = CURL_CSELECT_ERR;
+  if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
+  if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
+  curl_multi_socket_action(H.multi, c->fd, flags, &running);
+  check_done();
+}
+
+static void on_timer(uv_timer_t *t) {
+  int running;
+  (void)t;
+  curl_multi_socket_action(H.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  check_done();
+}
+
+static void sock_free(uv_handle_t *h) { free(h->data); }
+
+static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *socketp) {
+  sockctx *c = socketp;
+  int events = 0;
+  (void)e;
+  (void)userp;
+  if (action == CURL_POLL_REMOVE) {
+    if (c) {
+      uv_poll_stop(&c->poll);
+      curl_multi_assign(H.multi, s, NULL);
+      uv_close((uv_handle_t *)&c->poll, sock_free);
+    }
+    return 0;
+  }
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (!c) return -1;
+    c->fd = s;
+    uv_poll_init_socket(cs_loop(), &c->poll, s);
+    c->poll.data = c;
+    curl_multi_assign(H.multi, s, c);
+  }
+  if (action & CURL_POLL_IN) events |= UV_READABLE;
+  if (action & CURL_POLL_OUT) events |= UV_WRITABLE;
+  uv_poll_start(&c->poll, events, on_poll);
+  return 0;
+}
+
+static int on_curl_timer(CURLM *m, long timeout_ms, void *userp) {
+  (void)m;
+  (void)userp;
+  if (timeout_ms < 0) uv_timer_stop(&H.timer);
+  else {
+    uv_update_time(cs_loop());
+    uv_timer_start(&H.timer, on_timer, (uint64_t)timeout_ms, 0);
+  }
+  return 0;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static const char *error_code(req *r) {
+  switch (r->result) {
+  case CURLE_OPERATION_TIMEDOUT: return "ETIMEDOUT";
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_RESOLVE_PROXY: return "ENOTFOUND";
+  case CURLE_COULDNT_CONNECT:
+    if (r->os_errno == ENOENT) return "ENOENT";
+    if (r->os_errno == EACCES) return "EACCES";
+    if (r->os_errno == ETIMEDOUT) return "ETIMEDOUT";
+    if (r->os_errno == EHOSTUNREACH || r->os_errno == ENETUNREACH) return "EHOSTUNREACH";
+    return "ECONNREFUSED";
+  case CURLE_GOT_NOTHING:
+  case CURLE_RECV_ERROR:
+  case CURLE_SEND_ERROR:
+  case CURLE_PARTIAL_FILE: return "ECONNRESET";
+  case CURLE_SSL_CONNECT_ERROR:
+  case CURLE_PEER_FAILED_VERIFICATION:
+  case CURLE_SSL_CERTPROBLEM:
+  case CURLE_SSL_CIPHER:
+  case CURLE_SSL_CACERT_BADFILE: return "ETLS";
+  case CURLE_FILESIZE_EXCEEDED: return "EBODY";
+  case CURLE_WRITE_ERROR:
+  case CURLE_ABORTED_BY_CALLBACK: return "EABORTED";
+  case CURLE_TOO_MANY_REDIRECTS: return "EREDIRECT";
+  case CURLE_URL_MALFORMAT:
+  case CURLE_UNSUPPORTED_PROTOCOL: return "EURL";
+  default: return "ECURL";
+  }
+}
+
+static void push_headers(lua_State *L, req *r) {
+  char *line = r->head.p, *end = r->head.p ? r->head.p + r->head.len : NULL;
+  lua_newtable(L);
+  while (line && line < end) {
+    char *nl = memchr(line, '\n', (size_t)(end - line));
+    char *colon, *v, *ve, *k;
+    if (!nl) nl = end;
+    colon = memchr(line, ':', (size_t)(nl - line));
+    if (colon && !(nl - line >= 5 && memcmp(line, "HTTP/", 5) == 0)) {
+      for (k = line; k < colon; k++) *k = (char)((*k >= 'A' && *k <= 'Z') ? *k + 32 : *k);
+      v = colon + 1;
+      while (v < nl && (*v == ' ' || *v == '\t')) v++;
+      ve = nl;
+      while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ')) ve--;
+      lua_pushlstring(L, line, (size_t)(colon - line));
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, -3) == LUA_TSTRING) { /* repeated header: join with ", " */
+        lua_pushliteral(L, ", ");
+        lua_pushlstring(L, v, (size_t)(ve - v));
+        lua_concat(L, 3);
+      } else {
+        lua_pop(L, 1);
+        lua_pushlstring(L, v, (size_t)(ve - v));
+      }
+      lua_rawset(L, -3);
+    }
+    line = nl + 1;
+  }
+}
+
+static void set_time(lua_State *L, const char *k, curl_off_t us) {
+  lua_pushnumber(L, (double)us / 1e6);
+  lua_setfield(L, -2, k);
+}
+
+static int push_done(lua_State *L, req *r) {
+  if (r->result != CURLE_OK) {
+    const char *code = error_code(r);
+    const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
+    if (r->result == CURLE_FILESIZE_EXCEEDED) msg = "response body larger than max_body";
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", r->url, msg);
+    lua_pushstring(L, code);
+    req_free(r);
+    return 3;
+  }
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, r->status);
+  lua_setfield(L, -2, "status");
+  push_headers(L, r);
+  lua_setfield(L, -2, "headers");
+  if (r->stream) lua_pushliteral(L, "");
+  else lua_pushlstring(L, r->body.p ? r->body.p : "", r->body.len);
+  lua_setfield(L, -2, "body");
+  lua_pushstring(L, r->http_version == CURL_HTTP_VERSION_2_0 ? "2" :
+                    r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0" : "1.1");
+  lua_setfield(L, -2, "http_version");
+  lua_createtable(L, 0, 5);
+  set_time(L, "dns", r->t_dns);
+  set_time(L, "connect", r->t_connect);
+  set_time(L, "tls", r->t_tls);
+  set_time(L, "ttfb", r->t_ttfb);
+  set_time(L, "total", r->t_total);
+  lua_setfield(L, -2, "timings");
+  req_free(r);
+  return 1;
+}
+
+static int req_push(lua_State *L, cs_op *op);
+
+/* After the stream callback returned (or raised). */
+static int stream_k(lua_State *L, int status, lua_KContext ctx) {
+  req *r = (req *)ctx;
+  if (status != LUA_OK && status != LUA_YIELD) {
+    req_free(r); /* the callback raised: abandon the transfer, re-raise */
+    return lua_error(L);
+  }
+  if (lua_toboolean(L, -1) == 0 && !lua_isnil(L, -1)) { /* callback returned false: stop */
+    lua_pop(L, 1);
+    req_free(r);
+    return cs_fail(L, "EABORTED", "stream callback stopped the transfer");
+  }
+  lua_pop(L, 1);
+  return req_push(L, &r->op);
+}
+
+static int req_push(lua_State *L, cs_op *op) {
+  req *r = (req *)op;
+  if (r->stream && r->body.len > 0) {
+    lua_getfield(L, 1, "stream");
+    lua_pushlstring(L, r->body.p, r->body.len);
+    r->body.len = 0;
+    return stream_k(L, lua_pcallk(L, 1, 1, 0, (lua_KContext)r, stream_k), (lua_KContext)r);
+  }
+  if (r->done) return push_done(L, r);
+  return cs_yield(L, op); /* more chunks to come */
+}
+
+static void req_cancel(cs_op *op) { req_free((req *)op); }
+
+static void add_header(req *r, const char *k, size_t kl, const char *v, size_t vl) {
+  char *line = malloc(kl + vl + 3);
+  if (!line) return;
+  memcpy(line, k, kl);
+  if (vl == 0) { /* "Name;" sends an empty header; "Name:" alone removes curl's default */
+    line[kl] = ';';
+    line[kl + 1] = '\0';
+  } else {
+    line[kl] = ':';
+    line[kl + 1] = ' ';
+    memcpy(line + kl + 2, v, vl);
+    line[kl + 2 + vl] = '\0';
+  }
+  r->hdrs = curl_slist_append(r->hdrs, line);
+  free(line);
+}
+
+static double opt_number(lua_State *L, const char *k, double def) {
+  double v;
+  lua_getfield(L, 1, k);
+  v = luaL_optnumber(L, -1, def);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, const char *k) {
+  int v;
+  lua_getfield(L, 1, k);
+  v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int http_request(lua_State *L) {
+  const char *method, *url;
+  size_t body_len = 0;
+  req *r;
+  CURL *e;
+  double timeout, connect_timeout;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  cs_task_current(L);
+  lua_getfield(L, 1, "url");
+  url = luaL_checkstring(L, -1);
+  lua_getfield(L, 1, "method");
+  method = luaL_optstring(L, -1, "GET");
+  timeout = opt_number(L, "timeout", 60);
+  connect_timeout = opt_number(L, "connect_timeout", 0);
+
+  r = calloc(1, sizeof *r);
+  if (!r || !(r->url = strdup(url)) || !(e = curl_easy_init())) {
+    if (r) free(r->url);
+    free(r);
+    return luaL_error(L, "out of memory");
+  }
+  r->easy = e;
+  r->body_ref = LUA_NOREF;
+  r->op.push = req_push;
+  r->op.cancel = req_cancel;
+  r->max_body = (size_t)opt_number(L, "max_body", 0);
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+  if (connect_timeout > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000));
+  if (opt_bool(L, "follow")) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  if (opt_bool(L, "insecure")) {
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  lua_getfield(L, 1, "unix_socket");
+  if (!lua_isnil(L, -1)) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, luaL_checkstring(L, -1));
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "stream");
+  if (!lua_isnil(L, -1)) {
+    luaL_checktype(L, -1, LUA_TFUNCTION);
+    r->stream = 1;
+  }
+  lua_pop(L, 1);
+
+  if (strcmp(method, "GET") == 0) curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  else if (strcmp(method, "HEAD") == 0) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+  else curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+  lua_getfield(L, 1, "body");
+  if (!lua_isnil(L, -1)) {
+    const char *body = luaL_checklstring(L, -1, &body_len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    lua_pushvalue(L, -1);
+    r->body_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* keeps the string alive, no copy */
+  } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+  }
+  lua_pop(L, 1);
+
+  r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+  lua_getfield(L, 1, "headers");
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      size_t kl, vl;
+      const char *k, *v;
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        k = lua_tolstring(L, -2, &kl);
+        v = luaL_tolstring(L, -1, &vl);
+        add_header(r, k, kl, v, vl);
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+  lua_settop(L, 1);
+
+  if (curl_multi_add_handle(H.multi, e) != CURLM_OK) {
+    req_free(r);
+    return cs_fail(L, "ECURL", "%s: cannot start the request", url);
+  }
+  H.in_flight++;
+  H.started++;
+  return cs_yield(L, &r->op);
+}
+
+static int http_configure(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "max_connections");
+  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, (long)luaL_checkinteger(L, -1));
+  lua_getfield(L, 1, "max_host_connections");
+  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  lua_getfield(L, 1, "max_total_connections");
+  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  return 0;
+}
+
+static int http_stats(lua_State *L) {
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, H.in_flight);
+  lua_setfield(L, -2, "in_flight");
+  lua_pushinteger(L, H.started);
+  lua_setfield(L, -2, "started");
+  lua_pushinteger(L, H.completed);
+  lua_setfield(L, -2, "completed");
+  return 1;
+}
+
+static void http_shutdown(void) {
+  if (!H.multi) return;
+  curl_multi_cleanup(H.multi); /* closes cached connections; sockets' polls are closed */
+  H.multi = NULL;
+  uv_close((uv_handle_t *)&H.timer, NULL);
+  curl_global_cleanup();
+}
+
+int luaopen_cseng_http(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+      {"request", http_request}, {"configure", http_configure}, {"stats", http_stats}, {NULL, NULL}};
+  if (!H.multi) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    H.multi = curl_multi_init();
+    curl_multi_setopt(H.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(H.multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+    curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, 1024L);
+    uv_timer_init(cs_loop(), &H.timer);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    H.L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    cs_at_shutdown(http_shutdown);
+  }
+  luaL_newlib(L, funcs);
+  return 1;
+}
