@@ -1,0 +1,166 @@
+--- Dockerfile reading for providers that do not build images (local, and any remote
+--- provider that reconstructs the environment): FROM, WORKDIR, ENV, ARG, USER, COPY/ADD of
+--- build-context files, RUN (listed, not executed), CMD/ENTRYPOINT.
+local dockerfile = {}
+
+--- Split a line into words, honouring double/single quotes (shell-like, no expansion).
+local function words(s)
+  local out, cur, i, q = {}, nil, 1, nil
+  while i <= #s do
+    local c = s:sub(i, i)
+    if q then
+      if c == q then q = nil
+      elseif c == '\\' and q == '"' and i < #s then i = i + 1; cur = cur .. s:sub(i, i)
+      else cur = cur .. c end
+    elseif c == '"' or c == "'" then
+      q = c; cur = cur or ''
+    elseif c:match('%s') then
+      if cur then out[#out + 1] = cur; cur = nil end
+    elseif c == '\\' and i < #s then
+      i = i + 1; cur = (cur or '') .. s:sub(i, i)
+    else
+      cur = (cur or '') .. c
+    end
+    i = i + 1
+  end
+  if cur then out[#out + 1] = cur end
+  return out
+end
+
+--- Expand $VAR and ${VAR} from the build's ARG/ENV values (as docker does in most instructions).
+local function expand(s, vars)
+  return (s:gsub('%${([%w_]+)}', function(k) return vars[k] or '' end)
+           :gsub('%$([%a_][%w_]*)', function(k) return vars[k] or '' end))
+end
+
+local function json_array(s)
+  if not s:match('^%s*%[') then return nil end
+  local ok, cjson = pcall(require, 'cjson')
+  if not ok then return nil end
+  local ok2, v = pcall(cjson.decode, s)
+  if ok2 and type(v) == 'table' then return v end
+  return nil
+end
+
+---@class Recipe
+---@field from string|nil the base image of the last stage
+---@field workdir string|nil
+---@field env table<string,string> final ENV values
+---@field env_order string[] ENV names in the order they were set
+---@field copies {src:string[], dst:string, from:string|nil, chown:string|nil, line:integer, add:boolean}[]
+---@field runs {cmd:string, line:integer}[]
+---@field user string|nil
+---@field cmd string[]|string|nil
+---@field entrypoint string[]|string|nil
+---@field stages integer
+
+--- Parse Dockerfile text. Errors name the source and line.
+---@param text string
+---@param name? string
+---@return Recipe|nil, string|nil
+function dockerfile.parse(text, name)
+  name = name or 'Dockerfile'
+  local r = { env = {}, env_order = {}, copies = {}, runs = {}, stages = 0 }
+  local vars = {}
+  local logical, start_line = nil, nil
+  local lineno = 0
+  local function instr(line, at)
+    local op, rest = line:match('^%s*(%a+)%s*(.-)%s*$')
+    if not op then return nil, string.format('%s:%d: cannot read instruction', name, at) end
+    op = op:upper()
+    if op == 'FROM' then
+      local w = words(rest)
+      local img = w[1]
+      if img == '--platform' or (img and img:match('^%-%-')) then img = w[2] end
+      r.from = img and expand(img, vars)
+      r.stages = r.stages + 1
+      r.workdir = nil
+      r.copies, r.runs, r.env, r.env_order = {}, {}, {}, {} -- only the last stage matters
+    elseif op == 'WORKDIR' then
+      local w = expand(rest, vars)
+      if w:sub(1, 1) ~= '/' then w = (r.workdir or '/') .. '/' .. w end
+      r.workdir = w:gsub('//+', '/')
+    elseif op == 'ENV' or op == 'ARG' then
+      local w = words(rest)
+      local pairs_ = {}
+      if w[1] and not w[1]:find('=') and op == 'ENV' then
+        pairs_[1] = { w[1], rest:match('^%S+%s+(.*)$') or '' } -- legacy "ENV key value"
+      else
+        for _, kv in ipairs(w) do
+          local k, v = kv:match('^([^=]+)=(.*)$')
+          if k then pairs_[#pairs_ + 1] = { k, v }
+          elseif op == 'ARG' then pairs_[#pairs_ + 1] = { kv, vars[kv] } end
+        end
+      end
+      for _, kv in ipairs(pairs_) do
+        local v = kv[2] and expand(kv[2], vars)
+        if op == 'ENV' then
+          if r.env[kv[1]] == nil then r.env_order[#r.env_order + 1] = kv[1] end
+          r.env[kv[1]] = v or ''
+        end
+        vars[kv[1]] = v
+      end
+    elseif op == 'COPY' or op == 'ADD' then
+      local w = json_array(rest) or words(rest)
+      local c = { line = at, add = op == 'ADD', src = {} }
+      local args = {}
+      for _, x in ipairs(w) do
+        local flag, val = x:match('^%-%-([%w%-]+)=?(.*)$')
+        if flag then c[flag] = val ~= '' and val or true
+        else args[#args + 1] = expand(x, vars) end
+      end
+      if #args < 2 then return nil, string.format('%s:%d: %s needs a source and a destination', name, at, op) end
+      for i = 1, #args - 1 do c.src[i] = args[i] end
+      c.dst = args[#args]
+      if c.dst:sub(1, 1) ~= '/' then
+        local base = r.workdir or '/'
+        c.dst = (base == '/' and '/' or base .. '/') .. c.dst
+        if args[#args]:sub(-1) == '/' and c.dst:sub(-1) ~= '/' then c.dst = c.dst .. '/' end
+      end
+      r.copies[#r.copies + 1] = c
+    elseif op == 'RUN' then
+      r.runs[#r.runs + 1] = { cmd = rest, line = at }
+    elseif op == 'USER' then
+      r.user = expand(rest, vars)
+    elseif op == 'CMD' then
+      r.cmd = json_array(rest) or rest
+    elseif op == 'ENTRYPOINT' then
+      r.entrypoint = json_array(rest) or rest
+    end
+    return true
+  end
+  for raw in (text .. '\n'):gmatch('(.-)\r?\n') do
+    lineno = lineno + 1
+    local line = raw
+    if not logical and (line:match('^%s*#') or line:match('^%s*$')) then
+      -- a comment or blank line between instructions
+    elseif logical and line:match('^%s*#') then
+      -- comments inside a continued instruction are dropped
+    else
+      local cont = line:match('^(.-)\\%s*$')
+      if logical then logical = logical .. ' ' .. (cont or line)
+      else logical, start_line = cont or line, lineno end
+      if not cont then
+        local ok, err = instr(logical, start_line)
+        if not ok then return nil, err end
+        logical = nil
+      end
+    end
+  end
+  if logical then
+    local ok, err = instr(logical, start_line)
+    if not ok then return nil, err end
+  end
+  if r.stages == 0 then return nil, string.format('%s: no FROM instruction', name) end
+  return r
+end
+
+--- Render a recipe's ENV as an ordered list of {name, value}.
+function dockerfile.env_list(r)
+  local out = {}
+  for _, k in ipairs(r.env_order) do out[#out + 1] = { k, r.env[k] } end
+  return out
+end
+
+dockerfile.words = words
+return dockerfile

@@ -1,0 +1,324 @@
+--- The local provider: one bubblewrap sandbox per trial on this machine.
+---
+--- A sandbox is a directory: root/ becomes the sandbox's "/" (its workdir, /tmp, /root, /logs,
+--- /tests live there, so state persists between the exec calls of one trial), the host's /usr
+--- (or a user-given rootfs's) is bound read-only, /etc is a small synthetic one plus read-only
+--- binds of what programs need (ld.so.cache, ssl, alternatives). Every exec is a new bwrap
+--- process in new namespaces (no network unless the task allows it and the user asks), with
+--- --die-with-parent, inside a cgroup with the task's memory/CPU limits when the machine lets us.
+--- Cold: a fresh root per trial. Warm: an overlayfs (root only) over a prepared root, so the
+--- environment staging is done once per task; without overlayfs, a copy of the prepared root.
+--- Dockerfile RUN steps are not executed here: the runner records them as fidelity gaps.
+local fs = require 'cseng.fs'
+local proc = require 'cseng.proc'
+local sys = require 'cseng.sys'
+local crypto = require 'cseng.crypto'
+local archive = require 'cseng.archive'
+local cjson = require 'cjson'
+local util = require 'util'
+
+local M = {
+  name = 'local',
+  description = 'bubblewrap sandboxes on this machine (no credentials, no network by default)',
+  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  credentials = {},
+  rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
+  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = true },
+}
+
+local DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+local VERIFIER_UID = 1000
+
+-- /etc entries bound read-only from the host when present.
+local ETC_BINDS = {
+  'alternatives', 'ssl', 'ca-certificates', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
+  'python3', 'python3.11', 'python3.12', 'bash.bashrc', 'inputrc', 'magic', 'magic.mime', 'mime.types',
+  'protocols', 'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl', 'gitconfig',
+}
+
+local function detect_cgroup()
+  if fs.exists('/sys/fs/cgroup/cgroup.controllers') then
+    local probe = '/sys/fs/cgroup/cseng-probe-' .. sys.pid()
+    if fs.mkdir_p(probe) then fs.remove(probe); return { version = 2, base = '/sys/fs/cgroup/cseng' } end
+    return nil
+  end
+  if fs.exists('/sys/fs/cgroup/memory') then
+    local probe = '/sys/fs/cgroup/memory/cseng-probe-' .. sys.pid()
+    if fs.mkdir_p(probe) then fs.remove(probe); return { version = 1, base = '/sys/fs/cgroup' } end
+  end
+  return nil
+end
+
+--- Check that bwrap is present and works; choose where sandboxes live.
+function M.connect(cfg)
+  cfg = cfg or {}
+  local bwrap = cfg.bwrap or os.getenv('CSENG_BWRAP') or '/usr/bin/bwrap'
+  if not fs.exists(bwrap) then
+    error('local provider: bubblewrap is not installed (' .. bwrap .. '); run make deps or apt-get install bubblewrap', 0)
+  end
+  local base = cfg.root or os.getenv('CSENG_LOCAL_ROOT') or '/tmp/cseng-local'
+  assert(fs.mkdir_p(base .. '/sandboxes'))
+  assert(fs.mkdir_p(base .. '/warm'))
+  local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
+  if rootfs and not fs.exists(rootfs .. '/usr') then
+    error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
+  end
+  return {
+    bwrap = bwrap,
+    base = base,
+    rootfs = rootfs,
+    is_root = sys.uid() == 0,
+    cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
+    allow_network = cfg.network == true,
+  }
+end
+
+local function write_etc(root, hostname, network)
+  assert(fs.mkdir_p(root .. '/etc'))
+  fs.write(root .. '/etc/passwd', table.concat({
+    'root:x:0:0:root:/root:/bin/bash',
+    'cseng:x:' .. VERIFIER_UID .. ':' .. VERIFIER_UID .. ':cseng verifier:/home/cseng:/bin/bash',
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', '' }, '\n'))
+  fs.write(root .. '/etc/group', table.concat({
+    'root:x:0:', 'cseng:x:' .. VERIFIER_UID .. ':', 'nogroup:x:65534:', '' }, '\n'))
+  fs.write(root .. '/etc/hostname', hostname .. '\n')
+  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost ' .. hostname .. '\n::1 localhost\n')
+  fs.write(root .. '/etc/nsswitch.conf', 'passwd: files\ngroup: files\nhosts: files dns\n')
+  if network then
+    local resolv = fs.read('/etc/resolv.conf')
+    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
+  end
+end
+
+local function make_root(root, hostname, network)
+  for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'cseng' }) do
+    assert(fs.mkdir_p(root .. '/' .. d))
+  end
+  fs.chmod(root .. '/tmp', tonumber('1777', 8))
+  fs.chmod(root .. '/var/tmp', tonumber('1777', 8))
+  fs.chmod(root .. '/home/cseng', tonumber('777', 8))
+  for _, l in ipairs({ { 'usr/bin', 'bin' }, { 'usr/sbin', 'sbin' }, { 'usr/lib', 'lib' }, { 'usr/lib64', 'lib64' } }) do
+    if not fs.lstat(root .. '/' .. l[2]) then fs.symlink(l[1], root .. '/' .. l[2]) end
+  end
+  write_etc(root, hostname, network)
+end
+
+local function cgroup_dirs(client, id)
+  local cg = client.cgroup
+  if not cg then return {} end
+  if cg.version == 2 then return { cg.base .. '/' .. id } end
+  return { cg.base .. '/memory/cseng/' .. id, cg.base .. '/cpu,cpuacct/cseng/' .. id, cg.base .. '/pids/cseng/' .. id }
+end
+
+local function setup_cgroup(client, sb, spec)
+  local cg = client.cgroup
+  if not cg or not (spec.memory_mb or spec.cpus) then return end
+  local dirs = {}
+  local function w(path, value)
+    local ok = fs.write(path, tostring(value), { atomic = false })
+    return ok
+  end
+  if cg.version == 2 then
+    local d = cg.base .. '/' .. sb.id
+    if not fs.mkdir_p(d) then return end
+    dirs[1] = d
+    if spec.memory_mb then w(d .. '/memory.max', math.floor(spec.memory_mb * 1024 * 1024)) end
+    if spec.cpus then w(d .. '/cpu.max', string.format('%d 100000', math.floor(spec.cpus * 100000))) end
+    w(d .. '/pids.max', 4096)
+  else
+    local mem, cpu, pids = table.unpack(cgroup_dirs(client, sb.id))
+    if spec.memory_mb and fs.mkdir_p(mem) then
+      dirs[#dirs + 1] = mem
+      w(mem .. '/memory.limit_in_bytes', math.floor(spec.memory_mb * 1024 * 1024))
+    end
+    if spec.cpus and fs.exists(util.dirname(util.dirname(cpu))) and fs.mkdir_p(cpu) then
+      dirs[#dirs + 1] = cpu
+      w(cpu .. '/cpu.cfs_period_us', 100000)
+      w(cpu .. '/cpu.cfs_quota_us', math.floor(spec.cpus * 100000))
+    end
+    if fs.exists(util.dirname(util.dirname(pids))) and fs.mkdir_p(pids) then
+      dirs[#dirs + 1] = pids
+      w(pids .. '/pids.max', 4096)
+    end
+  end
+  sb.cgroups = dirs
+end
+
+--- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb,
+--- warm_artifact (a prepared root from M.snapshot)}.
+function M.create(client, spec)
+  local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
+  local dir = client.base .. '/sandboxes/' .. id
+  local root = dir .. '/root'
+  assert(fs.mkdir_p(dir))
+  local sb = {
+    id = id, dir = dir, root = root, env = spec.env or {}, workdir = spec.workdir or '/workspace',
+    network = spec.network and client.allow_network or false, labels = spec.labels or {},
+    cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(),
+  }
+  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  if spec.warm_artifact then
+    local lower = spec.warm_artifact
+    if not fs.exists(lower .. '/etc/passwd') then
+      return nil, 'warm artifact ' .. lower .. ' is not a prepared root (run cseng prewarm --provider local)', 'EARTIFACT'
+    end
+    assert(fs.mkdir_p(root)); assert(fs.mkdir_p(dir .. '/upper')); assert(fs.mkdir_p(dir .. '/work'))
+    local res = client.is_root and proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
+      'lowerdir=' .. lower .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', root }, timeout = 30 }
+    if res and res.code == 0 then
+      sb.overlay = true
+    else
+      fs.remove_tree(root)
+      local ok, err = fs.copy_tree(lower, root)
+      if not ok then return nil, 'cannot copy the warm root: ' .. tostring(err), 'EIO' end
+      sb.warm_copy = true
+    end
+  else
+    make_root(root, 'sandbox', sb.network)
+  end
+  assert(fs.mkdir_p(root .. sb.workdir))
+  setup_cgroup(client, sb, spec)
+  return sb
+end
+
+local function bwrap_argv(client, sb, opts)
+  local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-all' }
+  local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
+  if sb.network then add('--share-net') end
+  add('--hostname', 'sandbox', '--bind', sb.root, '/')
+  add('--ro-bind', (client.rootfs or '') .. '/usr', '/usr')
+  if client.rootfs then
+    for _, d in ipairs({ 'etc/alternatives' }) do
+      if fs.exists(client.rootfs .. '/' .. d) then add('--ro-bind', client.rootfs .. '/' .. d, '/' .. d) end
+    end
+  end
+  for _, e in ipairs(ETC_BINDS) do
+    local src = (client.rootfs or '') .. '/etc/' .. e
+    if fs.exists(src) and (e ~= 'resolv.conf' or sb.network) then add('--ro-bind', src, '/etc/' .. e) end
+  end
+  add('--proc', '/proc', '--dev', '/dev')
+  local user = opts.user
+  if user and user ~= 'root' and user ~= 0 then
+    local uid = user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID
+    add('--uid', tostring(uid), '--gid', tostring(uid))
+  end
+  add('--chdir', opts.cwd or sb.workdir)
+  return a
+end
+
+local function exec_env(sb, opts)
+  local non_root = opts.user and opts.user ~= 'root' and opts.user ~= 0
+  local env = {
+    PATH = DEFAULT_PATH, HOME = non_root and '/home/cseng' or '/root', LANG = 'C.UTF-8',
+    TERM = 'dumb', HOSTNAME = 'sandbox', USER = non_root and 'cseng' or 'root',
+  }
+  for k, v in pairs(sb.env or {}) do env[k] = v end
+  for k, v in pairs(opts.env or {}) do env[k] = v end
+  return env
+end
+
+--- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout, stdin}.
+function M.exec(client, sb, cmd, opts)
+  opts = opts or {}
+  local argv = bwrap_argv(client, sb, opts)
+  argv[#argv + 1] = '/bin/bash'
+  argv[#argv + 1] = '-c'
+  argv[#argv + 1] = cmd
+  if sb.cgroups and #sb.cgroups > 0 then
+    -- join the trial's cgroups, then become bwrap
+    local join = {}
+    for i, d in ipairs(sb.cgroups) do join[i] = 'echo $$ > ' .. util.shell_quote(d .. '/cgroup.procs') end
+    table.insert(argv, 1, '/bin/sh')
+    table.insert(argv, 2, '-c')
+    table.insert(argv, 3, table.concat(join, ' && ') .. ' && exec "$@"')
+    table.insert(argv, 4, 'cseng-cgroup')
+  end
+  local res, err, code = proc.run {
+    argv = argv, env = exec_env(sb, opts), stdin = opts.stdin, timeout = opts.timeout or 600,
+    tail_bytes = opts.tail_bytes or (1 << 20),
+  }
+  if not res then return nil, err, code end
+  return res
+end
+
+-- Refuse to write through a symlink the sandbox may have planted: every component of the
+-- target path below the sandbox root must be a real directory (or not exist yet).
+local function safe_target(root, path)
+  local cur = root
+  for part in path:gmatch('[^/]+') do
+    if part == '..' then return nil, path .. ': ".." in a target path' end
+    cur = cur .. '/' .. part
+    local st = fs.lstat(cur)
+    if st and st.type ~= 'dir' then return nil, path .. ': ' .. part .. ' is a ' .. st.type .. ', not a directory' end
+    if not st then
+      local ok, err = fs.mkdir_p(cur)
+      if not ok then return nil, err end
+    end
+  end
+  return cur
+end
+
+--- Unpack a tar (bytes) into a directory of the sandbox.
+function M.put(client, sb, dir, tar_bytes)
+  local target, err = safe_target(sb.root, dir)
+  if not target then return nil, err, 'EUNSAFE' end
+  local ok, xerr, code = archive.extract(tar_bytes, target, {})
+  if not ok then return nil, xerr, code end
+  return true
+end
+
+--- Read a file of the sandbox (resolved inside it).
+function M.get(client, sb, path)
+  local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 60, cwd = '/' })
+  if not res then return nil, err, code end
+  if res.code ~= 0 then return nil, path .. ': ' .. util.trim(res.stderr), 'ENOENT' end
+  return res.stdout
+end
+
+local function rm_cgroups(client, sb)
+  for _, d in ipairs(sb.cgroups or cgroup_dirs(client, sb.id)) do
+    if fs.exists(d) then fs.remove(d) end
+  end
+end
+
+--- Destroy a sandbox: unmount, remove its directory and cgroups. Idempotent.
+function M.destroy(client, sb)
+  local dir = sb.dir or (client.base .. '/sandboxes/' .. sb.id)
+  if fs.exists(dir .. '/root') and (sb.overlay or fs.exists(dir .. '/upper')) then
+    proc.run { argv = { 'umount', '-l', dir .. '/root' }, timeout = 30 }
+  end
+  rm_cgroups(client, sb)
+  if fs.exists(dir) then
+    local ok, err = fs.remove_tree(dir)
+    if not ok then return nil, err, 'EIO' end
+  end
+  return true
+end
+
+--- Sandboxes that still exist, optionally only those whose labels match.
+function M.list(client, filter)
+  local out = {}
+  for _, name in ipairs(fs.list(client.base .. '/sandboxes') or {}) do
+    local meta = fs.read(client.base .. '/sandboxes/' .. name .. '/sandbox.json')
+    local ok, rec = pcall(cjson.decode, meta or '')
+    if ok and type(rec) == 'table' then
+      local match = true
+      for k, v in pairs((filter and filter.labels) or {}) do
+        if (rec.labels or {})[k] ~= v then match = false end
+      end
+      if match then out[#out + 1] = { id = rec.id, labels = rec.labels, created = rec.created } end
+    end
+  end
+  return out
+end
+
+--- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
+function M.snapshot(client, sb, key)
+  local dest = client.base .. '/warm/' .. key
+  fs.remove_tree(dest)
+  local ok, err = fs.copy_tree(sb.root, dest)
+  if not ok then return nil, err, 'EIO' end
+  return dest
+end
+
+return M
