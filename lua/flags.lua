@@ -1,0 +1,78 @@
+--- Command-line flags: --name value, --name=value, --flag (booleans). Unknown flags and bad
+--- values are one-line errors (the caller exits 2).
+local flags = {}
+
+--- Parse args against a spec: { ['task-index'] = { key = 'task_index', type = 'string' }, ... }.
+--- Types: string, int, number, bool, list (comma-separated, repeatable), multi (repeatable).
+--- Returns values, positional or nil, error.
+function flags.parse(args, spec)
+  local out, pos = {}, {}
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == '--' then
+      for j = i + 1, #args do pos[#pos + 1] = args[j] end
+      break
+    elseif a:sub(1, 2) == '--' then
+      local name, value = a:match('^%-%-([^=]+)=(.*)$')
+      name = name or a:sub(3)
+      local s = spec[name]
+      if not s then return nil, string.format("unknown option '--%s'", name) end
+      if s.type == 'bool' then
+        if value ~= nil then
+          if value ~= 'true' and value ~= 'false' then return nil, string.format("--%s takes no value", name) end
+          out[s.key] = value == 'true'
+        else
+          out[s.key] = true
+        end
+      else
+        if value == nil then
+          i = i + 1
+          value = args[i]
+          if value == nil then return nil, string.format('--%s needs a value', name) end
+        end
+        if s.type == 'int' then
+          local n = math.tointeger(tonumber(value))
+          if not n or (s.min and n < s.min) then
+            return nil, string.format('--%s: expected a whole number%s, got %q', name, s.min and (' >= ' .. s.min) or '', value)
+          end
+          out[s.key] = n
+        elseif s.type == 'number' then
+          local n = tonumber(value)
+          if not n or n <= 0 then return nil, string.format('--%s: expected a positive number, got %q', name, value) end
+          out[s.key] = n
+        elseif s.type == 'list' then
+          out[s.key] = out[s.key] or {}
+          for item in value:gmatch('[^,]+') do out[s.key][#out[s.key] + 1] = item end
+        elseif s.type == 'multi' then
+          out[s.key] = out[s.key] or {}
+          out[s.key][#out[s.key] + 1] = value
+        else
+          if s.choices then
+            local okc = false
+            for _, c in ipairs(s.choices) do if c == value then okc = true end end
+            if not okc then return nil, string.format('--%s: expected one of %s, got %q', name, table.concat(s.choices, ', '), value) end
+          end
+          out[s.key] = value
+        end
+      end
+    else
+      pos[#pos + 1] = a
+    end
+    i = i + 1
+  end
+  return out, pos
+end
+
+--- Help text lines for a spec.
+function flags.help(spec, order)
+  local lines = {}
+  for _, name in ipairs(order) do
+    local s = spec[name]
+    local arg = s.type == 'bool' and '' or (' ' .. (s.arg or s.type:upper()))
+    lines[#lines + 1] = string.format('  --%-28s %s', name .. arg, s.help or '')
+  end
+  return table.concat(lines, '\n')
+end
+
+return flags

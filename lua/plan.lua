@@ -1,0 +1,51 @@
+--- Plans: Lua files that return a table describing a run. Flags given to `cseng run`
+--- override the plan's fields.
+---
+---   local plan = require 'plan'
+---   return plan.tasks { name = 'cold-gold', provider = 'local', dataset = 'data/tasks', solver = 'gold' }
+local fs = require 'cseng.fs'
+
+local plan = {}
+
+local TASK_DEFAULTS = {
+  provider = 'local', solver = 'gold', mode = 'cold', task_index = 'all', concurrency = 2,
+}
+
+local function with_defaults(t, defaults)
+  for k, v in pairs(defaults) do if t[k] == nil then t[k] = v end end
+  return t
+end
+
+--- Trials of tasks on one provider (cold-gold, warm-gold, solve).
+function plan.tasks(t)
+  t.kind = 'tasks'
+  return with_defaults(t, TASK_DEFAULTS)
+end
+
+--- The startup arena: create, first command, destroy; repeated per provider.
+function plan.startup(t)
+  t.kind = 'startup'
+  return t
+end
+
+--- A matrix of task runs: every provider x mode.
+function plan.matrix(t)
+  t.kind = 'matrix'
+  return with_defaults(t, TASK_DEFAULTS)
+end
+
+--- Load a plan file; errors name the file.
+function plan.load(path)
+  if not fs.exists(path) then error(path .. ': no such plan file', 0) end
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  local ok, p = pcall(chunk)
+  if not ok then error(path .. ': ' .. tostring(p), 0) end
+  if type(p) ~= 'table' or not p.kind then
+    error(path .. ': a plan must return plan.tasks{...}, plan.startup{...} or plan.matrix{...}', 0)
+  end
+  p.plan_file = path
+  return p
+end
+
+return plan

@@ -1,0 +1,123 @@
+--- Run results: results/<run-id>.jsonl is the source of truth (append-only events, one per
+--- line); results/<run-id>.json is the summary in the seed harness's shape.
+---
+--- Events: run_started, run_resumed, allocated (fsynced before the sandbox is used),
+--- destroyed, cleanup_failed, trial, prewarmed, run_finished. Every string written passes
+--- through util.redact, so secret values never reach a results file.
+local jsonl = require 'jsonl'
+local fs = require 'cseng.fs'
+local clock = require 'cseng.clock'
+local cjson = require 'cjson'
+local util = require 'util'
+
+local results = {}
+
+local Writer = {}
+Writer.__index = Writer
+
+--- Open (create or continue) a run's event log.
+function results.open(path, run_id)
+  assert(fs.mkdir_p(util.dirname(path)))
+  return setmetatable({ path = path, run_id = run_id }, Writer)
+end
+
+--- Append one event. sync=true for records that cleanup depends on.
+function Writer:event(kind, fields, sync)
+  local rec = util.redact_all(fields or {})
+  rec.event = kind
+  rec.run_id = self.run_id
+  rec.time = clock.wall()
+  local ok, err = jsonl.append(self.path, rec, { sync = sync and true or false })
+  if not ok then error('cannot write ' .. self.path .. ': ' .. tostring(err), 0) end
+  return rec
+end
+
+function Writer:allocated(provider, sb, labels, extra)
+  return self:event('allocated', util.merge({ provider = provider, sandbox_id = sb.id, labels = labels }, extra), true)
+end
+
+function Writer:destroyed(provider, sb_id, extra)
+  return self:event('destroyed', util.merge({ provider = provider, sandbox_id = sb_id }, extra), true)
+end
+
+function Writer:cleanup_failed(provider, sb_id, err)
+  return self:event('cleanup_failed', { provider = provider, sandbox_id = sb_id, error = tostring(err) }, true)
+end
+
+--- Read every event of a run log. A torn final line (a crash mid-write) is ignored.
+function results.read(path)
+  local events = {}
+  for rec in jsonl.read(path) do events[#events + 1] = rec end
+  return events
+end
+
+--- Sandboxes allocated and neither destroyed nor already reported as cleaned.
+function results.live_allocations(events)
+  local live, order = {}, {}
+  for _, e in ipairs(events) do
+    if e.event == 'allocated' then
+      if not live[e.sandbox_id] then order[#order + 1] = e.sandbox_id end
+      live[e.sandbox_id] = e
+    elseif e.event == 'destroyed' then
+      live[e.sandbox_id] = nil
+    end
+  end
+  local out = {}
+  for _, id in ipairs(order) do if live[id] then out[#out + 1] = live[id] end end
+  return out
+end
+
+--- The trial records of a run, the latest per task/mode/attempt key.
+function results.trials(events)
+  local out = {}
+  for _, e in ipairs(events) do if e.event == 'trial' then out[#out + 1] = e end end
+  return out
+end
+
+--- The seed harness's summary shape, from the run's events.
+function results.summary(events)
+  local started, finished
+  for _, e in ipairs(events) do
+    if e.event == 'run_started' and not started then started = e end
+    if e.event == 'run_finished' then finished = e end
+  end
+  started = started or {}
+  local trials = results.trials(events)
+  local s = {
+    run_id = started.run_id,
+    provider = started.provider,
+    mode = started.mode,
+    runtime = started.runtime,
+    dataset = started.dataset,
+    solver = started.solver,
+    task_count = #trials,
+    solve_enabled = started.solver ~= nil and started.solver ~= 'nop',
+    passed = 0, failed = 0, errors = 0,
+    estimated_cost_usd = 0,
+    started_at = started.time,
+    finished_at = finished and finished.time or nil,
+    status = finished and finished.status or 'incomplete',
+    results = {},
+  }
+  for _, t in ipairs(trials) do
+    if t.outcome == 'passed' then s.passed = s.passed + 1
+    elseif t.outcome == 'error' then s.errors = s.errors + 1
+    else s.failed = s.failed + 1 end
+    s.estimated_cost_usd = s.estimated_cost_usd + (t.estimated_cost_usd or 0)
+    local r = util.copy(t)
+    r.event, r.run_id, r.time = nil, nil, nil
+    s.results[#s.results + 1] = r
+  end
+  return s
+end
+
+--- Write the summary JSON beside the log (atomically).
+function results.write_summary(events, path)
+  local enc = cjson.new()
+  enc.encode_number_precision(14)
+  local ok, err = fs.write(path, enc.encode(results.summary(events)) .. '\n')
+  if not ok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
+  return path
+end
+
+return results

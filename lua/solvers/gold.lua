@@ -1,0 +1,37 @@
+--- The gold solver: runs the task's own solution/solve.sh in the sandbox.
+--- The script is wrapped so that applying it twice is harmless (a marker records success),
+--- as the seed harness makes its solve.sh idempotent. A task without a solution is reported
+--- as such (the verifier still runs; it should score 0).
+local archive = require 'cseng.archive'
+local fs = require 'cseng.fs'
+
+local solver = { name = 'gold', description = "run the task's own solution/solve.sh" }
+
+local WRAPPER = [[#!/bin/bash
+# cseng: apply the gold solution once; a second run is a no-op.
+marker=/cseng/.gold-solve-done
+if [ -f "$marker" ]; then echo "cseng: gold solution already applied"; exit 0; fi
+bash /solution/solve.sh "$@"
+code=$?
+[ $code -eq 0 ] && : > "$marker"
+exit $code
+]]
+
+---@param ctx SolveContext
+function solver.solve(ctx)
+  local task = ctx.task
+  if not task.has_solution then
+    return { skipped = true, note = 'the task has no solution/solve.sh' }
+  end
+  local tar = archive.pack_dir(task.dir .. '/solution', {})
+  local ok, err, code = ctx:put('/solution', tar)
+  if not ok then error({ stage = 'solve', message = 'uploading solution/: ' .. tostring(err), code = code }) end
+  ok, err, code = ctx:put('/cseng', archive.pack({ { path = 'gold-solve.sh', data = WRAPPER, mode = tonumber('755', 8) } }))
+  if not ok then error({ stage = 'solve', message = 'uploading the solve wrapper: ' .. tostring(err), code = code }) end
+  local res, xerr, xcode = ctx:exec('bash /cseng/gold-solve.sh', { env = task.config.solution_env, timeout = ctx.timeout })
+  if not res then error({ stage = 'solve', message = tostring(xerr), code = xcode }) end
+  ctx:exec('rm -rf /solution', { timeout = 60 })
+  return { return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = res.elapsed, timed_out = res.timed_out }
+end
+
+return solver

@@ -1,0 +1,13 @@
+-- Matrix: the same tasks on every listed provider, cold and warm.
+local plan = require 'plan'
+
+return plan.matrix {
+  name = 'matrix',
+  providers = { 'local' },
+  modes = { 'cold', 'warm' },
+  dataset = 'data/tasks',
+  solver = 'gold',
+  task_index = 'all',
+  concurrency = 2,
+  timeout_seconds = 900,
+}
