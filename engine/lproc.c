@@ -1,0 +1,852 @@
+/*
+ * lproc.c: subprocesses on the loop. Module cseng.proc.
+ *   proc.run{argv=, cwd=, env=, env_add=, stdin=, timeout=, tail_bytes=, kill_group=, kill_grace=}
+ *       -> {code, signal, stdout, stderr, elapsed, elapsed_ns, timed_out, stdout_dropped,
+ *           stderr_dropped, pid} | nil, msg, CODE (spawn failure: "ENOENT", "EACCES", ...)
+ *   proc.spawn{argv=, cwd=, env=, env_add=, stdin=, stdout=, stderr=, kill_group=, kill_grace=}
+ *       -> process with :pid(), :kill(sig), :wait([timeout]), :close()
+ *   proc.which(name) -> absolute path | nil, msg, "ENOENT"
+ *
+ * Every child is started in its own session (UV_PROCESS_DETACHED, so setsid:
+ * pgid == pid) so that the whole tree can be signalled as one group: on
+ * timeout (TERM, then KILL after a grace), after the leader exits (KILL, so
+ * background children neither hold our pipes nor survive the call), and on
+ * cancellation (KILL). Output is kept as a tail of at most tail_bytes per
+ * stream; reads go straight into the tail buffer while it has room.
+ */
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROCESS_MT "cseng.proc.process"
+#define DEFAULT_TAIL ((size_t)1 << 20)
+#define DEFAULT_GRACE_MS 2000
+
+extern char **environ;
+
+/* Reads land here when the tail buffer has no contiguous room. libuv calls
+ * alloc_cb and read_cb back to back on one thread, so one buffer serves all. */
+static char scratch[65536];
+
+/* ---- the output tail ---------------------------------------------------- */
+
+/* Linear until cap bytes arrived (data = buf[0, len)), then a full ring whose
+ * oldest byte is at w (data = buf[w, cap) + buf[0, w)). */
+typedef struct {
+  char *buf;
+  size_t size, cap, len, w;
+  int wrapped;
+  uint64_t total;
+} tail;
+
+static int tail_grow(tail *t, size_t want) {
+  char *nb;
+  if (want > t->cap) want = t->cap;
+  if (want <= t->size) return 1;
+  nb = realloc(t->buf, want);
+  if (!nb) return 0;
+  t->buf = nb;
+  t->size = want;
+  return 1;
+}
+
+static void tail_alloc(tail *t, uv_buf_t *b) {
+  if (!t->wrapped && t->len < t->cap) {
+    if (t->len == t->size) tail_grow(t, t->size < 16384 ? 16384 : t->size * 2);
+    if (t->len < t->size) {
+      *b = uv_buf_init(t->buf + t->len, (unsigned)(t->size - t->len));
+      return;
+    }
+  }
+  *b = uv_buf_init(scratch, sizeof scratch);
+}
+
+/* Append n bytes that arrived outside the buffer, keeping the last cap. */
+static void tail_append(tail *t, const char *p, size_t n) {
+  size_t k;
+  t->total += n;
+  if (t->cap == 0 || n == 0) return;
+  if (!tail_grow(t, t->cap) || t->size < t->cap) return; /* out of memory: drop */
+  if (n >= t->cap) {
+    memcpy(t->buf, p + n - t->cap, t->cap);
+    t->len = t->cap;
+    t->wrapped = 1;
+    t->w = 0;
+    return;
+  }
+  if (!t->wrapped) {
+    if (t->len + n <= t->cap) {
+      memcpy(t->buf + t->len, p, n);
+      t->len += n;
+      return;
+    }
+    k = t->cap - t->len;
+    memcpy(t->buf + t->len, p, k);
+    p += k;
+    n -= k;
+    t->len = t->cap;
+    t->wrapped = 1;
+    t->w = 0;
+  }
+  k = t->cap - t->w < n ? t->cap - t->w : n;
+  memcpy(t->buf + t->w, p, k);
+  memcpy(t->buf, p + k, n - k);
+  t->w = (t->w + n) % t->cap;
+}
+
+static void tail_push(lua_State *L, tail *t) {
+  if (!t->wrapped) {
+    lua_pushlstring(L, t->buf ? t->buf : "", t->len);
+  } else {
+    luaL_Buffer b;
+    luaL_buffinitsize(L, &b, t->cap);
+    luaL_addlstring(&b, t->buf + t->w, t->cap - t->w);
+    luaL_addlstring(&b, t->buf, t->w);
+    luaL_pushresult(&b);
+  }
+}
+
+static uint64_t tail_dropped(tail *t) { return t->total - (t->wrapped ? t->cap : t->len); }
+
+/* ---- shared option handling --------------------------------------------- */
+
+/* What uv_spawn needs; every string and array is anchored on the Lua stack. */
+typedef struct {
+  uv_process_options_t o;
+  uv_stdio_container_t stdio[3];
+  int kill_group;
+  uint64_t grace_ms;
+} spawnopts;
+
+/* A NULL-terminated char* array of n entries, owned by Lua (pushed). */
+static char **push_ptrs(lua_State *L, lua_Integer n) {
+  char **v = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof(char *), 0);
+  v[n] = NULL;
+  return v;
+}
+
+static double opt_number(lua_State *L, int idx, const char *key, double def) {
+  double v;
+  lua_getfield(L, idx, key);
+  if (lua_isnil(L, -1)) v = def;
+  else if (lua_isnumber(L, -1)) v = lua_tonumber(L, -1);
+  else return luaL_error(L, "opts.%s must be a number", key);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, int idx, const char *key, int def) {
+  int v;
+  lua_getfield(L, idx, key);
+  v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Copy the string pairs of the table at tidx into the map at midx; a false
+ * value removes the variable. */
+static void env_merge(lua_State *L, int midx, int tidx, const char *what) {
+  lua_pushnil(L);
+  while (lua_next(L, tidx)) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "opts.%s keys must be strings", what);
+    if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_pushnil(L);
+      lua_rawset(L, midx);
+      continue;
+    }
+    if (!lua_isstring(L, -1)) luaL_error(L, "opts.%s.%s must be a string", what, lua_tostring(L, -2));
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, midx);
+  }
+}
+
+/* Pushes the environment array (a userdata) and its anchor, or two nils to
+ * inherit ours. */
+static char **push_env(lua_State *L, int oidx) {
+  int has_env, has_add, map, n = 0, i;
+  char **envp;
+  lua_getfield(L, oidx, "env");
+  lua_getfield(L, oidx, "env_add");
+  has_env = !lua_isnil(L, -2);
+  has_add = !lua_isnil(L, -1);
+  if (has_env && !lua_istable(L, -2)) luaL_error(L, "opts.env must be a table");
+  if (has_add && !lua_istable(L, -1)) luaL_error(L, "opts.env_add must be a table");
+  if (!has_env && !has_add) return NULL; /* the two nils */
+  lua_newtable(L);
+  map = lua_gettop(L);
+  if (has_env) {
+    env_merge(L, map, map - 2, "env");
+  } else {
+    char **e;
+    for (e = environ; e && *e; e++) {
+      const char *eq = strchr(*e, '=');
+      if (!eq) continue;
+      lua_pushlstring(L, *e, (size_t)(eq - *e));
+      lua_pushstring(L, eq + 1);
+      lua_rawset(L, map);
+    }
+  }
+  if (has_add) env_merge(L, map, map - 1, "env_add");
+  lua_newtable(L); /* the anchor: "K=V" strings */
+  lua_pushnil(L);
+  while (lua_next(L, map)) {
+    lua_pushfstring(L, "%s=%s", lua_tostring(L, -2), lua_tostring(L, -1));
+    lua_rawseti(L, map + 1, ++n);
+    lua_pop(L, 1);
+  }
+  envp = push_ptrs(L, n);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, map + 1, i);
+    envp[i - 1] = (char *)lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_replace(L, map - 2); /* envp, anchor in the env/env_add slots */
+  lua_replace(L, map - 1);
+  lua_settop(L, map - 1);
+  return envp;
+}
+
+/* Reads the options common to run and spawn; pushes 4 anchors. */
+static void read_spawnopts(lua_State *L, int oidx, spawnopts *so) {
+  lua_Integer n = 0, i;
+  double grace;
+  char **argv;
+  int anchor;
+  memset(so, 0, sizeof *so);
+  luaL_checktype(L, oidx, LUA_TTABLE);
+  lua_getfield(L, oidx, "argv");
+  if (!lua_istable(L, -1) || (n = luaL_len(L, -1)) < 1)
+    luaL_error(L, "opts.argv must be a non-empty table of strings");
+  lua_createtable(L, (int)n, 0); /* argv strings, numbers converted */
+  anchor = lua_gettop(L);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, anchor - 1, i);
+    if (!lua_isstring(L, -1)) luaL_error(L, "opts.argv[%d] must be a string", (int)i);
+    lua_tostring(L, -1);
+    lua_rawseti(L, anchor, i);
+  }
+  lua_replace(L, anchor - 1);
+  argv = push_ptrs(L, n);
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, anchor - 1, i);
+    argv[i - 1] = (char *)lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  so->o.env = push_env(L, oidx);
+  lua_getfield(L, oidx, "cwd");
+  if (!lua_isnil(L, -1)) so->o.cwd = luaL_checkstring(L, -1); /* anchored by opts */
+  lua_pop(L, 1);
+  so->kill_group = opt_bool(L, oidx, "kill_group", 1);
+  grace = opt_number(L, oidx, "kill_grace", DEFAULT_GRACE_MS / 1000.0);
+  so->grace_ms = grace <= 0 ? 0 : grace > 1e9 ? (uint64_t)1e12 : (uint64_t)(grace * 1000.0 + 0.5);
+  so->o.file = argv[0];
+  so->o.args = argv;
+  so->o.flags = UV_PROCESS_DETACHED;
+  so->o.stdio = so->stdio;
+  so->o.stdio_count = 3;
+  so->stdio[0].flags = so->stdio[1].flags = so->stdio[2].flags = UV_IGNORE;
+}
+
+static void signal_group(pid_t pid, int group, int sig) {
+  if (pid <= 0) return;
+  if (group) kill(-pid, sig);
+  else kill(pid, sig);
+}
+
+static void push_signal_name(lua_State *L, int sig) {
+  const char *abbr = sigabbrev_np(sig);
+  if (abbr) lua_pushfstring(L, "SIG%s", abbr);
+  else lua_pushfstring(L, "SIG%d", sig);
+}
+
+/* code, signal, elapsed, elapsed_ns into the table on top. */
+static void push_exit_fields(lua_State *L, int64_t status, int sig, uint64_t ns) {
+  lua_pushinteger(L, sig ? 128 + sig : status);
+  lua_setfield(L, -2, "code");
+  if (sig) {
+    push_signal_name(L, sig);
+    lua_setfield(L, -2, "signal");
+  }
+  lua_pushnumber(L, (double)ns / 1e9);
+  lua_setfield(L, -2, "elapsed");
+  lua_pushinteger(L, (lua_Integer)ns);
+  lua_setfield(L, -2, "elapsed_ns");
+}
+
+static int spawn_fail(lua_State *L, const char *file, int r) {
+  return cs_fail(L, uv_err_name(r), "spawn %s: %s", file, uv_strerror(r));
+}
+
+/* ---- proc.run ------------------------------------------------------------ */
+
+enum { PHASE_TIMEOUT, PHASE_GRACE, PHASE_DRAIN };
+
+typedef struct {
+  cs_op op;
+  uv_process_t proc;
+  uv_pipe_t pin, pout, perr;
+  uv_timer_t timer;
+  uv_write_t wreq;
+  tail out, err;
+  pid_t pid;
+  int nopen;     /* handles not yet closed */
+  int lua_done;  /* pushed or cancelled: free once nopen is 0 */
+  int exited, timed_out, kill_group, phase, finished;
+  int64_t status;
+  int sig;
+  uint64_t t0, t1, grace_ms;
+} runop;
+
+static void run_free(runop *r) {
+  free(r->out.buf);
+  free(r->err.buf);
+  free(r);
+}
+
+static void run_closed(uv_handle_t *h) {
+  runop *r = h->data;
+  if (--r->nopen == 0 && r->lua_done) run_free(r);
+}
+
+static void run_close(void *h) {
+  if (!uv_is_closing(h)) uv_close(h, run_closed);
+}
+
+static int pipe_open(uv_pipe_t *p) { return !uv_is_closing((uv_handle_t *)p); }
+
+static void run_check_done(runop *r) {
+  if (r->finished || r->lua_done || !r->exited) return;
+  if (pipe_open(&r->pout) || pipe_open(&r->perr)) return;
+  r->finished = 1;
+  run_close(&r->pin); /* a child that never read its stdin */
+  run_close(&r->timer);
+  cs_op_ready(&r->op);
+}
+
+static void run_arm(runop *r, int phase, uint64_t ms);
+
+static void run_timer(uv_timer_t *h) {
+  runop *r = h->data;
+  switch (r->phase) {
+  case PHASE_TIMEOUT:
+    r->timed_out = 1;
+    if (!r->exited) {
+      signal_group(r->pid, 1, SIGTERM);
+      run_arm(r, PHASE_GRACE, r->grace_ms);
+      return;
+    }
+    signal_group(r->pid, 1, SIGKILL); /* exited, but strays hold the pipes */
+    break;
+  case PHASE_GRACE:
+    signal_group(r->pid, 1, SIGKILL);
+    if (!r->exited) {
+      run_arm(r, PHASE_DRAIN, r->grace_ms);
+      return;
+    }
+    break;
+  default:
+    break;
+  }
+  /* Whoever still holds the pipes escaped the group: stop waiting for them. */
+  if (r->exited) {
+    run_close(&r->pout);
+    run_close(&r->perr);
+    run_check_done(r);
+  } else {
+    run_arm(r, PHASE_DRAIN, r->grace_ms); /* KILLed but not reaped yet (D state) */
+  }
+}
+
+/* Draining waits at least a moment, so a zero grace still reads what the
+ * group wrote before it died. */
+static void run_arm(runop *r, int phase, uint64_t ms) {
+  r->phase = phase;
+  if (phase == PHASE_DRAIN && ms < 100) ms = 100;
+  uv_timer_start(&r->timer, run_timer, ms, 0);
+}
+
+static void run_exit(uv_process_t *p, int64_t status, int sig) {
+  runop *r = p->data;
+  r->t1 = uv_hrtime();
+  r->exited = 1;
+  r->status = status;
+  r->sig = sig;
+  if (r->kill_group || r->lua_done) signal_group(r->pid, 1, SIGKILL);
+  run_close(&r->proc);
+  if (r->lua_done) return;
+  if (pipe_open(&r->pout) || pipe_open(&r->perr)) {
+    /* Output still draining, or strays hold the pipes. With kill_group they are
+     * dead or about to be; without it, the timeout (if any) bounds the wait. */
+    if (r->kill_group) {
+      uv_timer_stop(&r->timer);
+      run_arm(r, PHASE_DRAIN, r->grace_ms);
+    }
+  }
+  run_check_done(r);
+}
+
+static tail *run_tail(runop *r, uv_handle_t *h) {
+  return h == (uv_handle_t *)&r->pout ? &r->out : &r->err;
+}
+
+static void run_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+  (void)suggested;
+  tail_alloc(run_tail(h->data, h), b);
+}
+
+static void run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  runop *r = s->data;
+  tail *t = run_tail(r, (uv_handle_t *)s);
+  if (n > 0) {
+    if (b->base == scratch) tail_append(t, b->base, (size_t)n);
+    else {
+      t->len += (size_t)n;
+      t->total += (uint64_t)n;
+    }
+    return;
+  }
+  if (n < 0) {
+    run_close(s);
+    run_check_done(r);
+  }
+}
+
+static void run_written(uv_write_t *w, int status) {
+  runop *r = w->data;
+  (void)status; /* EPIPE: the child did not read it all, which is its business */
+  run_close(&r->pin);
+}
+
+static int run_push(lua_State *L, cs_op *op) {
+  runop *r = (runop *)op;
+  lua_createtable(L, 0, 11);
+  push_exit_fields(L, r->status, r->sig, r->t1 - r->t0);
+  tail_push(L, &r->out);
+  lua_setfield(L, -2, "stdout");
+  tail_push(L, &r->err);
+  lua_setfield(L, -2, "stderr");
+  lua_pushboolean(L, r->timed_out);
+  lua_setfield(L, -2, "timed_out");
+  lua_pushinteger(L, (lua_Integer)tail_dropped(&r->out));
+  lua_setfield(L, -2, "stdout_dropped");
+  lua_pushinteger(L, (lua_Integer)tail_dropped(&r->err));
+  lua_setfield(L, -2, "stderr_dropped");
+  lua_pushinteger(L, r->pid);
+  lua_setfield(L, -2, "pid");
+  r->lua_done = 1;
+  if (r->nopen == 0) run_free(r);
+  return 1;
+}
+
+static void run_cancel(cs_op *op) {
+  runop *r = (runop *)op;
+  r->lua_done = 1;
+  if (!r->exited) signal_group(r->pid, 1, SIGKILL); /* the exit callback reaps and closes */
+  run_close(&r->pin);
+  run_close(&r->pout);
+  run_close(&r->perr);
+  run_close(&r->timer);
+}
+
+/** proc.run(opts) -> result | nil, msg, code */
+static int proc_run(lua_State *L) {
+  spawnopts so;
+  runop *r;
+  size_t inlen = 0, tb;
+  const char *in = NULL;
+  double timeout, tbn;
+  int rc;
+  cs_task_current(L);
+  lua_settop(L, 1);
+  read_spawnopts(L, 1, &so);
+  timeout = opt_number(L, 1, "timeout", 0);
+  tbn = opt_number(L, 1, "tail_bytes", (double)DEFAULT_TAIL);
+  tb = tbn < 0 ? 0 : tbn > 1e12 ? (size_t)1e12 : (size_t)tbn;
+  lua_getfield(L, 1, "stdin"); /* stays on the stack: anchors the bytes uv_write sends */
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isstring(L, -1)) return luaL_error(L, "opts.stdin must be a string");
+    in = lua_tolstring(L, -1, &inlen);
+  }
+  r = calloc(1, sizeof *r);
+  if (!r) return luaL_error(L, "out of memory");
+  r->out.cap = r->err.cap = tb;
+  r->kill_group = so.kill_group;
+  r->grace_ms = so.grace_ms;
+  r->proc.data = r->pin.data = r->pout.data = r->perr.data = r->timer.data = r->wreq.data = r;
+  uv_pipe_init(cs_loop(), &r->pin, 0);
+  uv_pipe_init(cs_loop(), &r->pout, 0);
+  uv_pipe_init(cs_loop(), &r->perr, 0);
+  uv_timer_init(cs_loop(), &r->timer);
+  r->nopen = 5;
+  if (in) {
+    so.stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+    so.stdio[0].data.stream = (uv_stream_t *)&r->pin;
+  }
+  so.stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  so.stdio[1].data.stream = (uv_stream_t *)&r->pout;
+  so.stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  so.stdio[2].data.stream = (uv_stream_t *)&r->perr;
+  so.o.exit_cb = run_exit;
+  r->t0 = uv_hrtime();
+  rc = uv_spawn(cs_loop(), &r->proc, &so.o);
+  if (rc != 0) {
+    r->lua_done = 1;
+    run_close(&r->proc);
+    run_close(&r->pin);
+    run_close(&r->pout);
+    run_close(&r->perr);
+    run_close(&r->timer);
+    return spawn_fail(L, so.o.file, rc);
+  }
+  r->pid = r->proc.pid;
+  r->op.push = run_push;
+  r->op.cancel = run_cancel;
+  uv_read_start((uv_stream_t *)&r->pout, run_alloc, run_read);
+  uv_read_start((uv_stream_t *)&r->perr, run_alloc, run_read);
+  if (in) {
+    uv_buf_t b = uv_buf_init((char *)in, (unsigned)inlen);
+    if (inlen == 0 || inlen > UINT32_MAX ||
+        uv_write(&r->wreq, (uv_stream_t *)&r->pin, &b, 1, run_written) != 0)
+      run_close(&r->pin);
+  } else {
+    run_close(&r->pin);
+  }
+  if (timeout > 0) {
+    uv_update_time(cs_loop());
+    run_arm(r, PHASE_TIMEOUT, timeout > 1e9 ? (uint64_t)1e12 : (uint64_t)(timeout * 1000.0 + 0.5));
+  }
+  return cs_yield(L, &r->op);
+}
+
+/* ---- proc.spawn ------------------------------------------------------------ */
+
+typedef struct waitop waitop;
+typedef struct {
+  uv_process_t proc;
+  uv_timer_t timer; /* the grace between TERM and KILL after close */
+  pid_t pid;
+  int nopen, lua_closed, exited, kill_group;
+  int64_t status;
+  int sig;
+  uint64_t t0, t1, grace_ms;
+  waitop *waiters;
+} child;
+
+struct waitop {
+  cs_op op;
+  child *c;
+  uv_timer_t timer;
+  int has_timer, timed_out;
+  int64_t status;
+  int sig;
+  uint64_t ns;
+  waitop *prev, *next;
+};
+
+static void child_closed(uv_handle_t *h) {
+  child *c = h->data;
+  if (--c->nopen == 0) free(c);
+}
+
+static void wait_unlink(waitop *w) {
+  child *c = w->c;
+  if (!c) return;
+  if (w->prev) w->prev->next = w->next; else c->waiters = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+  w->c = NULL;
+  if (!c->waiters && !c->lua_closed && !c->exited) uv_unref((uv_handle_t *)&c->proc);
+}
+
+static void child_exit(uv_process_t *p, int64_t status, int sig) {
+  child *c = p->data;
+  c->t1 = uv_hrtime();
+  c->exited = 1;
+  c->status = status;
+  c->sig = sig;
+  if (c->kill_group) signal_group(c->pid, 1, SIGKILL);
+  while (c->waiters) {
+    waitop *w = c->waiters;
+    wait_unlink(w);
+    w->status = status;
+    w->sig = sig;
+    w->ns = c->t1 - c->t0;
+    if (w->has_timer) uv_timer_stop(&w->timer);
+    cs_op_ready(&w->op);
+  }
+  uv_close((uv_handle_t *)&c->proc, child_closed);
+  if (c->lua_closed) uv_close((uv_handle_t *)&c->timer, child_closed);
+}
+
+static void child_grace(uv_timer_t *h) {
+  child *c = h->data;
+  if (!c->exited) signal_group(c->pid, 1, SIGKILL);
+}
+
+/* The one close for __gc, __close and :close(): TERM the group, KILL it after the
+ * grace; the C side lives on until the exit is reaped. */
+static void child_release(child *c) {
+  c->lua_closed = 1;
+  if (c->exited) {
+    uv_close((uv_handle_t *)&c->timer, child_closed);
+    return;
+  }
+  uv_ref((uv_handle_t *)&c->proc); /* the loop reaps it even at shutdown */
+  signal_group(c->pid, 1, SIGTERM);
+  uv_update_time(cs_loop());
+  uv_timer_start(&c->timer, child_grace, c->grace_ms, 0);
+}
+
+static child **check_box(lua_State *L) { return luaL_checkudata(L, 1, PROCESS_MT); }
+
+static child *check_child(lua_State *L) {
+  child *c = *check_box(L);
+  if (!c) luaL_error(L, "attempt to use a closed process");
+  return c;
+}
+
+static int p_close(lua_State *L) {
+  child **box = check_box(L);
+  if (*box) {
+    child_release(*box);
+    *box = NULL;
+  }
+  return 0;
+}
+
+static int p_pid(lua_State *L) {
+  lua_pushinteger(L, check_child(L)->pid);
+  return 1;
+}
+
+static int parse_signal(lua_State *L, int idx, int def) {
+  static const char *const names[] = {"HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "STOP", "CONT", NULL};
+  static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM, SIGSTOP, SIGCONT};
+  const char *s;
+  int i;
+  if (lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) == LUA_TNUMBER) return (int)luaL_checkinteger(L, idx);
+  s = luaL_checkstring(L, idx);
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  for (i = 0; names[i]; i++)
+    if (strcmp(s, names[i]) == 0) return sigs[i];
+  return luaL_argerror(L, idx, lua_pushfstring(L, "unknown signal '%s'", lua_tostring(L, idx)));
+}
+
+/** p:kill([sig="TERM"]) signals the child's whole process group. */
+static int p_kill(lua_State *L) {
+  child *c = check_child(L);
+  int sig = parse_signal(L, 2, SIGTERM);
+  if (c->exited && !c->kill_group) return cs_fail(L, "ESRCH", "process %d has exited", (int)c->pid);
+  if (kill(-c->pid, sig) != 0)
+    return cs_fail(L, errno == ESRCH ? "ESRCH" : "EPERM", "kill %d: %s", (int)c->pid, strerror(errno));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static void wait_freed(uv_handle_t *h) { free(h->data); }
+
+static void wait_release(waitop *w) {
+  if (w->has_timer) uv_close((uv_handle_t *)&w->timer, wait_freed);
+  else free(w);
+}
+
+static int wait_push(lua_State *L, cs_op *op) {
+  waitop *w = (waitop *)op;
+  int timed_out = w->timed_out;
+  if (!timed_out) {
+    lua_createtable(L, 0, 5);
+    push_exit_fields(L, w->status, w->sig, w->ns);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "timed_out");
+  }
+  wait_release(w);
+  if (timed_out) return cs_fail(L, "ETIMEDOUT", "process still running after the wait timeout");
+  return 1;
+}
+
+static void wait_cancel(cs_op *op) {
+  waitop *w = (waitop *)op;
+  wait_unlink(w);
+  wait_release(w);
+}
+
+static void wait_timer(uv_timer_t *h) {
+  waitop *w = h->data;
+  wait_unlink(w);
+  w->timed_out = 1;
+  cs_op_ready(&w->op);
+}
+
+/** p:wait([timeout]) -> result | nil, msg, "ETIMEDOUT" */
+static int p_wait(lua_State *L) {
+  child *c = check_child(L);
+  double timeout = luaL_optnumber(L, 2, 0);
+  waitop *w;
+  cs_task_current(L);
+  if (c->exited) {
+    lua_createtable(L, 0, 5);
+    push_exit_fields(L, c->status, c->sig, c->t1 - c->t0);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "timed_out");
+    return 1;
+  }
+  w = calloc(1, sizeof *w);
+  if (!w) return luaL_error(L, "out of memory");
+  w->c = c;
+  w->next = c->waiters;
+  if (c->waiters) c->waiters->prev = w;
+  c->waiters = w;
+  uv_ref((uv_handle_t *)&c->proc);
+  w->op.push = wait_push;
+  w->op.cancel = wait_cancel;
+  if (timeout > 0) {
+    w->has_timer = 1;
+    uv_timer_init(cs_loop(), &w->timer);
+    w->timer.data = w;
+    uv_update_time(cs_loop());
+    uv_timer_start(&w->timer, wait_timer, (uint64_t)(timeout * 1000.0 + 0.5), 0);
+  }
+  return cs_yield(L, &w->op);
+}
+
+static int p_tostring(lua_State *L) {
+  child *c = *check_box(L);
+  if (!c) lua_pushliteral(L, "process (closed)");
+  else lua_pushfstring(L, "process %d (%s)", (int)c->pid, c->exited ? "exited" : "running");
+  return 1;
+}
+
+/* 'inherit' | 'null' | a path (truncated, created 0644). */
+static int stdio_target(lua_State *L, int oidx, const char *key, int fd, uv_stdio_container_t *sc, int *opened) {
+  const char *v;
+  int out = fd != 0;
+  lua_getfield(L, oidx, key);
+  v = luaL_optstring(L, -1, "null");
+  lua_pop(L, 1);
+  if (strcmp(v, "null") == 0) {
+    sc->flags = UV_IGNORE;
+  } else if (strcmp(v, "inherit") == 0) {
+    sc->flags = UV_INHERIT_FD;
+    sc->data.fd = fd;
+  } else {
+    int f = open(v, out ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC, 0644);
+    if (f < 0) return -errno;
+    sc->flags = UV_INHERIT_FD;
+    sc->data.fd = f;
+    *opened = f;
+  }
+  return 0;
+}
+
+/** proc.spawn(opts) -> process | nil, msg, code */
+static int proc_spawn(lua_State *L) {
+  spawnopts so;
+  child *c, **box;
+  int fds[3] = {-1, -1, -1}, i, rc = 0;
+  static const char *const keys[] = {"stdin", "stdout", "stderr"};
+  lua_settop(L, 1);
+  read_spawnopts(L, 1, &so);
+  for (i = 0; i < 3 && rc == 0; i++) {
+    rc = stdio_target(L, 1, keys[i], i, &so.stdio[i], &fds[i]);
+    if (rc) {
+      const char *path;
+      lua_getfield(L, 1, keys[i]);
+      path = lua_tostring(L, -1);
+      for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+      return cs_fail(L, uv_err_name(rc), "%s: %s", path, uv_strerror(rc));
+    }
+  }
+  c = calloc(1, sizeof *c);
+  if (!c) {
+    for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+    return luaL_error(L, "out of memory");
+  }
+  c->kill_group = so.kill_group;
+  c->grace_ms = so.grace_ms;
+  c->proc.data = c->timer.data = c;
+  uv_timer_init(cs_loop(), &c->timer);
+  so.o.exit_cb = child_exit;
+  c->t0 = uv_hrtime();
+  rc = uv_spawn(cs_loop(), &c->proc, &so.o);
+  for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+  if (rc != 0) {
+    c->nopen = 2;
+    uv_close((uv_handle_t *)&c->proc, child_closed);
+    uv_close((uv_handle_t *)&c->timer, child_closed);
+    return spawn_fail(L, so.o.file, rc);
+  }
+  c->nopen = 2;
+  c->pid = c->proc.pid;
+  uv_unref((uv_handle_t *)&c->proc); /* a server child alone does not keep tasks waiting */
+  box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = c;
+  luaL_setmetatable(L, PROCESS_MT);
+  return 1;
+}
+
+/* ---- proc.which ------------------------------------------------------------ */
+
+static int executable(const char *p) {
+  struct stat st;
+  return access(p, X_OK) == 0 && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/** proc.which(name) -> path | nil, msg, "ENOENT" */
+static int proc_which(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1), *path = getenv("PATH"), *p;
+  luaL_Buffer b;
+  if (strchr(name, '/')) {
+    if (executable(name)) {
+      lua_pushvalue(L, 1);
+      return 1;
+    }
+    return cs_fail(L, "ENOENT", "%s: not an executable file", name);
+  }
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  for (p = path;; p++) {
+    const char *e = strchr(p, ':');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    luaL_buffinit(L, &b);
+    if (n == 0) luaL_addchar(&b, '.');
+    else luaL_addlstring(&b, p, n);
+    luaL_addchar(&b, '/');
+    luaL_addstring(&b, name);
+    luaL_pushresult(&b);
+    if (executable(lua_tostring(L, -1))) return 1;
+    lua_pop(L, 1);
+    if (!e) break;
+    p = e;
+  }
+  return cs_fail(L, "ENOENT", "%s: not found in PATH", name);
+}
+
+int luaopen_cseng_proc(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+      {"run", proc_run}, {"spawn", proc_spawn}, {"which", proc_which}, {NULL, NULL}};
+  static const luaL_Reg meth[] = {
+      {"pid", p_pid}, {"kill", p_kill}, {"wait", p_wait}, {"close", p_close}, {NULL, NULL}};
+  if (luaL_newmetatable(L, PROCESS_MT)) {
+    luaL_newlib(L, meth);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, p_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, p_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, p_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  luaL_newlib(L, funcs);
+  return 1;
+}
