@@ -3,7 +3,8 @@
  *   parquet.read(path [, opts])     -> file table | nil, msg, code
  *   parquet.decode(bytes [, opts])  -> same, from a string holding a whole file
  *   parquet.info(path)              -> parquet.read(path, {rows = false})
- *   parquet.to_jsonl(path, out)     -> rows written | nil, msg, code  (out "-" is stdout)
+ *   parquet.to_jsonl(path, out)     -> rows written | nil, msg, code  (out "-" is stdout;
+ *                                      on failure no output file is left behind)
  *   parquet.null                    -> the null sentinel (the same value as cjson.null)
  *
  * opts: rows = false skips decoding records; nulls = "omit" leaves null struct fields
@@ -487,6 +488,8 @@ static int l_to_jsonl(lua_State *L)
     if (!to_stdout && fclose(fp) != 0)
         bad = 1;
     close_handle(L, lua_absindex(L, -1)); /* the handle is at the top */
+    if ((n < 0 || bad) && !to_stdout)
+        remove(out); /* no half-converted file left behind */
     if (n < 0)
         return push_fail(L, err.msg, pq_status_code(err.status));
     if (bad) {

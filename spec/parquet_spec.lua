@@ -272,6 +272,15 @@ describe('parquet to_jsonl', function()
     for _, line in ipairs(lines) do cjson.decode(line) end
   end)
 
+  it('leaves no output file behind when the input cannot be decoded', function()
+    local out = tmpname()
+    local r, err, code = parquet.to_jsonl(FIX .. 'pw_lz4raw.parquet', out)
+    assert.is_nil(r)
+    assert.are.equal('PARQUET_CODEC', code)
+    assert.truthy(err:find('LZ4_RAW', 1, true))
+    assert.is_nil(io.open(out, 'rb'))
+  end)
+
   it('reports a missing input and an unwritable output', function()
     local r, err, code = parquet.to_jsonl(FIX .. 'nope.parquet', os.tmpname())
     assert.is_nil(r)
