@@ -1,0 +1,29 @@
+#!/bin/bash
+set -euo pipefail
+cat > /workspace/linecount.sh <<'SH'
+#!/bin/bash
+# Print "<lines> <relative path>" for every regular *.txt file under DIR,
+# biggest first (ties by path, byte order), then "TOTAL <sum>".
+export LC_ALL=C
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+    echo "usage: linecount.sh DIR (DIR must be a directory)" >&2
+    exit 2
+fi
+cd -- "$1" || exit 2
+tab=$'\t'
+total=0
+rows=""
+while IFS= read -r -d '' f; do
+    n=$(wc -l < "$f")
+    n=${n//[[:space:]]/}
+    total=$((total + n))
+    rows+="$n$tab${f#./}"$'\n'
+done < <(find . -type f -name '*.txt' -print0)
+if [ -n "$rows" ]; then
+    printf '%s' "$rows" | sort -t "$tab" -k1,1nr -k2 | while IFS= read -r line; do
+        printf '%s %s\n' "${line%%"$tab"*}" "${line#*"$tab"}"
+    done
+fi
+echo "TOTAL $total"
+SH
+chmod +x /workspace/linecount.sh

@@ -1,0 +1,29 @@
+"""A least-recently-used cache."""
+
+
+class LRUCache:
+    """Fixed-capacity mapping that evicts the least recently used entry."""
+
+    def __init__(self, capacity):
+        raise NotImplementedError
+
+    def get(self, key, default=None):
+        raise NotImplementedError
+
+    def put(self, key, value):
+        raise NotImplementedError
+
+    def delete(self, key):
+        raise NotImplementedError
+
+    def __len__(self):
+        raise NotImplementedError
+
+    def __contains__(self, key):
+        raise NotImplementedError
+
+    def keys(self):
+        raise NotImplementedError
+
+    def stats(self):
+        raise NotImplementedError
