@@ -456,6 +456,7 @@ static void run_cancel(cs_op *op) {
   run_close(&r->pout);
   run_close(&r->perr);
   run_close(&r->timer);
+  if (r->nopen == 0) run_free(r); /* it was ready and every handle had closed already */
 }
 
 /** proc.run(opts) -> result | nil, msg, code */

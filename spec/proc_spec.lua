@@ -206,6 +206,22 @@ describe('cseng.proc', function()
     assert_none_survive(m)
   end)
 
+  it('cancels a task whose run has finished but which has not resumed yet', function()
+    local t = task.spawn(function() return proc.run { argv = { 'true' } } end)
+    local canceller = task.spawn(function()
+      task.sleep(0.001)
+      t:cancel()
+    end)
+    task.yield() -- t spawns its child, the canceller arms its timer
+    -- Block the loop: the child exits and the timer falls due meanwhile. In the next loop
+    -- turn timers run first, so the canceller is queued ahead of t, whose run is complete.
+    os.execute('sleep 0.3')
+    assert.is_true((canceller:join()))
+    local ok, err = t:join()
+    assert.is_false(ok)
+    assert.equal('ECANCELED', err.code)
+  end)
+
   describe('spawn', function()
     it('runs a long-lived child: pid, kill, wait', function()
       local m = marker()
