@@ -1184,12 +1184,186 @@ short_data:
                     pq_type_name(leaf->type), len);
 }
 
-static int decode_values(colstate *c, pq_error *err, int enc, const uint8_t *p, size_t len, size_t n,
-                         slot *out)
+static int uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return -1;
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* bw (<= 64) bits at bit offset off of base; the caller has checked they are present. */
+static uint64_t get_bits(const uint8_t *base, uint64_t off, int bw)
+{
+    uint64_t v = 0, byte = off >> 3;
+    int got = 0, shift = (int)(off & 7);
+    while (got < bw) {
+        v |= (uint64_t)(base[byte++] >> shift) << got;
+        got += 8 - shift;
+        shift = 0;
+    }
+    return bw < 64 ? v & (((uint64_t)1 << bw) - 1) : v;
+}
+
+/* DELTA_BINARY_PACKED (Encodings.md): n values into out, *used = bytes consumed. When
+ * exact, the header must announce exactly n values (lengths for the byte-array encodings). */
+static int delta_decode(colstate *c, pq_error *err, const uint8_t *p, size_t len, size_t n, bool exact,
+                        int64_t *out, size_t *used)
+{
+    const uint8_t *q = p, *end = p + len;
+    uint64_t block, minis, total, first;
+    if (uleb(&q, end, &block) || uleb(&q, end, &minis) || uleb(&q, end, &total) || uleb(&q, end, &first))
+        return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED header is truncated");
+    if (block == 0 || block % 128 || minis == 0 || block % minis || (block / minis) % 32)
+        return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED block of %llu values in %llu miniblocks",
+                        (unsigned long long)block, (unsigned long long)minis);
+    if (total < n || (exact && total != n))
+        return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED data holds %llu values, the page has %zu",
+                        (unsigned long long)total, n);
+    uint64_t per_mini = block / minis;
+    uint64_t v = (first >> 1) ^ (~(first & 1) + 1);
+    size_t k = 0;
+    if (n > 0)
+        out[k++] = (int64_t)v;
+    while (k < n) {
+        uint64_t md;
+        if (uleb(&q, end, &md) || (uint64_t)(end - q) < minis)
+            return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED block header is truncated");
+        uint64_t min_delta = (md >> 1) ^ (~(md & 1) + 1);
+        const uint8_t *widths = q;
+        q += minis;
+        for (uint64_t m = 0; m < minis && k < n; m++) {
+            int bw = widths[m];
+            if (bw > 64)
+                return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED bit width %d", bw);
+            uint64_t bytes = per_mini * (uint64_t)bw / 8;
+            size_t avail = bytes < (uint64_t)(end - q) ? (size_t)bytes : (size_t)(end - q);
+            for (uint64_t i = 0; i < per_mini && k < n; i++) {
+                uint64_t off = i * (uint64_t)bw;
+                if (bw && (off + (uint64_t)bw + 7) / 8 > avail)
+                    return col_fail(c, err, PQ_E_PAGE, "DELTA_BINARY_PACKED values end after %zu of %zu", k, n);
+                v += min_delta + (bw ? get_bits(q, off, bw) : 0); /* wraps, as the format intends */
+                out[k++] = (int64_t)v;
+            }
+            q += avail;
+        }
+    }
+    *used = (size_t)(q - p);
+    return 0;
+}
+
+/* DELTA_LENGTH_BYTE_ARRAY: lengths, then the bytes back to back. *used = bytes consumed. */
+static int delta_length_decode(pq_file *f, colstate *c, pq_error *err, const uint8_t *p, size_t len, size_t n,
+                               slot *out, size_t *used)
+{
+    struct pq_private *pv = f->priv;
+    int64_t *lens = arena_array(pv, &pv->rg, n, sizeof *lens, err);
+    size_t o;
+    if (!lens || delta_decode(c, err, p, len, n, true, lens, &o))
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        if (lens[k] < 0 || (uint64_t)lens[k] > len - o)
+            return col_fail(c, err, PQ_E_PAGE, "byte array %zu of %zu is %lld bytes, only %zu remain", k, n,
+                            (long long)lens[k], len - o);
+        out[k].p = p + o;
+        out[k].u.len = (size_t)lens[k];
+        o += (size_t)lens[k];
+    }
+    *used = o;
+    return 0;
+}
+
+/* DELTA_BYTE_ARRAY: prefix lengths shared with the previous value, then the suffixes. */
+static int delta_byte_array_decode(pq_file *f, colstate *c, pq_error *err, const uint8_t *p, size_t len,
+                                   size_t n, slot *out)
+{
+    struct pq_private *pv = f->priv;
+    int64_t *pre = arena_array(pv, &pv->rg, n, sizeof *pre, err);
+    size_t o, o2;
+    if (!pre || delta_decode(c, err, p, len, n, true, pre, &o) ||
+        delta_length_decode(f, c, err, p + o, len - o, n, out, &o2))
+        return -1;
+    uint64_t total = 0, prev = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (pre[k] < 0 || (uint64_t)pre[k] > prev)
+            return col_fail(c, err, PQ_E_PAGE, "DELTA_BYTE_ARRAY value %zu shares %lld bytes with a %llu-byte value",
+                            k, (long long)pre[k], (unsigned long long)prev);
+        prev = (uint64_t)pre[k] + out[k].u.len;
+        total += prev;
+        if (total > pv->limits.max_memory)
+            return fail(err, PQ_E_LIMIT, "decoding needs more than max_memory (%zu bytes)", pv->limits.max_memory);
+    }
+    uint8_t *buf = arena_alloc(pv, &pv->rg, (size_t)total, err);
+    if (!buf)
+        return -1;
+    size_t at = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t pl = (size_t)pre[k], sl = out[k].u.len;
+        if (pl)
+            memcpy(buf + at, out[k - 1].p, pl);
+        if (sl)
+            memcpy(buf + at + pl, out[k].p, sl);
+        out[k].p = buf + at;
+        out[k].u.len = pl + sl;
+        at += pl + sl;
+    }
+    return 0;
+}
+
+static int decode_values(pq_file *f, colstate *c, pq_error *err, int enc, const uint8_t *p, size_t len,
+                         size_t n, slot *out)
+{
+    struct pq_private *pv = f->priv;
+    int type = c->leaf->type;
     if (n == 0)
         return 0;
     switch (enc) {
+    case PQ_DELTA_BINARY_PACKED: {
+        if (type != PQ_INT32 && type != PQ_INT64)
+            break;
+        int64_t *v = arena_array(pv, &pv->rg, n, sizeof *v, err);
+        size_t used;
+        if (!v || delta_decode(c, err, p, len, n, false, v, &used))
+            return -1;
+        for (size_t k = 0; k < n; k++)
+            out[k].u.i = type == PQ_INT64 ? v[k]
+                         : c->leaf->is_unsigned ? (int64_t)(uint32_t)v[k] : (int64_t)(int32_t)(uint32_t)v[k];
+        return 0;
+    }
+    case PQ_DELTA_LENGTH_BYTE_ARRAY: {
+        size_t used;
+        if (type != PQ_BYTE_ARRAY)
+            break;
+        return delta_length_decode(f, c, err, p, len, n, out, &used);
+    }
+    case PQ_DELTA_BYTE_ARRAY:
+        if (type != PQ_BYTE_ARRAY && type != PQ_FIXED_LEN_BYTE_ARRAY)
+            break;
+        return delta_byte_array_decode(f, c, err, p, len, n, out);
+    case PQ_BYTE_STREAM_SPLIT: {
+        size_t w = type == PQ_INT32 || type == PQ_FLOAT ? 4 : type == PQ_INT64 || type == PQ_DOUBLE ? 8
+                   : type == PQ_FIXED_LEN_BYTE_ARRAY ? (size_t)c->leaf->type_length : 0;
+        if (!w)
+            break;
+        if (n > len / w)
+            return col_fail(c, err, PQ_E_PAGE, "%zu BYTE_STREAM_SPLIT values do not fit in %zu bytes", n, len);
+        /* put each value's bytes back together, then read them as PLAIN */
+        uint8_t *t = arena_alloc(pv, &pv->rg, n * w, err);
+        if (!t)
+            return -1;
+        for (size_t b = 0; b < w; b++)
+            for (size_t k = 0; k < n; k++)
+                t[k * w + b] = p[b * n + k];
+        return decode_plain(c, err, t, n * w, n, out);
+    }
     case PQ_PLAIN:
         return decode_plain(c, err, p, len, n, out);
     case PQ_PLAIN_DICTIONARY:
@@ -1481,7 +1655,7 @@ static int read_data_page(pq_file *f, colstate *c, pq_error *err, const page_hea
     if (leaf->def_level == 0)
         memset(def, 0, n);
     size_t nv = count_defined(c, c->n, n);
-    if (decode_values(c, err, h->encoding, vals, vlen, nv, c->vals + c->nv))
+    if (decode_values(f, c, err, h->encoding, vals, vlen, nv, c->vals + c->nv))
         return -1;
     c->n += n;
     c->nv += nv;

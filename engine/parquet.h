@@ -6,9 +6,12 @@
  * pq_write_jsonl() is one such sink: one JSON object per record.
  *
  * Supported: data pages v1 and v2, dictionary pages; PLAIN, PLAIN_DICTIONARY,
- * RLE_DICTIONARY, RLE (levels and booleans); codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD;
- * nested optional/required groups, repeated fields and LIST/MAP annotated groups.
- * Anything else fails with a message that names the column and what is unsupported.
+ * RLE_DICTIONARY, RLE (levels and booleans), and also DELTA_BINARY_PACKED,
+ * DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT (common in v2 files);
+ * codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD; nested optional/required groups, repeated
+ * fields and LIST/MAP annotated groups. Anything else (LZ4, BROTLI, LZO, BIT_PACKED
+ * levels, encryption, external column files) fails with a message that names the column
+ * and what is unsupported.
  *
  * Safety: every read is checked against the buffer it comes from, and every
  * allocation is charged against pq_limits.max_memory, so a hostile file fails with

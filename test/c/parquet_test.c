@@ -708,6 +708,65 @@ static void test_bad_levels_and_values(void)
     }
 }
 
+/* required int32 a with values in an encoding given as raw bytes */
+static buf file_encoded_int(int enc, const buf *values, int n)
+{
+    static const se s[] = { { "schema", GROUP, NONE, 1, NONE }, { "a", 1, REQ, NONE, NONE } };
+    col c = { .path = "a", .type = 1, .num_values = n };
+    page_v1(&c.pages, (int32_t)values->n, (int32_t)values->n, n, enc, values);
+    buf f = { 0 };
+    build_file(&f, s, 2, &c, 1, n);
+    freebuf(&c.pages);
+    return f;
+}
+
+static void test_encodings(void)
+{
+    /* DELTA_BINARY_PACKED by hand: block 128, 4 miniblocks, 3 values, first 7, deltas -2, +5 */
+    buf d = { 0 };
+    putvar(&d, 128);
+    putvar(&d, 4);
+    putvar(&d, 3);
+    putzz(&d, 7);
+    putzz(&d, -2);         /* min delta */
+    put(&d, "\x03\x00\x00\x00", 4); /* bit widths */
+    int deltas[32] = { 0, 7 }; /* -2 + 0 = -2, -2 + 7 = +5 */
+    buf packed = { 0 };
+    hybrid(&packed, deltas, 32, 3, 1);
+    put(&d, packed.p + 1, packed.n - 1); /* the miniblock: 32 values * 3 bits, no run header */
+    buf f = file_encoded_int(5, &d, 3);
+    expect_json("DELTA_BINARY_PACKED by hand", &f, "{\"a\":7}\n{\"a\":5}\n{\"a\":10}\n");
+    freebuf(&f);
+    d.p[6] = 65; /* first miniblock bit width */
+    f = file_encoded_int(5, &d, 3);
+    expect_error("DELTA_BINARY_PACKED bit width 65", &f, PQ_E_PAGE, "bit width 65");
+    freebuf(&f);
+    d.n -= 12; /* cut the miniblock */
+    d.p[6] = 3;
+    f = file_encoded_int(5, &d, 3);
+    expect_error("DELTA_BINARY_PACKED truncated", &f, PQ_E_PAGE, "values end after 1 of 3");
+    freebuf(&f);
+    d.p[0] = 100; /* block size not a multiple of 128 */
+    f = file_encoded_int(5, &d, 3);
+    expect_error("DELTA_BINARY_PACKED block size", &f, PQ_E_PAGE, "block of 100 values");
+    freebuf(&f);
+    freebuf(&d);
+    freebuf(&packed);
+    /* BIT_PACKED values, and a made-up encoding, are refused by name */
+    int one[] = { 1 };
+    buf v = plain_i32(one, 1);
+    f = file_encoded_int(4, &v, 1);
+    expect_error("BIT_PACKED values", &f, PQ_E_UNSUPPORTED, "column a (row group 0): unsupported encoding BIT_PACKED for INT32 values");
+    freebuf(&f);
+    f = file_encoded_int(42, &v, 1);
+    expect_error("encoding 42", &f, PQ_E_UNSUPPORTED, "unsupported encoding UNKNOWN(42)");
+    freebuf(&f);
+    f = file_encoded_int(6, &v, 1);
+    expect_error("DELTA_LENGTH_BYTE_ARRAY on INT32", &f, PQ_E_UNSUPPORTED, "DELTA_LENGTH_BYTE_ARRAY for INT32");
+    freebuf(&f);
+    freebuf(&v);
+}
+
 static void test_schema_errors(void)
 {
     int dummy[] = { 1 };
@@ -855,7 +914,8 @@ static pq_status try_read(const uint8_t *p, size_t n)
 
 static void test_fixtures_damaged(void)
 {
-    const char *names[] = { "hy_nested_snappy", "pw_zstd_v1", "pw_gzip_v2", "hy_types_dict_snappy" };
+    const char *names[] = { "hy_nested_snappy", "pw_zstd_v1", "pw_gzip_v2", "hy_types_dict_snappy",
+                            "hy_types_delta_snappy" };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         char path[256];
         snprintf(path, sizeof path, "spec/fixtures/parquet/%s.parquet", names[k]);
@@ -900,6 +960,7 @@ int main(void)
     test_repeated_group_v2();
     test_list_and_map();
     test_bad_levels_and_values();
+    test_encodings();
     test_schema_errors();
     test_sink_abort_and_limits();
     test_json_numbers();
