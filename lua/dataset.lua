@@ -197,7 +197,17 @@ local function from_swesmith_row(row, where, opts)
   local envr = row.environment or {}
   local src = envr.source_dir
   if type(src) ~= 'string' then bad(where, 'environment.source_dir', 'missing: the repository snapshot to stage') end
-  if src:sub(1, 1) ~= '/' then src = (opts.base_dir or '.') .. '/' .. src end
+  if src:sub(1, 1) ~= '/' then
+    -- relative to the dataset file's folder or one of its parents (data/swesmith/x.jsonl
+    -- may name swesmith/repos/r, relative to data/)
+    local base, found = opts.base_dir or '.', nil
+    for _ = 1, 4 do
+      if fs.exists(base .. '/' .. src) then found = base .. '/' .. src break end
+      base = util.dirname(base)
+    end
+    if not found then bad(where, 'environment.source_dir', src .. ' not found next to the dataset file or above it') end
+    src = found
+  end
   if not fs.exists(src) then bad(where, 'environment.source_dir', src .. ' does not exist') end
   local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src) }))
   local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)

@@ -3,6 +3,8 @@
 --- build-context files, RUN (listed, not executed), CMD/ENTRYPOINT.
 local dockerfile = {}
 
+dockerfile.DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
 --- Split a line into words, honouring double/single quotes (shell-like, no expansion).
 local function words(s)
   local out, cur, i, q = {}, nil, 1, nil
@@ -61,7 +63,8 @@ end
 function dockerfile.parse(text, name)
   name = name or 'Dockerfile'
   local r = { env = {}, env_order = {}, copies = {}, runs = {}, stages = 0 }
-  local vars = {}
+  -- base images define PATH; ENV PATH="${PATH}:..." extends it
+  local vars = { PATH = dockerfile.DEFAULT_PATH }
   local logical, start_line = nil, nil
   local lineno = 0
   local function instr(line, at)

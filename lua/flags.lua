@@ -13,11 +13,11 @@ function flags.parse(args, spec)
     if a == '--' then
       for j = i + 1, #args do pos[#pos + 1] = args[j] end
       break
-    elseif a:sub(1, 2) == '--' then
+    elseif a:sub(1, 2) == '--' or a:match('^%-%a$') then
       local name, value = a:match('^%-%-([^=]+)=(.*)$')
-      name = name or a:sub(3)
+      name = name or a:gsub('^%-%-?', '')
       local s = spec[name]
-      if not s then return nil, string.format("unknown option '--%s'", name) end
+      if not s then return nil, string.format("unknown option '%s'", a:match('^[^=]*')) end
       if s.type == 'bool' then
         if value ~= nil then
           if value ~= 'true' and value ~= 'false' then return nil, string.format("--%s takes no value", name) end

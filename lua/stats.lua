@@ -1,6 +1,11 @@
 --- Statistics for timings: quantiles, moments, seeded bootstrap confidence intervals.
 --- Quantiles use linear interpolation between order statistics (Hyndman & Fan type 7, the
---- default of R, numpy and Excel's PERCENTILE.INC), so results can be checked independently.
+--- default of R, numpy and Excel's PERCENTILE.INC, and Python's statistics.quantiles with
+--- method='inclusive'), so results can be checked independently.
+---
+--- Every random choice goes through stats.rng (splitmix64-seeded xorshift64*), never
+--- math.random, so a seed gives the same shuffles and the same bootstrap intervals on every
+--- machine and Lua build.
 local stats = {}
 
 local function sorted_copy(xs)
@@ -11,6 +16,9 @@ local function sorted_copy(xs)
 end
 
 --- Quantile q in [0,1] of an already sorted array (type 7).
+---@param s number[] sorted ascending
+---@param q number
+---@return number|nil
 function stats.quantile_sorted(s, q)
   local n = #s
   if n == 0 then return nil end
@@ -21,9 +29,18 @@ function stats.quantile_sorted(s, q)
   return s[lo] + (h - lo) * (s[hi] - s[lo])
 end
 
+--- Quantile q in [0,1] (type 7); nil for an empty array.
+---@param xs number[]
+---@param q number
+---@return number|nil
 function stats.quantile(xs, q) return stats.quantile_sorted(sorted_copy(xs), q) end
+
+---@param xs number[]
+---@return number|nil
 function stats.median(xs) return stats.quantile(xs, 0.5) end
 
+---@param xs number[]
+---@return number|nil
 function stats.mean(xs)
   local n = #xs
   if n == 0 then return nil end
@@ -33,6 +50,8 @@ function stats.mean(xs)
 end
 
 --- Sample standard deviation (n - 1), nil below two values.
+---@param xs number[]
+---@return number|nil
 function stats.stddev(xs)
   local n = #xs
   if n < 2 then return nil end
@@ -42,7 +61,20 @@ function stats.stddev(xs)
   return math.sqrt(ss / (n - 1))
 end
 
+---@class stats.summary
+---@field n integer
+---@field min number|nil
+---@field max number|nil
+---@field mean number|nil
+---@field stddev number|nil
+---@field p50 number|nil
+---@field p90 number|nil
+---@field p95 number|nil
+---@field p99 number|nil
+
 --- Everything a report table shows for one metric.
+---@param xs number[]
+---@return stats.summary
 function stats.summary(xs)
   local s = sorted_copy(xs)
   local q = function(p) return stats.quantile_sorted(s, p) end
@@ -52,31 +84,62 @@ function stats.summary(xs)
   }
 end
 
---- A small seeded generator (xorshift64*), so bootstrap results are reproducible across
---- machines and Lua builds (math.random's algorithm is not part of the language).
+-- ---- the seeded generator -------------------------------------------------------
+
+-- splitmix64 (Steele, Lea & Flood; Vigna's reference constants): spreads any seed, including
+-- small or consecutive ones, over the whole 64-bit state, so seeds 1 and 2 give unrelated
+-- streams. Lua's integers wrap on overflow and >> is a logical shift, as in the C reference.
+local function splitmix64(x)
+  x = x + 0x9E3779B97F4A7C15
+  x = (x ~ (x >> 30)) * 0xBF58476D1CE4E5B9
+  x = (x ~ (x >> 27)) * 0x94D049BB133111EB
+  return x ~ (x >> 31)
+end
+
+---@class stats.rng
+---@field next fun(): integer  the next 64-bit output (any integer, sign bit included)
+---@field int fun(n: integer): integer  uniform in [1, n], without modulo bias
+---@field float fun(): number  uniform in [0, 1), 53 bits
+
+--- A seeded generator: xorshift64* (Vigna 2014: shifts 12, 25, 27, multiplier
+--- 0x2545F4914F6CDD1D) over a splitmix64-scrambled seed. Reproducible across machines.
+---@param seed? integer default 88172645463325252
+---@return stats.rng
 function stats.rng(seed)
-  local state = math.tointeger(seed) or 88172645463325252
-  if state == 0 then state = 88172645463325252 end
+  local state = splitmix64(math.tointeger(seed) or 88172645463325252)
+  if state == 0 then state = 88172645463325252 end -- xorshift's one fixed point
   local r = {}
   function r.next()
-    state = state ~ (state << 13)
-    state = state ~ (state >> 7)
-    state = state ~ (state << 17)
-    return state
+    state = state ~ (state >> 12)
+    state = state ~ (state << 25)
+    state = state ~ (state >> 27)
+    return state * 0x2545F4914F6CDD1D
   end
-  --- Integer in [1, n].
+  local last_n, last_m, limit = nil, nil, nil
   function r.int(n)
-    local v = r.next() & 0x7fffffffffffffff
-    return (v % n) + 1
+    if n ~= last_n then
+      local m = math.tointeger(n)
+      if not m or m < 1 then error('stats.rng: int(n) needs an integer n >= 1', 2) end
+      -- accept 63-bit values up to the last whole block of n, so every residue is equally likely
+      last_n, last_m, limit = n, m, math.maxinteger - (math.maxinteger % m + 1) % m -- (2^63 mod n)
+    end
+    while true do
+      local v = r.next() >> 1
+      if v <= limit then return v % last_m + 1 end
+    end
   end
-  --- Float in [0, 1).
   function r.float()
-    return ((r.next() >> 11) & 0x1fffffffffffff) / 9007199254740992.0
+    return (r.next() >> 11) * (1.0 / 9007199254740992.0)
   end
   return r
 end
 
---- Fisher-Yates shuffle in place with a stats.rng.
+--- Fisher-Yates shuffle in place with a stats.rng: for i = n..2, swap arr[i] with
+--- arr[rng.int(i)]. Returns arr.
+---@generic T
+---@param arr T[]
+---@param rng stats.rng
+---@return T[]
 function stats.shuffle(arr, rng)
   for i = #arr, 2, -1 do
     local j = rng.int(i)
@@ -85,47 +148,176 @@ function stats.shuffle(arr, rng)
   return arr
 end
 
+-- ---- bootstrap --------------------------------------------------------------------
+
+-- A resampler for type-7 quantiles that never sorts a resample: the data is sorted once, each
+-- draw of an index counts one more copy of that value's rank, and the two order statistics
+-- the quantile needs are found by walking the counts. Draws are xs[rng.int(n)] for i = 1..n,
+-- exactly as the generic path below takes them, so both give identical results (the spec
+-- checks it); this one costs O(n) per replicate instead of O(n log n) plus a copy.
+local function quantile_resampler(xs, q)
+  local n = #xs
+  local idx = {}
+  for i = 1, n do idx[i] = i end
+  table.sort(idx, function(a, b) if xs[a] ~= xs[b] then return xs[a] < xs[b] end return a < b end)
+  local sorted, rank = {}, {}
+  for r, i in ipairs(idx) do sorted[r] = xs[i]; rank[i] = r end
+  local h = (n - 1) * q + 1
+  local lo = math.floor(h)
+  local frac = h - lo
+  local counts = {}
+  return function(rng)
+    for r = 1, n do counts[r] = 0 end
+    for _ = 1, n do
+      local r = rank[rng.int(n)]
+      counts[r] = counts[r] + 1
+    end
+    if n == 1 then return sorted[1] end
+    local cum, r = 0, 0
+    repeat r = r + 1; cum = cum + counts[r] until cum >= lo
+    local a = sorted[r]
+    if lo >= n then return a + frac * (a - a) end
+    while cum < lo + 1 do r = r + 1; cum = cum + counts[r] end
+    local b = sorted[r]
+    return a + frac * (b - a)
+  end
+end
+
+local function generic_resampler(xs, stat)
+  local n = #xs
+  local sample = {}
+  return function(rng)
+    for i = 1, n do sample[i] = xs[rng.int(n)] end
+    return stat(sample)
+  end
+end
+
+local function resampler(xs, opts)
+  if opts.stat then return generic_resampler(xs, opts.stat) end
+  return quantile_resampler(xs, opts.q or 0.5)
+end
+
+---@class stats.bootstrap_opts
+---@field reps? integer replicates (default 2000)
+---@field level? number confidence level (default 0.95)
+---@field seed? integer rng seed (default 1)
+---@field q? number the statistic is the type-7 quantile q (default 0.5, the median)
+---@field stat? fun(sample: number[]): number any other statistic (slower: called per replicate)
+
 --- Percentile bootstrap CI of a statistic (default: the median). Returns lo, hi.
+--- Replicate r resamples n values with replacement (xs[rng.int(n)], i = 1..n); the interval is
+--- the type-7 (1-level)/2 and (1+level)/2 quantiles of the sorted replicate statistics.
+---@param xs number[]
+---@param opts? stats.bootstrap_opts
+---@return number|nil lo, number|nil hi
 function stats.bootstrap_ci(xs, opts)
   opts = opts or {}
   local n = #xs
   if n == 0 then return nil, nil end
   local reps = opts.reps or 2000
   local level = opts.level or 0.95
-  local stat = opts.stat or stats.median
   local rng = stats.rng(opts.seed or 1)
+  local draw = resampler(xs, opts)
   local est = {}
-  local sample = {}
-  for r = 1, reps do
-    for i = 1, n do sample[i] = xs[rng.int(n)] end
-    est[r] = stat(sample)
-  end
+  for r = 1, reps do est[r] = draw(rng) end
   table.sort(est)
   local a = (1 - level) / 2
   return stats.quantile_sorted(est, a), stats.quantile_sorted(est, 1 - a)
 end
 
---- Ratio of medians a/b with a bootstrap CI (resampling both groups independently).
+---@class stats.ratio
+---@field ratio number the point estimate, stat(a) / stat(b)
+---@field lo number
+---@field hi number
+
+--- Ratio of medians a/b with a percentile bootstrap CI (both groups resampled independently,
+--- a's draws then b's in each replicate, from one stats.rng). opts as stats.bootstrap_ci.
+---@param a number[]
+---@param b number[]
+---@param opts? stats.bootstrap_opts
+---@return stats.ratio|nil
 function stats.ratio_ci(a, b, opts)
   opts = opts or {}
   if #a == 0 or #b == 0 then return nil end
   local reps = opts.reps or 2000
   local level = opts.level or 0.95
   local rng = stats.rng(opts.seed or 1)
-  local est, sa, sb = {}, {}, {}
+  local da, db = resampler(a, opts), resampler(b, opts)
+  local est = {}
   for r = 1, reps do
-    for i = 1, #a do sa[i] = a[rng.int(#a)] end
-    for i = 1, #b do sb[i] = b[rng.int(#b)] end
-    local mb = stats.median(sb)
-    est[r] = mb ~= 0 and stats.median(sa) / mb or math.huge
+    local ma = da(rng)
+    local mb = db(rng)
+    est[r] = mb ~= 0 and ma / mb or math.huge
   end
   table.sort(est)
   local al = (1 - level) / 2
-  local mb = stats.median(b)
+  local point = opts.stat or function(xs) return stats.quantile(xs, opts.q or 0.5) end
+  local mb = point(b)
   return {
-    ratio = mb ~= 0 and stats.median(a) / mb or math.huge,
+    ratio = mb ~= 0 and point(a) / mb or math.huge,
     lo = stats.quantile_sorted(est, al), hi = stats.quantile_sorted(est, 1 - al),
   }
+end
+
+-- ---- proportions and distributions ---------------------------------------------------
+
+--- Wilson score interval of a proportion k/n (z = 1.959964 for 95%). Returns lo, hi in [0, 1];
+--- nil when n is 0. Unlike the normal approximation it stays inside [0, 1] and is informative at
+--- 0 or n successes (300 of 300 gives [0.9874, 1]).
+---@param k integer successes
+---@param n integer trials
+---@param z? number
+---@return number|nil lo, number|nil hi
+function stats.wilson(k, n, z)
+  if n == 0 then return nil, nil end
+  z = z or 1.959963984540054
+  local p = k / n
+  local z2 = z * z
+  local denom = 1 + z2 / n
+  local centre = (p + z2 / (2 * n)) / denom
+  local half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+  return math.max(0, centre - half), math.min(1, centre + half)
+end
+
+--- The empirical CDF as step points: xs sorted, ps[i] = i / n (the fraction <= xs[i]).
+---@param xs number[]
+---@return number[] xs, number[] ps
+function stats.ecdf(xs)
+  local s = sorted_copy(xs)
+  local ps = {}
+  for i = 1, #s do ps[i] = i / #s end
+  return s, ps
+end
+
+---@class stats.description: stats.summary
+---@field ci_lo number|nil lower end of the bootstrap CI of the median
+---@field ci_hi number|nil upper end
+---@field level number
+---@field reps integer
+
+--- stats.summary plus the bootstrap CI of the median (opts as stats.bootstrap_ci).
+---@param xs number[]
+---@param opts? stats.bootstrap_opts
+---@return stats.description
+function stats.describe(xs, opts)
+  opts = opts or {}
+  local d = stats.summary(xs)
+  d.ci_lo, d.ci_hi = stats.bootstrap_ci(xs, opts)
+  d.level = opts.level or 0.95
+  d.reps = opts.reps or 2000
+  return d
+end
+
+--- A 64-bit FNV-1a hash of a string: derives independent, stable seeds per (run seed, name),
+--- e.g. stats.rng(seed ~ stats.hash('ready_ms/local')).
+---@param s string
+---@return integer
+function stats.hash(s)
+  local h = -3750763034362895579 -- 0xcbf29ce484222325
+  for i = 1, #s do
+    h = (h ~ s:byte(i)) * 0x100000001b3
+  end
+  return h
 end
 
 return stats

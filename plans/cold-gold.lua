@@ -5,7 +5,7 @@ local plan = require 'plan'
 return plan.tasks {
   name = 'cold-gold',
   provider = 'local',
-  dataset = 'data/tasks',
+  dataset = 'data/smoke.jsonl',
   solver = 'gold',
   mode = 'cold',
   task_index = 'all',

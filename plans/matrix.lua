@@ -5,7 +5,7 @@ return plan.matrix {
   name = 'matrix',
   providers = { 'local' },
   modes = { 'cold', 'warm' },
-  dataset = 'data/tasks',
+  dataset = 'data/smoke.jsonl',
   solver = 'gold',
   task_index = 'all',
   concurrency = 2,

@@ -5,7 +5,7 @@ local plan = require 'plan'
 return plan.tasks {
   name = 'solve',
   provider = 'local',
-  dataset = 'data/tasks',
+  dataset = 'data/smoke.jsonl',
   solver = 'command',
   mode = 'cold',
   task_index = 'all',

@@ -5,7 +5,7 @@ local plan = require 'plan'
 return plan.tasks {
   name = 'warm-gold',
   provider = 'local',
-  dataset = 'data/tasks',
+  dataset = 'data/smoke.jsonl',
   solver = 'gold',
   mode = 'warm',
   task_index = 'all',

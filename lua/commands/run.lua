@@ -27,6 +27,7 @@ local SPEC = {
   ['allow-network'] = { key = 'allow_network', type = 'bool', help = 'let tasks with allow_internet=true reach the network' },
   ['verifier-user'] = { key = 'verifier_user', type = 'string', choices = { 'root', 'verifier' }, arg = 'root|verifier', help = 'who runs tests/test.sh (default: non-root where possible)' },
   ['warm-artifact'] = { key = 'warm_artifact', type = 'string', arg = 'ID', help = 'warm artifact for every task (else prepared per task)' },
+  ['prewarm-file'] = { key = 'prewarm_file', type = 'string', arg = 'FILE', help = 'warm artifacts per task, from cseng prewarm (results/prewarm-*.json)' },
   ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'record bad dataset rows and go on' },
   ['samples'] = { key = 'samples', type = 'int', min = 1, arg = 'N', help = 'measured samples per provider (startup)' },
   ['warmups'] = { key = 'warmups', type = 'int', min = 0, arg = 'N', help = 'unmeasured warmup samples per provider (startup)' },
@@ -41,7 +42,7 @@ local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user', 'warm-artifact',
-  'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
+  'prewarm-file', 'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
 }
 
 local cmd = {
@@ -71,7 +72,19 @@ function cmd.options(p, f, argv)
       if up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD') then util.add_secret(v) end
     end
   end
-  if o.warm_artifact then o.warm_artifacts = { ['*'] = o.warm_artifact } end
+  if o.prewarm_file then
+    local text, err = fs.read(o.prewarm_file)
+    if not text then error('--prewarm-file: ' .. tostring(err), 0) end
+    local ok, doc = pcall(require('cjson').decode, text)
+    if not ok or type(doc) ~= 'table' or type(doc.artifacts) ~= 'table' then
+      error('--prewarm-file: ' .. o.prewarm_file .. ' is not a cseng prewarm file (no "artifacts")', 0)
+    end
+    if doc.provider and o.provider and doc.provider ~= o.provider then
+      error(string.format('--prewarm-file: %s holds %s artifacts, not %s', o.prewarm_file, doc.provider, o.provider), 0)
+    end
+    o.warm_artifacts = util.copy(doc.artifacts)
+  end
+  if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
   end

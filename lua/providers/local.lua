@@ -70,6 +70,7 @@ function M.connect(cfg)
     is_root = sys.uid() == 0,
     cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
     allow_network = cfg.network == true,
+    keep_usr_local = cfg.keep_usr_local or os.getenv('CSENG_LOCAL_KEEP_USR_LOCAL') == '1',
   }
 end
 
@@ -187,6 +188,8 @@ local function bwrap_argv(client, sb, opts)
   if sb.network then add('--share-net') end
   add('--hostname', 'sandbox', '--bind', sb.root, '/')
   add('--ro-bind', (client.rootfs or '') .. '/usr', '/usr')
+  -- the host's /usr/local holds tools and Python packages no task image has
+  if not client.rootfs and not client.keep_usr_local then add('--tmpfs', '/usr/local') end
   if client.rootfs then
     for _, d in ipairs({ 'etc/alternatives' }) do
       if fs.exists(client.rootfs .. '/' .. d) then add('--ro-bind', client.rootfs .. '/' .. d, '/' .. d) end

@@ -1,0 +1,174 @@
+--- `cseng images`: the docker provider's images.
+---   base   builds the local base image (cseng/debian:bookworm) from debootstrap and imports it
+---          with POST /images/create?fromSrc=- (no registry is reachable on these machines);
+---   list   the images cseng built or uses (bases, per-task images, warm images);
+---   prune  removes per-task and warm images (the build cache) older than an age.
+local flags = require 'flags'
+local fs = require 'cseng.fs'
+local proc = require 'cseng.proc'
+local sys = require 'cseng.sys'
+local clock = require 'cseng.clock'
+local util = require 'util'
+
+-- What the bundled tasks need in their image (data/README.md), plus TLS roots and ps/kill.
+local PACKAGES = {
+  'bash', 'coreutils', 'findutils', 'grep', 'sed', 'gawk', 'diffutils', 'patch', 'tar', 'gzip',
+  'python3', 'python3-pytest', 'gcc', 'libc6-dev', 'make', 'git', 'sqlite3', 'ca-certificates', 'procps',
+}
+
+local SPEC = {
+  ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = 'Debian mirror (default http://deb.debian.org/debian)' },
+  ['suite'] = { key = 'suite', type = 'string', arg = 'NAME', help = 'Debian suite (default bookworm)' },
+  ['tag'] = { key = 'tag', type = 'string', arg = 'REPO:TAG', help = 'image name (default cseng/debian:<suite>)' },
+  ['include'] = { key = 'include', type = 'list', arg = 'A,B', help = 'extra packages for the base image' },
+  ['force'] = { key = 'force', type = 'bool', help = 'rebuild even when the image exists' },
+  ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'prune: only images created before now-AGE (30m, 2h, 7d)' },
+  ['dry-run'] = { key = 'dry_run', type = 'bool', help = 'prune: list, do not remove' },
+}
+
+local cmd = {
+  summary = 'docker images: build the debootstrap base, list and prune cseng images',
+  usage = table.concat({
+    'usage: cseng images base [--mirror URL] [--suite bookworm] [--tag cseng/debian:bookworm] [--include A,B] [--force]',
+    '       cseng images list',
+    '       cseng images prune [--older-than 7d] [--dry-run]',
+    '',
+    'base: debootstrap --variant=minbase --include=<the bundled tasks\' tools> into a temporary',
+    'directory (needs root and debootstrap: make deps-docker), then imports the root filesystem',
+    'into dockerd as the image. The per-task images are built FROM it (see --image-map).',
+    '',
+    'options:',
+    flags.help(SPEC, { 'mirror', 'suite', 'tag', 'include', 'force', 'older-than', 'dry-run' }),
+  }, '\n'),
+  PACKAGES = PACKAGES,
+}
+
+local function connect()
+  local docker = require 'providers.docker'
+  local ok, client = pcall(docker.connect, {})
+  if not ok then return nil, tostring(client) end
+  return docker, client
+end
+
+local function fmt_size(n)
+  if not n then return '-' end
+  if n >= 1e9 then return string.format('%.1f GB', n / 1e9) end
+  return string.format('%.0f MB', n / 1e6)
+end
+
+local function tail_of(path, n)
+  return util.tail(fs.read(path) or '', n or 3000)
+end
+
+local function base(f)
+  local docker, client = connect()
+  if not docker then io.stderr:write('cseng: images base: ', client, '\n'); return 1 end
+  local suite = f.suite or 'bookworm'
+  local name = f.tag or ('cseng/debian:' .. suite)
+  local repo, tag = name:match('^(.+):([^:/]+)$')
+  if not repo then repo, tag = name, 'latest' end
+  local existing = docker.image_id(client, name)
+  if existing and not f.force then
+    print(string.format('%s exists (%s); --force rebuilds it', name, existing))
+    return 0
+  end
+  if sys.uid() ~= 0 then io.stderr:write('cseng: images base: debootstrap needs root\n'); return 1 end
+  if not proc.which('debootstrap') then
+    io.stderr:write('cseng: images base: debootstrap is not installed (make deps-docker)\n'); return 1
+  end
+  local mirror = f.mirror or 'http://deb.debian.org/debian'
+  local pkgs = util.copy(PACKAGES)
+  for _, p in ipairs(f.include or {}) do pkgs[#pkgs + 1] = p end
+  local cache = (os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/debootstrap'
+  assert(fs.mkdir_p(cache))
+  local work = assert(fs.tempdir('cseng-base-'))
+  local root, log, tarball = work .. '/rootfs', work .. '/debootstrap.log', work .. '/rootfs.tar'
+  local t0 = clock.now()
+  local function fail(msg)
+    io.stderr:write('cseng: images base: ', msg, '\n')
+    fs.remove_tree(work)
+    return 1
+  end
+  local argv = { 'debootstrap', '--variant=minbase', '--include=' .. table.concat(pkgs, ','), '--cache-dir=' .. cache,
+    suite, root, mirror }
+  print('cseng images base: ' .. util.shell_join(argv))
+  print('  (log: ' .. log .. '; a few minutes)')
+  local p, perr = proc.spawn { argv = argv, stdout = log, stderr = log, env_add = { DEBIAN_FRONTEND = 'noninteractive' } }
+  if not p then return fail('cannot start debootstrap: ' .. tostring(perr)) end
+  local r = p:wait()
+  if r.code ~= 0 then return fail('debootstrap failed (exit ' .. tostring(r.code) .. '):\n' .. tail_of(log)) end
+  -- smaller image: no downloaded .debs or package lists (builds run apt-get update anyway)
+  proc.run { argv = { 'sh', '-c', 'rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* "$1"/var/log/*.log', 'sh', root } }
+  local tr = proc.run { argv = { 'tar', '--numeric-owner', '--xattrs', '-C', root, '-cf', tarball,
+    '--exclude=./dev/*', '--exclude=./proc/*', '--exclude=./sys/*', '.' }, timeout = 1800, tail_bytes = 65536 }
+  if not tr or tr.code ~= 0 then return fail('tar of the root filesystem failed: ' .. tostring(tr and tr.stderr)) end
+  local data = fs.read(tarball)
+  if not data then return fail('cannot read ' .. tarball) end
+  print(string.format('importing %s (%s root filesystem tar) as %s', suite, fmt_size(#data), name))
+  local id, ierr = docker.import(client, data, repo, tag, {
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'ENV LANG=C.UTF-8', 'CMD ["/bin/bash"]',
+  })
+  data = nil
+  if not id then return fail(tostring(ierr)) end
+  fs.remove_tree(work)
+  print(string.format('%s %s (debootstrap %s from %s, %.0f s)', name, id, suite, mirror, (clock.now() - t0) / 1e9))
+  return 0
+end
+
+local function list()
+  local docker, client = connect()
+  if not docker then io.stderr:write('cseng: images list: ', client, '\n'); return 1 end
+  local images, err = docker.list_images(client)
+  if not images then io.stderr:write('cseng: images list: ', tostring(err), '\n'); return 1 end
+  print(string.format('%-56s %-19s %-8s %-10s %s', 'IMAGE', 'ID', 'SIZE', 'KIND', 'CREATED'))
+  for _, im in ipairs(images) do
+    local names = #im.tags > 0 and im.tags or { '<untagged>' }
+    for _, t in ipairs(names) do
+      print(string.format('%-56s %-19s %-8s %-10s %s', t, im.id:gsub('^sha256:', ''):sub(1, 19), fmt_size(im.size),
+        im.labels['cseng.kind'] or 'base', im.created and os.date('!%Y-%m-%d %H:%M', im.created) or '-'))
+    end
+  end
+  return 0
+end
+
+local function age_seconds(s)
+  local n, unit = tostring(s):match('^(%d+)([smhd]?)$')
+  if not n then return nil end
+  return tonumber(n) * ({ s = 1, m = 60, h = 3600, d = 86400, [''] = 1 })[unit]
+end
+
+local function prune(f)
+  local min_age = f.older_than and age_seconds(f.older_than)
+  if f.older_than and not min_age then io.stderr:write('cseng: images prune: --older-than: expected e.g. 30m, 2h, 7d\n'); return 2 end
+  local docker, client = connect()
+  if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
+  local images, err = docker.list_images(client)
+  if not images then io.stderr:write('cseng: images prune: ', tostring(err), '\n'); return 1 end
+  local now, removed, failed = os.time(), 0, 0
+  for _, im in ipairs(images) do
+    local kind = im.labels['cseng.kind']
+    if (kind == 'task-image' or kind == 'warm') and (not min_age or (im.created and now - im.created >= min_age)) then
+      if f.dry_run then print('would remove ' .. (im.tags[1] or im.id))
+      else
+        local ok, rerr = docker.remove_image(client, im.id, true)
+        if ok then removed = removed + 1; print('removed ' .. (im.tags[1] or im.id))
+        else failed = failed + 1; io.stderr:write('cseng: cannot remove ', im.id, ': ', tostring(rerr), '\n') end
+      end
+    end
+  end
+  if not f.dry_run then print(string.format('%d removed, %d failed', removed, failed)) end
+  return failed > 0 and 1 or 0
+end
+
+function cmd.run(args)
+  local f, pos = flags.parse(args, SPEC)
+  if not f then io.stderr:write('cseng: images: ', pos, '\n'); return 2 end
+  local sub = pos[1]
+  if sub == 'base' then return base(f) end
+  if sub == 'list' or sub == nil then return list() end
+  if sub == 'prune' then return prune(f) end
+  io.stderr:write("cseng: images: unknown subcommand '", tostring(sub), "' (base, list, prune)\n")
+  return 2
+end
+
+return cmd
