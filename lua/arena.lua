@@ -501,7 +501,8 @@ end
 
 --- Run a startup plan (options from plan + flags, see arena.options). Writes
 --- results/<run-id>.jsonl and the report (results/<run-id>.md, or opts.report).
---- opts.on_start(info) is called with {run_id, jsonl, status_url} once the run has started.
+--- opts.on_start(info) is called with {run_id, jsonl, status_url, report} once the run has
+--- started; opts.stderr (default io.stderr) receives the error messages (specs capture them).
 --- Returns the exit status: 0 finished, 1 stopped (cleanup, auth, readiness), 130 interrupted.
 ---@param opts table
 ---@return integer status
@@ -513,7 +514,7 @@ function arena.run(opts)
   local run_id = string.format('%s-%s-%s', o.name, stamp, crypto.hex(crypto.random_bytes(2)))
   local run = {
     id = run_id, opts = o, P = {}, t0 = clock.now(), launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
-    rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1),
+    rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1), err = o.stderr or io.stderr,
     state = { status = 'starting', phase = 'starting', round = 0, rounds = 0, started_at = clock.wall() },
   }
 
@@ -585,12 +586,12 @@ function arena.run(opts)
     return require('report_helpers').render { inputs = { run.jsonl }, template = 'startup', output = run.report }
   end)
   if rok then say(run, 'report: %s', run.report)
-  else io.stderr:write('cseng: the report failed (the log is complete; retry with cseng report ', run.jsonl,
+  else run.err:write('cseng: the report failed (the log is complete; retry with cseng report ', run.jsonl,
     '): ', describe(rerr), '\n') end
   say(run, 'results: %s', run.jsonl)
-  if run.stop then io.stderr:write('cseng: stopped: ', run.stop.message, '\n') end
+  if run.stop then run.err:write('cseng: stopped: ', run.stop.message, '\n') end
   if #live > 0 then
-    io.stderr:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
+    run.err:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
   end
   arena.last = { run_id = run_id, jsonl = run.jsonl, report = run.report, status = status, stop = run.stop }
   if run.interrupted then return 130 end

@@ -113,9 +113,7 @@ end
 
 --- Write the summary JSON beside the log (atomically).
 function results.write_summary(events, path)
-  local enc = cjson.new()
-  enc.encode_number_precision(14)
-  local ok, err = fs.write(path, enc.encode(results.summary(events)) .. '\n')
+  local ok, err = fs.write(path, jsonl.encode(results.summary(events)) .. '\n')
   if not ok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
   return path
 end

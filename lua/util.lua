@@ -145,31 +145,4 @@ function util.fmt_seconds(s)
   return string.format('%dm%02ds', math.floor(s / 60), math.floor(s % 60))
 end
 
---- JSON with object keys sorted (byte order), so the same value always encodes to the same
---- bytes (Lua's table order varies between processes). Arrays are tables with keys 1..n.
-function util.json_sorted(v)
-  local cjson = require 'cjson'
-  local t = type(v)
-  if t ~= 'table' then return cjson.encode(v) end
-  if v == cjson.null then return 'null' end
-  local n = #v
-  local count = 0
-  for _ in pairs(v) do count = count + 1 end
-  if count > 0 and count == n then
-    local parts = {}
-    for i = 1, n do parts[i] = util.json_sorted(v[i]) end
-    return '[' .. table.concat(parts, ',') .. ']'
-  end
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-  table.sort(keys)
-  local parts = {}
-  for i, k in ipairs(keys) do
-    local val = v[k]
-    if val == nil then val = v[tonumber(k)] end
-    parts[i] = cjson.encode(k) .. ':' .. util.json_sorted(val)
-  end
-  return '{' .. table.concat(parts, ',') .. '}'
-end
-
 return util

@@ -5,6 +5,7 @@ local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local dataset = require 'dataset'
 local util = require 'util'
+local jsonl = require 'jsonl'
 
 local SPEC = {
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
@@ -53,8 +54,7 @@ local function pack(sources, out)
   local lines = {}
   for _, s in ipairs(sources) do
     for _, row in ipairs(rows_for(s)) do
-      -- the row is a seed row: its loader must not treat it as a bare SWE-smith row
-      lines[#lines + 1] = util.json_sorted(row)
+      lines[#lines + 1] = jsonl.encode(row)
     end
   end
   local ok, err = fs.write(out, table.concat(lines, '\n') .. '\n')

@@ -1,0 +1,551 @@
+--- Reports: load run logs, run a template, write the markdown and its charts.
+---
+--- A template is a Lua file returning `function(data, h) -> markdown string` (lua/reports/*.lua).
+--- `data` is what helpers.load returns: every run of the inputs with its events, and the trial
+--- records across runs, grouped by provider, mode and task. `h` is helpers.context(output):
+--- markdown tables, number formatting, statistics (stats.lua), SVG charts, and h.chart, which
+--- writes an SVG next to the markdown and returns the image link (a relative path, so the chart
+--- renders on GitHub).
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local results = require 'results'
+local stats = require 'stats'
+local util = require 'util'
+
+local helpers = {}
+
+-- ---- loading ----------------------------------------------------------------------------
+
+---@class report.run
+---@field id string
+---@field path string
+---@field kind string 'startup' | 'tasks' | '?'
+---@field started table|nil the run_started event
+---@field finished table|nil the run_finished event
+---@field events table[] every event of the run, in order
+---@field trials table[] 'trial' events (task runs)
+---@field startup_trials table[] 'startup_trial' events (the startup arena)
+---@field environments table[] 'environment' events
+---@field rounds table[] 'round' events
+---@field allocated table[]
+---@field destroyed table[]
+---@field cleanup_failed table[]
+---@field live table[] allocated and never destroyed (what `cseng cleanup` would destroy)
+
+---@class report.data
+---@field inputs string[] the files read
+---@field runs report.run[] in order of their start time
+---@field events table[] every event
+---@field trials table[] every 'trial' event, across runs
+---@field startup_trials table[] every 'startup_trial' event, across runs
+---@field by_provider table groups of trials (helpers.group)
+---@field by_mode table
+---@field by_task table
+---@field warnings string[] files skipped while loading a directory
+
+local function jsonl_files(input)
+  local st, err = fs.stat(input)
+  if not st then error(input .. ': ' .. tostring(err), 0) end
+  if st.type ~= 'dir' then return { input }, false end
+  local out = {}
+  for _, name in ipairs(fs.list(input) or {}) do
+    if name:match('%.jsonl$') then out[#out + 1] = fs.join(input, name) end
+  end
+  return out, true
+end
+
+--- Group a list by a field name or a function: an array of {key=, items=} sorted by key (as
+--- strings), plus .by[key] -> items. Items without a key are left out.
+---@param list table[]
+---@param key string|fun(item: table): any
+---@return table
+function helpers.group(list, key)
+  local get = type(key) == 'function' and key or function(x) return x[key] end
+  local by, keys = {}, {}
+  for _, item in ipairs(list or {}) do
+    local k = get(item)
+    if k ~= nil then
+      if not by[k] then by[k] = {}; keys[#keys + 1] = k end
+      table.insert(by[k], item)
+    end
+  end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local out = { by = by }
+  for i, k in ipairs(keys) do out[i] = { key = k, items = by[k] } end
+  return out
+end
+
+local function new_run(id, path)
+  return { id = id, path = path, kind = '?', events = {}, trials = {}, startup_trials = {}, environments = {},
+           rounds = {}, allocated = {}, destroyed = {}, cleanup_failed = {} }
+end
+
+--- Load run logs: each input is a .jsonl file or a directory of them (not recursive). A
+--- malformed file named directly raises; inside a directory it is skipped with a warning.
+---@param inputs string[]
+---@return report.data
+function helpers.load(inputs)
+  local data = { inputs = {}, runs = {}, events = {}, trials = {}, startup_trials = {}, warnings = {} }
+  local by_id = {}
+  for _, input in ipairs(inputs) do
+    local files, in_dir = jsonl_files(input)
+    for _, path in ipairs(files) do
+      local ok, events = pcall(results.read, path)
+      if not ok then
+        if not in_dir then error(tostring(events), 0) end
+        data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. tostring(events)
+      else
+        data.inputs[#data.inputs + 1] = path
+        for _, e in ipairs(events) do
+          local id = e.run_id or path
+          local run = by_id[id]
+          if not run then
+            run = new_run(id, path)
+            by_id[id] = run
+            data.runs[#data.runs + 1] = run
+          end
+          run.events[#run.events + 1] = e
+          data.events[#data.events + 1] = e
+          local kind = e.event
+          if kind == 'run_started' then
+            run.started = run.started or e
+            run.kind = e.kind or 'tasks'
+          elseif kind == 'run_finished' then run.finished = e
+          elseif kind == 'trial' then run.trials[#run.trials + 1] = e; data.trials[#data.trials + 1] = e
+          elseif kind == 'startup_trial' then
+            run.startup_trials[#run.startup_trials + 1] = e
+            data.startup_trials[#data.startup_trials + 1] = e
+          elseif kind == 'environment' then run.environments[#run.environments + 1] = e
+          elseif kind == 'round' then run.rounds[#run.rounds + 1] = e
+          elseif kind == 'allocated' then run.allocated[#run.allocated + 1] = e
+          elseif kind == 'destroyed' then run.destroyed[#run.destroyed + 1] = e
+          elseif kind == 'cleanup_failed' then run.cleanup_failed[#run.cleanup_failed + 1] = e
+          end
+        end
+      end
+    end
+  end
+  for _, run in ipairs(data.runs) do
+    run.live = results.live_allocations(run.events)
+    if run.kind == '?' and #run.startup_trials > 0 then run.kind = 'startup' end
+    if run.kind == '?' and #run.trials > 0 then run.kind = 'tasks' end
+  end
+  table.sort(data.runs, function(a, b)
+    local ta, tb = a.started and a.started.time or '', b.started and b.started.time or ''
+    if ta ~= tb then return ta < tb end
+    return a.id < b.id
+  end)
+  data.by_provider = helpers.group(data.trials, 'provider')
+  data.by_mode = helpers.group(data.trials, 'mode')
+  data.by_task = helpers.group(data.trials, 'task_id')
+  return data
+end
+
+-- ---- formatting ---------------------------------------------------------------------------
+
+local DASH = '–'
+
+--- A number with `digits` decimals ('–' for nil, NaN or infinity).
+---@param v number|nil
+---@param digits? integer default 2
+---@return string
+function helpers.num(v, digits)
+  if v == nil or v ~= v or v == math.huge or v == -math.huge then return DASH end
+  return string.format('%.' .. (digits or 2) .. 'f', v)
+end
+
+--- Milliseconds with precision that suits their size: 1234, 123.4, 12.34, 1.234.
+---@param v number|nil
+---@return string
+function helpers.ms(v)
+  if v == nil or v ~= v then return DASH end
+  local a = math.abs(v)
+  if a >= 1000 then return string.format('%.0f', v) end
+  if a >= 100 then return string.format('%.1f', v) end
+  if a >= 10 then return string.format('%.2f', v) end
+  return string.format('%.3f', v)
+end
+
+--- A fraction as a percentage: 0.9967 -> "99.7%", 1 -> "100%".
+---@param f number|nil
+---@return string
+function helpers.pct(f)
+  if f == nil or f ~= f then return DASH end
+  if f == 1 then return '100%' end
+  if f == 0 then return '0%' end
+  return string.format('%.1f%%', f * 100)
+end
+
+--- An interval "[lo, hi]" with a formatter (default helpers.ms).
+function helpers.ci(lo, hi, fmt)
+  if lo == nil or hi == nil then return DASH end
+  fmt = fmt or helpers.ms
+  return '[' .. fmt(lo) .. ', ' .. fmt(hi) .. ']'
+end
+
+--- Escape text for a markdown table cell (pipes, newlines) or inline text.
+function helpers.escape(s)
+  s = tostring(s == nil and '' or s)
+  -- "<" only where it could open an HTML tag, so code spans keep most text intact
+  return (s:gsub('\r?\n', ' '):gsub('|', '\\|'):gsub('<([%a/!?])', '&lt;%1'))
+end
+
+--- Inline code, safe for any content (uses a longer fence when the text holds backticks).
+function helpers.code(s)
+  s = tostring(s):gsub('\r?\n', ' ')
+  local fence = '`'
+  while s:find(fence, 1, true) do fence = fence .. '`' end
+  local pad = (s:sub(1, 1) == '`' or s:sub(-1) == '`') and ' ' or ''
+  return fence .. pad .. s .. pad .. fence
+end
+
+--- A markdown table. rows: arrays of cells (strings or numbers, escaped here unless a cell is
+--- {raw=string}); align: one letter per column, l/r/c (default: first left, others right).
+---@param headers string[]
+---@param rows any[][]
+---@param align? string
+---@return string
+function helpers.table(headers, rows, align)
+  align = align or ('l' .. string.rep('r', #headers - 1))
+  local function cell(v)
+    if type(v) == 'table' and v.raw then return v.raw end
+    return helpers.escape(v)
+  end
+  local out = {}
+  local hs = {}
+  for i, hd in ipairs(headers) do hs[i] = cell(hd) end
+  out[1] = '| ' .. table.concat(hs, ' | ') .. ' |'
+  local seps = {}
+  for i = 1, #headers do
+    local a = align:sub(i, i)
+    seps[i] = a == 'r' and '---:' or a == 'c' and ':---:' or ':---'
+  end
+  out[2] = '| ' .. table.concat(seps, ' | ') .. ' |'
+  for _, row in ipairs(rows) do
+    local cs = {}
+    for i = 1, #headers do cs[i] = cell(row[i] == nil and '' or row[i]) end
+    out[#out + 1] = '| ' .. table.concat(cs, ' | ') .. ' |'
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+--- The numbers of a field (or function) over a list, skipping nil and non-numbers.
+---@param list table[]
+---@param get string|fun(item: table): number|nil
+---@param keep? fun(item: table): boolean
+---@return number[]
+function helpers.values(list, get, keep)
+  local f = type(get) == 'function' and get or function(x) return x[get] end
+  local out = {}
+  for _, x in ipairs(list or {}) do
+    if not keep or keep(x) then
+      local v = f(x)
+      if type(v) == 'number' and v == v then out[#out + 1] = v end
+    end
+  end
+  return out
+end
+
+-- ---- SVG charts ---------------------------------------------------------------------------
+
+local svg = {}
+helpers.svg = svg
+
+--- Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
+svg.COLORS = { '#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442' }
+local FONT = 'font-family="-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif"'
+
+local function esc(s)
+  return (tostring(s):gsub('[&<>"\']', { ['&'] = '&amp;', ['<'] = '&lt;', ['>'] = '&gt;', ['"'] = '&quot;', ["'"] = '&#39;' }))
+end
+svg.escape = esc
+
+local function r1(v) return string.format('%.1f', v) end
+
+local function tick_label(v)
+  if v == 0 then return '0' end
+  local a = math.abs(v)
+  if a >= 10000 then return string.format('%.0fk', v / 1000) end
+  if a >= 1 then return string.format('%g', tonumber(string.format('%.4g', v))) end
+  return string.format('%g', tonumber(string.format('%.2g', v)))
+end
+
+-- A scale over [lo, hi] of the data: log10 (1-2-5 ticks) or linear (nice ticks), mapped to [a, b].
+local function scale(lo, hi, a, b, log)
+  local s = { log = log }
+  if log then
+    local function nice_floor(v)
+      local e = 10 ^ math.floor(math.log(v, 10) + 1e-9)
+      for _, m in ipairs({ 5, 2, 1 }) do if m * e <= v * (1 + 1e-9) then return m * e end end
+      return e
+    end
+    local function nice_ceil(v)
+      local e = 10 ^ math.floor(math.log(v, 10) - 1e-9)
+      for _, m in ipairs({ 1, 2, 5, 10 }) do if m * e >= v * (1 - 1e-9) then return m * e end end
+      return 10 * e
+    end
+    s.lo, s.hi = nice_floor(lo), nice_ceil(hi)
+    if s.hi <= s.lo then s.hi = s.lo * 2 end
+    local l0, l1 = math.log(s.lo, 10), math.log(s.hi, 10)
+    function s.map(v) return a + (math.log(math.max(v, s.lo), 10) - l0) / (l1 - l0) * (b - a) end
+    s.ticks = {}
+    local e = 10 ^ math.floor(l0 + 1e-9)
+    while e <= s.hi * (1 + 1e-9) do
+      for _, m in ipairs({ 1, 2, 5 }) do
+        local v = m * e
+        if v >= s.lo * (1 - 1e-9) and v <= s.hi * (1 + 1e-9) then s.ticks[#s.ticks + 1] = v end
+      end
+      e = e * 10
+    end
+  else
+    if hi <= lo then hi = lo + math.max(1, math.abs(lo) * 0.1) end
+    local raw = (hi - lo) / 5
+    local e = 10 ^ math.floor(math.log(raw, 10))
+    local step = e
+    for _, m in ipairs({ 1, 2, 2.5, 5, 10 }) do if m * e >= raw then step = m * e break end end
+    s.lo = math.floor(lo / step) * step
+    s.hi = math.ceil(hi / step) * step
+    if lo >= 0 and s.lo < 0 then s.lo = 0 end
+    function s.map(v) return a + (v - s.lo) / (s.hi - s.lo) * (b - a) end
+    s.ticks = {}
+    local v = s.lo
+    while v <= s.hi + step * 1e-9 do s.ticks[#s.ticks + 1] = v; v = v + step end
+  end
+  return s
+end
+
+local function frame(w, h, title)
+  return {
+    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s font-size="12">',
+      w, h, w, h, FONT),
+    string.format('<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>', w, h),
+    title and string.format('<text x="16" y="22" font-size="14" font-weight="bold" fill="#222">%s</text>', esc(title)) or '',
+  }
+end
+
+local function data_range(series)
+  local lo, hi, n = math.huge, -math.huge, 0
+  for _, s in ipairs(series) do
+    for _, v in ipairs(s.values) do
+      if v == v then n = n + 1; if v < lo then lo = v end; if v > hi then hi = v end end
+    end
+  end
+  return lo, hi, n
+end
+
+local function x_axis(out, sx, x0, x1, y0, y1, label)
+  for _, t in ipairs(sx.ticks) do
+    local x = r1(sx.map(t))
+    out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e5e5e5"/>', x, r1(y0), x, r1(y1))
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#444">%s</text>', x, r1(y1 + 16), tick_label(t))
+  end
+  out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#888"/>', r1(x0), r1(y1), r1(x1), r1(y1))
+  out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
+    r1(y1 + 36), esc(label .. (sx.log and ' (log scale)' or '')))
+end
+
+local function legend(out, series, x, y, sub)
+  for i, s in ipairs(series) do
+    local yy = y + (i - 1) * 34
+    out[#out + 1] = string.format('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>', x, yy, s.color)
+    out[#out + 1] = string.format('<text x="%d" y="%d" fill="#222">%s</text>', x + 20, yy + 11, esc(s.name))
+    if sub then
+      out[#out + 1] = string.format('<text x="%d" y="%d" fill="#666" font-size="11">%s</text>', x + 20, yy + 26, esc(sub(s)))
+    end
+  end
+end
+
+local function prepare_series(series)
+  local out = {}
+  for i, s in ipairs(series) do
+    local vals = {}
+    for _, v in ipairs(s.values or {}) do if type(v) == 'number' and v == v then vals[#vals + 1] = v end end
+    table.sort(vals)
+    out[i] = { name = s.name, values = vals, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+  end
+  return out
+end
+
+local function empty_chart(w, h, title, why)
+  local out = frame(w, h, title)
+  out[#out + 1] = string.format('<text x="%d" y="%d" text-anchor="middle" fill="#666">%s</text>', w // 2, h // 2, esc(why))
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
+---@class svg.series
+---@field name string
+---@field values number[]
+---@field color? string
+
+---@class svg.chart_opts
+---@field title? string
+---@field xlabel? string
+---@field width? integer
+---@field height? integer
+---@field log? boolean log x axis; default: when max/min >= 20
+
+--- Empirical CDFs of several series on one chart (x: value, y: fraction of samples <= x), with
+--- each median marked. Returns the SVG text.
+---@param series svg.series[]
+---@param opts? svg.chart_opts
+---@return string
+function svg.ecdf(series, opts)
+  opts = opts or {}
+  local W, H = opts.width or 760, opts.height or 380
+  local L, R, T, B = 64, 210, 40, 56
+  series = prepare_series(series)
+  local lo, hi, n = data_range(series)
+  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
+  local log = opts.log
+  if log == nil then log = lo > 0 and hi / lo >= 20 end
+  if lo <= 0 then log = false end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  local sx = scale(lo, hi, x0, x1, log)
+  local function sy(p) return y1 - p * (y1 - y0) end
+  local out = frame(W, H, opts.title)
+  for _, p in ipairs({ 0, 0.25, 0.5, 0.75, 0.9, 1 }) do
+    local y = r1(sy(p))
+    out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, y, x1, y,
+      p == 0.5 and '#bbbbbb' or '#eeeeee')
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#444">%d%%</text>', x0 - 6,
+      r1(sy(p) + 4), math.floor(p * 100 + 0.5))
+  end
+  x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
+  out[#out + 1] = string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>', x0, y0, x0, y1)
+  for _, s in ipairs(series) do
+    local m = #s.values
+    if m > 0 then
+      -- at most ~800 steps per curve: beyond that, evenly spaced ranks (a chart, not the data)
+      local stride = math.max(1, math.ceil(m / 800))
+      local d = { 'M', r1(sx.map(s.values[1])), r1(sy(0)) }
+      local i = 1
+      while true do
+        d[#d + 1] = 'V' .. r1(sy(i / m))
+        if i >= m then break end
+        local ni = math.min(m, i + stride)
+        d[#d + 1] = 'H' .. r1(sx.map(s.values[ni]))
+        if stride > 1 then i = ni else i = i + 1 end
+      end
+      out[#out + 1] = string.format('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>', table.concat(d, ' '), s.color)
+      local med = stats.quantile_sorted(s.values, 0.5)
+      out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="4" fill="%s" stroke="#fff"/>', r1(sx.map(med)), r1(sy(0.5)), s.color)
+    end
+  end
+  legend(out, series, x1 + 20, y0, function(s)
+    if #s.values == 0 then return 'no successful samples' end
+    return string.format('n=%d, p50 %s, p99 %s', #s.values, helpers.ms(stats.quantile_sorted(s.values, 0.5)),
+      helpers.ms(stats.quantile_sorted(s.values, 0.99)))
+  end)
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
+--- Horizontal box plots, one row per series: box p25..p75, line at the median, whiskers
+--- p5..p95, dots at min and max. Returns the SVG text.
+---@param series svg.series[]
+---@param opts? svg.chart_opts
+---@return string
+function svg.box(series, opts)
+  opts = opts or {}
+  series = prepare_series(series)
+  local W = opts.width or 760
+  local row = 36
+  local L, R, T, B = 140, 30, 40, 56
+  local H = opts.height or (T + B + row * math.max(1, #series))
+  local lo, hi, n = data_range(series)
+  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
+  local log = opts.log
+  if log == nil then log = lo > 0 and hi / lo >= 20 end
+  if lo <= 0 then log = false end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  local sx = scale(lo, hi, x0, x1, log)
+  local out = frame(W, H, opts.title)
+  x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
+  for i, s in ipairs(series) do
+    local cy = y0 + (i - 0.5) * row
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#222">%s</text>', x0 - 8, r1(cy + 4), esc(s.name))
+    if #s.values > 0 then
+      local q = function(p) return sx.map(stats.quantile_sorted(s.values, p)) end
+      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>', r1(q(0.05)), r1(cy), r1(q(0.95)), r1(cy), s.color)
+      out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%d" fill="%s" fill-opacity="0.25" stroke="%s"/>',
+        r1(q(0.25)), r1(cy - 10), r1(math.max(1, q(0.75) - q(0.25))), 20, s.color, s.color)
+      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>', r1(q(0.5)), r1(cy - 10),
+        r1(q(0.5)), r1(cy + 10), s.color)
+      for _, v in ipairs({ s.values[1], s.values[#s.values] }) do
+        out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="2.5" fill="%s"/>', r1(sx.map(v)), r1(cy), s.color)
+      end
+    end
+  end
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
+-- ---- templates --------------------------------------------------------------------------
+
+--- Where a template lives: a path (relative to the current directory, else to the cseng tree),
+--- or a bare name from lua/reports/ ("startup").
+---@param name string
+---@return string
+function helpers.template_path(name)
+  if fs.exists(name) then return name end
+  local in_tree = fs.join(sys.root(), name)
+  if fs.exists(in_tree) then return in_tree end
+  local by_name = fs.join(sys.root(), 'lua/reports/' .. name:gsub('%.lua$', '') .. '.lua')
+  if not name:find('/') and fs.exists(by_name) then return by_name end
+  error('report template not found: ' .. name, 0)
+end
+
+--- The helpers a template receives; `output` decides where charts go.
+---@param output string the markdown path ("-" for stdout: charts go to the current directory)
+---@return table h
+function helpers.context(output)
+  local h = setmetatable({ files = {}, output = output, stats = stats, util = util }, { __index = helpers })
+  local dir = output == '-' and '.' or util.dirname(output)
+  local stem = output == '-' and 'report' or util.basename(output):gsub('%.md$', '')
+  --- Keep an SVG to write beside the markdown; returns the markdown image link.
+  function h.chart(name, svg_text, alt)
+    local file = stem .. '.' .. name:gsub('[^%w%-_.]', '-') .. '.svg'
+    h.files[#h.files + 1] = { path = fs.join(dir, file), content = svg_text }
+    return string.format('![%s](%s)', (alt or name):gsub('[%[%]]', ''), file)
+  end
+  return h
+end
+
+---@class report.render_opts
+---@field inputs? string[] run logs (.jsonl files or directories)
+---@field data? report.data already loaded
+---@field template string a path or a name from lua/reports/
+---@field output string markdown path, or "-" for stdout
+
+--- Load, run the template, write the markdown and its charts. Returns {output, files, markdown}.
+---@param opts report.render_opts
+---@return table
+function helpers.render(opts)
+  local data = opts.data or helpers.load(opts.inputs)
+  local path = helpers.template_path(opts.template)
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  local fn = chunk()
+  if type(fn) ~= 'function' then error(path .. ': a report template must return function(data, helpers)', 0) end
+  local h = helpers.context(opts.output)
+  local md = fn(data, h)
+  if type(md) ~= 'string' then error(path .. ': the template returned ' .. type(md) .. ', not a string', 0) end
+  local written = {}
+  for _, f in ipairs(h.files) do
+    assert(fs.mkdir_p(util.dirname(f.path)))
+    local ok, werr = fs.write(f.path, f.content)
+    if not ok then error('cannot write ' .. f.path .. ': ' .. tostring(werr), 0) end
+    written[#written + 1] = f.path
+  end
+  if opts.output == '-' then
+    io.stdout:write(md)
+  else
+    assert(fs.mkdir_p(util.dirname(opts.output)))
+    local ok, werr = fs.write(opts.output, md)
+    if not ok then error('cannot write ' .. opts.output .. ': ' .. tostring(werr), 0) end
+  end
+  return { output = opts.output, files = written, markdown = md, warnings = data.warnings }
+end
+
+return helpers

@@ -1,0 +1,324 @@
+--- Report template: the startup arena (plans/startup.lua). One section per startup run found
+--- in the inputs. `cseng report results/<run>.jsonl --template lua/reports/startup.lua`
+---
+--- Statistics use the measured trials only (warmups are listed apart; trials cut short by
+--- Ctrl-C are left out). n = measured trials, successes = those whose readiness check passed;
+--- latency statistics are over the successes. The median's 95% CI and the ratios' CIs are
+--- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
+--- same every time it is rendered.
+local stats = require 'stats'
+
+local REPS = 2000
+
+local METRICS = {
+  { key = 'ready_ms', label = 'ready_ms: create + first exec (time to interactive)' },
+  { key = 'create_ms', label = 'create_ms: the create call' },
+  { key = 'first_exec_ms', label = 'first_exec_ms: the first command, from create\'s return to its output' },
+  { key = 'cleanup_ms', label = 'cleanup_ms: destroy, retries included' },
+}
+local HTTP_METRICS = {
+  { key = 'dns_ms', label = 'DNS resolved' },
+  { key = 'connect_ms', label = 'TCP connected' },
+  { key = 'tls_ms', label = 'TLS handshake done' },
+  { key = 'ttfb_ms', label = 'first response byte (TTFB)' },
+  { key = 'total_ms', label = 'response complete' },
+}
+
+local function get(key)
+  return function(r) return r[key] end
+end
+
+local function http_get(key)
+  return function(r) return r.http and r.http[key] end
+end
+
+local function seed_for(run, what)
+  local seed = run.started and math.tointeger(run.started.seed) or 1
+  return seed ~ stats.hash(what)
+end
+
+local function fmt_alloc(a)
+  if type(a) ~= 'table' then return '–' end
+  local parts = {}
+  for _, k in ipairs({ 'cpus', 'memory_mb', 'region', 'template', 'size', 'image' }) do
+    if a[k] ~= nil then parts[#parts + 1] = k .. '=' .. tostring(a[k]) end
+  end
+  return #parts > 0 and table.concat(parts, ', ') or '–'
+end
+
+local function fmt_bytes(b)
+  if not b then return nil end
+  if b >= 2 ^ 30 then return string.format('%.3g GiB', b / 2 ^ 30) end
+  return string.format('%.0f MiB', b / 2 ^ 20)
+end
+
+local function section(run, h, multi)
+  local out = {}
+  local function add(s) out[#out + 1] = s end
+  local st, fin = run.started or {}, run.finished or {}
+  local providers = st.providers or {}
+  if #providers == 0 then
+    local g = h.group(run.startup_trials, 'provider')
+    for _, grp in ipairs(g) do providers[#providers + 1] = grp.key end
+  end
+
+  local measured, warmups = {}, {}
+  for _, name in ipairs(providers) do measured[name], warmups[name] = {}, {} end
+  for _, t in ipairs(run.startup_trials) do
+    local bucket = t.warmup and warmups or measured
+    bucket[t.provider] = bucket[t.provider] or {}
+    if not t.interrupted then table.insert(bucket[t.provider], t) end
+  end
+  local function ok_trials(name)
+    local list = {}
+    for _, t in ipairs(measured[name] or {}) do if t.ok then list[#list + 1] = t end end
+    return list
+  end
+
+  -- header
+  add((multi and '## ' or '# ') .. 'Sandbox startup: ' .. table.concat(providers, ' vs ') .. '\n')
+  local status = fin.status or 'incomplete (no run_finished record: the run was killed or is still going)'
+  local versions = st.versions or {}
+  local rows = {
+    { 'run', h.code(run.id) },
+    { 'started / finished', (st.time or '?') .. ' / ' .. (fin.time or '–') },
+    { 'status', status .. (fin.stop_message and (': ' .. fin.stop_message) or '') },
+    { 'samples, warmups', string.format('%s measured + %s warmup rounds planned; %s + %s done', tostring(st.samples),
+      tostring(st.warmups), tostring(fin.rounds_done and fin.rounds_done.measured or '?'),
+      tostring(fin.rounds_done and fin.rounds_done.warmup or '?')) },
+    { 'seed', tostring(st.seed) .. (st.seed_given == false and ' (drawn at start)' or '') },
+    { 'command', h.code(st.command or '?') },
+    { 'readiness marker', h.code(st.expect or '?') .. ' as a line of stdout, exit code 0' },
+    { 'host', string.format('%s (%s CPUs)', tostring(st.host), tostring(st.cpu_count)) },
+    { 'engine', string.format('cseng %s, %s, libcurl %s, libuv %s, arena %s', tostring(versions.cseng),
+      tostring(versions.lua), tostring(versions.libcurl), tostring(versions.libuv), tostring(st.arena_version)) },
+  }
+  for _, name in ipairs(providers) do
+    local a = (st.adapters or {})[name] or {}
+    rows[#rows + 1] = { 'adapter ' .. name, string.format('%s %s (sha256 %s)%s', tostring(a.adapter or name),
+      a.version and ('v' .. a.version) or '', tostring(a.sha256), a.remote and ', remote' or '') }
+  end
+  add(h.table({ 'run', '' }, rows, 'll'))
+  add('Method: ' .. (st.method or 'see docs/ARENA.md') .. '. Statistics: type-7 quantiles; the 95% CI of the ' ..
+    'median is a percentile bootstrap (' .. REPS .. ' replicates, seeded from the run seed); success-rate ' ..
+    'intervals are Wilson score intervals.\n')
+
+  -- summary
+  add((multi and '### ' or '## ') .. 'Summary: ready_ms\n')
+  local srows = {}
+  local ready = {}
+  for _, name in ipairs(providers) do
+    local n = #(measured[name] or {})
+    local oks = ok_trials(name)
+    local vals = h.values(oks, 'ready_ms')
+    ready[name] = vals
+    local d = stats.describe(vals, { reps = REPS, seed = seed_for(run, 'ready_ms/' .. name) })
+    local wlo, whi = stats.wilson(#oks, n)
+    srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
+      h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
+  end
+  add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' }, srows))
+
+  local series = {}
+  for _, name in ipairs(providers) do series[#series + 1] = { name = name, values = ready[name] } end
+  add(h.chart((multi and (run.id .. '.') or '') .. 'ready-ecdf', h.svg.ecdf(series, {
+    title = 'ready_ms: time from create to the first command\'s output', xlabel = 'ready_ms (milliseconds)' }),
+    'ECDF of ready_ms per provider') .. '\n')
+  add('Each curve is the fraction of successful measured trials ready within x ms; the dot marks the median.\n')
+  add(h.chart((multi and (run.id .. '.') or '') .. 'ready-box', h.svg.box(series, {
+    title = 'ready_ms: p5, p25, median, p75, p95; dots at min and max', xlabel = 'ready_ms (milliseconds)' }),
+    'box plot of ready_ms per provider') .. '\n')
+
+  -- per metric
+  add((multi and '### ' or '## ') .. 'Per metric\n')
+  local function metric_table(getter, what)
+    local rs = {}
+    for _, name in ipairs(providers) do
+      local n = #(measured[name] or {})
+      local oks = ok_trials(name)
+      local vals = h.values(oks, getter)
+      local d = stats.describe(vals, { reps = REPS, seed = seed_for(run, what .. '/' .. name) })
+      rs[#rs + 1] = { name, n, #oks, n > 0 and h.pct(#oks / n) or '–', h.ms(d.min), h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi),
+        h.ms(d.p90), h.ms(d.p95), h.ms(d.p99) .. ((d.n > 0 and d.n < 100) and '*' or ''), h.ms(d.max), h.ms(d.mean),
+        h.ms(d.stddev) }
+    end
+    return h.table({ 'provider', 'n', 'successes', 'success rate', 'min', 'p50', 'p50 95% CI', 'p90', 'p95', 'p99',
+      'max', 'mean', 'stddev' }, rs)
+  end
+  for _, m in ipairs(METRICS) do
+    add('**' .. m.label .. '** (ms)\n')
+    add(metric_table(get(m.key), m.key))
+  end
+  local any_http = false
+  for _, name in ipairs(providers) do
+    for _, t in ipairs(ok_trials(name)) do if t.http then any_http = true end end
+  end
+  if any_http then
+    add('**HTTP phases of the create call** (curl\'s marks, ms from the start of the request; a reused ' ..
+      'connection has no DNS, connect or TLS time)\n')
+    for _, m in ipairs(HTTP_METRICS) do
+      add('*create call: ' .. m.label .. '*\n')
+      add(metric_table(http_get(m.key), 'http_' .. m.key))
+    end
+    local rrows = {}
+    for _, name in ipairs(providers) do
+      local oks, reused = ok_trials(name), 0
+      local with = 0
+      for _, t in ipairs(oks) do if t.http then with = with + 1; if t.http.reused then reused = reused + 1 end end end
+      if with > 0 then rrows[#rrows + 1] = { name, with, reused } end
+    end
+    add(h.table({ 'provider', 'create calls with timings', 'on a reused connection' }, rrows))
+  end
+  add('\\* p99 of fewer than 100 samples is close to the maximum; read it as such.\n')
+
+  -- pairwise
+  if #providers > 1 then
+    add((multi and '### ' or '## ') .. 'Pairwise: ratio of medians\n')
+    add('For each pair, the slower provider\'s median divided by the faster one\'s, with a 95% percentile ' ..
+      'bootstrap CI (both samples resampled independently). A CI that excludes 1 is a difference the data supports.\n')
+    local prow = {}
+    for _, m in ipairs({ METRICS[1], METRICS[2], METRICS[3] }) do
+      for i = 1, #providers do
+        for j = i + 1, #providers do
+          local a, b = providers[i], providers[j]
+          local va, vb = h.values(ok_trials(a), m.key), h.values(ok_trials(b), m.key)
+          if #va > 0 and #vb > 0 then
+            local fast, slow, vf, vs = a, b, va, vb
+            if stats.median(va) > stats.median(vb) then fast, slow, vf, vs = b, a, vb, va end
+            local r = stats.ratio_ci(vs, vf, { reps = REPS, seed = seed_for(run, 'ratio/' .. m.key .. '/' .. slow .. '/' .. fast) })
+            local sig = r.lo > 1 and 'yes' or 'no'
+            prow[#prow + 1] = { m.key, fast, slow, h.num(r.ratio, 3), h.ci(r.lo, r.hi, function(v) return h.num(v, 3) end),
+              sig, string.format('%s is %s× faster', fast, h.num(r.ratio, 2)) }
+          end
+        end
+      end
+    end
+    if #prow > 0 then
+      add(h.table({ 'metric', 'faster', 'slower', 'slower/faster', '95% CI', 'CI excludes 1', 'reading' }, prow, 'lllrrcl'))
+    else
+      add('No pair has successful samples on both sides.\n')
+    end
+
+    -- order position: what the shuffle protects against
+    add((multi and '### ' or '## ') .. 'Order position\n')
+    add('Median ready_ms by the provider\'s position in its round (1 = started first). The order of every round is ' ..
+      'a seeded shuffle, so a position effect, if any, is spread evenly over the providers instead of biasing one.\n')
+    local orow = {}
+    for _, name in ipairs(providers) do
+      local row = { name }
+      for pos = 1, #providers do
+        local vals = h.values(ok_trials(name), 'ready_ms', function(t) return t.position == pos end)
+        row[#row + 1] = #vals > 0 and string.format('%s (n=%d)', h.ms(stats.median(vals)), #vals) or '–'
+      end
+      orow[#orow + 1] = row
+    end
+    local hdr = { 'provider' }
+    for pos = 1, #providers do hdr[#hdr + 1] = 'position ' .. pos end
+    add(h.table(hdr, orow))
+  end
+
+  -- failures
+  add((multi and '### ' or '## ') .. 'Failures\n')
+  local frows = {}
+  for _, name in ipairs(providers) do
+    local groups = {}
+    local keys = {}
+    for _, t in ipairs(measured[name] or {}) do
+      if not t.ok then
+        local k = (t.error_stage or '?') .. '\0' .. (t.error_code or '?')
+        if not groups[k] then groups[k] = { stage = t.error_stage or '?', code = t.error_code or '?', n = 0, example = t.error }; keys[#keys + 1] = k end
+        groups[k].n = groups[k].n + 1
+      end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local g = groups[k]
+      local ex = tostring(g.example or '')
+      if #ex > 160 then ex = ex:sub(1, 160) .. '…' end
+      frows[#frows + 1] = { name, g.stage, g.code, g.n, ex }
+    end
+  end
+  if #frows == 0 then add('No measured trial failed.\n')
+  else add(h.table({ 'provider', 'stage', 'code', 'count', 'example' }, frows, 'lllrl')) end
+  local interrupted = 0
+  for _, t in ipairs(run.startup_trials) do if t.interrupted then interrupted = interrupted + 1 end end
+  if interrupted > 0 then add(string.format('%d trial(s) were cut short by an interrupt and are left out.\n', interrupted)) end
+
+  -- warmups
+  add((multi and '### ' or '## ') .. 'Warmups (excluded from the statistics)\n')
+  local wrows = {}
+  for _, name in ipairs(providers) do
+    local ws = warmups[name] or {}
+    local okc, vals = 0, {}
+    for _, t in ipairs(ws) do
+      if t.ok then okc = okc + 1 end
+      vals[#vals + 1] = t.ok and h.ms(t.ready_ms) or ('failed: ' .. tostring(t.error_stage))
+    end
+    wrows[#wrows + 1] = { name, #ws, okc, table.concat(vals, ', ') }
+  end
+  add(h.table({ 'provider', 'warmups', 'ok', 'ready_ms in order' }, wrows, 'lrrl'))
+
+  -- environment
+  add((multi and '### ' or '## ') .. 'Environment (probed on the first warmup)\n')
+  local erows = {}
+  local envs = {}
+  for _, e in ipairs(run.environments) do envs[e.provider] = envs[e.provider] or e end
+  for _, name in ipairs(providers) do
+    local e = envs[name]
+    if e then
+      local env = e.environment or {}
+      erows[#erows + 1] = {
+        name, env.python_output or (e.error and ('probe failed: ' .. e.error)) or '–',
+        env.cpus and h.num(env.cpus, 2) or (env.cpu_limit or 'no cgroup limit visible'),
+        fmt_bytes(env.memory_bytes) or (env.memory_limit or 'no cgroup limit visible'),
+        env.nproc or '–', fmt_bytes(env.mem_total_bytes) or '–', env.kernel or '–', env.os or '–', fmt_alloc(e.allocation),
+      }
+    else
+      erows[#erows + 1] = { name, 'not probed', '', '', '', '', '', '', '' }
+    end
+  end
+  add(h.table({ 'provider', 'python', 'cgroup CPUs', 'cgroup memory', 'nproc', 'MemTotal', 'kernel', 'os',
+    'allocation (provider-reported)' }, erows, 'lllllllll'))
+
+  -- cleanup accounting, from the allocation records (not from the trial records)
+  add((multi and '### ' or '## ') .. 'Sandboxes\n')
+  local arows = {}
+  local live_by = {}
+  for _, a in ipairs(run.live) do
+    live_by[a.provider] = live_by[a.provider] or {}
+    table.insert(live_by[a.provider], a.sandbox_id)
+  end
+  local count = function(list, name)
+    local n = 0
+    for _, e in ipairs(list) do if e.provider == name then n = n + 1 end end
+    return n
+  end
+  for _, name in ipairs(providers) do
+    local live = live_by[name] or {}
+    arows[#arows + 1] = { name, count(run.allocated, name), count(run.destroyed, name), count(run.cleanup_failed, name),
+      #live > 0 and table.concat(live, ', ') or 'none' }
+  end
+  add(h.table({ 'provider', 'allocated', 'destroyed', 'cleanup failed', 'not destroyed' }, arows, 'lrrrl'))
+  if #run.live > 0 then
+    add('Some sandboxes were not destroyed: `cseng cleanup ' .. run.path .. '` destroys them.\n')
+  end
+
+  -- reproduce
+  add((multi and '### ' or '## ') .. 'Reproduce\n')
+  local cmd = string.format('cseng run %s --providers %s --samples %s --warmups %s --seed %s', st.plan_file or 'plans/startup.lua',
+    table.concat(providers, ','), tostring(st.samples), tostring(st.warmups), tostring(st.seed))
+  add('```sh\n' .. cmd .. '\ncseng report ' .. run.path .. ' --template lua/reports/startup.lua\n```\n')
+  return table.concat(out, '\n')
+end
+
+return function(data, h)
+  local runs = {}
+  for _, run in ipairs(data.runs) do
+    if run.kind == 'startup' then runs[#runs + 1] = run end
+  end
+  if #runs == 0 then return '# Sandbox startup\n\nNo startup runs in ' .. table.concat(data.inputs, ', ') .. '.\n' end
+  local parts = {}
+  if #runs > 1 then parts[1] = '# Sandbox startup: ' .. #runs .. ' runs\n' end
+  for _, run in ipairs(runs) do parts[#parts + 1] = section(run, h, #runs > 1) end
+  return table.concat(parts, '\n')
+end
