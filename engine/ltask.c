@@ -169,8 +169,10 @@ void cs_op_ready(cs_op *op) {
   }
 }
 
+/* Cancellation is delivered once: a task already cancelled is running its cleanup, which
+ * must not be interrupted again (a second Ctrl-C exits the process instead). */
 static void task_cancel(cs_task *t) {
-  if (t->state == T_DONE) return;
+  if (t->state == T_DONE || t->cancelled) return;
   t->cancelled = 1;
   t->cancel_pending = 1;
   if (t->op) {

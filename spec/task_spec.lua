@@ -94,4 +94,20 @@ describe('cseng.task', function()
     assert.is_false(ok)
     assert.matches('cannot run here', err)
   end)
+
+  it('delivers a cancellation once, so cleanup that yields is not cut short', function()
+    local finished = false
+    local t = task.spawn(function()
+      local ok = pcall(task.sleep, 60)
+      assert(not ok)
+      task.sleep(0.02) -- cleanup
+      finished = true
+    end)
+    task.sleep(0.01)
+    t:cancel()
+    task.sleep(0.005)
+    t:cancel() -- ignored: the task is already cleaning up
+    assert.is_true((t:join()))
+    assert.is_true(finished)
+  end)
 end)
