@@ -145,4 +145,7 @@ function util.fmt_seconds(s)
   return string.format('%dm%02ds', math.floor(s / 60), math.floor(s % 60))
 end
 
+--- JSON with object keys sorted, so a value always encodes to the same bytes (jsonl's encoder).
+function util.json_sorted(v) return require('jsonl').encode(v) end
+
 return util
