@@ -21,7 +21,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         gawk patch diffutils
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker check test asan fuzz demo bench clean
+.PHONY: all deps deps-docker check test asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -61,7 +61,7 @@ cseng-asan: $(ASAN_OBJS)
 # C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
 build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/test
-	$(CC) $(CFLAGS) -fsanitize=address,undefined -o $@ $< engine/$*.c $(LDLIBS)
+	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
 
 C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test.c))
 
@@ -70,7 +70,7 @@ test: cseng $(C_TESTS)
 	@CSENG=./cseng tools/check.sh
 
 check: deps
-	@$(MAKE) --no-print-directory all $(C_TESTS)
+	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
 	@CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh
 
 asan: deps cseng-asan
@@ -81,7 +81,7 @@ asan: deps cseng-asan
 FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -o $@ $< engine/$*.c $(LDLIBS)
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
 fuzzers: $(FUZZERS)
 fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \

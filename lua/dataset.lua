@@ -146,6 +146,10 @@ end
 local function from_seed_row(row, where, opts)
   if type(row.task_id) ~= 'string' or row.task_id == '' then bad(where, 'task_id', 'missing or not a string') end
   local tf = row.task_files
+  if type(tf) == 'string' then -- parquet exports store it as a JSON string
+    local ok, decoded = pcall(cjson.decode, tf)
+    if ok then tf = decoded end
+  end
   if type(tf) ~= 'table' then bad(where, 'task_files', 'missing or not an object') end
   if tf.encoding ~= 'tar.gz+base64' then
     bad(where, 'task_files.encoding', string.format("expected 'tar.gz+base64', got %s", tostring(tf.encoding)))

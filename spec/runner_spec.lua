@@ -118,6 +118,18 @@ describe('datasets', function()
     end)
   end
 
+  it('reads the smoke16 parquet to the same tasks as the JSONL beside it', function()
+    local a = dataset.load(SMOKE16, { cache_dir = tmp .. '/cache' })
+    local b = dataset.load(SMOKE16:gsub('%.jsonl$', '.parquet'), { cache_dir = tmp .. '/cache' })
+    assert.equal(16, #a)
+    assert.equal(#a, #b)
+    for i = 1, #a do
+      assert.equal(a[i].id, b[i].id)
+      assert.equal(a[i].instruction, b[i].instruction)
+      assert.equal(a[i].sha256, b[i].sha256, 'task archive bytes differ for ' .. a[i].id)
+    end
+  end)
+
   it('keeps data/smoke.jsonl up to date with data/tasks and data/swesmith', function()
     local out = tmp .. '/smoke.jsonl'
     local r = assert(proc.run { argv = { CSENG, 'dataset', 'pack', 'data/tasks', 'data/swesmith/instances.jsonl', '-o', out }, cwd = ROOT })

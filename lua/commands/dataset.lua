@@ -72,12 +72,15 @@ function cmd.run(args)
       pack(pos, f.output)
     elseif sub == 'convert' then
       if #pos ~= 1 or not f.output then error({ usage = 'dataset convert needs IN.parquet and -o OUT.jsonl' }) end
-      local n = require('parquet').to_jsonl(pos[1], f.output)
-      print(string.format('%s: %s rows', f.output, tostring(n)))
+      local n, cerr = require('parquet').to_jsonl(pos[1], f.output)
+      if not n then error(cerr, 0) end
+      print(string.format('%s: %d rows', f.output, n))
     elseif sub == 'info' then
       if #pos ~= 1 then error({ usage = 'dataset info needs FILE' }) end
       if pos[1]:lower():match('%.parquet$') then
-        print(require('parquet').info_text(pos[1]))
+        local text, ierr = require('parquet').info_text(pos[1])
+        if not text then error(ierr, 0) end
+        io.write(text)
       else
         local tasks = dataset.load(pos[1], { skip_bad_rows = true })
         for _, t in ipairs(tasks) do
