@@ -625,10 +625,15 @@ void cs_sched_init(lua_State *L) {
   signal(SIGPIPE, SIG_IGN);
 }
 
+/* One pass: run the tasks that were ready when it began. Tasks they make ready (a
+ * task.yield() loop) wait for the next pass, so the loop polls I/O, timers and signals
+ * between passes and no task can starve the others. */
 static void drain_ready(void) {
-  cs_task *t;
-  while ((t = dequeue()) != NULL)
+  cs_task *t, *last = S.ready_tail;
+  while (last && (t = dequeue()) != NULL) {
     if (t->state == T_READY) task_step(t);
+    if (t == last) break;
+  }
 }
 
 int cs_sched_run_main(lua_State *L, int nargs) {
@@ -646,7 +651,10 @@ int cs_sched_run_main(lua_State *L, int nargs) {
       continue;
     }
     if (S.nlive == 0) break;
-    if (S.ready_head) continue;
+    if (S.ready_head) {
+      uv_run(&S.loop, UV_RUN_NOWAIT); /* poll I/O between passes; never block */
+      continue;
+    }
     if (uv_run(&S.loop, UV_RUN_ONCE) == 0 && !S.ready_head) {
       if (stuck++) break;
       fprintf(stderr, "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "

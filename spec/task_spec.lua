@@ -110,4 +110,16 @@ describe('cseng.task', function()
     assert.is_true((t:join()))
     assert.is_true(finished)
   end)
+
+  it('does not let a task.yield() loop starve timers and I/O', function()
+    local flag = false
+    task.spawn(function() task.sleep(0.05); flag = true end)
+    local spins = 0
+    while not flag do
+      task.yield()
+      spins = spins + 1
+      assert(spins < 5e6, 'timer never fired: the yield loop starved the event loop')
+    end
+    assert.is_true(flag)
+  end)
 end)
