@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test suite, prints each suite's result line, and ends with the plain total
 # "N passed, N failed" (CI reads that last line). Suites: c (C unit tests), specs (busted
-# specs inside cseng), fuzz (short libFuzzer runs). CSENG_SUITES="c specs fuzz" selects.
+# specs inside cseng, one process per spec file, each under SPEC_TIMEOUT seconds), fuzz
+# (short libFuzzer runs). CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..."
+# narrows the specs. Logs: build/check/<suite>.log.
 set -u
 CSENG=${CSENG:-./cseng}
 SUITES=${CSENG_SUITES:-"c specs fuzz"}
@@ -21,6 +23,9 @@ tally() { # $1 = suite name, $2 = log file
   s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
   echo "suite $1: $line"
+  if [ "$f" -gt 0 ]; then # show why, briefly (the whole log stays in build/check/)
+    grep -E -A10 '^(Failure|Error) ->' "$2" | head -n 60 | sed 's/^/    /'
+  fi
 }
 
 for suite in $SUITES; do
@@ -33,8 +38,15 @@ for suite in $SUITES; do
         tally "c/$n" "build/check/$n.log"
       done ;;
     specs)
-      "$CSENG" test spec 2>&1 | tee build/check/specs.log | grep -vE '^[0-9]+ passed, [0-9]+ failed'
-      tally specs build/check/specs.log ;;
+      # one process per spec file: a hang or crash costs that file only (counted as a failure)
+      for f in ${CSENG_SPECS:-spec/*_spec.lua}; do
+        n=$(basename "$f" .lua)
+        start=$(date +%s)
+        timeout --kill-after=15 "${SPEC_TIMEOUT:-900}" "$CSENG" test "$f" >"build/check/$n.log" 2>&1
+        rc=$?
+        [ $rc -eq 124 ] && echo "0 passed, 1 failed (timed out after ${SPEC_TIMEOUT:-900}s)" >>"build/check/$n.log"
+        tally "$n ($(( $(date +%s) - start ))s)" "build/check/$n.log"
+      done ;;
     fuzz)
       [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null || continue
       for f in build/fuzz/*_fuzz; do
