@@ -314,8 +314,8 @@ end
 function Progress:status()
   local el = ns_to_s(clock.now() - self.t0)
   local eta = self.done > 0 and el / self.done * (self.total - self.done) or nil
-  return string.format('%d/%d done, %d passed, %d failed, %d errors, %s elapsed%s', self.done, self.total,
-    self.passed, self.failed, self.errors, util.fmt_seconds(el), eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
+  return string.format('%d/%d done, %d running, %d passed, %d failed, %d errors, %s elapsed%s', self.done, self.total,
+    self.running or 0, self.passed, self.failed, self.errors, util.fmt_seconds(el), eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
 end
 
 function Progress:trial(rec)
@@ -332,7 +332,20 @@ function Progress:trial(rec)
   io.stdout:flush()
 end
 
+--- On a terminal, refresh the status line every second (a task; cancel it at the end).
+function Progress:start_ticker()
+  if not self.tty then return end
+  self.ticker = task.spawn(function()
+    while true do
+      task.sleep(1)
+      io.stdout:write('\r\27[K', self:status())
+      io.stdout:flush()
+    end
+  end)
+end
+
 function Progress:finish()
+  if self.ticker then self.ticker:cancel() end
   if self.tty then io.stdout:write('\r\27[K') end
 end
 
@@ -427,6 +440,7 @@ function runner.run_tasks(opts)
     io.stdout:write('log: ', jsonl_path, '\n')
   end
 
+  progress:start_ticker()
   local sem = task.semaphore(opts.concurrency or 1)
   local workers, records, passes = {}, {}, 0
   local interrupted = false
@@ -436,7 +450,9 @@ function runner.run_tasks(opts)
     if run.cleanup_failed then sem:release(); break end
     if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
+      progress.running = (progress.running or 0) + 1
       local rec, was_interrupted = runner.trial(run, t)
+      progress.running = progress.running - 1
       sem:release()
       if was_interrupted then
         writer:event('trial_interrupted', { task_id = t.id, sandbox_id = rec.sandbox_id, stage = rec.error_stage })
