@@ -1,0 +1,829 @@
+---@meta _
+-- LuaLS definitions of the engine modules (engine/l*.c), for editor completion and type
+-- checking only: nothing here runs. The modules themselves are preloaded by the binary under
+-- the names cseng.task, cseng.http, ... ; each lua/meta/cseng/<name>.lua maps one of those
+-- require names onto the classes below (LuaLS gives one require name per meta file).
+-- Never require this file or lua/meta/*: the last line raises if it is ever loaded.
+-- Reference: docs/ENGINE.md. `.luarc.json` at the repository root points LuaLS here.
+
+-- ---------------------------------------------------------------------------------------
+-- Shared shapes
+-- ---------------------------------------------------------------------------------------
+
+---A structured error (`task.error`, the cancellation error): `tostring` gives "message (code)".
+---@class cseng.Error
+---@field code string stable code, e.g. "ECANCELED"
+---@field message string
+
+---Stable error codes returned as the third value of an expected failure.
+---@alias cseng.Code string
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.task
+-- ---------------------------------------------------------------------------------------
+
+---A task: a Lua coroutine run by the scheduler.
+---@class cseng.Task
+local Task = {}
+
+---Wait until the task is done. `true, results...` if its function returned, `false, err` if it
+---raised (string errors with a traceback appended; table errors as they were).
+---@async
+---@return boolean ok
+---@return any ...
+function Task:join() end
+
+---Cancel the task (delivered once): the operation it waits on is abandoned and raises the
+---`ECANCELED` error; a task already cancelled or done is left alone.
+function Task:cancel() end
+
+---@return "ready"|"running"|"waiting"|"done"
+function Task:status() end
+
+---The task's number (the main task is 1).
+---@return integer
+function Task:id() end
+
+---A counting semaphore (`task.semaphore(n)`). Its `__close` is `release`.
+---@class cseng.Semaphore
+local Semaphore = {}
+
+---Take a permit, waiting (FIFO) while none is free. Returns the semaphore itself, so
+---`local _ <close> = sem:acquire()` holds the permit for the block.
+---@async
+---@return cseng.Semaphore self
+function Semaphore:acquire() end
+
+---Give a permit back (to the first waiter, else to the pool). Never yields.
+function Semaphore:release() end
+
+---Free permits.
+---@return integer
+function Semaphore:count() end
+
+---Tasks, the scheduler, cancellation and signals (engine/ltask.c).
+---@class cseng.task
+local task = {}
+
+---Start `fn(...)` in a new task; it runs once the caller yields.
+---@param fn async fun(...): ...
+---@param ... any arguments for fn
+---@return cseng.Task
+function task.spawn(fn, ...) end
+
+---Wait until `t` is done: `true, results...` or `false, err`.
+---@async
+---@param t cseng.Task
+---@return boolean ok
+---@return any ...
+function task.join(t) end
+
+---Sleep (millisecond timer, rounded up); `seconds <= 0` is `task.yield()`.
+---@async
+---@param seconds number
+function task.sleep(seconds) end
+
+---Let every other ready task run once.
+---@async
+function task.yield() end
+
+---The running task, or nil inside a plain coroutine.
+---@return cseng.Task?
+function task.current() end
+
+---Cancel a task (delivered once).
+---@param t cseng.Task
+function task.cancel(t) end
+
+---Whether the running task has been cancelled.
+---@return boolean
+function task.cancelled() end
+
+---How many SIGINT/SIGTERM arrived.
+---@return integer
+function task.interrupted() end
+
+---Live tasks, the running one included.
+---@return integer
+function task.count() end
+
+---A semaphore with `n >= 0` permits.
+---@param n integer
+---@return cseng.Semaphore
+function task.semaphore(n) end
+
+---A structured error object for `error(...)`.
+---@param code string
+---@param message? string defaults to code
+---@return cseng.Error
+function task.error(code, message) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.clock
+-- ---------------------------------------------------------------------------------------
+
+---Time (engine/lclock.c). Nothing yields.
+---@class cseng.clock
+local clock = {}
+
+---Monotonic nanoseconds (integer; arbitrary origin). Durations: `(clock.now() - t0) / 1e9`.
+---@return integer
+function clock.now() end
+
+---ISO-8601 UTC with microseconds, e.g. "2026-11-29T08:11:54.519815Z"; of `epoch` if given.
+---@param epoch? number seconds since 1970
+---@return string
+function clock.wall(epoch) end
+
+---Wall time as float seconds since 1970.
+---@return number
+function clock.epoch() end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.http
+-- ---------------------------------------------------------------------------------------
+
+---@class cseng.http.Options
+---@field url string
+---@field method? string default "GET"
+---@field headers? table<string, string|number|boolean> one value per name ("" sends an empty header)
+---@field body? string
+---@field timeout? number seconds for the whole transfer (default 60; 0 = none)
+---@field connect_timeout? number seconds
+---@field unix_socket? string connect to this Unix socket
+---@field follow? boolean follow redirects
+---@field insecure? boolean skip TLS verification
+---@field max_body? integer bytes (EBODY beyond)
+---@field stream? async fun(chunk: string): boolean? receive the body incrementally; return false to stop (EABORTED)
+
+---Cumulative marks in seconds since the request started (curl's *_TIME_T).
+---@class cseng.http.Timings
+---@field dns number
+---@field connect number 0 on a reused connection
+---@field tls number 0 for plain HTTP and reused connections
+---@field ttfb number first response byte
+---@field total number
+
+---@class cseng.http.Response
+---@field status integer
+---@field headers table<string, string> lowercased names; repeated headers joined with ", "
+---@field body string "" for HEAD and streamed requests
+---@field http_version "1.0"|"1.1"|"2"
+---@field timings cseng.http.Timings
+
+---@class cseng.http.Stats
+---@field in_flight integer
+---@field started integer
+---@field completed integer
+
+---HTTP client on libcurl's multi-socket API (engine/lhttp.c).
+---@class cseng.http
+local http = {}
+
+---Make a request. Failure codes: ETIMEDOUT, ECONNREFUSED, ENOENT, EACCES, EHOSTUNREACH,
+---ENOTFOUND, ECONNRESET, ETLS, EBODY, EABORTED, EREDIRECT, EURL, ECURL. An HTTP error status is
+---a response, not a failure.
+---@async
+---@param opts cseng.http.Options
+---@return cseng.http.Response? response
+---@return string? message
+---@return cseng.Code? code
+function http.request(opts) end
+
+---Connection limits of the process's one multi handle.
+---@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer}
+function http.configure(opts) end
+
+---@return cseng.http.Stats
+function http.stats() end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.proc
+-- ---------------------------------------------------------------------------------------
+
+---@class cseng.proc.RunOptions
+---@field argv (string|number)[] argv[1] is looked up in PATH
+---@field cwd? string
+---@field env? table<string, string> replaces the environment
+---@field env_add? table<string, string|false> merged over the environment (false removes)
+---@field stdin? string written to the child's stdin, then closed (else /dev/null)
+---@field timeout? number seconds; then SIGTERM to the group, SIGKILL after kill_grace
+---@field kill_grace? number seconds (default 2)
+---@field tail_bytes? integer bytes kept of each of stdout and stderr (default 1 MiB), the tail
+---@field kill_group? boolean default true: SIGKILL the group once the leader exits
+
+---@class cseng.proc.Exit
+---@field code integer exit status; 128 + signo for a death by signal
+---@field signal string? "SIGTERM", "SIGKILL", ... when killed by a signal
+---@field elapsed number seconds
+---@field elapsed_ns integer
+---@field timed_out boolean
+
+---@class cseng.proc.Result: cseng.proc.Exit
+---@field stdout string
+---@field stderr string
+---@field stdout_dropped integer bytes discarded from the front
+---@field stderr_dropped integer
+---@field pid integer
+
+---@class cseng.proc.SpawnOptions
+---@field argv (string|number)[]
+---@field cwd? string
+---@field env? table<string, string>
+---@field env_add? table<string, string|false>
+---@field kill_group? boolean
+---@field kill_grace? number
+---@field stdin? "null"|"inherit"|string a file path to read
+---@field stdout? "null"|"inherit"|string a file path (created or truncated)
+---@field stderr? "null"|"inherit"|string
+
+---A long-running child (`proc.spawn`); close (or `<close>`, or GC) TERMs then KILLs its group.
+---@class cseng.proc.Process
+local Process = {}
+
+---@return integer pid the child's pid (= its process group id)
+function Process:pid() end
+
+---Signal the whole group. `sig`: "TERM" (default), "KILL", "INT", "HUP", "QUIT", "USR1", "USR2",
+---"STOP", "CONT" (SIG prefix optional) or a number.
+---@param sig? string|integer
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code "ESRCH"
+function Process:kill(sig) end
+
+---Wait for the child's exit; with a timeout that expires: nil, msg, "ETIMEDOUT" (it keeps running).
+---@async
+---@param timeout? number seconds
+---@return cseng.proc.Exit? exit
+---@return string? message
+---@return cseng.Code? code
+function Process:wait(timeout) end
+
+---SIGTERM to the group, SIGKILL after kill_grace; idempotent.
+function Process:close() end
+
+---Subprocesses on the loop, each in its own session and process group (engine/lproc.c).
+---@class cseng.proc
+local proc = {}
+
+---Run a command to completion.
+---@async
+---@param opts cseng.proc.RunOptions
+---@return cseng.proc.Result? result a timeout is a result (timed_out = true), not a failure
+---@return string? message
+---@return cseng.Code? code "ENOENT", "EACCES", ...
+function proc.run(opts) end
+
+---Start a long-running child.
+---@param opts cseng.proc.SpawnOptions
+---@return cseng.proc.Process? process
+---@return string? message
+---@return cseng.Code? code
+function proc.spawn(opts) end
+
+---The first executable named `name` in PATH.
+---@param name string
+---@return string? path
+---@return string? message
+---@return cseng.Code? code "ENOENT"
+function proc.which(name) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.serve
+-- ---------------------------------------------------------------------------------------
+
+---A request; fields can be added.
+---@class cseng.serve.Request
+---@field method string
+---@field path string target before "?", not decoded
+---@field query string raw text after "?", or ""
+---@field headers table<string, string> lowercased names
+---@field body string
+---@field remote string "127.0.0.1:54321"
+---@field version string "1.1"
+local Request = {}
+
+---Send the whole response at once (does not yield).
+---@param status integer
+---@param headers? table<string, string|string[]>
+---@param body? string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code "EPIPE"
+function Request:respond(status, headers, body) end
+
+---Begin a streamed (chunked) response.
+---@param status integer
+---@param headers? table<string, string|string[]>
+function Request:start(status, headers) end
+
+---Write a chunk of a streamed response; yields until written.
+---@async
+---@param chunk string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code "EPIPE"
+function Request:write(chunk) end
+
+---End a streamed response.
+function Request:finish() end
+
+---Drop the connection.
+function Request:abort() end
+
+---@return "pending"|"streaming"|"done"
+function Request:state() end
+
+---@class cseng.serve.Stats
+---@field requests integer
+---@field in_flight integer
+---@field max_in_flight integer
+---@field connections integer
+
+---A listening server (`serve.listen`); `close`, `<close>` and GC close it.
+---@class cseng.serve.Server
+local Server = {}
+
+---@return integer
+function Server:port() end
+
+---@return string url "http://127.0.0.1:PORT"
+function Server:url() end
+
+---The next request (servers without a handler).
+---@async
+---@return cseng.serve.Request? request
+---@return string? message
+---@return cseng.Code? code "ECLOSED"
+function Server:accept() end
+
+---@return cseng.serve.Stats
+function Server:stats() end
+
+function Server:close() end
+
+---A handler returns `status, headers, body` or `{status=, headers=, body=}`.
+---@alias cseng.serve.Handler async fun(req: cseng.serve.Request): (integer|cseng.serve.Reply)?, table?, string?
+
+---@class cseng.serve.Reply
+---@field status integer
+---@field headers? table<string, string|string[]>
+---@field body? string
+
+---@class cseng.serve.Options
+---@field host? string numeric address (default "127.0.0.1")
+---@field port? integer default 0: ephemeral
+---@field handler? cseng.serve.Handler each request runs it in its own task
+---@field backlog? integer default 1024
+---@field max_body? integer request body limit in bytes (default 64 MiB)
+
+---An HTTP/1.1 server whose handlers are tasks (engine/lserve.c).
+---@class cseng.serve
+local serve = {}
+
+---@param opts cseng.serve.Options
+---@return cseng.serve.Server? server
+---@return string? message
+---@return cseng.Code? code "EADDRINUSE", "EACCES", ...
+function serve.listen(opts) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.crypto
+-- ---------------------------------------------------------------------------------------
+
+---Hashes, MACs, encodings, randomness (OpenSSL; engine/lcrypto.c). Synchronous.
+---@class cseng.crypto
+local crypto = {}
+
+---@param s string
+---@return string digest 32 raw bytes
+function crypto.sha256(s) end
+
+---@param s string
+---@return string hex 64 lowercase hex digits
+function crypto.sha256_hex(s) end
+
+---@param key string
+---@param msg string
+---@return string mac 32 raw bytes
+function crypto.hmac_sha256(key, msg) end
+
+---@param s string
+---@return string hex lowercase
+function crypto.hex(s) end
+
+---@param s string
+---@return string? bytes
+---@return string? message
+---@return cseng.Code? code "EINVAL"
+function crypto.unhex(s) end
+
+---@param s string
+---@return string base64 standard alphabet, padded, no line breaks
+function crypto.base64(s) end
+
+---Strict decoding; line breaks are skipped.
+---@param s string
+---@return string? bytes
+---@return string? message
+---@return cseng.Code? code "EINVAL"
+function crypto.unbase64(s) end
+
+---@param n integer 0 <= n <= 64 MiB
+---@return string bytes
+function crypto.random_bytes(n) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.fs
+-- ---------------------------------------------------------------------------------------
+
+---@alias cseng.fs.Type "file"|"dir"|"link"|"fifo"|"socket"|"char"|"block"
+
+---@class cseng.fs.Stat
+---@field type cseng.fs.Type
+---@field size integer
+---@field mode integer permission bits
+---@field mtime number seconds
+---@field mtime_ns integer
+---@field uid integer
+---@field gid integer
+
+---@class cseng.fs.WalkEntry
+---@field path string relative to the walked directory
+---@field type cseng.fs.Type
+---@field size integer
+---@field mode integer
+
+---Local files (engine/lfs.c). Every call is synchronous and blocks the loop. Failures:
+---nil, "<path>: <strerror>", errno name ("ENOENT", "EACCES", "EEXIST", ...).
+---@class cseng.fs
+local fs = {}
+
+---@param path string
+---@return string? data
+---@return string? message
+---@return cseng.Code? code
+function fs.read(path) end
+
+---Atomic write (temporary file, then rename).
+---@param path string
+---@param data string
+---@param opts? {mode?: integer|string, sync?: boolean}
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.write(path, data, opts) end
+
+---One write(2) on an O_APPEND descriptor.
+---@param path string
+---@param data string
+---@param opts? {sync?: boolean}
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.append(path, data, opts) end
+
+---@param path string
+---@param mode? integer|string default 0755
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.mkdir_p(path, mode) end
+
+---Names in `dir`, sorted, without "." and "..".
+---@param dir string
+---@return string[]? names
+---@return string? message
+---@return cseng.Code? code
+function fs.list(dir) end
+
+---Every entry below `dir`, sorted by path; symlinks are not followed.
+---@param dir string
+---@return cseng.fs.WalkEntry[]? entries
+---@return string? message
+---@return cseng.Code? code
+function fs.walk(dir) end
+
+---@param path string
+---@return cseng.fs.Stat? stat follows symlinks
+---@return string? message
+---@return cseng.Code? code
+function fs.stat(path) end
+
+---@param path string
+---@return cseng.fs.Stat? stat of the name itself
+---@return string? message
+---@return cseng.Code? code
+function fs.lstat(path) end
+
+---Whether the name exists (a dangling symlink exists).
+---@param path string
+---@return boolean
+function fs.exists(path) end
+
+---A file, a symlink or an empty directory.
+---@param path string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.remove(path) end
+
+---`path` and everything below it, never following a symlink.
+---@param path string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.remove_tree(path) end
+
+---A new 0700 directory $TMPDIR/<prefix>XXXXXX.
+---@param prefix? string default "cseng-"
+---@return string? path
+---@return string? message
+---@return cseng.Code? code
+function fs.tempdir(prefix) end
+
+---Copy files, directories and symlinks (as symlinks) with their permission bits.
+---@param src string
+---@param dst string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.copy_tree(src, dst) end
+
+---@param target string
+---@param path string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.symlink(target, path) end
+
+---@param path string
+---@return string? target
+---@return string? message
+---@return cseng.Code? code
+function fs.readlink(path) end
+
+---@param path string
+---@param mode integer|string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.chmod(path, mode) end
+
+---Atomic within one filesystem (EXDEV across).
+---@param from string
+---@param to string
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.rename(from, to) end
+
+---@param p string
+---@return string
+function fs.basename(p) end
+
+---@param p string
+---@return string
+function fs.dirname(p) end
+
+---Components joined by exactly one "/"; an absolute later component does not reset the path.
+---@param a string
+---@param ... string
+---@return string
+function fs.join(a, ...) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.archive
+-- ---------------------------------------------------------------------------------------
+
+---@class cseng.archive.ExtractOptions
+---@field from? "bytes"|"path" what `src` is (guessed without it)
+---@field max_entries? integer default 100000
+---@field max_bytes? integer default 2 GiB of file data
+---@field strip_components? integer
+---@field owners? boolean restore uid/gid (default off)
+---@field unsafe_symlinks? boolean allow symlinks that could leave the directory
+
+---@class cseng.archive.ListEntry
+---@field path string
+---@field type "file"|"dir"|"symlink"|"hardlink"|"fifo"|"char"|"block"|"socket"
+---@field size integer
+---@field mode integer
+---@field linkname string?
+
+---An entry of `archive.pack`: one of data (a string), file (a host path), type="dir" or
+---type="symlink" with target.
+---@class cseng.archive.Entry
+---@field path string
+---@field data? string
+---@field file? string
+---@field type? "file"|"dir"|"symlink"|"link"
+---@field target? string
+---@field mode? integer|string default 0644 (files), 0755 (directories)
+
+---@class cseng.archive.PackDirOptions
+---@field format? "tar.gz"|"tar" default "tar.gz"
+---@field exclude? string[] anchored fnmatch patterns relative to the directory
+---@field prefix? string put every entry under this path
+---@field modes? "preserve"|"normalize"
+
+---Tar archives with libarchive (engine/larchive.c). Synchronous.
+---@class cseng.archive
+local archive = {}
+
+---Safe extraction into an existing directory. Codes: EUNSAFE, ELIMIT, EARCHIVE, errno names.
+---@param src string archive bytes or a path
+---@param dir string
+---@param opts? cseng.archive.ExtractOptions
+---@return {entries: integer, bytes: integer}? result
+---@return string? message "<entry>: <reason>"
+---@return cseng.Code? code
+function archive.extract(src, dir, opts) end
+
+---@param src string archive bytes or a path
+---@param opts? {from?: "bytes"|"path", max_entries?: integer}
+---@return cseng.archive.ListEntry[]? entries
+---@return string? message
+---@return cseng.Code? code
+function archive.list(src, opts) end
+
+---Deterministic packing: the same entries give the same bytes.
+---@param entries cseng.archive.Entry[]
+---@param opts? {format?: "tar.gz"|"tar"}
+---@return string? bytes
+---@return string? message
+---@return cseng.Code? code
+function archive.pack(entries, opts) end
+
+---`dir`'s tree (not `dir` itself), deterministically.
+---@param dir string
+---@param opts? cseng.archive.PackDirOptions
+---@return string? bytes
+---@return string? message
+---@return cseng.Code? code
+function archive.pack_dir(dir, opts) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.sys
+-- ---------------------------------------------------------------------------------------
+
+---@class cseng.sys.Versions
+---@field cseng string
+---@field lua string
+---@field libcurl string
+---@field libuv string
+---@field libarchive string
+---@field openssl string
+
+---The process and its host (engine/lsys.c).
+---@class cseng.sys
+local sys = {}
+
+---@return cseng.sys.Versions
+function sys.versions() end
+
+---The directory holding lua/ ($CSENG_ROOT, the binary's directory, or the install data dir).
+---@return string
+function sys.root() end
+
+---@param name string
+---@return string?
+function sys.getenv(name) end
+
+---@return table<string, string>
+function sys.environ() end
+
+---@return string? hostname
+---@return string? message
+---@return cseng.Code? code "EHOST"
+function sys.hostname() end
+
+---@return integer
+function sys.pid() end
+
+---@return integer
+function sys.uid() end
+
+---@param fd? integer default 1
+---@return boolean
+function sys.isatty(fd) end
+
+---@return integer
+function sys.cpu_count() end
+
+---@return {maxrss_kb: integer, user_s: number, sys_s: number}
+function sys.usage() end
+
+---@param p string
+---@return string? path
+---@return string? message
+---@return cseng.Code? code "ENOENT" (whatever the cause)
+function sys.realpath(p) end
+
+---@return string? cwd
+---@return string? message
+---@return cseng.Code? code "EIO"
+function sys.cwd() end
+
+---Signal one process.
+---@param pid integer
+---@param sig? "INT"|"TERM"|"KILL"|"HUP"|"USR1"|"USR2"|integer default "TERM"
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code "ESRCH" or "EPERM"
+function sys.kill(pid, sig) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.parquet
+-- ---------------------------------------------------------------------------------------
+
+---@class cseng.parquet.Node
+---@field name string
+---@field path? string dotted path (absent on the root)
+---@field repetition? "REQUIRED"|"OPTIONAL"|"REPEATED"
+---@field kind "struct"|"list"|"leaf"
+---@field logical? string "STRING", "JSON", "LIST", "DECIMAL", ...
+---@field type? string physical type of a leaf
+---@field type_length? integer FIXED_LEN_BYTE_ARRAY width
+---@field fields? cseng.parquet.Node[]
+
+---@class cseng.parquet.Column
+---@field path string
+---@field type string
+---@field logical? string
+---@field repetition string
+---@field max_definition_level integer
+---@field max_repetition_level integer
+---@field codecs string[]
+---@field encodings string[]
+---@field compressed_size integer
+---@field uncompressed_size integer
+
+---@class cseng.parquet.ChunkInfo
+---@field path string
+---@field codec string
+---@field encodings string[]
+---@field num_values integer
+---@field compressed_size integer
+---@field uncompressed_size integer
+
+---@class cseng.parquet.RowGroup
+---@field num_rows integer
+---@field total_byte_size integer
+---@field columns cseng.parquet.ChunkInfo[]
+
+---@class cseng.parquet.File
+---@field version integer
+---@field num_rows integer
+---@field file_size integer
+---@field created_by? string
+---@field schema cseng.parquet.Node
+---@field columns cseng.parquet.Column[]
+---@field row_groups cseng.parquet.RowGroup[]
+---@field key_value {key: string, value?: string}[]
+---@field rows? table[] absent with {rows = false}
+
+---@class cseng.parquet.Options
+---@field rows? boolean false: metadata only
+---@field nulls? "null"|"omit" "omit" leaves null struct fields out
+---@field max_memory? integer bytes decoding may allocate (default 1 GiB)
+
+---Parquet reader (engine/lparquet.c). Synchronous. Codes: ENOENT, EACCES, EIO, ENOMEM,
+---PARQUET_MAGIC, PARQUET_TRUNCATED, PARQUET_METADATA, PARQUET_PAGE, PARQUET_DICTIONARY,
+---PARQUET_CODEC, PARQUET_UNSUPPORTED, PARQUET_LIMIT.
+---@class cseng.parquet
+---@field null lightuserdata the null sentinel (== cjson.null; truthy)
+local parquet = {}
+
+---@param path string
+---@param opts? cseng.parquet.Options
+---@return cseng.parquet.File? file
+---@return string? message
+---@return cseng.Code? code
+function parquet.read(path, opts) end
+
+---@param bytes string a whole parquet file
+---@param opts? cseng.parquet.Options
+---@return cseng.parquet.File? file
+---@return string? message
+---@return cseng.Code? code
+function parquet.decode(bytes, opts) end
+
+---Metadata only.
+---@param path string
+---@return cseng.parquet.File? file
+---@return string? message
+---@return cseng.Code? code
+function parquet.info(path) end
+
+---One JSON object per row; out "-" is stdout; no output file is left on failure.
+---@param path string
+---@param out string
+---@param opts? {max_memory?: integer}
+---@return integer? rows
+---@return string? message
+---@return cseng.Code? code
+function parquet.to_jsonl(path, out, opts) end
+
+error('lua/meta/cseng.lua holds LuaLS definitions only; require the cseng.* modules instead', 2)
