@@ -56,6 +56,7 @@ static struct {
   cs_task *current;
   lua_Integer next_id;
   int interrupted;
+  int in_uv_run;               /* inside uv_run: loop callbacks are running */
   uv_signal_t sigint, sigterm;
 } S;
 
@@ -107,6 +108,9 @@ static void enqueue(cs_task *t) {
   t->rnext = NULL;
   if (S.ready_tail) S.ready_tail->rnext = t; else S.ready_head = t;
   S.ready_tail = t;
+  /* Made ready by a loop callback: uv_run must not then block in poll until the next
+   * timer (a timer due when uv_run starts fires before libuv computes the poll timeout). */
+  if (S.in_uv_run) uv_stop(&S.loop);
 }
 
 static cs_task *dequeue(void) {
@@ -636,6 +640,14 @@ static void drain_ready(void) {
   }
 }
 
+static int loop_run(uv_run_mode mode) {
+  int alive;
+  S.in_uv_run = 1;
+  alive = uv_run(&S.loop, mode);
+  S.in_uv_run = 0;
+  return alive;
+}
+
 int cs_sched_run_main(lua_State *L, int nargs) {
   int fidx = lua_gettop(L) - nargs, code = 0, main_done = 0, stuck = 0;
   cs_task *m = task_new(L, fidx, nargs);
@@ -652,10 +664,10 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     }
     if (S.nlive == 0) break;
     if (S.ready_head) {
-      uv_run(&S.loop, UV_RUN_NOWAIT); /* poll I/O between passes; never block */
+      loop_run(UV_RUN_NOWAIT); /* poll I/O between passes; never block */
       continue;
     }
-    if (uv_run(&S.loop, UV_RUN_ONCE) == 0 && !S.ready_head) {
+    if (loop_run(UV_RUN_ONCE) == 0 && !S.ready_head) {
       if (stuck++) break;
       fprintf(stderr, "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "
                       "cancelling them\n", S.nlive);
