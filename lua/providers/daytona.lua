@@ -1,0 +1,444 @@
+--- The Daytona provider: sandboxes from Daytona's REST API and its in-sandbox toolbox
+--- (docs/providers/daytona.md; specs: shared/specs/daytona-openapi.yaml and
+--- daytona-toolbox-swagger.yaml).
+---
+---   base    DAYTONA_API_URL (default https://app.daytona.io/api), Authorization: Bearer DAYTONA_API_KEY
+---   create  POST   /sandbox {snapshot | buildInfo{dockerfileContent}, env, labels, target, cpu, memory (GB),
+---                  disk (GB), autoStopInterval, autoDeleteInterval, networkBlockAll}
+---           then GET /sandbox/{id} until state == "started" (100 ms, x1.1 back-off to 1 s)
+---   exec    POST   {toolboxProxyUrl}/{id}/process/execute {command, cwd, envs, timeout} -> {exitCode, result}
+---   put     POST   {toolboxProxyUrl}/{id}/files/upload?path=/tmp/... (multipart "file"), then tar -xf by exec
+---   get     GET    {toolboxProxyUrl}/{id}/files/download?path=...
+---   destroy DELETE /sandbox/{id}   (404 = already gone)
+---   list    GET    /sandbox?labels=<json>  -> {items, nextCursor}
+---
+--- The toolbox runs `command` without a shell: it splits it on spaces, honouring '...' and "..."
+--- quotes (no escapes), and execs the words. So every command is sent as
+---   bash -c 'export K="$(echo <b64> | base64 -d)"; cd "$(echo <b64> | base64 -d)" && eval "$(echo <b64> | base64 -d)"'
+--- where only base64 text sits inside the quotes; the shell and the environment are ours, and
+--- the command's stdin is the daemon's (/dev/null), as on the local provider. stdout and stderr
+--- come back combined (in stdout); a toolbox timeout is HTTP 408 (timed_out = true, code 124).
+---
+--- Expected failures return nil, message, CODE: an HTTP error status becomes "HTTP_<status>"
+--- (the startup arena stops on HTTP_401/HTTP_403), a sandbox that ends in error/build_failed
+--- "ESTATE", one that is not started in time "ETIMEDOUT"; transport failures keep cseng.http's
+--- codes. A create that fails after the API allocated a sandbox deletes it before returning.
+local http = require 'cseng.http'
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local util = require 'util'
+
+local M = {
+  name = 'daytona',
+  version = '1.0',
+  description = 'Daytona sandboxes (REST API + toolbox)',
+  remote = true,
+  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  credentials = { 'DAYTONA_API_KEY' },
+  -- allocated resources, per second (PROVIDERS.md: secondary sources)
+  rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
+  capabilities = { non_root = false, network_policy = true, run_steps = false, warm = false },
+}
+
+local DEFAULTS = {
+  api_url = 'https://app.daytona.io/api',
+  toolbox_url = 'https://proxy.app.daytona.io/toolbox',
+  request_timeout = 60,  -- control-plane calls
+  start_timeout = 60,    -- create until "started" (the SDK's default)
+  build_timeout = 900,   -- the same when Daytona builds an image first (buildInfo)
+  exec_timeout = 600,
+  auto_stop_min = 15,    -- used when the spec has no ttl_seconds
+  poll_first = 0.1, poll_factor = 1.1, poll_max = 1.0,
+  shell = 'bash',
+  tail_bytes = 1 << 20,
+}
+
+-- States after which a sandbox will never start (SDK: error and build_failed are terminal).
+local TERMINAL = { error = true, build_failed = true, destroyed = true, destroying = true }
+
+---@class daytona.client
+---@field base string API base URL without trailing slash
+---@field key string
+---@field target string|nil DAYTONA_TARGET (us/eu)
+---@field snapshot string|nil DAYTONA_SNAPSHOT: every sandbox from this snapshot
+---@field user string|nil DAYTONA_USER: the create body's user
+---@field toolbox_url string|nil DAYTONA_TOOLBOX_URL: overrides the sandbox's toolboxProxyUrl
+---@field organization string|nil DAYTONA_ORGANIZATION_ID (X-Daytona-Organization-ID)
+---@field request_timeout number
+---@field start_timeout number
+---@field build_timeout number
+---@field shell string
+
+--- Read the settings (cfg first, then the environment through cfg.getenv) and check the
+--- credential. Raises a one-line error naming DAYTONA_API_KEY when it is missing; makes no
+--- request.
+---@param cfg? table {getenv=fn, api_url, api_key, target, snapshot, user, toolbox_url, organization_id,
+---                   request_timeout, start_timeout, build_timeout, shell, poll}
+---@return daytona.client
+function M.connect(cfg)
+  cfg = cfg or {}
+  local getenv = cfg.getenv or os.getenv
+  local function setting(key, var)
+    local v = cfg[key]
+    if v == nil and var then v = getenv(var) end
+    if v == '' then v = nil end
+    return v
+  end
+  local key = setting('api_key', 'DAYTONA_API_KEY')
+  if not key then
+    error('daytona provider: DAYTONA_API_KEY is not set (export it, or put it in an --env-file)', 0)
+  end
+  util.add_secret(key)
+  local function num(k, var, def)
+    local v = tonumber(setting(k, var))
+    return v or def
+  end
+  return {
+    base = tostring(setting('api_url', 'DAYTONA_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
+    key = key,
+    target = setting('target', 'DAYTONA_TARGET'),
+    snapshot = setting('snapshot', 'DAYTONA_SNAPSHOT'),
+    user = setting('user', 'DAYTONA_USER'),
+    toolbox_url = setting('toolbox_url', 'DAYTONA_TOOLBOX_URL'),
+    organization = setting('organization_id', 'DAYTONA_ORGANIZATION_ID'),
+    request_timeout = num('request_timeout', nil, DEFAULTS.request_timeout),
+    start_timeout = num('start_timeout', 'DAYTONA_START_TIMEOUT', DEFAULTS.start_timeout),
+    build_timeout = num('build_timeout', 'DAYTONA_BUILD_TIMEOUT', DEFAULTS.build_timeout),
+    shell = setting('shell', 'DAYTONA_SHELL') or DEFAULTS.shell,
+    poll = cfg.poll or { first = DEFAULTS.poll_first, factor = DEFAULTS.poll_factor, max = DEFAULTS.poll_max },
+  }
+end
+
+-- ---- HTTP ----------------------------------------------------------------------------------
+
+local function urlencode(s)
+  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
+end
+
+-- cjson decodes JSON null as a light userdata; treat it as absent.
+local function str(v) return type(v) == 'string' and v or nil end
+
+-- The error text of a response: Daytona answers {"statusCode", "message", "error"}.
+local function api_message(body)
+  local ok, j = pcall(cjson.decode, body or '')
+  if ok and type(j) == 'table' then
+    local m = j.message
+    if type(m) == 'table' then m = table.concat(m, '; ') end
+    if type(m) == 'string' and m ~= '' then return m end
+    if type(j.error) == 'string' then return j.error end
+  end
+  body = util.trim(body or '')
+  if #body > 300 then body = body:sub(1, 300) .. '...' end
+  return body
+end
+
+local function headers_for(client, extra)
+  local h = { Authorization = 'Bearer ' .. client.key, Accept = 'application/json',
+              ['X-Daytona-Source'] = 'cseng' }
+  if client.organization then h['X-Daytona-Organization-ID'] = client.organization end
+  for k, v in pairs(extra or {}) do h[k] = v end
+  return h
+end
+
+-- One call. o: {json, body, headers, timeout, raw (do not decode)}. Returns data (decoded JSON,
+-- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE, res.
+local function call(client, method, url, o)
+  o = o or {}
+  local headers = headers_for(client, o.headers)
+  local body = o.body
+  if o.json ~= nil then
+    body = cjson.encode(o.json)
+    headers['Content-Type'] = 'application/json'
+  end
+  local what = method .. ' ' .. url:gsub('%?.*$', '')
+  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
+                                        timeout = o.timeout or client.request_timeout }
+  if not res then return nil, util.redact('daytona: ' .. what .. ': ' .. tostring(err)), code end
+  if res.status < 200 or res.status > 299 then
+    return nil, util.redact(string.format('daytona: %s: HTTP %d: %s', what, res.status, api_message(res.body))),
+      'HTTP_' .. res.status, res
+  end
+  if o.raw then return res.body, res end
+  if res.body == nil or res.body:find('^%s*$') then return true, res end
+  local ok, data = pcall(cjson.decode, res.body)
+  if not ok then
+    return nil, 'daytona: ' .. what .. ': response is not JSON: ' .. api_message(res.body), 'EPROTO', res
+  end
+  return data, res
+end
+M._call = call
+
+local function api_url(client, path) return client.base .. path end
+
+local function toolbox(client, sb, path)
+  local base = (client.toolbox_url or sb.toolbox_url or DEFAULTS.toolbox_url):gsub('/+$', '')
+  return base .. '/' .. urlencode(sb.id) .. path
+end
+
+-- ---- create --------------------------------------------------------------------------------
+
+local function ceil_int(x) return math.tointeger(math.ceil(x)) end
+
+--- The POST /sandbox body for a spec (exposed for the conformance specs).
+function M.create_body(client, spec)
+  local body = {
+    labels = util.copy(spec.labels),
+    env = util.copy(spec.env),
+    networkBlockAll = not spec.network,
+  }
+  local snapshot = spec.snapshot or client.snapshot
+  if snapshot then
+    body.snapshot = snapshot
+  elseif spec.image then
+    -- there is no image field: an image is a one-line Dockerfile Daytona builds (and caches);
+    -- no contextHashes (cjson would send an empty list as {}, which the spec refuses)
+    body.buildInfo = { dockerfileContent = 'FROM ' .. spec.image .. '\n' }
+  end
+  if client.target then body.target = client.target end
+  if client.user then body.user = client.user end
+  if spec.cpus then body.cpu = math.max(1, ceil_int(spec.cpus)) end
+  if spec.memory_mb then body.memory = math.max(1, ceil_int(spec.memory_mb / 1024)) end
+  if spec.disk_mb then body.disk = math.max(1, ceil_int(spec.disk_mb / 1024)) end
+  -- orphan safety: stop after the trial's whole budget of inactivity, delete on stop
+  local ttl_min = spec.ttl_seconds and math.max(1, ceil_int(spec.ttl_seconds / 60)) or DEFAULTS.auto_stop_min
+  body.autoStopInterval = ttl_min
+  body.autoDeleteInterval = 0
+  return body
+end
+
+local function sandbox_record(data, spec, body, res)
+  return {
+    id = data.id,
+    name = str(data.name),
+    toolbox_url = str(data.toolboxProxyUrl),
+    labels = spec.labels or {},
+    env = spec.env,
+    workdir = spec.workdir,
+    image = spec.image,
+    snapshot = body.snapshot,
+    state = str(data.state),
+    allocation = {
+      cpus = tonumber(data.cpu), memory_gb = tonumber(data.memory), disk_gb = tonumber(data.disk),
+      target = str(data.target) or body.target, snapshot = str(data.snapshot) or body.snapshot,
+    },
+    http_timings = res.timings,
+  }
+end
+
+--- Create a sandbox and wait until it is started. spec: {image, snapshot, labels, env, workdir,
+--- network, cpus, memory_mb, disk_mb, ttl_seconds}. sb.http_timings holds the create call's
+--- timings, sb.ready_seconds the time from the create call to "started".
+---@return table|nil sb, string? err, string? code
+function M.create(client, spec)
+  spec = spec or {}
+  local t0 = clock.now()
+  local body = M.create_body(client, spec)
+  local data, res, code = call(client, 'POST', api_url(client, '/sandbox'), { json = body })
+  if not data then return nil, res, code end
+  if type(data) ~= 'table' or type(data.id) ~= 'string' or data.id == '' then
+    return nil, 'daytona: POST /sandbox: no id in the response', 'EPROTO'
+  end
+  local sb = sandbox_record(data, spec, body, res)
+  local limit = body.buildInfo and client.build_timeout or client.start_timeout
+  local delay = client.poll.first
+  local state, reason = sb.state, str(data.errorReason)
+  while state ~= 'started' do
+    if state and TERMINAL[state] then
+      M.destroy(client, sb)
+      return nil, string.format('daytona: sandbox %s is %s%s', sb.id, state, reason and (': ' .. reason) or ''), 'ESTATE'
+    end
+    if (clock.now() - t0) / 1e9 > limit then
+      M.destroy(client, sb)
+      return nil, string.format('daytona: sandbox %s not started after %s s (state %s)', sb.id, limit, tostring(state)),
+        'ETIMEDOUT'
+    end
+    task.sleep(delay)
+    delay = math.min(delay * client.poll.factor, client.poll.max)
+    local cur, err, gcode = call(client, 'GET', api_url(client, '/sandbox/' .. urlencode(sb.id)))
+    if not cur then
+      if gcode ~= 'ETIMEDOUT' and gcode ~= 'ECONNRESET' and not tostring(gcode):match('^HTTP_5') then
+        M.destroy(client, sb)
+        return nil, err, gcode
+      end
+    elseif type(cur) == 'table' then
+      state, reason = str(cur.state), str(cur.errorReason)
+      sb.toolbox_url = str(cur.toolboxProxyUrl) or sb.toolbox_url
+    end
+  end
+  sb.state = 'started'
+  sb.ready_seconds = (clock.now() - t0) / 1e9
+  return sb
+end
+
+-- ---- exec ----------------------------------------------------------------------------------
+
+local function b64(s) return crypto.base64(s) end
+
+--- The command string sent to the toolbox for a shell command (exposed for the specs).
+--- Only base64 text and fixed words appear inside its single quotes.
+function M.wrap_command(client, cmd, env, cwd, stdin_path)
+  local parts = {}
+  for _, k in ipairs(util.keys(env or {})) do
+    if not tostring(k):match('^[%a_][%w_]*$') then
+      error('daytona: invalid environment variable name ' .. string.format('%q', tostring(k)), 0)
+    end
+    parts[#parts + 1] = string.format('export %s="$(echo %s | base64 -d)"', k, b64(tostring(env[k])))
+  end
+  local run = string.format('eval "$(echo %s | base64 -d)"', b64(cmd))
+  if stdin_path then run = run .. ' < ' .. stdin_path end
+  if cwd then run = string.format('cd "$(echo %s | base64 -d)" && %s', b64(cwd), run) end
+  parts[#parts + 1] = run
+  if stdin_path then parts[#parts + 1] = 'rc=$?; rm -f ' .. stdin_path .. '; exit $rc' end
+  return (client.shell or DEFAULTS.shell) .. " -c '" .. table.concat(parts, '; ') .. "'"
+end
+
+local function tmp_name(kind, ext)
+  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(6)) .. (ext or '')
+end
+
+local upload -- forward
+
+--- Run a shell command. opts: {timeout (s, default 600), cwd, env, stdin, tail_bytes}.
+--- Returns {code, stdout (stdout and stderr combined), stderr = '', elapsed, timed_out,
+--- http_timings} or nil, message, CODE.
+---@return table|nil res, string? err, string? code
+function M.exec(client, sb, cmd, opts)
+  opts = opts or {}
+  local timeout = opts.timeout or DEFAULTS.exec_timeout
+  local env = util.merge(sb.env, opts.env)
+  local cwd = opts.cwd or sb.workdir
+  local stdin_path
+  if opts.stdin then
+    stdin_path = tmp_name('stdin')
+    local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
+    if not ok then return nil, err, code end
+  end
+  local command = M.wrap_command(client, cmd, env, cwd, stdin_path)
+  local body = { command = command, timeout = math.max(1, ceil_int(timeout)) }
+  if cwd then body.cwd = cwd end
+  if next(env) then body.envs = env end
+  local t0 = clock.now()
+  -- the HTTP timeout leaves the toolbox room to report its own timeout (408)
+  local data, res, code, failed = call(client, 'POST', toolbox(client, sb, '/process/execute'),
+    { json = body, timeout = timeout + 30 })
+  local elapsed = (clock.now() - t0) / 1e9
+  if not data then
+    if code == 'HTTP_408' then -- the toolbox killed the command at its timeout
+      return { code = 124, stdout = '', stderr = failed and api_message(failed.body) or tostring(res),
+               elapsed = elapsed, timed_out = true, http_timings = failed and failed.timings }
+    end
+    return nil, res, code
+  end
+  if type(data) ~= 'table' then return nil, 'daytona: exec: the response is not an object', 'EPROTO' end
+  local out = str(data.result) or ''
+  local cap = opts.tail_bytes or DEFAULTS.tail_bytes
+  return {
+    code = math.tointeger(tonumber(data.exitCode) or -1) or -1,
+    stdout = #out > cap and out:sub(-cap) or out,
+    stderr = '',
+    stdout_dropped = #out > cap and (#out - cap) or nil,
+    elapsed = elapsed,
+    timed_out = false,
+    http_timings = res.timings,
+  }
+end
+
+-- ---- files ---------------------------------------------------------------------------------
+
+-- multipart/form-data with one part named "file" (the toolbox's UploadFile).
+local function multipart(filename, data)
+  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
+  local body = table.concat({
+    '--', boundary, '\r\n',
+    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
+    'Content-Type: application/octet-stream\r\n\r\n',
+    data, '\r\n--', boundary, '--\r\n',
+  })
+  return body, 'multipart/form-data; boundary=' .. boundary
+end
+M._multipart = multipart
+
+upload = function(client, sb, path, data)
+  local body, ctype = multipart(path:match('[^/]*$'), data)
+  local ok, err, code = call(client, 'POST', toolbox(client, sb, '/files/upload?path=' .. urlencode(path)),
+    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300 })
+  if not ok then return nil, err, code end
+  return true
+end
+
+--- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: the archive is
+--- uploaded to /tmp, then extracted there by exec and removed.
+---@return true|nil ok, string? err, string? code
+function M.put(client, sb, dir, tar_bytes)
+  local tmp = tmp_name('put', '.tar')
+  local ok, err, code = upload(client, sb, tmp, tar_bytes)
+  if not ok then return nil, err, code end
+  local q = util.shell_quote(dir)
+  local r, xerr, xcode = M.exec(client, sb, 'mkdir -p ' .. q .. ' && tar -xf ' .. tmp .. ' -C ' .. q ..
+    '; rc=$?; rm -f ' .. tmp .. '; exit $rc', { timeout = 300, cwd = '/' })
+  if not r then return nil, xerr, xcode end
+  if r.code ~= 0 then return nil, 'daytona: put: extracting into ' .. dir .. ': ' .. util.trim(r.stdout), 'EIO' end
+  return true
+end
+
+--- Read a file of the sandbox.
+---@return string|nil data, string? err, string? code
+function M.get(client, sb, path)
+  local data, err, code = call(client, 'GET', toolbox(client, sb, '/files/download?path=' .. urlencode(path)),
+    { raw = true, headers = { Accept = 'application/octet-stream' }, timeout = 300 })
+  if not data then
+    if code == 'HTTP_404' or code == 'HTTP_400' then return nil, path .. ': ' .. tostring(err), 'ENOENT' end
+    return nil, err, code
+  end
+  return data
+end
+
+-- ---- destroy, list -------------------------------------------------------------------------
+
+--- Delete a sandbox; one that is already gone (404) counts as deleted.
+---@return true|nil ok, string? err, string? code
+function M.destroy(client, sb)
+  local ok, err, code = call(client, 'DELETE', api_url(client, '/sandbox/' .. urlencode(sb.id)))
+  if ok or code == 'HTTP_404' then return true end
+  return nil, err, code
+end
+
+--- Sandboxes whose labels include filter.labels: {{id, labels, created, state}}. Pages are
+--- followed (nextCursor), at most 50 of 100.
+function M.list(client, filter)
+  local labels = filter and filter.labels
+  local out, cursor = {}, nil
+  for _ = 1, 50 do
+    local q = { 'limit=100' }
+    if labels and next(labels) then q[#q + 1] = 'labels=' .. urlencode(jsonl.encode(labels)) end
+    if cursor then q[#q + 1] = 'cursor=' .. urlencode(cursor) end
+    local data, err, code = call(client, 'GET', api_url(client, '/sandbox?' .. table.concat(q, '&')))
+    if not data then return nil, err, code end
+    local items = type(data) == 'table' and (data.items or data) or {}
+    for _, s in ipairs(type(items) == 'table' and items or {}) do
+      if type(s) == 'table' and type(s.id) == 'string' then
+        local match = true
+        for k, v in pairs(labels or {}) do
+          if type(s.labels) ~= 'table' or s.labels[k] ~= v then match = false end
+        end
+        if match then
+          out[#out + 1] = { id = s.id, labels = type(s.labels) == 'table' and s.labels or {},
+                            created = str(s.createdAt), state = str(s.state) }
+        end
+      end
+    end
+    cursor = type(data) == 'table' and str(data.nextCursor) or nil
+    if not cursor or cursor == '' then break end
+  end
+  return out
+end
+
+--- What the run records as the runtime.
+function M.runtime(client)
+  return 'daytona (' .. client.base .. (client.target and (', target ' .. client.target) or '') .. ')'
+end
+
+return M

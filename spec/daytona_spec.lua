@@ -1,0 +1,400 @@
+-- The Daytona adapter (lua/providers/daytona.lua):
+--   * conformance: every request shape it sends goes through Prism in front of the stateful
+--     fake, validated against Daytona's own specs (shared/specs/daytona-openapi.yaml and
+--     daytona-toolbox-swagger.yaml); Prism also validates the fake's answers;
+--   * lifecycles and faults against the stateful fake (spec/fakes/daytona.lua), whose
+--     sandboxes really run commands (bubblewrap);
+--   * the runner end to end on the fake (`cseng run --provider daytona`), and a missing key.
+local http = require 'cseng.http'
+local proc = require 'cseng.proc'
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local daytona = require 'providers.daytona'
+
+local ROOT = sys.root()
+local fake = dofile(ROOT .. '/spec/fakes/daytona.lua')
+local prism = dofile(ROOT .. '/spec/fakes/prism.lua')
+
+local function labels(run, t)
+  return { ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec', ['cseng.task'] = t or 'task-a',
+           ['cseng.created'] = tostring(os.time()) }
+end
+
+-- A spec that uses every create field the adapter sends.
+local function full_spec(run)
+  return {
+    labels = labels(run), env = { GREETING = 'hello world', QUOTED = [[it's "quoted" $HOME \n]] },
+    workdir = '/workspace', network = false, cpus = 1.5, memory_mb = 1536, disk_mb = 3000, ttl_seconds = 1900,
+    image = 'ghcr.io/example/ubuntu-24-04:20250101',
+  }
+end
+
+local function tar_of(files, format)
+  local entries = {}
+  for path, data in pairs(files) do entries[#entries + 1] = { path = path, data = data } end
+  return archive.pack(entries, { format = format or 'tar.gz' })
+end
+
+describe('daytona conformance against the vendor specs (Prism)', function()
+  local f, api, tb, why
+
+  setup(function()
+    why = prism.missing()
+    if why then return end
+    f = fake.start {}
+    -- the toolbox spec's paths are relative to {toolboxProxyUrl}/{sandboxId}
+    local tmp = assert(fs.tempdir('daytona-prism-'))
+    local toolbox_spec = prism.prefix_paths(prism.SPECS .. '/daytona-toolbox-swagger.yaml', 'sandboxId', tmp .. '/toolbox.yaml')
+    local t1 = task.spawn(function() return prism.start(prism.SPECS .. '/daytona-openapi.yaml', { upstream = f.url }) end)
+    local t2 = task.spawn(function() return prism.start(toolbox_spec, { upstream = f.toolbox_url }) end)
+    local ok1, a, e1 = t1:join()
+    local ok2, b, e2 = t2:join()
+    assert(ok1 and a, tostring(e1 or a))
+    assert(ok2 and b, tostring(e2 or b))
+    api, tb = a, b
+    f.set { toolbox_public_url = tb.url }
+  end)
+
+  teardown(function()
+    if api then api.close() end
+    if tb then tb.close() end
+    if f then f.close() end
+  end)
+
+  it('rejects requests that violate the spec (so an accepted request means something)', function()
+    if why then pending(why) return end
+    local before = f.stats()
+    local res = assert(http.request { method = 'POST', url = api.url .. '/sandbox',
+      headers = { Authorization = 'Bearer ' .. f.api_key, ['Content-Type'] = 'application/json' },
+      body = cjson.encode { cpu = 'two', memory = 1.5, autoStopInterval = 'soon' } })
+    assert.equal(422, res.status)
+    local problem = cjson.decode(res.body)
+    local where = {}
+    for _, v in ipairs(problem.validation) do where[table.concat(v.location, '.')] = true end
+    assert.is_true(where['body.cpu'] and where['body.memory'] and where['body.autoStopInterval'], res.body)
+    res = assert(http.request { method = 'DELETE', url = api.url .. '/sandbox/x' })
+    assert.equal(401, res.status) -- no credentials: the spec requires bearer or oauth2
+    res = assert(http.request { method = 'POST', url = tb.url .. '/some-id/process/execute',
+      headers = { ['Content-Type'] = 'application/json' }, body = cjson.encode { command = 'true', timeout = '5' } })
+    assert.equal(422, res.status)
+    res = assert(http.request { method = 'POST', url = tb.url .. '/some-id/process/execute',
+      headers = { ['Content-Type'] = 'application/json' }, body = cjson.encode { cwd = '/' } })
+    assert.equal(422, res.status) -- command is required
+    local after = f.stats()
+    assert.equal(before.creates, after.creates) -- nothing reached the fake
+    assert.equal(before.execs, after.execs)
+    assert.equal(before.deletes, after.deletes)
+  end)
+
+  it('sends create (every field), get, exec, upload, download, list and delete as the spec says', function()
+    if why then pending(why) return end
+    local client = daytona.connect(f.config { api_url = api.url, target = 'eu', user = 'root' })
+    local run = 'conf-' .. crypto.hex(crypto.random_bytes(3))
+    local spec = full_spec(run)
+    local sb, err, code = daytona.create(client, spec)
+    assert(sb, tostring(err) .. ' ' .. tostring(code))
+    local s = f.stats()
+    local body = s.last_create
+    -- every field reached the fake through Prism, as sent
+    assert.same(spec.labels, body.labels)
+    assert.same(spec.env, body.env)
+    assert.equal('eu', body.target)
+    assert.equal('root', body.user)
+    assert.equal(2, body.cpu)
+    assert.equal(2, body.memory)
+    assert.equal(3, body.disk)
+    assert.equal(32, body.autoStopInterval)
+    assert.equal(0, body.autoDeleteInterval)
+    assert.is_true(body.networkBlockAll)
+    assert.equal('FROM ghcr.io/example/ubuntu-24-04:20250101\n', body.buildInfo.dockerfileContent)
+    assert.is_nil(body.snapshot)
+    assert.is_true(s.gets >= 1) -- polled GET /sandbox/{id} through Prism until started
+
+    -- exec with env, cwd and stdin; upload + download; list; delete
+    local r = assert(daytona.exec(client, sb, 'echo "$GREETING|$EXTRA|$PWD"; cat; exit 4',
+      { env = { EXTRA = 'x y' }, cwd = '/tmp', stdin = 'piped\n', timeout = 30 }))
+    assert.equal(4, r.code)
+    assert.equal('hello world|x y|/tmp\npiped\n', r.stdout)
+    -- Prism's proxy forwards bodies as text: bytes >= 0x80 do not survive it, so the archive is
+    -- an uncompressed tar of ASCII files here (binary fidelity is checked against the fake alone)
+    assert(daytona.put(client, sb, '/workspace/in', tar_of({ ['a.txt'] = 'A\n', ['d/b.txt'] = 'B\0\1\2' }, 'tar')))
+    assert.equal('A\n', assert(daytona.get(client, sb, '/workspace/in/a.txt')))
+    assert.equal('B\0\1\2', assert(daytona.get(client, sb, '/workspace/in/d/b.txt')))
+    local found = assert(daytona.list(client, { labels = { ['cseng.run'] = run } }))
+    assert.equal(1, #found)
+    assert.equal(sb.id, found[1].id)
+    assert.equal(run, found[1].labels['cseng.run'])
+    assert(daytona.destroy(client, sb))
+
+    -- the snapshot variant of create, and a spec with nothing optional
+    local client2 = daytona.connect(f.config { api_url = api.url, snapshot = 'cseng-snap' })
+    local sb2 = assert(daytona.create(client2, { labels = labels(run, 'b') }))
+    assert.equal('cseng-snap', f.stats().last_create.snapshot)
+    assert.is_nil(f.stats().last_create.buildInfo)
+    local sb3 = assert(daytona.create(client, { network = true }))
+    assert.is_false(f.stats().last_create.networkBlockAll)
+    assert(daytona.destroy(client2, sb2))
+    assert(daytona.destroy(client, sb3))
+    s = f.stats()
+    assert.equal(3, s.creates)
+    assert.equal(3, s.deletes)
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+  end)
+end)
+
+describe('daytona lifecycle (stateful fake)', function()
+  local f
+  before_each(function() f = fake.start {} end)
+  after_each(function() f.close() end)
+
+  it('creates, runs real commands, moves files, lists and destroys', function()
+    local client = daytona.connect(f.config())
+    local sb = assert(daytona.create(client, full_spec('life')))
+    assert.is_string(sb.id)
+    assert.is_table(sb.http_timings)
+    assert.is_number(sb.http_timings.ttfb)
+    assert.is_number(sb.ready_seconds)
+    local r = assert(daytona.exec(client, sb, 'echo out; echo err >&2; exit 7'))
+    assert.equal(7, r.code)
+    assert.equal('out\nerr\n', r.stdout) -- combined, as the toolbox returns it
+    assert.equal('', r.stderr)
+    assert.is_false(r.timed_out)
+    r = assert(daytona.exec(client, sb, 'pwd; echo "$GREETING"; echo "$QUOTED"'))
+    assert.equal('/workspace\nhello world\n' .. [[it's "quoted" $HOME \n]] .. '\n', r.stdout)
+    -- state persists between commands; absolute paths are the sandbox's
+    assert.equal(0, assert(daytona.exec(client, sb, 'mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt')).code)
+    assert.equal('1\n', assert(daytona.get(client, sb, '/logs/verifier/reward.txt')))
+    assert(daytona.put(client, sb, '/tests', tar_of { ['test.sh'] = 'echo tested; exit 0\n' }))
+    local bin = crypto.random_bytes(70000) .. '\0\255'
+    assert(daytona.put(client, sb, '/data', tar_of { ['blob.bin'] = bin }))
+    assert.equal(crypto.sha256_hex(bin), crypto.sha256_hex(assert(daytona.get(client, sb, '/data/blob.bin'))))
+    r = assert(daytona.exec(client, sb, 'bash /tests/test.sh', { cwd = '/' }))
+    assert.equal(0, r.code)
+    assert.equal('tested\n', r.stdout)
+    local nil_, msg, code = daytona.get(client, sb, '/no/such/file')
+    assert.is_nil(nil_)
+    assert.equal('ENOENT', code)
+    assert.matches('/no/such/file', msg)
+    assert.is_true(daytona.destroy(client, sb))
+    local s = f.stats()
+    assert.same({ creates = 1, execs = 6, uploads = 2, downloads = 3, deletes = 1, live = 0 },
+      { creates = s.creates, execs = s.execs, uploads = s.uploads, downloads = s.downloads, deletes = s.deletes, live = s.live })
+  end)
+
+  it('passes any command text through the toolbox, which has no shell', function()
+    local client = daytona.connect(f.config())
+    local sb = assert(daytona.create(client, {}))
+    local nasty = [[printf '%s|' "a'b" 'c"d' "$((6*7))" `echo back` "tab	x" 'back\slash'; echo; echo "ünï €"]]
+    local r = assert(daytona.exec(client, sb, nasty .. '\n# a comment line\nexit 3'))
+    assert.equal(3, r.code)
+    assert.equal([[a'b|c"d|42|back|tab	x|back\slash|]] .. '\nünï €\n', r.stdout)
+    -- what the toolbox got: one shell, -c, and a script of base64 only
+    local argv = fake.parse_command(f.stats().last_exec.command)
+    assert.equal(3, #argv)
+    assert.equal('bash', argv[1])
+    assert.equal('-c', argv[2])
+    assert.not_matches("'", argv[3])
+    -- envs, cwd and timeout go in the body too
+    local body = f.stats().last_exec
+    assert.is_number(body.timeout)
+    assert(daytona.destroy(client, sb))
+  end)
+
+  it('polls until started with back-off, and times the readiness', function()
+    f.set { start_delay = 0.4 }
+    local client = daytona.connect(f.config { poll = { first = 0.02, factor = 1.5, max = 0.1 } })
+    local sb = assert(daytona.create(client, {}))
+    assert.is_true(sb.ready_seconds >= 0.4)
+    local gets = f.stats().gets
+    assert.is_true(gets >= 3 and gets <= 12, 'gets ' .. gets)
+    assert(daytona.destroy(client, sb))
+  end)
+
+  it('fails with ESTATE on error/build_failed and deletes what was allocated', function()
+    for _, state in ipairs({ 'error', 'build_failed' }) do
+      f.set { end_state = state, start_delay = 0.05 }
+      local client = daytona.connect(f.config())
+      local sb, msg, code = daytona.create(client, {})
+      assert.is_nil(sb)
+      assert.equal('ESTATE', code)
+      assert.matches(state, msg)
+      assert.matches('injected by the fake', msg)
+    end
+    local s = f.stats()
+    assert.equal(2, s.creates)
+    assert.equal(2, s.deletes)
+    assert.equal(0, s.live)
+  end)
+
+  it('gives up on a slow start with ETIMEDOUT and deletes the sandbox', function()
+    f.set { start_delay = 30 }
+    local client = daytona.connect(f.config { start_timeout = 0.3 })
+    local sb, msg, code = daytona.create(client, {})
+    assert.is_nil(sb)
+    assert.equal('ETIMEDOUT', code)
+    assert.matches('not started after 0.3 s', msg)
+    assert.equal(1, f.stats().deletes)
+    assert.equal(0, f.stats().live)
+  end)
+
+  it('reports a command timeout (HTTP 408) as timed_out', function()
+    local client = daytona.connect(f.config())
+    local sb = assert(daytona.create(client, {}))
+    local r = assert(daytona.exec(client, sb, 'sleep 10; echo never', { timeout = 1 }))
+    assert.is_true(r.timed_out)
+    assert.equal(124, r.code)
+    assert.matches('timed out after 1 seconds', r.stderr)
+    assert.is_true(r.elapsed < 8)
+    assert.equal(1, f.stats().timeouts)
+    f.set { exec_status = function(n) return n == 2 and 408 or nil end }
+    r = assert(daytona.exec(client, sb, 'true'))
+    assert.is_true(r.timed_out)
+    assert(daytona.destroy(client, sb))
+  end)
+
+  it('maps 401/403 to HTTP_401/HTTP_403 without leaking the key', function()
+    f.set { auth_fail = 'create' }
+    local client = daytona.connect(f.config())
+    local sb, msg, code = daytona.create(client, {})
+    assert.is_nil(sb)
+    assert.equal('HTTP_401', code)
+    assert.matches('HTTP 401', msg)
+    assert.not_matches(f.api_key, msg, 1, true)
+    f.set { auth_fail = false, create_status = 403 }
+    local _, _, code403 = daytona.create(client, {})
+    assert.equal('HTTP_403', code403)
+    -- a wrong key: the fake's 401, with the key never echoed
+    local bad = daytona.connect(f.config { api_key = 'wrong-key-123456' })
+    f.set { create_status = false }
+    local sb2, msg2, code2 = daytona.create(bad, {})
+    assert.is_nil(sb2)
+    assert.equal('HTTP_401', code2)
+    assert.is_nil(msg2:find('wrong-key-123456', 1, true))
+    assert.equal(0, f.stats().created)
+  end)
+
+  it('treats a gone sandbox as destroyed, and reports a failing delete', function()
+    local client = daytona.connect(f.config())
+    local sb = assert(daytona.create(client, {}))
+    f.set { delete_status = 500 }
+    local ok, msg, code = daytona.destroy(client, sb)
+    assert.is_nil(ok)
+    assert.equal('HTTP_500', code)
+    assert.matches('forced failure 500', msg)
+    f.set { delete_status = false }
+    assert.is_true(daytona.destroy(client, sb))
+    assert.is_true(daytona.destroy(client, sb)) -- 404 now: already gone
+    assert.is_true(daytona.destroy(client, { id = 'never-existed' }))
+    local s = f.stats()
+    assert.equal(4, s.deletes)
+    assert.equal(1, s.destroyed)
+  end)
+
+  it("lists exactly one run's sandboxes by label, across pages", function()
+    f.set { page_size = 2 }
+    local client = daytona.connect(f.config())
+    local mine, theirs = {}, {}
+    for i = 1, 3 do mine[#mine + 1] = assert(daytona.create(client, { labels = labels('run-A', 't' .. i) })) end
+    for i = 1, 2 do theirs[#theirs + 1] = assert(daytona.create(client, { labels = labels('run-B', 't' .. i) })) end
+    local lists0 = f.stats().lists
+    local found = assert(daytona.list(client, { labels = { ['cseng.run'] = 'run-A' } }))
+    local ids, want = {}, {}
+    for _, s in ipairs(found) do ids[#ids + 1] = s.id end
+    for _, s in ipairs(mine) do want[#want + 1] = s.id end
+    table.sort(ids)
+    table.sort(want)
+    assert.same(want, ids)
+    assert.equal(2, f.stats().lists - lists0) -- 3 items, pages of 2: the cursor was followed
+    assert.same({ ['cseng.run'] = 'run-A' }, f.stats().last_list_labels)
+    assert.equal(5, #assert(daytona.list(client, {})))
+    for _, s in ipairs(mine) do assert(daytona.destroy(client, s)) end
+    for _, s in ipairs(theirs) do assert(daytona.destroy(client, s)) end
+  end)
+
+  it('names the missing credential', function()
+    local ok, err = pcall(daytona.connect, { getenv = function() return nil end })
+    assert.is_false(ok)
+    assert.matches('DAYTONA_API_KEY', err)
+    assert.equal('DAYTONA_API_KEY', daytona.credentials[1])
+  end)
+end)
+
+describe('the runner on the daytona fake', function()
+  local f, tmp
+  setup(function()
+    f = fake.start {}
+    tmp = assert(fs.tempdir('daytona-runner-'))
+  end)
+  teardown(function()
+    f.close()
+    fs.remove_tree(tmp)
+  end)
+
+  local function env_file(extra)
+    local lines = {}
+    for k, v in pairs(f.env(extra)) do lines[#lines + 1] = k .. '=' .. v end
+    local p = tmp .. '/daytona-' .. crypto.hex(crypto.random_bytes(3)) .. '.env'
+    assert(fs.write(p, table.concat(lines, '\n') .. '\n'))
+    return p
+  end
+
+  local function run(args, env_add)
+    local out = tmp .. '/out-' .. crypto.hex(crypto.random_bytes(3))
+    local argv = { ROOT .. '/cseng', 'run', 'plans/cold-gold.lua', '--provider', 'daytona', '--output', out, '--quiet' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local r = assert(proc.run { argv = argv, cwd = ROOT, timeout = 600,
+      env_add = env_add or { DAYTONA_API_KEY = false, DAYTONA_API_URL = false } })
+    local summary
+    for _, name in ipairs(fs.list(out) or {}) do
+      if name:match('%.json$') then summary = cjson.decode((assert(fs.read(out .. '/' .. name)))) end
+    end
+    return r, summary
+  end
+
+  it('passes a bundled task with gold (the fake really runs it) and fails it with nop', function()
+    local index = 'bash-template-render'
+    local tasks = {}
+    for line in assert(fs.read(ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do tasks[#tasks + 1] = jsonl.decode(line).task_id end
+    local i
+    for k, id in ipairs(tasks) do if id == index then i = k - 1 end end
+    assert.is_number(i)
+    local before = f.stats()
+    local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
+    assert.equal(0, r.code, r.stderr .. r.stdout)
+    assert.equal(1, summary.passed, jsonl.encode(summary))
+    assert.equal('daytona', summary.provider)
+    local res = summary.results[1]
+    assert.equal(index, res.task_id)
+    assert.is_true(res.passed)
+    local s = f.stats()
+    assert.equal(1, s.creates - before.creates)
+    assert.equal(1, s.deletes - before.deletes)
+    assert.equal(0, s.live)
+    assert.is_true(s.execs - before.execs >= 4)
+    assert.is_true(s.uploads - before.uploads >= 3)
+    assert.equal(index, s.last_create.labels['cseng.task'])
+    assert.is_string(s.last_create.labels['cseng.run'])
+    assert.equal(0, s.last_create.autoDeleteInterval)
+
+    r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1', '--solver', 'nop' }
+    assert.equal(0, r.code, r.stderr)
+    assert.equal(0, summary.passed)
+    assert.equal('failed', summary.results[1].outcome or (summary.results[1].passed == false and 'failed'))
+    assert.equal(0, f.stats().live)
+  end)
+
+  it('stops with a clear error naming DAYTONA_API_KEY when it is missing', function()
+    local before = f.stats().requests
+    local r = run({ '--task-limit', '1' }, { DAYTONA_API_KEY = false, DAYTONA_API_URL = f.url })
+    assert.equal(1, r.code)
+    assert.matches('DAYTONA_API_KEY', r.stderr)
+    assert.not_matches('stack traceback', r.stderr)
+    assert.equal(#before, #f.stats().requests) -- no request was made
+  end)
+end)

@@ -1,0 +1,379 @@
+--- A stateful loopback fake of Daytona (lua/providers/daytona.lua): the REST API on one
+--- cseng.serve listener, the toolbox on another, sandboxes that really run commands.
+---
+---   local daytona_fake = dofile(sys.root() .. '/spec/fakes/daytona.lua')
+---   local f = daytona_fake.start { start_delay = 0.2, delete_status = 500 }
+---   -- the adapter: providers.daytona.connect(f.config())  (or the env of f.env() for the runner)
+---   f.stats()  --> { creates=, created=, gets=, execs=, uploads=, downloads=, deletes=, destroyed=,
+---                    lists=, unauthorized=, bad_requests=, unknown=, live=, ids=, requests=, ... }
+---   f.set { delete_status = false }   -- change a switch while a run is going
+---   f.close()
+---
+--- Sandboxes: POST /sandbox makes one in state "creating" (or "pending_build" with buildInfo);
+--- it reads "started" once start_delay seconds have passed (or end_state, e.g. "error" or
+--- "build_failed", with an errorReason). Its commands run for real (spec/fakes/sandboxes.lua:
+--- bubblewrap, the sandbox's own directory as /), with the create body's env as the process
+--- environment. Like Daytona's daemon, process/execute does NOT use a shell: the command is
+--- split on spaces honouring '...' and "..." (no escapes) and exec'd; `envs` is ignored (the
+--- daemon of apps/daemon/pkg/toolbox/process/execute ignores it too); stdout and stderr come
+--- back combined; a command over its timeout (default 360 s) answers 408.
+---
+--- Every request is counted (luv's tap.lua style: specs assert exact numbers). Switches (all
+--- optional, changeable by set):
+---   api_key ('test-daytona-key')        requests must carry Authorization: Bearer <it> (else 401)
+---   start_delay (0.05)                  seconds from create to "started"
+---   end_state = 'error' | 'build_failed' the state a sandbox reaches instead of "started"
+---   latency = seconds | {create=, get=, exec=, upload=, download=, delete=, list=}; values may be fn(n)
+---   create_status / exec_status / delete_status / list_status / get_status = status | fn(n, ...):
+---       force that status for the n-th call of the endpoint (401, 403, 408, 429, 500, ...)
+---   auth_fail = 'create' | 'all'        401 on create (or on every API call)
+---   page_size (100)                     list page size (nextCursor paging)
+---   toolbox_public_url                  the toolboxProxyUrl sandboxes report (a Prism proxy in front
+---                                       of f.toolbox_url, in the conformance specs)
+local serve = require 'cseng.serve'
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local sys = require 'cseng.sys'
+
+local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
+local pick = common.pick
+
+local fake = {}
+
+local function json(status, value)
+  return status, { ['Content-Type'] = 'application/json' }, jsonl.encode(value)
+end
+
+local function err(status, message)
+  local names = { [400] = 'Bad Request', [401] = 'Unauthorized', [403] = 'Forbidden', [404] = 'Not Found',
+                  [408] = 'Request Timeout', [409] = 'Conflict', [429] = 'Too Many Requests', [500] = 'Internal Server Error' }
+  return json(status, { statusCode = status, message = message, error = names[status] or 'Error' })
+end
+
+--- The daemon's parseCommand: split on ' ' outside quotes; ' and " quote (the other kind is
+--- literal inside); no escapes.
+function fake.parse_command(command)
+  local args, cur, quote = {}, {}, nil
+  for i = 1, #command do
+    local c = command:sub(i, i)
+    if c == '"' or c == "'" then
+      if not quote then quote = c
+      elseif quote == c then quote = nil
+      else cur[#cur + 1] = c end
+    elseif c == ' ' and not quote then
+      if #cur > 0 then args[#args + 1] = table.concat(cur); cur = {} end
+    else
+      cur[#cur + 1] = c
+    end
+  end
+  if #cur > 0 then args[#args + 1] = table.concat(cur) end
+  return args
+end
+
+local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%S.000Z', t) end
+
+function fake.start(opts)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  cfg.api_key = cfg.api_key or 'test-daytona-key'
+  if cfg.start_delay == nil then cfg.start_delay = 0.05 end
+
+  local st = {
+    creates = 0, created = 0, gets = 0, execs = 0, uploads = 0, downloads = 0, deletes = 0, destroyed = 0,
+    lists = 0, unauthorized = 0, bad_requests = 0, unknown = 0, timeouts = 0, live = 0, max_live = 0,
+    ids = {}, requests = {}, creates_bodies = {}, exec_bodies = {},
+  }
+  local host = common.host()
+  local sandboxes = {}
+  local toolbox_srv
+
+  local function latency(endpoint, n)
+    local l = cfg.latency
+    if type(l) == 'table' then l = l[endpoint] end
+    l = pick(l, n)
+    if l and l > 0 then task.sleep(l) end
+  end
+
+  local function forced(name, n, ...)
+    local s = pick(cfg[name], n, ...)
+    if s and s ~= true then return s end
+    return nil
+  end
+
+  local function state_of(s)
+    if s.deleted then return 'destroyed' end
+    if (clock.now() - s.created_ns) / 1e9 >= (s.start_delay or 0) then return s.end_state or 'started' end
+    return s.build and 'pending_build' or 'creating'
+  end
+
+  local function view(s)
+    local state = state_of(s)
+    local v = {
+      id = s.id, organizationId = 'org-cseng-fake', name = s.name, snapshot = s.snapshot, user = s.user,
+      env = s.env, labels = s.labels, public = false, networkBlockAll = s.networkBlockAll,
+      target = s.target, cpu = s.cpu, gpu = 0, memory = s.memory, disk = s.disk, state = state,
+      desiredState = s.deleted and 'destroyed' or 'started',
+      autoStopInterval = s.autoStopInterval, autoArchiveInterval = 10080, autoDeleteInterval = s.autoDeleteInterval,
+      createdAt = iso(s.created), updatedAt = iso(os.time()),
+      toolboxProxyUrl = cfg.toolbox_public_url or toolbox_srv:url(),
+    }
+    if state == 'error' or state == 'build_failed' then v.errorReason = 'injected by the fake: ' .. state end
+    if s.build then
+      v.buildInfo = { dockerfileContent = s.build.dockerfileContent, contextHashes = jsonl.array(type(s.build.contextHashes) == 'table' and s.build.contextHashes or {}),
+                      createdAt = iso(s.created), updatedAt = iso(s.created), snapshotRef = 'cseng-fake-build-' .. s.id:sub(1, 8) }
+    end
+    return v
+  end
+
+  local function authorized(req)
+    return req.headers.authorization == 'Bearer ' .. cfg.api_key
+  end
+
+  local function decode_body(req)
+    local ok, b = pcall(cjson.decode, req.body or '')
+    if not ok or type(b) ~= 'table' then return nil end
+    return b
+  end
+
+  -- ---- the REST API -------------------------------------------------------------------------
+
+  local function api(req)
+    local method, path = req.method, req.path
+    st.requests[#st.requests + 1] = method .. ' ' .. path
+    local is_create = path == '/sandbox' and method == 'POST'
+    if cfg.auth_fail == 'all' or not authorized(req) then
+      st.unauthorized = st.unauthorized + 1
+      if is_create then st.creates = st.creates + 1 end
+      return err(401, 'Unauthorized')
+    end
+
+    if is_create then
+      st.creates = st.creates + 1
+      local n = st.creates
+      latency('create', n)
+      if cfg.auth_fail == 'create' then return err(401, 'Invalid API key') end
+      local s = forced('create_status', n)
+      if s then return err(s, 'forced failure ' .. s) end
+      local body = decode_body(req)
+      if not body then
+        st.bad_requests = st.bad_requests + 1
+        return err(400, 'body must be a JSON object')
+      end
+      st.creates_bodies[#st.creates_bodies + 1] = body
+      st.last_create = body
+      local id = common.uuid()
+      local env = type(body.env) == 'table' and body.env or {}
+      local sb = {
+        id = id, name = type(body.name) == 'string' and body.name or id, snapshot = body.snapshot or 'daytonaio/sandbox:fake',
+        user = type(body.user) == 'string' and body.user or 'root', env = env,
+        labels = type(body.labels) == 'table' and body.labels or {}, networkBlockAll = body.networkBlockAll == true,
+        target = type(body.target) == 'string' and body.target or 'us', cpu = body.cpu or 1, memory = body.memory or 1,
+        disk = body.disk or 3, autoStopInterval = body.autoStopInterval or 15, autoDeleteInterval = body.autoDeleteInterval or -1,
+        build = type(body.buildInfo) == 'table' and body.buildInfo or nil, created = os.time(), created_ns = clock.now(),
+        start_delay = cfg.start_delay, end_state = cfg.end_state,
+      }
+      sb.host = host.create { env = env, labels = sb.labels }
+      sandboxes[id] = sb
+      st.created = st.created + 1
+      st.ids[#st.ids + 1] = id
+      st.live = st.live + 1
+      if st.live > st.max_live then st.max_live = st.live end
+      return json(200, view(sb))
+    end
+
+    if path == '/sandbox' and method == 'GET' then
+      st.lists = st.lists + 1
+      local n = st.lists
+      latency('list', n)
+      local s = forced('list_status', n)
+      if s then return err(s, 'forced failure ' .. s) end
+      local q = common.query(req.query)
+      local want = {}
+      if q.labels and q.labels ~= '' then
+        local ok, l = pcall(cjson.decode, q.labels)
+        if not ok or type(l) ~= 'table' then
+          st.bad_requests = st.bad_requests + 1
+          return err(400, 'labels must be a JSON object')
+        end
+        want = l
+      end
+      st.last_list_labels = want
+      local items = {}
+      for _, sb in pairs(sandboxes) do
+        local match = true
+        for k, v in pairs(want) do if sb.labels[k] ~= v then match = false end end
+        if match then items[#items + 1] = sb end
+      end
+      table.sort(items, function(a, b) return a.id < b.id end)
+      local size = cfg.page_size or 100
+      local start = tonumber(q.cursor) or 1
+      local page = {}
+      for i = start, math.min(#items, start + size - 1) do
+        local v = view(items[i])
+        v.env, v.buildInfo, v.networkBlockAll = nil, nil, nil
+        page[#page + 1] = v
+      end
+      local next_cursor = start + size <= #items and tostring(start + size) or cjson.null
+      return json(200, { items = jsonl.array(page), nextCursor = next_cursor })
+    end
+
+    local id = path:match('^/sandbox/([^/]+)$')
+    if id then
+      id = common.urldecode(id)
+      local sb = sandboxes[id]
+      if method == 'GET' then
+        st.gets = st.gets + 1
+        latency('get', st.gets)
+        local s = forced('get_status', st.gets)
+        if s then return err(s, 'forced failure ' .. s) end
+        if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
+        return json(200, view(sb))
+      elseif method == 'DELETE' then
+        st.deletes = st.deletes + 1
+        local n = st.deletes
+        latency('delete', n)
+        local s = forced('delete_status', n, id)
+        if s then return err(s, 'forced failure ' .. s) end
+        if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
+        sandboxes[id] = nil
+        sb.deleted = true
+        host.destroy(sb.host)
+        st.destroyed = st.destroyed + 1
+        st.live = st.live - 1
+        return json(200, view(sb))
+      end
+    end
+
+    st.unknown = st.unknown + 1
+    return err(404, 'Cannot ' .. method .. ' ' .. path)
+  end
+
+  -- ---- the toolbox ------------------------------------------------------------------------
+
+  local function toolbox(req)
+    local method, path = req.method, req.path
+    st.requests[#st.requests + 1] = 'toolbox ' .. method .. ' ' .. path
+    if cfg.auth_fail == 'all' or not authorized(req) then
+      st.unauthorized = st.unauthorized + 1
+      return err(401, 'Unauthorized')
+    end
+    local id, rest = path:match('^/([^/]+)(/.*)$')
+    if not id then
+      st.unknown = st.unknown + 1
+      return err(404, 'no route ' .. method .. ' ' .. path)
+    end
+    id = common.urldecode(id)
+    local sb = sandboxes[id]
+
+    if rest == '/process/execute' and method == 'POST' then
+      st.execs = st.execs + 1
+      local n = st.execs
+      latency('exec', n)
+      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+      local body = decode_body(req)
+      if not body or type(body.command) ~= 'string' then
+        st.bad_requests = st.bad_requests + 1
+        return err(400, 'command is required')
+      end
+      st.exec_bodies[#st.exec_bodies + 1] = body
+      st.last_exec = body
+      local s = forced('exec_status', n, body.command)
+      if s then return err(s, 'forced failure ' .. s) end
+      if state_of(sb) ~= 'started' then return err(409, 'sandbox is not started') end
+      local argv = fake.parse_command(body.command)
+      if #argv == 0 then return err(400, 'empty command') end
+      local timeout = math.tointeger(body.timeout) and body.timeout > 0 and body.timeout or 360
+      local r = host.run(sb.host, { argv = argv }, { cwd = type(body.cwd) == 'string' and body.cwd or nil, timeout = timeout })
+      if r.timed_out then
+        st.timeouts = st.timeouts + 1
+        return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by adjusting the timeout parameter in the request.', timeout))
+      end
+      return json(200, { exitCode = r.code, result = (r.stdout or '') .. (r.stderr or '') })
+    end
+
+    if rest == '/files/upload' and method == 'POST' then
+      st.uploads = st.uploads + 1
+      latency('upload', st.uploads)
+      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+      local q = common.query(req.query)
+      local parts, why = common.multipart(req.body, req.headers['content-type'])
+      local file
+      for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
+      if not q.path or q.path == '' or not file then
+        st.bad_requests = st.bad_requests + 1
+        return err(400, 'path and a multipart part named "file" are required' .. (why and (': ' .. why) or ''))
+      end
+      local ok, werr = host.write(sb.host, q.path, file.data)
+      if not ok then return err(400, tostring(werr)) end
+      st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+      return json(200, { message = 'File uploaded successfully' })
+    end
+
+    if rest == '/files/download' and method == 'GET' then
+      st.downloads = st.downloads + 1
+      latency('download', st.downloads)
+      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+      local q = common.query(req.query)
+      local data = q.path and host.read(sb.host, q.path)
+      if not data then return err(404, 'file not found: ' .. tostring(q.path)) end
+      return 200, { ['Content-Type'] = 'application/octet-stream' }, data
+    end
+
+    st.unknown = st.unknown + 1
+    return err(404, 'no route ' .. method .. ' ' .. path)
+  end
+
+  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = api })
+  toolbox_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = toolbox })
+  local f = { url = srv:url(), port = srv:port(), toolbox_url = toolbox_srv:url(), api_key = cfg.api_key }
+
+  --- A snapshot of the counters (lists copied; live_ids = sandboxes not deleted).
+  function f.stats()
+    local out = {}
+    for k, v in pairs(st) do out[k] = v end
+    out.ids = { table.unpack(st.ids) }
+    out.requests = { table.unpack(st.requests) }
+    local live = {}
+    for sid in pairs(sandboxes) do live[#live + 1] = sid end
+    table.sort(live)
+    out.live_ids = live
+    return out
+  end
+
+  --- The sandbox's record (host = its local sandbox: host.root is its "/").
+  function f.sandbox(id) return sandboxes[id] end
+
+  --- Change switches (false clears one).
+  function f.set(new)
+    for k, v in pairs(new) do
+      if v == false then cfg[k] = nil else cfg[k] = v end
+    end
+  end
+
+  --- The provider_config that points the adapter here (fast polling).
+  function f.config(extra)
+    local c = { adapter = 'daytona', api_url = f.url, api_key = cfg.api_key,
+                poll = { first = 0.01, factor = 1.1, max = 0.05 } }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+
+  --- The environment (or --env-file lines) that points the runner here.
+  function f.env(extra)
+    local e = { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = cfg.api_key }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return e
+  end
+
+  function f.close()
+    srv:close()
+    toolbox_srv:close()
+    host.close()
+  end
+
+  return f
+end
+
+return fake
