@@ -104,6 +104,9 @@ function results.summary(events)
     elseif t.outcome == 'error' then s.errors = s.errors + 1
     else s.failed = s.failed + 1 end
     s.estimated_cost_usd = s.estimated_cost_usd + (t.estimated_cost_usd or 0)
+    if type(t.solver_usage) == 'table' and type(t.solver_usage.cost_usd) == 'number' then
+      s.solver_cost_usd = (s.solver_cost_usd or 0) + t.solver_usage.cost_usd -- model spend, kept apart
+    end
     local r = util.copy(t)
     r.event, r.run_id, r.time = nil, nil, nil
     s.results[#s.results + 1] = r

@@ -117,6 +117,13 @@ local function verify(run, ctx, rec)
   rec.passed = reward ~= nil and reward >= 1 - 1e-9
 end
 
+--- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>.jsonl.
+function runner.save_transcript(run, t, transcript)
+  local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. t.id:gsub('[^%w%._-]', '_') .. '.jsonl'
+  local ok = require('solvers.agent').write_transcript(path, transcript)
+  return ok and path or nil
+end
+
 --- One trial of one task. Returns the trial record.
 local function trial_body(run, t, rec, state)
   local provider, client = run.provider, run.client
@@ -168,7 +175,16 @@ local function trial_body(run, t, rec, state)
   phase('instruction_write', function() staging.write_instruction(ctx) end)
   phase('solve', function()
     local s = clock.now()
-    local r = run.solver.solve(ctx) or {}
+    local ok, r = pcall(run.solver.solve, ctx)
+    if not ok then
+      -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
+      if type(r) == 'table' then
+        rec.solver_usage = r.usage
+        if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
+      end
+      error(r, 0)
+    end
+    r = r or {}
     rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
     rec.solve_return_code = r.return_code
     rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
@@ -176,6 +192,7 @@ local function trial_body(run, t, rec, state)
     rec.solve_timed_out = r.timed_out or nil
     rec.solve_note = r.note
     rec.solver_usage = r.usage
+    if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
   end)
   phase('verify', function() verify(run, ctx, rec) end)
 end
@@ -384,6 +401,10 @@ function runner.run_tasks(opts)
   local getenv = getenv_fn(opts)
   local provider = runner.provider(opts.provider)
   local solver = runner.solver(opts.solver or 'gold')
+  if solver.check then -- a missing credential stops the run before any sandbox exists
+    local ok, msg = solver.check(opts, getenv)
+    if not ok then error(msg, 0) end
+  end
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows })
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit)
 

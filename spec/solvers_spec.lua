@@ -202,14 +202,13 @@ describe('the openrouter solver', function()
 
   it('fails before any request when OPENROUTER_API_KEY or the model is missing', function()
     local f = start { script = llm.replay(gold_commands) }
-    local _, s = run({ task_index = 1 }, openrouter_env(f, { OPENROUTER_API_KEY = '' }))
-    local r = s.results[1]
-    assert.equal('error', r.outcome)
-    assert.equal('solve', r.error_stage)
-    assert.equal('ECONFIG', r.error_code)
-    assert.matches('needs OPENROUTER_API_KEY', r.error, 1, true)
-    _, s = run({ task_index = 1 }, openrouter_env(f, { OPENROUTER_MODEL = '' }))
-    assert.matches('needs a model: set OPENROUTER_MODEL', s.results[1].error, 1, true)
+    -- the runner's pre-flight check stops the run before any sandbox is allocated
+    local ok, err = pcall(run, { task_index = 1 }, openrouter_env(f, { OPENROUTER_API_KEY = '' }))
+    assert.is_false(ok)
+    assert.matches('needs OPENROUTER_API_KEY', err, 1, true)
+    ok, err = pcall(run, { task_index = 1 }, openrouter_env(f, { OPENROUTER_MODEL = '' }))
+    assert.is_false(ok)
+    assert.matches('needs a model: set OPENROUTER_MODEL', err, 1, true)
     assert.equal(0, f.stats().requests)
     local solver = require 'solvers.openrouter'
     local ok, msg, code = solver.check({}, function() return nil end)
@@ -328,12 +327,13 @@ describe('the ai_gateway solver', function()
   end)
 
   it('names AI_GATEWAY_MODEL when it is unset, and the key variables when both are', function()
-    local _, s = run({ task_index = 1, solver = 'ai_gateway' }, { AI_GATEWAY_API_KEY = KEY, AI_GATEWAY_MODEL = '' })
-    assert.equal('solve', s.results[1].error_stage)
-    assert.matches('needs a model: set AI_GATEWAY_MODEL', s.results[1].error, 1, true)
-    _, s = run({ task_index = 1, solver = 'ai_gateway' },
+    local ok, err = pcall(run, { task_index = 1, solver = 'ai_gateway' }, { AI_GATEWAY_API_KEY = KEY, AI_GATEWAY_MODEL = '' })
+    assert.is_false(ok)
+    assert.matches('needs a model: set AI_GATEWAY_MODEL', err, 1, true)
+    ok, err = pcall(run, { task_index = 1, solver = 'ai_gateway' },
       { AI_GATEWAY_API_KEY = '', VERCEL_OIDC_TOKEN = '', AI_GATEWAY_MODEL = MODEL })
-    assert.matches('needs AI_GATEWAY_API_KEY or VERCEL_OIDC_TOKEN', s.results[1].error, 1, true)
+    assert.is_false(ok)
+    assert.matches('needs AI_GATEWAY_API_KEY or VERCEL_OIDC_TOKEN', err, 1, true)
   end)
 
   it('names VERCEL_OIDC_TOKEN in a 401 when that is the credential used', function()

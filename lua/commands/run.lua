@@ -36,6 +36,8 @@ local SPEC = {
   ['expect'] = { key = 'expect', type = 'string', arg = 'TEXT', help = 'the readiness marker in its output (startup)' },
   ['status-port'] = { key = 'status_port', type = 'int', min = 0, arg = 'PORT', help = 'serve the run state as JSON on 127.0.0.1:PORT' },
   ['report'] = { key = 'report', type = 'string', arg = 'PATH', help = 'write the markdown report here (startup)' },
+  ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
+  ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
   ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
 }
 local ORDER = {
