@@ -332,9 +332,15 @@ function fake.start(opts)
   --- A snapshot of the counters (lists copied; live_ids = sandboxes not deleted).
   function f.stats()
     local out = {}
-    for k, v in pairs(st) do out[k] = v end
-    out.ids = { table.unpack(st.ids) }
-    out.requests = { table.unpack(st.requests) }
+    for k, v in pairs(st) do
+      -- lists are copied, so a snapshot taken before a run does not grow with it
+      if type(v) == 'table' then
+        local copy = {}
+        for k2, v2 in pairs(v) do copy[k2] = v2 end
+        v = copy
+      end
+      out[k] = v
+    end
     local live = {}
     for sid in pairs(sandboxes) do live[#live + 1] = sid end
     table.sort(live)

@@ -1,0 +1,520 @@
+--- The E2B provider: sandboxes from E2B's control-plane API, commands and files through the
+--- sandbox's envd daemon (docs/providers/e2b.md; specs: shared/specs/e2b-openapi.yml,
+--- e2b-envd.yaml, e2b-process.proto).
+---
+---   base    E2B_API_URL (default https://api.e2b.app), header X-API-Key: E2B_API_KEY
+---   create  POST   /sandboxes {templateID, timeout (s), metadata, envVars, secure, allow_internet_access}
+---                  -> 201 {sandboxID, envdAccessToken, domain, ...} (running on return)
+---   exec    POST   {envd}/process.Process/Start  (Connect server stream, JSON codec; below)
+---   put     POST   {envd}/files?path=/tmp/...&username=root (multipart "file"), then tar -xf by exec
+---   get     GET    {envd}/files?path=...&username=root
+---   destroy DELETE /sandboxes/{id}  (204; 404 = already gone)
+---   list    GET    /v2/sandboxes?metadata=<urlencoded k=v&...>&state=running (X-Next-Token pages)
+---
+--- {envd} comes from E2B_ENVD_URL_TEMPLATE (default "https://{port}-{sandbox}.{domain}", port
+--- 49983, domain from the create response or E2B_DOMAIN, default e2b.app). Every envd request
+--- also carries E2b-Sandbox-Id and E2b-Sandbox-Port headers, so a template without
+--- {sandbox} (a loopback fake, a proxy) can still route by sandbox.
+---
+--- exec speaks Connect's streaming protocol over HTTP/1.1: the request body is one envelope
+--- (cseng.connect: flag byte, 4-byte big-endian length, JSON StartRequest); the response is a
+--- stream of envelopes, decoded as the bytes arrive (http.request's stream callback):
+--- {"event":{"start":{"pid"}}}, {"event":{"data":{"stdout"|"stderr":"<base64>"}}},
+--- {"event":{"keepalive":{}}}, {"event":{"end":{"exitCode","exited","status","error"}}} (a
+--- missing exitCode is 0: proto3 omits defaults), then the end-of-stream envelope (flag 0x02)
+--- holding {} or {"error":{"code","message"}}. The command's deadline goes in Connect-Timeout-Ms;
+--- a deadline_exceeded error (or our own HTTP timeout) is a timeout: the process is then killed
+--- with Process.SendSignal (best effort) and the result has timed_out = true, code 124.
+---
+--- Expected failures return nil, message, CODE: HTTP statuses become "HTTP_<status>" (also
+--- Connect's unauthenticated/permission_denied: HTTP_401/HTTP_403), a broken stream
+--- "ECONNECT", other Connect errors "ECONNECT" with the Connect code in the message.
+local http = require 'cseng.http'
+local connect = require 'cseng.connect'
+local clock = require 'cseng.clock'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local util = require 'util'
+
+local M = {
+  name = 'e2b',
+  version = '1.0',
+  description = 'E2B sandboxes (control-plane API + envd over Connect)',
+  remote = true,
+  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  credentials = { 'E2B_API_KEY' },
+  -- per second; matches E2B's billing example (8 vCPU + 4 GB = $0.468/h)
+  rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
+  -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
+  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = false },
+}
+
+local DEFAULTS = {
+  api_url = 'https://api.e2b.app',
+  domain = 'e2b.app',
+  envd_url_template = 'https://{port}-{sandbox}.{domain}',
+  envd_port = 49983,
+  template = 'base',
+  user = 'root',              -- envd user for commands and files
+  verifier_user = 'user',     -- the non-root account of E2B's templates
+  max_timeout = 3600,         -- sandbox lifetime cap (seconds; E2B's plan limits, hobby = 1 h)
+  default_timeout = 900,
+  request_timeout = 60,
+  exec_timeout = 600,
+  max_frame = 16 << 20,
+  tail_bytes = 1 << 20,
+}
+
+---@class e2b.client
+---@field base string
+---@field key string
+---@field domain string
+---@field envd_url_template string
+---@field envd_port integer
+---@field templates table {default=, map={{pattern, template}}}
+---@field user string
+---@field verifier_user string
+---@field max_timeout integer
+---@field request_timeout number
+
+-- E2B_TEMPLATE: "base", or "glob=template,glob=template,default" (first match wins; an entry
+-- without "=" is the default for images that match nothing).
+local function parse_templates(s)
+  local t = { default = DEFAULTS.template, map = {} }
+  for entry in tostring(s or ''):gmatch('[^,]+') do
+    entry = util.trim(entry)
+    local pat, tpl = entry:match('^(.-)=(.+)$')
+    if pat then t.map[#t.map + 1] = { util.trim(pat), util.trim(tpl) }
+    elseif entry ~= '' then t.default = entry end
+  end
+  return t
+end
+
+--- Read the settings (cfg first, then the environment through cfg.getenv) and check the
+--- credential. Raises a one-line error naming E2B_API_KEY when it is missing; makes no request.
+---@param cfg? table {getenv=fn, api_url, api_key, domain, envd_url_template, envd_port, template, user,
+---                   verifier_user, max_timeout, request_timeout}
+---@return e2b.client
+function M.connect(cfg)
+  cfg = cfg or {}
+  local getenv = cfg.getenv or os.getenv
+  local function setting(key, var)
+    local v = cfg[key]
+    if v == nil and var then v = getenv(var) end
+    if v == '' then v = nil end
+    return v
+  end
+  local key = setting('api_key', 'E2B_API_KEY')
+  if not key then
+    error('e2b provider: E2B_API_KEY is not set (export it, or put it in an --env-file)', 0)
+  end
+  util.add_secret(key)
+  return {
+    base = tostring(setting('api_url', 'E2B_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
+    key = key,
+    domain = setting('domain', 'E2B_DOMAIN') or DEFAULTS.domain,
+    envd_url_template = setting('envd_url_template', 'E2B_ENVD_URL_TEMPLATE') or DEFAULTS.envd_url_template,
+    envd_port = math.tointeger(tonumber(setting('envd_port', 'E2B_ENVD_PORT'))) or DEFAULTS.envd_port,
+    templates = parse_templates(setting('template', 'E2B_TEMPLATE')),
+    user = setting('user', 'E2B_USER') or DEFAULTS.user,
+    verifier_user = setting('verifier_user', 'E2B_VERIFIER_USER') or DEFAULTS.verifier_user,
+    max_timeout = math.tointeger(tonumber(setting('max_timeout', 'E2B_MAX_TIMEOUT'))) or DEFAULTS.max_timeout,
+    request_timeout = tonumber(setting('request_timeout')) or DEFAULTS.request_timeout,
+  }
+end
+
+-- ---- HTTP ----------------------------------------------------------------------------------
+
+local function urlencode(s)
+  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
+end
+
+local function str(v) return type(v) == 'string' and v or nil end
+
+-- The text of an error body: the API's {"code", "message"}, Connect's {"code", "message"}.
+local function error_text(body)
+  local ok, j = pcall(cjson.decode, body or '')
+  if ok and type(j) == 'table' and type(j.message) == 'string' and j.message ~= '' then
+    return (type(j.code) == 'string' and (j.code .. ': ') or '') .. j.message
+  end
+  body = util.trim(body or '')
+  if #body > 300 then body = body:sub(1, 300) .. '...' end
+  return body
+end
+
+-- One request. o: {json, body, headers, timeout, raw, ok = {statuses}}. Returns data (decoded
+-- JSON, true for an empty body, the raw body with o.raw) and the response, or nil, msg, CODE, res.
+local function request(method, url, headers, o)
+  o = o or {}
+  local body = o.body
+  if o.json ~= nil then
+    body = cjson.encode(o.json)
+    headers['Content-Type'] = 'application/json'
+  end
+  local what = method .. ' ' .. url:gsub('%?.*$', '')
+  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
+                                        timeout = o.timeout or DEFAULTS.request_timeout }
+  if not res then return nil, util.redact('e2b: ' .. what .. ': ' .. tostring(err)), code end
+  if res.status < 200 or res.status > 299 then
+    return nil, util.redact(string.format('e2b: %s: HTTP %d: %s', what, res.status, error_text(res.body))),
+      'HTTP_' .. res.status, res
+  end
+  if o.raw then return res.body, res end
+  if res.body == nil or res.body:find('^%s*$') then return true, res end
+  local ok, data = pcall(cjson.decode, res.body)
+  if not ok then return nil, 'e2b: ' .. what .. ': response is not JSON: ' .. error_text(res.body), 'EPROTO', res end
+  return data, res
+end
+
+local function api(client, method, path, o)
+  o = o or {}
+  local headers = { ['X-API-Key'] = client.key, Accept = 'application/json' }
+  return request(method, client.base .. path, headers, { json = o.json, timeout = o.timeout or client.request_timeout })
+end
+M._api = api
+
+--- The envd base URL of a sandbox (exposed for the specs).
+function M.envd_url(client, sb)
+  local vars = { port = tostring(client.envd_port), sandbox = sb.id, domain = sb.domain or client.domain }
+  return (client.envd_url_template:gsub('{(%a+)}', function(k) return vars[k] end):gsub('/+$', ''))
+end
+
+local function basic(user) return 'Basic ' .. crypto.base64(user .. ':') end
+
+local function envd_headers(client, sb, user, extra)
+  local h = {
+    Authorization = basic(user or client.user),
+    ['E2b-Sandbox-Id'] = sb.id,
+    ['E2b-Sandbox-Port'] = tostring(client.envd_port),
+  }
+  if sb.token then h['X-Access-Token'] = sb.token end
+  for k, v in pairs(extra or {}) do h[k] = v end
+  return h
+end
+
+-- ---- create --------------------------------------------------------------------------------
+
+local function glob(p)
+  return '^' .. p:gsub('[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0'):gsub('%*', '.*') .. '$'
+end
+
+--- The template for a spec: spec.template, else the first E2B_TEMPLATE pattern matching
+--- spec.image, else the default ("base").
+function M.template_for(client, spec)
+  if spec.template then return spec.template end
+  if spec.image then
+    for _, e in ipairs(client.templates.map) do
+      if spec.image:match(glob(e[1])) then return e[2] end
+    end
+  end
+  return client.templates.default
+end
+
+--- The POST /sandboxes body for a spec (exposed for the conformance specs).
+function M.create_body(client, spec)
+  local ttl = math.tointeger(math.ceil(spec.ttl_seconds or DEFAULTS.default_timeout))
+  local body = {
+    templateID = M.template_for(client, spec),
+    timeout = math.max(1, math.min(ttl, client.max_timeout)), -- the sandbox is killed after it
+    secure = true,
+    allow_internet_access = spec.network and true or false,
+  }
+  if spec.labels and next(spec.labels) then body.metadata = util.copy(spec.labels) end
+  if spec.env and next(spec.env) then body.envVars = util.copy(spec.env) end
+  return body
+end
+
+--- Create a sandbox (running when the call returns). spec: {template, image, labels, env,
+--- workdir, network, ttl_seconds}. sb.http_timings holds the create call's timings.
+---@return table|nil sb, string? err, string? code
+function M.create(client, spec)
+  spec = spec or {}
+  local body = M.create_body(client, spec)
+  local data, res, code = api(client, 'POST', '/sandboxes', { json = body })
+  if not data then return nil, res, code end
+  if type(data) ~= 'table' or type(data.sandboxID) ~= 'string' or data.sandboxID == '' then
+    return nil, 'e2b: POST /sandboxes: no sandboxID in the response', 'EPROTO'
+  end
+  local token = str(data.envdAccessToken)
+  if token then util.add_secret(token) end
+  return {
+    id = data.sandboxID,
+    token = token,
+    domain = str(data.domain),
+    template = str(data.templateID) or body.templateID,
+    envd_version = str(data.envdVersion),
+    labels = spec.labels or {},
+    env = spec.env,
+    workdir = spec.workdir,
+    image = spec.image,
+    allocation = { template = str(data.templateID) or body.templateID, alias = str(data.alias), timeout_s = body.timeout },
+    http_timings = res.timings,
+  }
+end
+
+-- ---- exec ----------------------------------------------------------------------------------
+
+-- A tail buffer: keeps the last cap bytes.
+local function tail_buffer(cap)
+  local b = { parts = {}, len = 0, total = 0 }
+  function b.add(s)
+    if #s == 0 then return end
+    b.parts[#b.parts + 1] = s
+    b.len = b.len + #s
+    b.total = b.total + #s
+    if b.len > 2 * cap + 65536 then
+      local joined = table.concat(b.parts)
+      b.parts = { joined:sub(-cap) }
+      b.len = #b.parts[1]
+    end
+  end
+  function b.get()
+    local joined = table.concat(b.parts)
+    return #joined > cap and joined:sub(-cap) or joined
+  end
+  function b.dropped() return b.total > cap and (b.total - cap) or nil end
+  return b
+end
+
+local CONNECT_HTTP = { unauthenticated = 'HTTP_401', permission_denied = 'HTTP_403' }
+
+--- The Start request envelope for a command (exposed for the specs).
+function M.start_request(cmd, env, cwd)
+  local process = { cmd = '/bin/bash', args = { '-l', '-c', cmd } }
+  if env and next(env) then process.envs = env end
+  if cwd then process.cwd = cwd end
+  -- stdin = false: no stdin pipe, so a command that reads stdin sees EOF (as on the local provider)
+  return connect.encode(cjson.encode { process = process, stdin = false })
+end
+
+-- Best effort: SIGKILL a process by pid (Process.SendSignal, a unary Connect call in JSON).
+local function kill(client, sb, base, pid, user)
+  if not pid then return end
+  request('POST', base .. '/process.Process/SendSignal',
+    envd_headers(client, sb, user, { ['Connect-Protocol-Version'] = '1' }),
+    { json = { process = { pid = pid }, signal = 'SIGNAL_SIGKILL' }, timeout = 10 })
+end
+
+local upload -- forward
+
+--- Run a shell command (bash -l -c). opts: {timeout (s, default 600), cwd, env, user ('root' |
+--- 'verifier' | an envd user name), stdin, tail_bytes}. Returns {code, stdout, stderr, elapsed,
+--- timed_out, pid, http_timings} or nil, message, CODE.
+---@return table|nil res, string? err, string? code
+function M.exec(client, sb, cmd, opts)
+  opts = opts or {}
+  local timeout = opts.timeout or DEFAULTS.exec_timeout
+  local user = opts.user == 'verifier' and client.verifier_user or (opts.user and opts.user ~= 'root' and tostring(opts.user))
+    or client.user
+  if opts.stdin then
+    local path = '/tmp/cseng-stdin-' .. crypto.hex(crypto.random_bytes(6))
+    local ok, err, code = upload(client, sb, path, opts.stdin, user)
+    if not ok then return nil, err, code end
+    cmd = '{ ' .. cmd .. '\n} < ' .. path .. '; rc=$?; rm -f ' .. path .. '; exit $rc'
+  end
+  local base = M.envd_url(client, sb)
+  local cap = opts.tail_bytes or DEFAULTS.tail_bytes
+  local out, errb = tail_buffer(cap), tail_buffer(cap)
+  local dec <close> = connect.decoder(DEFAULTS.max_frame)
+  local st = { raw = {}, raw_len = 0 }
+
+  local function on_event(ev)
+    if type(ev) ~= 'table' then return 'an event is not an object' end
+    if type(ev.start) == 'table' then
+      st.pid = math.tointeger(tonumber(ev.start.pid))
+    elseif type(ev.data) == 'table' then
+      for name, buf in pairs({ stdout = out, stderr = errb, pty = out }) do
+        local v = ev.data[name]
+        if type(v) == 'string' then
+          local bytes = crypto.unbase64(v)
+          if not bytes then return 'data.' .. name .. ' is not base64' end
+          buf.add(bytes)
+        end
+      end
+    elseif type(ev['end']) == 'table' then
+      local e = ev['end']
+      st.ended = true
+      st.exit_code = math.tointeger(tonumber(e.exitCode or 0)) or -1
+      st.status = str(e.status)
+      st.end_error = str(e.error)
+    end
+    return nil
+  end
+
+  local function on_chunk(chunk)
+    if st.raw_len < 65536 then
+      st.raw[#st.raw + 1] = chunk:sub(1, 65536 - st.raw_len)
+      st.raw_len = st.raw_len + #st.raw[#st.raw]
+    end
+    if st.failed then return true end
+    local frames, msg = dec:feed(chunk)
+    if not frames then st.failed = msg; return true end
+    for _, fr in ipairs(frames) do
+      if fr.compressed then st.failed = 'connect: a compressed frame, but no compression was negotiated'; return true end
+      local ok, msgv = pcall(cjson.decode, fr.data)
+      if fr.end_stream then
+        st.trailer = ok and type(msgv) == 'table' and msgv or {}
+        if not ok and fr.data ~= '' then st.failed = 'connect: the end-of-stream message is not JSON' end
+      elseif not ok or type(msgv) ~= 'table' then
+        st.failed = 'connect: a message is not a JSON object'
+      else
+        local bad = on_event(msgv.event)
+        if bad then st.failed = 'envd: ' .. bad end
+      end
+      if st.failed then return true end
+    end
+    return true
+  end
+
+  local env = util.merge(sb.env, opts.env)
+  local t0 = clock.now()
+  local res, err, code = http.request {
+    method = 'POST', url = base .. '/process.Process/Start',
+    headers = envd_headers(client, sb, user, {
+      ['Content-Type'] = 'application/connect+json',
+      ['Connect-Protocol-Version'] = '1',
+      ['Connect-Timeout-Ms'] = tostring(math.max(1, math.floor(timeout * 1000))),
+      ['Keepalive-Ping-Interval'] = '50', -- envd sends keepalive events, so proxies keep the stream
+    }),
+    body = M.start_request(cmd, env, opts.cwd or sb.workdir),
+    timeout = timeout + 10, -- envd reports its own deadline first
+    stream = on_chunk,
+  }
+  local elapsed = (clock.now() - t0) / 1e9
+  local function timed_out(why)
+    kill(client, sb, base, st.pid, user)
+    local e = errb.get()
+    if why then e = e .. ((e == '' or e:sub(-1) == '\n') and '' or '\n') .. why end
+    return { code = 124, stdout = out.get(), stderr = e, elapsed = elapsed, timed_out = true, pid = st.pid }
+  end
+  if not res then
+    if code == 'ETIMEDOUT' then return timed_out('cseng: no end of the command after ' .. timeout .. ' s') end
+    return nil, util.redact('e2b: exec: ' .. tostring(err)), code
+  end
+  if res.status ~= 200 then
+    local body = table.concat(st.raw)
+    local c = 'HTTP_' .. res.status
+    local ok, j = pcall(cjson.decode, body)
+    if ok and type(j) == 'table' and CONNECT_HTTP[j.code] then c = CONNECT_HTTP[j.code] end
+    return nil, util.redact(string.format('e2b: exec: HTTP %d: %s', res.status, error_text(body))), c
+  end
+  if st.failed then return nil, 'e2b: exec: ' .. st.failed, 'ECONNECT' end
+  local fin, ferr = dec:finish()
+  if not fin then return nil, 'e2b: exec: ' .. tostring(ferr), 'ECONNECT' end
+  if not st.trailer then return nil, 'e2b: exec: the stream ended without an end-of-stream message', 'ECONNECT' end
+  local terr = st.trailer.error
+  if type(terr) == 'table' then
+    local ccode = str(terr.code) or 'unknown'
+    if ccode == 'deadline_exceeded' then return timed_out(str(terr.message)) end
+    return nil, util.redact(string.format('e2b: exec: envd error %s: %s', ccode, str(terr.message) or '')),
+      CONNECT_HTTP[ccode] or 'ECONNECT'
+  end
+  if not st.ended then return nil, 'e2b: exec: the stream ended without the process end event', 'ECONNECT' end
+  return {
+    code = st.exit_code, stdout = out.get(), stderr = errb.get(), stdout_dropped = out.dropped(),
+    stderr_dropped = errb.dropped(), elapsed = elapsed, timed_out = false, pid = st.pid, status = st.status,
+    http_timings = res.timings,
+  }
+end
+
+-- ---- files ---------------------------------------------------------------------------------
+
+local function multipart(filename, data)
+  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
+  local body = table.concat({
+    '--', boundary, '\r\n',
+    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
+    'Content-Type: application/octet-stream\r\n\r\n',
+    data, '\r\n--', boundary, '--\r\n',
+  })
+  return body, 'multipart/form-data; boundary=' .. boundary
+end
+
+upload = function(client, sb, path, data, user)
+  user = user or client.user
+  local body, ctype = multipart(path:match('[^/]*$'), data)
+  local url = M.envd_url(client, sb) .. '/files?path=' .. urlencode(path) .. '&username=' .. urlencode(user)
+  local ok, err, code = request('POST', url, envd_headers(client, sb, user, { ['Content-Type'] = ctype }),
+    { body = body, timeout = 300 })
+  if not ok then return nil, err, code end
+  return true
+end
+
+--- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded to /tmp
+--- through envd's file API, extracted by exec, removed.
+---@return true|nil ok, string? err, string? code
+function M.put(client, sb, dir, tar_bytes)
+  local tmp = '/tmp/cseng-put-' .. crypto.hex(crypto.random_bytes(6)) .. '.tar'
+  local ok, err, code = upload(client, sb, tmp, tar_bytes)
+  if not ok then return nil, err, code end
+  local q = util.shell_quote(dir)
+  local r, xerr, xcode = M.exec(client, sb, 'mkdir -p ' .. q .. ' && tar -xf ' .. tmp .. ' -C ' .. q ..
+    '; rc=$?; rm -f ' .. tmp .. '; exit $rc', { timeout = 300, cwd = '/' })
+  if not r then return nil, xerr, xcode end
+  if r.code ~= 0 then return nil, 'e2b: put: extracting into ' .. dir .. ': ' .. util.trim(r.stderr), 'EIO' end
+  return true
+end
+
+--- Read a file of the sandbox.
+---@return string|nil data, string? err, string? code
+function M.get(client, sb, path)
+  local url = M.envd_url(client, sb) .. '/files?path=' .. urlencode(path) .. '&username=' .. urlencode(client.user)
+  local data, err, code = request('GET', url, envd_headers(client, sb, client.user, { Accept = 'application/octet-stream' }),
+    { raw = true, timeout = 300 })
+  if not data then
+    if code == 'HTTP_404' then return nil, path .. ': ' .. tostring(err), 'ENOENT' end
+    return nil, err, code
+  end
+  return data
+end
+
+-- ---- destroy, list -------------------------------------------------------------------------
+
+--- Kill a sandbox; one that is already gone (404) counts as killed.
+---@return true|nil ok, string? err, string? code
+function M.destroy(client, sb)
+  local ok, err, code = api(client, 'DELETE', '/sandboxes/' .. urlencode(sb.id))
+  if ok or code == 'HTTP_404' then return true end
+  return nil, err, code
+end
+
+--- The metadata filter of GET /v2/sandboxes: "k=v&k2=v2", keys and values URL-encoded (then
+--- the whole is encoded again as the parameter's value).
+function M.metadata_query(labels)
+  local parts = {}
+  for _, k in ipairs(util.keys(labels or {})) do parts[#parts + 1] = urlencode(k) .. '=' .. urlencode(labels[k]) end
+  return table.concat(parts, '&')
+end
+
+--- Running sandboxes whose metadata includes filter.labels: {{id, labels, created, state}}.
+--- Pages (X-Next-Token) are followed, at most 50 of 100.
+function M.list(client, filter)
+  local labels = filter and filter.labels
+  local out, token = {}, nil
+  for _ = 1, 50 do
+    local q = { 'state=running', 'limit=100' }
+    if labels and next(labels) then q[#q + 1] = 'metadata=' .. urlencode(M.metadata_query(labels)) end
+    if token then q[#q + 1] = 'nextToken=' .. urlencode(token) end
+    local data, res, code = api(client, 'GET', '/v2/sandboxes?' .. table.concat(q, '&'))
+    if not data then return nil, res, code end
+    for _, s in ipairs(type(data) == 'table' and data or {}) do
+      if type(s) == 'table' and type(s.sandboxID) == 'string' then
+        local meta = type(s.metadata) == 'table' and s.metadata or {}
+        local match = true
+        for k, v in pairs(labels or {}) do if meta[k] ~= v then match = false end end
+        if match then
+          out[#out + 1] = { id = s.sandboxID, labels = meta, created = str(s.startedAt), state = str(s.state) }
+        end
+      end
+    end
+    token = res.headers and res.headers['x-next-token']
+    if not token or token == '' then break end
+  end
+  return out
+end
+
+function M.runtime(client)
+  return 'e2b (' .. client.base .. ', template ' .. client.templates.default .. ')'
+end
+
+return M

@@ -1,0 +1,422 @@
+-- The E2B adapter (lua/providers/e2b.lua):
+--   * conformance: control-plane requests through Prism against E2B's own spec
+--     (shared/specs/e2b-openapi.yml), envd file requests through Prism against e2b-envd.yaml,
+--     Process.Start checked by the fake's independent parser against e2b-process.proto;
+--   * lifecycles and faults against the stateful fake (spec/fakes/e2b.lua): real commands, the
+--     Connect stream cut anywhere, truncated streams, error end-of-stream envelopes, deadlines;
+--   * the runner end to end on the fake (`cseng run --provider e2b`), and a missing key.
+local http = require 'cseng.http'
+local serve = require 'cseng.serve'
+local connect = require 'cseng.connect'
+local proc = require 'cseng.proc'
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local util = require 'util'
+local e2b = require 'providers.e2b'
+
+local ROOT = sys.root()
+local fake = dofile(ROOT .. '/spec/fakes/e2b.lua')
+local prism = dofile(ROOT .. '/spec/fakes/prism.lua')
+
+local function labels(run, t)
+  return { ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec host', ['cseng.task'] = t or 'task-a',
+           ['cseng.created'] = tostring(os.time()) }
+end
+
+local function full_spec(run)
+  return {
+    labels = labels(run), env = { GREETING = 'hello world', QUOTED = [[it's "quoted" $HOME]] },
+    workdir = '/workspace', network = false, cpus = 2, memory_mb = 2048, ttl_seconds = 1900,
+    image = 'ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250101',
+  }
+end
+
+local function tar_of(files, format)
+  local entries = {}
+  for path, data in pairs(files) do entries[#entries + 1] = { path = path, data = data } end
+  return archive.pack(entries, { format = format or 'tar.gz' })
+end
+
+local function sorted_ids(list)
+  local ids = {}
+  for _, s in ipairs(list) do ids[#ids + 1] = s.id end
+  table.sort(ids)
+  return ids
+end
+
+describe('e2b conformance against the vendor specs (Prism)', function()
+  local f, api, envd, why
+
+  setup(function()
+    why = prism.missing()
+    if why then return end
+    f = fake.start {}
+    local t1 = task.spawn(function() return prism.start(prism.SPECS .. '/e2b-openapi.yml', { upstream = f.url }) end)
+    local t2 = task.spawn(function() return prism.start(prism.SPECS .. '/e2b-envd.yaml', { upstream = f.envd_url }) end)
+    local ok1, a, e1 = t1:join()
+    local ok2, b, e2 = t2:join()
+    assert(ok1 and a, tostring(e1 or a))
+    assert(ok2 and b, tostring(e2 or b))
+    api, envd = a, b
+    f.set { files_via = envd.url } -- envd's /files go through Prism; Process.Start (Connect) does not
+  end)
+
+  teardown(function()
+    if api then api.close() end
+    if envd then envd.close() end
+    if f then f.close() end
+  end)
+
+  it('rejects requests that violate the spec (so an accepted request means something)', function()
+    if why then pending(why) return end
+    local before = f.stats()
+    local key = { ['X-API-Key'] = f.api_key, ['Content-Type'] = 'application/json' }
+    local res = assert(http.request { method = 'POST', url = api.url .. '/sandboxes', headers = key,
+      body = cjson.encode { timeout = -1, metadata = { a = 1 } } })
+    assert.equal(422, res.status)
+    local where = {}
+    for _, v in ipairs(cjson.decode(res.body).validation) do where[table.concat(v.location, '.')] = v.code end
+    assert.equal('required', where.body)
+    assert.equal('minimum', where['body.timeout'])
+    assert.equal('type', where['body.metadata.a'])
+    res = assert(http.request { url = api.url .. '/v2/sandboxes?state=sleeping', headers = key })
+    assert.equal(422, res.status)
+    res = assert(http.request { method = 'DELETE', url = api.url .. '/sandboxes/x' })
+    assert.equal(401, res.status)
+    res = assert(http.request { url = envd.url .. '/files?path=/x&signature_expiration=soon' })
+    assert.equal(422, res.status)
+    local after = f.stats()
+    assert.equal(before.creates, after.creates)
+    assert.equal(before.lists, after.lists)
+    assert.equal(before.deletes, after.deletes)
+    assert.equal(before.downloads, after.downloads)
+    -- and the fake's Start parser refuses what a Connect server would
+    local ok_req = connect.encode(cjson.encode { process = { cmd = '/bin/bash', args = { '-c', 'true' } } })
+    assert.is_table(fake.parse_start(ok_req))
+    assert.is_nil(fake.parse_start(connect.encode('{"process":{"cmd":"x","argv":[]}}')))
+    assert.is_nil(fake.parse_start(connect.encode('{"process":{"cmd":"x"}}', 1)))
+    assert.is_nil(fake.parse_start(ok_req .. 'x'))
+    assert.is_nil(fake.parse_start(connect.encode('{"process":{"cmd":"x","envs":{"A":1}}}')))
+  end)
+
+  it('sends create (every field), exec, file upload/download, list and delete as the specs say', function()
+    if why then pending(why) return end
+    local client = e2b.connect(f.config { api_url = api.url, template = 'ghcr.io/laude-institute/*=tb-ubuntu,base' })
+    local run = 'conf-' .. crypto.hex(crypto.random_bytes(3))
+    local spec = full_spec(run)
+    local sb, err, code = e2b.create(client, spec)
+    assert(sb, tostring(err) .. ' ' .. tostring(code))
+    local body = f.stats().last_create
+    assert.equal('tb-ubuntu', body.templateID)
+    assert.equal(1900, body.timeout)
+    assert.same(spec.labels, body.metadata)
+    assert.same(spec.env, body.envVars)
+    assert.is_true(body.secure)
+    assert.is_false(body.allow_internet_access)
+    assert.is_string(sb.token)
+
+    local r = assert(e2b.exec(client, sb, 'echo "$GREETING|$EXTRA|$PWD"; cat; echo oops >&2; exit 4',
+      { env = { EXTRA = 'x y' }, cwd = '/tmp', stdin = 'piped\n', timeout = 30 }))
+    assert.equal(4, r.code)
+    assert.equal('hello world|x y|/tmp\npiped\n', r.stdout)
+    assert.equal('oops\n', r.stderr)
+    -- Prism forwards bodies as text: an uncompressed tar of ASCII files here
+    assert(e2b.put(client, sb, '/workspace/in', tar_of({ ['a.txt'] = 'A\n', ['d/b.txt'] = 'B\0\1\2' }, 'tar')))
+    assert.equal('A\n', assert(e2b.get(client, sb, '/workspace/in/a.txt')))
+    assert.equal('B\0\1\2', assert(e2b.get(client, sb, '/workspace/in/d/b.txt')))
+    local _, _, gcode = e2b.get(client, sb, '/no/such')
+    assert.equal('ENOENT', gcode) -- the documented 404 passed Prism's response check
+    local found = assert(e2b.list(client, { labels = { ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec host' } }))
+    assert.same({ sb.id }, sorted_ids(found))
+    assert.same({ ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec host' }, f.stats().last_list_metadata)
+    assert.is_true(e2b.destroy(client, sb))
+    assert.is_true(e2b.destroy(client, sb)) -- 404, documented: already gone
+
+    local sb2 = assert(e2b.create(client, { network = true }))
+    body = f.stats().last_create
+    assert.equal('base', body.templateID)
+    assert.is_true(body.allow_internet_access)
+    assert.is_nil(body.metadata)
+    assert.is_true(e2b.destroy(client, sb2))
+    local s = f.stats()
+    assert.equal(2, s.creates)
+    assert.equal(3, s.deletes)
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+    assert.is_true(s.uploads >= 2 and s.downloads == 3)
+  end)
+end)
+
+describe('e2b lifecycle (stateful fake)', function()
+  local f
+  before_each(function() f = fake.start {} end)
+  after_each(function() f.close() end)
+
+  it('creates, runs real commands over the Connect stream, moves files, destroys', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, full_spec('life')))
+    assert.is_table(sb.http_timings)
+    assert.is_number(sb.http_timings.total)
+    local r = assert(e2b.exec(client, sb, 'echo out; echo err >&2; exit 7'))
+    assert.same({ 7, 'out\n', 'err\n', false }, { r.code, r.stdout, r.stderr, r.timed_out })
+    assert.is_number(r.pid)
+    r = assert(e2b.exec(client, sb, 'true'))
+    assert.equal(0, r.code) -- the end event had no exitCode (proto3 default)
+    r = assert(e2b.exec(client, sb, 'pwd; echo "$GREETING"; echo "$QUOTED"'))
+    assert.equal('/workspace\nhello world\n' .. [[it's "quoted" $HOME]] .. '\n', r.stdout)
+    -- many data frames: 300 KB of output in 700-byte events
+    r = assert(e2b.exec(client, sb, 'head -c 300000 /dev/urandom | base64 -w0 | head -c 300000'))
+    assert.equal(300000, #r.stdout)
+    -- state persists; absolute paths are the sandbox's
+    assert.equal(0, assert(e2b.exec(client, sb, 'mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt')).code)
+    assert.equal('1\n', assert(e2b.get(client, sb, '/logs/verifier/reward.txt')))
+    local bin = crypto.random_bytes(70000) .. '\0\255'
+    assert(e2b.put(client, sb, '/data', tar_of { ['blob.bin'] = bin }))
+    assert.equal(crypto.sha256_hex(bin), crypto.sha256_hex(assert(e2b.get(client, sb, '/data/blob.bin'))))
+    assert.is_true(e2b.destroy(client, sb))
+    local s = f.stats()
+    assert.same({ creates = 1, starts = 6, uploads = 1, downloads = 2, deletes = 1, live = 0, bad_requests = 0 },
+      { creates = s.creates, starts = s.starts, uploads = s.uploads, downloads = s.downloads, deletes = s.deletes,
+        live = s.live, bad_requests = s.bad_requests })
+    -- what Start carried
+    local start = s.start_requests[1]
+    assert.equal('/bin/bash', start.process.cmd)
+    assert.same({ '-l', '-c', 'echo out; echo err >&2; exit 7' }, start.process.args)
+    assert.equal('/workspace', start.process.cwd)
+    assert.is_false(start.stdin)
+    local h = s.last_start_headers
+    assert.equal('application/connect+json', h['content-type'])
+    assert.equal('1', h['connect-protocol-version'])
+    assert.equal(sb.token, h['x-access-token'])
+    assert.equal('Basic ' .. crypto.base64('root:'), h.authorization)
+    assert.equal(sb.id, h['e2b-sandbox-id'])
+    assert.equal('300000', h['connect-timeout-ms']) -- the last Start: put's tar -xf, timeout 300 s
+  end)
+
+  it('runs the verifier as the non-root user', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    local r = assert(e2b.exec(client, sb, 'id -u', { user = 'verifier' }))
+    assert.equal('1000\n', r.stdout)
+    assert.equal('Basic ' .. crypto.base64('user:'), f.stats().last_start_headers.authorization)
+    assert.equal('0\n', assert(e2b.exec(client, sb, 'id -u')).stdout)
+    assert.is_true(e2b.destroy(client, sb))
+  end)
+
+  it('decodes a response stream cut at every kind of boundary', function()
+    -- a canned envd answer, written 1 to 7 bytes at a time
+    local frames = {
+      connect.encode('{"event":{"start":{"pid":77}}}'),
+      connect.encode(cjson.encode { event = { data = { stdout = crypto.base64('hello ') } } }),
+      connect.encode('{"event":{"keepalive":{}}}'),
+      connect.encode(cjson.encode { event = { data = { stderr = crypto.base64('warn\n') } } }),
+      connect.encode(cjson.encode { event = { data = { stdout = crypto.base64('world\n') } } }),
+      connect.encode('{"event":{"end":{"exitCode":5,"exited":true,"status":"exit status 5"}}}'),
+      connect.encode('{}', 2),
+    }
+    local stream = table.concat(frames)
+    local srv <close> = assert(serve.listen { handler = function(req)
+      req:start(200, { ['Content-Type'] = 'application/connect+json' })
+      local i, step = 1, 1
+      while i <= #stream do
+        req:write(stream:sub(i, i + step - 1))
+        i = i + step
+        step = step % 7 + 1
+        task.sleep(0.001)
+      end
+    end })
+    local client = e2b.connect { getenv = function() return nil end, api_key = 'k-123456', envd_url_template = srv:url() }
+    local r = assert(e2b.exec(client, { id = 'canned' }, 'whatever'))
+    assert.same({ 5, 'hello world\n', 'warn\n', 77 }, { r.code, r.stdout, r.stderr, r.pid })
+  end)
+
+  it('reports a deadline as a timeout and kills the process', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    local r = assert(e2b.exec(client, sb, 'echo started; sleep 10; echo never', { timeout = 1 }))
+    assert.is_true(r.timed_out)
+    assert.equal(124, r.code)
+    assert.equal('started\n', r.stdout)
+    assert.matches('deadline exceeded', r.stderr)
+    assert.is_true(r.elapsed < 8)
+    local s = f.stats()
+    assert.equal(1, s.deadlines)
+    assert.equal(1, s.signals)
+    assert.same({ process = { pid = r.pid }, signal = 'SIGNAL_SIGKILL' }, s.signal_requests[1])
+    assert.is_true(e2b.destroy(client, sb))
+  end)
+
+  it('fails cleanly on broken streams and envd errors', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    local cases = {
+      { 'truncate', 'ECONNECT', 'stream ended inside frame' },
+      { 'error_end', 'ECONNECT', 'envd error internal: injected by the fake' },
+      { 'no_end_event', 'ECONNECT', 'without the process end event' },
+      { 'unauthenticated', 'HTTP_401', 'unauthenticated' },
+      { 'http_401', 'HTTP_401', 'HTTP 401' },
+    }
+    for _, c in ipairs(cases) do
+      f.set { envd_fault = c[1] }
+      local r, msg, code = e2b.exec(client, sb, 'echo hi')
+      assert.is_nil(r, c[1])
+      assert.equal(c[2], code, c[1])
+      assert.matches(c[3], msg, 1, true)
+    end
+    f.set { envd_fault = false }
+    assert.equal('hi\n', assert(e2b.exec(client, sb, 'echo hi')).stdout) -- the sandbox is fine
+    -- a wrong access token: envd's 401
+    local r, _, code = e2b.exec(client, { id = sb.id, token = 'not-the-token' }, 'true')
+    assert.is_nil(r)
+    assert.equal('HTTP_401', code)
+    assert.is_true(e2b.destroy(client, sb))
+  end)
+
+  it('maps 401 to HTTP_401 without leaking the key, and keeps the envd token secret', function()
+    f.set { auth_fail = 'create' }
+    local client = e2b.connect(f.config())
+    local sb, msg, code = e2b.create(client, {})
+    assert.is_nil(sb)
+    assert.equal('HTTP_401', code)
+    assert.is_nil(msg:find(f.api_key, 1, true))
+    f.set { auth_fail = false }
+    local bad = e2b.connect(f.config { api_key = 'wrong-key-123456' })
+    local sb2, msg2, code2 = e2b.create(bad, {})
+    assert.is_nil(sb2)
+    assert.equal('HTTP_401', code2)
+    assert.is_nil(msg2:find('wrong-key-123456', 1, true))
+    local good = assert(e2b.create(client, {}))
+    assert.equal('token [redacted]', util.redact('token ' .. good.token))
+    assert.is_true(e2b.destroy(client, good))
+  end)
+
+  it('treats a gone sandbox as destroyed, and reports a failing delete', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    f.set { delete_status = 500 }
+    local ok, msg, code = e2b.destroy(client, sb)
+    assert.is_nil(ok)
+    assert.equal('HTTP_500', code)
+    assert.matches('forced failure 500', msg)
+    f.set { delete_status = false }
+    assert.is_true(e2b.destroy(client, sb))
+    assert.is_true(e2b.destroy(client, sb))
+    assert.is_true(e2b.destroy(client, { id = 'never-existed' }))
+    assert.equal(4, f.stats().deletes)
+    assert.equal(1, f.stats().destroyed)
+  end)
+
+  it("lists exactly one run's sandboxes by metadata, across pages", function()
+    f.set { page_size = 2 }
+    local client = e2b.connect(f.config())
+    local mine, theirs = {}, {}
+    for i = 1, 3 do mine[#mine + 1] = assert(e2b.create(client, { labels = labels('run-A&B=C', 't' .. i) })) end
+    for i = 1, 2 do theirs[#theirs + 1] = assert(e2b.create(client, { labels = labels('run-B', 't' .. i) })) end
+    local lists0 = f.stats().lists
+    local found = assert(e2b.list(client, { labels = { ['cseng.run'] = 'run-A&B=C' } }))
+    assert.same(sorted_ids(mine), sorted_ids(found))
+    assert.equal(2, f.stats().lists - lists0) -- X-Next-Token followed
+    assert.same({ ['cseng.run'] = 'run-A&B=C' }, f.stats().last_list_metadata)
+    assert.equal(5, #assert(e2b.list(client, {})))
+    for _, s in ipairs(mine) do assert(e2b.destroy(client, s)) end
+    for _, s in ipairs(theirs) do assert(e2b.destroy(client, s)) end
+  end)
+
+  it('builds envd URLs and picks templates from the settings', function()
+    local c = e2b.connect { getenv = function() return nil end, api_key = 'k-123456' }
+    assert.equal('https://49983-abc.e2b.app', e2b.envd_url(c, { id = 'abc' }))
+    assert.equal('https://49983-abc.eu.e2b.dev', e2b.envd_url(c, { id = 'abc', domain = 'eu.e2b.dev' }))
+    assert.equal('base', e2b.template_for(c, { image = 'ubuntu:24.04' }))
+    local m = e2b.connect { getenv = function(k) return ({ E2B_API_KEY = 'k-123456',
+      E2B_TEMPLATE = 'ghcr.io/laude-institute/* = tb-ubuntu, python:* = py, mine' })[k] end }
+    assert.equal('tb-ubuntu', e2b.template_for(m, { image = 'ghcr.io/laude-institute/t-bench/ubuntu-24-04:1' }))
+    assert.equal('py', e2b.template_for(m, { image = 'python:3.12' }))
+    assert.equal('mine', e2b.template_for(m, { image = 'debian:12' }))
+    assert.equal('given', e2b.template_for(m, { template = 'given', image = 'python:3' }))
+    assert.equal(3600, e2b.create_body(c, { ttl_seconds = 99999 }).timeout) -- capped
+  end)
+
+  it('names the missing credential', function()
+    local ok, err = pcall(e2b.connect, { getenv = function() return nil end })
+    assert.is_false(ok)
+    assert.matches('E2B_API_KEY', err)
+    assert.equal('E2B_API_KEY', e2b.credentials[1])
+  end)
+end)
+
+describe('the runner on the e2b fake', function()
+  local f, tmp
+  setup(function()
+    f = fake.start {}
+    tmp = assert(fs.tempdir('e2b-runner-'))
+  end)
+  teardown(function()
+    f.close()
+    fs.remove_tree(tmp)
+  end)
+
+  local function env_file()
+    local lines = {}
+    for k, v in pairs(f.env()) do lines[#lines + 1] = k .. '=' .. v end
+    local p = tmp .. '/e2b-' .. crypto.hex(crypto.random_bytes(3)) .. '.env'
+    assert(fs.write(p, table.concat(lines, '\n') .. '\n'))
+    return p
+  end
+
+  local function run(args, env_add)
+    local out = tmp .. '/out-' .. crypto.hex(crypto.random_bytes(3))
+    local argv = { ROOT .. '/cseng', 'run', 'plans/cold-gold.lua', '--provider', 'e2b', '--output', out, '--quiet' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local r = assert(proc.run { argv = argv, cwd = ROOT, timeout = 600,
+      env_add = env_add or { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false } })
+    local summary
+    for _, name in ipairs(fs.list(out) or {}) do
+      if name:match('%.json$') then summary = cjson.decode((assert(fs.read(out .. '/' .. name)))) end
+    end
+    return r, summary
+  end
+
+  it('passes a bundled task with gold (verifier as the non-root user) and fails it with nop', function()
+    local id = 'python-fix-roman-numerals'
+    local i
+    local n = 0
+    for line in assert(fs.read(ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do
+      if jsonl.decode(line).task_id == id then i = n end
+      n = n + 1
+    end
+    assert.is_number(i)
+    local before = f.stats()
+    local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
+    assert.equal(0, r.code, r.stderr .. r.stdout)
+    assert.equal(1, summary.passed, jsonl.encode(summary))
+    assert.equal('e2b', summary.provider)
+    assert.equal(id, summary.results[1].task_id)
+    local s = f.stats()
+    assert.equal(1, s.creates - before.creates)
+    assert.equal(1, s.deletes - before.deletes)
+    assert.equal(0, s.live)
+    local users = {}
+    for k = #before.users + 1, #s.users do users[s.users[k]] = true end
+    assert.is_true(users.user and users.root) -- test.sh ran as "user", staging as root
+    assert.equal(id, s.last_create.metadata['cseng.task'])
+
+    r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1', '--solver', 'nop' }
+    assert.equal(0, r.code, r.stderr)
+    assert.equal(0, summary.passed)
+    assert.equal(0, f.stats().live)
+  end)
+
+  it('stops with a clear error naming E2B_API_KEY when it is missing', function()
+    local before = #f.stats().requests
+    local r = run({ '--task-limit', '1' }, { E2B_API_KEY = false, E2B_API_URL = f.url })
+    assert.equal(1, r.code)
+    assert.matches('E2B_API_KEY', r.stderr)
+    assert.not_matches('stack traceback', r.stderr)
+    assert.equal(before, #f.stats().requests)
+  end)
+end)

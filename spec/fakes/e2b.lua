@@ -1,0 +1,451 @@
+--- A stateful loopback fake of E2B (lua/providers/e2b.lua): the control-plane API on one
+--- cseng.serve listener, envd (Connect Process service + /files) on another, sandboxes that
+--- really run commands.
+---
+---   local e2b_fake = dofile(sys.root() .. '/spec/fakes/e2b.lua')
+---   local f = e2b_fake.start { envd_fault = 'truncate' }
+---   -- the adapter: providers.e2b.connect(f.config())  (or the env of f.env() for the runner)
+---   f.stats()  --> { creates=, created=, starts=, signals=, uploads=, downloads=, deletes=,
+---                    destroyed=, lists=, unauthorized=, bad_requests=, unknown=, live=, ... }
+---   f.set { delete_status = false } ; f.close()
+---
+--- envd routes by the E2b-Sandbox-Id header (the adapter always sends it), else by a Host of
+--- the form <port>-<sandboxID>.<domain>. It requires the sandbox's X-Access-Token and a Basic
+--- user of "root" or "user" ("user" runs as uid 1000). Process.Start is checked the way the
+--- real server would parse it (one envelope, a JSON StartRequest with known fields only, decoded
+--- here with string.unpack, independently of cseng.connect), then the command runs for real
+--- (spec/fakes/sandboxes.lua) and the answer streams as envelopes: start {pid}, data events of
+--- at most 700 bytes (base64) with keepalives between, end {exitCode (omitted when 0), exited,
+--- status}, then the end-of-stream envelope {}. Connect-Timeout-Ms is honoured: a command over
+--- it ends with {"error":{"code":"deadline_exceeded"}}.
+---
+--- Switches (optional, changeable by set):
+---   api_key ('test-e2b-key')             X-API-Key required (else 401)
+---   latency = seconds | {create=, delete=, list=, start=, files=}; values may be fn(n)
+---   create_status / delete_status / list_status = status | fn(n, ...): force a failure
+---   auth_fail = 'create' | 'all'         401 on create (or on every API call)
+---   envd_fault = 'truncate' | 'error_end' | 'no_end_event' | 'unauthenticated' | 'http_401' | fn(n)
+---       truncate: the stream stops in the middle of an envelope; error_end: an end-of-stream
+---       envelope holding {"error":{"code":"internal"}}; no_end_event: {} without the process end
+---       event; unauthenticated: the Connect error; http_401: a plain 401 before any envelope
+---   page_size (100)                      /v2/sandboxes page size (X-Next-Token paging)
+---   files_via = url                      forward /files requests there first (a Prism proxy whose
+---                                        upstream is this envd; marked X-Cseng-Via-Prism)
+local serve = require 'cseng.serve'
+local http = require 'cseng.http'
+local task = require 'cseng.task'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local sys = require 'cseng.sys'
+
+local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
+local pick = common.pick
+
+local fake = {}
+
+local function json(status, value, headers)
+  local h = { ['Content-Type'] = 'application/json' }
+  for k, v in pairs(headers or {}) do h[k] = v end
+  return status, h, jsonl.encode(value)
+end
+
+local function api_error(status, message) return json(status, { code = status, message = message }) end
+
+local function envelope(flags, value)
+  local data = type(value) == 'string' and value or jsonl.encode(value)
+  return string.pack('>B I4', flags, #data) .. data
+end
+
+local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%SZ', t) end
+
+-- The known fields of StartRequest / ProcessConfig (e2b-process.proto), in JSON names.
+local START_FIELDS = { process = 'table', pty = 'table', tag = 'string', stdin = 'boolean' }
+local PROCESS_FIELDS = { cmd = 'string', args = 'table', envs = 'table', cwd = 'string' }
+
+--- Parse a Start request body: exactly one uncompressed envelope holding a StartRequest.
+--- Returns the request table or nil, why.
+function fake.parse_start(body)
+  if #body < 5 then return nil, 'body shorter than an envelope header' end
+  local flags, len = string.unpack('>B I4', body)
+  if flags ~= 0 then return nil, string.format('request envelope flags 0x%02x (want 0)', flags) end
+  if #body ~= 5 + len then return nil, string.format('envelope says %d bytes, body has %d', len, #body - 5) end
+  local ok, req = pcall(cjson.decode, body:sub(6))
+  if not ok or type(req) ~= 'table' then return nil, 'the message is not a JSON object' end
+  for k, v in pairs(req) do
+    if not START_FIELDS[k] then return nil, 'unknown StartRequest field ' .. k end
+    if type(v) ~= START_FIELDS[k] then return nil, 'StartRequest.' .. k .. ' has the wrong type' end
+  end
+  local p = req.process
+  if type(p) ~= 'table' then return nil, 'StartRequest.process is required' end
+  for k, v in pairs(p) do
+    if not PROCESS_FIELDS[k] then return nil, 'unknown ProcessConfig field ' .. k end
+    if type(v) ~= PROCESS_FIELDS[k] then return nil, 'ProcessConfig.' .. k .. ' has the wrong type' end
+  end
+  if type(p.cmd) ~= 'string' or p.cmd == '' then return nil, 'ProcessConfig.cmd is required' end
+  for i, a in ipairs(p.args or {}) do
+    if type(a) ~= 'string' then return nil, 'ProcessConfig.args[' .. i .. '] is not a string' end
+  end
+  for k, v in pairs(p.envs or {}) do
+    if type(k) ~= 'string' or type(v) ~= 'string' then return nil, 'ProcessConfig.envs must map strings to strings' end
+  end
+  return req
+end
+
+function fake.start(opts)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  cfg.api_key = cfg.api_key or 'test-e2b-key'
+
+  local st = {
+    creates = 0, created = 0, starts = 0, signals = 0, uploads = 0, downloads = 0, deletes = 0, destroyed = 0,
+    lists = 0, unauthorized = 0, bad_requests = 0, unknown = 0, deadlines = 0, live = 0, max_live = 0,
+    ids = {}, requests = {}, start_requests = {}, signal_requests = {}, users = {},
+  }
+  local host = common.host()
+  local sandboxes, seq = {}, 0
+  local envd_srv
+
+  local function latency(endpoint, n)
+    local l = cfg.latency
+    if type(l) == 'table' then l = l[endpoint] end
+    l = pick(l, n)
+    if l and l > 0 then task.sleep(l) end
+  end
+
+  local function forced(name, n, ...)
+    local s = pick(cfg[name], n, ...)
+    if s and s ~= true then return s end
+    return nil
+  end
+
+  local function listed(s)
+    return {
+      templateID = s.templateID, sandboxID = s.id, clientID = 'cseng-fake', startedAt = iso(s.created),
+      endAt = iso(s.created + s.timeout), cpuCount = 2, memoryMB = 512, diskSizeMB = 2048,
+      metadata = s.metadata, state = 'running', envdVersion = '0.2.4',
+    }
+  end
+
+  -- ---- control plane ----------------------------------------------------------------------
+
+  local function api(req)
+    local method, path = req.method, req.path
+    st.requests[#st.requests + 1] = method .. ' ' .. path
+    local is_create = path == '/sandboxes' and method == 'POST'
+    if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
+      st.unauthorized = st.unauthorized + 1
+      if is_create then st.creates = st.creates + 1 end
+      return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
+    end
+
+    if is_create then
+      st.creates = st.creates + 1
+      local n = st.creates
+      latency('create', n)
+      if cfg.auth_fail == 'create' then return api_error(401, 'Invalid API key') end
+      local s = forced('create_status', n)
+      if s then return api_error(s, 'forced failure ' .. s) end
+      local ok, body = pcall(cjson.decode, req.body or '')
+      if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
+        st.bad_requests = st.bad_requests + 1
+        return api_error(400, 'templateID is required')
+      end
+      st.last_create = body
+      seq = seq + 1
+      local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
+      local env = type(body.envVars) == 'table' and body.envVars or {}
+      local sb = {
+        id = id, templateID = body.templateID, metadata = type(body.metadata) == 'table' and body.metadata or {},
+        env = env, timeout = math.tointeger(body.timeout) or 15, created = os.time(),
+        token = body.secure and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
+      }
+      sb.host = host.create { env = env, labels = sb.metadata }
+      sandboxes[id] = sb
+      st.created = st.created + 1
+      st.ids[#st.ids + 1] = id
+      st.live = st.live + 1
+      if st.live > st.max_live then st.max_live = st.live end
+      return json(201, {
+        sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = '0.2.4',
+        envdAccessToken = sb.token, domain = 'fake.e2b.test',
+      })
+    end
+
+    if path == '/v2/sandboxes' and method == 'GET' then
+      st.lists = st.lists + 1
+      local n = st.lists
+      latency('list', n)
+      local s = forced('list_status', n)
+      if s then return api_error(s, 'forced failure ' .. s) end
+      local q = common.query(req.query)
+      if q.state and q.state ~= '' then
+        for state in q.state:gmatch('[^,]+') do
+          if state ~= 'running' and state ~= 'paused' then
+            st.bad_requests = st.bad_requests + 1
+            return api_error(400, 'invalid state ' .. state)
+          end
+        end
+      end
+      -- metadata: "k=v&k2=v2" with keys and values URL-encoded inside the (decoded) parameter
+      local want = {}
+      for pair in tostring(q.metadata or ''):gmatch('[^&]+') do
+        local k, v = pair:match('^([^=]*)=(.*)$')
+        if not k then
+          st.bad_requests = st.bad_requests + 1
+          return api_error(400, 'invalid metadata filter ' .. pair)
+        end
+        want[common.urldecode(k)] = common.urldecode(v)
+      end
+      st.last_list_metadata = want
+      local items = {}
+      for _, sb in pairs(sandboxes) do
+        local match = true
+        for k, v in pairs(want) do if sb.metadata[k] ~= v then match = false end end
+        if match then items[#items + 1] = sb end
+      end
+      table.sort(items, function(a, b) return a.id < b.id end)
+      local size = math.min(cfg.page_size or 100, tonumber(q.limit) or 100)
+      local start = tonumber(q.nextToken) or 1
+      local page = {}
+      for i = start, math.min(#items, start + size - 1) do page[#page + 1] = listed(items[i]) end
+      local headers = { ['X-Total-Running'] = tostring(#items) }
+      if start + size <= #items then headers['X-Next-Token'] = tostring(start + size) end
+      return json(200, jsonl.array(page), headers)
+    end
+
+    local id = path:match('^/sandboxes/([^/]+)$')
+    if id and method == 'DELETE' then
+      id = common.urldecode(id)
+      st.deletes = st.deletes + 1
+      local n = st.deletes
+      latency('delete', n)
+      local s = forced('delete_status', n, id)
+      if s then return api_error(s, 'forced failure ' .. s) end
+      local sb = sandboxes[id]
+      if not sb then return api_error(404, 'sandbox "' .. id .. '" not found') end
+      sandboxes[id] = nil
+      host.destroy(sb.host)
+      st.destroyed = st.destroyed + 1
+      st.live = st.live - 1
+      return 204, {}, ''
+    end
+
+    st.unknown = st.unknown + 1
+    return api_error(404, 'no route ' .. method .. ' ' .. path)
+  end
+
+  -- ---- envd ---------------------------------------------------------------------------------
+
+  local function connect_error(code, message)
+    return 200, { ['Content-Type'] = 'application/connect+json' },
+      envelope(2, { error = { code = code, message = message } })
+  end
+
+  local function envd_user(req)
+    local b64 = tostring(req.headers.authorization or ''):match('^Basic%s+(%S+)$')
+    local dec = b64 and crypto.unbase64(b64)
+    local user = dec and dec:match('^([^:]*):')
+    if user == 'root' or user == 'user' then return user end
+    return nil
+  end
+
+  local function process_start(req, sb, user)
+    st.starts = st.starts + 1
+    local n = st.starts
+    latency('start', n)
+    if not tostring(req.headers['content-type']):match('^application/connect%+json') then
+      st.bad_requests = st.bad_requests + 1
+      return 415, { ['Content-Type'] = 'application/json' }, '{"code":"unknown","message":"unsupported content type"}'
+    end
+    if req.headers['connect-protocol-version'] ~= '1' then
+      st.bad_requests = st.bad_requests + 1
+      return connect_error('invalid_argument', 'missing Connect-Protocol-Version: 1')
+    end
+    local start, why = fake.parse_start(req.body)
+    if not start then
+      st.bad_requests = st.bad_requests + 1
+      return connect_error('invalid_argument', why)
+    end
+    st.start_requests[#st.start_requests + 1] = start
+    st.last_start = start
+    st.last_start_headers = req.headers
+    st.users[#st.users + 1] = user
+    local fault = pick(cfg.envd_fault, n)
+    if fault == 'http_401' then
+      return 401, { ['Content-Type'] = 'text/plain' }, 'unauthorized: invalid access token'
+    elseif fault == 'unauthenticated' then
+      return connect_error('unauthenticated', 'invalid access token')
+    end
+    local pid = 1000 + n
+    req:start(200, { ['Content-Type'] = 'application/connect+json' })
+    req:write(envelope(0, { event = { start = { pid = pid } } }))
+    if fault == 'error_end' then
+      req:write(envelope(2, { error = { code = 'internal', message = 'injected by the fake' } }))
+      return
+    end
+    local p = start.process
+    local argv = { p.cmd }
+    for _, a in ipairs(p.args or {}) do argv[#argv + 1] = a end
+    local timeout_ms = tonumber(req.headers['connect-timeout-ms'])
+    local r = host.run(sb.host, { argv = argv }, {
+      cwd = p.cwd, env = p.envs, user = user == 'user' and 'verifier' or 'root',
+      timeout = timeout_ms and timeout_ms / 1000 or nil,
+    })
+    if fault == 'truncate' then
+      local whole = envelope(0, { event = { data = { stdout = crypto.base64(r.stdout .. 'tail') } } })
+      req:write(whole:sub(1, math.max(3, #whole // 2)))
+      return -- the stream ends inside an envelope
+    end
+    local function data(name, bytes)
+      for i = 1, #bytes, 700 do
+        req:write(envelope(0, { event = { data = { [name] = crypto.base64(bytes:sub(i, i + 699)) } } }))
+        req:write(envelope(0, { event = { keepalive = {} } }))
+      end
+    end
+    data('stdout', r.stdout or '')
+    data('stderr', r.stderr or '')
+    if r.timed_out then
+      st.deadlines = st.deadlines + 1
+      req:write(envelope(2, { error = { code = 'deadline_exceeded', message = 'context deadline exceeded' } }))
+      return
+    end
+    if fault ~= 'no_end_event' then
+      local e = { exited = true, status = 'exit status ' .. r.code }
+      if r.code ~= 0 then e.exitCode = r.code end -- proto3 JSON omits the default 0
+      req:write(envelope(0, { event = { ['end'] = e } }))
+    end
+    req:write(envelope(2, {}))
+  end
+
+  local function files(req, sb, user)
+    local q = common.query(req.query)
+    if q.username and q.username ~= user then return api_error(400, 'username and Authorization user differ') end
+    if not q.path or q.path == '' then
+      st.bad_requests = st.bad_requests + 1
+      return api_error(400, 'path is required')
+    end
+    if req.method == 'POST' then
+      st.uploads = st.uploads + 1
+      latency('files', st.uploads)
+      local parts, why = common.multipart(req.body, req.headers['content-type'])
+      local file
+      for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
+      if not file then
+        st.bad_requests = st.bad_requests + 1
+        return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
+      end
+      local ok, werr = host.write(sb.host, q.path, file.data)
+      if not ok then return api_error(400, tostring(werr)) end
+      return json(200, jsonl.array { { path = q.path, name = q.path:match('[^/]*$'), type = 'file' } })
+    elseif req.method == 'GET' then
+      st.downloads = st.downloads + 1
+      latency('files', st.downloads)
+      local data = host.read(sb.host, q.path)
+      if not data then return api_error(404, "path '" .. q.path .. "' does not exist") end
+      return 200, { ['Content-Type'] = 'application/octet-stream' }, data
+    end
+    st.unknown = st.unknown + 1
+    return api_error(405, 'method not allowed')
+  end
+
+  local function forward(req, base)
+    local headers = {}
+    for k, v in pairs(req.headers) do
+      if k ~= 'host' and k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' then headers[k] = v end
+    end
+    headers['X-Cseng-Via-Prism'] = '1'
+    local res, err = http.request { method = req.method, url = base .. req.path .. (req.query ~= '' and ('?' .. req.query) or ''),
+                                    headers = headers, body = req.method ~= 'GET' and req.body or nil, timeout = 120 }
+    if not res then return 502, { ['Content-Type'] = 'text/plain' }, 'forwarding to Prism: ' .. tostring(err) end
+    return res.status, { ['Content-Type'] = res.headers['content-type'] }, res.body
+  end
+
+  local function envd(req)
+    local method, path = req.method, req.path
+    st.requests[#st.requests + 1] = 'envd ' .. method .. ' ' .. path
+    if path == '/files' and cfg.files_via and not req.headers['x-cseng-via-prism'] then
+      return forward(req, cfg.files_via)
+    end
+    local id = req.headers['e2b-sandbox-id']
+    if not id then id = tostring(req.headers.host or ''):match('^%d+%-([^.]+)%.') end
+    local sb = id and sandboxes[id]
+    if not sb then
+      st.unknown = st.unknown + 1
+      return 502, { ['Content-Type'] = 'text/plain' }, 'The sandbox was not found: ' .. tostring(id)
+    end
+    if sb.token and req.headers['x-access-token'] ~= sb.token then
+      st.unauthorized = st.unauthorized + 1
+      return 401, { ['Content-Type'] = 'application/json' }, '{"code":401,"message":"unauthorized access, please provide a valid access token"}'
+    end
+    local user = envd_user(req)
+    if not user then
+      st.unauthorized = st.unauthorized + 1
+      return api_error(401, 'invalid user in the Authorization header')
+    end
+    if path == '/process.Process/Start' and method == 'POST' then return process_start(req, sb, user) end
+    if path == '/process.Process/SendSignal' and method == 'POST' then
+      st.signals = st.signals + 1
+      local ok, body = pcall(cjson.decode, req.body or '')
+      st.signal_requests[#st.signal_requests + 1] = ok and body or req.body
+      return json(200, {})
+    end
+    if path == '/files' then return files(req, sb, user) end
+    st.unknown = st.unknown + 1
+    return api_error(404, 'no route ' .. method .. ' ' .. path)
+  end
+
+  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = api })
+  envd_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = envd })
+  local f = { url = srv:url(), port = srv:port(), envd_url = envd_srv:url(), api_key = cfg.api_key }
+
+  function f.stats()
+    local out = {}
+    for k, v in pairs(st) do
+      -- lists are copied, so a snapshot taken before a run does not grow with it
+      if type(v) == 'table' then
+        local copy = {}
+        for k2, v2 in pairs(v) do copy[k2] = v2 end
+        v = copy
+      end
+      out[k] = v
+    end
+    local live = {}
+    for sid in pairs(sandboxes) do live[#live + 1] = sid end
+    table.sort(live)
+    out.live_ids = live
+    return out
+  end
+
+  function f.sandbox(id) return sandboxes[id] end
+
+  function f.set(new)
+    for k, v in pairs(new) do
+      if v == false then cfg[k] = nil else cfg[k] = v end
+    end
+  end
+
+  --- The provider_config that points the adapter here.
+  function f.config(extra)
+    local c = { adapter = 'e2b', api_url = f.url, api_key = cfg.api_key, envd_url_template = f.envd_url }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+
+  --- The environment (or --env-file lines) that points the runner here.
+  function f.env(extra)
+    local e = { E2B_API_URL = f.url, E2B_API_KEY = cfg.api_key, E2B_ENVD_URL_TEMPLATE = f.envd_url }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return e
+  end
+
+  function f.close()
+    srv:close()
+    envd_srv:close()
+    host.close()
+  end
+
+  return f
+end
+
+return fake
