@@ -343,7 +343,8 @@ local function trial(run, p, phase, round, position, order)
     local env = p.environment and p.environment.environment
     arena.stop(run, 'readiness', string.format('warmup readiness failed on %s: %s. Inspect the template\'s ' ..
       'command support (does it have python3? does --command print --expect?) before measuring.%s', p.name,
-      rec.error, env and env.python_output and (' The sandbox says python=' .. env.python_output) or ''), rec.error_code)
+      rec.error, env and env.python_output and (' The sandbox says python=' .. env.python_output) or ''),
+      rec.error_code)
   end
   return rec
 end
@@ -426,7 +427,9 @@ local function progress(run)
 end
 
 local function final_table(run)
-  local lines = { string.format('%-14s %9s %12s %22s %10s %10s', 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99') }
+  local lines = {
+    string.format('%-14s %9s %12s %22s %10s %10s', 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99'),
+  }
   for _, name in ipairs(run.opts.providers) do
     local p = run.P[name]
     local s = stats.summary(p.ready)
@@ -534,6 +537,10 @@ function arena.run(opts)
                  measured = 0, ok = 0, errors = 0, interrupted = 0 },
     }
     adapters[name] = adapter_info(adapter_name, adapter)
+    if adapter.runtime then
+      local rok, rt = pcall(adapter.runtime, client)
+      adapters[name].runtime = rok and rt or nil
+    end
   end
 
   run.jsonl = output_paths(o, run_id)
@@ -555,7 +562,9 @@ function arena.run(opts)
     o.samples, o.warmups, o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
   say(run, 'log: %s', run.jsonl)
   if srv then say(run, 'status: %s', run.status_url) end
-  if o.on_start then o.on_start({ run_id = run_id, jsonl = run.jsonl, status_url = run.status_url, report = run.report }) end
+  if o.on_start then
+    o.on_start({ run_id = run_id, jsonl = run.jsonl, status_url = run.status_url, report = run.report })
+  end
 
   local ok, err = pcall(run_rounds, run)
   if not ok then

@@ -75,6 +75,26 @@ function helpers.group(list, key)
   return out
 end
 
+--- Allocations with no destroyed record, keyed by provider and sandbox id (two providers of
+--- one run may hand out the same id). A cleanup_failed record leaves the sandbox live.
+---@param events table[]
+---@return table[] the allocated events, in order
+function helpers.live_allocations(events)
+  local live, order = {}, {}
+  for _, e in ipairs(events) do
+    local k = tostring(e.provider) .. '\0' .. tostring(e.sandbox_id)
+    if e.event == 'allocated' then
+      if not live[k] then order[#order + 1] = k end
+      live[k] = e
+    elseif e.event == 'destroyed' then
+      live[k] = nil
+    end
+  end
+  local out = {}
+  for _, k in ipairs(order) do if live[k] then out[#out + 1] = live[k] end end
+  return out
+end
+
 local function new_run(id, path)
   return { id = id, path = path, kind = '?', events = {}, trials = {}, startup_trials = {}, environments = {},
            rounds = {}, allocated = {}, destroyed = {}, cleanup_failed = {} }
@@ -126,7 +146,7 @@ function helpers.load(inputs)
     end
   end
   for _, run in ipairs(data.runs) do
-    run.live = results.live_allocations(run.events)
+    run.live = helpers.live_allocations(run.events)
     if run.kind == '?' and #run.startup_trials > 0 then run.kind = 'startup' end
     if run.kind == '?' and #run.trials > 0 then run.kind = 'tasks' end
   end
@@ -255,8 +275,10 @@ helpers.svg = svg
 svg.COLORS = { '#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442' }
 local FONT = 'font-family="-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif"'
 
+local XML_ESCAPES = { ['&'] = '&amp;', ['<'] = '&lt;', ['>'] = '&gt;', ['"'] = '&quot;', ["'"] = '&#39;' }
+
 local function esc(s)
-  return (tostring(s):gsub('[&<>"\']', { ['&'] = '&amp;', ['<'] = '&lt;', ['>'] = '&gt;', ['"'] = '&quot;', ["'"] = '&#39;' }))
+  return (tostring(s):gsub('[&<>"\']', XML_ESCAPES))
 end
 svg.escape = esc
 
@@ -316,10 +338,11 @@ end
 
 local function frame(w, h, title)
   return {
-    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s font-size="12">',
-      w, h, w, h, FONT),
+    string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s ' ..
+      'font-size="12">', w, h, w, h, FONT),
     string.format('<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>', w, h),
-    title and string.format('<text x="16" y="22" font-size="14" font-weight="bold" fill="#222">%s</text>', esc(title)) or '',
+    title and string.format('<text x="16" y="22" font-size="14" font-weight="bold" fill="#222">%s</text>',
+      esc(title)) or '',
   }
 end
 
@@ -337,7 +360,8 @@ local function x_axis(out, sx, x0, x1, y0, y1, label)
   for _, t in ipairs(sx.ticks) do
     local x = r1(sx.map(t))
     out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#e5e5e5"/>', x, r1(y0), x, r1(y1))
-    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#444">%s</text>', x, r1(y1 + 16), tick_label(t))
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#444">%s</text>', x, r1(y1 + 16),
+      tick_label(t))
   end
   out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#888"/>', r1(x0), r1(y1), r1(x1), r1(y1))
   out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
@@ -350,7 +374,8 @@ local function legend(out, series, x, y, sub)
     out[#out + 1] = string.format('<rect x="%d" y="%d" width="14" height="14" fill="%s"/>', x, yy, s.color)
     out[#out + 1] = string.format('<text x="%d" y="%d" fill="#222">%s</text>', x + 20, yy + 11, esc(s.name))
     if sub then
-      out[#out + 1] = string.format('<text x="%d" y="%d" fill="#666" font-size="11">%s</text>', x + 20, yy + 26, esc(sub(s)))
+      out[#out + 1] = string.format('<text x="%d" y="%d" fill="#666" font-size="11">%s</text>', x + 20, yy + 26,
+        esc(sub(s)))
     end
   end
 end
@@ -368,7 +393,8 @@ end
 
 local function empty_chart(w, h, title, why)
   local out = frame(w, h, title)
-  out[#out + 1] = string.format('<text x="%d" y="%d" text-anchor="middle" fill="#666">%s</text>', w // 2, h // 2, esc(why))
+  out[#out + 1] = string.format('<text x="%d" y="%d" text-anchor="middle" fill="#666">%s</text>', w // 2, h // 2,
+    esc(why))
   out[#out + 1] = '</svg>'
   return table.concat(out, '\n') .. '\n'
 end
@@ -427,14 +453,16 @@ function svg.ecdf(series, opts)
         d[#d + 1] = 'H' .. r1(sx.map(s.values[ni]))
         if stride > 1 then i = ni else i = i + 1 end
       end
-      out[#out + 1] = string.format('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>', table.concat(d, ' '), s.color)
+      out[#out + 1] = string.format('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>', table.concat(d, ' '),
+        s.color)
       local med = stats.quantile_sorted(s.values, 0.5)
-      out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="4" fill="%s" stroke="#fff"/>', r1(sx.map(med)), r1(sy(0.5)), s.color)
+      out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="4" fill="%s" stroke="#fff"/>', r1(sx.map(med)),
+        r1(sy(0.5)), s.color)
     end
   end
   legend(out, series, x1 + 20, y0, function(s)
     if #s.values == 0 then return 'no successful samples' end
-    return string.format('n=%d, p50 %s, p99 %s', #s.values, helpers.ms(stats.quantile_sorted(s.values, 0.5)),
+    return string.format('n=%d, p50 %s ms, p99 %s ms', #s.values, helpers.ms(stats.quantile_sorted(s.values, 0.5)),
       helpers.ms(stats.quantile_sorted(s.values, 0.99)))
   end)
   out[#out + 1] = '</svg>'
@@ -464,13 +492,17 @@ function svg.box(series, opts)
   x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
   for i, s in ipairs(series) do
     local cy = y0 + (i - 0.5) * row
-    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#222">%s</text>', x0 - 8, r1(cy + 4), esc(s.name))
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#222">%s</text>', x0 - 8, r1(cy + 4),
+      esc(s.name))
     if #s.values > 0 then
       local q = function(p) return sx.map(stats.quantile_sorted(s.values, p)) end
-      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>', r1(q(0.05)), r1(cy), r1(q(0.95)), r1(cy), s.color)
-      out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%d" fill="%s" fill-opacity="0.25" stroke="%s"/>',
+      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s"/>', r1(q(0.05)), r1(cy),
+        r1(q(0.95)), r1(cy), s.color)
+      out[#out + 1] = string.format(
+        '<rect x="%s" y="%s" width="%s" height="%d" fill="%s" fill-opacity="0.25" stroke="%s"/>',
         r1(q(0.25)), r1(cy - 10), r1(math.max(1, q(0.75) - q(0.25))), 20, s.color, s.color)
-      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>', r1(q(0.5)), r1(cy - 10),
+      out[#out + 1] = string.format('<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>',
+        r1(q(0.5)), r1(cy - 10),
         r1(q(0.5)), r1(cy + 10), s.color)
       for _, v in ipairs({ s.values[1], s.values[#s.values] }) do
         out[#out + 1] = string.format('<circle cx="%s" cy="%s" r="2.5" fill="%s"/>', r1(sx.map(v)), r1(cy), s.color)

@@ -4,8 +4,10 @@ local flags = require 'flags'
 local helpers = require 'report_helpers'
 
 local SPEC = {
-  ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME', help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
-  ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl' },
+  ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
+    help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
+  ['output'] = { key = 'output', type = 'string', arg = 'OUT.md',
+    help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl' },
 }
 
 local cmd = {
@@ -21,7 +23,10 @@ function cmd.run(args)
   for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
   local f, pos = flags.parse(a, SPEC)
   if not f then io.stderr:write('cseng: report: ', pos, ' (see cseng report --help)\n'); return 2 end
-  if #pos == 0 then io.stderr:write('cseng: report needs at least one RESULTS path (see cseng report --help)\n'); return 2 end
+  if #pos == 0 then
+    io.stderr:write('cseng: report needs at least one RESULTS path (see cseng report --help)\n')
+    return 2
+  end
   local ok, data = pcall(helpers.load, pos)
   if not ok then io.stderr:write('cseng: report: ', tostring(data), '\n'); return 1 end
   for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end

@@ -1,7 +1,8 @@
 --- The Lizard provider: sandboxes from the Lizard REST API (docs/providers/lizard.md).
 ---
 ---   base    LIZARD_API_URL (default https://lizard.build), header X-API-Key: LIZARD_API_KEY
----   create  POST   /api/sandboxes {projectId, template, size, region, timeoutMs} -> {sandboxId, cpus, memoryMb, region, ...}
+---   create  POST   /api/sandboxes {projectId, template, size, region, timeoutMs}
+---                  -> {sandboxId, cpus, memoryMb, region, ...}
 ---   exec    POST   /api/sandboxes/{id}/exec {cmd, timeoutMs, workdir, envs} -> {exitCode, stdout, stderr}
 ---   destroy DELETE /api/sandboxes/{id}   (404 = already gone)
 ---   list    GET    /api/sandboxes

@@ -117,7 +117,8 @@ local function section(run, h, multi)
     srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
       h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
   end
-  add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' }, srows))
+  add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' },
+    srows))
 
   local series = {}
   for _, name in ipairs(providers) do series[#series + 1] = { name = name, values = ready[name] } end
@@ -185,16 +186,19 @@ local function section(run, h, multi)
           if #va > 0 and #vb > 0 then
             local fast, slow, vf, vs = a, b, va, vb
             if stats.median(va) > stats.median(vb) then fast, slow, vf, vs = b, a, vb, va end
-            local r = stats.ratio_ci(vs, vf, { reps = REPS, seed = seed_for(run, 'ratio/' .. m.key .. '/' .. slow .. '/' .. fast) })
+            local r = stats.ratio_ci(vs, vf,
+              { reps = REPS, seed = seed_for(run, 'ratio/' .. m.key .. '/' .. slow .. '/' .. fast) })
             local sig = r.lo > 1 and 'yes' or 'no'
-            prow[#prow + 1] = { m.key, fast, slow, h.num(r.ratio, 3), h.ci(r.lo, r.hi, function(v) return h.num(v, 3) end),
+            prow[#prow + 1] = { m.key, fast, slow, h.num(r.ratio, 3),
+              h.ci(r.lo, r.hi, function(v) return h.num(v, 3) end),
               sig, string.format('%s is %s× faster', fast, h.num(r.ratio, 2)) }
           end
         end
       end
     end
     if #prow > 0 then
-      add(h.table({ 'metric', 'faster', 'slower', 'slower/faster', '95% CI', 'CI excludes 1', 'reading' }, prow, 'lllrrcl'))
+      add(h.table({ 'metric', 'faster', 'slower', 'slower/faster', '95% CI', 'CI excludes 1', 'reading' }, prow,
+        'lllrrcl'))
     else
       add('No pair has successful samples on both sides.\n')
     end
@@ -226,7 +230,10 @@ local function section(run, h, multi)
     for _, t in ipairs(measured[name] or {}) do
       if not t.ok then
         local k = (t.error_stage or '?') .. '\0' .. (t.error_code or '?')
-        if not groups[k] then groups[k] = { stage = t.error_stage or '?', code = t.error_code or '?', n = 0, example = t.error }; keys[#keys + 1] = k end
+        if not groups[k] then
+          groups[k] = { stage = t.error_stage or '?', code = t.error_code or '?', n = 0, example = t.error }
+          keys[#keys + 1] = k
+        end
         groups[k].n = groups[k].n + 1
       end
     end
@@ -242,7 +249,9 @@ local function section(run, h, multi)
   else add(h.table({ 'provider', 'stage', 'code', 'count', 'example' }, frows, 'lllrl')) end
   local interrupted = 0
   for _, t in ipairs(run.startup_trials) do if t.interrupted then interrupted = interrupted + 1 end end
-  if interrupted > 0 then add(string.format('%d trial(s) were cut short by an interrupt and are left out.\n', interrupted)) end
+  if interrupted > 0 then
+    add(string.format('%d trial(s) were cut short by an interrupt and are left out.\n', interrupted))
+  end
 
   -- warmups
   add((multi and '### ' or '## ') .. 'Warmups (excluded from the statistics)\n')
@@ -269,9 +278,10 @@ local function section(run, h, multi)
       local env = e.environment or {}
       erows[#erows + 1] = {
         name, env.python_output or (e.error and ('probe failed: ' .. e.error)) or '–',
-        env.cpus and h.num(env.cpus, 2) or (env.cpu_limit or 'no cgroup limit visible'),
-        fmt_bytes(env.memory_bytes) or (env.memory_limit or 'no cgroup limit visible'),
-        env.nproc or '–', fmt_bytes(env.mem_total_bytes) or '–', env.kernel or '–', env.os or '–', fmt_alloc(e.allocation),
+        env.cpus and h.num(env.cpus, 2) or (env.cpu_limit and ('no limit (' .. env.cpu_limit .. ')') or 'not visible'),
+        fmt_bytes(env.memory_bytes) or (env.memory_limit and 'no limit' or 'not visible'),
+        env.nproc or '–', fmt_bytes(env.mem_total_bytes) or '–', env.kernel or '–', env.os or '–',
+        fmt_alloc(e.allocation),
       }
     else
       erows[#erows + 1] = { name, 'not probed', '', '', '', '', '', '', '' }
@@ -305,7 +315,8 @@ local function section(run, h, multi)
 
   -- reproduce
   add((multi and '### ' or '## ') .. 'Reproduce\n')
-  local cmd = string.format('cseng run %s --providers %s --samples %s --warmups %s --seed %s', st.plan_file or 'plans/startup.lua',
+  local cmd = string.format('cseng run %s --providers %s --samples %s --warmups %s --seed %s',
+    st.plan_file or 'plans/startup.lua',
     table.concat(providers, ','), tostring(st.samples), tostring(st.warmups), tostring(st.seed))
   add('```sh\n' .. cmd .. '\ncseng report ' .. run.path .. ' --template lua/reports/startup.lua\n```\n')
   return table.concat(out, '\n')

@@ -1,0 +1,235 @@
+--- A stateful loopback fake of the Lizard sandbox API (lua/providers/lizard.lua), on cseng.serve.
+---
+---   local lizard_fake = require 'spec.fakes.lizard'   -- or dofile('spec/fakes/lizard.lua')
+---   local f = lizard_fake.start { latency = { create = 0.05 }, delete_status = 500 }
+---   -- point the adapter at it: { api_url = f.url, api_key = f.api_key, project_id = f.project_id }
+---   f.stats()  --> { creates=, created=, execs=, deletes=, destroyed=, lists=, live=, max_live=, ... }
+---   f.set { delete_status = false }   -- change a switch while a run is going
+---   f.close()
+---
+--- It keeps sandboxes in memory and counts every request, so specs assert exact numbers (luv's
+--- tap.lua style: a missing or an extra call fails). Switches (all optional, changeable by set):
+---   api_key ('test-key'), project_id ('proj-test')   requests must carry them (else 401 / 400)
+---   latency = seconds | {create=, exec=, delete=, list=}; a value may be fn(n) -> seconds
+---   create_status / exec_status / delete_status = HTTP status | fn(n, ...) -> status|nil|false:
+---       force a failure of the n-th call of that endpoint (401, 403, 429, 500, 503, ...)
+---   fail_cleanup = true          every DELETE answers 500 (same as delete_status = 500)
+---   auth_fail = 'create'|'all'   401 on create (or on every endpoint)
+---   missing_marker = true        exec answers exit 127, "python3: command not found"
+---   exec = fn(cmd, sandbox, n) -> exitCode, stdout, stderr   replaces the built-in shell emulation
+---   allocation = {cpus=, memoryMb=, region=}   what create reports
+---   environment = string         what the environment probe prints (see ENV_DEFAULT)
+---   shared = {}                  a table several fakes share: in_flight and max_in_flight count
+---                                the requests being handled across all of them (parallelism)
+--- The built-in exec emulation answers `print('X')` / `print("X")` with X, `echo X` with X, and
+--- the startup arena's environment probe (a command containing "python3 --version") with
+--- `environment`; anything else exits 0 with empty output.
+local serve = require 'cseng.serve'
+local task = require 'cseng.task'
+local cjson = require 'cjson'
+
+local fake = {}
+
+-- What the arena's probe prints on a 2-vCPU / 2 GiB cgroup-v2 sandbox.
+fake.ENV_DEFAULT = table.concat({
+  'python=Python 3.12.7', 'cgroup2.cpu.max=200000 100000', 'cgroup2.memory.max=2147483648',
+  'nproc=2', 'kernel=6.1.0-fake', 'os=Debian GNU/Linux 12 (bookworm)', '' }, '\n')
+
+local function json(status, value)
+  return status, { ['Content-Type'] = 'application/json' }, cjson.encode(value)
+end
+
+local function pick(v, ...)
+  if type(v) == 'function' then return v(...) end
+  return v
+end
+
+---@class lizard_fake
+---@field url string
+---@field port integer
+---@field api_key string
+---@field project_id string
+---@field stats fun(): table
+---@field set fun(opts: table)
+---@field close fun()
+
+--- Start the fake on 127.0.0.1 (an ephemeral port unless opts.port).
+---@param opts? table switches, see the file header
+---@return lizard_fake
+function fake.start(opts)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  cfg.api_key = cfg.api_key or 'test-key'
+  cfg.project_id = cfg.project_id or 'proj-test'
+
+  local st = {
+    creates = 0, created = 0, execs = 0, deletes = 0, destroyed = 0, lists = 0, unknown = 0,
+    unauthorized = 0, bad_requests = 0, live = 0, max_live = 0, ids = {}, requests = {},
+  }
+  local sandboxes, seq = {}, 0
+
+  local function latency(endpoint, n)
+    local l = cfg.latency
+    if type(l) == 'table' then l = l[endpoint] end
+    l = pick(l, n)
+    if l and l > 0 then task.sleep(l) end
+  end
+
+  local function forced(name, n, ...)
+    local s = pick(cfg[name], n, ...)
+    if s and s ~= true then return s end
+    return nil
+  end
+
+  local function run_exec(cmd, sb, n)
+    if cfg.exec then return cfg.exec(cmd, sb, n) end
+    if cfg.missing_marker then return 127, '', 'bash: line 1: python3: command not found\n' end
+    if cmd:find('python3 --version', 1, true) then return 0, cfg.environment or fake.ENV_DEFAULT, '' end
+    local printed = cmd:match("print%('([^']*)'%)") or cmd:match('print%("([^"]*)"%)')
+      or cmd:match("print%(\\'([^']*)\\'%)")
+    if printed then return 0, printed .. '\n', '' end
+    local echoed = cmd:match('^%s*echo%s+(.-)%s*$')
+    if echoed then return 0, (echoed:gsub("^'(.*)'$", '%1'):gsub('^"(.*)"$', '%1')) .. '\n', '' end
+    return 0, '', ''
+  end
+
+  local handle
+
+  local function handler(req)
+    local shared = cfg.shared
+    if not shared then return handle(req) end
+    shared.in_flight = (shared.in_flight or 0) + 1
+    shared.max_in_flight = math.max(shared.max_in_flight or 0, shared.in_flight)
+    local ok, a, b, c = pcall(handle, req)
+    shared.in_flight = shared.in_flight - 1
+    if not ok then error(a, 0) end
+    return a, b, c
+  end
+
+  function handle(req)
+    local method, path = req.method, req.path
+    st.requests[#st.requests + 1] = method .. ' ' .. path
+    if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
+      st.unauthorized = st.unauthorized + 1
+      if path == '/api/sandboxes' and method == 'POST' then st.creates = st.creates + 1 end
+      return json(401, { error = 'invalid API key' })
+    end
+    local body
+    if method == 'POST' then
+      local ok, b = pcall(cjson.decode, req.body or '')
+      if not ok or type(b) ~= 'table' then
+        st.bad_requests = st.bad_requests + 1
+        return json(400, { error = 'body must be a JSON object' })
+      end
+      body = b
+    end
+
+    if path == '/api/sandboxes' and method == 'POST' then
+      st.creates = st.creates + 1
+      local n = st.creates
+      latency('create', n)
+      if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
+      local s = forced('create_status', n)
+      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
+        st.bad_requests = st.bad_requests + 1
+        return json(400, { error = 'projectId and template are required' })
+      end
+      seq = seq + 1
+      local id = string.format('lz-%06d', seq)
+      local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
+      sandboxes[id] = { id = id, template = body.template, size = body.size, region = body.region, execs = 0 }
+      st.created = st.created + 1
+      st.ids[#st.ids + 1] = id
+      st.live = st.live + 1
+      if st.live > st.max_live then st.max_live = st.live end
+      st.last_create = body
+      return json(201, {
+        sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
+        template = body.template, size = body.size, status = 'running',
+      })
+    end
+
+    if path == '/api/sandboxes' and method == 'GET' then
+      st.lists = st.lists + 1
+      latency('list', st.lists)
+      local items = {}
+      for id, sb in pairs(sandboxes) do
+        items[#items + 1] = { sandboxId = id, template = sb.template, region = sb.region }
+      end
+      table.sort(items, function(a, b) return a.sandboxId < b.sandboxId end)
+      return json(200, { sandboxes = items })
+    end
+
+    local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
+    if id and rest == '/exec' and method == 'POST' then
+      st.execs = st.execs + 1
+      local n = st.execs
+      latency('exec', n)
+      local sb = sandboxes[id]
+      if not sb then return json(404, { error = 'sandbox not found' }) end
+      local s = forced('exec_status', n, body.cmd)
+      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if type(body.cmd) ~= 'string' then
+        st.bad_requests = st.bad_requests + 1
+        return json(400, { error = 'cmd is required' })
+      end
+      sb.execs = sb.execs + 1
+      st.last_exec = body
+      local code, out, err = run_exec(body.cmd, sb, n)
+      return json(200, { exitCode = code, stdout = out or '', stderr = err or '' })
+    end
+
+    if id and rest == '' and method == 'DELETE' then
+      st.deletes = st.deletes + 1
+      local n = st.deletes
+      latency('delete', n)
+      local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
+      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if not sandboxes[id] then return json(404, { error = 'sandbox not found' }) end
+      sandboxes[id] = nil
+      st.destroyed = st.destroyed + 1
+      st.live = st.live - 1
+      return 204, {}, ''
+    end
+
+    st.unknown = st.unknown + 1
+    return json(404, { error = 'no route ' .. method .. ' ' .. path })
+  end
+
+  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = handler })
+  local f = { url = srv:url(), port = srv:port(), api_key = cfg.api_key, project_id = cfg.project_id, server = srv }
+
+  --- A snapshot of the counters (ids and requests copied; live_ids lists sandboxes not destroyed).
+  function f.stats()
+    local out = {}
+    for k, v in pairs(st) do out[k] = v end
+    out.ids = { table.unpack(st.ids) }
+    out.requests = { table.unpack(st.requests) }
+    local live = {}
+    for sid in pairs(sandboxes) do live[#live + 1] = sid end
+    table.sort(live)
+    out.live_ids = live
+    return out
+  end
+
+  --- Change switches (false clears one).
+  function f.set(new)
+    for k, v in pairs(new) do
+      if v == false then cfg[k] = nil else cfg[k] = v end
+    end
+  end
+
+  --- The provider_config that points the lizard adapter here.
+  function f.config(extra)
+    local c = { adapter = 'lizard', api_url = f.url, api_key = cfg.api_key, project_id = cfg.project_id }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+
+  function f.close() srv:close() end
+
+  return f
+end
+
+return fake
