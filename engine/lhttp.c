@@ -6,8 +6,9 @@
  *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=}
  *     -> {status=, headers=, body=, http_version=, timings={dns, connect, tls,
  *         ttfb, total}}  (timings: seconds from the start, curl's *_TIME_T)
- *     |  nil, message, CODE  (ETIMEDOUT, ECONNREFUSED, ENOENT, ENOTFOUND,
- *                             ECONNRESET, ETLS, EBODY, EABORTED, ECURL)
+ *     |  nil, message, CODE  (ETIMEDOUT, ECONNREFUSED, ENOENT, EACCES, EHOSTUNREACH,
+ *                             ENOTFOUND, ECONNRESET, ETLS, EBODY, EABORTED, EREDIRECT,
+ *                             EURL, ECURL)
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=}
  *   http.stats() -> {in_flight=, started=, completed=}
  *
@@ -318,8 +319,9 @@ static int stream_k(lua_State *L, int status, lua_KContext ctx) {
   }
   if (lua_toboolean(L, -1) == 0 && !lua_isnil(L, -1)) { /* callback returned false: stop */
     lua_pop(L, 1);
-    req_free(r);
-    return cs_fail(L, "EABORTED", "stream callback stopped the transfer");
+    cs_fail(L, "EABORTED", "%s: the stream callback stopped the transfer", r->url);
+    req_free(r); /* after the message: it quotes r->url */
+    return 3;
   }
   lua_pop(L, 1);
   return req_push(L, &r->op);
@@ -343,7 +345,7 @@ static void add_header(req *r, const char *k, size_t kl, const char *v, size_t v
   char *line = malloc(kl + vl + 3);
   if (!line) return;
   memcpy(line, k, kl);
-  if (vl == 0) { /* "Name;" sends an empty header; "Name:" alone removes curl's default */
+  if (vl == 0) { /* an empty value: curl's "Name;" form sends the header with no value */
     line[kl] = ';';
     line[kl + 1] = '\0';
   } else {

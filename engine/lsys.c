@@ -109,14 +109,20 @@ static int sys_usage(lua_State *L) {
 static int sys_realpath(lua_State *L) {
   char buf[PATH_MAX];
   const char *p = luaL_checkstring(L, 1);
-  if (!realpath(p, buf)) return cs_fail(L, "ENOENT", "%s: %s", p, strerror(errno));
+  if (!realpath(p, buf)) {
+    int e = errno;
+    return cs_fail(L, uv_err_name(uv_translate_sys_error(e)), "%s: %s", p, strerror(e));
+  }
   lua_pushstring(L, buf);
   return 1;
 }
 
 static int sys_cwd(lua_State *L) {
   char buf[PATH_MAX];
-  if (!getcwd(buf, sizeof buf)) return cs_fail(L, "EIO", "getcwd: %s", strerror(errno));
+  if (!getcwd(buf, sizeof buf)) {
+    int e = errno;
+    return cs_fail(L, uv_err_name(uv_translate_sys_error(e)), "getcwd: %s", strerror(e));
+  }
   lua_pushstring(L, buf);
   return 1;
 }

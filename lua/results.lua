@@ -67,7 +67,7 @@ function results.live_allocations(events)
   return out
 end
 
---- The trial records of a run, the latest per task/mode/attempt key.
+--- The trial records of a run, in the order they were written.
 function results.trials(events)
   local out = {}
   for _, e in ipairs(events) do if e.event == 'trial' then out[#out + 1] = e end end

@@ -166,6 +166,7 @@ local function trial_body(run, t, rec, state)
     rec.sandbox_id = sb.id
     run.writer:allocated(provider.name, sb, spec.labels, { task_id = t.id })
     rec.image = rec.image or sb.image
+    rec.limits = sb.limits -- the resource limits the provider enforced
   end)
   local ctx = staging.context(run, t, state.sb)
   phase('upload', function()
@@ -396,7 +397,8 @@ end
 --- Run a tasks plan. opts: provider, provider_config, dataset, solver, mode, task_index,
 --- task_limit, stop_after_passes, timeout_seconds, solve_timeout_seconds, concurrency, output,
 --- resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts.
---- Returns the exit status (0 all passed-or-failed honestly, 1 infrastructure errors, 130 interrupted).
+--- Returns the exit status: 0 when every trial ran (passed or failed), 1 when any trial was an
+--- infrastructure error or a cleanup failed, 130 when interrupted.
 function runner.run_tasks(opts)
   local getenv = getenv_fn(opts)
   local provider = runner.provider(opts.provider)
@@ -444,6 +446,7 @@ function runner.run_tasks(opts)
       solver = solver.name, dataset = opts.dataset, task_count = #selected, concurrency = opts.concurrency,
       runtime = provider.runtime and provider.runtime(client) or provider.description, versions = sys.versions(),
       host = sys.hostname(), pid = sys.pid(), seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
+      provider_config = opts.provider_config, -- so `cseng cleanup RUN.jsonl` reconnects the same way
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
@@ -517,7 +520,7 @@ function runner.run_tasks(opts)
   run.summary = summary
   runner.last = { run_id = run_id, jsonl = jsonl_path, json = json_path, records = records }
   if interrupted then return 130 end
-  if run.cleanup_failed then return 1 end
+  if run.cleanup_failed or summary.errors > 0 then return 1 end
   return 0
 end
 

@@ -240,6 +240,11 @@ function staging.fidelity_gaps(provider, t)
   end
   for _, c in ipairs(r.copies) do
     if c.from then gaps[#gaps + 1] = { kind = 'COPY --from', line = c.line, text = 'COPY --from=' .. tostring(c.from) } end
+    for _, src in ipairs(c.src) do
+      if c.add and src:match('^%a+://') then
+        gaps[#gaps + 1] = { kind = 'ADD url', line = c.line, text = 'ADD of a URL is not fetched: ' .. src }
+      end
+    end
   end
   return gaps
 end

@@ -125,8 +125,10 @@ function util.parse_env_file(text, name)
       if not k then k, v = line:match('^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$') end
       if not k then return nil, string.format('%s:%d: expected KEY=VALUE', name or '.env', n) end
       local q = v:sub(1, 1)
-      if (q == '"' or q == "'") and v:sub(-1) == q and #v >= 2 then
-        v = v:sub(2, -2)
+      local quoted = (q == '"' or q == "'") and v:match('^' .. q .. '(.-)' .. q .. '%s*$')
+        or (q == '"' or q == "'") and v:match('^' .. q .. '(.-)' .. q .. '%s+#.*$')
+      if quoted then
+        v = quoted
         if q == '"' then v = v:gsub('\\n', '\n'):gsub('\\"', '"') end
       else
         v = v:gsub('%s+#.*$', '')

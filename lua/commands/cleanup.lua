@@ -26,11 +26,11 @@ local function age_seconds(s)
   return tonumber(n) * ({ s = 1, m = 60, h = 3600, d = 86400, [''] = 1 })[unit]
 end
 
-local function connect(name, f)
+local function connect(name, f, provider_config)
   local o = require('commands.run').options({}, { env_file = f.env_file }, {})
   local provider = runner.provider(name)
   local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
-  return provider, provider.connect({ getenv = getenv })
+  return provider, provider.connect(util.merge(provider_config, { getenv = getenv }))
 end
 
 function cmd.run(args)
@@ -41,14 +41,16 @@ function cmd.run(args)
     local events = results.read(pos[1])
     local live = results.live_allocations(events)
     if #live == 0 then print('nothing to clean: every allocated sandbox of ' .. pos[1] .. ' was destroyed'); return 0 end
-    local run_id
-    for _, e in ipairs(events) do if e.event == 'run_started' then run_id = e.run_id end end
+    local run_id, provider_config
+    for _, e in ipairs(events) do
+      if e.event == 'run_started' then run_id, provider_config = e.run_id, e.provider_config end
+    end
     local writer = results.open(pos[1], run_id)
     local providers = {}
     for _, a in ipairs(live) do
       local p = providers[a.provider]
       if not p then
-        local prov, client = connect(a.provider, f)
+        local prov, client = connect(a.provider, f, provider_config)
         p = { prov, client }
         providers[a.provider] = p
       end

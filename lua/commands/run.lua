@@ -123,6 +123,9 @@ function cmd.run(args)
         for _, mode in ipairs(o.modes or { o.mode }) do
           local one = util.copy(o)
           one.kind, one.provider, one.mode = 'tasks', prov, mode
+          if one.output and one.output:match('%.jsonl?$') then -- one log per combination
+            one.output = one.output:gsub('(%.jsonl?)$', '-' .. prov .. '-' .. mode .. '%1')
+          end
           local st = require('runner').run_tasks(one)
           if st == 130 then return 130 end
           worst = math.max(worst, st)

@@ -16,6 +16,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'util'
+local task = require 'cseng.task'
 
 local M = {
   name = 'local',
@@ -36,17 +37,58 @@ local ETC_BINDS = {
   'protocols', 'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl', 'gitconfig',
 }
 
+-- cgroups: v2 (one unified tree) or v1 (one tree per controller; cpu may be mounted alone or
+-- as "cpu,cpuacct"). Files in cgroupfs cannot be replaced by rename, so limits are written
+-- in place with fs.append (one write(2)).
+local CG = '/sys/fs/cgroup'
+
+local function cg_write(path, value)
+  return fs.append(path, tostring(value))
+end
+
 local function detect_cgroup()
-  if fs.exists('/sys/fs/cgroup/cgroup.controllers') then
-    local probe = '/sys/fs/cgroup/cseng-probe-' .. sys.pid()
-    if fs.mkdir_p(probe) then fs.remove(probe); return { version = 2, base = '/sys/fs/cgroup/cseng' } end
-    return nil
+  if fs.exists(CG .. '/cgroup.controllers') then
+    local base = CG .. '/cseng'
+    if not fs.mkdir_p(base) then return nil end
+    -- controllers must be enabled for children, in the root and in cseng/
+    cg_write(CG .. '/cgroup.subtree_control', '+memory +cpu +pids')
+    cg_write(base .. '/cgroup.subtree_control', '+memory +cpu +pids')
+    return { version = 2, trees = { base } }
   end
-  if fs.exists('/sys/fs/cgroup/memory') then
-    local probe = '/sys/fs/cgroup/memory/cseng-probe-' .. sys.pid()
-    if fs.mkdir_p(probe) then fs.remove(probe); return { version = 1, base = '/sys/fs/cgroup' } end
+  if fs.exists(CG .. '/memory/tasks') then
+    local cpu = fs.exists(CG .. '/cpu,cpuacct/tasks') and (CG .. '/cpu,cpuacct') or (CG .. '/cpu')
+    local trees = {}
+    for _, d in ipairs({ CG .. '/memory', cpu, CG .. '/pids' }) do
+      if fs.exists(d .. '/tasks') and fs.mkdir_p(d .. '/cseng') then trees[#trees + 1] = d .. '/cseng' end
+    end
+    if #trees == 0 then return nil end
+    return { version = 1, trees = trees, memory = CG .. '/memory/cseng', cpu = cpu .. '/cseng', pids = CG .. '/pids/cseng' }
   end
   return nil
+end
+
+-- Remove a sandbox's cgroup: kill what is left in it, then rmdir (EBUSY while processes exit).
+local function cg_remove(dir)
+  for _ = 1, 40 do
+    if not fs.exists(dir) then return true end
+    local procs = fs.read(dir .. '/cgroup.procs') or ''
+    for pid in procs:gmatch('%d+') do sys.kill(tonumber(pid), 'KILL') end
+    if fs.remove(dir) then return true end
+    task.sleep(0.025)
+  end
+  return nil, 'cgroup ' .. dir .. ' stays busy'
+end
+
+-- Leftovers of dead runs: empty cgroups whose sandbox directory is gone.
+local function cg_sweep(client)
+  for _, tree in ipairs(client.cgroup.trees) do
+    for _, name in ipairs(fs.list(tree) or {}) do
+      if name:match('^cseng%-') and not fs.exists(client.base .. '/sandboxes/' .. name) then
+        local procs = fs.read(tree .. '/' .. name .. '/cgroup.procs') or ''
+        if not procs:match('%d') then fs.remove(tree .. '/' .. name) end
+      end
+    end
+  end
 end
 
 --- Check that bwrap is present and works; choose where sandboxes live.
@@ -63,15 +105,16 @@ function M.connect(cfg)
   if rootfs and not fs.exists(rootfs .. '/usr') then
     error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
   end
-  return {
+  local client = {
     bwrap = bwrap,
     base = base,
     rootfs = rootfs,
     is_root = sys.uid() == 0,
     cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
-    allow_network = cfg.network == true,
     keep_usr_local = cfg.keep_usr_local or os.getenv('CSENG_LOCAL_KEEP_USR_LOCAL') == '1',
   }
+  if client.cgroup then cg_sweep(client) end
+  return client
 end
 
 local function write_etc(root, hostname, network)
@@ -104,45 +147,38 @@ local function make_root(root, hostname, network)
   write_etc(root, hostname, network)
 end
 
-local function cgroup_dirs(client, id)
-  local cg = client.cgroup
-  if not cg then return {} end
-  if cg.version == 2 then return { cg.base .. '/' .. id } end
-  return { cg.base .. '/memory/cseng/' .. id, cg.base .. '/cpu,cpuacct/cseng/' .. id, cg.base .. '/pids/cseng/' .. id }
-end
-
 local function setup_cgroup(client, sb, spec)
   local cg = client.cgroup
   if not cg or not (spec.memory_mb or spec.cpus) then return end
-  local dirs = {}
-  local function w(path, value)
-    local ok = fs.write(path, tostring(value), { atomic = false })
-    return ok
+  local dirs, applied = {}, {}
+  local function make(tree)
+    local d = tree .. '/' .. sb.id
+    if fs.mkdir_p(d) then dirs[#dirs + 1] = d; return d end
   end
   if cg.version == 2 then
-    local d = cg.base .. '/' .. sb.id
-    if not fs.mkdir_p(d) then return end
-    dirs[1] = d
-    if spec.memory_mb then w(d .. '/memory.max', math.floor(spec.memory_mb * 1024 * 1024)) end
-    if spec.cpus then w(d .. '/cpu.max', string.format('%d 100000', math.floor(spec.cpus * 100000))) end
-    w(d .. '/pids.max', 4096)
+    local d = make(cg.trees[1])
+    if d then
+      if spec.memory_mb and cg_write(d .. '/memory.max', math.floor(spec.memory_mb * 1048576)) then applied.memory_mb = spec.memory_mb end
+      if spec.cpus and cg_write(d .. '/cpu.max', string.format('%d 100000', math.floor(spec.cpus * 100000))) then applied.cpus = spec.cpus end
+      cg_write(d .. '/pids.max', 4096)
+    end
   else
-    local mem, cpu, pids = table.unpack(cgroup_dirs(client, sb.id))
-    if spec.memory_mb and fs.mkdir_p(mem) then
-      dirs[#dirs + 1] = mem
-      w(mem .. '/memory.limit_in_bytes', math.floor(spec.memory_mb * 1024 * 1024))
+    if spec.memory_mb and fs.exists(cg.memory) then
+      local d = make(cg.memory)
+      if d and cg_write(d .. '/memory.limit_in_bytes', math.floor(spec.memory_mb * 1048576)) then applied.memory_mb = spec.memory_mb end
     end
-    if spec.cpus and fs.exists(util.dirname(util.dirname(cpu))) and fs.mkdir_p(cpu) then
-      dirs[#dirs + 1] = cpu
-      w(cpu .. '/cpu.cfs_period_us', 100000)
-      w(cpu .. '/cpu.cfs_quota_us', math.floor(spec.cpus * 100000))
+    if spec.cpus and fs.exists(cg.cpu) then
+      local d = make(cg.cpu)
+      if d and cg_write(d .. '/cpu.cfs_period_us', 100000)
+          and cg_write(d .. '/cpu.cfs_quota_us', math.floor(spec.cpus * 100000)) then applied.cpus = spec.cpus end
     end
-    if fs.exists(util.dirname(util.dirname(pids))) and fs.mkdir_p(pids) then
-      dirs[#dirs + 1] = pids
-      w(pids .. '/pids.max', 4096)
+    if fs.exists(cg.pids) then
+      local d = make(cg.pids)
+      if d then cg_write(d .. '/pids.max', 4096) end
     end
   end
   sb.cgroups = dirs
+  sb.limits = applied -- what the machine let us enforce (recorded by the runner)
 end
 
 --- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb,
@@ -154,7 +190,7 @@ function M.create(client, spec)
   assert(fs.mkdir_p(dir))
   local sb = {
     id = id, dir = dir, root = root, env = spec.env or {}, workdir = spec.workdir or '/workspace',
-    network = spec.network and client.allow_network or false, labels = spec.labels or {},
+    network = spec.network and true or false, labels = spec.labels or {},
     cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(),
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
@@ -272,16 +308,26 @@ end
 
 --- Read a file of the sandbox (resolved inside it).
 function M.get(client, sb, path)
-  local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 60, cwd = '/' })
+  local limit = 256 * 1048576
+  local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/', tail_bytes = limit })
   if not res then return nil, err, code end
   if res.code ~= 0 then return nil, path .. ': ' .. util.trim(res.stderr), 'ENOENT' end
+  if (res.stdout_dropped or 0) > 0 then return nil, path .. ': larger than ' .. limit .. ' bytes', 'EFBIG' end
   return res.stdout
 end
 
 local function rm_cgroups(client, sb)
-  for _, d in ipairs(sb.cgroups or cgroup_dirs(client, sb.id)) do
-    if fs.exists(d) then fs.remove(d) end
+  if not client.cgroup then return true end
+  local dirs = sb.cgroups
+  if not dirs then -- a sandbox known only by id (cleanup, resume)
+    dirs = {}
+    for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. sb.id end
   end
+  for _, d in ipairs(dirs) do
+    local ok, err = cg_remove(d)
+    if not ok then return nil, err end
+  end
+  return true
 end
 
 --- Destroy a sandbox: unmount, remove its directory and cgroups. Idempotent.
@@ -290,7 +336,8 @@ function M.destroy(client, sb)
   if fs.exists(dir .. '/root') and (sb.overlay or fs.exists(dir .. '/upper')) then
     proc.run { argv = { 'umount', '-l', dir .. '/root' }, timeout = 30 }
   end
-  rm_cgroups(client, sb)
+  local cok, cerr = rm_cgroups(client, sb)
+  if not cok then return nil, cerr, 'EBUSY' end
   if fs.exists(dir) then
     local ok, err = fs.remove_tree(dir)
     if not ok then return nil, err, 'EIO' end
@@ -316,11 +363,18 @@ function M.list(client, filter)
 end
 
 --- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
+--- Artifacts are named by the task's content hash, so an existing one is the same root: it is
+--- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
 function M.snapshot(client, sb, key)
   local dest = client.base .. '/warm/' .. key
-  fs.remove_tree(dest)
-  local ok, err = fs.copy_tree(sb.root, dest)
-  if not ok then return nil, err, 'EIO' end
+  if fs.exists(dest .. '/etc/passwd') then return dest end
+  local tmp = dest .. '.tmp-' .. sb.id
+  local ok, err = fs.copy_tree(sb.root, tmp)
+  if not ok then fs.remove_tree(tmp); return nil, err, 'EIO' end
+  if not fs.rename(tmp, dest) then -- another run got there first
+    fs.remove_tree(tmp)
+    if not fs.exists(dest .. '/etc/passwd') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
+  end
   return dest
 end
 
