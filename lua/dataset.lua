@@ -302,7 +302,7 @@ function dataset.from_row(row, where, opts)
   bad(where, 'task_id', 'row has neither task_files (TerminalBench) nor instance_id (SWE-smith)')
 end
 
-local function load_rows(path, opts, push)
+local function load_rows(path, push)
   local lower = path:lower()
   if lower:match('%.parquet$') then
     local parquet = require 'parquet'
@@ -360,7 +360,7 @@ function dataset.load(path, opts)
       if #tasks == 0 and #bads == 0 then error(path .. ': no task directories (with task.toml) inside', 0) end
     end
   else
-    load_rows(path, opts, function(row, where, err)
+    load_rows(path, function(row, where, err)
       if err then
         if opts.skip_bad_rows then bads[#bads + 1] = { where = where, error = where .. ': ' .. err }
         else error(where .. ': ' .. err, 0) end

@@ -135,11 +135,9 @@ function dockerfile.parse(text, name)
   for raw in (text .. '\n'):gmatch('(.-)\r?\n') do
     lineno = lineno + 1
     local line = raw
-    if not logical and (line:match('^%s*#') or line:match('^%s*$')) then
-      -- a comment or blank line between instructions
-    elseif logical and line:match('^%s*#') then
-      -- comments inside a continued instruction are dropped
-    else
+    local skip = line:match('^%s*#') -- comments, between or inside instructions, are dropped
+      or (not logical and line:match('^%s*$')) -- so are blank lines between instructions
+    if not skip then
       local cont = line:match('^(.-)\\%s*$')
       if logical then logical = logical .. ' ' .. (cont or line)
       else logical, start_line = cont or line, lineno end

@@ -7,7 +7,6 @@
 local jsonl = require 'jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
-local cjson = require 'cjson'
 local util = require 'util'
 
 local results = {}

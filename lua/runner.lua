@@ -8,7 +8,6 @@
 --- infrastructure failure, with error_stage naming the phase).
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'

@@ -122,8 +122,8 @@ function staging.context(run, t, sb)
     o.cwd = o.cwd or self.workdir
     return run.provider.exec(run.client, sb, cmd, o)
   end
-  function ctx:put(dir, tar) return run.provider.put(run.client, sb, dir, tar) end
-  function ctx:get(path) return run.provider.get(run.client, sb, path) end
+  ctx.put = function(_, dir, tar) return run.provider.put(run.client, sb, dir, tar) end
+  ctx.get = function(_, path) return run.provider.get(run.client, sb, path) end
   return ctx
 end
 

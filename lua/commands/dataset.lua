@@ -4,7 +4,6 @@ local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local dataset = require 'dataset'
-local util = require 'util'
 local jsonl = require 'jsonl'
 
 local SPEC = {

@@ -7,7 +7,7 @@ local cmd = {
   usage = 'usage: cseng providers\n\nLists lua/providers/*.lua with their description and credential variables.',
 }
 
-function cmd.run(args)
+function cmd.run()
   local dir = sys.root() .. '/lua/providers'
   local names = {}
   for _, f in ipairs(fs.list(dir) or {}) do

@@ -3,7 +3,6 @@
 --- as the seed harness makes its solve.sh idempotent. A task without a solution is reported
 --- as such (the verifier still runs; it should score 0).
 local archive = require 'cseng.archive'
-local fs = require 'cseng.fs'
 
 local solver = { name = 'gold', description = "run the task's own solution/solve.sh" }
 

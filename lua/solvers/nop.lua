@@ -2,7 +2,7 @@
 --- task's tests test something.
 local solver = { name = 'nop', description = 'do nothing (tests must then fail)' }
 
-function solver.solve(ctx)
+function solver.solve()
   return { skipped = true, note = 'nop solver' }
 end
 
