@@ -1,0 +1,171 @@
+--- The measured cseng client: sandbox lifecycles (or plain GETs) against the fake provider,
+--- written the way the seed arena's Lizard code is (create -> exec (check the marker) -> delete,
+--- one shared HTTP client, JSON in and out), with cseng tasks instead of threads.
+---
+---   ./cseng lua bench/client.lua --url http://127.0.0.1:PORT --concurrency 64 --out F
+---          [--mode lifecycle|raw] [--warmup 1] [--duration 3] [--create-ms 50 --exec-ms 20 --delete-ms 10]
+---
+--- lifecycle: `concurrency` tasks each run lifecycles back to back until the window closes; their
+--- starts are spread evenly over one nominal lifecycle so the waves of responses do not all land
+--- in the same millisecond. Each call is timed with clock.now() around the request and its JSON
+--- decoding (what a runner reports as the phase time). Lifecycles that start after the warm-up
+--- are sampled; throughput counts lifecycles completed inside the window.
+--- raw: `concurrency` tasks GET /zero back to back; the rate counts responses inside the window.
+---
+--- F receives one JSON object: samples (nanoseconds: measured and the fake's X-Fake-Held-Ns per
+--- call), counts, the CPU time used inside the window and the peak RSS (sys.usage()).
+local http = require 'cseng.http'
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local sys = require 'cseng.sys'
+local fs = require 'cseng.fs'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local flags = require 'flags'
+
+local opts, perr = flags.parse(arg, {
+  url = { key = 'url', type = 'string' },
+  mode = { key = 'mode', type = 'string' },
+  concurrency = { key = 'concurrency', type = 'int', min = 1 },
+  warmup = { key = 'warmup', type = 'number' },
+  duration = { key = 'duration', type = 'number' },
+  out = { key = 'out', type = 'string' },
+  ['create-ms'] = { key = 'create_ms', type = 'number' },
+  ['exec-ms'] = { key = 'exec_ms', type = 'number' },
+  ['delete-ms'] = { key = 'delete_ms', type = 'number' },
+  ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
+})
+if not opts or not opts.url or not opts.out then
+  io.stderr:write('client: ', perr or '--url and --out are required', '\n')
+  return 2
+end
+
+local BASE = opts.url:gsub('/+$', '')
+local C = opts.concurrency or 64
+local MODE = opts.mode or 'lifecycle'
+local WARMUP = math.floor((opts.warmup or 1) * 1e9)
+local DURATION = math.floor((opts.duration or 3) * 1e9)
+local NOMINAL = {
+  create = math.floor((opts.create_ms or 50) * 1e6),
+  exec = math.floor((opts.exec_ms or 20) * 1e6),
+  delete = math.floor((opts.delete_ms or 10) * 1e6),
+}
+local PERIOD = NOMINAL.create + NOMINAL.exec + NOMINAL.delete
+local MARKER = 'arena-startup-ready-20261001'
+local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'
+local HEADERS = { ['X-API-Key'] = 'bench-key', ['Content-Type'] = 'application/json', ['Accept'] = 'application/json' }
+local CREATE_BODY = cjson.encode {
+  template = 'base', size = 'small', projectId = 'bench', region = 'us-east-1', timeoutMs = 300000,
+}
+
+http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16 }
+
+local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {} }
+local failures, first_error = 0, nil
+local completed, requests, total = 0, 0, 0
+local t_start, t_warm, t_end, usage_warm
+
+local function fail(msg)
+  failures = failures + 1
+  first_error = first_error or msg
+end
+
+-- One API call as the seed makes it: the status checked, the JSON decoded.
+local function call(method, path, body, ok_status)
+  local t0 = clock.now()
+  local res, err, code = http.request { method = method, url = BASE .. path, headers = HEADERS, body = body, timeout = 90 }
+  local data
+  if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
+  local t1 = clock.now()
+  total = total + 1
+  if t1 >= t_warm and t1 <= t_end then requests = requests + 1 end
+  if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
+  if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
+  return data or true, t1 - t0, math.tointeger(tonumber(res.headers['x-fake-held-ns']))
+end
+
+local function lifecycle(sampled)
+  local sb, d, held = call('POST', '/api/sandboxes', CREATE_BODY, 201)
+  if not sb then return fail(d) end
+  if sampled then
+    samples.create[#samples.create + 1] = d
+    samples.create_held[#samples.create_held + 1] = held
+  end
+  local id = sb.sandboxId
+  local r
+  r, d, held = call('POST', '/api/sandboxes/' .. id .. '/exec', cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200)
+  local ok = r and r.exitCode == 0 and (r.stdout or ''):match('^%s*(.-)%s*$') == MARKER
+  if not r then fail(d)
+  elseif not ok then fail('invalid readiness response: exit=' .. tostring(r.exitCode))
+  elseif sampled then
+    samples.exec[#samples.exec + 1] = d
+    samples.exec_held[#samples.exec_held + 1] = held
+  end
+  r, d, held = call('DELETE', '/api/sandboxes/' .. id, nil, 204)
+  if not r then return fail(d) end
+  if sampled then
+    samples.delete[#samples.delete + 1] = d
+    samples.delete_held[#samples.delete_held + 1] = held
+  end
+  return ok
+end
+
+local function lifecycle_worker(i)
+  if not opts.no_stagger then task.sleep((i - 1) * PERIOD / C / 1e9) end
+  while clock.now() < t_end do
+    local sampled = clock.now() >= t_warm
+    local ok = lifecycle(sampled)
+    local now = clock.now()
+    if ok and now >= t_warm and now <= t_end then completed = completed + 1 end
+  end
+end
+
+local function raw_worker()
+  local url = BASE .. '/zero'
+  while clock.now() < t_end do
+    local res, err, code = http.request { url = url, timeout = 90 }
+    local now = clock.now()
+    total = total + 1
+    if not res or res.status ~= 200 then fail(tostring(err or res.status) .. ' ' .. tostring(code))
+    elseif now >= t_warm and now <= t_end then requests = requests + 1 end
+  end
+end
+
+t_start = clock.now()
+t_warm = t_start + WARMUP
+t_end = t_warm + DURATION
+-- CPU and RSS inside the window: sampled when the warm-up ends
+local sampler = task.spawn(function()
+  task.sleep(WARMUP / 1e9)
+  usage_warm = sys.usage()
+end)
+local workers = {}
+for i = 1, C do workers[i] = task.spawn(MODE == 'raw' and raw_worker or lifecycle_worker, i) end
+local usage_end
+local closer = task.spawn(function()
+  task.sleep((t_end - clock.now()) / 1e9)
+  usage_end = sys.usage()
+end)
+for _, w in ipairs(workers) do
+  local ok, e = task.join(w)
+  if not ok then fail(tostring(e)) end
+end
+task.join(sampler)
+task.join(closer)
+local usage_final = sys.usage()
+
+local window_s = DURATION / 1e9
+local cpu_s = (usage_end.user_s + usage_end.sys_s) - (usage_warm.user_s + usage_warm.sys_s)
+local out = {
+  client = 'cseng', mode = MODE, concurrency = C, warmup_s = WARMUP / 1e9, window_s = window_s,
+  nominal_ns = NOMINAL, stagger = not opts.no_stagger,
+  completed = completed, requests = requests, total_requests = total, failures = failures, first_error = first_error,
+  rate = (MODE == 'raw' and requests or completed) / window_s,
+  cpu_user_s = usage_end.user_s - usage_warm.user_s, cpu_sys_s = usage_end.sys_s - usage_warm.sys_s,
+  cpu_s = cpu_s, cpu_per_request_us = requests > 0 and cpu_s / requests * 1e6 or nil,
+  maxrss_kb = usage_final.maxrss_kb,
+  samples = {},
+}
+for k, v in pairs(samples) do out.samples[k] = jsonl.array(v) end
+assert(fs.write(opts.out, jsonl.encode(out)))
+return 0

@@ -1,0 +1,853 @@
+--- make bench: cseng's own overhead, measured on loopback, written to docs/PERFORMANCE.md.
+---
+---   ./cseng lua bench/run.lua [--reps 3] [--duration 3] [--warmup 1] [--concurrency 4,64,256,1024]
+---                             [--quick] [--no-python] [--no-docker] [--no-profile] [--output docs/PERFORMANCE.md]
+---
+--- Every measured client runs in its own process against servers in their own processes:
+---   bench/fake_provider.lua  the fake Lizard provider (cseng.serve), injected latencies
+---   nginx (Debian)           the zero-latency endpoint for the raw request rate
+---   bench/client.lua         the cseng client; bench/client.py the seed-style Python client
+---   wrk (Debian)             the reference load generator
+---   bench/startup.lua        create -> first exec of the local (and docker) provider
+---   bench/micro.lua          clock.now() cost, idle RSS
+--- Repeated runs are interleaved (each repetition runs every client at every concurrency, the
+--- clients' order alternating), so slow phases of a shared machine hit all of them alike; the
+--- report shows the median over repetitions and the min-max. Raw results go to
+--- bench/out/<stamp>.json; the markdown comes from bench/PERFORMANCE.md.tmpl. Whatever sits
+--- between <!-- docker:begin --> and <!-- docker:end --> in the existing report is kept.
+local proc = require 'cseng.proc'
+local fs = require 'cseng.fs'
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local sys = require 'cseng.sys'
+local http = require 'cseng.http'
+local serve = require 'cseng.serve'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local stats = require 'stats'
+local flags = require 'flags'
+local report = require 'report_helpers'
+
+local SPEC = {
+  reps = { key = 'reps', type = 'int', min = 1 },
+  duration = { key = 'duration', type = 'number' },
+  warmup = { key = 'warmup', type = 'number' },
+  concurrency = { key = 'concurrency', type = 'list' },
+  quick = { key = 'quick', type = 'bool' },
+  ['no-python'] = { key = 'no_python', type = 'bool' },
+  ['no-docker'] = { key = 'no_docker', type = 'bool' },
+  ['no-profile'] = { key = 'no_profile', type = 'bool' },
+  output = { key = 'output', type = 'string' },
+}
+local opts, perr = flags.parse(arg, SPEC)
+if not opts then
+  io.stderr:write('bench: ', perr, '\n')
+  return 2
+end
+
+local ROOT = sys.root()
+local EXE = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
+local PY = '/usr/bin/python3' -- Debian's, for Debian's python3-httpx
+local QUICK = opts.quick
+local REPS = opts.reps or (QUICK and 1 or 3)
+local DURATION = opts.duration or (QUICK and 1 or 3)
+local WARMUP = opts.warmup or (QUICK and 0.5 or 1)
+local CONC = {}
+for _, c in ipairs(opts.concurrency or { '4', '64', '256', '1024' }) do CONC[#CONC + 1] = assert(math.tointeger(tonumber(c)), c) end
+local RAW_C = 64
+local LOCAL_N = QUICK and 10 or 100
+local DOCKER_N = QUICK and 3 or 10 -- per repetition, for the provider and for `docker run`
+local CLOCK_N = QUICK and 1000000 or 10000000
+local NOMINAL = { create = 50, exec = 20, delete = 10 } -- ms, the issue's defaults
+local PERIOD_MS = NOMINAL.create + NOMINAL.exec + NOMINAL.delete
+local OUTPUT = opts.output or fs.join(ROOT, 'docs/PERFORMANCE.md')
+local TEMPLATE = fs.join(ROOT, 'bench/PERFORMANCE.md.tmpl')
+local STAMP = os.date('!%Y%m%dT%H%M%SZ')
+local TMP = assert(fs.tempdir('cseng-bench-'))
+
+local function say(...)
+  io.stderr:write('bench: ', string.format(...), '\n')
+end
+
+-- ---- processes ------------------------------------------------------------------------------
+
+local commands, seen_cmd = {}, {}
+
+-- Record a command line for the report once per kind, with temp paths and ports made generic.
+local function note(kind, argv)
+  if seen_cmd[kind] then return end
+  seen_cmd[kind] = true
+  local parts = {}
+  for i, a in ipairs(argv) do
+    a = tostring(a):gsub(TMP:gsub('%p', '%%%0'), '$TMP'):gsub(ROOT:gsub('%p', '%%%0') .. '/', '')
+    if a == EXE then a = './cseng' end
+    a = a:gsub('http://127%.0%.0%.1:%d+', '$URL')
+    parts[i] = a:find('[%s"\'$]') and not a:find('^%$') and ("'" .. a .. "'") or a
+  end
+  commands[#commands + 1] = table.concat(parts, ' ')
+end
+
+local function run(kind, argv, timeout)
+  note(kind, argv)
+  local r, err, code = proc.run { argv = argv, cwd = ROOT, timeout = timeout or 120, tail_bytes = 1 << 20 }
+  if not r then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
+  if r.timed_out then return nil, kind .. ': timed out', r end
+  if r.code ~= 0 then return nil, kind .. ': exit ' .. r.code .. ': ' .. (r.stderr ~= '' and r.stderr or r.stdout):sub(-800), r end
+  return r
+end
+
+local function read_json(path)
+  local text = fs.read(path)
+  if not text then return nil end
+  local ok, v = pcall(cjson.decode, text)
+  return ok and v or nil
+end
+
+local function first_line(s) return (tostring(s or ''):match('[^\n]*') or ''):gsub('%s+$', '') end
+
+-- A command's output (wrk -v exits 1 after printing its version), or nil when it failed silently.
+local function sh(argv)
+  local r = proc.run { argv = argv, timeout = 20 }
+  if not r then return nil end
+  local out = r.stdout ~= '' and r.stdout or r.stderr
+  if r.code ~= 0 and (out == '' or out:find('Error') or out:find('No module')) then return nil end
+  return out
+end
+
+-- A free loopback port (bound, read, released: nginx needs a number in its config).
+local function free_port()
+  local s = assert(serve.listen { port = 0 })
+  local p = s:port()
+  s:close()
+  return p
+end
+
+local function get_json(url)
+  local r = http.request { url = url, timeout = 10 }
+  if not r or r.status ~= 200 then return nil end
+  return cjson.decode(r.body)
+end
+
+-- ---- the machine ----------------------------------------------------------------------------
+
+local function cpu_busy(seconds)
+  local function sample()
+    local l = fs.read('/proc/stat'):match('^cpu%s+([^\n]+)')
+    local v = {}
+    for n in l:gmatch('%d+') do v[#v + 1] = tonumber(n) end
+    local idle = v[4] + (v[5] or 0)
+    local total = 0
+    for _, x in ipairs(v) do total = total + x end
+    return idle, total
+  end
+  local i0, t0 = sample()
+  task.sleep(seconds)
+  local i1, t1 = sample()
+  if t1 == t0 then return nil end
+  return 1 - (i1 - i0) / (t1 - t0)
+end
+
+local function machine()
+  local m = {}
+  local cpuinfo = fs.read('/proc/cpuinfo') or ''
+  m.model = cpuinfo:match('model name%s*:%s*([^\n]+)') or '?'
+  m.nproc = sys.cpu_count()
+  local kb = tonumber((fs.read('/proc/meminfo') or ''):match('MemTotal:%s*(%d+)') or 0)
+  m.mem_gib = kb / 1048576
+  m.kernel = first_line(fs.read('/proc/sys/kernel/osrelease'))
+  m.os = (fs.read('/etc/os-release') or ''):match('PRETTY_NAME="([^"]+)"') or '?'
+  m.cseng_version = sh { EXE, '--version' } or '?'
+  m.versions = sys.versions()
+  m.wrk = first_line(sh { 'wrk', '-v' } or 'absent')
+  m.nginx = first_line(sh { 'nginx', '-v' } or 'absent')
+  m.python = first_line(sh { PY, '--version' } or 'absent')
+  m.httpx = first_line(sh { PY, '-c', 'import httpx; print(httpx.__version__)' } or 'absent')
+  m.perf = first_line(sh { 'perf', '--version' } or 'absent')
+  m.loadavg_start = (fs.read('/proc/loadavg') or ''):match('^(%S+ %S+ %S+)')
+  m.busy_before = cpu_busy(1)
+  m.hostname = sys.hostname()
+  return m
+end
+
+-- ---- statistics -------------------------------------------------------------------------------
+
+-- median, min, max of a list of numbers (nil entries dropped)
+local function agg(xs)
+  local v = {}
+  for _, x in pairs(xs) do if type(x) == 'number' and x == x then v[#v + 1] = x end end
+  if #v == 0 then return nil end
+  table.sort(v)
+  return { med = stats.quantile_sorted(v, 0.5), min = v[1], max = v[#v], n = #v }
+end
+
+local PHASES = { 'create', 'exec', 'delete' }
+
+-- Errors of one lifecycle run, in ms: against the fake's held time, against the nominal latency,
+-- and the fake's own lateness (held - nominal).
+local function lifecycle_summary(d)
+  local held, nominal, late = {}, {}, {}
+  local per_phase = {}
+  for _, ph in ipairs(PHASES) do
+    local m, h, nom = d.samples[ph] or {}, d.samples[ph .. '_held'] or {}, d.nominal_ns[ph]
+    local ph_held = {}
+    for i = 1, #m do
+      nominal[#nominal + 1] = (m[i] - nom) / 1e6
+      if h[i] and h[i] > 0 then
+        local e = (m[i] - h[i]) / 1e6
+        held[#held + 1] = e
+        ph_held[#ph_held + 1] = e
+        late[#late + 1] = (h[i] - nom) / 1e6
+      end
+    end
+    local s = stats.summary(ph_held)
+    per_phase[ph] = { n = s.n, p50 = s.p50, p99 = s.p99, max = s.max }
+  end
+  local function brief(xs)
+    local s = stats.summary(xs)
+    return { n = s.n, min = s.min, p50 = s.p50, p99 = s.p99, max = s.max, mean = s.mean }
+  end
+  return { held = brief(held), nominal = brief(nominal), lateness = brief(late), per_phase = per_phase }, held
+end
+
+-- ---- the servers ------------------------------------------------------------------------------
+
+local fake, fake_url
+local function start_fake()
+  local port_file = fs.join(TMP, 'fake.port')
+  local argv = { EXE, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
+    '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--max-seconds', 3600 }
+  note('fake', argv)
+  local p = assert(proc.spawn { argv = argv, cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
+  for _ = 1, 200 do
+    local t = fs.read(port_file)
+    if t and t:match('%d+\n') then
+      fake_url = 'http://127.0.0.1:' .. t:match('%d+')
+      fake = p
+      return true
+    end
+    task.sleep(0.05)
+  end
+  p:close()
+  error('the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
+end
+
+local nginx, nginx_url, nginx_conf_text
+local function start_nginx()
+  if not proc.which('nginx') then return nil, 'nginx is not installed (apt-get install nginx-light)' end
+  local dir = fs.join(TMP, 'nginx')
+  assert(fs.mkdir_p(dir))
+  local port = free_port()
+  nginx_conf_text = table.concat({
+    'worker_processes 1;', 'daemon off;', 'pid ' .. dir .. '/nginx.pid;', 'error_log ' .. dir .. '/error.log warn;',
+    'events { worker_connections 4096; }',
+    'http {', '  access_log off;', '  client_body_temp_path ' .. dir .. '/body;', '  keepalive_requests 10000000;',
+    '  server {', '    listen 127.0.0.1:' .. port .. ' backlog=4096;',
+    "    location = /zero { default_type application/json; return 200 '{\"ok\":true}'; }", '  }', '}', '' }, '\n')
+  assert(fs.write(dir .. '/nginx.conf', nginx_conf_text))
+  local argv = { 'nginx', '-p', dir, '-c', dir .. '/nginx.conf', '-e', dir .. '/error.log' }
+  note('nginx', argv)
+  local p, err = proc.spawn { argv = argv, stdout = dir .. '/out.log', stderr = dir .. '/out.log' }
+  if not p then return nil, err end
+  nginx_url = 'http://127.0.0.1:' .. port
+  for _ = 1, 100 do
+    local r = http.request { url = nginx_url .. '/zero', timeout = 2 }
+    if r and r.status == 200 then
+      nginx = p
+      return true
+    end
+    task.sleep(0.05)
+  end
+  p:close()
+  return nil, 'nginx did not answer: ' .. tostring(fs.read(dir .. '/out.log'))
+end
+
+-- ---- the measurements -------------------------------------------------------------------------
+
+local function wrk(url, c, seconds)
+  if not proc.which('wrk') then return nil, 'wrk is not installed' end
+  local r, err = run('wrk', { 'wrk', '-t1', '-c' .. c, '-d' .. seconds .. 's', url }, seconds + 30)
+  if not r then return nil, err end
+  local rate = tonumber(r.stdout:match('Requests/sec:%s*([%d%.]+)'))
+  local errors = r.stdout:match('Non%-2xx or 3xx responses:%s*(%d+)') or r.stdout:match('Socket errors:[^\n]*')
+  return { rate = rate, errors = errors, text = r.stdout }
+end
+
+local function client_argv(kind, url, c, mode)
+  local common = { '--url', url, '--concurrency', c, '--warmup', WARMUP, '--duration', DURATION,
+    '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--mode', mode }
+  local argv = kind == 'cseng' and { EXE, 'lua', fs.join(ROOT, 'bench/client.lua') } or { PY, fs.join(ROOT, 'bench/client.py') }
+  for _, a in ipairs(common) do argv[#argv + 1] = tostring(a) end
+  return argv
+end
+
+local function run_client(kind, url, c, mode)
+  local out = fs.join(TMP, string.format('%s-%s-%d.json', kind, mode, c))
+  fs.remove(out)
+  local argv = client_argv(kind, url, c, mode)
+  argv[#argv + 1] = '--out'
+  argv[#argv + 1] = out
+  local r, err = run(kind .. '-' .. mode, argv, WARMUP + DURATION + 120)
+  if not r then return nil, err end
+  local d = read_json(out)
+  if not d then return nil, kind .. ': no result file' end
+  return d
+end
+
+local results = { stamp = STAMP, config = { reps = REPS, duration_s = DURATION, warmup_s = WARMUP, concurrency = CONC,
+  nominal_ms = NOMINAL, raw_concurrency = RAW_C, local_n = LOCAL_N, docker_n = DOCKER_N, clock_n = CLOCK_N } }
+local charts = {} -- err_held samples of the last repetition, per client and concurrency
+local clients = { 'cseng' }
+if not opts.no_python then
+  if sh { PY, '-c', 'import httpx' } then clients[2] = 'python'
+  else results.python_missing = 'python3-httpx is not installed for ' .. PY end
+end
+
+-- 1 and 2: timing fidelity and throughput
+local function fidelity()
+  results.fidelity = {}
+  for rep = 1, REPS do
+    for ci, c in ipairs(CONC) do
+      local order = {}
+      for i, k in ipairs(clients) do order[i] = k end
+      if (rep + ci) % 2 == 0 and #order == 2 then order = { order[2], order[1] } end
+      for _, kind in ipairs(order) do
+        get_json(fake_url .. '/stats?reset=1')
+        local s0 = get_json(fake_url .. '/stats?reset=1')
+        local d, err = run_client(kind, fake_url, c, 'lifecycle')
+        local s1 = get_json(fake_url .. '/stats?reset=1')
+        local rec = { client = kind, concurrency = c, rep = rep }
+        if not d then
+          rec.error = err
+          say('%s c=%d rep %d: %s', kind, c, rep, err)
+        else
+          local sum, held = lifecycle_summary(d)
+          rec.summary = sum
+          rec.rate = d.rate
+          rec.ideal = c / (PERIOD_MS / 1000)
+          rec.completed, rec.requests, rec.failures, rec.first_error = d.completed, d.requests, d.failures, d.first_error
+          rec.cpu_s, rec.cpu_per_request_us, rec.maxrss_kb = d.cpu_s, d.cpu_per_request_us, d.maxrss_kb
+          if s0 and s1 then
+            local wall = (s1.now_ns - s0.now_ns) / 1e9
+            rec.fake = {
+              cpu_s = (s1.user_s + s1.sys_s) - (s0.user_s + s0.sys_s), wall_s = wall,
+              requests = s1.requests - s0.requests, peak_in_flight = s1.peak_in_flight, live_after = s1.live,
+              not_found = s1.not_found - s0.not_found,
+            }
+            rec.fake.cores = rec.fake.cpu_s / wall
+          end
+          charts[kind .. '/' .. c] = held
+          say('%-6s c=%-4d rep %d: %.0f lifecycles/s (ideal %.0f), error vs held p50 %.3f p99 %.3f ms, CPU %.1f us/req, RSS %.1f MiB',
+            kind, c, rep, d.rate, rec.ideal, sum.held.p50 or -1, sum.held.p99 or -1, d.cpu_per_request_us or -1, d.maxrss_kb / 1024)
+        end
+        results.fidelity[#results.fidelity + 1] = rec
+      end
+    end
+  end
+end
+
+-- 3: raw request rate on the zero-latency endpoint
+local function raw_rate()
+  results.raw = {}
+  local ok, err = start_nginx()
+  results.raw_server = ok and 'nginx' or 'fake'
+  if not ok then
+    results.nginx_error = err
+    say('nginx: %s; the raw rate uses the fake provider /zero instead', err)
+  end
+  local url = ok and nginx_url or fake_url
+  for rep = 1, REPS do
+    local tools = { 'wrk', 'cseng', 'python' }
+    for _ = 1, rep - 1 do table.insert(tools, 1, table.remove(tools)) end -- rotate the order
+    local row = { rep = rep }
+    for _, tool in ipairs(tools) do
+      if tool == 'wrk' then
+        local w, werr = wrk(url .. '/zero', RAW_C, DURATION)
+        row.wrk = w and { rate = w.rate, errors = w.errors } or { error = werr }
+      elseif tool == 'python' and not clients[2] then
+        row.python = { error = results.python_missing or 'skipped' }
+      else
+        local d, derr = run_client(tool, url, RAW_C, 'raw')
+        row[tool] = d and { rate = d.rate, cpu_per_request_us = d.cpu_per_request_us, failures = d.failures,
+          first_error = d.first_error, maxrss_kb = d.maxrss_kb } or { error = derr }
+      end
+    end
+    say('raw rep %d: wrk %.0f, cseng %.0f, python %.0f req/s', rep, row.wrk.rate or -1, row.cseng.rate or -1,
+      row.python and row.python.rate or -1)
+    results.raw[#results.raw + 1] = row
+  end
+  -- the fake provider's own capacity, for the not-the-bottleneck argument
+  local w = wrk(fake_url .. '/zero', RAW_C, DURATION)
+  results.fake_capacity = w and { rate = w.rate, errors = w.errors } or nil
+end
+
+-- 5: local provider and docker startup
+local function docker_present()
+  if opts.no_docker then return nil, 'skipped (--no-docker)' end
+  if not fs.exists('/var/run/docker.sock') then return nil, 'no /var/run/docker.sock (dockerd is not running)' end
+  local r = http.request { url = 'http://docker/_ping', unix_socket = '/var/run/docker.sock', timeout = 5 }
+  if not r or r.status ~= 200 then return nil, '/var/run/docker.sock does not answer' end
+  if not fs.exists(fs.join(ROOT, 'lua/providers/docker.lua')) then return nil, 'lua/providers/docker.lua does not exist yet' end
+  if not proc.which('docker') then return nil, 'the docker CLI is not installed' end
+  local img = http.request { url = 'http://docker/v1.41/images/cseng/debian:bookworm/json', unix_socket = '/var/run/docker.sock', timeout = 5 }
+  if not img or img.status ~= 200 then return nil, 'the base image cseng/debian:bookworm is absent (tools/docker-up.sh builds it)' end
+  return 'cseng/debian:bookworm'
+end
+
+local function startup()
+  results.startup = {}
+  local image, why = docker_present()
+  results.docker_image, results.docker_skip = image, why
+  local kinds = { { 'local', LOCAL_N } }
+  if image then
+    kinds[2] = { 'docker', DOCKER_N }
+    kinds[3] = { 'docker-run', DOCKER_N }
+  end
+  for rep = 1, REPS do
+    for _, k in ipairs(kinds) do
+      local out = fs.join(TMP, 'startup-' .. k[1] .. '.json')
+      fs.remove(out)
+      local argv = { EXE, 'lua', fs.join(ROOT, 'bench/startup.lua'), '--provider', k[1], '--n', tostring(k[2]), '--out', out }
+      if k[1] ~= 'local' then argv[#argv + 1] = '--image'; argv[#argv + 1] = image end
+      local r, err = run('startup-' .. k[1], argv, 900)
+      local d = r and read_json(out)
+      local rec = { provider = k[1], rep = rep }
+      if not d then rec.error = err or 'no result' else
+        rec.failures, rec.first_error, rec.info = d.failures, d.first_error, d.info
+        rec.samples = {}
+        for name, v in pairs(d.samples) do
+          local ms = {}
+          for i, x in ipairs(v) do ms[i] = x / 1e6 end
+          rec.samples[name] = ms
+        end
+      end
+      say('startup %s rep %d: %s', k[1], rep, rec.error or string.format('ready p50 %.2f ms', stats.median(rec.samples.ready) or -1))
+      results.startup[#results.startup + 1] = rec
+    end
+  end
+end
+
+-- 6: clock cost, idle RSS
+local function micro()
+  results.micro = {}
+  for rep = 1, REPS do
+    local out = fs.join(TMP, 'micro.json')
+    local r, err = run('micro', { EXE, 'lua', fs.join(ROOT, 'bench/micro.lua'), '--n', tostring(CLOCK_N), '--out', out }, 300)
+    results.micro[rep] = r and read_json(out) or { error = err }
+  end
+  local py = sh { PY, '-c', [[
+import time
+n = 2000000
+f = time.perf_counter_ns
+t0 = f()
+for _ in range(n): f()
+t1 = f()
+for _ in range(n): pass
+t2 = f()
+print((t1 - t0) / n, (t2 - t1) / n)]] }
+  if py then
+    local a, b = py:match('([%d%.]+)%s+([%d%.]+)')
+    results.python_clock = { ns_per_call = tonumber(a), loop_ns = tonumber(b) }
+  end
+end
+
+-- The profile that explains the client's CPU: perf (software clock) on the cseng client at the
+-- highest concurrency, and the system calls per request (strace -c) of the raw client.
+local function profile()
+  results.profile = {}
+  if opts.no_profile then results.profile.skipped = '--no-profile' return end
+  local c = CONC[#CONC]
+  if proc.which('perf') then
+    local data = fs.join(TMP, 'perf.data')
+    local out = fs.join(TMP, 'perf-client.json')
+    local argv = { 'perf', 'record', '-F', '1999', '-g', '-o', data, '--' }
+    for _, a in ipairs(client_argv('cseng', fake_url, c, 'lifecycle')) do argv[#argv + 1] = a end
+    argv[#argv + 1] = '--out'
+    argv[#argv + 1] = out
+    local r, err = run('perf', argv, DURATION + WARMUP + 120)
+    if r then
+      local function rep(sort)
+        local rr = proc.run { argv = { 'perf', 'report', '-i', data, '--no-children', '--sort', sort, '--stdio', '-g', 'none',
+          '--percent-limit', '0.7' }, timeout = 120 }
+        if not rr then return nil end
+        local lines = {}
+        for l in rr.stdout:gmatch('[^\n]+') do
+          if not l:find('^#') and l:find('%%') then lines[#lines + 1] = l:gsub('%s+$', '') end
+        end
+        return lines
+      end
+      results.profile.perf_dso = rep('dso')
+      results.profile.perf_sym = rep('dso,sym')
+      results.profile.perf_concurrency = c
+    else
+      results.profile.perf_error = err
+    end
+  else
+    results.profile.perf_error = 'perf is not installed'
+  end
+  if proc.which('strace') then
+    local out = fs.join(TMP, 'strace-client.json')
+    local sfile = fs.join(TMP, 'strace.txt')
+    local argv = { 'strace', '-f', '-c', '-o', sfile }
+    for _, a in ipairs(client_argv('cseng', nginx_url or fake_url, RAW_C, 'raw')) do argv[#argv + 1] = a end
+    argv[#argv + 1] = '--out'
+    argv[#argv + 1] = out
+    local r = run('strace', argv, DURATION + WARMUP + 120)
+    local d = r and read_json(out)
+    local text = fs.read(sfile)
+    if d and text and d.total_requests - d.failures > 0 then
+      local rows = {}
+      for calls, errors, name in text:gmatch('\n%s*[%d%.]+%s+[%d%.]+%s+%d+%s+(%d+)%s+(%d*)%s*([%w_]+)') do
+        if name ~= 'total' then rows[#rows + 1] = { name = name, calls = tonumber(calls), errors = tonumber(errors) or 0 } end
+      end
+      table.sort(rows, function(a, b) return a.calls > b.calls end)
+      results.profile.syscalls = { requests = d.total_requests - d.failures, failures = d.failures, rows = rows }
+    end
+  end
+end
+
+-- ---- the report -------------------------------------------------------------------------------
+
+local h = report.context(OUTPUT)
+local function ms(v) return h.ms(v) end
+local function range(a, fmt)
+  fmt = fmt or ms
+  if not a then return '–' end
+  if a.n == 1 then return fmt(a.med) end
+  return string.format('%s (%s–%s)', fmt(a.med), fmt(a.min), fmt(a.max))
+end
+local function int(v) return v and string.format('%.0f', v) or '–' end
+local function x2(v) return v and string.format('%.2f×', v) or '–' end
+local function mib(v) return v and string.format('%.1f', v / 1024) or '–' end
+
+local function fid(kind, c)
+  local out = {}
+  for _, r in ipairs(results.fidelity or {}) do
+    if r.client == kind and r.concurrency == c and r.summary then out[#out + 1] = r end
+  end
+  return out
+end
+local function pick(list, f)
+  local v = {}
+  for _, r in ipairs(list) do v[#v + 1] = f(r) end
+  return agg(v)
+end
+
+local V = {}
+
+local function render_machine(m)
+  local v = m.versions
+  local rows = {
+    { 'CPU', string.format('%d × %s', m.nproc, m.model) },
+    { 'memory', string.format('%.1f GiB', m.mem_gib) },
+    { 'kernel / OS', m.kernel .. ' / ' .. m.os },
+    { 'cseng', (m.cseng_version:gsub('\n', ', '):gsub(', $', '')) },
+    { 'libraries', string.format('%s, libcurl %s, libuv %s, %s', v.lua, v.libcurl, v.libuv, v.openssl) },
+    { 'wrk', m.wrk }, { 'nginx', m.nginx }, { 'python / httpx', m.python .. ' / httpx ' .. m.httpx }, { 'perf', m.perf },
+    { 'load average (1, 5, 15 min) at start / end', m.loadavg_start .. ' / ' .. (m.loadavg_end or '?') },
+    { 'machine busy in the second before the run', m.busy_before and h.pct(m.busy_before) or '?' },
+  }
+  return h.table({ 'what', 'value' }, rows, 'll')
+end
+
+local function targets_and_render()
+  local big = CONC[#CONC]
+  local cs_big = fid('cseng', big)
+  local err_p99 = pick(cs_big, function(r) return r.summary.held.p99 end)
+  local err_nom_p99 = pick(cs_big, function(r) return r.summary.nominal.p99 end)
+  local thr = pick(cs_big, function(r) return r.rate / r.ideal end)
+  local rss = pick(cs_big, function(r) return r.maxrss_kb end)
+  local ratio_wrk = pick(results.raw or {}, function(r) return r.cseng.rate and r.wrk.rate and r.cseng.rate / r.wrk.rate end)
+  local local_ready = {}
+  for _, s in ipairs(results.startup or {}) do
+    if s.provider == 'local' and s.samples then local_ready[#local_ready + 1] = stats.median(s.samples.ready) end
+  end
+  local lr = agg(local_ready)
+  local function verdict(ok) if ok == nil then return 'not measured' end return ok and '**met**' or '**missed**' end
+  local rows = {
+    { string.format('timing error p99 at %d lifecycles (vs the fake\'s held time)', big), '≤ 1 ms', range(err_p99) .. ' ms',
+      verdict(err_p99 and err_p99.med <= 1) },
+    { string.format('timing error p99 at %d lifecycles (vs nominal latency)', big), '≤ 1 ms', range(err_nom_p99) .. ' ms',
+      verdict(err_nom_p99 and err_nom_p99.med <= 1) },
+    { string.format('throughput at %d lifecycles', big), '≥ 95% of ideal', range(thr, h.pct), verdict(thr and thr.med >= 0.95) },
+    { 'raw request rate, 64 connections', '≥ 0.4× wrk', range(ratio_wrk, x2), verdict(ratio_wrk and ratio_wrk.med >= 0.4) },
+    { string.format('peak RSS, %d in flight', big), '≤ 100 MiB', range(rss and { med = rss.med / 1024, min = rss.min / 1024,
+      max = rss.max / 1024, n = rss.n }, function(x) return string.format('%.1f', x) end) .. ' MiB', verdict(rss and rss.med <= 100 * 1024) },
+    { 'local provider create→first exec p50', '≤ 15 ms', range(lr) .. ' ms', verdict(lr and lr.med <= 15) },
+  }
+  V.targets = h.table({ 'target', 'goal', 'measured: median (min–max) over runs', 'verdict' }, rows, 'llll')
+  V.target_values = { err_p99 = err_p99, err_nom_p99 = err_nom_p99, thr = thr, rss = rss, ratio_wrk = ratio_wrk, local_ready = lr }
+
+  -- Figure 1: timing fidelity
+  local f1 = {}
+  for _, c in ipairs(CONC) do
+    for _, kind in ipairs(clients) do
+      local l = fid(kind, c)
+      if #l > 0 then
+        f1[#f1 + 1] = { c, kind, int((pick(l, function(r) return r.summary.held.n end) or {}).med),
+          range(pick(l, function(r) return r.summary.held.p50 end)),
+          range(pick(l, function(r) return r.summary.held.p99 end)),
+          range(pick(l, function(r) return r.summary.held.max end)),
+          range(pick(l, function(r) return r.summary.nominal.p50 end)),
+          range(pick(l, function(r) return r.summary.nominal.p99 end)),
+          range(pick(l, function(r) return r.summary.lateness.p99 end)) }
+      end
+    end
+  end
+  V.fig1 = h.table({ 'lifecycles in flight', 'client', 'calls/run', 'error p50', 'error p99', 'error max',
+    'vs nominal p50', 'vs nominal p99', 'fake lateness p99' }, f1, 'rlrrrrrrr')
+  local series = {}
+  for _, c in ipairs(CONC) do
+    for _, kind in ipairs(clients) do
+      local v = charts[kind .. '/' .. c]
+      if v then
+        local clamped = {}
+        for i, x in ipairs(v) do clamped[i] = math.max(x, 0.01) end
+        series[#series + 1] = { name = kind .. ' ' .. c, values = clamped, color = kind == 'cseng' and '#0072B2' or '#D55E00' }
+      end
+    end
+  end
+  V.fig1_chart = #series > 0 and h.chart('timing-error', h.svg.box(series, {
+    title = 'Measured minus held time per call (last repetition)', xlabel = 'ms (log scale; values below 0.01 ms drawn at 0.01)',
+    log = true }), 'timing error per call, box p25-p75, whiskers p5-p95, dots min and max') or ''
+
+  -- Figure 2: throughput
+  local f2 = {}
+  for _, c in ipairs(CONC) do
+    local row = { c, int(c / (PERIOD_MS / 1000)) }
+    for _, kind in ipairs({ 'cseng', 'python' }) do
+      local l = fid(kind, c)
+      if #l > 0 then
+        row[#row + 1] = range(pick(l, function(r) return r.rate end), int)
+        row[#row + 1] = range(pick(l, function(r) return r.rate / r.ideal end), h.pct)
+        row[#row + 1] = range(pick(l, function(r) return r.cpu_per_request_us end), int)
+      else
+        row[#row + 1], row[#row + 1], row[#row + 1] = '–', '–', '–'
+      end
+    end
+    local l = fid('cseng', c)
+    row[#row + 1] = range(pick(l, function(r) return r.fake and r.fake.cores end), function(x) return string.format('%.2f', x) end)
+    local all = {}
+    for _, kind in ipairs(clients) do for _, r in ipairs(fid(kind, c)) do all[#all + 1] = r end end
+    row[#row + 1] = int((pick(all, function(r) return r.fake and r.fake.peak_in_flight end) or {}).max)
+    f2[#f2 + 1] = row
+  end
+  V.fig2 = h.table({ 'lifecycles in flight', 'ideal lifecycles/s', 'cseng lifecycles/s', 'cseng % of ideal', 'cseng CPU µs/request',
+    'python lifecycles/s', 'python % of ideal', 'python CPU µs/request', 'fake CPU (cores) during cseng runs',
+    'fake peak requests in flight' }, f2)
+
+  -- Figure 3: raw request rate
+  local raw = results.raw or {}
+  local function rate(tool) return pick(raw, function(r) return r[tool] and r[tool].rate end) end
+  local function cpu(tool) return pick(raw, function(r) return r[tool] and r[tool].cpu_per_request_us end) end
+  local f3 = {
+    { 'wrk -t1 -c64', range(rate('wrk'), int), '1', '–' },
+    { 'cseng (64 tasks, one loop)', range(rate('cseng'), int), range(ratio_wrk, x2), range(cpu('cseng'), function(x) return string.format('%.1f', x) end) },
+    { 'python (64 threads, one httpx.Client)', range(rate('python'), int),
+      range(pick(raw, function(r) return r.python and r.python.rate and r.wrk.rate and r.python.rate / r.wrk.rate end), x2),
+      range(cpu('python'), function(x) return string.format('%.0f', x) end) },
+  }
+  V.fig3 = h.table({ 'client', 'requests/s', 'ratio to wrk (same repetition)', 'client CPU µs/request' }, f3)
+  V.cseng_vs_python_raw = range(pick(raw, function(r) return r.python and r.python.rate and r.cseng.rate and r.cseng.rate / r.python.rate end), x2)
+  V.raw_server = results.raw_server == 'nginx' and 'nginx (1 worker, `return 200`)' or 'the fake provider (nginx was unavailable: ' .. tostring(results.nginx_error) .. ')'
+  V.nginx_conf = nginx_conf_text or '(nginx not used)'
+  V.fake_capacity = results.fake_capacity and int(results.fake_capacity.rate) or '–'
+
+  -- not the bottleneck
+  local max_client_rps = 0
+  for _, r in ipairs(results.fidelity or {}) do
+    if r.rate and r.fake then max_client_rps = math.max(max_client_rps, r.fake.requests / r.fake.wall_s) end
+  end
+  V.max_client_rps = int(max_client_rps)
+  V.fake_headroom = results.fake_capacity and results.fake_capacity.rate and max_client_rps > 0 and
+    string.format('%.1f×', results.fake_capacity.rate / max_client_rps) or '–'
+  local fake_cores = {}
+  for _, r in ipairs(results.fidelity or {}) do if r.fake then fake_cores[#fake_cores + 1] = r.fake.cores end end
+  local fc = agg(fake_cores)
+  V.fake_cores_max = fc and string.format('%.2f', fc.max) or '–'
+  local bad = 0
+  for _, r in ipairs(results.fidelity or {}) do
+    if r.fake and (r.fake.live_after ~= 0 or r.fake.not_found ~= 0) then bad = bad + 1 end
+    if (r.failures or 0) > 0 or r.error then bad = bad + 1 end
+  end
+  V.lifecycle_failures = bad == 0 and 'none: every sandbox created was deleted, no call failed' or
+    (bad .. ' runs had failures or leftover sandboxes (see the JSON)')
+  V.adapter_check = results.adapter_check or '–'
+
+  -- Figure 4: memory
+  local f4 = {}
+  for _, kind in ipairs(clients) do
+    local l = fid(kind, big)
+    local a = pick(l, function(r) return r.maxrss_kb end)
+    f4[#f4 + 1] = { kind, a and range({ med = a.med, min = a.min, max = a.max, n = a.n }, mib) or '–',
+      int((pick(l, function(r) return r.fake and r.fake.peak_in_flight end) or {}).max) }
+  end
+  local idle = pick(results.micro or {}, function(r) return r.idle_maxrss_kb end)
+  V.fig4 = h.table({ 'client', string.format('peak RSS (MiB), %d lifecycles in flight', big), 'fake peak requests in flight' }, f4)
+  V.idle_rss = idle and mib(idle.med) or '–'
+
+  -- Figure 5: startup
+  local f5 = {}
+  for _, p in ipairs({ 'local', 'docker', 'docker-run' }) do
+    local runs, pooled = {}, { create = {}, exec = {}, ready = {}, destroy = {} }
+    for _, s in ipairs(results.startup or {}) do
+      if s.provider == p and s.samples then
+        runs[#runs + 1] = s
+        for k, v in pairs(s.samples) do for _, x in ipairs(v) do table.insert(pooled[k], x) end end
+      end
+    end
+    if #runs > 0 then
+      local function per(k, q) return pick(runs, function(s) return #s.samples[k] > 0 and stats.quantile(s.samples[k], q) or nil end) end
+      local fails = 0
+      for _, s in ipairs(runs) do fails = fails + (s.failures or 0) end
+      f5[#f5 + 1] = { p == 'docker-run' and '`docker run --rm` (CLI, via proc.run)' or (p .. ' provider'), #pooled.ready,
+        range(per('create', 0.5)), range(per('exec', 0.5)), range(per('ready', 0.5)), range(per('ready', 0.95)),
+        range(per('destroy', 0.5)), string.format('%d', fails) }
+    end
+  end
+  V.fig5 = h.table({ 'what', 'samples', 'create p50', 'first exec p50', 'create→first exec p50', 'create→first exec p95',
+    'destroy p50', 'failures' }, f5)
+  V.docker_note = results.docker_image and ('image `' .. results.docker_image .. '`, ' .. (function()
+    for _, s in ipairs(results.startup) do if s.info and s.info.runtime then return s.info.runtime end end
+    return 'dockerd'
+  end)()) or ('docker: not measured, ' .. tostring(results.docker_skip))
+
+  -- Figure 6: engine costs
+  local now = pick(results.micro or {}, function(r) return r.now_ns_per_call end)
+  local net = pick(results.micro or {}, function(r) return r.net_ns_per_call end)
+  local ns = function(x) return string.format('%.1f', x) end
+  local f6 = {
+    { '`clock.now()` from Lua, per call', range(now, ns) .. ' ns' },
+    { '`clock.now()` minus an empty Lua call', range(net, ns) .. ' ns' },
+    { 'Python `time.perf_counter_ns()`, per call', results.python_clock and (ns(results.python_clock.ns_per_call) .. ' ns') or '–' },
+  }
+  for _, c in ipairs(CONC) do
+    f6[#f6 + 1] = { string.format('cseng CPU per request, %d lifecycles', c),
+      range(pick(fid('cseng', c), function(r) return r.cpu_per_request_us end), function(x) return string.format('%.1f', x) end) .. ' µs' }
+  end
+  f6[#f6 + 1] = { 'cseng CPU per request, raw GETs at 64', range(cpu('cseng'), function(x) return string.format('%.1f', x) end) .. ' µs' }
+  V.fig6 = h.table({ 'what', 'median (min–max) over runs' }, f6, 'lr')
+  -- numbers the analysis quotes
+  local cpu_big = pick(fid('cseng', big), function(r) return r.cpu_per_request_us end)
+  local cpu_raw = cpu('cseng')
+  local function us(a) return a and string.format('%.0f', a.med) or '–' end
+  V.big = tostring(big)
+  V.cpu_big, V.cpu_raw = us(cpu_big), us(cpu_raw)
+  V.ideal_rps_big = int(3 * big / (PERIOD_MS / 1000))
+  V.need_cores = cpu_big and string.format('%.1f', 3 * big / (PERIOD_MS / 1000) * cpu_big.med / 1e6) or '–'
+  V.need_cores_raw = cpu_raw and string.format('%.1f', 3 * big / (PERIOD_MS / 1000) * cpu_raw.med / 1e6) or '–'
+  local wrk_rate = rate('wrk')
+  V.wrk_us = wrk_rate and string.format('%.0f', 1e6 / wrk_rate.med) or '–'
+  V.target_rate = wrk_rate and int(0.4 * wrk_rate.med) or '–'
+  V.target_us = wrk_rate and string.format('%.0f', 1e6 / (0.4 * wrk_rate.med)) or '–'
+  local lp = {}
+  for _, s in ipairs(results.startup or {}) do
+    if s.provider == 'local' and s.samples then lp[#lp + 1] = s end
+  end
+  V.local_create = range(pick(lp, function(s) return stats.median(s.samples.create) end))
+  V.local_exec = range(pick(lp, function(s) return stats.median(s.samples.exec) end))
+  V.clock_n = int(CLOCK_N)
+
+  -- profile
+  local p = results.profile or {}
+  if p.perf_dso then
+    V.profile_perf = string.format('`perf record -F 1999 -g` (software cpu-clock) of the cseng client at %d lifecycles, share of samples:\n\n```\n%s\n```\n\nTop symbols (`--sort dso,sym`; Debian\'s libcurl is stripped, so its internal functions show as addresses):\n\n```\n%s\n```\n',
+      p.perf_concurrency, table.concat(p.perf_dso, '\n'), table.concat({ table.unpack(p.perf_sym, 1, math.min(#p.perf_sym, 30)) }, '\n'))
+  else
+    V.profile_perf = 'perf: ' .. tostring(p.perf_error or p.skipped or 'not run') .. '\n'
+  end
+  if p.syscalls then
+    local rows = {}
+    for i = 1, math.min(#p.syscalls.rows, 8) do
+      local s = p.syscalls.rows[i]
+      rows[#rows + 1] = { s.name, s.calls, string.format('%.2f', s.calls / p.syscalls.requests), s.errors }
+    end
+    V.profile_syscalls = string.format('System calls of the raw cseng client (`strace -f -c`, %d requests; strace slows the run, the counts per request are what matter):\n\n',
+      p.syscalls.requests) .. h.table({ 'system call', 'calls', 'per request', 'errors' }, rows)
+  else
+    V.profile_syscalls = ''
+  end
+end
+
+local function render(m)
+  V.date = clock.wall()
+  V.elapsed = string.format('%.0f', results.elapsed_s)
+  V.stamp = STAMP
+  V.machine = render_machine(m)
+  V.reps, V.duration, V.warmup = tostring(REPS), tostring(DURATION), tostring(WARMUP)
+  V.concurrency = table.concat(CONC, ', ')
+  V.nominal = string.format('create %d ms, exec %d ms, delete %d ms', NOMINAL.create, NOMINAL.exec, NOMINAL.delete)
+  V.local_n, V.docker_n = tostring(LOCAL_N), tostring(DOCKER_N)
+  V.commands = table.concat(commands, '\n')
+  targets_and_render()
+  local existing = fs.read(OUTPUT)
+  V.docker_section = existing and existing:match('<!%-%- docker:begin %-%->.-<!%-%- docker:end %-%->') or
+    '<!-- docker:begin -->\n<!-- docker:end -->'
+  local tmpl = assert(fs.read(TEMPLATE))
+  local missing = {}
+  local md = tmpl:gsub('{{([%w_]+)}}', function(k)
+    local v = V[k]
+    if v == nil then missing[#missing + 1] = k return '{{' .. k .. '}}' end
+    return tostring(v)
+  end)
+  if #missing > 0 then error('template placeholders without a value: ' .. table.concat(missing, ', '), 0) end
+  return md
+end
+
+-- ---- main ---------------------------------------------------------------------------------------
+
+local t_begin = clock.now()
+say('machine description')
+local m = machine()
+results.machine = m
+start_fake()
+say('fake provider at %s', fake_url)
+
+-- the fake speaks what lua/providers/lizard.lua speaks: one lifecycle through the real adapter
+do
+  local ok, lizard = pcall(require, 'providers.lizard')
+  if ok then
+    local client = lizard.connect { api_url = fake_url, api_key = 'bench-key', project_id = 'bench' }
+    local sb, err = lizard.create(client, {})
+    local r = sb and lizard.exec(client, sb, 'python3 -c "print(\'arena-startup-ready-20261001\')"')
+    local gone = sb and lizard.destroy(client, sb)
+    results.adapter_check = (sb and r and r.code == 0 and r.stdout == 'arena-startup-ready-20261001\n' and gone) and
+      'one create → exec → destroy through `lua/providers/lizard.lua` against the fake passed' or
+      ('the lizard adapter against the fake failed: ' .. tostring(err))
+  else
+    results.adapter_check = 'lua/providers/lizard.lua is absent: not checked'
+  end
+end
+
+local ok, err = pcall(function()
+  say('1-2: timing fidelity and throughput at %s lifecycles, %d repetitions', table.concat(CONC, ', '), REPS)
+  fidelity()
+  say('3: raw request rate at %d connections', RAW_C)
+  raw_rate()
+  say('5: local provider startup')
+  startup()
+  say('6: clock.now() and idle RSS')
+  micro()
+  say('profile')
+  profile()
+end)
+if fake then fake:close() end
+if nginx then nginx:close() end
+if not ok then
+  say('failed: %s', tostring(err))
+  fs.remove_tree(TMP)
+  return 1
+end
+m.loadavg_end = (fs.read('/proc/loadavg') or ''):match('^(%S+ %S+ %S+)')
+results.elapsed_s = (clock.now() - t_begin) / 1e9
+results.commands = commands
+
+local outdir = fs.join(ROOT, 'bench/out')
+assert(fs.mkdir_p(outdir))
+local raw_path = fs.join(outdir, STAMP .. '.json')
+assert(fs.write(raw_path, jsonl.encode(results)))
+local md = render(m)
+for _, f in ipairs(h.files) do assert(fs.write(f.path, f.content)) end
+assert(fs.write(OUTPUT, md))
+fs.remove_tree(TMP)
+say('wrote %s and %s (%.0f s)', OUTPUT, raw_path, results.elapsed_s)
+return 0
