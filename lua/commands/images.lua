@@ -108,7 +108,6 @@ local function base(f)
   local id, ierr = docker.import(client, data, repo, tag, {
     'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'ENV LANG=C.UTF-8', 'CMD ["/bin/bash"]',
   })
-  data = nil
   if not id then return fail(tostring(ierr)) end
   fs.remove_tree(work)
   print(string.format('%s %s (debootstrap %s from %s, %.0f s)', name, id, suite, mirror, (clock.now() - t0) / 1e9))
@@ -144,6 +143,12 @@ local function prune(f)
   if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
   local images, err = docker.list_images(client)
   if not images then io.stderr:write('cseng: images prune: ', tostring(err), '\n'); return 1 end
+  -- warm images are children of task images: remove them first
+  table.sort(images, function(a, b)
+    local wa, wb = a.labels['cseng.kind'] == 'warm', b.labels['cseng.kind'] == 'warm'
+    if wa ~= wb then return wa end
+    return (a.tags[1] or a.id) < (b.tags[1] or b.id)
+  end)
   local now, removed, failed = os.time(), 0, 0
   for _, im in ipairs(images) do
     local kind = im.labels['cseng.kind']

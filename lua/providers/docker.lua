@@ -35,6 +35,7 @@ local DEFAULT_SOCKET = '/var/run/docker.sock'
 local VERIFIER_USER = '1000:1000'
 local TAIL_BYTES = 1 << 20
 local LOG_TAIL = 4000
+local SANDBOX_LABEL = 'cseng.sandbox' -- on containers cseng created, never on images it builds
 
 --- Substitutions applied after the user's --image-map (first match wins). SWE-smith rows name
 --- per-repository images (cseng/swesmith.<repo>) that exist nowhere; the repository is staged
@@ -87,7 +88,8 @@ local function api(client, method, path, o)
     good = res.status >= 200 and res.status < 300
   end
   if not good then
-    return nil, string.format('docker %s %s: HTTP %d: %s', method, path, res.status, api_message(res)), 'HTTP_' .. res.status, res
+    local msg = string.format('docker %s %s: HTTP %d: %s', method, path, res.status, api_message(res))
+    return nil, msg, 'HTTP_' .. res.status, res
   end
   return res
 end
@@ -229,7 +231,8 @@ function M.connect(cfg)
   }
   local res, err = api(client, 'GET', '/_ping', { timeout = cfg.connect_timeout or 10 })
   if not res then
-    local hint = socket and not fs.exists(socket) and ' (no such socket: is dockerd running? try tools/docker-up.sh)' or ''
+    local hint = socket and not fs.exists(socket) and ' (no such socket: is dockerd running? try tools/docker-up.sh)'
+    hint = hint or ''
     error(string.format('docker provider: cannot reach dockerd at %s: %s%s', where, tostring(err), hint), 0)
   end
   local v = api(client, 'GET', '/version', {})
@@ -318,9 +321,10 @@ local function build_context(dir, dockerfile_name, dockerfile_text)
   local entries = {}
   for _, e in ipairs(fs.walk(dir)) do
     if e.path ~= dockerfile_name then
+      local host = dir .. '/' .. e.path
       if e.type == 'dir' then entries[#entries + 1] = { path = e.path, type = 'dir', mode = e.mode }
-      elseif e.type == 'link' then entries[#entries + 1] = { path = e.path, type = 'symlink', target = fs.readlink(dir .. '/' .. e.path) }
-      elseif e.type == 'file' then entries[#entries + 1] = { path = e.path, file = dir .. '/' .. e.path, mode = e.mode } end
+      elseif e.type == 'link' then entries[#entries + 1] = { path = e.path, type = 'symlink', target = fs.readlink(host) }
+      elseif e.type == 'file' then entries[#entries + 1] = { path = e.path, file = host, mode = e.mode } end
     end
   end
   entries[#entries + 1] = { path = dockerfile_name, data = dockerfile_text, mode = tonumber('644', 8) }
@@ -335,7 +339,7 @@ local function build_stream()
     local ok, m = pcall(cjson.decode, l)
     if not ok or type(m) ~= 'table' then s.log.add(l .. '\n'); return end
     if type(m.stream) == 'string' then
-      s.log.add(m.stream)
+      s.log.add((m.stream:gsub('\27%[[%d;]*m', ''))) -- the builder colours RUN steps' stderr
       for text in m.stream:gmatch('[^\n]+') do
         local instr = text:match('^Step %d+/%d+ : (%S+)')
         if instr then
@@ -441,12 +445,16 @@ function M.build(client, req)
   return result
 end
 
---- Commit a prepared container to an image (the warm artifact). Returns the image id.
+--- Commit a prepared container to an image (the warm artifact). Returns the image id (what
+--- `cseng prewarm` prints). A later commit of the same task moves the tag, but the id stays
+--- valid: warm images are removed only by `cseng images prune`.
 function M.snapshot(client, sb, key)
   local labels = util.merge(sb.labels, { ['cseng.kind'] = 'warm', ['cseng.created'] = tostring(os.time()) })
   local task_id = (sb.labels or {})['cseng.task'] or 'task'
+  local repo = 'cseng-warm/' .. repo_component(task_id)
+  local tag = tostring(key or 'latest'):lower():gsub('[^a-z0-9_.-]', '-')
   local res, err, code = api(client, 'POST', '/commit', {
-    query = { container = sb.id, repo = 'cseng-warm/' .. repo_component(task_id), tag = key and tostring(key):lower():gsub('[^a-z0-9_.-]', '-') or nil, pause = true },
+    query = { container = sb.id, repo = repo, tag = tag, pause = true },
     json = { Labels = labels }, timeout = 600,
   })
   if not res then return nil, err, code end
@@ -473,6 +481,7 @@ function M.create(client, spec)
   local labels = util.copy(spec.labels)
   labels['cseng.launcher'] = labels['cseng.launcher'] or client.launcher
   labels['cseng.created'] = labels['cseng.created'] or tostring(os.time())
+  labels[SANDBOX_LABEL] = '1'
   if spec.ttl_seconds then labels['cseng.ttl_seconds'] = tostring(spec.ttl_seconds) end
   local host = { Init = true, NetworkMode = spec.network and 'bridge' or 'none', PidsLimit = 4096 }
   if spec.cpus then
@@ -494,7 +503,8 @@ function M.create(client, spec)
   })
   if not res then
     if code == 'HTTP_404' then
-      return nil, string.format('docker provider: image %s is not present (no registry is reachable here; build it or map it with --image-map)', image), 'ENOIMAGE'
+      return nil, string.format('docker provider: image %s is not present (no registry is reachable here; '
+        .. 'build it or map it with --image-map)', image), 'ENOIMAGE'
     end
     return nil, err, code
   end
@@ -521,7 +531,8 @@ end
 
 local function upload_stdin(client, sb, data)
   local name = '.cseng-stdin-' .. crypto.hex(crypto.random_bytes(6))
-  local ok, err, code = M.put(client, sb, '/tmp', archive.pack({ { path = name, data = data, mode = tonumber('644', 8) } }, { format = 'tar' }))
+  local tar = archive.pack({ { path = name, data = data, mode = tonumber('644', 8) } }, { format = 'tar' })
+  local ok, err, code = M.put(client, sb, '/tmp', tar)
   if not ok then return nil, 'uploading stdin: ' .. tostring(err), code end
   return '/tmp/' .. name
 end
@@ -539,7 +550,8 @@ function M.exec(client, sb, cmd, opts)
     local path, err, code = upload_stdin(client, sb, opts.stdin)
     if not path then return nil, err, code end
     -- open the file as stdin, unlink it, then become the command
-    local wrapped = { '/bin/bash', '-c', 'exec <"$1" && rm -f -- "$1" 2>/dev/null; shift; exec "$@"', 'cseng-stdin', path }
+    local wrapped = { '/bin/bash', '-c', 'exec <"$1" && rm -f -- "$1" 2>/dev/null; shift; exec "$@"',
+      'cseng-stdin', path }
     for _, a in ipairs(argv) do wrapped[#wrapped + 1] = a end
     argv = wrapped
   end
@@ -617,9 +629,13 @@ end
 
 --- Read a file of the container.
 function M.get(client, sb, path)
-  local res, err, code = api(client, 'GET', '/containers/' .. sb.id .. '/archive', { query = { path = path }, timeout = 300 })
+  local res, err, code = api(client, 'GET', '/containers/' .. sb.id .. '/archive', {
+    query = { path = path }, timeout = 300,
+  })
   if not res then
-    if code == 'HTTP_404' and not err:find('No such container', 1, true) then return nil, path .. ': no such file', 'ENOENT' end
+    if code == 'HTTP_404' and not err:find('No such container', 1, true) then
+      return nil, path .. ': no such file', 'ENOENT'
+    end
     return nil, err, code
   end
   local data, terr, tcode = tar_first_file(res.body)
@@ -650,9 +666,11 @@ function M.destroy(client, sb)
   return true
 end
 
---- Containers carrying cseng.run (all of cseng's), narrowed by filter.labels {k = v}.
+--- cseng's sandboxes (containers carrying cseng.run and cseng.sandbox), narrowed by
+--- filter.labels {k = v}. cseng.sandbox keeps out the intermediate containers of a running
+--- build, which inherit the cseng.* labels of the image being built.
 function M.list(client, filter)
-  local label = { 'cseng.run' }
+  local label = { 'cseng.run', SANDBOX_LABEL }
   for k, v in pairs((filter and filter.labels) or {}) do label[#label + 1] = k .. '=' .. v end
   table.sort(label)
   local res, err, code = api(client, 'GET', '/containers/json', {
@@ -691,7 +709,9 @@ end
 
 --- Remove an image (by id or tag); absent is success.
 function M.remove_image(client, name, force)
-  local res, err, code = api(client, 'DELETE', '/images/' .. name, { query = { force = force and true or nil }, ok = { 200, 404 } })
+  local res, err, code = api(client, 'DELETE', '/images/' .. name, {
+    query = { force = force and true or nil }, ok = { 200, 404 },
+  })
   if not res then return nil, err, code end
   return true
 end
