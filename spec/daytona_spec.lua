@@ -243,6 +243,21 @@ describe('daytona lifecycle (stateful fake)', function()
     assert.equal(0, f.stats().live)
   end)
 
+  it('deletes the sandbox when the trial is cancelled while it starts', function()
+    f.set { start_delay = 30 }
+    local client = daytona.connect(f.config())
+    local t = task.spawn(function() return daytona.create(client, {}) end)
+    while f.stats().gets < 2 do task.sleep(0.01) end
+    t:cancel()
+    local ok, e = t:join()
+    assert.is_false(ok)
+    assert.equal('ECANCELED', type(e) == 'table' and e.code or e)
+    local s = f.stats()
+    assert.equal(1, s.creates)
+    assert.equal(1, s.deletes)
+    assert.equal(0, s.live)
+  end)
+
   it('reports a command timeout (HTTP 408) as timed_out', function()
     local client = daytona.connect(f.config())
     local sb = assert(daytona.create(client, {}))

@@ -49,6 +49,42 @@ local function sorted_ids(list)
   return ids
 end
 
+describe('cseng.connect (the envelope codec binding)', function()
+  it('encodes, decodes across any cut, and reports bad streams with ECONNECT', function()
+    local stream = connect.encode('{"a":1}') .. connect.encode('') .. connect.encode('{}', connect.FLAG_END_STREAM)
+    assert.equal('\0\0\0\0\7{"a":1}', stream:sub(1, 12))
+    for cut = 0, #stream do
+      local d <close> = connect.decoder()
+      local got = {}
+      for _, part in ipairs({ stream:sub(1, cut), stream:sub(cut + 1) }) do
+        for _, fr in ipairs(assert(d:feed(part))) do got[#got + 1] = fr.flags .. ':' .. fr.data end
+      end
+      assert.same({ '0:{"a":1}', '0:', '2:{}' }, got)
+      assert.is_true(d:ended())
+      assert.is_true(d:finish())
+    end
+    local d = connect.decoder(8)
+    local frames, msg, code = d:feed(connect.encode('123456789'))
+    assert.is_nil(frames)
+    assert.equal('ECONNECT', code)
+    assert.matches('declares 9 bytes, over the limit of 8', msg)
+    assert.is_nil((d:feed('')))  -- sticky
+    d = connect.decoder()
+    assert.same({}, assert(d:feed(connect.encode('abc'):sub(1, 6))))
+    assert.equal(6, d:buffered())
+    local ok, fmsg, fcode = d:finish()
+    assert.is_nil(ok)
+    assert.equal('ECONNECT', fcode)
+    assert.matches('ended inside frame 1', fmsg)
+    assert.matches('reserved flag', select(2, connect.decoder():feed(connect.encode('x', 0x40))))
+    assert.matches('after the end%-of%-stream', select(2, connect.decoder():feed(connect.encode('', 2) .. 'x')))
+    d:close()
+    d:close()
+    assert.has_error(function() d:feed('x') end, 'attempt to use a closed connect decoder')
+    assert.has_error(function() connect.encode('x', 256) end)
+  end)
+end)
+
 describe('e2b conformance against the vendor specs (Prism)', function()
   local f, api, envd, why
 

@@ -228,6 +228,34 @@ local function sandbox_record(data, spec, body, res)
   }
 end
 
+-- Poll GET /sandbox/{id} until "started" (the SDK's 100 ms, x1.1 back-off to 1 s). Returns
+-- nil when started, else message, CODE; transient poll failures (timeouts, resets, 5xx) retry.
+local function wait_started(client, sb, data, limit, t0)
+  local delay = client.poll.first
+  local state, reason = sb.state, str(data.errorReason)
+  while state ~= 'started' do
+    if state and TERMINAL[state] then
+      return string.format('daytona: sandbox %s is %s%s', sb.id, state, reason and (': ' .. reason) or ''), 'ESTATE'
+    end
+    if (clock.now() - t0) / 1e9 > limit then
+      return string.format('daytona: sandbox %s not started after %s s (state %s)', sb.id, limit, tostring(state)),
+        'ETIMEDOUT'
+    end
+    task.sleep(delay)
+    delay = math.min(delay * client.poll.factor, client.poll.max)
+    local cur, err, gcode = call(client, 'GET', api_url(client, '/sandbox/' .. urlencode(sb.id)))
+    if not cur then
+      if gcode ~= 'ETIMEDOUT' and gcode ~= 'ECONNRESET' and not tostring(gcode):match('^HTTP_5') then
+        return err, gcode
+      end
+    elseif type(cur) == 'table' then
+      state, reason = str(cur.state), str(cur.errorReason)
+      sb.toolbox_url = str(cur.toolboxProxyUrl) or sb.toolbox_url
+    end
+  end
+  return nil
+end
+
 --- Create a sandbox and wait until it is started. spec: {image, snapshot, labels, env, workdir,
 --- network, cpus, memory_mb, disk_mb, ttl_seconds}. sb.http_timings holds the create call's
 --- timings, sb.ready_seconds the time from the create call to "started".
@@ -242,31 +270,13 @@ function M.create(client, spec)
     return nil, 'daytona: POST /sandbox: no id in the response', 'EPROTO'
   end
   local sb = sandbox_record(data, spec, body, res)
-  local limit = body.buildInfo and client.build_timeout or client.start_timeout
-  local delay = client.poll.first
-  local state, reason = sb.state, str(data.errorReason)
-  while state ~= 'started' do
-    if state and TERMINAL[state] then
-      M.destroy(client, sb)
-      return nil, string.format('daytona: sandbox %s is %s%s', sb.id, state, reason and (': ' .. reason) or ''), 'ESTATE'
-    end
-    if (clock.now() - t0) / 1e9 > limit then
-      M.destroy(client, sb)
-      return nil, string.format('daytona: sandbox %s not started after %s s (state %s)', sb.id, limit, tostring(state)),
-        'ETIMEDOUT'
-    end
-    task.sleep(delay)
-    delay = math.min(delay * client.poll.factor, client.poll.max)
-    local cur, err, gcode = call(client, 'GET', api_url(client, '/sandbox/' .. urlencode(sb.id)))
-    if not cur then
-      if gcode ~= 'ETIMEDOUT' and gcode ~= 'ECONNRESET' and not tostring(gcode):match('^HTTP_5') then
-        M.destroy(client, sb)
-        return nil, err, gcode
-      end
-    elseif type(cur) == 'table' then
-      state, reason = str(cur.state), str(cur.errorReason)
-      sb.toolbox_url = str(cur.toolboxProxyUrl) or sb.toolbox_url
-    end
+  -- the sandbox exists from here on: whatever ends the wait (a terminal state, the deadline, a
+  -- failed poll, or the trial's cancellation raised from inside it) deletes it before returning
+  local ok, werr, wcode = pcall(wait_started, client, sb, data, body.buildInfo and client.build_timeout or client.start_timeout, t0)
+  if not ok or werr then
+    pcall(M.destroy, client, sb)
+    if not ok then error(werr, 0) end -- ECANCELED and misuse propagate
+    return nil, werr, wcode
   end
   sb.state = 'started'
   sb.ready_seconds = (clock.now() - t0) / 1e9

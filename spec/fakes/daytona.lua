@@ -121,7 +121,8 @@ function fake.start(opts)
     }
     if state == 'error' or state == 'build_failed' then v.errorReason = 'injected by the fake: ' .. state end
     if s.build then
-      v.buildInfo = { dockerfileContent = s.build.dockerfileContent, contextHashes = jsonl.array(type(s.build.contextHashes) == 'table' and s.build.contextHashes or {}),
+      local hashes = type(s.build.contextHashes) == 'table' and s.build.contextHashes or {}
+      v.buildInfo = { dockerfileContent = s.build.dockerfileContent, contextHashes = jsonl.array(hashes),
                       createdAt = iso(s.created), updatedAt = iso(s.created), snapshotRef = 'cseng-fake-build-' .. s.id:sub(1, 8) }
     end
     return v
@@ -288,7 +289,8 @@ function fake.start(opts)
       local r = host.run(sb.host, { argv = argv }, { cwd = type(body.cwd) == 'string' and body.cwd or nil, timeout = timeout })
       if r.timed_out then
         st.timeouts = st.timeouts + 1
-        return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by adjusting the timeout parameter in the request.', timeout))
+        return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by '
+          .. 'adjusting the timeout parameter in the request.', timeout))
       end
       return json(200, { exitCode = r.code, result = (r.stdout or '') .. (r.stderr or '') })
     end
