@@ -244,7 +244,9 @@ local function trial(run, p, phase, round, position, order)
   local ok, err = pcall(function()
     local t0 = clock.now()
     local sb, cerr, ccode = p.adapter.create(p.client, spec)
-    rec.create_ms = ms(clock.now() - t0)
+    local tc = clock.now()
+    state.windows = { { t0, tc } }
+    rec.create_ms = ms(tc - t0)
     if not sb then error({ message = tostring(cerr), code = ccode or 'ECREATE' }, 0) end
     state.sb = sb
     rec.sandbox_id = sb.id
@@ -258,7 +260,9 @@ local function trial(run, p, phase, round, position, order)
     state.stage = 'first_exec'
     local t1 = clock.now()
     local res, eerr, ecode = p.adapter.exec(p.client, sb, opts.command, { timeout = opts.exec_timeout_seconds })
-    rec.first_exec_ms = ms(clock.now() - t1)
+    local t2 = clock.now()
+    state.windows[2] = { t1, t2 }
+    rec.first_exec_ms = ms(t2 - t1)
     rec.ready_ms = rec.create_ms + rec.first_exec_ms
     if not res then error({ message = tostring(eerr), code = ecode or 'EEXEC' }, 0) end
     rec.exit_code = res.code
@@ -285,6 +289,11 @@ local function trial(run, p, phase, round, position, order)
     end
   end
   watchdog:cancel()
+  if state.windows then
+    local stall = 0
+    for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(run, w[1], w[2]) end
+    rec.stall_ms = ms(stall)
+  end
 
   -- the environment, once per provider: on its first warmup (or its first trial without
   -- warmups), also after a failed readiness check, where it tells what the template lacks
@@ -347,6 +356,38 @@ local function trial(run, p, phase, round, position, order)
       rec.error_code)
   end
   return rec
+end
+
+-- Every record write blocks the loop (fs.append is synchronous, and allocation, destroy and
+-- cleanup records are fsynced): the writer is wrapped to keep the time windows of its writes, so
+-- each trial records how much of its measured calls overlapped them (stall_ms, an upper bound of
+-- what the engine's own bookkeeping added to another provider's timings).
+local function tracking_writer(run, writer)
+  run.stalls = {}
+  return setmetatable({}, { __index = function(_, k)
+    local f = writer[k]
+    if type(f) ~= 'function' then return f end
+    return function(_, ...)
+      local s = clock.now()
+      local r = f(writer, ...)
+      local st = run.stalls
+      st[#st + 1] = { s, clock.now() }
+      if #st > 256 then table.remove(st, 1) end
+      return r
+    end
+  end })
+end
+
+--- Nanoseconds of record writes inside [a, b] (writes never overlap each other: they block).
+function arena.stall_within(run, a, b)
+  local total, st = 0, run.stalls or {}
+  for i = #st, 1, -1 do
+    local s, e = st[i][1], st[i][2]
+    if e <= a then break end
+    local lo, hi = math.max(s, a), math.min(e, b)
+    if hi > lo then total = total + (hi - lo) end
+  end
+  return total
 end
 
 --- Stop the run (the first reason wins): no round starts after this.
@@ -483,6 +524,7 @@ local function run_rounds(run)
   for _, ph in ipairs({ { 'warmup', o.warmups }, { 'measured', o.samples } }) do
     local phase, count = ph[1], ph[2]
     run.state.phase, run.state.rounds = phase, count
+    if not run.stop then run.state.status = 'running' end
     for round = 1, count do
       if run.stop or run.interrupted or task.interrupted() > 0 then return end
       local order = stats.shuffle(util.copy(o.providers), rng)
@@ -545,7 +587,7 @@ function arena.run(opts)
 
   run.jsonl = output_paths(o, run_id)
   run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
-  run.writer = results.open(run.jsonl, run_id)
+  run.writer = tracking_writer(run, results.open(run.jsonl, run_id))
   local srv
   if o.status_port then srv = start_status_server(run, o.status_port) end
   run.status_url = srv and (srv:url() .. '/') or nil
@@ -555,8 +597,9 @@ function arena.run(opts)
     adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
     command = o.command, expect = o.expect, exec_timeout_seconds = o.exec_timeout_seconds,
     timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,
-    sandbox = o.sandbox, arena_version = arena.VERSION, versions = sys.versions(), host = sys.hostname(),
-    pid = sys.pid(), cpu_count = sys.cpu_count(), method = arena.METHOD,
+    sandbox = o.sandbox, provider_config = o.provider_config, arena_version = arena.VERSION,
+    versions = sys.versions(), host = sys.hostname(), pid = sys.pid(), cpu_count = sys.cpu_count(),
+    method = arena.METHOD,
   }, true)
   say(run, 'startup run %s: %s; %d samples + %d warmups each; seed %d%s', run_id, table.concat(o.providers, ', '),
     o.samples, o.warmups, o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')

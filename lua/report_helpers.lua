@@ -45,7 +45,7 @@ local helpers = {}
 
 local function jsonl_files(input)
   local st, err = fs.stat(input)
-  if not st then error(input .. ': ' .. tostring(err), 0) end
+  if not st then error(tostring(err), 0) end -- the message names the path
   if st.type ~= 'dir' then return { input }, false end
   local out = {}
   for _, name in ipairs(fs.list(input) or {}) do

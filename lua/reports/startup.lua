@@ -171,6 +171,22 @@ local function section(run, h, multi)
     add(h.table({ 'provider', 'create calls with timings', 'on a reused connection' }, rrows))
   end
   add('\\* p99 of fewer than 100 samples is close to the maximum; read it as such.\n')
+  local rec_ms, stalled, stall_max, nm = {}, 0, 0, 0
+  for _, t in ipairs(run.startup_trials) do
+    if t.record_ms then rec_ms[#rec_ms + 1] = t.record_ms end
+    if not t.warmup and t.ok then
+      nm = nm + 1
+      if (t.stall_ms or 0) > 0 then stalled = stalled + 1; stall_max = math.max(stall_max, t.stall_ms) end
+    end
+  end
+  if #rec_ms > 0 then
+    local s = stats.summary(rec_ms)
+    add(string.format('Engine bookkeeping: writing and fsyncing an allocation record took p50 %s ms, max %s ms ' ..
+      '(`record_ms`, not part of any metric). Record writes hold the engine\'s loop, so a call of another ' ..
+      'provider that completed meanwhile is timed late by at most the overlap: %d of %d successful measured ' ..
+      'trials overlapped a write, by at most %s ms (`stall_ms`; docs/ARENA.md).\n', h.ms(s.p50), h.ms(s.max),
+      stalled, nm, h.ms(stall_max)))
+  end
 
   -- pairwise
   if #providers > 1 then

@@ -26,6 +26,7 @@
 --- `environment`; anything else exits 0 with empty output.
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
+local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 
 local fake = {}
@@ -68,11 +69,17 @@ function fake.start(opts)
   }
   local sandboxes, seq = {}, 0
 
+  -- libuv timers tick in whole milliseconds of a cached loop time, so a plain sleep may end a
+  -- little short: sleep until the monotonic clock has passed the deadline.
   local function latency(endpoint, n)
     local l = cfg.latency
     if type(l) == 'table' then l = l[endpoint] end
     l = pick(l, n)
-    if l and l > 0 then task.sleep(l) end
+    if not l or l <= 0 then return end
+    local deadline = clock.now() + math.floor(l * 1e9)
+    repeat
+      task.sleep(math.max(0.001, (deadline - clock.now()) / 1e9))
+    until clock.now() >= deadline
   end
 
   local function forced(name, n, ...)
