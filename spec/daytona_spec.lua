@@ -206,6 +206,15 @@ describe('daytona lifecycle (stateful fake)', function()
     assert(daytona.destroy(client, sb))
   end)
 
+  it("records the create call's HTTP timings (a slow create)", function()
+    f.set { latency = { create = 0.3 } }
+    local client = daytona.connect(f.config())
+    local sb = assert(daytona.create(client, {}))
+    assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
+    assert.is_true(sb.ready_seconds >= sb.http_timings.total)
+    assert(daytona.destroy(client, sb))
+  end)
+
   it('polls until started with back-off, and times the readiness', function()
     f.set { start_delay = 0.4 }
     local client = daytona.connect(f.config { poll = { first = 0.02, factor = 1.5, max = 0.1 } })

@@ -234,6 +234,16 @@ describe('e2b lifecycle (stateful fake)', function()
     assert.equal('300000', h['connect-timeout-ms']) -- the last Start: put's tar -xf, timeout 300 s
   end)
 
+  it("records the create call's HTTP timings (a slow create)", function()
+    f.set { latency = { create = 0.3 } }
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
+    assert.is_true(sb.http_timings.total >= sb.http_timings.ttfb)
+    assert.is_true(sb.http_timings.connect <= sb.http_timings.ttfb)
+    assert.is_true(e2b.destroy(client, sb))
+  end)
+
   it('runs the verifier as the non-root user', function()
     local client = e2b.connect(f.config())
     local sb = assert(e2b.create(client, {}))
