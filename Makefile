@@ -18,10 +18,10 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
-        gawk patch diffutils
+        gawk patch diffutils lua-check
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker check test asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-test check test asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -38,6 +38,14 @@ deps:
 
 deps-docker:
 	$(call install_missing,$(DOCKER_DEBS))
+
+# Test tools from npm: Prism serves the vendors' OpenAPI specs for the conformance specs.
+PRISM := spec/fakes/prism/node_modules/.bin/prism
+deps-test: $(PRISM)
+$(PRISM): spec/fakes/prism/package.json spec/fakes/prism/package-lock.json
+	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix spec/fakes/prism --no-audit --no-fund --loglevel=error
+	@touch $@
 
 build/modules.h: $(SRCS) | build
 	@printf '' > $@.tmp; for m in $(MODULES); do printf 'X(%s)\n' $$m >> $@.tmp; done
@@ -69,7 +77,7 @@ C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test
 test: cseng $(C_TESTS)
 	@CSENG=./cseng tools/check.sh
 
-check: deps
+check: deps deps-test
 	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
 	@CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh
 
