@@ -100,6 +100,7 @@ end
 ---@field next fun(): integer  the next 64-bit output (any integer, sign bit included)
 ---@field int fun(n: integer): integer  uniform in [1, n], without modulo bias
 ---@field float fun(): number  uniform in [0, 1), 53 bits
+---@field fill fun(n: integer, k: integer, out: integer[]): integer[]  k draws of int(n) into out
 
 --- A seeded generator: xorshift64* (Vigna 2014: shifts 12, 25, 27, multiplier
 --- 0x2545F4914F6CDD1D) over a splitmix64-scrambled seed. Reproducible across machines.
@@ -130,6 +131,23 @@ function stats.rng(seed)
   end
   function r.float()
     return (r.next() >> 11) * (1.0 / 9007199254740992.0)
+  end
+  --- out[1..k] = k successive r.int(n) (the same numbers, without a call per draw).
+  function r.fill(n, k, out)
+    local m = math.tointeger(n)
+    if not m or m < 1 then error('stats.rng: fill(n) needs an integer n >= 1', 2) end
+    local lim = math.maxinteger - (math.maxinteger % m + 1) % m
+    local x = state
+    local i = 1
+    while i <= k do
+      x = x ~ (x >> 12)
+      x = x ~ (x << 25)
+      x = x ~ (x >> 27)
+      local v = (x * 0x2545F4914F6CDD1D) >> 1
+      if v <= lim then out[i] = v % m + 1; i = i + 1 end
+    end
+    state = x
+    return out
   end
   return r
 end
@@ -165,11 +183,12 @@ local function quantile_resampler(xs, q)
   local h = (n - 1) * q + 1
   local lo = math.floor(h)
   local frac = h - lo
-  local counts = {}
+  local counts, draws = {}, {}
   return function(rng)
     for r = 1, n do counts[r] = 0 end
-    for _ = 1, n do
-      local r = rank[rng.int(n)]
+    rng.fill(n, n, draws)
+    for i = 1, n do
+      local r = rank[draws[i]]
       counts[r] = counts[r] + 1
     end
     if n == 1 then return sorted[1] end

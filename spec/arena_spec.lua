@@ -257,9 +257,12 @@ end)
 describe('arena: a failure is a measured outcome', function()
   it('is recorded, not retried, and the run goes on', function()
     local fakes, config = start_fakes { a = {}, b = { create_status = function(n) return n == 3 and 503 end } }
+    local dir = assert(fs.tempdir('arena-report-'))
     local status, _, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
-      samples = 4, warmups = 1, seed = 3 }
+      samples = 4, warmups = 1, seed = 3, report = dir .. '/custom.md' }
     assert.equal(0, status)
+    assert.matches('| b | 4 | 3 | 75.0%', assert(fs.read(dir .. '/custom.md')), 1, true)
+    assert.is_true(fs.exists(dir .. '/custom.ready-ecdf.svg'))
     assert_counts(fakes.b, { creates = 5, created = 4, deletes = 4, live = 0 })
     assert_counts(fakes.a, { creates = 5, created = 5, deletes = 5, live = 0 })
     local bad = {}
@@ -302,6 +305,23 @@ describe('arena: stop rules', function()
     assert.equal('HTTP_500', t.cleanup_error_code)
     local closed = assert_accounted(by)
     assert.equal('cleanup_failed', closed['b/' .. t.sandbox_id])
+  end)
+
+  it('leaves a log that `cseng cleanup` completes', function()
+    local fakes, config = start_fakes { lizard = { delete_status = 500 } }
+    local status, _, by = run_arena { providers = { 'lizard' }, provider_config = config, samples = 5, warmups = 0,
+      seed = 1 }
+    assert.equal(1, status)
+    assert.equal(1, #by.cleanup_failed)
+    assert_counts(fakes.lizard, { creates = 1, deletes = 3, live = 1 })
+    fakes.lizard.set { delete_status = false }
+    local dir = assert(fs.tempdir('arena-cleanup-'))
+    local c = config.lizard
+    assert(fs.write(dir .. '/env', string.format('LIZARD_API_URL=%s\nLIZARD_API_KEY=%s\nLIZARD_PROJECT_ID=%s\n',
+      c.api_url, c.api_key, c.project_id)))
+    assert.equal(0, require('commands.cleanup').run({ arena.last.jsonl, '--env-file', dir .. '/env' }))
+    assert_counts(fakes.lizard, { creates = 1, deletes = 4, destroyed = 1, live = 0 })
+    assert.same({}, results.live_allocations(results.read(arena.last.jsonl)))
   end)
 
   it('a 401 stops the run after its round', function()
@@ -520,6 +540,32 @@ describe('arena: options', function()
     assert.is_nil(v2.cpus)
     assert.is_nil(v2.memory_bytes)
     assert.equal('max 100000', v2.cpu_limit)
+  end)
+end)
+
+describe('arena: every vendor adapter side by side', function()
+  it('runs lizard, daytona and e2b (their fakes) and local in one run', function()
+    local lz = fake.start { latency = { create = 0.02 } }
+    local dt = dofile(sys.root() .. '/spec/fakes/daytona.lua').start {}
+    local e2 = dofile(sys.root() .. '/spec/fakes/e2b.lua').start {}
+    for _, f in ipairs({ lz, dt, e2 }) do started_fakes[#started_fakes + 1] = f end
+    local status, _, by, errtext = run_arena { providers = { 'lizard', 'daytona', 'e2b', 'local' }, samples = 3,
+      warmups = 1, seed = 4, provider_config = { lizard = lz.config(), daytona = dt.config(), e2b = e2.config() } }
+    assert.equal(0, status, errtext)
+    for _, f in ipairs({ lz, dt, e2 }) do
+      local s = f.stats()
+      assert.equal(4, s.creates)
+      assert.equal(4, s.deletes)
+      assert.equal(0, s.live)
+    end
+    assert.equal(12, #measured(by))
+    for _, t in ipairs(by.startup_trial) do
+      assert.is_true(t.ok, t.provider .. ': ' .. tostring(t.error))
+      if t.provider ~= 'local' then assert.is_number(t.http.ttfb_ms, t.provider) end
+    end
+    assert.equal(4, #by.environment)
+    for _, e in ipairs(by.environment) do assert.matches('^%d+%.%d+', e.environment.python, 1) end
+    assert_accounted(by)
   end)
 end)
 

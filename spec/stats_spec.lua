@@ -160,6 +160,11 @@ describe('stats.rng (splitmix64-seeded xorshift64*)', function()
     end
     assert.equal(1, r.int(1))
     assert.has_error(function() r.int(0) end)
+    -- fill(n, k) gives exactly k successive int(n), and leaves the stream where they would
+    local a, b = stats.rng(77), stats.rng(77)
+    local buf = a.fill(1000, 50, {})
+    for i = 1, 50 do assert.equal(b.int(1000), buf[i]) end
+    assert.equal(b.next(), a.next())
   end)
 
   it('shuffles in place, keeping the elements', function()

@@ -37,11 +37,24 @@ local function seed_for(run, what)
   return seed ~ stats.hash(what)
 end
 
+-- cpus and memory first, then the rest by name
+local function h_keys(t)
+  local rank = { cpus = 1, memory_mb = 2, memory_gb = 3 }
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys, function(x, y)
+    local rx, ry = rank[x] or 9, rank[y] or 9
+    if rx ~= ry then return rx < ry end
+    return x < y
+  end)
+  return keys
+end
+
 local function fmt_alloc(a)
   if type(a) ~= 'table' then return '–' end
   local parts = {}
-  for _, k in ipairs({ 'cpus', 'memory_mb', 'region', 'template', 'size', 'image' }) do
-    if a[k] ~= nil then parts[#parts + 1] = k .. '=' .. tostring(a[k]) end
+  for _, k in ipairs(h_keys(a)) do
+    if type(a[k]) ~= 'table' then parts[#parts + 1] = k .. '=' .. tostring(a[k]) end
   end
   return #parts > 0 and table.concat(parts, ', ') or '–'
 end
@@ -73,6 +86,13 @@ local function section(run, h, multi)
     local list = {}
     for _, t in ipairs(measured[name] or {}) do if t.ok then list[#list + 1] = t end end
     return list
+  end
+
+  -- one bootstrap per (metric, provider), seeded from the run seed and the pair
+  local described = {}
+  local function describe(vals, what)
+    if not described[what] then described[what] = stats.describe(vals, { reps = REPS, seed = seed_for(run, what) }) end
+    return described[what]
   end
 
   -- header
@@ -112,7 +132,7 @@ local function section(run, h, multi)
     local oks = ok_trials(name)
     local vals = h.values(oks, 'ready_ms')
     ready[name] = vals
-    local d = stats.describe(vals, { reps = REPS, seed = seed_for(run, 'ready_ms/' .. name) })
+    local d = describe(vals, 'ready_ms/' .. name)
     local wlo, whi = stats.wilson(#oks, n)
     srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
       h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
@@ -138,7 +158,7 @@ local function section(run, h, multi)
       local n = #(measured[name] or {})
       local oks = ok_trials(name)
       local vals = h.values(oks, getter)
-      local d = stats.describe(vals, { reps = REPS, seed = seed_for(run, what .. '/' .. name) })
+      local d = describe(vals, what .. '/' .. name)
       rs[#rs + 1] = { name, n, #oks, n > 0 and h.pct(#oks / n) or '–', h.ms(d.min), h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi),
         h.ms(d.p90), h.ms(d.p95), h.ms(d.p99) .. ((d.n > 0 and d.n < 100) and '*' or ''), h.ms(d.max), h.ms(d.mean),
         h.ms(d.stddev) }
