@@ -79,8 +79,8 @@ local function note(kind, argv)
   seen_cmd[kind] = true
   local parts = {}
   for i, a in ipairs(argv) do
-    a = tostring(a):gsub(TMP:gsub('%p', '%%%0'), '$TMP'):gsub(ROOT:gsub('%p', '%%%0') .. '/', '')
     if a == EXE then a = './cseng' end
+    a = tostring(a):gsub(TMP:gsub('%p', '%%%0'), '$TMP'):gsub(ROOT:gsub('%p', '%%%0') .. '/', '')
     a = a:gsub('http://127%.0%.0%.1:%d+', '$URL')
     parts[i] = a:find('[%s"\'$]') and not a:find('^%$') and ("'" .. a .. "'") or a
   end
@@ -648,7 +648,8 @@ local function targets_and_render()
   }
   V.fig3 = h.table({ 'client', 'requests/s', 'ratio to wrk (same repetition)', 'client CPU µs/request' }, f3)
   V.cseng_vs_python_raw = range(pick(raw, function(r) return r.python and r.python.rate and r.cseng.rate and r.cseng.rate / r.python.rate end), x2)
-  V.raw_server = results.raw_server == 'nginx' and 'nginx (1 worker, `return 200`)' or 'the fake provider (nginx was unavailable: ' .. tostring(results.nginx_error) .. ')'
+  V.raw_server = results.raw_server == 'nginx' and 'nginx (1 worker, `return 200`)' or
+    ('the fake provider (nginx was unavailable: ' .. tostring(results.nginx_error) .. ')')
   V.nginx_conf = nginx_conf_text or '(nginx not used)'
   V.fake_capacity = results.fake_capacity and int(results.fake_capacity.rate) or '–'
 
@@ -750,19 +751,23 @@ local function targets_and_render()
   -- profile
   local p = results.profile or {}
   if p.perf_dso then
-    V.profile_perf = string.format('`perf record -F 1999 -g` (software cpu-clock) of the cseng client at %d lifecycles, share of samples:\n\n```\n%s\n```\n\nTop symbols (`--sort dso,sym`; Debian\'s libcurl is stripped, so its internal functions show as addresses):\n\n```\n%s\n```\n',
-      p.perf_concurrency, table.concat(p.perf_dso, '\n'), table.concat({ table.unpack(p.perf_sym, 1, math.min(#p.perf_sym, 30)) }, '\n'))
+    local top = { table.unpack(p.perf_sym, 1, math.min(#p.perf_sym, 30)) }
+    V.profile_perf = string.format('`perf record -F 1999 -g` (software cpu-clock) of the cseng client at %d lifecycles, ' ..
+      'share of samples:\n\n```\n%s\n```\n\nTop symbols (`--sort dso,sym`; Debian\'s libcurl is stripped, so its ' ..
+      'internal functions show as addresses):\n\n```\n%s\n```\n',
+      p.perf_concurrency, table.concat(p.perf_dso, '\n'), table.concat(top, '\n'))
   else
     V.profile_perf = 'perf: ' .. tostring(p.perf_error or p.skipped or 'not run') .. '\n'
   end
   if p.syscalls then
-    local rows = {}
+    local srows = {}
     for i = 1, math.min(#p.syscalls.rows, 8) do
       local s = p.syscalls.rows[i]
-      rows[#rows + 1] = { s.name, s.calls, string.format('%.2f', s.calls / p.syscalls.requests), s.errors }
+      srows[#srows + 1] = { s.name, s.calls, string.format('%.2f', s.calls / p.syscalls.requests), s.errors }
     end
-    V.profile_syscalls = string.format('System calls of the raw cseng client (`strace -f -c`, %d requests; strace slows the run, the counts per request are what matter):\n\n',
-      p.syscalls.requests) .. h.table({ 'system call', 'calls', 'per request', 'errors' }, rows)
+    V.profile_syscalls = string.format('System calls of the raw cseng client (`strace -f -c`, %d requests; strace ' ..
+      'slows the run, the counts per request are what matter):\n\n', p.syscalls.requests) ..
+      h.table({ 'system call', 'calls', 'per request', 'errors' }, srows)
   else
     V.profile_syscalls = ''
   end
