@@ -21,7 +21,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         gawk patch diffutils lua-check
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker deps-test check test asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-test deps-bench check test asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -99,7 +99,13 @@ fuzz: deps $(FUZZERS)
 demo: deps all
 	./cseng run plans/cold-gold.lua
 
-bench: deps all
+# The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the
+# seed-style Python client (httpx), perf/strace for the profiles the report quotes.
+BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace
+deps-bench:
+	$(call install_missing,$(BENCH_DEBS))
+
+bench: deps deps-bench all
 	./cseng lua bench/run.lua
 
 clean:
