@@ -118,7 +118,7 @@ local function section(run, h, multi)
     rows[#rows + 1] = { 'adapter ' .. name, string.format('%s %s (sha256 %s)%s', tostring(a.adapter or name),
       a.version and ('v' .. a.version) or '', tostring(a.sha256), a.remote and ', remote' or '') }
   end
-  add(h.table({ 'run', '' }, rows, 'll'))
+  add(h.table({ 'field', 'value' }, rows, 'll'))
   add('Method: ' .. (st.method or 'see docs/ARENA.md') .. '. Statistics: type-7 quantiles; the 95% CI of the ' ..
     'median is a percentile bootstrap (' .. REPS .. ' replicates, seeded from the run seed); success-rate ' ..
     'intervals are Wilson score intervals.\n')
