@@ -418,8 +418,8 @@ end
 ---@return string
 function svg.ecdf(series, opts)
   opts = opts or {}
-  local W, H = opts.width or 760, opts.height or 380
-  local L, R, T, B = 64, 210, 40, 56
+  local W, H = opts.width or 820, opts.height or 380
+  local L, R, T, B = 64, 260, 40, 56
   series = prepare_series(series)
   local lo, hi, n = data_range(series)
   if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
@@ -477,7 +477,7 @@ end
 function svg.box(series, opts)
   opts = opts or {}
   series = prepare_series(series)
-  local W = opts.width or 760
+  local W = opts.width or 820
   local row = 36
   local L, R, T, B = 140, 30, 40, 56
   local H = opts.height or (T + B + row * math.max(1, #series))
