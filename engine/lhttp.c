@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 typedef struct {
   char *p;
@@ -48,14 +50,25 @@ typedef struct {
   char *url;
 } req;
 
+/* One poll handle per socket for the socket's whole life: curl opens and closes sockets
+ * through our callbacks, so a kept-alive connection is polled again without a new handle
+ * (no calloc, no uv_poll_init, no uv_close per request). Sockets curl did not open through
+ * us (a resolver's wake-up pipe) get a handle for as long as they are watched. */
 typedef struct {
   uv_poll_t poll;
   curl_socket_t fd;
+  int ours; /* opened by open_socket: lives until close_socket */
 } sockctx;
+
+#define EASY_POOL_MAX 1024
 
 static struct {
   CURLM *multi;
   uv_timer_t timer;
+  sockctx **socks; /* by fd */
+  size_t nsocks;
+  CURL *easy_pool[EASY_POOL_MAX]; /* finished handles, reset, reused */
+  int neasy;
   lua_State *L; /* main state: registry refs are released through it */
   lua_Integer in_flight, started, completed;
 } H;
@@ -103,10 +116,23 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   return buf_add(&r->head, p, len) == 0 ? len : 0;
 }
 
+static CURL *easy_get(void) {
+  return H.neasy > 0 ? H.easy_pool[--H.neasy] : curl_easy_init();
+}
+
+static void easy_put(CURL *e) {
+  if (H.neasy < EASY_POOL_MAX) {
+    curl_easy_reset(e);
+    H.easy_pool[H.neasy++] = e;
+  } else {
+    curl_easy_cleanup(e);
+  }
+}
+
 static void req_release(req *r) {
   if (r->easy) {
     curl_multi_remove_handle(H.multi, r->easy);
-    curl_easy_cleanup(r->easy);
+    easy_put(r->easy);
     r->easy = NULL;
     H.in_flight--;
   }
@@ -170,27 +196,73 @@ static void on_timer(uv_timer_t *t) {
 
 static void sock_free(uv_handle_t *h) { free(h->data); }
 
+static sockctx *sock_lookup(curl_socket_t fd) {
+  return (fd >= 0 && (size_t)fd < H.nsocks) ? H.socks[fd] : NULL;
+}
+
+static sockctx *sock_new(curl_socket_t fd, int ours) {
+  sockctx *c;
+  if (fd < 0) return NULL;
+  if ((size_t)fd >= H.nsocks) {
+    size_t n = H.nsocks ? H.nsocks : 256;
+    sockctx **ns;
+    while (n <= (size_t)fd) n *= 2;
+    ns = realloc(H.socks, n * sizeof *ns);
+    if (!ns) return NULL;
+    memset(ns + H.nsocks, 0, (n - H.nsocks) * sizeof *ns);
+    H.socks = ns;
+    H.nsocks = n;
+  }
+  c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  if (uv_poll_init_socket(cs_loop(), &c->poll, fd) != 0) {
+    free(c);
+    return NULL;
+  }
+  c->fd = fd;
+  c->ours = ours;
+  c->poll.data = c;
+  H.socks[fd] = c;
+  return c;
+}
+
+static void sock_drop(sockctx *c) {
+  H.socks[c->fd] = NULL;
+  uv_close((uv_handle_t *)&c->poll, sock_free); /* stops polling now; frees later */
+}
+
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+  curl_socket_t fd;
+  (void)clientp;
+  (void)purpose;
+  fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  if (fd < 0) return CURL_SOCKET_BAD;
+  if (!sock_new(fd, 1)) {
+    close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  return fd;
+}
+
+static int close_socket(void *clientp, curl_socket_t fd) {
+  sockctx *c = sock_lookup(fd);
+  (void)clientp;
+  if (c) sock_drop(c);
+  return close(fd);
+}
+
 static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *socketp) {
-  sockctx *c = socketp;
+  sockctx *c = sock_lookup(s);
   int events = 0;
   (void)e;
   (void)userp;
+  (void)socketp;
   if (action == CURL_POLL_REMOVE) {
-    if (c) {
-      uv_poll_stop(&c->poll);
-      curl_multi_assign(H.multi, s, NULL);
-      uv_close((uv_handle_t *)&c->poll, sock_free);
-    }
+    if (c && c->ours) uv_poll_stop(&c->poll); /* the socket may be reused: keep the handle */
+    else if (c) sock_drop(c);
     return 0;
   }
-  if (!c) {
-    c = calloc(1, sizeof *c);
-    if (!c) return -1;
-    c->fd = s;
-    uv_poll_init_socket(cs_loop(), &c->poll, s);
-    c->poll.data = c;
-    curl_multi_assign(H.multi, s, c);
-  }
+  if (!c && !(c = sock_new(s, 0))) return -1;
   if (action & CURL_POLL_IN) events |= UV_READABLE;
   if (action & CURL_POLL_OUT) events |= UV_WRITABLE;
   uv_poll_start(&c->poll, events, on_poll);
@@ -391,7 +463,7 @@ static int http_request(lua_State *L) {
   connect_timeout = opt_number(L, "connect_timeout", 0);
 
   r = calloc(1, sizeof *r);
-  if (!r || !(r->url = strdup(url)) || !(e = curl_easy_init())) {
+  if (!r || !(r->url = strdup(url)) || !(e = easy_get())) {
     if (r) free(r->url);
     free(r);
     return luaL_error(L, "out of memory");
@@ -409,6 +481,8 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
   if (connect_timeout > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000));
   if (opt_bool(L, "follow")) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
@@ -495,8 +569,12 @@ static int http_stats(lua_State *L) {
 
 static void http_shutdown(void) {
   if (!H.multi) return;
-  curl_multi_cleanup(H.multi); /* closes cached connections; sockets' polls are closed */
+  curl_multi_cleanup(H.multi); /* closes cached connections (close_socket drops their polls) */
   H.multi = NULL;
+  while (H.neasy > 0) curl_easy_cleanup(H.easy_pool[--H.neasy]);
+  free(H.socks);
+  H.socks = NULL;
+  H.nsocks = 0;
   uv_close((uv_handle_t *)&H.timer, NULL);
   curl_global_cleanup();
 }
