@@ -38,7 +38,11 @@ local function probe()
       state.why = 'base image ' .. BASE .. ' is absent (tools/docker-up.sh or ./cseng images base builds it)'
     end
   end
-  if state.why then io.stderr:write('\ndocker_spec: SKIPPING every dockerd test: ', state.why, '\n') end
+  if state.why then
+    local up = fs.read(ROOT .. '/build/docker/unavailable') -- tools/docker-up.sh's reason, when it failed
+    if up then state.why = state.why .. ' (tools/docker-up.sh: ' .. up:gsub('%s+$', '') .. ')' end
+    io.stderr:write('\ndocker_spec: SKIPPING every dockerd test: ', state.why, '\n')
+  end
   return state
 end
 

@@ -7,13 +7,18 @@
 #   4. builds the base image (./cseng images base) when cseng/debian:bookworm is absent.
 # Exit status 0 when dockerd answers and the base image exists; otherwise 1, with the reason on
 # stderr and in build/docker/unavailable (the docker specs then report every test as skipped).
+# DOCKER_HOST=unix:///path selects another socket; DOCKERD_ARGS adds flags to a started dockerd.
 set -u
 cd "$(dirname "$0")/.."
 STATE=build/docker
 mkdir -p "$STATE"
 rm -f "$STATE/unavailable"
-SOCK=${DOCKER_HOST#unix://}
-[ -n "${DOCKER_HOST:-}" ] && [ "$SOCK" != "${DOCKER_HOST:-}" ] || SOCK=/var/run/docker.sock
+case "${DOCKER_HOST:-}" in
+  unix://*) SOCK=${DOCKER_HOST#unix://} ;;
+  "") SOCK=/var/run/docker.sock ;;
+  *) echo "docker-up: DOCKER_HOST=$DOCKER_HOST is not unix://PATH; checking /var/run/docker.sock" >&2
+     SOCK=/var/run/docker.sock ;;
+esac
 BASE=${CSENG_DOCKER_BASE:-cseng/debian:bookworm}
 CSENG=${CSENG:-./cseng}
 
@@ -37,7 +42,11 @@ if ping; then
 else
   [ "$(id -u)" = 0 ] || unavailable "dockerd is not running at $SOCK and starting it needs root"
   echo "docker-up: starting dockerd (log: $STATE/dockerd.log)"
-  dockerd >"$STATE/dockerd.log" 2>&1 &
+  # DOCKERD_ARGS: extra flags (e.g. a separate --data-root/--exec-root/--pidfile for a second
+  # daemon). A second daemon shares the host's network namespace: never give it --bridge=none,
+  # with which dockerd deletes docker0, the first daemon's bridge.
+  # shellcheck disable=SC2086
+  dockerd -H "unix://$SOCK" ${DOCKERD_ARGS:-} >"$STATE/dockerd.log" 2>&1 &
   pid=$!
   echo "$pid" >"$STATE/started"
   for _ in $(seq 1 120); do

@@ -519,14 +519,16 @@ function M.create(client, spec)
 end
 
 local function exec_inspect(client, eid)
-  for _ = 1, 200 do -- the exit code lands a moment after the stream closes
+  local pause, deadline = 0.005, clock.now() + 15e9
+  while true do -- the exit code lands a moment after the stream closes (later on a busy host)
     local res = api(client, 'GET', '/exec/' .. eid .. '/json', {})
     if not res then return nil end
     local j = decode(res)
-    if j.Running == false then return j end
-    task.sleep(0.01)
+    if j.Running == false and int(j.ExitCode) then return j end
+    if clock.now() > deadline then return nil end
+    task.sleep(pause)
+    pause = math.min(pause * 2, 0.1)
   end
-  return nil
 end
 
 local function upload_stdin(client, sb, data)
