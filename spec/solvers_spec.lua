@@ -177,7 +177,7 @@ describe('the openrouter solver', function()
   it('gives up after llm_attempts tries of a 503: an error in the solve stage', function()
     local f = start { script = llm.replay(gold_commands), fault = function() return 503 end }
     local status, s = run({ task_index = 1, llm_attempts = 3 }, openrouter_env(f))
-    assert.equal(0, status) -- no infrastructure error of the run itself
+    assert.equal(1, status) -- a trial that ended in an error makes the run exit 1
     local r = s.results[1]
     assert.equal('error', r.outcome)
     assert.equal('solve', r.error_stage)
