@@ -6,7 +6,10 @@ PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
 VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
-           -DCSENG_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# build/version.h follows the checkout: rewritten (so lsys.o rebuilds) only when HEAD changes
+VERSION_H := $(shell mkdir -p build; v=$$(printf '\043define CSENG_VERSION "%s"' '$(VERSION)'); \
+  [ "$$(cat build/version.h 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > build/version.h)
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lm
 SRCS    := $(wildcard engine/*.c)
 OBJS    := $(SRCS:engine/%.c=build/%.o)
@@ -56,6 +59,8 @@ build build/asan:
 
 build/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+build/lsys.o build/asan/lsys.o: build/version.h
 
 cseng: $(OBJS)
 	$(CC) $(CFLAGS) -rdynamic -o $@ $(OBJS) $(LDLIBS)

@@ -42,6 +42,10 @@ uv_loop_t *cs_loop(void);
  * pending cancellation. */
 cs_task *cs_task_current(lua_State *L);
 
+/* The running task if L is its coroutine and may yield here; NULL otherwise (never raises).
+ * For primitives that block briefly outside tasks and yield inside them. */
+cs_task *cs_task_running(lua_State *L);
+
 /* Park the current task on op; use as `return cs_yield(L, op);`. */
 int cs_yield(lua_State *L, cs_op *op);
 

@@ -223,12 +223,93 @@ static int fs_write(lua_State *L) {
  * One write(2) of the whole data on an O_APPEND descriptor (looping only if the
  * kernel writes short), so concurrent appenders, in this process or others,
  * never interleave within a record. Creates the file (0644) if missing. */
+/* A synced append inside a task runs on libuv's threadpool: fsync can take tens of
+ * milliseconds, and on the loop thread it would stall every other task (and skew their
+ * timings). The task yields meanwhile. The write completes even if the task is cancelled:
+ * an allocation record must land. */
+typedef struct {
+  cs_op op;
+  uv_work_t work;
+  char *path, *data;
+  size_t n;
+  int err, cancelled;
+} appendop;
+
+static int append_file(const char *path, const char *data, size_t n, int sync) {
+  int e, fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  if (write_all(fd, data, n) != 0 || (sync && fsync(fd) != 0)) {
+    e = errno;
+    close(fd);
+    return e;
+  }
+  return close(fd) != 0 ? errno : 0;
+}
+
+static void appendop_free(appendop *a) {
+  free(a->path);
+  free(a->data);
+  free(a);
+}
+
+static void append_work(uv_work_t *w) {
+  appendop *a = w->data;
+  a->err = append_file(a->path, a->data, a->n, 1);
+}
+
+static void append_after(uv_work_t *w, int status) {
+  appendop *a = w->data;
+  (void)status;
+  if (a->cancelled) appendop_free(a);
+  else cs_op_ready(&a->op);
+}
+
+static int append_push(lua_State *L, cs_op *op) {
+  appendop *a = (appendop *)op;
+  int e = a->err;
+  lua_pushstring(L, a->path);
+  appendop_free(a);
+  if (e) return fs_fail(L, e, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static void append_cancel(cs_op *op) {
+  appendop *a = (appendop *)op;
+  if (a->op.ready) appendop_free(a); /* the work is done: nothing else refers to it */
+  else a->cancelled = 1;             /* append_after frees it */
+}
+
 static int fs_append(lua_State *L) {
   size_t n;
   const char *path = luaL_checkstring(L, 1);
   const char *data = luaL_checklstring(L, 2, &n);
   int sync = opt_bool(L, 3, "sync", 0), e;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int fd;
+  if (sync && cs_task_running(L)) {
+    appendop *a;
+    cs_task_current(L); /* delivers a pending cancellation before anything starts */
+    a = calloc(1, sizeof *a);
+    if (!a || !(a->path = strdup(path)) || !(a->data = malloc(n ? n : 1))) {
+      if (a) appendop_free(a);
+      return luaL_error(L, "out of memory");
+    }
+    memcpy(a->data, data, n);
+    a->n = n;
+    a->work.data = a;
+    a->op.push = append_push;
+    a->op.cancel = append_cancel;
+    if (uv_queue_work(cs_loop(), &a->work, append_work, append_after) != 0) {
+      e = append_file(path, data, n, 1); /* the threadpool refused: do it here */
+      appendop_free(a);
+      if (e) return fs_fail(L, e, "%s", path);
+      lua_pushboolean(L, 1);
+      return 1;
+    }
+    return cs_yield(L, &a->op);
+  }
+  fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return fs_fail(L, errno, "%s", path);
   if (write_all(fd, data, n) != 0 || (sync && fsync(fd) != 0)) {
     e = errno;

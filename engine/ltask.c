@@ -139,6 +139,12 @@ cs_task *cs_task_current(lua_State *L) {
   return t;
 }
 
+cs_task *cs_task_running(lua_State *L) {
+  cs_task *t = task_of(L);
+  if (t == NULL || t != S.current || t->co != L || !lua_isyieldable(L)) return NULL;
+  return t;
+}
+
 static int yield_k(lua_State *L, int status, lua_KContext ctx) {
   cs_task *t = (cs_task *)ctx;
   cs_op *op = t->op;

@@ -50,19 +50,21 @@ function results.read(path)
   return events
 end
 
---- Sandboxes allocated and neither destroyed nor already reported as cleaned.
+--- Sandboxes allocated and not destroyed. Keyed by provider and id: one log may hold several
+--- providers (the startup arena), whose ids can collide.
 function results.live_allocations(events)
   local live, order = {}, {}
   for _, e in ipairs(events) do
+    local key = tostring(e.provider) .. '\0' .. tostring(e.sandbox_id)
     if e.event == 'allocated' then
-      if not live[e.sandbox_id] then order[#order + 1] = e.sandbox_id end
-      live[e.sandbox_id] = e
+      if not live[key] then order[#order + 1] = key end
+      live[key] = e
     elseif e.event == 'destroyed' then
-      live[e.sandbox_id] = nil
+      live[key] = nil
     end
   end
   local out = {}
-  for _, id in ipairs(order) do if live[id] then out[#out + 1] = live[id] end end
+  for _, key in ipairs(order) do if live[key] then out[#out + 1] = live[key] end end
   return out
 end
 

@@ -48,9 +48,19 @@ function cmd.run(args)
     local writer = results.open(pos[1], run_id)
     local providers = {}
     for _, a in ipairs(live) do
+      -- a renamed provider (the arena's "lizard-eu") records the adapter it runs
+      local adapter = a.adapter or a.provider
       local p = providers[a.provider]
       if not p then
-        local prov, client = connect(a.provider, f, provider_config)
+        local cfg = provider_config
+        if type(cfg) == 'table' and type(cfg[a.provider]) == 'table' then cfg = cfg[a.provider] end
+        -- the log holds secrets as [redacted]: those come from the environment or --env-file
+        local clean = {}
+        for k, v in pairs(type(cfg) == 'table' and cfg or {}) do
+          if v ~= '[redacted]' then clean[k] = v end
+        end
+        cfg = clean
+        local prov, client = connect(adapter, f, cfg)
         p = { prov, client }
         providers[a.provider] = p
       end
