@@ -112,7 +112,7 @@ describe('jsonl', function()
       local p = dir .. '/blank.jsonl'
       fs.write(p, '{"a":1}\n\n  \n{"a":2}\n')
       local got = {}
-      for rec, n in jsonl.read(p) do got[#got + 1] = n end
+      for _, n in jsonl.read(p) do got[#got + 1] = n end
       assert.same({ 1, 4 }, got)
     end)
 

@@ -16,12 +16,6 @@ local function slurp(path)
   return s
 end
 
-local function spit(path, data)
-  local f = assert(io.open(path, 'wb'))
-  f:write(data)
-  f:close()
-end
-
 local function tmpname()
   local p = os.tmpname()
   finally(function() os.remove(p) end)
@@ -279,9 +273,10 @@ describe('parquet to_jsonl', function()
   end)
 
   it('reports a missing input and an unwritable output', function()
-    local r, err, code = parquet.to_jsonl(FIX .. 'nope.parquet', os.tmpname())
+    local r, _, code = parquet.to_jsonl(FIX .. 'nope.parquet', os.tmpname())
     assert.is_nil(r)
     assert.are.equal('ENOENT', code)
+    local err
     r, err, code = parquet.to_jsonl(FIX .. 'hy_nested_gzip.parquet', '/nonexistent-dir/x.jsonl')
     assert.is_nil(r)
     assert.are.equal('EIO', code)

@@ -260,7 +260,7 @@ describe('cseng.proc', function()
     it('kills the group when closed (TERM, then KILL after the grace)', function()
       local m = marker()
       do
-        local p <close> = assert(proc.spawn { argv = { 'sh', '-c', "trap '' TERM; sleep " .. m .. ' & wait' }, kill_grace = 0.2 })
+        local _ <close> = assert(proc.spawn { argv = { 'sh', '-c', "trap '' TERM; sleep " .. m .. ' & wait' }, kill_grace = 0.2 })
         for _ = 1, 100 do
           if #survivors(m) >= 1 then break end
           task.sleep(0.01)
@@ -272,7 +272,7 @@ describe('cseng.proc', function()
 
     it('kills the group when garbage-collected', function()
       local m = marker()
-      local p = assert(proc.spawn { argv = { 'sleep', m } })
+      local p = assert(proc.spawn { argv = { 'sleep', m } }) -- luacheck: ignore 231 (dropped for the GC)
       for _ = 1, 100 do
         if #survivors(m) >= 1 then break end
         task.sleep(0.01)

@@ -211,8 +211,8 @@ describe('the openrouter solver', function()
     assert.matches('needs a model: set OPENROUTER_MODEL', err, 1, true)
     assert.equal(0, f.stats().requests)
     local solver = require 'solvers.openrouter'
-    local ok, msg, code = solver.check({}, function() return nil end)
-    assert.is_nil(ok)
+    local okc, msg, code = solver.check({}, function() return nil end)
+    assert.is_nil(okc)
     assert.equal('ECONFIG', code)
     assert.matches('OPENROUTER_API_KEY', msg)
     local only_key = function(n) return n == 'OPENROUTER_API_KEY' and 'sk-test-check-only' or nil end
