@@ -23,13 +23,13 @@
 --- (the startup arena stops on HTTP_401/HTTP_403), a sandbox that ends in error/build_failed
 --- "ESTATE", one that is not started in time "ETIMEDOUT"; transport failures keep cseng.http's
 --- codes. A create that fails after the API allocated a sandbox deletes it before returning.
-local http = require 'cseng.http'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
 local util = require 'util'
+local adapter = require 'adapter'
 
 local M = {
   name = 'daytona',
@@ -80,17 +80,9 @@ local TERMINAL = { error = true, build_failed = true, destroyed = true, destroyi
 ---@return daytona.client
 function M.connect(cfg)
   cfg = cfg or {}
-  local getenv = cfg.getenv or os.getenv
-  local function setting(key, var)
-    local v = cfg[key]
-    if v == nil and var then v = getenv(var) end
-    if v == '' then v = nil end
-    return v
-  end
+  local setting = adapter.settings(cfg)
   local key = setting('api_key', 'DAYTONA_API_KEY')
-  if not key then
-    error('daytona provider: DAYTONA_API_KEY is not set (export it, or put it in an --env-file)', 0)
-  end
+  adapter.require_set('daytona', { 'DAYTONA_API_KEY' }, { key })
   util.add_secret(key)
   local function num(k, var, def)
     local v = tonumber(setting(k, var))
@@ -114,12 +106,7 @@ end
 
 -- ---- HTTP ----------------------------------------------------------------------------------
 
-local function urlencode(s)
-  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
-end
-
--- cjson decodes JSON null as a light userdata; treat it as absent.
-local function str(v) return type(v) == 'string' and v or nil end
+local urlencode, str = adapter.urlencode, adapter.str
 
 -- The error text of a response: Daytona answers {"statusCode", "message", "error"}.
 local function api_message(body)
@@ -130,9 +117,7 @@ local function api_message(body)
     if type(m) == 'string' and m ~= '' then return m end
     if type(j.error) == 'string' then return j.error end
   end
-  body = util.trim(body or '')
-  if #body > 300 then body = body:sub(1, 300) .. '...' end
-  return body
+  return adapter.snippet(body)
 end
 
 local function headers_for(client, extra)
@@ -147,27 +132,8 @@ end
 -- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE, res.
 local function call(client, method, url, o)
   o = o or {}
-  local headers = headers_for(client, o.headers)
-  local body = o.body
-  if o.json ~= nil then
-    body = cjson.encode(o.json)
-    headers['Content-Type'] = 'application/json'
-  end
-  local what = method .. ' ' .. url:gsub('%?.*$', '')
-  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
-                                        timeout = o.timeout or client.request_timeout }
-  if not res then return nil, util.redact('daytona: ' .. what .. ': ' .. tostring(err)), code end
-  if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('daytona: %s: HTTP %d: %s', what, res.status, api_message(res.body))),
-      'HTTP_' .. res.status, res
-  end
-  if o.raw then return res.body, res end
-  if res.body == nil or res.body:find('^%s*$') then return true, res end
-  local ok, data = pcall(cjson.decode, res.body)
-  if not ok then
-    return nil, 'daytona: ' .. what .. ': response is not JSON: ' .. api_message(res.body), 'EPROTO', res
-  end
-  return data, res
+  return adapter.request('daytona', method, url, { headers = headers_for(client, o.headers), json = o.json,
+    body = o.body, raw = o.raw, timeout = o.timeout or client.request_timeout, message = api_message })
 end
 M._call = call
 
@@ -305,10 +271,6 @@ function M.wrap_command(client, cmd, env, cwd, stdin_path)
   return (client.shell or DEFAULTS.shell) .. " -c '" .. table.concat(parts, '; ') .. "'"
 end
 
-local function tmp_name(kind, ext)
-  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(6)) .. (ext or '')
-end
-
 local upload -- forward
 
 --- Run a shell command. opts: {timeout (s, default 600), cwd, env, stdin, tail_bytes}.
@@ -322,7 +284,7 @@ function M.exec(client, sb, cmd, opts)
   local cwd = opts.cwd or sb.workdir
   local stdin_path
   if opts.stdin then
-    stdin_path = tmp_name('stdin')
+    stdin_path = adapter.tmp_path('stdin')
     local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
     if not ok then return nil, err, code end
   end
@@ -346,7 +308,7 @@ function M.exec(client, sb, cmd, opts)
   local out = str(data.result) or ''
   local cap = opts.tail_bytes or DEFAULTS.tail_bytes
   return {
-    code = math.tointeger(tonumber(data.exitCode) or -1) or -1,
+    code = adapter.int(data.exitCode) or -1,
     stdout = #out > cap and out:sub(-cap) or out,
     stderr = '',
     stdout_dropped = #out > cap and (#out - cap) or nil,
@@ -359,16 +321,7 @@ end
 -- ---- files ---------------------------------------------------------------------------------
 
 -- multipart/form-data with one part named "file" (the toolbox's UploadFile).
-local function multipart(filename, data)
-  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
-  local body = table.concat({
-    '--', boundary, '\r\n',
-    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
-    'Content-Type: application/octet-stream\r\n\r\n',
-    data, '\r\n--', boundary, '--\r\n',
-  })
-  return body, 'multipart/form-data; boundary=' .. boundary
-end
+local multipart = adapter.multipart
 M._multipart = multipart
 
 upload = function(client, sb, path, data)
@@ -383,15 +336,11 @@ end
 --- uploaded to /tmp, then extracted there by exec and removed.
 ---@return true|nil ok, string? err, string? code
 function M.put(client, sb, dir, tar_bytes)
-  local tmp = tmp_name('put', '.tar')
+  local tmp = adapter.tmp_path('put', '.tar')
   local ok, err, code = upload(client, sb, tmp, tar_bytes)
   if not ok then return nil, err, code end
-  local q = util.shell_quote(dir)
-  local r, xerr, xcode = M.exec(client, sb, 'mkdir -p ' .. q .. ' && tar -xf ' .. tmp .. ' -C ' .. q ..
-    '; rc=$?; rm -f ' .. tmp .. '; exit $rc', { timeout = 300, cwd = '/' })
-  if not r then return nil, xerr, xcode end
-  if r.code ~= 0 then return nil, 'daytona: put: extracting into ' .. dir .. ': ' .. util.trim(r.stdout), 'EIO' end
-  return true
+  -- the toolbox returns stdout and stderr combined, in stdout
+  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir, { output = 'stdout' })
 end
 
 --- Read a file of the sandbox.
@@ -411,9 +360,7 @@ end
 --- Delete a sandbox; one that is already gone (404) counts as deleted.
 ---@return true|nil ok, string? err, string? code
 function M.destroy(client, sb)
-  local ok, err, code = call(client, 'DELETE', api_url(client, '/sandbox/' .. urlencode(sb.id)))
-  if ok or code == 'HTTP_404' then return true end
-  return nil, err, code
+  return adapter.deleted(call(client, 'DELETE', api_url(client, '/sandbox/' .. urlencode(sb.id))))
 end
 
 --- Sandboxes whose labels include filter.labels: {{id, labels, created, state}}. Pages are

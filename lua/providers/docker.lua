@@ -19,6 +19,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'util'
+local adapter = require 'adapter'
 
 local M = {
   name = 'docker',
@@ -44,9 +45,7 @@ M.DEFAULT_IMAGE_MAP = { 'cseng/swesmith.*=cseng/debian:bookworm' }
 
 -- ---- the Engine API ------------------------------------------------------------------------
 
-local function urlencode(s)
-  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
-end
+local urlencode = adapter.urlencode
 
 local function query(params)
   local keys = util.keys(params)
@@ -112,27 +111,7 @@ end
 -- ---- the exec stream -------------------------------------------------------------------------
 
 --- A tail buffer: keeps the last cap bytes of what it is given, counting what it dropped.
-local function tail_buffer(cap)
-  local b = { parts = {}, len = 0, total = 0 }
-  function b.add(s)
-    if #s == 0 then return end
-    b.parts[#b.parts + 1] = s
-    b.len = b.len + #s
-    b.total = b.total + #s
-    if b.len > 2 * cap + 65536 then
-      local joined = table.concat(b.parts)
-      b.parts = { joined:sub(-cap) }
-      b.len = #b.parts[1]
-    end
-  end
-  function b.get()
-    local joined = table.concat(b.parts)
-    if #joined > cap then joined = joined:sub(-cap) end
-    return joined
-  end
-  function b.dropped() return b.total - math.min(b.total, cap) end
-  return b
-end
+local tail_buffer = adapter.tail_buffer
 M._tail_buffer = tail_buffer
 
 --- Demultiplexer of docker's attach stream: frames of an 8-byte header [stream (1 stdout,

@@ -35,6 +35,7 @@ local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'util'
+local adapter = require 'adapter'
 
 local M = {
   name = 'e2b',
@@ -97,39 +98,27 @@ end
 ---@return e2b.client
 function M.connect(cfg)
   cfg = cfg or {}
-  local getenv = cfg.getenv or os.getenv
-  local function setting(key, var)
-    local v = cfg[key]
-    if v == nil and var then v = getenv(var) end
-    if v == '' then v = nil end
-    return v
-  end
+  local setting = adapter.settings(cfg)
   local key = setting('api_key', 'E2B_API_KEY')
-  if not key then
-    error('e2b provider: E2B_API_KEY is not set (export it, or put it in an --env-file)', 0)
-  end
+  adapter.require_set('e2b', { 'E2B_API_KEY' }, { key })
   util.add_secret(key)
   return {
     base = tostring(setting('api_url', 'E2B_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
     key = key,
     domain = setting('domain', 'E2B_DOMAIN') or DEFAULTS.domain,
     envd_url_template = setting('envd_url_template', 'E2B_ENVD_URL_TEMPLATE') or DEFAULTS.envd_url_template,
-    envd_port = math.tointeger(tonumber(setting('envd_port', 'E2B_ENVD_PORT'))) or DEFAULTS.envd_port,
+    envd_port = adapter.int(setting('envd_port', 'E2B_ENVD_PORT')) or DEFAULTS.envd_port,
     templates = parse_templates(setting('template', 'E2B_TEMPLATE')),
     user = setting('user', 'E2B_USER') or DEFAULTS.user,
     verifier_user = setting('verifier_user', 'E2B_VERIFIER_USER') or DEFAULTS.verifier_user,
-    max_timeout = math.tointeger(tonumber(setting('max_timeout', 'E2B_MAX_TIMEOUT'))) or DEFAULTS.max_timeout,
+    max_timeout = adapter.int(setting('max_timeout', 'E2B_MAX_TIMEOUT')) or DEFAULTS.max_timeout,
     request_timeout = tonumber(setting('request_timeout')) or DEFAULTS.request_timeout,
   }
 end
 
 -- ---- HTTP ----------------------------------------------------------------------------------
 
-local function urlencode(s)
-  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
-end
-
-local function str(v) return type(v) == 'string' and v or nil end
+local urlencode, str = adapter.urlencode, adapter.str
 
 -- The text of an error body: the API's {"code", "message"}, Connect's {"code", "message"}.
 local function error_text(body)
@@ -137,33 +126,15 @@ local function error_text(body)
   if ok and type(j) == 'table' and type(j.message) == 'string' and j.message ~= '' then
     return (type(j.code) == 'string' and (j.code .. ': ') or '') .. j.message
   end
-  body = util.trim(body or '')
-  if #body > 300 then body = body:sub(1, 300) .. '...' end
-  return body
+  return adapter.snippet(body)
 end
 
--- One request. o: {json, body, headers, timeout, raw, ok = {statuses}}. Returns data (decoded
--- JSON, true for an empty body, the raw body with o.raw) and the response, or nil, msg, CODE, res.
+-- One request. o: {json, body, timeout, raw}. Returns data (decoded JSON, true for an empty
+-- body, the raw body with o.raw) and the response, or nil, msg, CODE, res.
 local function request(method, url, headers, o)
   o = o or {}
-  local body = o.body
-  if o.json ~= nil then
-    body = cjson.encode(o.json)
-    headers['Content-Type'] = 'application/json'
-  end
-  local what = method .. ' ' .. url:gsub('%?.*$', '')
-  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
-                                        timeout = o.timeout or DEFAULTS.request_timeout }
-  if not res then return nil, util.redact('e2b: ' .. what .. ': ' .. tostring(err)), code end
-  if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('e2b: %s: HTTP %d: %s', what, res.status, error_text(res.body))),
-      'HTTP_' .. res.status, res
-  end
-  if o.raw then return res.body, res end
-  if res.body == nil or res.body:find('^%s*$') then return true, res end
-  local ok, data = pcall(cjson.decode, res.body)
-  if not ok then return nil, 'e2b: ' .. what .. ': response is not JSON: ' .. error_text(res.body), 'EPROTO', res end
-  return data, res
+  return adapter.request('e2b', method, url, { headers = headers, json = o.json, body = o.body, raw = o.raw,
+    timeout = o.timeout or DEFAULTS.request_timeout, message = error_text })
 end
 
 local function api(client, method, path, o)
@@ -254,26 +225,12 @@ end
 
 -- ---- exec ----------------------------------------------------------------------------------
 
--- A tail buffer: keeps the last cap bytes.
-local function tail_buffer(cap)
-  local b = { parts = {}, len = 0, total = 0 }
-  function b.add(s)
-    if #s == 0 then return end
-    b.parts[#b.parts + 1] = s
-    b.len = b.len + #s
-    b.total = b.total + #s
-    if b.len > 2 * cap + 65536 then
-      local joined = table.concat(b.parts)
-      b.parts = { joined:sub(-cap) }
-      b.len = #b.parts[1]
-    end
-  end
-  function b.get()
-    local joined = table.concat(b.parts)
-    return #joined > cap and joined:sub(-cap) or joined
-  end
-  function b.dropped() return b.total > cap and (b.total - cap) or nil end
-  return b
+local tail_buffer = adapter.tail_buffer
+
+-- What a tail buffer dropped, nil when nothing.
+local function dropped(b)
+  local n = b.dropped()
+  return n > 0 and n or nil
 end
 
 local CONNECT_HTTP = { unauthenticated = 'HTTP_401', permission_denied = 'HTTP_403' }
@@ -307,7 +264,7 @@ function M.exec(client, sb, cmd, opts)
   local user = opts.user == 'verifier' and client.verifier_user or (opts.user and opts.user ~= 'root' and tostring(opts.user))
     or client.user
   if opts.stdin then
-    local path = '/tmp/cseng-stdin-' .. crypto.hex(crypto.random_bytes(6))
+    local path = adapter.tmp_path('stdin')
     local ok, err, code = upload(client, sb, path, opts.stdin, user)
     if not ok then return nil, err, code end
     cmd = '{ ' .. cmd .. '\n} < ' .. path .. '; rc=$?; rm -f ' .. path .. '; exit $rc'
@@ -321,7 +278,7 @@ function M.exec(client, sb, cmd, opts)
   local function on_event(ev)
     if type(ev) ~= 'table' then return 'an event is not an object' end
     if type(ev.start) == 'table' then
-      st.pid = math.tointeger(tonumber(ev.start.pid))
+      st.pid = adapter.int(ev.start.pid)
     elseif type(ev.data) == 'table' then
       for name, buf in pairs({ stdout = out, stderr = errb, pty = out }) do
         local v = ev.data[name]
@@ -334,7 +291,7 @@ function M.exec(client, sb, cmd, opts)
     elseif type(ev['end']) == 'table' then
       local e = ev['end']
       st.ended = true
-      st.exit_code = math.tointeger(tonumber(e.exitCode or 0)) or -1
+      st.exit_code = adapter.int(e.exitCode or 0) or -1
       st.status = str(e.status)
       st.end_error = str(e.error)
     end
@@ -411,28 +368,17 @@ function M.exec(client, sb, cmd, opts)
   end
   if not st.ended then return nil, 'e2b: exec: the stream ended without the process end event', 'ECONNECT' end
   return {
-    code = st.exit_code, stdout = out.get(), stderr = errb.get(), stdout_dropped = out.dropped(),
-    stderr_dropped = errb.dropped(), elapsed = elapsed, timed_out = false, pid = st.pid, status = st.status,
+    code = st.exit_code, stdout = out.get(), stderr = errb.get(), stdout_dropped = dropped(out),
+    stderr_dropped = dropped(errb), elapsed = elapsed, timed_out = false, pid = st.pid, status = st.status,
     http_timings = res.timings,
   }
 end
 
 -- ---- files ---------------------------------------------------------------------------------
 
-local function multipart(filename, data)
-  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
-  local body = table.concat({
-    '--', boundary, '\r\n',
-    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
-    'Content-Type: application/octet-stream\r\n\r\n',
-    data, '\r\n--', boundary, '--\r\n',
-  })
-  return body, 'multipart/form-data; boundary=' .. boundary
-end
-
 upload = function(client, sb, path, data, user)
   user = user or client.user
-  local body, ctype = multipart(path:match('[^/]*$'), data)
+  local body, ctype = adapter.multipart(path:match('[^/]*$'), data)
   local url = M.envd_url(client, sb) .. '/files?path=' .. urlencode(path) .. '&username=' .. urlencode(user)
   local ok, err, code = request('POST', url, envd_headers(client, sb, user, { ['Content-Type'] = ctype }),
     { body = body, timeout = 300 })
@@ -444,15 +390,10 @@ end
 --- through envd's file API, extracted by exec, removed.
 ---@return true|nil ok, string? err, string? code
 function M.put(client, sb, dir, tar_bytes)
-  local tmp = '/tmp/cseng-put-' .. crypto.hex(crypto.random_bytes(6)) .. '.tar'
+  local tmp = adapter.tmp_path('put', '.tar')
   local ok, err, code = upload(client, sb, tmp, tar_bytes)
   if not ok then return nil, err, code end
-  local q = util.shell_quote(dir)
-  local r, xerr, xcode = M.exec(client, sb, 'mkdir -p ' .. q .. ' && tar -xf ' .. tmp .. ' -C ' .. q ..
-    '; rc=$?; rm -f ' .. tmp .. '; exit $rc', { timeout = 300, cwd = '/' })
-  if not r then return nil, xerr, xcode end
-  if r.code ~= 0 then return nil, 'e2b: put: extracting into ' .. dir .. ': ' .. util.trim(r.stderr), 'EIO' end
-  return true
+  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir)
 end
 
 --- Read a file of the sandbox.
@@ -473,9 +414,7 @@ end
 --- Kill a sandbox; one that is already gone (404) counts as killed.
 ---@return true|nil ok, string? err, string? code
 function M.destroy(client, sb)
-  local ok, err, code = api(client, 'DELETE', '/sandboxes/' .. urlencode(sb.id))
-  if ok or code == 'HTTP_404' then return true end
-  return nil, err, code
+  return adapter.deleted(api(client, 'DELETE', '/sandboxes/' .. urlencode(sb.id)))
 end
 
 --- The metadata filter of GET /v2/sandboxes: "k=v&k2=v2", keys and values URL-encoded (then

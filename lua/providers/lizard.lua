@@ -13,10 +13,9 @@
 --- create and exec return the HTTP timings of their call (sb.http_timings, res.http_timings:
 --- curl's cumulative dns/connect/tls/ttfb/total marks, in seconds).
 --- The API has no file transfer: put and get run base64 through exec, in chunks.
-local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
 local util = require 'util'
+local adapter = require 'adapter'
 
 local M = {
   name = 'lizard',
@@ -49,23 +48,10 @@ local DEFAULTS = {
 ---@return lizard.client
 function M.connect(cfg)
   cfg = cfg or {}
-  local getenv = cfg.getenv or os.getenv
-  local function setting(key, var)
-    local v = cfg[key]
-    if v == nil and var then v = getenv(var) end
-    if v == '' then v = nil end
-    return v
-  end
+  local setting = adapter.settings(cfg)
   local key = setting('api_key', 'LIZARD_API_KEY')
   local project = setting('project_id', 'LIZARD_PROJECT_ID')
-  local missing = {}
-  if not key then missing[#missing + 1] = 'LIZARD_API_KEY' end
-  if not project then missing[#missing + 1] = 'LIZARD_PROJECT_ID' end
-  if #missing > 0 then
-    error(string.format('lizard provider: %s %s not set (export %s, or put %s in an --env-file)',
-      table.concat(missing, ' and '), #missing > 1 and 'are' or 'is', #missing > 1 and 'them' or 'it',
-      #missing > 1 and 'them' or 'it'), 0)
-  end
+  adapter.require_set('lizard', { 'LIZARD_API_KEY', 'LIZARD_PROJECT_ID' }, { key, project })
   util.add_secret(key)
   local base = tostring(setting('api_url', 'LIZARD_API_URL') or DEFAULTS.api_url):gsub('/+$', '')
   return {
@@ -73,42 +59,20 @@ function M.connect(cfg)
     template = setting('template', 'LIZARD_TEMPLATE') or DEFAULTS.template,
     size = setting('size', 'LIZARD_SIZE') or DEFAULTS.size,
     region = setting('region', 'LIZARD_REGION') or DEFAULTS.region,
-    timeout_ms = math.tointeger(tonumber(setting('timeout_ms') or DEFAULTS.timeout_ms)),
+    timeout_ms = adapter.int(setting('timeout_ms') or DEFAULTS.timeout_ms),
     request_timeout = tonumber(setting('request_timeout') or DEFAULTS.request_timeout),
   }
 end
 
-local function escape_id(id)
-  return (tostring(id):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
-end
-
-local function snippet(body)
-  body = util.trim(body or '')
-  if #body > 300 then body = body:sub(1, 300) .. '...' end
-  return body
-end
+local escape_id = adapter.urlencode
 
 -- One API call: JSON in, JSON out. Returns the decoded body (or true for an empty one) and the
 -- response, or nil, message, CODE.
 local function call(client, method, path, body, timeout)
-  local res, err, code = http.request {
-    method = method, url = client.base .. path,
-    headers = { ['X-API-Key'] = client.key, ['Content-Type'] = body and 'application/json' or nil,
-                ['Accept'] = 'application/json' },
-    body = body and cjson.encode(body) or nil,
-    timeout = timeout or client.request_timeout,
-  }
-  if not res then return nil, string.format('lizard: %s %s: %s', method, path, tostring(err)), code end
-  if res.status < 200 or res.status > 299 then
-    return nil, string.format('lizard: %s %s: HTTP %d: %s', method, path, res.status, snippet(res.body)),
-      'HTTP_' .. res.status, res
-  end
-  if res.body == nil or res.body:find('^%s*$') then return true, res end
-  local ok, data = pcall(cjson.decode, res.body)
-  if not ok then
-    return nil, string.format('lizard: %s %s: response is not JSON: %s', method, path, snippet(res.body)), 'EPROTO', res
-  end
-  return data, res
+  return adapter.request('lizard', method, client.base .. path, {
+    headers = { ['X-API-Key'] = client.key, Accept = 'application/json' }, json = body,
+    timeout = timeout or client.request_timeout, what = method .. ' ' .. path,
+  })
 end
 M._call = call
 
@@ -169,9 +133,7 @@ end
 --- Destroy a sandbox; one that is already gone (404) counts as destroyed.
 ---@return true|nil ok, string? err, string? code
 function M.destroy(client, sb)
-  local data, err, code = call(client, 'DELETE', '/api/sandboxes/' .. escape_id(sb.id), nil)
-  if data or code == 'HTTP_404' then return true end
-  return nil, err, code
+  return adapter.deleted(call(client, 'DELETE', '/api/sandboxes/' .. escape_id(sb.id), nil))
 end
 
 --- Sandboxes the key can see: {{id, labels, created}}. The API has no labels, so a label
@@ -195,7 +157,7 @@ local CHUNK = 48 * 1024
 
 --- Unpack a tar (bytes) into a directory of the sandbox.
 function M.put(client, sb, dir, tar_bytes)
-  local tmp = '/tmp/cseng-put-' .. crypto.hex(crypto.random_bytes(4)) .. '.b64'
+  local tmp = adapter.tmp_path('put', '.b64', 4)
   local b64 = crypto.base64(tar_bytes)
   for i = 1, #b64, CHUNK do
     local part = b64:sub(i, i + CHUNK - 1)
@@ -203,12 +165,7 @@ function M.put(client, sb, dir, tar_bytes)
     if not r then return nil, err, code end
     if r.code ~= 0 then return nil, 'lizard: put: writing ' .. tmp .. ': ' .. util.trim(r.stderr), 'EIO' end
   end
-  local q = util.shell_quote(dir)
-  local r, err, code = M.exec(client, sb, 'mkdir -p ' .. q .. ' && base64 -d ' .. tmp .. ' | tar -x -C ' .. q ..
-    ' -f - ; rc=$?; rm -f ' .. tmp .. '; exit $rc', { timeout = 300, cwd = '/' })
-  if not r then return nil, err, code end
-  if r.code ~= 0 then return nil, 'lizard: put: extracting into ' .. dir .. ': ' .. util.trim(r.stderr), 'EIO' end
-  return true
+  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir, { base64 = true })
 end
 
 --- Read a file of the sandbox.

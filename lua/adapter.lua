@@ -1,0 +1,173 @@
+--- What the provider adapters (lua/providers/*.lua) share: reading their settings, the REST
+--- request wrapper with its error mapping, output tails, temporary paths and archive extraction
+--- inside a sandbox. It is not a provider itself, so it lives outside lua/providers/ (every file
+--- there is listed by `cseng providers`).
+---
+--- Error conventions (the specs assert them): an HTTP status outside 2xx is "HTTP_<status>"
+--- with "<provider>: <METHOD> <path>: HTTP <status>: <the body's message>"; a transport failure
+--- keeps cseng.http's code with "<provider>: <METHOD> <path>: <error>"; a 2xx body that is not
+--- JSON is "EPROTO".
+local http = require 'cseng.http'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local util = require 'util'
+
+local adapter = {}
+
+-- ---- settings ----------------------------------------------------------------------------
+
+--- The settings reader of an adapter's connect: setting(key, var) is cfg[key], else the
+--- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset.
+---@param cfg table
+---@return fun(key: string, var?: string): any
+function adapter.settings(cfg)
+  local getenv = cfg.getenv or os.getenv
+  return function(key, var)
+    local v = cfg[key]
+    if v == nil and var then v = getenv(var) end
+    if v == '' then v = nil end
+    return v
+  end
+end
+
+--- Raise the one-line error naming every credential variable whose value is missing, e.g.
+--- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)".
+---@param provider string
+---@param vars string[] the variables, in the order they are named
+---@param values table values[i] is the value found for vars[i] (nil when missing)
+function adapter.require_set(provider, vars, values)
+  local missing = {}
+  for i, var in ipairs(vars) do
+    if not values[i] then missing[#missing + 1] = var end
+  end
+  if #missing == 0 then return end
+  local many = #missing > 1
+  error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
+    table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+end
+
+-- ---- HTTP ----------------------------------------------------------------------------------
+
+--- Percent-encode everything but RFC 3986's unreserved characters.
+function adapter.urlencode(s)
+  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
+end
+
+--- A string, else nil (cjson decodes JSON null as a light userdata: treat it as absent).
+function adapter.str(v) return type(v) == 'string' and v or nil end
+
+--- The integer a JSON number (or numeric string) stands for, else nil: cjson decodes every
+--- number as a float, and a fraction is not an integer.
+function adapter.int(v) return math.tointeger(tonumber(v)) end
+
+--- The start of a response body for an error message: trimmed, at most 300 bytes (then "...").
+function adapter.snippet(body)
+  body = util.trim(body or '')
+  if #body > 300 then body = body:sub(1, 300) .. '...' end
+  return body
+end
+
+--- One REST call. o: {headers, json (encoded, with Content-Type), body, raw (do not decode),
+--- timeout, what (the call in messages; default "METHOD url-without-query"), message =
+--- fn(body) -> the error text of a body (default adapter.snippet)}. Returns data (decoded JSON,
+--- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE
+--- (and the response, for an HTTP status or a body that is not JSON). Messages of transport
+--- and HTTP errors pass through util.redact.
+---@return any data, table|string res_or_err, string? code, table? res
+function adapter.request(provider, method, url, o)
+  local headers = o.headers or {}
+  local body = o.body
+  if o.json ~= nil then
+    body = cjson.encode(o.json)
+    headers['Content-Type'] = 'application/json'
+  end
+  local what = o.what or (method .. ' ' .. url:gsub('%?.*$', ''))
+  local message = o.message or adapter.snippet
+  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
+                                        timeout = o.timeout }
+  if not res then return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code end
+  if res.status < 200 or res.status > 299 then
+    return nil, util.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, message(res.body))),
+      'HTTP_' .. res.status, res
+  end
+  if o.raw then return res.body, res end
+  if res.body == nil or res.body:find('^%s*$') then return true, res end
+  local ok, data = pcall(cjson.decode, res.body)
+  if not ok then
+    return nil, provider .. ': ' .. what .. ': response is not JSON: ' .. message(res.body), 'EPROTO', res
+  end
+  return data, res
+end
+
+--- A delete's outcome: success, or a 404 (already gone), is true; else nil, message, CODE.
+function adapter.deleted(ok, err, code)
+  if ok or code == 'HTTP_404' then return true end
+  return nil, err, code
+end
+
+--- multipart/form-data with one part named "file". Returns the body and its Content-Type.
+function adapter.multipart(filename, data)
+  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
+  local body = table.concat({
+    '--', boundary, '\r\n',
+    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
+    'Content-Type: application/octet-stream\r\n\r\n',
+    data, '\r\n--', boundary, '--\r\n',
+  })
+  return body, 'multipart/form-data; boundary=' .. boundary
+end
+
+-- ---- commands and files --------------------------------------------------------------------
+
+--- A tail buffer: keeps the last cap bytes of what it is given (add), counting what it
+--- dropped (dropped() is 0 when nothing was).
+function adapter.tail_buffer(cap)
+  local b = { parts = {}, len = 0, total = 0 }
+  function b.add(s)
+    if #s == 0 then return end
+    b.parts[#b.parts + 1] = s
+    b.len = b.len + #s
+    b.total = b.total + #s
+    if b.len > 2 * cap + 65536 then
+      local joined = table.concat(b.parts)
+      b.parts = { joined:sub(-cap) }
+      b.len = #b.parts[1]
+    end
+  end
+  function b.get()
+    local joined = table.concat(b.parts)
+    if #joined > cap then joined = joined:sub(-cap) end
+    return joined
+  end
+  function b.dropped() return b.total - math.min(b.total, cap) end
+  return b
+end
+
+--- A fresh path in the sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>.
+function adapter.tmp_path(kind, ext, nbytes)
+  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
+end
+
+--- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:
+---   mkdir -p DIR && tar -xf TMP -C DIR; rc=$?; rm -f TMP; exit $rc
+--- run by P.exec (5 minutes, cwd /). o.base64: tmp holds the archive in base64 (decoded into
+--- tar's stdin); o.output: the field of the exec result quoted when extraction fails ('stderr',
+--- or 'stdout' where the provider combines them). Returns true, or nil, message, CODE ("EIO"
+--- when the command fails, else exec's own failure).
+---@param P table the provider module (P.name, P.exec)
+---@return true|nil ok, string? err, string? code
+function adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
+  o = o or {}
+  local q = util.shell_quote(dir)
+  local unpack = o.base64 and ('base64 -d ' .. tmp .. ' | tar -x -C ' .. q .. ' -f - ')
+    or ('tar -xf ' .. tmp .. ' -C ' .. q)
+  local r, err, code = P.exec(client, sb, 'mkdir -p ' .. q .. ' && ' .. unpack .. '; rc=$?; rm -f ' .. tmp .. '; exit $rc',
+    { timeout = 300, cwd = '/' })
+  if not r then return nil, err, code end
+  if r.code ~= 0 then
+    return nil, P.name .. ': put: extracting into ' .. dir .. ': ' .. util.trim(r[o.output or 'stderr']), 'EIO'
+  end
+  return true
+end
+
+return adapter
