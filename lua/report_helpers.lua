@@ -2,11 +2,13 @@
 ---
 --- A template is a Lua file returning `function(data, h) -> markdown string` (lua/reports/*.lua).
 --- `data` is what helpers.load returns: every run of the inputs with its events, and the trial
---- records across runs, grouped by provider, mode and task. `h` is helpers.context(output):
---- markdown tables, number formatting, statistics (stats.lua), SVG charts, and h.chart, which
---- writes an SVG next to the markdown and returns the image link (a relative path, so the chart
---- renders on GitHub).
+--- records across runs, grouped by provider, mode and task. Inputs are run logs (.jsonl), run
+--- summaries (.json: cseng's, or the seed harness's, which have no events), or directories of both.
+--- `h` is helpers.context(output): markdown tables, number formatting, statistics (stats.lua),
+--- SVG charts, and h.chart, which writes an SVG next to the markdown and returns the image link
+--- (a relative path, so the chart renders on GitHub).
 local fs = require 'cseng.fs'
+local jsonl = require 'jsonl'
 local sys = require 'cseng.sys'
 local results = require 'results'
 local stats = require 'stats'
@@ -20,7 +22,9 @@ local helpers = {}
 ---@field id string
 ---@field path string
 ---@field kind string 'startup' | 'tasks' | '?'
----@field started table|nil the run_started event
+---@field source string 'log' (a .jsonl), 'summary' (cseng's .json) or 'seed summary' (the seed harness's .json)
+---@field date_source? string where a summary's date came from when it has none: 'file name' | 'file modification time'
+---@field started table|nil the run_started event (for a summary: built from its top-level fields)
 ---@field finished table|nil the run_finished event
 ---@field events table[] every event of the run, in order
 ---@field trials table[] 'trial' events (task runs)
@@ -36,22 +40,30 @@ local helpers = {}
 ---@field inputs string[] the files read
 ---@field runs report.run[] in order of their start time
 ---@field events table[] every event
----@field trials table[] every 'trial' event, across runs
+---@field trials table[] every 'trial' event, across runs (in run order), and the trial records of summaries
 ---@field startup_trials table[] every 'startup_trial' event, across runs
 ---@field by_provider table groups of trials (helpers.group)
 ---@field by_mode table
 ---@field by_task table
 ---@field warnings string[] files skipped while loading a directory
+---@field skipped {path: string, why: string}[] .json files of a directory left out without a warning: a summary
+--- whose run log was read (cseng writes both), JSON that is not a summary (prewarm artifacts)
 
-local function jsonl_files(input)
+-- The files of an input: {path, in_dir}, logs (.jsonl) and summaries (.json) apart.
+local function input_files(input, logs, summaries)
   local st, err = fs.stat(input)
   if not st then error(tostring(err), 0) end -- the message names the path
-  if st.type ~= 'dir' then return { input }, false end
-  local out = {}
-  for _, name in ipairs(fs.list(input) or {}) do
-    if name:match('%.jsonl$') then out[#out + 1] = fs.join(input, name) end
+  if st.type ~= 'dir' then
+    local list = input:match('%.json$') and summaries or logs
+    list[#list + 1] = { path = input, in_dir = false }
+    return
   end
-  return out, true
+  local names = fs.list(input) or {}
+  table.sort(names)
+  for _, name in ipairs(names) do
+    if name:match('%.jsonl$') then logs[#logs + 1] = { path = fs.join(input, name), in_dir = true }
+    elseif name:match('%.json$') then summaries[#summaries + 1] = { path = fs.join(input, name), in_dir = true } end
+  end
 end
 
 --- Group a list by a field name or a function: an array of {key=, items=} sorted by key (as
@@ -96,20 +108,90 @@ function helpers.live_allocations(events)
 end
 
 local function new_run(id, path)
-  return { id = id, path = path, kind = '?', events = {}, trials = {}, startup_trials = {}, environments = {},
-           rounds = {}, allocated = {}, destroyed = {}, cleanup_failed = {} }
+  return { id = id, path = path, kind = '?', source = 'log', events = {}, trials = {}, startup_trials = {},
+           environments = {}, rounds = {}, allocated = {}, destroyed = {}, cleanup_failed = {} }
 end
 
---- Load run logs: each input is a .jsonl file or a directory of them (not recursive). A
---- malformed file named directly raises; inside a directory it is skipped with a warning.
+--- Read a summary .json (cseng's or the seed harness's). Valid JSON that is not a summary (no
+--- results[] array: a prewarm artifact, say) returns nil and the reason; an unreadable file,
+--- invalid JSON or a results[] entry without task_id raises, naming the path.
+---@param path string
+---@return table|nil summary, string? why
+function helpers.read_summary(path)
+  local text, err = fs.read(path)
+  if not text then error(tostring(err), 0) end
+  local s, derr = jsonl.decode(text)
+  if s == nil then error(path .. ': not valid JSON: ' .. tostring(derr), 0) end
+  if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)' end
+  for i, r in ipairs(s.results) do
+    if type(r) ~= 'table' or type(r.task_id) ~= 'string' then
+      error(path .. ': results[' .. i .. ']: not a trial record (no task_id)', 0)
+    end
+  end
+  return s
+end
+
+--- A run from a summary: cseng's has run_id, mode, status and full trial records; the seed's has
+--- {provider, runtime, task_count, solve_enabled, passed, estimated_cost_usd, results[]}, no
+--- dates and no mode. Trials get provider, mode ('unknown' when missing), solver and runtime from
+--- the top level, an outcome (passed, else failed when the verifier returned a code, else error),
+--- and `time` (finished_at, else the run's date). The date of a summary without one is taken
+--- from a yyyymmdd in its file name, else from the file's modification time (run.date_source).
+---@param s table helpers.read_summary's result
+---@param path string
+---@return report.run
+function helpers.summary_run(s, path)
+  local base = util.basename(path):gsub('%.json$', '')
+  local id = type(s.run_id) == 'string' and s.run_id or base
+  local run = new_run(id, path)
+  run.kind, run.source = 'tasks', s.run_id and 'summary' or 'seed summary'
+  local date = s.started_at or s.finished_at
+  if not date then
+    local y, m, d = base:match('(20%d%d)(%d%d)(%d%d)')
+    if y then date, run.date_source = y .. '-' .. m .. '-' .. d, 'file name'
+    else
+      local st = fs.stat(path)
+      date, run.date_source = os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(st and st.mtime or 0)), 'file modification time'
+    end
+  end
+  local mode = s.mode or 'unknown'
+  run.started = { event = 'run_started', run_id = id, time = date, provider = s.provider, mode = mode,
+    solver = s.solver, runtime = s.runtime, dataset = s.dataset, task_count = s.task_count,
+    solve_enabled = s.solve_enabled, plan = s.plan }
+  run.finished = { event = 'run_finished', run_id = id, time = s.finished_at, status = s.status or 'unknown',
+    passed = s.passed, failed = s.failed, errors = s.errors }
+  for _, r in ipairs(s.results) do
+    local t = util.copy(r)
+    t.event, t.run_id = 'trial', id
+    t.provider = t.provider or s.provider or 'unknown'
+    t.mode = t.mode or mode
+    t.solver = t.solver or s.solver
+    t.runtime = t.runtime or s.runtime
+    if not t.outcome then
+      t.outcome = t.passed == true and 'passed' or ((t.return_code ~= nil and not t.error) and 'failed' or 'error')
+    end
+    t.time = t.time or t.finished_at or date
+    run.trials[#run.trials + 1] = t
+  end
+  return run
+end
+
+--- Load results: each input is a run log (.jsonl), a summary (.json, cseng's or the seed's; see
+--- helpers.summary_run) or a directory of both (not recursive). Logs are read first; a summary
+--- of a run whose log was read is left out (data.skipped), and so is other JSON in a directory.
+--- A malformed file named directly raises; inside a directory it is skipped with a warning. A
+--- file given twice is read once.
 ---@param inputs string[]
 ---@return report.data
 function helpers.load(inputs)
-  local data = { inputs = {}, runs = {}, events = {}, trials = {}, startup_trials = {}, warnings = {} }
+  local data = { inputs = {}, runs = {}, events = {}, trials = {}, startup_trials = {}, warnings = {}, skipped = {} }
   local by_id = {}
-  for _, input in ipairs(inputs) do
-    local files, in_dir = jsonl_files(input)
-    for _, path in ipairs(files) do
+  local logs, summaries, seen = {}, {}, {}
+  for _, input in ipairs(inputs) do input_files(input, logs, summaries) end
+  for _, file in ipairs(logs) do
+    local path, in_dir = file.path, file.in_dir
+    if not seen[path] then
+      seen[path] = true
       local ok, events = pcall(results.read, path)
       if not ok then
         if not in_dir then error(tostring(events), 0) end
@@ -131,7 +213,7 @@ function helpers.load(inputs)
             run.started = run.started or e
             run.kind = e.kind or 'tasks'
           elseif kind == 'run_finished' then run.finished = e
-          elseif kind == 'trial' then run.trials[#run.trials + 1] = e; data.trials[#data.trials + 1] = e
+          elseif kind == 'trial' then run.trials[#run.trials + 1] = e
           elseif kind == 'startup_trial' then
             run.startup_trials[#run.startup_trials + 1] = e
             data.startup_trials[#data.startup_trials + 1] = e
@@ -145,6 +227,30 @@ function helpers.load(inputs)
       end
     end
   end
+  for _, file in ipairs(summaries) do
+    local path, in_dir = file.path, file.in_dir
+    if not seen[path] then
+      seen[path] = true
+      local ok, s, why = pcall(helpers.read_summary, path)
+      if not ok then
+        if not in_dir then error(tostring(s), 0) end
+        local msg = tostring(s)
+        if msg:sub(1, #path + 2) == path .. ': ' then msg = msg:sub(#path + 3) end
+        data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. msg
+      elseif not s then
+        if not in_dir then error(path .. ': ' .. why, 0) end
+        data.skipped[#data.skipped + 1] = { path = path, why = why }
+      elseif s.run_id and by_id[s.run_id] then
+        data.skipped[#data.skipped + 1] = { path = path, why = 'its run log was read' }
+      else
+        local run = helpers.summary_run(s, path)
+        if by_id[run.id] then run.id = run.id .. ' (' .. path .. ')' end
+        by_id[run.id] = run
+        data.inputs[#data.inputs + 1] = path
+        data.runs[#data.runs + 1] = run
+      end
+    end
+  end
   for _, run in ipairs(data.runs) do
     run.live = helpers.live_allocations(run.events)
     if run.kind == '?' and #run.startup_trials > 0 then run.kind = 'startup' end
@@ -155,6 +261,10 @@ function helpers.load(inputs)
     if ta ~= tb then return ta < tb end
     return a.id < b.id
   end)
+  data.trials = {}
+  for _, run in ipairs(data.runs) do
+    for _, t in ipairs(run.trials) do data.trials[#data.trials + 1] = t end
+  end
   data.by_provider = helpers.group(data.trials, 'provider')
   data.by_mode = helpers.group(data.trials, 'mode')
   data.by_task = helpers.group(data.trials, 'task_id')
@@ -319,6 +429,14 @@ local function scale(lo, hi, a, b, log)
       end
       e = e * 10
     end
+    if #s.ticks > 12 then -- a wide range: powers of ten only, so the labels do not collide
+      local thin = {}
+      for _, v in ipairs(s.ticks) do
+        local l = math.log(v, 10)
+        if math.abs(l - math.floor(l + 0.5)) < 1e-9 then thin[#thin + 1] = v end
+      end
+      s.ticks = thin
+    end
   else
     if hi <= lo then hi = lo + math.max(1, math.abs(lo) * 0.1) end
     local raw = (hi - lo) / 5
@@ -479,7 +597,9 @@ function svg.box(series, opts)
   series = prepare_series(series)
   local W = opts.width or 820
   local row = 36
-  local L, R, T, B = 140, 30, 40, 56
+  local longest = 0
+  for _, s in ipairs(series) do longest = math.max(longest, utf8.len(tostring(s.name)) or #tostring(s.name)) end
+  local L, R, T, B = math.max(140, 16 + 7 * longest), 30, 40, 56
   local H = opts.height or (T + B + row * math.max(1, #series))
   local lo, hi, n = data_range(series)
   if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
@@ -509,6 +629,71 @@ function svg.box(series, opts)
       end
     end
   end
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
+---@class svg.bars_opts: svg.chart_opts
+---@field ylabel? string
+---@field unit? string appended to the values in the bars' tooltips
+
+--- Grouped vertical bars: one group per category along x, one bar per series in each group;
+--- series[i].values[j] is series i's value in category j (nil or NaN: no bar). The y axis is
+--- linear from 0; each bar carries a tooltip with its exact value. Returns the SVG text.
+---@param categories string[]
+---@param series svg.series[] values aligned with categories
+---@param opts? svg.bars_opts
+---@return string
+function svg.bars(categories, series, opts)
+  opts = opts or {}
+  local W, H = opts.width or 820, opts.height or 380
+  local L, R, T, B = 64, 260, 40, 64
+  local ser, hi, any = {}, 0, false
+  for i, s in ipairs(series) do
+    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    for j = 1, #categories do
+      local v = ser[i].values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
+    end
+  end
+  if not any or #categories == 0 then return empty_chart(W, H, opts.title, 'no data') end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  local sy = scale(0, hi, y1, y0, false)
+  local out = frame(W, H, opts.title)
+  for _, t in ipairs(sy.ticks) do
+    local y = r1(sy.map(t))
+    out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, y, x1, y,
+      t == 0 and '#888' or '#eeeeee')
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#444">%s</text>', x0 - 6,
+      r1(sy.map(t) + 4), tick_label(t))
+  end
+  if opts.ylabel then
+    out[#out + 1] = string.format('<text x="16" y="%s" text-anchor="middle" fill="#222" transform="rotate(-90 16 %s)">%s</text>',
+      r1((y0 + y1) / 2), r1((y0 + y1) / 2), esc(opts.ylabel))
+  end
+  local gw = (x1 - x0) / #categories
+  local bw = gw * 0.8 / math.max(1, #ser)
+  local stagger = false -- labels wider than their group alternate between two rows
+  for _, c in ipairs(categories) do if #tostring(c) * 7 > gw then stagger = true end end
+  for j, c in ipairs(categories) do
+    local gx = x0 + (j - 1) * gw
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1(gx + gw / 2),
+      r1(y1 + ((stagger and j % 2 == 0) and 30 or 16)), esc(c))
+    for i, s in ipairs(ser) do
+      local v = s.values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then
+        local top = sy.map(math.max(0, v))
+        out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>',
+          r1(gx + gw * 0.1 + (i - 1) * bw), r1(top), r1(math.max(1, bw - 1)), r1(math.max(0.5, y1 - top)), s.color,
+          esc(string.format('%s, %s: %.4g%s', s.name, c, v, opts.unit or '')))
+      end
+    end
+  end
+  if opts.xlabel then
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
+      r1(y1 + (stagger and 48 or 36)), esc(opts.xlabel))
+  end
+  legend(out, ser, x1 + 20, y0)
   out[#out + 1] = '</svg>'
   return table.concat(out, '\n') .. '\n'
 end

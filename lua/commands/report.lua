@@ -1,5 +1,6 @@
---- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl files or
---- directories of them) through a report template (lua/reports/*.lua); see lua/report_helpers.lua.
+--- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl), run summaries
+--- (.json, cseng's or the seed harness's) or directories of them through a report template
+--- (lua/reports/*.lua); see lua/report_helpers.lua and docs/REPORTS.md.
 local flags = require 'flags'
 local helpers = require 'report_helpers'
 
@@ -7,14 +8,16 @@ local SPEC = {
   ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
     help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
   ['output'] = { key = 'output', type = 'string', arg = 'OUT.md',
-    help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl' },
+    help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl/.json' },
 }
 
 local cmd = {
   summary = 'render run logs through a markdown report template',
   usage = 'usage: cseng report RESULTS... [--template lua/reports/X.lua] [-o OUT.md]\n\n' ..
-    'RESULTS are run logs (.jsonl) or directories of them. The template is a Lua file returning\n' ..
-    'function(data, helpers) -> markdown; SVG charts are written next to the markdown.\n\noptions:\n' ..
+    'RESULTS are run logs (.jsonl), run summaries (.json: cseng\'s or the seed harness\'s) or\n' ..
+    'directories of them (a summary whose log is also read is left out). The template is a Lua\n' ..
+    'file returning function(data, helpers) -> markdown; SVG charts are written next to it.\n' ..
+    'Templates: lua/reports/ (startup, cross_vendor, per_task, per_provider, failure_modes).\n\noptions:\n' ..
     flags.help(SPEC, { 'template', 'output' }) .. '\n  -o OUT.md                      same as --output',
 }
 
@@ -30,20 +33,21 @@ function cmd.run(args)
   local ok, data = pcall(helpers.load, pos)
   if not ok then io.stderr:write('cseng: report: ', tostring(data), '\n'); return 1 end
   for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end
-  if #data.runs == 0 then io.stderr:write('cseng: report: no run logs in ', table.concat(pos, ' '), '\n'); return 1 end
+  if #data.runs == 0 then io.stderr:write('cseng: report: no runs in ', table.concat(pos, ' '), '\n'); return 1 end
   local template = f.template
   if not template then
     local kinds = {}
     for _, r in ipairs(data.runs) do kinds[r.kind] = true end
     if kinds.startup and not kinds.tasks then template = 'startup'
     else
-      io.stderr:write('cseng: report: give --template lua/reports/X.lua (no default for these runs)\n')
+      io.stderr:write('cseng: report: give --template lua/reports/X.lua (no default for these runs; ' ..
+        'cross_vendor, per_task, per_provider, failure_modes)\n')
       return 2
     end
   end
   local out = f.output
   if not out then
-    if #pos == 1 and pos[1]:match('%.jsonl$') then out = pos[1]:gsub('%.jsonl$', '') .. '.md'
+    if #pos == 1 and pos[1]:match('%.jsonl?$') then out = pos[1]:gsub('%.jsonl?$', '') .. '.md'
     else io.stderr:write('cseng: report: give -o OUT.md for several inputs or a directory\n'); return 2 end
   end
   local rok, res = pcall(helpers.render, { data = data, template = template, output = out })
