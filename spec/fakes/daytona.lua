@@ -31,20 +31,16 @@
 ---   toolbox_public_url                  the toolboxProxyUrl sandboxes report (a Prism proxy in front
 ---                                       of f.toolbox_url, in the conformance specs)
 local serve = require 'cseng.serve'
-local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
 local sys = require 'cseng.sys'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
-local pick = common.pick
+local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
+local json = scaffold.json
 
 local fake = {}
-
-local function json(status, value)
-  return status, { ['Content-Type'] = 'application/json' }, jsonl.encode(value)
-end
 
 local function err(status, message)
   local names = { [400] = 'Bad Request', [401] = 'Unauthorized', [403] = 'Forbidden', [404] = 'Not Found',
@@ -75,32 +71,11 @@ end
 local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%S.000Z', t) end
 
 function fake.start(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'test-daytona-key'
-  if cfg.start_delay == nil then cfg.start_delay = 0.05 end
-
-  local st = {
-    creates = 0, created = 0, gets = 0, execs = 0, uploads = 0, downloads = 0, deletes = 0, destroyed = 0,
-    lists = 0, unauthorized = 0, bad_requests = 0, unknown = 0, timeouts = 0, live = 0, max_live = 0,
-    ids = {}, requests = {}, creates_bodies = {}, exec_bodies = {},
-  }
   local host = common.host()
-  local sandboxes = {}
+  local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_delay = 0.05 },
+    { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {} }, host)
+  local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local toolbox_srv
-
-  local function latency(endpoint, n)
-    local l = cfg.latency
-    if type(l) == 'table' then l = l[endpoint] end
-    l = pick(l, n)
-    if l and l > 0 then task.sleep(l) end
-  end
-
-  local function forced(name, n, ...)
-    local s = pick(cfg[name], n, ...)
-    if s and s ~= true then return s end
-    return nil
-  end
 
   local function state_of(s)
     if s.deleted then return 'destroyed' end
@@ -142,24 +117,21 @@ function fake.start(opts)
 
   local function api(req)
     local method, path = req.method, req.path
-    st.requests[#st.requests + 1] = method .. ' ' .. path
+    core.request(method .. ' ' .. path)
     local is_create = path == '/sandbox' and method == 'POST'
     if cfg.auth_fail == 'all' or not authorized(req) then
-      st.unauthorized = st.unauthorized + 1
-      if is_create then st.creates = st.creates + 1 end
+      core.refused(is_create)
       return err(401, 'Unauthorized')
     end
 
     if is_create then
-      st.creates = st.creates + 1
-      local n = st.creates
-      latency('create', n)
+      local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return err(401, 'Invalid API key') end
       local s = forced('create_status', n)
       if s then return err(s, 'forced failure ' .. s) end
       local body = decode_body(req)
       if not body then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return err(400, 'body must be a JSON object')
       end
       st.creates_bodies[#st.creates_bodies + 1] = body
@@ -176,18 +148,12 @@ function fake.start(opts)
         start_delay = cfg.start_delay, end_state = cfg.end_state,
       }
       sb.host = host.create { env = env, labels = sb.labels }
-      sandboxes[id] = sb
-      st.created = st.created + 1
-      st.ids[#st.ids + 1] = id
-      st.live = st.live + 1
-      if st.live > st.max_live then st.max_live = st.live end
+      core.add(id, sb)
       return json(200, view(sb))
     end
 
     if path == '/sandbox' and method == 'GET' then
-      st.lists = st.lists + 1
-      local n = st.lists
-      latency('list', n)
+      local n = core.hit('lists', 'list')
       local s = forced('list_status', n)
       if s then return err(s, 'forced failure ' .. s) end
       local q = common.query(req.query)
@@ -195,7 +161,7 @@ function fake.start(opts)
       if q.labels and q.labels ~= '' then
         local ok, l = pcall(cjson.decode, q.labels)
         if not ok or type(l) ~= 'table' then
-          st.bad_requests = st.bad_requests + 1
+          core.count('bad_requests')
           return err(400, 'labels must be a JSON object')
         end
         want = l
@@ -225,29 +191,23 @@ function fake.start(opts)
       id = common.urldecode(id)
       local sb = sandboxes[id]
       if method == 'GET' then
-        st.gets = st.gets + 1
-        latency('get', st.gets)
-        local s = forced('get_status', st.gets)
+        local n = core.hit('gets', 'get')
+        local s = forced('get_status', n)
         if s then return err(s, 'forced failure ' .. s) end
         if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
         return json(200, view(sb))
       elseif method == 'DELETE' then
-        st.deletes = st.deletes + 1
-        local n = st.deletes
-        latency('delete', n)
+        local n = core.hit('deletes', 'delete')
         local s = forced('delete_status', n, id)
         if s then return err(s, 'forced failure ' .. s) end
         if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
-        sandboxes[id] = nil
         sb.deleted = true
-        host.destroy(sb.host)
-        st.destroyed = st.destroyed + 1
-        st.live = st.live - 1
+        core.remove(id)
         return json(200, view(sb))
       end
     end
 
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return err(404, 'Cannot ' .. method .. ' ' .. path)
   end
 
@@ -255,27 +215,25 @@ function fake.start(opts)
 
   local function toolbox(req)
     local method, path = req.method, req.path
-    st.requests[#st.requests + 1] = 'toolbox ' .. method .. ' ' .. path
+    core.request('toolbox ' .. method .. ' ' .. path)
     if cfg.auth_fail == 'all' or not authorized(req) then
-      st.unauthorized = st.unauthorized + 1
+      core.refused(false)
       return err(401, 'Unauthorized')
     end
     local id, rest = path:match('^/([^/]+)(/.*)$')
     if not id then
-      st.unknown = st.unknown + 1
+      core.count('unknown')
       return err(404, 'no route ' .. method .. ' ' .. path)
     end
     id = common.urldecode(id)
     local sb = sandboxes[id]
 
     if rest == '/process/execute' and method == 'POST' then
-      st.execs = st.execs + 1
-      local n = st.execs
-      latency('exec', n)
+      local n = core.hit('execs', 'exec')
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local body = decode_body(req)
       if not body or type(body.command) ~= 'string' then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return err(400, 'command is required')
       end
       st.exec_bodies[#st.exec_bodies + 1] = body
@@ -288,7 +246,7 @@ function fake.start(opts)
       local timeout = math.tointeger(body.timeout) and body.timeout > 0 and body.timeout or 360
       local r = host.run(sb.host, { argv = argv }, { cwd = type(body.cwd) == 'string' and body.cwd or nil, timeout = timeout })
       if r.timed_out then
-        st.timeouts = st.timeouts + 1
+        core.count('timeouts')
         return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by '
           .. 'adjusting the timeout parameter in the request.', timeout))
       end
@@ -296,15 +254,14 @@ function fake.start(opts)
     end
 
     if rest == '/files/upload' and method == 'POST' then
-      st.uploads = st.uploads + 1
-      latency('upload', st.uploads)
+      core.hit('uploads', 'upload')
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local q = common.query(req.query)
       local parts, why = common.multipart(req.body, req.headers['content-type'])
       local file
       for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
       if not q.path or q.path == '' or not file then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return err(400, 'path and a multipart part named "file" are required' .. (why and (': ' .. why) or ''))
       end
       local ok, werr = host.write(sb.host, q.path, file.data)
@@ -314,8 +271,7 @@ function fake.start(opts)
     end
 
     if rest == '/files/download' and method == 'GET' then
-      st.downloads = st.downloads + 1
-      latency('download', st.downloads)
+      core.hit('downloads', 'download')
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local q = common.query(req.query)
       local data = q.path and host.read(sb.host, q.path)
@@ -323,7 +279,7 @@ function fake.start(opts)
       return 200, { ['Content-Type'] = 'application/octet-stream' }, data
     end
 
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return err(404, 'no route ' .. method .. ' ' .. path)
   end
 
@@ -331,57 +287,18 @@ function fake.start(opts)
   toolbox_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = toolbox })
   local f = { url = srv:url(), port = srv:port(), toolbox_url = toolbox_srv:url(), api_key = cfg.api_key }
 
-  --- A snapshot of the counters (lists copied; live_ids = sandboxes not deleted).
-  function f.stats()
-    local out = {}
-    for k, v in pairs(st) do
-      -- lists are copied, so a snapshot taken before a run does not grow with it
-      if type(v) == 'table' then
-        local copy = {}
-        for k2, v2 in pairs(v) do copy[k2] = v2 end
-        v = copy
-      end
-      out[k] = v
-    end
-    local live = {}
-    for sid in pairs(sandboxes) do live[#live + 1] = sid end
-    table.sort(live)
-    out.live_ids = live
-    return out
-  end
-
-  --- The sandbox's record (host = its local sandbox: host.root is its "/").
-  function f.sandbox(id) return sandboxes[id] end
-
-  --- Change switches (false clears one).
-  function f.set(new)
-    for k, v in pairs(new) do
-      if v == false then cfg[k] = nil else cfg[k] = v end
-    end
-  end
-
   --- The provider_config that points the adapter here (fast polling).
   function f.config(extra)
-    local c = { adapter = 'daytona', api_url = f.url, api_key = cfg.api_key,
-                poll = { first = 0.01, factor = 1.1, max = 0.05 } }
-    for k, v in pairs(extra or {}) do c[k] = v end
-    return c
+    return scaffold.with({ adapter = 'daytona', api_url = f.url, api_key = cfg.api_key,
+                           poll = { first = 0.01, factor = 1.1, max = 0.05 } }, extra)
   end
 
   --- The environment (or --env-file lines) that points the runner here.
   function f.env(extra)
-    local e = { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = cfg.api_key }
-    for k, v in pairs(extra or {}) do e[k] = v end
-    return e
+    return scaffold.with({ DAYTONA_API_URL = f.url, DAYTONA_API_KEY = cfg.api_key }, extra)
   end
 
-  function f.close()
-    srv:close()
-    toolbox_srv:close()
-    host.close()
-  end
-
-  return f
+  return core.finish(f, { srv, toolbox_srv })
 end
 
 return fake

@@ -33,22 +33,16 @@
 ---                                        upstream is this envd; marked X-Cseng-Via-Prism)
 local serve = require 'cseng.serve'
 local http = require 'cseng.http'
-local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
 local sys = require 'cseng.sys'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
-local pick = common.pick
+local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
+local json, pick = scaffold.json, scaffold.pick
 
 local fake = {}
-
-local function json(status, value, headers)
-  local h = { ['Content-Type'] = 'application/json' }
-  for k, v in pairs(headers or {}) do h[k] = v end
-  return status, h, jsonl.encode(value)
-end
 
 local function api_error(status, message) return json(status, { code = status, message = message }) end
 
@@ -93,31 +87,14 @@ function fake.parse_start(body)
 end
 
 function fake.start(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'test-e2b-key'
-
-  local st = {
-    creates = 0, created = 0, starts = 0, signals = 0, uploads = 0, downloads = 0, deletes = 0, destroyed = 0,
-    lists = 0, unauthorized = 0, bad_requests = 0, unknown = 0, deadlines = 0, live = 0, max_live = 0,
-    ids = {}, requests = {}, start_requests = {}, signal_requests = {}, users = {},
-  }
   local host = common.host()
-  local sandboxes, seq = {}, 0
+  local core = scaffold.fake(opts, { api_key = 'test-e2b-key' }, {
+    starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0,
+    start_requests = {}, signal_requests = {}, users = {},
+  }, host)
+  local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
+  local seq = 0
   local envd_srv
-
-  local function latency(endpoint, n)
-    local l = cfg.latency
-    if type(l) == 'table' then l = l[endpoint] end
-    l = pick(l, n)
-    if l and l > 0 then task.sleep(l) end
-  end
-
-  local function forced(name, n, ...)
-    local s = pick(cfg[name], n, ...)
-    if s and s ~= true then return s end
-    return nil
-  end
 
   local function listed(s)
     return {
@@ -131,24 +108,21 @@ function fake.start(opts)
 
   local function api(req)
     local method, path = req.method, req.path
-    st.requests[#st.requests + 1] = method .. ' ' .. path
+    core.request(method .. ' ' .. path)
     local is_create = path == '/sandboxes' and method == 'POST'
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
-      st.unauthorized = st.unauthorized + 1
-      if is_create then st.creates = st.creates + 1 end
+      core.refused(is_create)
       return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
     end
 
     if is_create then
-      st.creates = st.creates + 1
-      local n = st.creates
-      latency('create', n)
+      local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return api_error(401, 'Invalid API key') end
       local s = forced('create_status', n)
       if s then return api_error(s, 'forced failure ' .. s) end
       local ok, body = pcall(cjson.decode, req.body or '')
       if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return api_error(400, 'templateID is required')
       end
       st.last_create = body
@@ -161,11 +135,7 @@ function fake.start(opts)
         token = body.secure and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
       }
       sb.host = host.create { env = env, labels = sb.metadata }
-      sandboxes[id] = sb
-      st.created = st.created + 1
-      st.ids[#st.ids + 1] = id
-      st.live = st.live + 1
-      if st.live > st.max_live then st.max_live = st.live end
+      core.add(id, sb)
       return json(201, {
         sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = '0.2.4',
         envdAccessToken = sb.token, domain = 'fake.e2b.test',
@@ -173,16 +143,14 @@ function fake.start(opts)
     end
 
     if path == '/v2/sandboxes' and method == 'GET' then
-      st.lists = st.lists + 1
-      local n = st.lists
-      latency('list', n)
+      local n = core.hit('lists', 'list')
       local s = forced('list_status', n)
       if s then return api_error(s, 'forced failure ' .. s) end
       local q = common.query(req.query)
       if q.state and q.state ~= '' then
         for state in q.state:gmatch('[^,]+') do
           if state ~= 'running' and state ~= 'paused' then
-            st.bad_requests = st.bad_requests + 1
+            core.count('bad_requests')
             return api_error(400, 'invalid state ' .. state)
           end
         end
@@ -192,7 +160,7 @@ function fake.start(opts)
       for pair in tostring(q.metadata or ''):gmatch('[^&]+') do
         local k, v = pair:match('^([^=]*)=(.*)$')
         if not k then
-          st.bad_requests = st.bad_requests + 1
+          core.count('bad_requests')
           return api_error(400, 'invalid metadata filter ' .. pair)
         end
         want[common.urldecode(k)] = common.urldecode(v)
@@ -217,21 +185,15 @@ function fake.start(opts)
     local id = path:match('^/sandboxes/([^/]+)$')
     if id and method == 'DELETE' then
       id = common.urldecode(id)
-      st.deletes = st.deletes + 1
-      local n = st.deletes
-      latency('delete', n)
+      local n = core.hit('deletes', 'delete')
       local s = forced('delete_status', n, id)
       if s then return api_error(s, 'forced failure ' .. s) end
-      local sb = sandboxes[id]
-      if not sb then return api_error(404, 'sandbox "' .. id .. '" not found') end
-      sandboxes[id] = nil
-      host.destroy(sb.host)
-      st.destroyed = st.destroyed + 1
-      st.live = st.live - 1
+      if not sandboxes[id] then return api_error(404, 'sandbox "' .. id .. '" not found') end
+      core.remove(id)
       return 204, {}, ''
     end
 
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return api_error(404, 'no route ' .. method .. ' ' .. path)
   end
 
@@ -251,20 +213,18 @@ function fake.start(opts)
   end
 
   local function process_start(req, sb, user)
-    st.starts = st.starts + 1
-    local n = st.starts
-    latency('start', n)
+    local n = core.hit('starts', 'start')
     if not tostring(req.headers['content-type']):match('^application/connect%+json') then
-      st.bad_requests = st.bad_requests + 1
+      core.count('bad_requests')
       return 415, { ['Content-Type'] = 'application/json' }, '{"code":"unknown","message":"unsupported content type"}'
     end
     if req.headers['connect-protocol-version'] ~= '1' then
-      st.bad_requests = st.bad_requests + 1
+      core.count('bad_requests')
       return connect_error('invalid_argument', 'missing Connect-Protocol-Version: 1')
     end
     local start, why = fake.parse_start(req.body)
     if not start then
-      st.bad_requests = st.bad_requests + 1
+      core.count('bad_requests')
       return connect_error('invalid_argument', why)
     end
     st.start_requests[#st.start_requests + 1] = start
@@ -306,7 +266,7 @@ function fake.start(opts)
     data('stdout', r.stdout or '')
     data('stderr', r.stderr or '')
     if r.timed_out then
-      st.deadlines = st.deadlines + 1
+      core.count('deadlines')
       req:write(envelope(2, { error = { code = 'deadline_exceeded', message = 'context deadline exceeded' } }))
       return
     end
@@ -322,30 +282,28 @@ function fake.start(opts)
     local q = common.query(req.query)
     if q.username and q.username ~= user then return api_error(400, 'username and Authorization user differ') end
     if not q.path or q.path == '' then
-      st.bad_requests = st.bad_requests + 1
+      core.count('bad_requests')
       return api_error(400, 'path is required')
     end
     if req.method == 'POST' then
-      st.uploads = st.uploads + 1
-      latency('files', st.uploads)
+      core.hit('uploads', 'files')
       local parts, why = common.multipart(req.body, req.headers['content-type'])
       local file
       for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
       if not file then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
       end
       local ok, werr = host.write(sb.host, q.path, file.data)
       if not ok then return api_error(400, tostring(werr)) end
       return json(200, jsonl.array { { path = q.path, name = q.path:match('[^/]*$'), type = 'file' } })
     elseif req.method == 'GET' then
-      st.downloads = st.downloads + 1
-      latency('files', st.downloads)
+      core.hit('downloads', 'files')
       local data = host.read(sb.host, q.path)
       if not data then return api_error(404, "path '" .. q.path .. "' does not exist") end
       return 200, { ['Content-Type'] = 'application/octet-stream' }, data
     end
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return api_error(405, 'method not allowed')
   end
 
@@ -363,7 +321,7 @@ function fake.start(opts)
 
   local function envd(req)
     local method, path = req.method, req.path
-    st.requests[#st.requests + 1] = 'envd ' .. method .. ' ' .. path
+    core.request('envd ' .. method .. ' ' .. path)
     if path == '/files' and cfg.files_via and not req.headers['x-cseng-via-prism'] then
       return forward(req, cfg.files_via)
     end
@@ -371,27 +329,27 @@ function fake.start(opts)
     if not id then id = tostring(req.headers.host or ''):match('^%d+%-([^.]+)%.') end
     local sb = id and sandboxes[id]
     if not sb then
-      st.unknown = st.unknown + 1
+      core.count('unknown')
       return 502, { ['Content-Type'] = 'text/plain' }, 'The sandbox was not found: ' .. tostring(id)
     end
     if sb.token and req.headers['x-access-token'] ~= sb.token then
-      st.unauthorized = st.unauthorized + 1
+      core.refused(false)
       return 401, { ['Content-Type'] = 'application/json' }, '{"code":401,"message":"unauthorized access, please provide a valid access token"}'
     end
     local user = envd_user(req)
     if not user then
-      st.unauthorized = st.unauthorized + 1
+      core.refused(false)
       return api_error(401, 'invalid user in the Authorization header')
     end
     if path == '/process.Process/Start' and method == 'POST' then return process_start(req, sb, user) end
     if path == '/process.Process/SendSignal' and method == 'POST' then
-      st.signals = st.signals + 1
+      core.count('signals')
       local ok, body = pcall(cjson.decode, req.body or '')
       st.signal_requests[#st.signal_requests + 1] = ok and body or req.body
       return json(200, {})
     end
     if path == '/files' then return files(req, sb, user) end
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return api_error(404, 'no route ' .. method .. ' ' .. path)
   end
 
@@ -399,53 +357,17 @@ function fake.start(opts)
   envd_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = envd })
   local f = { url = srv:url(), port = srv:port(), envd_url = envd_srv:url(), api_key = cfg.api_key }
 
-  function f.stats()
-    local out = {}
-    for k, v in pairs(st) do
-      -- lists are copied, so a snapshot taken before a run does not grow with it
-      if type(v) == 'table' then
-        local copy = {}
-        for k2, v2 in pairs(v) do copy[k2] = v2 end
-        v = copy
-      end
-      out[k] = v
-    end
-    local live = {}
-    for sid in pairs(sandboxes) do live[#live + 1] = sid end
-    table.sort(live)
-    out.live_ids = live
-    return out
-  end
-
-  function f.sandbox(id) return sandboxes[id] end
-
-  function f.set(new)
-    for k, v in pairs(new) do
-      if v == false then cfg[k] = nil else cfg[k] = v end
-    end
-  end
-
   --- The provider_config that points the adapter here.
   function f.config(extra)
-    local c = { adapter = 'e2b', api_url = f.url, api_key = cfg.api_key, envd_url_template = f.envd_url }
-    for k, v in pairs(extra or {}) do c[k] = v end
-    return c
+    return scaffold.with({ adapter = 'e2b', api_url = f.url, api_key = cfg.api_key, envd_url_template = f.envd_url }, extra)
   end
 
   --- The environment (or --env-file lines) that points the runner here.
   function f.env(extra)
-    local e = { E2B_API_URL = f.url, E2B_API_KEY = cfg.api_key, E2B_ENVD_URL_TEMPLATE = f.envd_url }
-    for k, v in pairs(extra or {}) do e[k] = v end
-    return e
+    return scaffold.with({ E2B_API_URL = f.url, E2B_API_KEY = cfg.api_key, E2B_ENVD_URL_TEMPLATE = f.envd_url }, extra)
   end
 
-  function f.close()
-    srv:close()
-    envd_srv:close()
-    host.close()
-  end
-
-  return f
+  return core.finish(f, { srv, envd_srv })
 end
 
 return fake

@@ -25,9 +25,10 @@
 --- the startup arena's environment probe (a command containing "python3 --version") with
 --- `environment`; anything else exits 0 with empty output.
 local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local sys = require 'cseng.sys'
 local cjson = require 'cjson'
+
+local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 
 local fake = {}
 
@@ -38,11 +39,6 @@ fake.ENV_DEFAULT = table.concat({
 
 local function json(status, value)
   return status, { ['Content-Type'] = 'application/json' }, cjson.encode(value)
-end
-
-local function pick(v, ...)
-  if type(v) == 'function' then return v(...) end
-  return v
 end
 
 ---@class lizard_fake
@@ -58,35 +54,9 @@ end
 ---@param opts? table switches, see the file header
 ---@return lizard_fake
 function fake.start(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'test-key'
-  cfg.project_id = cfg.project_id or 'proj-test'
-
-  local st = {
-    creates = 0, created = 0, execs = 0, deletes = 0, destroyed = 0, lists = 0, unknown = 0,
-    unauthorized = 0, bad_requests = 0, live = 0, max_live = 0, ids = {}, requests = {},
-  }
-  local sandboxes, seq = {}, 0
-
-  -- libuv timers tick in whole milliseconds of a cached loop time, so a plain sleep may end a
-  -- little short: sleep until the monotonic clock has passed the deadline.
-  local function latency(endpoint, n)
-    local l = cfg.latency
-    if type(l) == 'table' then l = l[endpoint] end
-    l = pick(l, n)
-    if not l or l <= 0 then return end
-    local deadline = clock.now() + math.floor(l * 1e9)
-    repeat
-      task.sleep(math.max(0.001, (deadline - clock.now()) / 1e9))
-    until clock.now() >= deadline
-  end
-
-  local function forced(name, n, ...)
-    local s = pick(cfg[name], n, ...)
-    if s and s ~= true then return s end
-    return nil
-  end
+  local core = scaffold.fake(opts, { api_key = 'test-key', project_id = 'proj-test' }, { execs = 0 })
+  local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
+  local seq = 0
 
   local function run_exec(cmd, sb, n)
     if cfg.exec then return cfg.exec(cmd, sb, n) end
@@ -115,41 +85,34 @@ function fake.start(opts)
 
   function handle(req)
     local method, path = req.method, req.path
-    st.requests[#st.requests + 1] = method .. ' ' .. path
+    core.request(method .. ' ' .. path)
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
-      st.unauthorized = st.unauthorized + 1
-      if path == '/api/sandboxes' and method == 'POST' then st.creates = st.creates + 1 end
+      core.refused(path == '/api/sandboxes' and method == 'POST')
       return json(401, { error = 'invalid API key' })
     end
     local body
     if method == 'POST' then
       local ok, b = pcall(cjson.decode, req.body or '')
       if not ok or type(b) ~= 'table' then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return json(400, { error = 'body must be a JSON object' })
       end
       body = b
     end
 
     if path == '/api/sandboxes' and method == 'POST' then
-      st.creates = st.creates + 1
-      local n = st.creates
-      latency('create', n)
+      local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
       local s = forced('create_status', n)
       if s then return json(s, { error = 'forced failure ' .. s }) end
       if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return json(400, { error = 'projectId and template are required' })
       end
       seq = seq + 1
       local id = string.format('lz-%06d', seq)
       local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
-      sandboxes[id] = { id = id, template = body.template, size = body.size, region = body.region, execs = 0 }
-      st.created = st.created + 1
-      st.ids[#st.ids + 1] = id
-      st.live = st.live + 1
-      if st.live > st.max_live then st.max_live = st.live end
+      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0 })
       st.last_create = body
       return json(201, {
         sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
@@ -158,8 +121,7 @@ function fake.start(opts)
     end
 
     if path == '/api/sandboxes' and method == 'GET' then
-      st.lists = st.lists + 1
-      latency('list', st.lists)
+      core.hit('lists', 'list')
       local items = {}
       for id, sb in pairs(sandboxes) do
         items[#items + 1] = { sandboxId = id, template = sb.template, region = sb.region }
@@ -170,15 +132,13 @@ function fake.start(opts)
 
     local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
     if id and rest == '/exec' and method == 'POST' then
-      st.execs = st.execs + 1
-      local n = st.execs
-      latency('exec', n)
+      local n = core.hit('execs', 'exec')
       local sb = sandboxes[id]
       if not sb then return json(404, { error = 'sandbox not found' }) end
       local s = forced('exec_status', n, body.cmd)
       if s then return json(s, { error = 'forced failure ' .. s }) end
       if type(body.cmd) ~= 'string' then
-        st.bad_requests = st.bad_requests + 1
+        core.count('bad_requests')
         return json(400, { error = 'cmd is required' })
       end
       sb.execs = sb.execs + 1
@@ -188,55 +148,27 @@ function fake.start(opts)
     end
 
     if id and rest == '' and method == 'DELETE' then
-      st.deletes = st.deletes + 1
-      local n = st.deletes
-      latency('delete', n)
+      local n = core.hit('deletes', 'delete')
       local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
       if s then return json(s, { error = 'forced failure ' .. s }) end
       if not sandboxes[id] then return json(404, { error = 'sandbox not found' }) end
-      sandboxes[id] = nil
-      st.destroyed = st.destroyed + 1
-      st.live = st.live - 1
+      core.remove(id)
       return 204, {}, ''
     end
 
-    st.unknown = st.unknown + 1
+    core.count('unknown')
     return json(404, { error = 'no route ' .. method .. ' ' .. path })
   end
 
   local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = handler })
   local f = { url = srv:url(), port = srv:port(), api_key = cfg.api_key, project_id = cfg.project_id, server = srv }
 
-  --- A snapshot of the counters (ids and requests copied; live_ids lists sandboxes not destroyed).
-  function f.stats()
-    local out = {}
-    for k, v in pairs(st) do out[k] = v end
-    out.ids = { table.unpack(st.ids) }
-    out.requests = { table.unpack(st.requests) }
-    local live = {}
-    for sid in pairs(sandboxes) do live[#live + 1] = sid end
-    table.sort(live)
-    out.live_ids = live
-    return out
-  end
-
-  --- Change switches (false clears one).
-  function f.set(new)
-    for k, v in pairs(new) do
-      if v == false then cfg[k] = nil else cfg[k] = v end
-    end
-  end
-
   --- The provider_config that points the lizard adapter here.
   function f.config(extra)
-    local c = { adapter = 'lizard', api_url = f.url, api_key = cfg.api_key, project_id = cfg.project_id }
-    for k, v in pairs(extra or {}) do c[k] = v end
-    return c
+    return scaffold.with({ adapter = 'lizard', api_url = f.url, api_key = cfg.api_key, project_id = cfg.project_id }, extra)
   end
 
-  function f.close() srv:close() end
-
-  return f
+  return core.finish(f, { srv })
 end
 
 return fake

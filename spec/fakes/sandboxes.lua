@@ -1,5 +1,6 @@
 --- What the Daytona and E2B fakes (spec/fakes/daytona.lua, spec/fakes/e2b.lua) share: real
---- sandboxes on this machine, and the bits of HTTP they parse.
+--- sandboxes on this machine, and the bits of HTTP they parse (their counters, switches and
+--- f.stats/set/close come from spec/fakes/common.lua, shared with the Lizard fake).
 ---
 --- A fake's sandbox is a bubblewrap sandbox of the local provider (lua/providers/local.lua): its
 --- own directory is "/" inside, so /workspace, /tests, /logs, /tmp are the sandbox's, state
@@ -131,11 +132,6 @@ end
 function M.uuid()
   local h = require('cseng.crypto').hex(require('cseng.crypto').random_bytes(16))
   return string.format('%s-%s-%s-%s-%s', h:sub(1, 8), h:sub(9, 12), h:sub(13, 16), h:sub(17, 20), h:sub(21, 32))
-end
-
-function M.pick(v, ...)
-  if type(v) == 'function' then return v(...) end
-  return v
 end
 
 return M
