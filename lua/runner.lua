@@ -132,6 +132,9 @@ local function trial_body(run, t, rec, state)
     local s = clock.now()
     local ok, err = pcall(fn)
     phases[name .. '_seconds'] = ns_to_s(clock.now() - s)
+    -- a cancellation (trial timeout, Ctrl-C) is delivered once: a cleanup's pcall inside the
+    -- phase may have swallowed it, so the phase boundary checks the task's own flag
+    if ok and task.cancelled() then ok, err = false, task.error('ECANCELED', 'task cancelled') end
     if not ok then
       if type(err) == 'table' and err.code ~= 'ECANCELED' and not err.stage then err.stage = name end
       error(err, 0)

@@ -233,6 +233,15 @@ describe('the local provider', function()
     assert.same({}, results.live_allocations(results.read(last.jsonl)))
   end)
 
+  it('bounds a warm trial by its timeout while the warm artifact is prepared', function()
+    local _, s, last = run { task_limit = 2, mode = 'warm', timeout_seconds = 0.05 }
+    for _, r in ipairs(s.results) do
+      assert.equal('error', r.outcome, r.task_id)
+      assert.equal('ETIMEDOUT', r.error_code, r.task_id)
+    end
+    assert.same({}, results.live_allocations(results.read(last.jsonl)))
+  end)
+
   it('stops allocating after a cleanup failure, and says so', function()
     local base = require 'providers.local'
     package.loaded['providers.flaky_destroy'] = setmetatable({
