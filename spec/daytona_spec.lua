@@ -6,24 +6,18 @@
 --     sandboxes really run commands (bubblewrap);
 --   * the runner end to end on the fake (`cseng run --provider daytona`), and a missing key.
 local http = require 'cseng.http'
-local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
 local daytona = require 'providers.daytona'
 
-local ROOT = sys.root()
-local fake = dofile(ROOT .. '/spec/fakes/daytona.lua')
-local prism = dofile(ROOT .. '/spec/fakes/prism.lua')
-
-local function labels(run, t)
-  return { ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec', ['cseng.task'] = t or 'task-a',
-           ['cseng.created'] = tostring(os.time()) }
-end
+local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/daytona.lua')
+local prism = vendor.prism
+local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 -- A spec that uses every create field the adapter sends.
 local function full_spec(run)
@@ -32,12 +26,6 @@ local function full_spec(run)
     workdir = '/workspace', network = false, cpus = 1.5, memory_mb = 1536, disk_mb = 3000, ttl_seconds = 1900,
     image = 'ghcr.io/example/ubuntu-24-04:20250101',
   }
-end
-
-local function tar_of(files, format)
-  local entries = {}
-  for path, data in pairs(files) do entries[#entries + 1] = { path = path, data = data } end
-  return archive.pack(entries, { format = format or 'tar.gz' })
 end
 
 describe('daytona conformance against the vendor specs (Prism)', function()
@@ -50,13 +38,7 @@ describe('daytona conformance against the vendor specs (Prism)', function()
     -- the toolbox spec's paths are relative to {toolboxProxyUrl}/{sandboxId}
     local tmp = assert(fs.tempdir('daytona-prism-'))
     local toolbox_spec = prism.prefix_paths(prism.SPECS .. '/daytona-toolbox-swagger.yaml', 'sandboxId', tmp .. '/toolbox.yaml')
-    local t1 = task.spawn(function() return prism.start(prism.SPECS .. '/daytona-openapi.yaml', { upstream = f.url }) end)
-    local t2 = task.spawn(function() return prism.start(toolbox_spec, { upstream = f.toolbox_url }) end)
-    local ok1, a, e1 = t1:join()
-    local ok2, b, e2 = t2:join()
-    assert(ok1 and a, tostring(e1 or a))
-    assert(ok2 and b, tostring(e2 or b))
-    api, tb = a, b
+    api, tb = vendor.start_prisms({ prism.SPECS .. '/daytona-openapi.yaml', f.url }, { toolbox_spec, f.toolbox_url })
     f.set { toolbox_public_url = tb.url }
   end)
 
@@ -304,89 +286,28 @@ describe('daytona lifecycle (stateful fake)', function()
   end)
 
   it('treats a gone sandbox as destroyed, and reports a failing delete', function()
-    local client = daytona.connect(f.config())
-    local sb = assert(daytona.create(client, {}))
-    f.set { delete_status = 500 }
-    local ok, msg, code = daytona.destroy(client, sb)
-    assert.is_nil(ok)
-    assert.equal('HTTP_500', code)
-    assert.matches('forced failure 500', msg)
-    f.set { delete_status = false }
-    assert.is_true(daytona.destroy(client, sb))
-    assert.is_true(daytona.destroy(client, sb)) -- 404 now: already gone
-    assert.is_true(daytona.destroy(client, { id = 'never-existed' }))
-    local s = f.stats()
-    assert.equal(4, s.deletes)
-    assert.equal(1, s.destroyed)
+    vendor.check_destroy(daytona, f)
   end)
 
   it("lists exactly one run's sandboxes by label, across pages", function()
-    f.set { page_size = 2 }
-    local client = daytona.connect(f.config())
-    local mine, theirs = {}, {}
-    for i = 1, 3 do mine[#mine + 1] = assert(daytona.create(client, { labels = labels('run-A', 't' .. i) })) end
-    for i = 1, 2 do theirs[#theirs + 1] = assert(daytona.create(client, { labels = labels('run-B', 't' .. i) })) end
-    local lists0 = f.stats().lists
-    local found = assert(daytona.list(client, { labels = { ['cseng.run'] = 'run-A' } }))
-    local ids, want = {}, {}
-    for _, s in ipairs(found) do ids[#ids + 1] = s.id end
-    for _, s in ipairs(mine) do want[#want + 1] = s.id end
-    table.sort(ids)
-    table.sort(want)
-    assert.same(want, ids)
-    assert.equal(2, f.stats().lists - lists0) -- 3 items, pages of 2: the cursor was followed
-    assert.same({ ['cseng.run'] = 'run-A' }, f.stats().last_list_labels)
-    assert.equal(5, #assert(daytona.list(client, {})))
-    for _, s in ipairs(mine) do assert(daytona.destroy(client, s)) end
-    for _, s in ipairs(theirs) do assert(daytona.destroy(client, s)) end
+    vendor.check_list_pages(daytona, f, labels, 'run-A', 'last_list_labels') -- nextCursor followed
   end)
 
   it('names the missing credential', function()
-    local ok, err = pcall(daytona.connect, { getenv = function() return nil end })
-    assert.is_false(ok)
-    assert.matches('DAYTONA_API_KEY', err)
-    assert.equal('DAYTONA_API_KEY', daytona.credentials[1])
+    vendor.check_names_credential(daytona, 'DAYTONA_API_KEY')
   end)
 end)
 
 describe('the runner on the daytona fake', function()
-  local f, tmp
-  setup(function()
-    f = fake.start {}
-    tmp = assert(fs.tempdir('daytona-runner-'))
-  end)
-  teardown(function()
-    f.close()
-    fs.remove_tree(tmp)
-  end)
-
-  local function env_file(extra)
-    local lines = {}
-    for k, v in pairs(f.env(extra)) do lines[#lines + 1] = k .. '=' .. v end
-    local p = tmp .. '/daytona-' .. crypto.hex(crypto.random_bytes(3)) .. '.env'
-    assert(fs.write(p, table.concat(lines, '\n') .. '\n'))
-    return p
-  end
-
-  local function run(args, env_add)
-    local out = tmp .. '/out-' .. crypto.hex(crypto.random_bytes(3))
-    local argv = { ROOT .. '/cseng', 'run', 'plans/cold-gold.lua', '--provider', 'daytona', '--output', out, '--quiet' }
-    for _, a in ipairs(args) do argv[#argv + 1] = a end
-    local r = assert(proc.run { argv = argv, cwd = ROOT, timeout = 600,
-      env_add = env_add or { DAYTONA_API_KEY = false, DAYTONA_API_URL = false } })
-    local summary
-    for _, name in ipairs(fs.list(out) or {}) do
-      if name:match('%.json$') then summary = cjson.decode((assert(fs.read(out .. '/' .. name)))) end
-    end
-    return r, summary
-  end
+  local runner = vendor.runner(fake, 'daytona', { DAYTONA_API_KEY = false, DAYTONA_API_URL = false })
+  local env_file, run = runner.env_file, runner.run
+  local f
+  setup(function() f = runner.start() end)
+  teardown(runner.stop)
 
   it('passes a bundled task with gold (the fake really runs it) and fails it with nop', function()
     local index = 'bash-template-render'
-    local tasks = {}
-    for line in assert(fs.read(ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do tasks[#tasks + 1] = jsonl.decode(line).task_id end
-    local i
-    for k, id in ipairs(tasks) do if id == index then i = k - 1 end end
+    local i = vendor.smoke_index(index)
     assert.is_number(i)
     local before = f.stats()
     local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
@@ -414,11 +335,6 @@ describe('the runner on the daytona fake', function()
   end)
 
   it('stops with a clear error naming DAYTONA_API_KEY when it is missing', function()
-    local before = f.stats().requests
-    local r = run({ '--task-limit', '1' }, { DAYTONA_API_KEY = false, DAYTONA_API_URL = f.url })
-    assert.equal(1, r.code)
-    assert.matches('DAYTONA_API_KEY', r.stderr)
-    assert.not_matches('stack traceback', r.stderr)
-    assert.equal(#before, #f.stats().requests) -- no request was made
+    runner.check_missing_key('DAYTONA_API_KEY', 'DAYTONA_API_URL') -- and no request was made
   end)
 end)

@@ -8,25 +8,18 @@
 local http = require 'cseng.http'
 local serve = require 'cseng.serve'
 local connect = require 'cseng.connect'
-local proc = require 'cseng.proc'
 local task = require 'cseng.task'
-local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
 local util = require 'util'
 local e2b = require 'providers.e2b'
 
-local ROOT = sys.root()
-local fake = dofile(ROOT .. '/spec/fakes/e2b.lua')
-local prism = dofile(ROOT .. '/spec/fakes/prism.lua')
-
-local function labels(run, t)
-  return { ['cseng.run'] = run, ['cseng.launcher'] = 'cseng@spec host', ['cseng.task'] = t or 'task-a',
-           ['cseng.created'] = tostring(os.time()) }
-end
+local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/e2b.lua')
+local prism = vendor.prism
+local labels, tar_of, sorted_ids = vendor.labeller('cseng@spec host'), vendor.tar_of, vendor.sorted_ids
 
 local function full_spec(run)
   return {
@@ -34,19 +27,6 @@ local function full_spec(run)
     workdir = '/workspace', network = false, cpus = 2, memory_mb = 2048, ttl_seconds = 1900,
     image = 'ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250101',
   }
-end
-
-local function tar_of(files, format)
-  local entries = {}
-  for path, data in pairs(files) do entries[#entries + 1] = { path = path, data = data } end
-  return archive.pack(entries, { format = format or 'tar.gz' })
-end
-
-local function sorted_ids(list)
-  local ids = {}
-  for _, s in ipairs(list) do ids[#ids + 1] = s.id end
-  table.sort(ids)
-  return ids
 end
 
 describe('cseng.connect (the envelope codec binding)', function()
@@ -92,13 +72,7 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     why = prism.missing()
     if why then return end
     f = fake.start {}
-    local t1 = task.spawn(function() return prism.start(prism.SPECS .. '/e2b-openapi.yml', { upstream = f.url }) end)
-    local t2 = task.spawn(function() return prism.start(prism.SPECS .. '/e2b-envd.yaml', { upstream = f.envd_url }) end)
-    local ok1, a, e1 = t1:join()
-    local ok2, b, e2 = t2:join()
-    assert(ok1 and a, tostring(e1 or a))
-    assert(ok2 and b, tostring(e2 or b))
-    api, envd = a, b
+    api, envd = vendor.start_prisms({ prism.SPECS .. '/e2b-openapi.yml', f.url }, { prism.SPECS .. '/e2b-envd.yaml', f.envd_url })
     f.set { files_via = envd.url } -- envd's /files go through Prism; Process.Start (Connect) does not
   end)
 
@@ -342,35 +316,11 @@ describe('e2b lifecycle (stateful fake)', function()
   end)
 
   it('treats a gone sandbox as destroyed, and reports a failing delete', function()
-    local client = e2b.connect(f.config())
-    local sb = assert(e2b.create(client, {}))
-    f.set { delete_status = 500 }
-    local ok, msg, code = e2b.destroy(client, sb)
-    assert.is_nil(ok)
-    assert.equal('HTTP_500', code)
-    assert.matches('forced failure 500', msg)
-    f.set { delete_status = false }
-    assert.is_true(e2b.destroy(client, sb))
-    assert.is_true(e2b.destroy(client, sb))
-    assert.is_true(e2b.destroy(client, { id = 'never-existed' }))
-    assert.equal(4, f.stats().deletes)
-    assert.equal(1, f.stats().destroyed)
+    vendor.check_destroy(e2b, f)
   end)
 
   it("lists exactly one run's sandboxes by metadata, across pages", function()
-    f.set { page_size = 2 }
-    local client = e2b.connect(f.config())
-    local mine, theirs = {}, {}
-    for i = 1, 3 do mine[#mine + 1] = assert(e2b.create(client, { labels = labels('run-A&B=C', 't' .. i) })) end
-    for i = 1, 2 do theirs[#theirs + 1] = assert(e2b.create(client, { labels = labels('run-B', 't' .. i) })) end
-    local lists0 = f.stats().lists
-    local found = assert(e2b.list(client, { labels = { ['cseng.run'] = 'run-A&B=C' } }))
-    assert.same(sorted_ids(mine), sorted_ids(found))
-    assert.equal(2, f.stats().lists - lists0) -- X-Next-Token followed
-    assert.same({ ['cseng.run'] = 'run-A&B=C' }, f.stats().last_list_metadata)
-    assert.equal(5, #assert(e2b.list(client, {})))
-    for _, s in ipairs(mine) do assert(e2b.destroy(client, s)) end
-    for _, s in ipairs(theirs) do assert(e2b.destroy(client, s)) end
+    vendor.check_list_pages(e2b, f, labels, 'run-A&B=C', 'last_list_metadata') -- X-Next-Token followed
   end)
 
   it('builds envd URLs and picks templates from the settings', function()
@@ -388,53 +338,20 @@ describe('e2b lifecycle (stateful fake)', function()
   end)
 
   it('names the missing credential', function()
-    local ok, err = pcall(e2b.connect, { getenv = function() return nil end })
-    assert.is_false(ok)
-    assert.matches('E2B_API_KEY', err)
-    assert.equal('E2B_API_KEY', e2b.credentials[1])
+    vendor.check_names_credential(e2b, 'E2B_API_KEY')
   end)
 end)
 
 describe('the runner on the e2b fake', function()
-  local f, tmp
-  setup(function()
-    f = fake.start {}
-    tmp = assert(fs.tempdir('e2b-runner-'))
-  end)
-  teardown(function()
-    f.close()
-    fs.remove_tree(tmp)
-  end)
-
-  local function env_file()
-    local lines = {}
-    for k, v in pairs(f.env()) do lines[#lines + 1] = k .. '=' .. v end
-    local p = tmp .. '/e2b-' .. crypto.hex(crypto.random_bytes(3)) .. '.env'
-    assert(fs.write(p, table.concat(lines, '\n') .. '\n'))
-    return p
-  end
-
-  local function run(args, env_add)
-    local out = tmp .. '/out-' .. crypto.hex(crypto.random_bytes(3))
-    local argv = { ROOT .. '/cseng', 'run', 'plans/cold-gold.lua', '--provider', 'e2b', '--output', out, '--quiet' }
-    for _, a in ipairs(args) do argv[#argv + 1] = a end
-    local r = assert(proc.run { argv = argv, cwd = ROOT, timeout = 600,
-      env_add = env_add or { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false } })
-    local summary
-    for _, name in ipairs(fs.list(out) or {}) do
-      if name:match('%.json$') then summary = cjson.decode((assert(fs.read(out .. '/' .. name)))) end
-    end
-    return r, summary
-  end
+  local runner = vendor.runner(fake, 'e2b', { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false })
+  local env_file, run = runner.env_file, runner.run
+  local f
+  setup(function() f = runner.start() end)
+  teardown(runner.stop)
 
   it('passes a bundled task with gold (verifier as the non-root user) and fails it with nop', function()
     local id = 'python-fix-roman-numerals'
-    local i
-    local n = 0
-    for line in assert(fs.read(ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do
-      if jsonl.decode(line).task_id == id then i = n end
-      n = n + 1
-    end
+    local i = vendor.smoke_index(id)
     assert.is_number(i)
     local before = f.stats()
     local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
@@ -458,11 +375,6 @@ describe('the runner on the e2b fake', function()
   end)
 
   it('stops with a clear error naming E2B_API_KEY when it is missing', function()
-    local before = #f.stats().requests
-    local r = run({ '--task-limit', '1' }, { E2B_API_KEY = false, E2B_API_URL = f.url })
-    assert.equal(1, r.code)
-    assert.matches('E2B_API_KEY', r.stderr)
-    assert.not_matches('stack traceback', r.stderr)
-    assert.equal(before, #f.stats().requests)
+    runner.check_missing_key('E2B_API_KEY', 'E2B_API_URL')
   end)
 end)

@@ -1,0 +1,177 @@
+--- What the specs of the vendor adapters (spec/daytona_spec.lua, spec/e2b_spec.lua) share:
+--- sandbox labels and archives, Prism proxies started in front of a fake, the runner driven end
+--- to end against a fake, and the lifecycle checks whose logic is the same for every REST
+--- adapter. Not a spec itself (no _spec in the name): the specs load it with
+---   local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
+--- Busted's globals (describe, it, assert) are not visible here, so checks use luassert.
+local proc = require 'cseng.proc'
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local jsonl = require 'jsonl'
+local util = require 'util'
+local assert = require 'luassert'
+
+local V = {}
+
+V.ROOT = sys.root()
+V.prism = dofile(V.ROOT .. '/spec/fakes/prism.lua')
+
+--- labels(run, task) -> the cseng.* labels the runner puts on a sandbox, with this launcher.
+function V.labeller(launcher)
+  return function(run, t)
+    return { ['cseng.run'] = run, ['cseng.launcher'] = launcher, ['cseng.task'] = t or 'task-a',
+             ['cseng.created'] = tostring(os.time()) }
+  end
+end
+
+--- An archive of {path = data} (default tar.gz).
+function V.tar_of(files, format)
+  local entries = {}
+  for path, data in pairs(files) do entries[#entries + 1] = { path = path, data = data } end
+  return archive.pack(entries, { format = format or 'tar.gz' })
+end
+
+--- The ids of a list of sandboxes, sorted.
+function V.sorted_ids(list)
+  local ids = {}
+  for _, s in ipairs(list) do ids[#ids + 1] = s.id end
+  table.sort(ids)
+  return ids
+end
+
+--- The 0-based index of a task in data/smoke.jsonl (what --task-index takes), or nil.
+function V.smoke_index(task_id)
+  local n = 0
+  for line in assert(fs.read(V.ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do
+    if jsonl.decode(line).task_id == task_id then return n end
+    n = n + 1
+  end
+  return nil
+end
+
+--- Start Prism proxies concurrently, one per {spec file, upstream URL}; returns them in order.
+--- Raises (after every start has ended) when one fails.
+function V.start_prisms(...)
+  local tasks = {}
+  for i, p in ipairs({ ... }) do
+    tasks[i] = task.spawn(function() return V.prism.start(p[1], { upstream = p[2] }) end)
+  end
+  local joined = {}
+  for i, t in ipairs(tasks) do joined[i] = table.pack(t:join()) end
+  local out = {}
+  for i, j in ipairs(joined) do
+    local ok, px, err = j[1], j[2], j[3]
+    assert(ok and px, tostring(err or px))
+    out[i] = px
+  end
+  return table.unpack(out)
+end
+
+-- ---- the runner on a fake ------------------------------------------------------------------
+
+--- `cseng run plans/cold-gold.lua --provider NAME` against a fake. In a describe block:
+---   local runner = vendor.runner(fake, 'e2b', { E2B_API_KEY = false, ... })
+---   setup(function() f = runner.start() end) ; teardown(runner.stop)
+--- runner.env_file(extra) writes the fake's f.env(extra) as an --env-file; runner.run(args,
+--- env_add) runs the plan with args and returns the process result and the run's summary.
+--- env_add defaults to unset: the provider's variables removed from the inherited environment,
+--- so only the env file points the runner at the fake.
+function V.runner(fake, provider, unset)
+  local h = {}
+
+  function h.start()
+    h.f = fake.start {}
+    h.tmp = assert(fs.tempdir(provider .. '-runner-'))
+    return h.f
+  end
+
+  function h.stop()
+    h.f.close()
+    fs.remove_tree(h.tmp)
+  end
+
+  function h.env_file(extra)
+    local lines = {}
+    for k, v in pairs(h.f.env(extra)) do lines[#lines + 1] = k .. '=' .. v end
+    local p = h.tmp .. '/' .. provider .. '-' .. crypto.hex(crypto.random_bytes(3)) .. '.env'
+    assert(fs.write(p, table.concat(lines, '\n') .. '\n'))
+    return p
+  end
+
+  function h.run(args, env_add)
+    local out = h.tmp .. '/out-' .. crypto.hex(crypto.random_bytes(3))
+    local argv = { V.ROOT .. '/cseng', 'run', 'plans/cold-gold.lua', '--provider', provider, '--output', out, '--quiet' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local r = assert(proc.run { argv = argv, cwd = V.ROOT, timeout = 600, env_add = env_add or util.copy(unset) })
+    local summary
+    for _, name in ipairs(fs.list(out) or {}) do
+      if name:match('%.json$') then summary = cjson.decode((assert(fs.read(out .. '/' .. name)))) end
+    end
+    return r, summary
+  end
+
+  --- The run stops with a clear error naming key_var when it is missing (url_var still points
+  --- at the fake), and no request reaches the fake.
+  function h.check_missing_key(key_var, url_var)
+    local before = #h.f.stats().requests
+    local r = h.run({ '--task-limit', '1' }, { [key_var] = false, [url_var] = h.f.url })
+    assert.equal(1, r.code)
+    assert.matches(key_var, r.stderr)
+    assert.not_matches('stack traceback', r.stderr)
+    assert.equal(before, #h.f.stats().requests)
+  end
+
+  return h
+end
+
+-- ---- lifecycle checks against a fake -------------------------------------------------------
+
+--- connect raises an error naming the credential variable, which is the adapter's first.
+function V.check_names_credential(adapter, var)
+  local ok, err = pcall(adapter.connect, { getenv = function() return nil end })
+  assert.is_false(ok)
+  assert.matches(var, err)
+  assert.equal(var, adapter.credentials[1])
+end
+
+--- A failing delete is reported (HTTP_500); a sandbox already gone (404) counts as destroyed.
+function V.check_destroy(adapter, f)
+  local client = adapter.connect(f.config())
+  local sb = assert(adapter.create(client, {}))
+  f.set { delete_status = 500 }
+  local ok, msg, code = adapter.destroy(client, sb)
+  assert.is_nil(ok)
+  assert.equal('HTTP_500', code)
+  assert.matches('forced failure 500', msg)
+  f.set { delete_status = false }
+  assert.is_true(adapter.destroy(client, sb))
+  assert.is_true(adapter.destroy(client, sb)) -- 404 now: already gone
+  assert.is_true(adapter.destroy(client, { id = 'never-existed' }))
+  local s = f.stats()
+  assert.equal(4, s.deletes)
+  assert.equal(1, s.destroyed)
+end
+
+--- list finds exactly one run's sandboxes by label across pages of 2 (3 of them among 5: two
+--- list calls), the fake saw the filter as f.stats()[seen_key], and no filter lists all 5.
+function V.check_list_pages(adapter, f, labels, run, seen_key)
+  f.set { page_size = 2 }
+  local client = adapter.connect(f.config())
+  local mine, theirs = {}, {}
+  for i = 1, 3 do mine[#mine + 1] = assert(adapter.create(client, { labels = labels(run, 't' .. i) })) end
+  for i = 1, 2 do theirs[#theirs + 1] = assert(adapter.create(client, { labels = labels('run-B', 't' .. i) })) end
+  local lists0 = f.stats().lists
+  local found = assert(adapter.list(client, { labels = { ['cseng.run'] = run } }))
+  assert.same(V.sorted_ids(mine), V.sorted_ids(found))
+  assert.equal(2, f.stats().lists - lists0) -- the next page was followed
+  assert.same({ ['cseng.run'] = run }, f.stats()[seen_key])
+  assert.equal(5, #assert(adapter.list(client, {})))
+  for _, s in ipairs(mine) do assert(adapter.destroy(client, s)) end
+  for _, s in ipairs(theirs) do assert(adapter.destroy(client, s)) end
+end
+
+return V
