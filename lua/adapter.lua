@@ -30,20 +30,29 @@ function adapter.settings(cfg)
   end
 end
 
---- Raise the one-line error naming every credential variable whose value is missing, e.g.
---- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)".
+--- The credentials of an adapter's connect: each {key, var, secret = bool} read with
+--- setting(key, var); returns their values in order, the secret ones registered with
+--- util.add_secret. Raises the one-line error naming every missing variable, e.g.
+--- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)";
+--- makes no request.
 ---@param provider string
----@param vars string[] the variables, in the order they are named
----@param values table values[i] is the value found for vars[i] (nil when missing)
-function adapter.require_set(provider, vars, values)
-  local missing = {}
-  for i, var in ipairs(vars) do
-    if not values[i] then missing[#missing + 1] = var end
+---@param setting fun(key: string, var?: string): any from adapter.settings
+---@param creds table[]
+function adapter.credentials(provider, setting, creds)
+  local values, missing = {}, {}
+  for i, c in ipairs(creds) do
+    values[i] = setting(c[1], c[2])
+    if not values[i] then missing[#missing + 1] = c[2] end
   end
-  if #missing == 0 then return end
-  local many = #missing > 1
-  error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
-    table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+  if #missing > 0 then
+    local many = #missing > 1
+    error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
+      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+  end
+  for i, c in ipairs(creds) do
+    if c.secret then util.add_secret(values[i]) end
+  end
+  return table.unpack(values, 1, #creds)
 end
 
 -- ---- HTTP ----------------------------------------------------------------------------------
@@ -67,6 +76,15 @@ function adapter.snippet(body)
   return body
 end
 
+--- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
+--- Content-Type, else o.body.
+function adapter.body(o)
+  local headers = o.headers or {}
+  if o.json == nil then return headers, o.body end
+  headers['Content-Type'] = 'application/json'
+  return headers, cjson.encode(o.json)
+end
+
 --- One REST call. o: {headers, json (encoded, with Content-Type), body, raw (do not decode),
 --- timeout, what (the call in messages; default "METHOD url-without-query"), message =
 --- fn(body) -> the error text of a body (default adapter.snippet)}. Returns data (decoded JSON,
@@ -75,12 +93,7 @@ end
 --- and HTTP errors pass through util.redact.
 ---@return any data, table|string res_or_err, string? code, table? res
 function adapter.request(provider, method, url, o)
-  local headers = o.headers or {}
-  local body = o.body
-  if o.json ~= nil then
-    body = cjson.encode(o.json)
-    headers['Content-Type'] = 'application/json'
-  end
+  local headers, body = adapter.body(o)
   local what = o.what or (method .. ' ' .. url:gsub('%?.*$', ''))
   local message = o.message or adapter.snippet
   local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
@@ -146,6 +159,17 @@ end
 --- A fresh path in the sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>.
 function adapter.tmp_path(kind, ext, nbytes)
   return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
+end
+
+--- put by upload: the archive is uploaded (upload(client, sb, path, bytes) -> true | nil, err,
+--- CODE) to a fresh /tmp/cseng-put-*.tar of the sandbox, then extracted into dir as
+--- adapter.extract_tar_in_sandbox does (o: its options).
+---@return true|nil ok, string? err, string? code
+function adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o)
+  local tmp = adapter.tmp_path('put', '.tar')
+  local ok, err, code = upload(client, sb, tmp, tar_bytes)
+  if not ok then return nil, err, code end
+  return adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
 end
 
 --- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:

@@ -81,9 +81,7 @@ local TERMINAL = { error = true, build_failed = true, destroyed = true, destroyi
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
-  local key = setting('api_key', 'DAYTONA_API_KEY')
-  adapter.require_set('daytona', { 'DAYTONA_API_KEY' }, { key })
-  util.add_secret(key)
+  local key = adapter.credentials('daytona', setting, { { 'api_key', 'DAYTONA_API_KEY', secret = true } })
   local function num(k, var, def)
     local v = tonumber(setting(k, var))
     return v or def
@@ -336,11 +334,8 @@ end
 --- uploaded to /tmp, then extracted there by exec and removed.
 ---@return true|nil ok, string? err, string? code
 function M.put(client, sb, dir, tar_bytes)
-  local tmp = adapter.tmp_path('put', '.tar')
-  local ok, err, code = upload(client, sb, tmp, tar_bytes)
-  if not ok then return nil, err, code end
   -- the toolbox returns stdout and stderr combined, in stdout
-  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir, { output = 'stdout' })
+  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes, { output = 'stdout' })
 end
 
 --- Read a file of the sandbox.

@@ -69,12 +69,7 @@ end
 --- from cseng.http, or "HTTP_<status>").
 local function api(client, method, path, o)
   o = o or {}
-  local headers = o.headers or {}
-  local body = o.body
-  if o.json ~= nil then
-    body = cjson.encode(o.json)
-    headers['Content-Type'] = 'application/json'
-  end
+  local headers, body = adapter.body(o)
   local res, err, code = http.request {
     method = method, url = client.base .. path .. query(o.query or {}), unix_socket = client.socket,
     headers = headers, body = body, timeout = o.timeout or 60, stream = o.stream,

@@ -99,9 +99,7 @@ end
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
-  local key = setting('api_key', 'E2B_API_KEY')
-  adapter.require_set('e2b', { 'E2B_API_KEY' }, { key })
-  util.add_secret(key)
+  local key = adapter.credentials('e2b', setting, { { 'api_key', 'E2B_API_KEY', secret = true } })
   return {
     base = tostring(setting('api_url', 'E2B_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
     key = key,
@@ -390,10 +388,7 @@ end
 --- through envd's file API, extracted by exec, removed.
 ---@return true|nil ok, string? err, string? code
 function M.put(client, sb, dir, tar_bytes)
-  local tmp = adapter.tmp_path('put', '.tar')
-  local ok, err, code = upload(client, sb, tmp, tar_bytes)
-  if not ok then return nil, err, code end
-  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir)
+  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
 end
 
 --- Read a file of the sandbox.

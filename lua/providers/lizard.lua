@@ -49,10 +49,8 @@ local DEFAULTS = {
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
-  local key = setting('api_key', 'LIZARD_API_KEY')
-  local project = setting('project_id', 'LIZARD_PROJECT_ID')
-  adapter.require_set('lizard', { 'LIZARD_API_KEY', 'LIZARD_PROJECT_ID' }, { key, project })
-  util.add_secret(key)
+  local key, project = adapter.credentials('lizard', setting,
+    { { 'api_key', 'LIZARD_API_KEY', secret = true }, { 'project_id', 'LIZARD_PROJECT_ID' } })
   local base = tostring(setting('api_url', 'LIZARD_API_URL') or DEFAULTS.api_url):gsub('/+$', '')
   return {
     base = base, key = key, project = project,
