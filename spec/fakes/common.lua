@@ -10,7 +10,10 @@
 ---   local s = b.forced('create_status', n)  -- the status forced for the n-th call, or nil
 ---   b.count('bad_requests') ; b.refused(is_create) ; b.request('GET /x')
 ---   b.add(id, sb) ; b.remove(id)          -- the live set, created/destroyed/live/max_live, ids
+---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
+---   local srv = common.listen(handler, port)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
+local serve = require 'cseng.serve'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local jsonl = require 'jsonl'
@@ -28,6 +31,19 @@ function M.json(status, value, headers)
   local h = { ['Content-Type'] = 'application/json' }
   for k, v in pairs(headers or {}) do h[k] = v end
   return status, h, jsonl.encode(value)
+end
+
+--- A loopback listener (an ephemeral port unless port) answering with handler.
+function M.listen(handler, port)
+  return assert(serve.listen { host = '127.0.0.1', port = port or 0, handler = handler })
+end
+
+--- One page of a list: fn(item) for items[start .. start + size - 1], and the start of the
+--- next page (nil on the last).
+function M.page(items, start, size, fn)
+  local page = {}
+  for i = start, math.min(#items, start + size - 1) do page[#page + 1] = fn(items[i]) end
+  return page, start + size <= #items and start + size or nil
 end
 
 --- base with the fields of extra set on it (f.config / f.env with the caller's additions).
@@ -112,6 +128,18 @@ function M.fake(opts, defaults, counters, host)
     if host and sb and sb.host then host.destroy(sb.host) end
     st.destroyed = st.destroyed + 1
     st.live = st.live - 1
+  end
+
+  --- The live sandboxes whose record[field] has every k = v of want (all with no want), by id.
+  function b.matching(field, want)
+    local items = {}
+    for _, sb in pairs(sandboxes) do
+      local match = true
+      for k, v in pairs(want or {}) do if sb[field][k] ~= v then match = false end end
+      if match then items[#items + 1] = sb end
+    end
+    table.sort(items, function(x, y) return x.id < y.id end)
+    return items
   end
 
   --- Give f the common methods; returns f.

@@ -30,7 +30,6 @@
 ---   page_size (100)                     list page size (nextCursor paging)
 ---   toolbox_public_url                  the toolboxProxyUrl sandboxes report (a Prism proxy in front
 ---                                       of f.toolbox_url, in the conformance specs)
-local serve = require 'cseng.serve'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'jsonl'
@@ -167,23 +166,13 @@ function fake.start(opts)
         want = l
       end
       st.last_list_labels = want
-      local items = {}
-      for _, sb in pairs(sandboxes) do
-        local match = true
-        for k, v in pairs(want) do if sb.labels[k] ~= v then match = false end end
-        if match then items[#items + 1] = sb end
-      end
-      table.sort(items, function(a, b) return a.id < b.id end)
-      local size = cfg.page_size or 100
-      local start = tonumber(q.cursor) or 1
-      local page = {}
-      for i = start, math.min(#items, start + size - 1) do
-        local v = view(items[i])
-        v.env, v.buildInfo, v.networkBlockAll = nil, nil, nil
-        page[#page + 1] = v
-      end
-      local next_cursor = start + size <= #items and tostring(start + size) or cjson.null
-      return json(200, { items = jsonl.array(page), nextCursor = next_cursor })
+      local page, next_start = scaffold.page(core.matching('labels', want), tonumber(q.cursor) or 1, cfg.page_size or 100,
+        function(sb)
+          local v = view(sb)
+          v.env, v.buildInfo, v.networkBlockAll = nil, nil, nil
+          return v
+        end)
+      return json(200, { items = jsonl.array(page), nextCursor = next_start and tostring(next_start) or cjson.null })
     end
 
     local id = path:match('^/sandbox/([^/]+)$')
@@ -283,8 +272,8 @@ function fake.start(opts)
     return err(404, 'no route ' .. method .. ' ' .. path)
   end
 
-  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = api })
-  toolbox_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = toolbox })
+  local srv = scaffold.listen(api, cfg.port)
+  toolbox_srv = scaffold.listen(toolbox)
   local f = { url = srv:url(), port = srv:port(), toolbox_url = toolbox_srv:url(), api_key = cfg.api_key }
 
   --- The provider_config that points the adapter here (fast polling).

@@ -31,7 +31,6 @@
 ---   page_size (100)                      /v2/sandboxes page size (X-Next-Token paging)
 ---   files_via = url                      forward /files requests there first (a Prism proxy whose
 ---                                        upstream is this envd; marked X-Cseng-Via-Prism)
-local serve = require 'cseng.serve'
 local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
@@ -166,19 +165,11 @@ function fake.start(opts)
         want[common.urldecode(k)] = common.urldecode(v)
       end
       st.last_list_metadata = want
-      local items = {}
-      for _, sb in pairs(sandboxes) do
-        local match = true
-        for k, v in pairs(want) do if sb.metadata[k] ~= v then match = false end end
-        if match then items[#items + 1] = sb end
-      end
-      table.sort(items, function(a, b) return a.id < b.id end)
-      local size = math.min(cfg.page_size or 100, tonumber(q.limit) or 100)
-      local start = tonumber(q.nextToken) or 1
-      local page = {}
-      for i = start, math.min(#items, start + size - 1) do page[#page + 1] = listed(items[i]) end
+      local items = core.matching('metadata', want)
+      local page, next_start = scaffold.page(items, tonumber(q.nextToken) or 1,
+        math.min(cfg.page_size or 100, tonumber(q.limit) or 100), listed)
       local headers = { ['X-Total-Running'] = tostring(#items) }
-      if start + size <= #items then headers['X-Next-Token'] = tostring(start + size) end
+      if next_start then headers['X-Next-Token'] = tostring(next_start) end
       return json(200, jsonl.array(page), headers)
     end
 
@@ -353,8 +344,8 @@ function fake.start(opts)
     return api_error(404, 'no route ' .. method .. ' ' .. path)
   end
 
-  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = api })
-  envd_srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = envd })
+  local srv = scaffold.listen(api, cfg.port)
+  envd_srv = scaffold.listen(envd)
   local f = { url = srv:url(), port = srv:port(), envd_url = envd_srv:url(), api_key = cfg.api_key }
 
   --- The provider_config that points the adapter here.

@@ -24,7 +24,6 @@
 --- The built-in exec emulation answers `print('X')` / `print("X")` with X, `echo X` with X, and
 --- the startup arena's environment probe (a command containing "python3 --version") with
 --- `environment`; anything else exits 0 with empty output.
-local serve = require 'cseng.serve'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
@@ -123,10 +122,9 @@ function fake.start(opts)
     if path == '/api/sandboxes' and method == 'GET' then
       core.hit('lists', 'list')
       local items = {}
-      for id, sb in pairs(sandboxes) do
-        items[#items + 1] = { sandboxId = id, template = sb.template, region = sb.region }
+      for _, sb in ipairs(core.matching()) do
+        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region }
       end
-      table.sort(items, function(a, b) return a.sandboxId < b.sandboxId end)
       return json(200, { sandboxes = items })
     end
 
@@ -160,7 +158,7 @@ function fake.start(opts)
     return json(404, { error = 'no route ' .. method .. ' ' .. path })
   end
 
-  local srv = assert(serve.listen { host = '127.0.0.1', port = cfg.port or 0, handler = handler })
+  local srv = scaffold.listen(handler, cfg.port)
   local f = { url = srv:url(), port = srv:port(), api_key = cfg.api_key, project_id = cfg.project_id, server = srv }
 
   --- The provider_config that points the lizard adapter here.
