@@ -11,7 +11,6 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
 local daytona = require 'providers.daytona'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
@@ -189,10 +188,7 @@ describe('daytona lifecycle (stateful fake)', function()
   end)
 
   it("records the create call's HTTP timings (a slow create)", function()
-    f.set { latency = { create = 0.3 } }
-    local client = daytona.connect(f.config())
-    local sb = assert(daytona.create(client, {}))
-    assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
+    local client, sb = vendor.slow_create(daytona, f)
     assert.is_true(sb.ready_seconds >= sb.http_timings.total)
     assert(daytona.destroy(client, sb))
   end)
@@ -300,38 +296,21 @@ end)
 
 describe('the runner on the daytona fake', function()
   local runner = vendor.runner(fake, 'daytona', { DAYTONA_API_KEY = false, DAYTONA_API_URL = false })
-  local env_file, run = runner.env_file, runner.run
-  local f
-  setup(function() f = runner.start() end)
+  setup(runner.start)
   teardown(runner.stop)
 
   it('passes a bundled task with gold (the fake really runs it) and fails it with nop', function()
     local index = 'bash-template-render'
-    local i = vendor.smoke_index(index)
-    assert.is_number(i)
-    local before = f.stats()
-    local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
-    assert.equal(0, r.code, r.stderr .. r.stdout)
-    assert.equal(1, summary.passed, jsonl.encode(summary))
-    assert.equal('daytona', summary.provider)
-    local res = summary.results[1]
-    assert.equal(index, res.task_id)
-    assert.is_true(res.passed)
-    local s = f.stats()
-    assert.equal(1, s.creates - before.creates)
-    assert.equal(1, s.deletes - before.deletes)
-    assert.equal(0, s.live)
-    assert.is_true(s.execs - before.execs >= 4)
-    assert.is_true(s.uploads - before.uploads >= 3)
-    assert.equal(index, s.last_create.labels['cseng.task'])
-    assert.is_string(s.last_create.labels['cseng.run'])
-    assert.equal(0, s.last_create.autoDeleteInterval)
-
-    r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1', '--solver', 'nop' }
-    assert.equal(0, r.code, r.stderr)
-    assert.equal(0, summary.passed)
-    assert.equal('failed', summary.results[1].outcome or (summary.results[1].passed == false and 'failed'))
-    assert.equal(0, f.stats().live)
+    runner.check_gold_then_nop(index, function(s, before, summary)
+      assert.is_true(summary.results[1].passed)
+      assert.is_true(s.execs - before.execs >= 4)
+      assert.is_true(s.uploads - before.uploads >= 3)
+      assert.equal(index, s.last_create.labels['cseng.task'])
+      assert.is_string(s.last_create.labels['cseng.run'])
+      assert.equal(0, s.last_create.autoDeleteInterval)
+    end, function(summary)
+      assert.equal('failed', summary.results[1].outcome or (summary.results[1].passed == false and 'failed'))
+    end)
   end)
 
   it('stops with a clear error naming DAYTONA_API_KEY when it is missing', function()

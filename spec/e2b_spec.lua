@@ -12,7 +12,6 @@ local task = require 'cseng.task'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
 local util = require 'util'
 local e2b = require 'providers.e2b'
 
@@ -209,10 +208,7 @@ describe('e2b lifecycle (stateful fake)', function()
   end)
 
   it("records the create call's HTTP timings (a slow create)", function()
-    f.set { latency = { create = 0.3 } }
-    local client = e2b.connect(f.config())
-    local sb = assert(e2b.create(client, {}))
-    assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
+    local client, sb = vendor.slow_create(e2b, f)
     assert.is_true(sb.http_timings.total >= sb.http_timings.ttfb)
     assert.is_true(sb.http_timings.connect <= sb.http_timings.ttfb)
     assert.is_true(e2b.destroy(client, sb))
@@ -344,34 +340,17 @@ end)
 
 describe('the runner on the e2b fake', function()
   local runner = vendor.runner(fake, 'e2b', { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false })
-  local env_file, run = runner.env_file, runner.run
-  local f
-  setup(function() f = runner.start() end)
+  setup(runner.start)
   teardown(runner.stop)
 
   it('passes a bundled task with gold (verifier as the non-root user) and fails it with nop', function()
     local id = 'python-fix-roman-numerals'
-    local i = vendor.smoke_index(id)
-    assert.is_number(i)
-    local before = f.stats()
-    local r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1' }
-    assert.equal(0, r.code, r.stderr .. r.stdout)
-    assert.equal(1, summary.passed, jsonl.encode(summary))
-    assert.equal('e2b', summary.provider)
-    assert.equal(id, summary.results[1].task_id)
-    local s = f.stats()
-    assert.equal(1, s.creates - before.creates)
-    assert.equal(1, s.deletes - before.deletes)
-    assert.equal(0, s.live)
-    local users = {}
-    for k = #before.users + 1, #s.users do users[s.users[k]] = true end
-    assert.is_true(users.user and users.root) -- test.sh ran as "user", staging as root
-    assert.equal(id, s.last_create.metadata['cseng.task'])
-
-    r, summary = run { '--env-file', env_file(), '--task-index', tostring(i), '--task-limit', '1', '--solver', 'nop' }
-    assert.equal(0, r.code, r.stderr)
-    assert.equal(0, summary.passed)
-    assert.equal(0, f.stats().live)
+    runner.check_gold_then_nop(id, function(s, before)
+      local users = {}
+      for k = #before.users + 1, #s.users do users[s.users[k]] = true end
+      assert.is_true(users.user and users.root) -- test.sh ran as "user", staging as root
+      assert.equal(id, s.last_create.metadata['cseng.task'])
+    end)
   end)
 
   it('stops with a clear error naming E2B_API_KEY when it is missing', function()

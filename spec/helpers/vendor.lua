@@ -114,6 +114,31 @@ function V.runner(fake, provider, unset)
     return r, summary
   end
 
+  --- A bundled task of data/smoke.jsonl passes with gold (the fake really runs it: one sandbox
+  --- created and deleted), then fails with nop, no sandbox left after either. after_gold(stats,
+  --- before, summary) and after_nop(summary) add the provider's own checks.
+  function h.check_gold_then_nop(task_id, after_gold, after_nop)
+    local i = V.smoke_index(task_id)
+    assert.is_number(i)
+    local before = h.f.stats()
+    local r, summary = h.run { '--env-file', h.env_file(), '--task-index', tostring(i), '--task-limit', '1' }
+    assert.equal(0, r.code, r.stderr .. r.stdout)
+    assert.equal(1, summary.passed, jsonl.encode(summary))
+    assert.equal(provider, summary.provider)
+    assert.equal(task_id, summary.results[1].task_id)
+    local s = h.f.stats()
+    assert.equal(1, s.creates - before.creates)
+    assert.equal(1, s.deletes - before.deletes)
+    assert.equal(0, s.live)
+    if after_gold then after_gold(s, before, summary) end
+
+    r, summary = h.run { '--env-file', h.env_file(), '--task-index', tostring(i), '--task-limit', '1', '--solver', 'nop' }
+    assert.equal(0, r.code, r.stderr)
+    assert.equal(0, summary.passed)
+    if after_nop then after_nop(summary) end
+    assert.equal(0, h.f.stats().live)
+  end
+
   --- The run stops with a clear error naming key_var when it is missing (url_var still points
   --- at the fake), and no request reaches the fake.
   function h.check_missing_key(key_var, url_var)
@@ -136,6 +161,16 @@ function V.check_names_credential(adapter, var)
   assert.is_false(ok)
   assert.matches(var, err)
   assert.equal(var, adapter.credentials[1])
+end
+
+--- A create the fake answers after 0.3 s: its timings show the wait (ttfb >= 0.3). Returns the
+--- client and the sandbox.
+function V.slow_create(adapter, f)
+  f.set { latency = { create = 0.3 } }
+  local client = adapter.connect(f.config())
+  local sb = assert(adapter.create(client, {}))
+  assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
+  return client, sb
 end
 
 --- A failing delete is reported (HTTP_500); a sandbox already gone (404) counts as destroyed.
