@@ -127,6 +127,34 @@ describe('daytona conformance against the vendor specs (Prism)', function()
     assert.equal(0, s.live)
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
   end)
+  it('sends the warm snapshot (POST /sandbox/{id}/snapshot, GET /snapshots/{name}) and a create from it as the spec says', function()
+    if why then pending(why) return end
+    local client = daytona.connect(f.config { api_url = api.url })
+    local sb = assert(daytona.create(client, { labels = labels('conf-warm') }))
+    assert.equal(0, assert(daytona.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
+    local key = crypto.hex(crypto.random_bytes(12))
+    local name, err, code = daytona.snapshot(client, sb, key)
+    assert(name, tostring(err) .. ' ' .. tostring(code))
+    assert.equal('cseng-' .. key, name)
+    local s = f.stats()
+    assert.equal(1, s.snapshots)
+    assert.same({ name = name }, s.last_snapshot)
+    assert.is_true(s.snapshot_gets >= 2) -- looked it up (404), then polled until active, through Prism
+    assert(daytona.destroy(client, sb))
+    -- the create body names the snapshot (no buildInfo), and the sandbox has the prepared files
+    local sb2 = assert(daytona.create(client, { labels = labels('conf-warm', 'b'), warm_artifact = name,
+                                                image = 'ignored:when-warm' }))
+    assert.equal(name, f.stats().last_create.snapshot)
+    assert.is_nil(f.stats().last_create.buildInfo)
+    assert.equal('prepared\n', assert(daytona.exec(client, sb2, 'cat /workspace/mark')).stdout)
+    -- the same key again: the active snapshot is found and reused, no second snapshot call
+    assert.equal(name, assert(daytona.snapshot(client, sb2, key)))
+    assert.equal(1, f.stats().snapshots)
+    assert(daytona.destroy(client, sb2))
+    s = f.stats()
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+  end)
 end)
 
 describe('daytona lifecycle (stateful fake)', function()
@@ -289,6 +317,27 @@ describe('daytona lifecycle (stateful fake)', function()
     vendor.check_list_pages(daytona, f, labels, 'run-A', 'last_list_labels') -- nextCursor followed
   end)
 
+  it('fails a snapshot that ends in error with ESNAPSHOT, and one that is slow with ETIMEDOUT', function()
+    local client = daytona.connect(f.config { snapshot_timeout = 0.3 })
+    local sb = assert(daytona.create(client, {}))
+    f.set { snapshot_end_state = 'error' }
+    local ok, msg, code = daytona.snapshot(client, sb, 'k1')
+    assert.is_nil(ok)
+    assert.equal('ESNAPSHOT', code)
+    assert.matches('snapshot cseng%-k1 is error: injected by the fake', msg)
+    f.set { snapshot_end_state = false, snapshot_delay = 30 }
+    ok, msg, code = daytona.snapshot(client, sb, 'k2')
+    assert.is_nil(ok)
+    assert.equal('ETIMEDOUT', code)
+    assert.matches('not active after 0.3 s %(state pending%)', msg)
+    f.set { snapshot_delay = 0.05, snapshot_status = 403 }
+    ok, msg, code = daytona.snapshot(client, sb, 'k3')
+    assert.is_nil(ok)
+    assert.equal('HTTP_403', code)
+    assert.matches('snapshot of sandbox', msg)
+    assert(daytona.destroy(client, sb))
+  end)
+
   it('names the missing credential', function()
     vendor.check_names_credential(daytona, 'DAYTONA_API_KEY')
   end)
@@ -311,6 +360,16 @@ describe('the runner on the daytona fake', function()
     end, function(summary)
       assert.equal('failed', summary.results[1].outcome or (summary.results[1].passed == false and 'failed'))
     end)
+  end)
+
+  it('passes a bundled task warm, from a Daytona snapshot made once and then reused', function()
+    local name = runner.check_warm('bash-fix-linecount-script', 'snapshots')
+    assert.matches('^cseng%-%x+$', name)
+    assert.equal(name, runner.f.stats().last_create.snapshot) -- the trial started from it
+  end)
+
+  it('reports a failing snapshot as an error of the build stage', function()
+    runner.check_warm_snapshot_fails('csv-sales-report', 'snapshot_status', 500)
   end)
 
   it('stops with a clear error naming DAYTONA_API_KEY when it is missing', function()

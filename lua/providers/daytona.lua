@@ -11,6 +11,9 @@
 ---   get     GET    {toolboxProxyUrl}/{id}/files/download?path=...
 ---   destroy DELETE /sandbox/{id}   (404 = already gone)
 ---   list    GET    /sandbox?labels=<json>  -> {items, nextCursor}
+---   snapshot GET   /snapshots/{name} (reuse an active one), else POST /sandbox/{id}/snapshot {name},
+---                  then GET /snapshots/{name} until state == "active" (warm mode; the artifact is
+---                  the snapshot's name, created from with POST /sandbox {snapshot = name})
 ---
 --- The toolbox runs `command` without a shell: it splits it on spaces, honouring '...' and "..."
 --- quotes (no escapes), and execs the words. So every command is sent as
@@ -40,7 +43,7 @@ local M = {
   credentials = { 'DAYTONA_API_KEY' },
   -- allocated resources, per second (PROVIDERS.md: secondary sources)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
-  capabilities = { non_root = false, network_policy = true, run_steps = false, warm = false },
+  capabilities = { non_root = false, network_policy = true, run_steps = false, warm = true },
 }
 
 local DEFAULTS = {
@@ -50,6 +53,8 @@ local DEFAULTS = {
   start_timeout = 60,    -- create until "started" (the SDK's default)
   build_timeout = 900,   -- the same when Daytona builds an image first (buildInfo)
   exec_timeout = 600,
+  snapshot_timeout = 900, -- POST /sandbox/{id}/snapshot until the snapshot is "active"
+  snapshot_prefix = 'cseng-',
   auto_stop_min = 15,    -- used when the spec has no ttl_seconds
   poll_first = 0.1, poll_factor = 1.1, poll_max = 1.0,
   shell = 'bash',
@@ -70,6 +75,8 @@ local TERMINAL = { error = true, build_failed = true, destroyed = true, destroyi
 ---@field request_timeout number
 ---@field start_timeout number
 ---@field build_timeout number
+---@field snapshot_timeout number DAYTONA_SNAPSHOT_TIMEOUT: warm snapshot until "active"
+---@field snapshot_prefix string DAYTONA_SNAPSHOT_PREFIX: warm snapshot names are prefix .. key
 ---@field shell string
 
 --- Read the settings (cfg first, then the environment through cfg.getenv) and check the
@@ -97,6 +104,8 @@ function M.connect(cfg)
     request_timeout = num('request_timeout', nil, DEFAULTS.request_timeout),
     start_timeout = num('start_timeout', 'DAYTONA_START_TIMEOUT', DEFAULTS.start_timeout),
     build_timeout = num('build_timeout', 'DAYTONA_BUILD_TIMEOUT', DEFAULTS.build_timeout),
+    snapshot_timeout = num('snapshot_timeout', 'DAYTONA_SNAPSHOT_TIMEOUT', DEFAULTS.snapshot_timeout),
+    snapshot_prefix = setting('snapshot_prefix', 'DAYTONA_SNAPSHOT_PREFIX') or DEFAULTS.snapshot_prefix,
     shell = setting('shell', 'DAYTONA_SHELL') or DEFAULTS.shell,
     poll = cfg.poll or { first = DEFAULTS.poll_first, factor = DEFAULTS.poll_factor, max = DEFAULTS.poll_max },
   }
@@ -153,7 +162,8 @@ function M.create_body(client, spec)
     env = util.copy(spec.env),
     networkBlockAll = not spec.network,
   }
-  local snapshot = spec.snapshot or client.snapshot
+  -- warm mode: the snapshot M.snapshot made (its name) wins over a configured one
+  local snapshot = spec.warm_artifact or spec.snapshot or client.snapshot
   if snapshot then
     body.snapshot = snapshot
   elseif spec.image then
@@ -348,6 +358,77 @@ function M.get(client, sb, path)
     return nil, err, code
   end
   return data
+end
+
+-- ---- snapshot (warm mode) ------------------------------------------------------------------
+
+-- Snapshot states that will never become "active" (SnapshotState in the OpenAPI spec).
+local SNAPSHOT_TERMINAL = { error = true, build_failed = true, removing = true, inactive = true }
+
+--- The snapshot name for a task content key (exposed for the specs): prefix .. key, in the
+--- characters Daytona accepts in names.
+function M.snapshot_name(client, key)
+  return ((client.snapshot_prefix or DEFAULTS.snapshot_prefix) .. tostring(key)):gsub('[^%w%-_.]', '-')
+end
+
+-- GET /snapshots/{name}: the SnapshotDto, or false when there is none (404), or nil, err, code.
+local function get_snapshot(client, name)
+  local data, err, code = call(client, 'GET', api_url(client, '/snapshots/' .. urlencode(name)))
+  if not data then
+    if code == 'HTTP_404' then return false end
+    return nil, err, code
+  end
+  if type(data) ~= 'table' then return nil, 'daytona: GET /snapshots/' .. name .. ': not an object', 'EPROTO' end
+  return data
+end
+
+-- Poll the snapshot until "active" (the sandbox poll's back-off). Returns true, or nil, err, CODE;
+-- transient poll failures retry, as for the sandbox.
+local function wait_snapshot(client, name, snap)
+  local t0, delay = clock.now(), client.poll.first
+  while true do
+    local state = snap and str(snap.state)
+    if state == 'active' then return true end
+    if state and SNAPSHOT_TERMINAL[state] then
+      return nil, string.format('daytona: snapshot %s is %s%s', name, state,
+        str(snap.errorReason) and (': ' .. snap.errorReason) or ''), 'ESNAPSHOT'
+    end
+    if (clock.now() - t0) / 1e9 > client.snapshot_timeout then
+      return nil, string.format('daytona: snapshot %s not active after %s s (state %s)', name,
+        client.snapshot_timeout, tostring(state)), 'ETIMEDOUT'
+    end
+    task.sleep(delay)
+    delay = math.min(delay * client.poll.factor, client.poll.max)
+    local cur, err, code = get_snapshot(client, name)
+    if cur == nil then
+      if code ~= 'ETIMEDOUT' and code ~= 'ECONNRESET' and not tostring(code):match('^HTTP_5') then
+        return nil, err, code
+      end
+    else
+      snap = cur or nil -- false (404): not visible yet
+    end
+  end
+end
+
+--- Warm mode: turn a prepared (started) sandbox into a snapshot named after the task's content
+--- key, and return its name (what create takes as spec.warm_artifact). A snapshot of that name
+--- that is already active is reused without snapshotting again (same key = same content); one
+--- still being made is waited for. Snapshots count against the organization's quota (about
+--- 500) and are not deleted here: `cseng cleanup` does not touch them.
+---@return string|nil name, string? err, string? code
+function M.snapshot(client, sb, key)
+  local name = M.snapshot_name(client, key)
+  local snap, err, code = get_snapshot(client, name)
+  if snap == nil then return nil, err, code end
+  if not snap then
+    local data
+    data, err, code = call(client, 'POST', api_url(client, '/sandbox/' .. urlencode(sb.id) .. '/snapshot'),
+      { json = { name = name } })
+    if not data then return nil, 'daytona: snapshot of sandbox ' .. sb.id .. ': ' .. tostring(err), code end
+  end
+  local ok, werr, wcode = wait_snapshot(client, name, snap or nil)
+  if not ok then return nil, werr, wcode end
+  return name
 end
 
 -- ---- destroy, list -------------------------------------------------------------------------

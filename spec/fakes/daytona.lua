@@ -18,6 +18,12 @@
 --- daemon of apps/daemon/pkg/toolbox/process/execute ignores it too); stdout and stderr come
 --- back combined; a command over its timeout (default 360 s) answers 408.
 ---
+--- Snapshots (warm mode): POST /sandbox/{id}/snapshot {name} copies the sandbox's root for real
+--- (spec/fakes/sandboxes.lua's host.snapshot) into a snapshot that reads "pending", then "active"
+--- after snapshot_delay (GET /snapshots/{id or name}); a name already taken is 409. POST /sandbox
+--- {snapshot = <an active snapshot's name or id>} starts from that copy. Counters: snapshots
+--- (POST calls), snapshot_gets, snapshot_bodies, last_snapshot.
+---
 --- Every request is counted (luv's tap.lua style: specs assert exact numbers). Switches (all
 --- optional, changeable by set):
 ---   api_key ('test-daytona-key')        requests must carry Authorization: Bearer <it> (else 401)
@@ -28,6 +34,9 @@
 ---       force that status for the n-th call of the endpoint (401, 403, 408, 429, 500, ...)
 ---   auth_fail = 'create' | 'all'        401 on create (or on every API call)
 ---   page_size (100)                     list page size (nextCursor paging)
+---   snapshot_status = status | fn(n, id) force that status for POST /sandbox/{id}/snapshot
+---   snapshot_delay (0.05)               seconds from a sandbox snapshot to the snapshot's "active"
+---   snapshot_end_state = 'error' | 'build_failed'  the state a snapshot reaches instead of "active"
 ---   toolbox_public_url                  the toolboxProxyUrl sandboxes report (a Prism proxy in front
 ---                                       of f.toolbox_url, in the conformance specs)
 local clock = require 'cseng.clock'
@@ -72,9 +81,23 @@ local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%S.000Z', t) end
 function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_delay = 0.05 },
-    { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {} }, host)
+    { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
+      snapshots = 0, snapshot_gets = 0, snapshot_bodies = {} }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local toolbox_srv
+  local snapshots = {} -- name -> {id, name, artifact, created, created_ns, delay, end_state}
+  if cfg.snapshot_delay == nil then cfg.snapshot_delay = 0.05 end
+
+  local function snapshot_state(snap)
+    if (clock.now() - snap.created_ns) / 1e9 >= (snap.delay or 0) then return snap.end_state or 'active' end
+    return 'pending'
+  end
+
+  local function find_snapshot(ref)
+    if snapshots[ref] then return snapshots[ref] end
+    for _, snap in pairs(snapshots) do if snap.id == ref then return snap end end
+    return nil
+  end
 
   local function state_of(s)
     if s.deleted then return 'destroyed' end
@@ -123,6 +146,49 @@ function fake.start(opts)
       return err(401, 'Unauthorized')
     end
 
+    local snap_of = path:match('^/sandbox/([^/]+)/snapshot$')
+    if snap_of and method == 'POST' then
+      local n = core.hit('snapshots', 'snapshot')
+      snap_of = common.urldecode(snap_of)
+      local s = forced('snapshot_status', n, snap_of)
+      if s then return err(s, 'forced failure ' .. s) end
+      local sb = sandboxes[snap_of]
+      if not sb then return err(404, 'Sandbox with ID or name ' .. snap_of .. ' not found') end
+      local body = decode_body(req)
+      if not body or type(body.name) ~= 'string' or body.name == '' then
+        core.count('bad_requests')
+        return err(400, 'name is required')
+      end
+      st.snapshot_bodies[#st.snapshot_bodies + 1] = body
+      st.last_snapshot = body
+      if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
+      if state_of(sb) ~= 'started' then return err(400, 'sandbox is not started') end
+      local artifact, why = host.snapshot(sb.host, body.name)
+      if not artifact then return err(500, 'snapshot failed: ' .. tostring(why)) end
+      snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, created = os.time(),
+                               created_ns = clock.now(), delay = cfg.snapshot_delay, end_state = cfg.snapshot_end_state,
+                               cpu = sb.cpu, memory = sb.memory, disk = sb.disk }
+      local v = view(sb)
+      v.state = 'snapshotting'
+      return json(200, v)
+    end
+
+    local snap_ref = path:match('^/snapshots/([^/]+)$')
+    if snap_ref and method == 'GET' then
+      core.hit('snapshot_gets', 'snapshot_get')
+      snap_ref = common.urldecode(snap_ref)
+      local snap = find_snapshot(snap_ref)
+      if not snap then return err(404, 'Snapshot ' .. snap_ref .. ' not found') end
+      local state = snapshot_state(snap)
+      return json(200, {
+        id = snap.id, organizationId = 'org-cseng-fake', general = false, name = snap.name,
+        imageName = 'cseng-fake/' .. snap.name, state = state, size = 0.1, entrypoint = cjson.null,
+        cpu = snap.cpu, gpu = 0, mem = snap.memory, disk = snap.disk,
+        errorReason = (state == 'error' or state == 'build_failed') and ('injected by the fake: ' .. state) or cjson.null,
+        createdAt = iso(snap.created), updatedAt = iso(os.time()), lastUsedAt = cjson.null,
+      })
+    end
+
     if is_create then
       local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return err(401, 'Invalid API key') end
@@ -146,7 +212,12 @@ function fake.start(opts)
         build = type(body.buildInfo) == 'table' and body.buildInfo or nil, created = os.time(), created_ns = clock.now(),
         start_delay = cfg.start_delay, end_state = cfg.end_state,
       }
-      sb.host = host.create { env = env, labels = sb.labels }
+      local snap = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
+      if snap and snapshot_state(snap) ~= 'active' then
+        return err(400, 'Snapshot ' .. body.snapshot .. ' is ' .. snapshot_state(snap))
+      end
+      sb.from_snapshot = snap and snap.name or nil
+      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil }
       core.add(id, sb)
       return json(200, view(sb))
     end

@@ -8,7 +8,8 @@
 --- inside). Commands get the sandbox's environment, as a container's processes would.
 ---
 ---   local host = dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host()
----   local sb = host.create { env = {A='1'} }
+---   local sb = host.create { env = {A='1'} }            -- warm_artifact = a host.snapshot result
+---   local artifact = host.snapshot(sb, 'name')         -- a copy of sb's root (the vendors' snapshots)
 ---   host.run(sb, { argv = {...} } | { shell = 'cmd' }, { cwd=, env=, timeout=, user= })
 ---       -> {code, stdout, stderr, timed_out, elapsed}
 ---   host.write(sb, '/tmp/x', data) ; host.read(sb, '/tmp/x') -> data | nil, msg
@@ -29,9 +30,16 @@ function M.host()
 
   function h.create(spec)
     local sb = assert(localp.create(client, { env = spec and spec.env or {}, workdir = spec and spec.workdir or '/workspace',
-                                              labels = spec and spec.labels or {} }))
+                                              labels = spec and spec.labels or {},
+                                              warm_artifact = spec and spec.warm_artifact }))
     h.live[sb.id] = sb
     return sb
+  end
+
+  --- Keep a copy of a sandbox's root under a name (providers.local.snapshot: an existing copy of
+  --- that name is reused); returns the directory a create's warm_artifact takes, or nil, msg.
+  function h.snapshot(sb, name)
+    return localp.snapshot(client, sb, (tostring(name):gsub('[^%w%-_.]', '_')))
   end
 
   --- Run argv (exec'd as is) or a shell command (bash -c). opts: cwd, env, timeout, user

@@ -139,6 +139,53 @@ function V.runner(fake, provider, unset)
     assert.equal(0, h.f.stats().live)
   end
 
+  --- Warm mode (`--mode warm`) on a bundled task, twice: each run prepares a sandbox, snapshots
+  --- it through the vendor's API (the fake copies its root for real) and runs the trial from the
+  --- snapshot; gold passes and the record has the artifact. The second run finds the artifact the
+  --- first made (same task content) and does not snapshot again. snapshots: the fake's counter
+  --- of snapshot calls. Returns the artifact and the first run's summary.
+  function h.check_warm(task_id, snapshots)
+    local i = V.smoke_index(task_id)
+    assert.is_number(i)
+    local args = { '--env-file', h.env_file(), '--task-index', tostring(i), '--task-limit', '1', '--mode', 'warm' }
+    local before = h.f.stats()
+    local r, summary = h.run(args)
+    assert.equal(0, r.code, r.stderr .. r.stdout)
+    local rec = summary.results[1]
+    assert.equal(1, summary.passed, jsonl.encode(summary))
+    assert.equal(task_id, rec.task_id)
+    assert.is_string(rec.warm_artifact)
+    local s = h.f.stats()
+    assert.equal(1, s[snapshots] - before[snapshots])
+    assert.equal(2, s.creates - before.creates) -- the prewarm sandbox, then the trial's
+    assert.equal(0, s.live)
+    local r2, summary2 = h.run(args)
+    assert.equal(0, r2.code, r2.stderr .. r2.stdout)
+    assert.equal(1, summary2.passed, jsonl.encode(summary2))
+    assert.equal(rec.warm_artifact, summary2.results[1].warm_artifact)
+    assert.equal(s[snapshots], h.f.stats()[snapshots]) -- reused, not made again
+    assert.equal(0, h.f.stats().live)
+    return rec.warm_artifact, summary
+  end
+
+  --- Warm mode when the vendor's snapshot fails (fault: the fake's switch set to status): the
+  --- trial is an error in the build stage naming the snapshot, and nothing is left allocated.
+  function h.check_warm_snapshot_fails(task_id, switch, status)
+    local i = V.smoke_index(task_id)
+    h.f.set { [switch] = status }
+    local _, summary = h.run { '--env-file', h.env_file(), '--task-index', tostring(i), '--task-limit', '1',
+                               '--mode', 'warm' }
+    h.f.set { [switch] = false }
+    local rec = summary.results[1]
+    assert.equal('error', rec.outcome, jsonl.encode(rec))
+    assert.equal('build', rec.error_stage)
+    assert.matches('snapshot', rec.error)
+    assert.equal('HTTP_' .. status, rec.error_code)
+    assert.is_nil(rec.sandbox_id) -- no trial sandbox was created
+    assert.equal(0, h.f.stats().live)
+    return rec
+  end
+
   --- The run stops with a clear error naming key_var when it is missing (url_var still points
   --- at the fake), and no request reaches the fake.
   function h.check_missing_key(key_var, url_var)
