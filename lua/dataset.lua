@@ -213,7 +213,7 @@ local function from_swesmith_row(row, where, opts)
     src = found
   end
   if not fs.exists(src) then bad(where, 'environment.source_dir', src .. ' does not exist') end
-  local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src) }))
+  local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src, { modes = 'normalize' }) }))
   local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
   if not fs.exists(dir .. '/.complete') then
     fs.remove_tree(dir)
@@ -349,12 +349,12 @@ function dataset.load(path, opts)
   if not st then error(path .. ': no such dataset file or directory', 0) end
   if st.type == 'dir' then
     if fs.exists(path .. '/task.toml') then
-      add(function(d, w) return from_dir(d, w, { id = util.basename(d), sha256 = crypto.sha256_hex(archive.pack_dir(d)) }) end, path, path)
+      add(function(d, w) return from_dir(d, w, { id = util.basename(d), sha256 = crypto.sha256_hex(archive.pack_dir(d, { modes = 'normalize' })) }) end, path, path)
     else
       for _, name in ipairs(fs.list(path)) do
         local d = path .. '/' .. name
         if fs.exists(d .. '/task.toml') then
-          add(function(dd, w) return from_dir(dd, w, { id = name, sha256 = crypto.sha256_hex(archive.pack_dir(dd)) }) end, d, d)
+          add(function(dd, w) return from_dir(dd, w, { id = name, sha256 = crypto.sha256_hex(archive.pack_dir(dd, { modes = 'normalize' })) }) end, d, d)
         end
       end
       if #tasks == 0 and #bads == 0 then error(path .. ': no task directories (with task.toml) inside', 0) end

@@ -27,7 +27,8 @@ local function rows_for(source)
   local tasks = dataset.load(source)
   local rows = {}
   for _, t in ipairs(tasks) do
-    local tar = archive.pack_dir(t.dir, { exclude = { '.complete' } })
+    -- modes as git records them, so a fresh checkout packs to the same bytes
+    local tar = archive.pack_dir(t.dir, { exclude = { '.complete' }, modes = 'normalize' })
     local row = {
       task_id = t.id,
       instruction = t.instruction,
