@@ -199,6 +199,25 @@ describe('the runner on the vercel fake', function()
     end)
   end)
 
+  it('passes a bundled task warm, from a snapshot made once and then reused', function()
+    local before = runner.f.stats()
+    local out = runner.tmp .. '/warm'
+    local r = require('cseng.proc').run { argv = { vendor.ROOT .. '/cseng', 'run', 'plans/warm-gold.lua', '--provider',
+      'vercel', '--output', out, '--quiet', '--env-file', runner.env_file(), '--task-limit', '1',
+      '--task-index', tostring(vendor.smoke_index('bash-template-render')) },
+      cwd = vendor.ROOT, timeout = 600, env_add = { VERCEL_TOKEN = false, VERCEL_SNAPSHOT_ID = false } }
+    assert.equal(0, r.code, r.stderr .. r.stdout)
+    local summary
+    for _, name in ipairs(fs.list(out) or {}) do
+      if name:match('%.json$') then summary = require('cjson').decode((assert(fs.read(out .. '/' .. name)))) end
+    end
+    assert.equal(1, summary.passed, require('jsonl').encode(summary))
+    local s = runner.f.stats()
+    assert.equal(1, s.snapshots - before.snapshots)
+    assert.equal('snapshot', s.last_create.source.type) -- the trial started from it
+    assert.equal(0, s.live)
+  end)
+
   it('stops with a clear error naming the token variables when none is set', function()
     runner.check_missing_key('VERCEL_TOKEN', 'VERCEL_API_URL')
   end)
