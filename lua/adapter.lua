@@ -183,9 +183,11 @@ end
 function adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
   o = o or {}
   local q = util.shell_quote(dir)
-  local unpack = o.base64 and ('base64 -d ' .. tmp .. ' | tar -x -C ' .. q .. ' -f - ')
+  -- decode to a file first: GNU tar detects gzip on a file, not on a pipe
+  local unpack = o.base64 and ('base64 -d ' .. tmp .. ' > ' .. tmp .. '.tar && tar -xf ' .. tmp .. '.tar -C ' .. q)
     or ('tar -xf ' .. tmp .. ' -C ' .. q)
-  local r, err, code = P.exec(client, sb, 'mkdir -p ' .. q .. ' && ' .. unpack .. '; rc=$?; rm -f ' .. tmp .. '; exit $rc',
+  local cleanup = o.base64 and (tmp .. ' ' .. tmp .. '.tar') or tmp
+  local r, err, code = P.exec(client, sb, 'mkdir -p ' .. q .. ' && ' .. unpack .. '; rc=$?; rm -f ' .. cleanup .. '; exit $rc',
     { timeout = 300, cwd = '/' })
   if not r then return nil, err, code end
   if r.code ~= 0 then

@@ -349,7 +349,9 @@ function dataset.load(path, opts)
   if not st then error(path .. ': no such dataset file or directory', 0) end
   if st.type == 'dir' then
     if fs.exists(path .. '/task.toml') then
-      add(function(d, w) return from_dir(d, w, { id = util.basename(d), sha256 = crypto.sha256_hex(archive.pack_dir(d, { modes = 'normalize' })) }) end, path, path)
+      add(function(d, w)
+        return from_dir(d, w, { id = util.basename(d), sha256 = crypto.sha256_hex(archive.pack_dir(d, { modes = 'normalize' })) })
+      end, path, path)
     else
       for _, name in ipairs(fs.list(path)) do
         local d = path .. '/' .. name
