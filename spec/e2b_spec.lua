@@ -159,6 +159,32 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
     assert.is_true(s.uploads >= 2 and s.downloads == 3)
   end)
+  it('sends the warm snapshot (GET /snapshots?name=, POST /sandboxes/{id}/snapshots) and a create from it as the spec says', function()
+    if why then pending(why) return end
+    local client = e2b.connect(f.config { api_url = api.url })
+    local sb = assert(e2b.create(client, { labels = labels('conf-warm') }))
+    assert.equal(0, assert(e2b.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
+    local key = crypto.hex(crypto.random_bytes(12))
+    local id, err, code = e2b.snapshot(client, sb, key)
+    assert(id, tostring(err) .. ' ' .. tostring(code))
+    assert.equal('cseng-fake-team/cseng-' .. key .. ':default', id)
+    local s = f.stats()
+    assert.equal(1, s.snapshots)
+    assert.equal(1, s.snapshot_lists) -- looked up first: none yet
+    assert.same({ name = 'cseng-' .. key }, s.last_snapshot)
+    assert.is_true(e2b.destroy(client, sb))
+    -- the create body's templateID is the snapshot, and the sandbox has the prepared files
+    local sb2 = assert(e2b.create(client, { labels = labels('conf-warm', 'b'), warm_artifact = id, image = 'x:y' }))
+    assert.equal(id, f.stats().last_create.templateID)
+    assert.equal('prepared\n', assert(e2b.exec(client, sb2, 'cat /workspace/mark')).stdout)
+    -- the same key again: found by name and reused, no second snapshot call
+    assert.equal(id, assert(e2b.snapshot(client, sb2, key)))
+    assert.equal(1, f.stats().snapshots)
+    assert.is_true(e2b.destroy(client, sb2))
+    s = f.stats()
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+  end)
 end)
 
 describe('e2b lifecycle (stateful fake)', function()
@@ -333,6 +359,21 @@ describe('e2b lifecycle (stateful fake)', function()
     assert.equal(3600, e2b.create_body(c, { ttl_seconds = 99999 }).timeout) -- capped
   end)
 
+  it('reports a failing snapshot call with its status', function()
+    local client = e2b.connect(f.config())
+    local sb = assert(e2b.create(client, {}))
+    f.set { snapshot_status = 500 }
+    local ok, msg, code = e2b.snapshot(client, sb, 'k1')
+    assert.is_nil(ok)
+    assert.equal('HTTP_500', code)
+    assert.truthy(msg:find('POST ' .. f.url .. '/sandboxes/' .. sb.id .. '/snapshots: HTTP 500: forced failure 500', 1, true), msg)
+    f.set { snapshot_status = false }
+    assert.is_true(e2b.destroy(client, sb))
+    local ok2, _, code2 = e2b.snapshot(client, sb, 'k2') -- the sandbox is gone: 404
+    assert.is_nil(ok2)
+    assert.equal('HTTP_404', code2)
+  end)
+
   it('names the missing credential', function()
     vendor.check_names_credential(e2b, 'E2B_API_KEY')
   end)
@@ -351,6 +392,16 @@ describe('the runner on the e2b fake', function()
       assert.is_true(users.user and users.root) -- test.sh ran as "user", staging as root
       assert.equal(id, s.last_create.metadata['cseng.task'])
     end)
+  end)
+
+  it('passes a bundled task warm, from an E2B snapshot made once and then reused', function()
+    local id = runner.check_warm('bash-fix-linecount-script', 'snapshots')
+    assert.matches('^cseng%-fake%-team/cseng%-%x+:default$', id)
+    assert.equal(id, runner.f.stats().last_create.templateID) -- the trial started from it
+  end)
+
+  it('reports a failing snapshot as an error of the build stage', function()
+    runner.check_warm_snapshot_fails('csv-sales-report', 'snapshot_status', 500)
   end)
 
   it('stops with a clear error naming E2B_API_KEY when it is missing', function()

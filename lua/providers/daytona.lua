@@ -424,7 +424,7 @@ function M.snapshot(client, sb, key)
     local data
     data, err, code = call(client, 'POST', api_url(client, '/sandbox/' .. urlencode(sb.id) .. '/snapshot'),
       { json = { name = name } })
-    if not data then return nil, 'daytona: snapshot of sandbox ' .. sb.id .. ': ' .. tostring(err), code end
+    if not data then return nil, err, code end -- names POST /sandbox/{id}/snapshot and the status
   end
   local ok, werr, wcode = wait_snapshot(client, name, snap or nil)
   if not ok then return nil, werr, wcode end

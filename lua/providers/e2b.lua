@@ -10,6 +10,9 @@
 ---   get     GET    {envd}/files?path=...&username=root
 ---   destroy DELETE /sandboxes/{id}  (204; 404 = already gone)
 ---   list    GET    /v2/sandboxes?metadata=<urlencoded k=v&...>&state=running (X-Next-Token pages)
+---   snapshot GET   /snapshots?name=<name> (reuse one that exists), else POST /sandboxes/{id}/snapshots
+---                  {name} -> 201 {snapshotID, names} (warm mode; the artifact is the snapshotID, created
+---                  from with POST /sandboxes {templateID = snapshotID})
 ---
 --- {envd} comes from E2B_ENVD_URL_TEMPLATE (default "https://{port}-{sandbox}.{domain}", port
 --- 49983, domain from the create response or E2B_DOMAIN, default e2b.app). Every envd request
@@ -47,7 +50,7 @@ local M = {
   -- per second; matches E2B's billing example (8 vCPU + 4 GB = $0.468/h)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
-  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = false },
+  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = true },
 }
 
 local DEFAULTS = {
@@ -60,6 +63,8 @@ local DEFAULTS = {
   verifier_user = 'user',     -- the non-root account of E2B's templates
   max_timeout = 3600,         -- sandbox lifetime cap (seconds; E2B's plan limits, hobby = 1 h)
   default_timeout = 900,
+  snapshot_timeout = 900,     -- POST /sandboxes/{id}/snapshots (answers when the snapshot exists)
+  snapshot_prefix = 'cseng-',
   request_timeout = 60,
   exec_timeout = 600,
   max_frame = 16 << 20,
@@ -77,6 +82,8 @@ local DEFAULTS = {
 ---@field verifier_user string
 ---@field max_timeout integer
 ---@field request_timeout number
+---@field snapshot_timeout number E2B_SNAPSHOT_TIMEOUT
+---@field snapshot_prefix string E2B_SNAPSHOT_PREFIX: warm snapshot names are prefix .. key
 
 -- E2B_TEMPLATE: "base", or "glob=template,glob=template,default" (first match wins; an entry
 -- without "=" is the default for images that match nothing).
@@ -111,6 +118,8 @@ function M.connect(cfg)
     verifier_user = setting('verifier_user', 'E2B_VERIFIER_USER') or DEFAULTS.verifier_user,
     max_timeout = adapter.int(setting('max_timeout', 'E2B_MAX_TIMEOUT')) or DEFAULTS.max_timeout,
     request_timeout = tonumber(setting('request_timeout')) or DEFAULTS.request_timeout,
+    snapshot_timeout = tonumber(setting('snapshot_timeout', 'E2B_SNAPSHOT_TIMEOUT')) or DEFAULTS.snapshot_timeout,
+    snapshot_prefix = setting('snapshot_prefix', 'E2B_SNAPSHOT_PREFIX') or DEFAULTS.snapshot_prefix,
   }
 end
 
@@ -167,9 +176,10 @@ local function glob(p)
   return '^' .. p:gsub('[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0'):gsub('%*', '.*') .. '$'
 end
 
---- The template for a spec: spec.template, else the first E2B_TEMPLATE pattern matching
+--- The template for a spec: spec.warm_artifact (a snapshot), spec.template, else the first E2B_TEMPLATE pattern matching
 --- spec.image, else the default ("base").
 function M.template_for(client, spec)
+  if spec.warm_artifact then return spec.warm_artifact end -- warm mode: a snapshot's id (M.snapshot)
   if spec.template then return spec.template end
   if spec.image then
     for _, e in ipairs(client.templates.map) do
@@ -402,6 +412,46 @@ function M.get(client, sb, path)
     return nil, err, code
   end
   return data
+end
+
+-- ---- snapshot (warm mode) ------------------------------------------------------------------
+
+--- The snapshot name for a task content key (exposed for the specs): prefix .. key.
+function M.snapshot_name(client, key)
+  return ((client.snapshot_prefix or DEFAULTS.snapshot_prefix) .. tostring(key)):gsub('[^%w%-_]', '-')
+end
+
+-- Whether a SnapshotInfo is the snapshot named name: its names are "team/name:tag" (or "name:tag").
+local function names_snapshot(info, name)
+  local function is(n)
+    n = tostring(n):gsub(':[^/:]*$', '')
+    return n == name or n:sub(-(#name + 1)) == '/' .. name
+  end
+  if is(info.snapshotID) then return true end
+  for _, n in ipairs(type(info.names) == 'table' and info.names or {}) do if is(n) then return true end end
+  return false
+end
+
+--- Warm mode: turn a prepared sandbox into a snapshot template named after the task's content
+--- key, and return its snapshotID (what create sends as templateID for spec.warm_artifact). A
+--- snapshot of that name that already exists (GET /snapshots?name=) is reused (same key = same
+--- content). The snapshot call answers 201 once the snapshot exists, so there is nothing to poll;
+--- its HTTP timeout is E2B_SNAPSHOT_TIMEOUT. Snapshots are not deleted here.
+---@return string|nil snapshot_id, string? err, string? code
+function M.snapshot(client, sb, key)
+  local name = M.snapshot_name(client, key)
+  local found, err, code = api(client, 'GET', '/snapshots?name=' .. urlencode(name) .. '&limit=10')
+  if not found then return nil, err, code end
+  for _, info in ipairs(type(found) == 'table' and found or {}) do
+    if type(info) == 'table' and str(info.snapshotID) and names_snapshot(info, name) then return info.snapshotID end
+  end
+  local data
+  data, err, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/snapshots',
+    { json = { name = name }, timeout = client.snapshot_timeout })
+  if not data then return nil, err, code end -- names POST /sandboxes/{id}/snapshots and the status
+  local id = type(data) == 'table' and str(data.snapshotID)
+  if not id then return nil, 'e2b: POST /sandboxes/' .. sb.id .. '/snapshots: no snapshotID in the response', 'EPROTO' end
+  return id
 end
 
 -- ---- destroy, list -------------------------------------------------------------------------

@@ -19,6 +19,13 @@
 --- status}, then the end-of-stream envelope {}. Connect-Timeout-Ms is honoured: a command over
 --- it ends with {"error":{"code":"deadline_exceeded"}}.
 ---
+--- Snapshots (warm mode): POST /sandboxes/{id}/snapshots {name?} copies the sandbox's root for
+--- real (spec/fakes/sandboxes.lua's host.snapshot) and answers 201 {snapshotID, names}, with
+--- snapshotID "cseng-fake-team/<name>:default" (a raw id without a name); a name already taken
+--- gets a new build under the same snapshotID, as the spec describes. GET /snapshots?name= lists
+--- them; POST /sandboxes {templateID = a snapshotID} starts from the copy. Counters: snapshots
+--- (POST calls), snapshot_lists, last_snapshot.
+---
 --- Switches (optional, changeable by set):
 ---   api_key ('test-e2b-key')             X-API-Key required (else 401)
 ---   latency = seconds | {create=, delete=, list=, start=, files=}; values may be fn(n)
@@ -28,6 +35,7 @@
 ---       truncate: the stream stops in the middle of an envelope; error_end: an end-of-stream
 ---       envelope holding {"error":{"code":"internal"}}; no_end_event: {} without the process end
 ---       event; unauthenticated: the Connect error; http_401: a plain 401 before any envelope
+---   snapshot_status = status | fn(n, id) force that status for POST /sandboxes/{id}/snapshots
 ---   page_size (100)                      /v2/sandboxes page size (X-Next-Token paging)
 ---   files_via = url                      forward /files requests there first (a Prism proxy whose
 ---                                        upstream is this envd; marked X-Cseng-Via-Prism)
@@ -89,8 +97,9 @@ function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-e2b-key' }, {
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0,
-    start_requests = {}, signal_requests = {}, users = {},
+    start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
   }, host)
+  local snapshots, snapshot_order = {}, {} -- snapshotID -> {id, name, artifact}
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local seq = 0
   local envd_srv
@@ -114,6 +123,43 @@ function fake.start(opts)
       return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
     end
 
+    local snap_of = path:match('^/sandboxes/([^/]+)/snapshots$')
+    if snap_of and method == 'POST' then
+      local n = core.hit('snapshots', 'snapshot')
+      snap_of = common.urldecode(snap_of)
+      local s = forced('snapshot_status', n, snap_of)
+      if s then return api_error(s, 'forced failure ' .. s) end
+      local sb = sandboxes[snap_of]
+      if not sb then return api_error(404, 'sandbox "' .. snap_of .. '" not found') end
+      local ok, body = pcall(cjson.decode, req.body ~= '' and req.body or '{}')
+      if not ok or type(body) ~= 'table' or (body.name ~= nil and type(body.name) ~= 'string') then
+        core.count('bad_requests')
+        return api_error(400, 'invalid snapshot request')
+      end
+      st.last_snapshot = body
+      local name = body.name
+      local id = name and ('cseng-fake-team/' .. name .. ':default') or (crypto.hex(crypto.random_bytes(10)) .. ':default')
+      local artifact, why = host.snapshot(sb.host, (id:gsub('[/:]', '_')) .. '-' .. crypto.hex(crypto.random_bytes(4)))
+      if not artifact then return api_error(500, 'snapshot failed: ' .. tostring(why)) end
+      if not snapshots[id] then snapshot_order[#snapshot_order + 1] = id end
+      snapshots[id] = { id = id, name = name, artifact = artifact }
+      return json(201, { snapshotID = id, names = jsonl.array(name and { 'cseng-fake-team/' .. name .. ':default' } or {}) })
+    end
+
+    if path == '/snapshots' and method == 'GET' then
+      core.hit('snapshot_lists', 'snapshot_list')
+      local q = common.query(req.query)
+      local out = {}
+      for _, id in ipairs(snapshot_order) do
+        local snap = snapshots[id]
+        if not q.name or q.name == '' or snap.name == q.name or id == q.name
+           or 'cseng-fake-team/' .. tostring(snap.name) == q.name then
+          out[#out + 1] = { snapshotID = id, names = jsonl.array(snap.name and { id } or {}) }
+        end
+      end
+      return json(200, jsonl.array(out))
+    end
+
     if is_create then
       local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return api_error(401, 'Invalid API key') end
@@ -133,7 +179,9 @@ function fake.start(opts)
         env = env, timeout = math.tointeger(body.timeout) or 15, created = os.time(),
         token = body.secure and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
       }
-      sb.host = host.create { env = env, labels = sb.metadata }
+      local snap = snapshots[body.templateID]
+      sb.from_snapshot = snap and snap.id or nil
+      sb.host = host.create { env = env, labels = sb.metadata, warm_artifact = snap and snap.artifact or nil }
       core.add(id, sb)
       return json(201, {
         sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = '0.2.4',
