@@ -275,6 +275,14 @@ function runner.warm_artifact(run, t)
     error({ message = "provider '" .. run.provider.name .. "' has no warm mode (no snapshot)", code = 'ENOWARM' })
   end
   cache[key] = true
+  if run.provider.find_artifact then -- an artifact of the same content made earlier: no preparation
+    local fok, found = pcall(run.provider.find_artifact, run.client, key, t)
+    if fok and found then
+      cache[key] = found
+      run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true })
+      return found
+    end
+  end
   local ok, artifact = pcall(runner.prepare_artifact, run, t, key)
   if not ok then cache[key] = nil; error(artifact, 0) end
   cache[key] = artifact

@@ -431,6 +431,14 @@ function M.snapshot(client, sb, key)
   return name
 end
 
+--- An active snapshot made earlier for the same content key (the runner then skips preparing).
+function M.find_artifact(client, key)
+  local name = M.snapshot_name(client, key)
+  local snap = get_snapshot(client, name)
+  if snap and str(snap.state) == 'active' then return name end
+  return nil
+end
+
 -- ---- destroy, list -------------------------------------------------------------------------
 
 --- Delete a sandbox; one that is already gone (404) counts as deleted.

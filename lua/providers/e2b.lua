@@ -432,6 +432,21 @@ local function names_snapshot(info, name)
   return false
 end
 
+-- The snapshotID of an existing snapshot named name, false when there is none, or nil, err, code.
+local function lookup_snapshot(client, name)
+  local found, err, code = api(client, 'GET', '/snapshots?name=' .. urlencode(name) .. '&limit=10')
+  if not found then return nil, err, code end
+  for _, info in ipairs(type(found) == 'table' and found or {}) do
+    if type(info) == 'table' and str(info.snapshotID) and names_snapshot(info, name) then return info.snapshotID end
+  end
+  return false
+end
+
+--- A snapshot made earlier for the same content key (the runner then skips preparing).
+function M.find_artifact(client, key)
+  return lookup_snapshot(client, M.snapshot_name(client, key)) or nil
+end
+
 --- Warm mode: turn a prepared sandbox into a snapshot template named after the task's content
 --- key, and return its snapshotID (what create sends as templateID for spec.warm_artifact). A
 --- snapshot of that name that already exists (GET /snapshots?name=) is reused (same key = same
@@ -440,11 +455,9 @@ end
 ---@return string|nil snapshot_id, string? err, string? code
 function M.snapshot(client, sb, key)
   local name = M.snapshot_name(client, key)
-  local found, err, code = api(client, 'GET', '/snapshots?name=' .. urlencode(name) .. '&limit=10')
-  if not found then return nil, err, code end
-  for _, info in ipairs(type(found) == 'table' and found or {}) do
-    if type(info) == 'table' and str(info.snapshotID) and names_snapshot(info, name) then return info.snapshotID end
-  end
+  local existing, err, code = lookup_snapshot(client, name)
+  if existing == nil then return nil, err, code end
+  if existing then return existing end
   local data
   data, err, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/snapshots',
     { json = { name = name }, timeout = client.snapshot_timeout })
