@@ -515,11 +515,10 @@ function runner.run_tasks(opts)
   local status = interrupted and 'interrupted' or (run.cleanup_failed and 'cleanup_failed') or 'finished'
   local all = results.read(jsonl_path)
   local summary = results.summary(all)
-  writer:event('run_finished', {
+  all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it
     status = status, passed = summary.passed, failed = summary.failed, errors = summary.errors,
     recorded = summary.task_count, selected = #selected, cleanup_error = run.cleanup_failed,
   }, true)
-  all = results.read(jsonl_path)
   results.write_summary(all, json_path)
   if not opts.quiet then
     io.stdout:write(runner.table(results.trials(all)), '\n')
