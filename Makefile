@@ -44,7 +44,13 @@ deps-docker:
 
 # Test tools from npm: Prism serves the vendors' OpenAPI specs for the conformance specs.
 PRISM := spec/fakes/prism/node_modules/.bin/prism
-deps-test: $(PRISM)
+# The vendors' official SDKs (referees for the conformance specs) and grpc-js for the Modal fake.
+SDKS := spec/sdk/node_modules/.package-lock.json
+deps-test: $(PRISM) $(SDKS)
+$(SDKS): spec/sdk/package.json spec/sdk/package-lock.json
+	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix spec/sdk --no-audit --no-fund --loglevel=error
+	@touch $@
 $(PRISM): spec/fakes/prism/package.json spec/fakes/prism/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/fakes/prism --no-audit --no-fund --loglevel=error
