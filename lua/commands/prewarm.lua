@@ -20,6 +20,13 @@ local NAMES = { 'provider', 'dataset', 'task-index', 'task-limit', 'concurrency'
   'timeout-seconds', 'output', 'env-file', 'quiet' }
 local SPEC = {}
 for _, n in ipairs(NAMES) do SPEC[n] = RUN_SPEC[n] end
+-- providers whose warm artifact is one runner image, not a snapshot per task (provider.prewarm_image)
+local IMAGE_NAMES = { 'aws-bucket', 'aws-build-role-arn' }
+SPEC['aws-bucket'] = { key = 'aws_bucket', type = 'string', arg = 'BUCKET',
+  help = 'aws-microvm: the S3 bucket the code artifact is uploaded to' }
+SPEC['aws-build-role-arn'] = { key = 'aws_build_role_arn', type = 'string', arg = 'ARN',
+  help = 'aws-microvm: the IAM role the image build assumes' }
+for _, n in ipairs(IMAGE_NAMES) do NAMES[#NAMES + 1] = n end
 
 local DEFAULT_PLAN = 'plans/warm-gold.lua'
 
@@ -27,14 +34,39 @@ local cmd = {
   summary = 'prepare warm artifacts (prewarmed images/roots) and print their ids',
   usage = 'usage: cseng prewarm --provider NAME [PLAN.lua] [options]\n\n' ..
     'Prepares each selected task\'s warm artifact and prints it (DOCKER_IMAGE_ID=<id> for one task).\n' ..
+    'aws-microvm builds its one runner image instead (--aws-bucket, --aws-build-role-arn) and prints\n' ..
+    'AWS_MICROVM_IMAGE_ID=<arn>.\n' ..
     'The plan (default ' .. DEFAULT_PLAN .. ') gives the dataset and image map; options override it.\n' ..
     'Writes results/prewarm-<provider>-<stamp>.json; reuse it with\n' ..
     '  cseng run plans/warm-gold.lua --provider NAME --prewarm-file FILE\n\noptions:\n' .. flags.help(SPEC, NAMES),
 }
 
+-- One runner image for every task (aws-microvm): built by provider.prewarm_image, printed as
+-- <artifact_env>=<id>.
+local function prewarm_image(provider, f)
+  local ok, err = pcall(function()
+    local o = require('commands.run').options({}, { env_file = f.env_file }, {})
+    local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
+    local client = provider.connect({ getenv = getenv })
+    local log = not f.quiet and function(line) io.stderr:write('prewarm ', provider.name, ': ', line, '\n') end or nil
+    local id, perr, code = provider.prewarm_image(client, { bucket = f.aws_bucket, build_role_arn = f.aws_build_role_arn,
+                                                            log = log })
+    if not id then error(tostring(perr) .. (code and (' (' .. code .. ')') or ''), 0) end
+    print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
+  end)
+  if ok then return 0 end
+  if type(err) == 'table' and err.code == 'ECANCELED' then return 130 end
+  io.stderr:write('cseng: prewarm: ', type(err) == 'table' and tostring(err.message) or tostring(err), '\n')
+  return 1
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then io.stderr:write('cseng: prewarm: ', pos, ' (see cseng prewarm --help)\n'); return 2 end
+  if f.provider then
+    local okp, provider = pcall(runner.provider, f.provider)
+    if okp and provider.prewarm_image then return prewarm_image(provider, f) end
+  end
   if #pos > 1 then io.stderr:write('cseng: prewarm takes at most one PLAN.lua\n'); return 2 end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)

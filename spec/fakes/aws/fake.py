@@ -24,6 +24,7 @@ The control plane (REST-JSON; paths, status codes and members from the SDK's dis
   UntagResource           DELETE /2017-03-31/tags/{arn}?tagKeys=            204
   CreateMicrovmImage      POST   /2025-09-09/microvm-images                 201 CREATING -> CREATED | CREATE_FAILED
   GetMicrovmImage         GET    /2025-09-09/microvm-images/{id}            200
+  GetMicrovmImageVersion  GET    /2025-09-09/microvm-images/{id}/versions/{v} 200 (stateReason of a failed build)
   ListManagedMicrovmImages GET   /2025-09-09/managed-microvm-images         200
 Errors are restJson1: the x-amzn-errortype header and {"__type", "message", ...members} in the body.
 
@@ -565,6 +566,7 @@ ROUTES = [  # (method, template, op)
     ('POST', API + '/microvms/{microvmIdentifier}/auth-token', 'CreateMicrovmAuthToken'),
     ('POST', API + '/microvm-images', 'CreateMicrovmImage'),
     ('GET', API + '/microvm-images/{imageIdentifier}', 'GetMicrovmImage'),
+    ('GET', API + '/microvm-images/{imageIdentifier}/versions/{imageVersion}', 'GetMicrovmImageVersion'),
     ('GET', API + '/managed-microvm-images', 'ListManagedMicrovmImages'),
     ('POST', '/2017-03-31/tags/{Resource}', 'TagResource'),
     ('GET', '/2017-03-31/tags/{Resource}', 'ListTags'),
@@ -738,6 +740,18 @@ class Handler(BaseHTTPRequestHandler):
                 for k in ('latestActiveImageVersion', 'latestFailedImageVersion'):
                     if img.get(k):
                         out[k] = img[k]
+            return self.json(200, out)
+        if op == 'GetMicrovmImageVersion':
+            img = f.find_image(p['imageIdentifier'])
+            if not img or p['imageVersion'] != img['imageVersion']:
+                raise ApiError(404, 'ResourceNotFoundException', 'MicroVM image version not found')
+            with f.lock:
+                out = image_view(img)
+                out.pop('name', None)
+                out['state'] = {'CREATED': 'SUCCESSFUL', 'CREATE_FAILED': 'FAILED'}.get(img['state'], 'IN_PROGRESS')
+                out['status'] = 'ACTIVE'
+                if img.get('stateReason'):
+                    out['stateReason'] = img['stateReason']
             return self.json(200, out)
         if op == 'ListManagedMicrovmImages':
             return self.json(200, {'items': f.managed})
