@@ -227,7 +227,7 @@ end
 function M.run_body(client, spec)
   local ttl = math.tointeger(math.ceil(tonumber(spec.ttl_seconds) or client.o.max_duration))
   local body = {
-    imageIdentifier = spec.image or client.image,
+    imageIdentifier = client.image,
     maximumDurationInSeconds = math.max(1, math.min(28800, ttl)),
     clientToken = spec.client_token,
     runHookPayload = cjson.encode { token = spec.agent_token },
@@ -285,12 +285,12 @@ local function wait_ready(client, sb, t0)
 end
 
 --- Create a microVM and wait until its agent answers. spec: {labels, env, workdir, ttl_seconds,
---- image, client_token, agent_token}. sb.http_timings holds RunMicrovm's timings,
+--- client_token, agent_token} (the image is always AWS_MICROVM_IMAGE_ID: a task's FROM is a fidelity gap). sb.http_timings holds RunMicrovm's timings,
 --- sb.ready_seconds the time from the call to the agent answering.
 ---@return table|nil sb, string? err, string? code
 function M.create(client, spec)
   spec = util.copy(spec or {})
-  if not (spec.image or client.image) then
+  if not client.image then
     return nil, 'aws-microvm: AWS_MICROVM_IMAGE_ID is not set (run cseng prewarm --provider aws-microvm --aws-bucket B '
       .. '--aws-build-role-arn R, then export the id it prints)', 'ECONFIG'
   end
@@ -393,9 +393,8 @@ M._agent = agent
 function M.exec(client, sb, cmd, opts)
   opts = opts or {}
   local timeout = opts.timeout or 600
-  local req = { shell = cmd, cwd = opts.cwd or sb.workdir or '/', env = util.merge(sb.env, opts.env), timeout = timeout,
-                tail_bytes = opts.tail_bytes or client.o.tail_bytes }
-  if opts.stdin then req.stdin = crypto.base64(opts.stdin) end
+  local req = { cmd = cmd, cwd = opts.cwd or sb.workdir or '/', env = util.merge(sb.env, opts.env), timeout = timeout,
+                tail_bytes = opts.tail_bytes or client.o.tail_bytes, stdin = opts.stdin }
   if next(req.env) == nil then req.env = nil end
   local t0 = clock.now()
   local res, err, code = agent(client, sb, 'POST', '/exec', cjson.encode(req),
@@ -414,9 +413,28 @@ function M.exec(client, sb, cmd, opts)
   }
 end
 
---- Unpack a tar (bytes; gzip-compressed or not) into a directory of the microVM.
+-- The agent unpacks plain tar only: a gzip-compressed tar is unpacked here (cseng.archive's
+-- hardened extraction) and packed again as a plain tar with the same modes and links.
+local function plain_tar(bytes)
+  if bytes:sub(1, 2) ~= '\31\139' then return bytes end
+  local fs = require 'cseng.fs'
+  local archive = require 'cseng.archive'
+  local tmp = assert(fs.tempdir('cseng-aws-put-'))
+  local ok, err, code = archive.extract(bytes, tmp, { from = 'bytes' })
+  local tar
+  if ok then tar, err, code = archive.pack_dir(tmp, { format = 'tar' }) end
+  fs.remove_tree(tmp)
+  if not tar then return nil, 'aws-microvm: put: ' .. tostring(err), code or 'EARCHIVE' end
+  return tar
+end
+
+--- Unpack a tar (bytes; gzip-compressed or not) into a directory of the microVM (the agent's
+--- PUT /files?dir=, which creates the directory and never writes through a symlink).
 ---@return true|nil ok, string? err, string? code
 function M.put(client, sb, dir, tar_bytes)
+  local perr, pcode
+  tar_bytes, perr, pcode = plain_tar(tar_bytes)
+  if not tar_bytes then return nil, perr, pcode end
   local res, err, code = agent(client, sb, 'PUT', '/files?dir=' .. urlencode(dir), tar_bytes,
     { headers = { ['Content-Type'] = 'application/x-tar' }, timeout = 600 })
   if not res then return nil, err, code end
@@ -515,15 +533,15 @@ function M.dockerfile(base_from, port)
   return table.concat({
     '# cseng exec agent (docs/providers/aws_microvm.md): built by cseng prewarm --provider aws-microvm',
     'FROM ' .. base_from,
-    'COPY cseng-agent /usr/local/bin/cseng-agent',
-    'CMD ["/usr/local/bin/cseng-agent", "--port", "' .. port .. '"]', '' }, '\n')
+    'COPY microvm-agent /usr/local/bin/microvm-agent',
+    'CMD ["/usr/local/bin/microvm-agent", "--port", "' .. port .. '"]', '' }, '\n')
 end
 
 --- `cseng prewarm --provider aws-microvm`: the agent (aarch64 build) and its Dockerfile zipped as
 --- the code artifact, uploaded to S3 (path style, SigV4 service s3), CreateMicrovmImage with
 --- the hooks, polled with GetMicrovmImage until CREATED. Names are content-addressed (the zip's
 --- SHA-256), so a second prewarm of the same agent reuses the image. o: {bucket, build_role_arn,
---- agent (path; default AWS_MICROVM_AGENT_BINARY or build/agent/aarch64/cseng-agent), base_image_arn,
+--- agent (path; default AWS_MICROVM_AGENT_BINARY or build/agent/microvm-agent-aarch64), base_image_arn,
 --- base_from, name, timeout, log = fn(line)}. Returns the image ARN, or nil, message, CODE.
 function M.prewarm_image(client, o)
   local fs = require 'cseng.fs'
@@ -531,7 +549,7 @@ function M.prewarm_image(client, o)
   local log = o.log or function() end
   if not o.bucket then return nil, 'aws-microvm prewarm: --aws-bucket BUCKET is required', 'ECONFIG' end
   if not o.build_role_arn then return nil, 'aws-microvm prewarm: --aws-build-role-arn ARN is required', 'ECONFIG' end
-  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/agent/aarch64/cseng-agent')
+  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/agent/microvm-agent-aarch64')
   local bin = fs.read(path)
   if not bin then
     return nil, 'aws-microvm prewarm: no agent binary at ' .. path .. ' (build it with make agent, or set AWS_MICROVM_AGENT_BINARY)', 'ENOENT'
@@ -541,7 +559,7 @@ function M.prewarm_image(client, o)
   end
   local base_from = o.base_from or os.getenv('AWS_MICROVM_BASE_FROM') or 'public.ecr.aws/docker/library/python:3.12-slim-bookworm'
   local zip = M.zip { { name = 'Dockerfile', data = M.dockerfile(base_from, client.agent_port) },
-                      { name = 'cseng-agent', data = bin, mode = '755' } }
+                      { name = 'microvm-agent', data = bin, mode = '755' } }
   local sha = crypto.sha256_hex(zip)
   local key = 'cseng/microvm-agent-' .. sha:sub(1, 16) .. '.zip'
   local put, perr, pcode = call(client, 'PUT', '/' .. urlencode(o.bucket) .. '/' .. key,

@@ -287,7 +287,7 @@ class Fake:
                 argv += ['--ro-bind', '/etc/' + e, '/etc/' + e]
         argv += ['--proc', '/proc', '--dev', '/dev', '--ro-bind', self.args.agent, '/opt/cseng/agent',
                  '--chdir', '/', '--setenv', 'PATH', '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-                 '--setenv', 'HOME', '/root', '/opt/cseng/agent'] + args
+                 '--setenv', 'HOME', '/root', '/opt/cseng/agent'] + args + ['--listen', '127.0.0.1']
         logf = open(os.path.join(self.work, name + '.agent.log'), 'wb')
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
                                 env={'PATH': '/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8'})
