@@ -12,8 +12,11 @@
 import {
   LambdaMicrovmsClient, RunMicrovmCommand, GetMicrovmCommand, CreateMicrovmAuthTokenCommand,
   TerminateMicrovmCommand, TagResourceCommand, ListTagsCommand, ListManagedMicrovmImagesCommand,
-  paginateListMicrovms,
+  paginateListMicrovms, CreateMicrovmImageCommand, GetMicrovmImageCommand,
 } from '@aws-sdk/client-lambda-microvms';
+// S3's official client, as @daytonaio/sdk pins it (spec/sdk/package-lock.json)
+import { S3Client, PutObjectCommand } from '@aws-sdk/client-s3';
+import { readFileSync } from 'node:fs';
 
 const env = (k) => {
   const v = process.env[k];
@@ -91,6 +94,30 @@ async function main() {
   }
   const managed = step('ListManagedMicrovmImages', await client.send(new ListManagedMicrovmImagesCommand({})));
   out.managed = managed.items.map((i) => i.imageArn);
+
+  // the image build prewarm does: the code artifact to S3 (path style), CreateMicrovmImage, poll
+  if (process.env.AWS_MICROVM_ARTIFACT) {
+    const bucket = env('AWS_MICROVM_TEST_BUCKET');
+    const s3 = new S3Client({ endpoint: env('AWS_ENDPOINT_URL_S3'), region, credentials, forcePathStyle: true,
+      maxAttempts: 1, requestChecksumCalculation: 'WHEN_REQUIRED' });
+    const key = 'sdk/microvm-agent.zip';
+    step('S3PutObject', await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key,
+      Body: readFileSync(process.env.AWS_MICROVM_ARTIFACT), ContentType: 'application/zip' })));
+    const img = step('CreateMicrovmImage', await client.send(new CreateMicrovmImageCommand({
+      name: 'sdk-image', baseImageArn: out.managed[0], buildRoleArn: env('AWS_MICROVM_BUILD_ROLE_ARN'),
+      codeArtifact: { uri: `s3://${bucket}/${key}` }, cpuConfigurations: [{ architecture: 'ARM_64' }],
+      hooks: { port: 8080, microvmHooks: { run: 'ENABLED', terminate: 'ENABLED' }, microvmImageHooks: { ready: 'ENABLED' } },
+      tags: { 'cseng.image': 'microvm-agent' },
+    })));
+    let st = img.state;
+    for (let i = 0; i < 1200 && st === 'CREATING'; i++) {
+      await sleep(50);
+      st = (await client.send(new GetMicrovmImageCommand({ imageIdentifier: img.imageArn }))).state;
+    }
+    step('GetMicrovmImage');
+    out.image = { arn: img.imageArn, first: img.state, state: st };
+    if (st !== 'CREATED') throw new Error(`image ${img.imageArn} is ${st}`);
+  }
   out.ok = out.after_terminate === 'TERMINATED' && out.listed && out.wrong_secret.status === 403 &&
     out.endpoint_without_token === 403 && out.tags['cseng.run'] === 'sdk-run' && out.not_found.status === 404;
 }
