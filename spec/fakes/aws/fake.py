@@ -53,6 +53,8 @@ Switches (POST /_fake/set on the control URL, or --config; all optional):
   max_live (0 = none)        RunMicrovm beyond this many live microVMs: 402 ServiceQuotaExceededException
   page_size (100)            the largest ListMicrovms page
   client (null)              the "client" of the request log ('sdk'|'adapter'); default from User-Agent
+  run_artifact (false)       microVMs of a built image run the image's own aarch64 agent under qemu-aarch64
+                             (qemu-user) instead of the native build
 Control endpoints: GET /_fake/stats, GET /_fake/microvms, POST /_fake/set, POST /_fake/microvms/{id}/kill
 (the agent dies: the endpoint answers 502), POST /_fake/shutdown.
 """
@@ -63,6 +65,7 @@ import hashlib
 import http.client
 import json
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -89,6 +92,35 @@ DEFAULT_PORT = 8080  # the endpoint's port without X-aws-proxy-port (Lambda deve
 ETC_BINDS = ['alternatives', 'ssl', 'ca-certificates', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
              'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'magic', 'magic.mime', 'mime.types', 'protocols',
              'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl']
+
+
+class Spawner:
+    """Starts every child from one long-lived thread: bwrap's --die-with-parent is the parent
+    *thread's* death signal (PR_SET_PDEATHSIG), and a request handler's thread ends with its
+    connection, which would kill the microVM it started."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            argv, kw, out = self.q.get()
+            try:
+                out.put((subprocess.Popen(argv, **kw), None))
+            except Exception as e:  # noqa: BLE001 (handed to the caller)
+                out.put((None, e))
+
+    def popen(self, argv, **kw):
+        out = queue.Queue()
+        self.q.put((argv, kw, out))
+        p, err = out.get()
+        if err:
+            raise err
+        return p
+
+
+SPAWNER = Spawner()
 
 
 class ApiError(Exception):
@@ -183,8 +215,8 @@ class Fake:
             data = self.objects.get((bucket, key))
             if data is None:
                 raise ValueError('code artifact %s not found' % uri)
-            args = self.check_artifact(data)
-            img['agent_args'] = args
+            args, binary = self.check_artifact(data)
+            img['agent_args'], img['binary'] = args, binary
             hooks = img['hooks'] or {}
             ih = hooks.get('microvmImageHooks') or {}
             if ih.get('ready') == 'ENABLED' or ih.get('validate') == 'ENABLED':
@@ -243,7 +275,11 @@ class Fake:
                 if head[:4] != b'\x7fELF' or int.from_bytes(head[18:20], 'little') != 183:
                     raise ValueError('code artifact: %s is not an aarch64 ELF (the only CPU architecture is ARM_64)'
                                      % src)
-                return cmd[1:]
+                binary = os.path.join(self.work, 'artifact-bin-%s' % secrets.token_hex(4))
+                with open(binary, 'wb') as out:
+                    out.write(z.read(src))
+                os.chmod(binary, 0o755)
+                return cmd[1:], binary
         except zipfile.BadZipFile as e:
             raise ValueError('code artifact is not a zip: %s' % e) from e
         finally:
@@ -285,11 +321,15 @@ class Fake:
         for e in ETC_BINDS:
             if os.path.exists('/etc/' + e):
                 argv += ['--ro-bind', '/etc/' + e, '/etc/' + e]
-        argv += ['--proc', '/proc', '--dev', '/dev', '--ro-bind', self.args.agent, '/opt/cseng/agent',
+        # the image's own aarch64 agent under qemu-user (run_artifact), else the native build
+        binary, prog = self.args.agent, ['/opt/cseng/agent']
+        if self.sw.get('run_artifact') and img.get('binary'):
+            binary, prog = img['binary'], [shutil.which('qemu-aarch64') or '/usr/bin/qemu-aarch64', '/opt/cseng/agent']
+        argv += ['--proc', '/proc', '--dev', '/dev', '--ro-bind', binary, '/opt/cseng/agent',
                  '--chdir', '/', '--setenv', 'PATH', '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-                 '--setenv', 'HOME', '/root', '/opt/cseng/agent'] + args + ['--listen', '127.0.0.1']
+                 '--setenv', 'HOME', '/root'] + prog + args + ['--listen', '127.0.0.1']
         logf = open(os.path.join(self.work, name + '.agent.log'), 'wb')
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+        proc = SPAWNER.popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
                                 env={'PATH': '/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8'})
         vm = {'root': root, 'proc': proc, 'port': host_port, 'vm_port': vm_port, 'log': logf}
         deadline = time.time() + 20
@@ -642,12 +682,16 @@ class Handler(BaseHTTPRequestHandler):
         f.record({'op': op or 'Unknown', 'method': self.command, 'path': self.path, 'route': route or url.path,
                   'query': query, 'headers': {k.lower(): v for k, v in self.headers.items()}, 'body': decoded,
                   'client': f.sw.get('client') or ('sdk' if 'aws-sdk-js' in ua else 'adapter'),
-                  'service': self.kind})
+                  'service': self.kind, 'time': time.time()})
         # SigV4 with botocore
         service = 'lambda' if self.kind == 'lambda' else 's3'
         keys = {k: {'secret_access_key': v['secret'], 'session_token': v.get('session_token')} for k, v in f.creds.items()}
         v = sigv4_verify.verify(self.command, url.path, url.query, self.headers.items(), self.body, keys,
                                 region=f.region, service=service, now=datetime.datetime.utcnow(), max_skew=900)
+        claimed = self.headers.get('x-amz-content-sha256')
+        if v['ok'] and claimed and claimed != 'UNSIGNED-PAYLOAD' and claimed != hashlib.sha256(self.body).hexdigest():
+            # botocore signs over the claimed hash; the service hashes the body it received
+            v = {'ok': False, 'reason': 'the body does not match X-Amz-Content-Sha256'}
         if not v['ok']:
             why = v['reason']
             unknown = why.startswith('unknown access key')
@@ -881,7 +925,8 @@ def make_proxy_handler(fake, mid):
             fake.record({'op': 'Endpoint', 'method': self.command, 'path': self.path, 'route': '/{proxy+}',
                          'query': dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)),
                          'headers': {k.lower(): v for k, v in self.headers.items()}, 'body': None,
-                         'client': fake.sw.get('client') or 'adapter', 'service': 'endpoint', 'microvm': mid})
+                         'client': fake.sw.get('client') or 'adapter', 'service': 'endpoint', 'microvm': mid,
+                         'time': time.time()})
             status, headers, body = fake.proxy(mid, self)
             self.send_response(status)
             for k, v in headers.items():
