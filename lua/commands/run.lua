@@ -41,12 +41,16 @@ local SPEC = {
   ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
   ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
   ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
+  ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
+    help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
+  ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
 }
 local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user', 'warm-artifact',
   'prewarm-file', 'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
+  'shard', 'job-id',
 }
 
 local cmd = {
