@@ -24,7 +24,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         gawk patch diffutils lua-check curl
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker deps-test deps-bench check test asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-test deps-slurm deps-bench check test asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -41,6 +41,11 @@ deps:
 
 deps-docker:
 	$(call install_missing,$(DOCKER_DEBS))
+
+# A one-machine Slurm (slurmctld + slurmd + munge) for the scale-out spec, PyYAML for the manifest check.
+SLURM_DEBS := slurmctld slurmd slurm-client munge python3-yaml
+deps-slurm:
+	$(call install_missing,$(SLURM_DEBS))
 
 # Test tools from npm: Prism serves the vendors' OpenAPI specs for the conformance specs.
 PRISM := spec/fakes/prism/node_modules/.bin/prism
@@ -90,7 +95,7 @@ test: cseng $(C_TESTS)
 
 # dockerd is started for the docker specs when absent (and stopped again); where it cannot
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.
-check: deps deps-test
+check: deps deps-test deps-slurm
 	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
 	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
 	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh; rc=$$?; \

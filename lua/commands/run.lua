@@ -93,6 +93,14 @@ function cmd.options(p, f, argv)
     o.warm_artifacts = util.copy(doc.artifacts)
   end
   if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
+  do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here
+    local shard = require 'shard'
+    local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
+    if not o.resume and shard.detect(o, getenv) and not shard.job_id(o, getenv) then
+      error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
+        '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
+    end
+  end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
   end
