@@ -301,3 +301,45 @@ describe('three shards with JOB_COMPLETION_INDEX set by hand, and cseng merge', 
     assert.matches('needs a job id', r.stderr)
   end)
 end)
+
+describe('the arena, sharded', function()
+  it('keeps whole providers per shard, says so, and merges into one startup run', function()
+    local dir = tmp .. '/arena'
+    assert(fs.mkdir_p(dir))
+    local plan_file = tmp .. '/startup3.lua'
+    assert(fs.write(plan_file, [[
+local plan = require 'plan'
+return plan.startup {
+  name = 'startup3', providers = { 'local', 'local-b', 'local-c' }, samples = 3, warmups = 0, seed = 7,
+  command = [=[python3 -c "print('ready-7')"]=], expect = 'ready-7',
+  provider_config = { ['local-b'] = { adapter = 'local' }, ['local-c'] = { adapter = 'local' } },
+}
+]]))
+    local assigned = {}
+    for k = 0, 1 do
+      local r = cseng { 'run', plan_file, '--shard', k .. '/2', '--job-id', 'arena-1', '--output', dir }
+      assert.are.equal(0, r.code, r.stdout .. r.stderr)
+      local first = r.stdout:match('^[^\n]*')
+      assert.matches('lockstep rounds are never split across machines', first)
+      for name in (first:match('provider%(s%) ([^%(]-) of 3') or ''):gmatch('[%w%-]+') do
+        assert.is_nil(assigned[name], name .. ' in two shards')
+        assigned[name] = k
+      end
+    end
+    local n = 0
+    for _ in pairs(assigned) do n = n + 1 end
+    assert.are.equal(3, n)
+    local r = cseng { 'merge', dir, '-o', tmp .. '/arena-merged/run.jsonl' }
+    assert.are.equal(0, r.code, r.stderr)
+    local per = {}
+    for _, e in ipairs(results.read(tmp .. '/arena-merged/run.jsonl')) do
+      if e.event == 'startup_trial' and not e.warmup then per[e.provider] = (per[e.provider] or 0) + 1 end
+    end
+    assert.are.same({ ['local'] = 3, ['local-b'] = 3, ['local-c'] = 3 }, per)
+    r = cseng { 'report', tmp .. '/arena-merged/run.jsonl', '--template', 'lua/reports/startup.lua', '-o', tmp .. '/arena.md' }
+    assert.are.equal(0, r.code, r.stderr)
+    local md = assert(fs.read(tmp .. '/arena.md'))
+    for _, name in ipairs { 'local', 'local-b', 'local-c' } do assert.matches('| ' .. name .. ' |', md, 1, true) end
+  end)
+end)
+

@@ -115,10 +115,18 @@ function cmd.merge_events(shards, run_id, opts)
     end
     for i, e in ipairs(f.events) do
       if e.event ~= 'run_started' and e.event ~= 'run_finished' and e.event ~= 'run_resumed' then
+        local key, what
         if e.event == 'trial' then
-          local key = tostring(e.task_id) .. '\0' .. tostring(e.provider or '') .. '\0' .. tostring(e.sample or e.attempt or '')
+          key = table.concat({ 'trial', tostring(e.task_id), tostring(e.provider or ''), tostring(e.mode or ''),
+            tostring(e.attempt or '') }, '\0')
+          what = 'trial ' .. tostring(e.task_id)
+        elseif e.event == 'startup_trial' then
+          key = table.concat({ 'startup', tostring(e.provider), tostring(e.phase), tostring(e.round) }, '\0')
+          what = string.format('provider %s (%s round %s)', tostring(e.provider), tostring(e.phase), tostring(e.round))
+        end
+        if key then
           if seen[key] then
-            fail(string.format('trial %s is in shard %d and shard %d: the shards overlap', tostring(e.task_id), seen[key], f.index))
+            fail(string.format('%s is in shard %d and shard %d: the shards overlap', what, seen[key], f.index))
           end
           seen[key] = f.index
         end
@@ -143,6 +151,15 @@ function cmd.merge_events(shards, run_id, opts)
     for k in pairs(counts) do counts[k] = counts[k] + (tonumber(fin[k]) or 0) end
     sources[#sources + 1] = { index = f.index, file = f.name, host = f.started.host, pid = f.started.pid,
       status = fin.status, trials = f.started.task_count }
+  end
+  if start.kind == 'startup' then -- the arena shards by provider: the merged run has them all
+    local names, adapters = {}, {}
+    for _, f in ipairs(shards) do
+      for _, n in ipairs(f.started.providers or {}) do names[#names + 1] = n end
+      for k, v in pairs(f.started.adapters or {}) do adapters[k] = v end
+    end
+    table.sort(names)
+    start.providers, start.adapters = names, adapters
   end
   start.time = started_at
   start.task_count = total
