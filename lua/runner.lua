@@ -419,7 +419,7 @@ function runner.run_tasks(opts)
     if not ok then error(msg, 0) end
   end
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows })
-  local selected = dataset.select(tasks, opts.task_index, opts.task_limit)
+  local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
   local run_id, jsonl_path, json_path, prior, sh
   if opts.resume then

@@ -9,6 +9,7 @@ local SPEC = {
   ['providers'] = { key = 'providers', type = 'list', arg = 'A,B', help = 'providers (startup and matrix plans)' },
   ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' },
   ['task-index'] = { key = 'task_index', type = 'string', arg = 'N|all', help = '0-based task index, or all (default)' },
+  ['tasks'] = { key = 'tasks', type = 'list', arg = 'NAME,...', help = "only these tasks: ids or shell-style globs ('git-*'), comma-separated, repeatable" },
   ['task-limit'] = { key = 'task_limit', type = 'int', min = 1, arg = 'N', help = 'at most N tasks' },
   ['stop-after-passes'] = { key = 'stop_after_passes', type = 'int', min = 1, arg = 'N', help = 'start no new trial once N passed' },
   ['timeout-seconds'] = { key = 'timeout_seconds', type = 'number', arg = 'S', help = 'whole-trial timeout' },
@@ -46,7 +47,7 @@ local SPEC = {
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
 }
 local ORDER = {
-  'provider', 'providers', 'dataset', 'task-index', 'task-limit', 'stop-after-passes', 'timeout-seconds',
+  'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user', 'warm-artifact',
   'prewarm-file', 'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
