@@ -557,6 +557,18 @@ function arena.run(opts)
   local runner = require 'runner'
   local stamp = os.date('!%Y%m%d-%H%M%S')
   local run_id = string.format('%s-%s-%s', o.name, stamp, crypto.hex(crypto.random_bytes(2)))
+  local sh = require('shard').for_startup(o, o.providers, getenv)
+  if sh then
+    run_id, o.providers = sh.run_id, sh.providers
+    if #o.providers == 0 then -- more shards than providers: this one records that it had nothing to do
+      local w = results.open(sh.jsonl, run_id)
+      w:event('run_started', { kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv,
+        providers = {}, shard = sh.record, task_count = 0 }, true)
+      w:event('run_finished', { status = 'finished', passed = 0, failed = 0, errors = 0, recorded = 0 }, true)
+      arena.last = { run_id = run_id, jsonl = sh.jsonl, status = 'finished' }
+      return 0
+    end
+  end
   local run = {
     id = run_id, opts = o, P = {}, t0 = clock.now(), launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
     rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1), err = o.stderr or io.stderr,
@@ -585,7 +597,7 @@ function arena.run(opts)
     end
   end
 
-  run.jsonl = output_paths(o, run_id)
+  run.jsonl = sh and sh.jsonl or output_paths(o, run_id)
   run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
   run.writer = tracking_writer(run, results.open(run.jsonl, run_id))
   local srv
@@ -594,6 +606,7 @@ function arena.run(opts)
 
   run.writer:event('run_started', {
     kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
+    shard = sh and sh.record or nil,
     adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
     command = o.command, expect = o.expect, exec_timeout_seconds = o.exec_timeout_seconds,
     timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,

@@ -380,7 +380,36 @@ function dataset.load(path, opts)
 end
 
 --- Select tasks: index = 'all' | N (0-based); limit = max count.
-function dataset.select(tasks, index, limit)
+--- A shell-style glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) as an anchored Lua pattern.
+function dataset.glob_pattern(glob)
+  local out, i = { '^' }, 1
+  while i <= #glob do
+    local c = glob:sub(i, i)
+    if c == '*' then out[#out + 1] = '.*'
+    elseif c == '?' then out[#out + 1] = '.'
+    elseif c == '[' then
+      local j = glob:find(']', i + 2, true)
+      if not j then out[#out + 1] = '%['
+      else
+        local body = glob:sub(i + 1, j - 1):gsub('^!', '^'):gsub('([%%%.%(%)%+%*%?%$])', '%%%1')
+        out[#out + 1] = '[' .. body .. ']'
+        i = j
+      end
+    else out[#out + 1] = c:gsub('[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0') end
+    i = i + 1
+  end
+  out[#out + 1] = '$'
+  return table.concat(out)
+end
+
+--- The tasks to run: one by 0-based index (or all), only those whose id matches one of `names`
+--- (exact ids or shell-style globs, `--tasks 'git-*'`), then at most `limit`. A name that matches
+--- nothing is an error naming it.
+---@param tasks table[]
+---@param index? string|integer
+---@param limit? integer
+---@param names? string[]
+function dataset.select(tasks, index, limit, names)
   local out = {}
   if index == nil or index == 'all' then
     for _, t in ipairs(tasks) do out[#out + 1] = t end
@@ -390,6 +419,25 @@ function dataset.select(tasks, index, limit)
       error(string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1), 0)
     end
     out[1] = tasks[i + 1]
+  end
+  if names and #names > 0 then
+    local pats, hits = {}, {}
+    for k, n in ipairs(names) do pats[k] = dataset.glob_pattern(n); hits[k] = 0 end
+    local kept = {}
+    for _, t in ipairs(out) do
+      local keep = false
+      for k, p in ipairs(pats) do
+        if tostring(t.id):match(p) then hits[k] = hits[k] + 1; keep = true end
+      end
+      if keep then kept[#kept + 1] = t end
+    end
+    for k, n in ipairs(names) do
+      if hits[k] == 0 then
+        error(string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
+          n, #out), 0)
+      end
+    end
+    out = kept
   end
   if limit and limit < #out then
     for i = #out, limit + 1, -1 do out[i] = nil end

@@ -17,6 +17,7 @@ local results = require 'results'
 local stats = require 'stats'
 local staging = require 'staging'
 local util = require 'util'
+local shard = require 'shard'
 
 local runner = {}
 
@@ -418,18 +419,31 @@ function runner.run_tasks(opts)
     if not ok then error(msg, 0) end
   end
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows })
-  local selected = dataset.select(tasks, opts.task_index, opts.task_limit)
+  local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
-  local run_id, jsonl_path, json_path, prior
+  local run_id, jsonl_path, json_path, prior, sh
   if opts.resume then
     jsonl_path = opts.resume
     json_path = jsonl_path:gsub('%.jsonl$', '') .. '.json'
     prior = results.read(jsonl_path)
-    for _, e in ipairs(prior) do if e.event == 'run_started' then run_id = e.run_id break end end
+    local fixed
+    for _, e in ipairs(prior) do
+      if e.event == 'run_started' then run_id, fixed = e.run_id, e.shard break end
+    end
     if not run_id then error(jsonl_path .. ': no run_started event; not a cseng run log', 0) end
+    if type(fixed) == 'table' then -- a shard resumes as the same shard of the same run
+      sh = shard.for_tasks(opts, selected, getenv, util.merge(fixed, { run_id = run_id }))
+      selected = sh.selected
+    end
   else
-    run_id = run_id_for(opts)
-    jsonl_path, json_path = output_paths(opts, run_id)
+    sh = shard.for_tasks(opts, selected, getenv)
+    if sh then
+      selected = sh.selected
+      run_id, jsonl_path, json_path = sh.run_id, sh.jsonl, sh.json
+    else
+      run_id = run_id_for(opts)
+      jsonl_path, json_path = output_paths(opts, run_id)
+    end
   end
   local writer = results.open(jsonl_path, run_id)
   local run = {
@@ -457,6 +471,7 @@ function runner.run_tasks(opts)
       runtime = provider.runtime and provider.runtime(client) or provider.description, versions = sys.versions(),
       host = sys.hostname(), pid = sys.pid(), seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
       provider_config = opts.provider_config, -- so `cseng cleanup RUN.jsonl` reconnects the same way
+      shard = sh and sh.record or nil,
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,

@@ -16,7 +16,7 @@ local runner = require 'runner'
 local util = require 'util'
 
 local RUN_SPEC = require('commands.run').SPEC
-local NAMES = { 'provider', 'dataset', 'task-index', 'task-limit', 'concurrency', 'image-map', 'allow-network',
+local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
 local SPEC = {}
 for _, n in ipairs(NAMES) do SPEC[n] = RUN_SPEC[n] end
@@ -82,7 +82,7 @@ function cmd.run(args)
     local provider = runner.provider(o.provider)
     if not provider.snapshot then error(string.format("provider '%s' has no warm mode (no snapshot)", provider.name), 0) end
     local tasks = dataset.load(o.dataset)
-    local selected = dataset.select(tasks, o.task_index, o.task_limit)
+    local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
     local stamp = os.date('!%Y%m%d-%H%M%S')
     local run_id = string.format('prewarm-%s-%s-%s', provider.name, stamp, crypto.hex(crypto.random_bytes(2)))
     local dir = (o.output and not o.output:match('%.json$')) and o.output or 'results'

@@ -9,6 +9,7 @@ local SPEC = {
   ['providers'] = { key = 'providers', type = 'list', arg = 'A,B', help = 'providers (startup and matrix plans)' },
   ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' },
   ['task-index'] = { key = 'task_index', type = 'string', arg = 'N|all', help = '0-based task index, or all (default)' },
+  ['tasks'] = { key = 'tasks', type = 'list', arg = 'NAME,...', help = "only these tasks: ids or shell-style globs ('git-*'), comma-separated, repeatable" },
   ['task-limit'] = { key = 'task_limit', type = 'int', min = 1, arg = 'N', help = 'at most N tasks' },
   ['stop-after-passes'] = { key = 'stop_after_passes', type = 'int', min = 1, arg = 'N', help = 'start no new trial once N passed' },
   ['timeout-seconds'] = { key = 'timeout_seconds', type = 'number', arg = 'S', help = 'whole-trial timeout' },
@@ -41,12 +42,16 @@ local SPEC = {
   ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
   ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
   ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
+  ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
+    help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
+  ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
 }
 local ORDER = {
-  'provider', 'providers', 'dataset', 'task-index', 'task-limit', 'stop-after-passes', 'timeout-seconds',
+  'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user', 'warm-artifact',
   'prewarm-file', 'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
+  'shard', 'job-id',
 }
 
 local cmd = {
@@ -89,6 +94,14 @@ function cmd.options(p, f, argv)
     o.warm_artifacts = util.copy(doc.artifacts)
   end
   if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
+  do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here
+    local shard = require 'shard'
+    local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
+    if not o.resume and shard.detect(o, getenv) and not shard.job_id(o, getenv) then
+      error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
+        '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
+    end
+  end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
   end
