@@ -563,7 +563,8 @@ function M.prewarm_image(client, o)
   local sha = crypto.sha256_hex(zip)
   local key = 'cseng/microvm-agent-' .. sha:sub(1, 16) .. '.zip'
   local put, perr, pcode = call(client, 'PUT', '/' .. urlencode(o.bucket) .. '/' .. key,
-    { body = zip, content_type = 'application/zip', service = 's3', base = client.s3_endpoint, raw = true, timeout = 600 })
+    { body = zip, content_type = 'application/zip', service = 's3', base = client.s3_endpoint, raw = true, timeout = 600,
+      query = { { 'x-id', 'PutObject' } } }) -- the operation hint AWS's S3 clients add
   if not put then return nil, perr, pcode end
   log(string.format('uploaded s3://%s/%s (%d bytes)', o.bucket, key, #zip))
   local base = o.base_image_arn or os.getenv('AWS_MICROVM_BASE_IMAGE_ARN')

@@ -35,8 +35,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function main() {
   const arn = env('AWS_MICROVM_IMAGE_ID');
   const run = step('RunMicrovm', await client.send(new RunMicrovmCommand({
-    imageIdentifier: arn, maximumDurationInSeconds: 900,
-    idlePolicy: { maxIdleDurationSeconds: 300, suspendedDurationSeconds: 600, autoResumeEnabled: false },
+    imageIdentifier: arn, maximumDurationInSeconds: 900, runHookPayload: JSON.stringify({ token: 'sdk-agent-token' }),
   })));
   out.run = { microvmId: run.microvmId, state: run.state, endpoint: run.endpoint, startedAt: run.startedAt };
   if (!(run.startedAt instanceof Date)) throw new Error('startedAt did not parse as a timestamp');
