@@ -18,6 +18,7 @@ local proc = require 'cseng.proc'
 local toml = require 'toml'
 local dockerfile = require 'dockerfile'
 local util = require 'util'
+local sys = require 'cseng.sys'
 
 local dataset = {}
 
@@ -163,7 +164,8 @@ local function from_seed_row(row, where, opts)
     local tmp = dir .. '.tmp' .. tostring(require('cseng.sys').pid())
     fs.remove_tree(tmp)
     assert(fs.mkdir_p(tmp))
-    local ok, xerr = archive.extract(bytes, tmp, { max_bytes = opts.max_task_bytes or (1 << 30) })
+    -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
+    local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes or (1 << 30) })
     if not ok then
       fs.remove_tree(tmp)
       bad(where, 'task_files.content', 'archive refused: ' .. tostring(xerr))
@@ -201,18 +203,33 @@ local function from_swesmith_row(row, where, opts)
   local envr = row.environment or {}
   local src = envr.source_dir
   if type(src) ~= 'string' then bad(where, 'environment.source_dir', 'missing: the repository snapshot to stage') end
-  if src:sub(1, 1) ~= '/' then
-    -- relative to the dataset file's folder or one of its parents (data/swesmith/x.jsonl
-    -- may name swesmith/repos/r, relative to data/)
-    local base, found = opts.base_dir or '.', nil
-    for _ = 1, 4 do
-      if fs.exists(base .. '/' .. src) then found = base .. '/' .. src break end
-      base = util.dirname(base)
-    end
-    if not found then bad(where, 'environment.source_dir', src .. ' not found next to the dataset file or above it') end
-    src = found
+  -- A dataset names its repository snapshot relative to its own folder (or that folder's parent:
+  -- data/swesmith/x.jsonl names swesmith/repos/r, relative to data/), never by an absolute or a
+  -- climbing path: a row must not make cseng read, and for a cloud provider upload, a host
+  -- directory. --source-root DIR (opts.source_root) names another folder to resolve inside.
+  if src:sub(1, 1) == '/' then
+    bad(where, 'environment.source_dir', src .. ' is absolute: it must be relative to the dataset\'s folder (or use --source-root)')
   end
-  if not fs.exists(src) then bad(where, 'environment.source_dir', src .. ' does not exist') end
+  for part in src:gmatch('[^/]+') do
+    if part == '..' then bad(where, 'environment.source_dir', src .. ' climbs out of the dataset\'s folder (..)') end
+  end
+  local dataset_dir = opts.base_dir or '.'
+  local roots = opts.source_root and { opts.source_root } or { dataset_dir, util.dirname(dataset_dir) }
+  local found
+  for _, base in ipairs(roots) do
+    if fs.exists(base .. '/' .. src) then
+      local real, rreal = sys.realpath(base .. '/' .. src), sys.realpath(base)
+      if not real or not rreal or (real ~= rreal and real:sub(1, #rreal + 1) ~= rreal .. '/') then
+        bad(where, 'environment.source_dir', src .. ' resolves outside ' .. base .. ' (a symbolic link?)')
+      end
+      found = base .. '/' .. src
+      break
+    end
+  end
+  if not found then
+    bad(where, 'environment.source_dir', src .. ' not found in ' .. table.concat(roots, ' or '))
+  end
+  src = found
   local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src, { modes = 'normalize' }) }))
   local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
   if not fs.exists(dir .. '/.complete') then

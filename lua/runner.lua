@@ -418,7 +418,7 @@ function runner.run_tasks(opts)
     local ok, msg = solver.check(opts, getenv)
     if not ok then error(msg, 0) end
   end
-  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows })
+  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
   local run_id, jsonl_path, json_path, prior, sh

@@ -31,6 +31,8 @@ local SPEC = {
     help = 'who runs tests/test.sh (default: non-root where possible)' },
   ['warm-artifact'] = { key = 'warm_artifact', type = 'string', arg = 'ID', help = 'warm artifact for every task (else prepared per task)' },
   ['prewarm-file'] = { key = 'prewarm_file', type = 'string', arg = 'FILE', help = 'warm artifacts per task, from cseng prewarm (results/prewarm-*.json)' },
+  ['source-root'] = { key = 'source_root', type = 'string', arg = 'DIR',
+    help = "SWE-smith rows' environment.source_dir resolve inside DIR (default: the dataset's folder or its parent)" },
   ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'record bad dataset rows and go on' },
   ['samples'] = { key = 'samples', type = 'int', min = 1, arg = 'N', help = 'measured samples per provider (startup)' },
   ['warmups'] = { key = 'warmups', type = 'int', min = 0, arg = 'N', help = 'unmeasured warmup samples per provider (startup)' },
@@ -50,7 +52,7 @@ local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user', 'warm-artifact',
-  'prewarm-file', 'skip-bad-rows', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
+  'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect', 'status-port', 'report', 'quiet',
   'shard', 'job-id',
 }
 
