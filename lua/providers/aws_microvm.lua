@@ -121,6 +121,7 @@ function M.connect(cfg)
     port_header = port_header,
     token_header = setting('token_header') or DEFAULTS.token_header,
     microvm_arn = setting('microvm_arn') or DEFAULTS.microvm_arn,
+    tags = setting('tags', 'AWS_MICROVM_TAGS') ~= '0' and setting('tags') ~= false,
     o = o,
     stats = { retries = 0, throttled = 0, server_errors = 0, transport_errors = 0 },
   }
@@ -313,7 +314,7 @@ function M.create(client, spec)
   -- from here the microVM exists: whatever ends the setup (a failed tag call, a terminal state,
   -- the deadline, the trial's cancellation) terminates it before returning
   local ok, werr, wcode = pcall(function()
-    if next(sb.labels) then
+    if next(sb.labels) and client.tags then
       local tags = {}
       for k, v in pairs(sb.labels) do tags[k] = tostring(v) end
       local t, terr, tcode = call(client, 'POST', '/2017-03-31/tags/' .. urlencode(sb.arn), { json = { Tags = tags } })
@@ -397,8 +398,13 @@ function M.exec(client, sb, cmd, opts)
                 tail_bytes = opts.tail_bytes or client.o.tail_bytes, stdin = opts.stdin }
   if next(req.env) == nil then req.env = nil end
   local t0 = clock.now()
-  local res, err, code = agent(client, sb, 'POST', '/exec', cjson.encode(req),
-    { headers = { ['Content-Type'] = 'application/json' }, timeout = timeout + client.o.exec_grace })
+  local o = { headers = { ['Content-Type'] = 'application/json' }, timeout = timeout + client.o.exec_grace }
+  local res, err, code, eres = agent(client, sb, 'POST', '/exec', cjson.encode(req), o)
+  if not res and code == 'HTTP_400' and eres and tostring(eres.body):find('cwd', 1, true) then
+    -- the image has no such directory yet (a task's workdir): make it, as a container runtime would
+    local mk = agent(client, sb, 'POST', '/exec', cjson.encode { argv = { 'mkdir', '-p', req.cwd }, timeout = 60 }, o)
+    if mk then res, err, code = agent(client, sb, 'POST', '/exec', cjson.encode(req), o) end
+  end
   if not res then return nil, err, code end
   local ok, r = pcall(cjson.decode, res.body or '')
   if not ok or type(r) ~= 'table' or not adapter.int(r.code) then
