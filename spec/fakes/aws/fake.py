@@ -10,8 +10,8 @@ prints one JSON line when it listens: {"lambda": URL, "s3": URL, "control": URL,
 Every control-plane and S3 request is checked with botocore's SigV4 implementation (through
 spec/fakes/aws/sigv4_verify.py, which is not ours): an unknown access key is 403
 UnrecognizedClientException, a wrong secret or a header changed after signing 403
-InvalidSignatureException (S3: the XML SignatureDoesNotMatch), a request time more than 15 minutes
-off 403 InvalidSignatureException "Signature expired".
+InvalidSignatureException (S3: the XML SignatureDoesNotMatch), as is a request time more than 15
+minutes off, or a body that does not match the X-Amz-Content-Sha256 it was signed with.
 
 The control plane (REST-JSON; paths, status codes and members from the SDK's dist-es/schemas):
   RunMicrovm              POST   /2025-09-09/microvms                       200 (clientToken idempotent)
