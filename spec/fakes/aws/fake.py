@@ -79,6 +79,7 @@ import urllib.parse
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sigv4_verify  # noqa: E402  (botocore's SigV4, spec/fakes/aws/sigv4_verify.py)
 
