@@ -724,11 +724,22 @@ static int tar_dir(int dfd, const char *prefix, struct buf *out, unsigned long l
   struct dirent *de;
   while ((de = readdir(d))) {
     if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-    if (nn == cap) { cap = cap ? cap * 2 : 32; names = realloc(names, cap * sizeof *names); }
-    names[nn++] = strdup(de->d_name);
+    if (nn == cap) {
+      size_t nc = cap ? cap * 2 : 32;
+      char **nn_ = realloc(names, nc * sizeof *names);
+      if (!nn_) break;
+      names = nn_;
+      cap = nc;
+    }
+    if (!(names[nn] = strdup(de->d_name))) break;
+    nn++;
   }
-  qsort(names, nn, sizeof *names, cmp_str);
   int rc = 0;
+  if (de) { /* stopped early: out of memory */
+    errf(err, errlen, "out of memory listing %s", prefix[0] ? prefix : ".");
+    rc = -1;
+  }
+  if (nn) qsort(names, nn, sizeof *names, cmp_str);
   for (size_t k = 0; k < nn && !rc; k++) {
     char rel[TAR_NAME_MAX + 1];
     if ((size_t)snprintf(rel, sizeof rel, "%s%s%s", prefix, prefix[0] ? "/" : "", names[k]) >= sizeof rel) {
