@@ -643,7 +643,63 @@ static int open_parent(int root, char *rel, char **last, char *err, size_t errle
   return dfd;
 }
 
+/* Is rel (a clean relative name) at or below one of the symlink names seen so far? */
+static int below_symlink(char **links, size_t nl, const char *rel) {
+  for (size_t k = 0; k < nl; k++) {
+    size_t l = strlen(links[k]);
+    if (!strncmp(rel, links[k], l) && rel[l] == '/') return 1;
+  }
+  return 0;
+}
+
+/* The check pass: every header parses, every name is safe, every type supported, no member
+ * goes through a symlink of the archive; nothing is written. */
+static int check_archive(const char *data, size_t n, char *err, size_t errlen) {
+  struct tar_reader t = {data, n, 0};
+  static struct tar_entry e;
+  char rel[TAR_NAME_MAX + 1];
+  char **links = NULL;
+  size_t nl = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    int r = tar_next(&t, &e, err, errlen);
+    if (r == 0) break;
+    if (r < 0) { rc = -1; break; }
+    if (ap_safe_relpath(e.name, rel, sizeof rel) != 0) {
+      errf(err, errlen, "refused archive member %s: absolute or with '..'", e.name);
+      rc = -1;
+      break;
+    }
+    if (e.type != '0' && e.type != '5' && e.type != '2') {
+      errf(err, errlen, "refused archive member %s: entry type '%c' is not supported (files, directories, symlinks only)",
+           e.name, e.type);
+      rc = -1;
+      break;
+    }
+    if (below_symlink(links, nl, rel)) {
+      errf(err, errlen, "refused archive member %s: it goes through a symlink of the archive", e.name);
+      rc = -1;
+      break;
+    }
+    if (e.type == '2' && rel[0]) {
+      if (nl == cap) {
+        size_t nc = cap ? cap * 2 : 16;
+        char **nlinks = realloc(links, nc * sizeof *links);
+        if (!nlinks) { errf(err, errlen, "out of memory"); rc = -1; break; }
+        links = nlinks;
+        cap = nc;
+      }
+      if (!(links[nl] = strdup(rel))) { errf(err, errlen, "out of memory"); rc = -1; break; }
+      nl++;
+    }
+  }
+  for (size_t k = 0; k < nl; k++) free(links[k]);
+  free(links);
+  return rc;
+}
+
 static int extract(const char *dir, const char *data, size_t n, int *entries, char *err, size_t errlen) {
+  if (check_archive(data, n, err, errlen) != 0) return -1;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s", dir);
   for (char *s = tmp + 1; *s; s++) {

@@ -228,13 +228,21 @@ local function suite(label, prefix, skip_reason)
         { 'absolute', ustar(outside .. '/evil.txt', 'x') .. END },
         { 'through a symlink', ustar('l', '', '2', outside) .. ustar('l/evil.txt', 'x') .. END },
         { 'hard link', ustar('h', '', '1', '/etc/passwd') .. END },
+        { 'good member before a bad one', ustar('good.txt', 'x') .. ustar('../evil.txt', 'x') .. END },
       }
       for _, c in ipairs(cases) do
         local r = req(a, 'PUT', '/files?dir=' .. dst, c[2], { ['Content-Type'] = 'application/x-tar' })
         assert.equal(400, r.status, c[1] .. ': ' .. r.body)
+        assert.is_nil(fs.lstat(dst .. '/good.txt'), c[1]) -- checked before anything is written
         assert.is_nil(fs.lstat(outside .. '/evil.txt'), c[1])
         assert.is_nil(fs.lstat(a.dir .. '/escape/evil.txt'), c[1])
       end
+      -- a symlink already in dir (only the writing pass can see it)
+      assert(fs.mkdir_p(dst))
+      assert(fs.symlink(outside, dst .. '/planted'))
+      local r0 = req(a, 'PUT', '/files?dir=' .. dst, ustar('planted/evil.txt', 'x') .. END)
+      assert.equal(400, r0.status, r0.body)
+      assert.is_nil(fs.lstat(outside .. '/evil.txt'))
       -- a relative dir, a corrupt archive
       assert.equal(400, req(a, 'PUT', '/files?dir=rel', ustar('f', 'x') .. END).status)
       local corrupt = ustar('f', 'x'):gsub('^f', 'g') .. END
