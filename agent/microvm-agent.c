@@ -1172,6 +1172,10 @@ int main(int argc, char **argv) {
   int active = 0;
   while (!stop) {
     while (waitpid(-1, NULL, WNOHANG) > 0) active--;
+    if (active >= cfg.max_conns + 16) { /* even the 503 answers are saturated: leave them in the backlog */
+      poll(NULL, 0, 100);
+      continue;
+    }
     struct pollfd pf = {ls, POLLIN, 0};
     int pr = poll(&pf, 1, 1000);
     if (pr <= 0) continue;
@@ -1181,17 +1185,7 @@ int main(int argc, char **argv) {
     if (fd < 0) continue;
     if (ps.ss_family == AF_INET) inet_ntop(AF_INET, &((struct sockaddr_in *)&ps)->sin_addr, peer, sizeof peer);
     else if (ps.ss_family == AF_INET6) inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ps)->sin6_addr, peer, sizeof peer);
-    if (active >= cfg.max_conns) {
-      set_nonblock(fd);
-      static const char msg[] = "{\"error\":\"too many clients\",\"status\":503}";
-      char busy[256];
-      int bl = snprintf(busy, sizeof busy, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                        "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s", sizeof msg - 1, msg);
-      if (write(fd, busy, (size_t)bl) < 0) { /* best effort */ }
-      close(fd);
-      logf_("%s: 503, %d connections already", peer, active);
-      continue;
-    }
+    int busy = active >= cfg.max_conns;
     pid_t pid = fork();
     if (pid == 0) {
       close(ls);
@@ -1199,7 +1193,13 @@ int main(int argc, char **argv) {
       signal(SIGINT, SIG_DFL);
       signal(SIGCHLD, SIG_DFL);
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      handle(fd);
+      if (busy) {
+        logf_("%s: 503, %d connections already", peer, active);
+        static const char msg[] = "{\"error\":\"too many clients\",\"status\":503}";
+        respond(fd, 503, "application/json", "Retry-After: 1\r\n", msg, sizeof msg - 1);
+      } else {
+        handle(fd);
+      }
       shutdown(fd, SHUT_WR);
       /* let the client read the answer before the close resets it */
       char sink[4096];

@@ -302,11 +302,24 @@ out['chunked_exec'] = talk(b'POST /exec HTTP/1.1\r\nX-Cseng-Agent-Token: ' + sys
 out['while_slow'] = talk(b'GET /health HTTP/1.1\r\nX-Cseng-Agent-Token: ' + sys.argv[2].encode() + b'\r\n\r\n')
 slow.settimeout(60)
 out['slow'] = slow.recv(65536).split(b'\r\n', 1)[0].decode()
+# --max-conns 1 (the third agent): one connection held open, the next one gets 503 at once
+port = int(sys.argv[3])
+held = socket.create_connection(('127.0.0.1', port), timeout=60)
+held.sendall(b'GET /health HTTP/1.1\r\n')
+import time
+for _ in range(100):   # the agent counts the held connection once it has accepted it
+    r = talk(b'GET /health HTTP/1.1\r\n\r\n')
+    if r.startswith('HTTP/1.1 503'): break
+    time.sleep(0.05)
+out['busy'] = r
+held.close()
 print(json.dumps(out))
 ]]
       local b = start(prefix, { args = { '--header-timeout', '1', '--max-body', '1000000' } })
+      local c = start(prefix, { args = { '--max-conns', '1' } })
       local ok, err = pcall(function()
-        local r = assert(proc.run { argv = { 'python3', '-c', py, tostring(b.port), b.token }, timeout = 120 })
+        local r = assert(proc.run { argv = { 'python3', '-c', py, tostring(b.port), b.token, tostring(c.port) },
+                                    timeout = 120 })
         assert.equal(0, r.code, r.stderr)
         local o = jsonl.decode(r.stdout)
         assert.equal('HTTP/1.1 400 Bad Request', o.garbage)
@@ -316,11 +329,32 @@ print(json.dumps(out))
         assert.equal('HTTP/1.1 200 OK', o.chunked_exec)
         assert.equal('HTTP/1.1 200 OK', o.while_slow)
         assert.equal('HTTP/1.1 408 Request Timeout', o.slow)
+        assert.equal('HTTP/1.1 503 Service Unavailable', o.busy)
         assert.is_nil(b.log():find('AddressSanitizer', 1, true))
         assert.is_nil(b.log():find('runtime error:', 1, true))
       end)
       b.close()
+      c.close()
       assert(ok, err)
+    end)
+
+    it('serves concurrent requests, and runs a command as another user', function()
+      local tasks = {}
+      for i = 1, 8 do
+        tasks[i] = task.spawn(function() return exec(a, { cmd = 'sleep 0.2; echo ' .. i }) end)
+      end
+      for i = 1, 8 do
+        local ok, r = task.join(tasks[i])
+        assert(ok, r)
+        assert.equal(i .. '\n', r.stdout)
+      end
+      if sys.uid() == 0 and (fs.read('/etc/passwd') or ''):find('\nnobody:', 1, true) then
+        local r = exec(a, { argv = { 'id', '-un' }, user = 'nobody' })
+        assert.equal('nobody\n', r.stdout)
+      end
+      local bad = req(a, 'POST', '/exec', jsonl.encode { argv = { 'true' }, user = 'no-such-user-cseng' })
+      assert.equal(400, bad.status)
+      assert.matches('no%-such%-user%-cseng', bad.body)
     end)
 
     it('logged no crash or sanitizer report (for ASAN builds of the agent)', function()

@@ -148,6 +148,9 @@ describe('aws.sigv4: rules', function()
     assert.equal('/a%2520b/c', a.canonical_request:match('^GET\n([^\n]*)'))
     local _, b = sigv4.sign(with { method = 'GET', service = 's3', url = 'https://h/a%20b//./c' })
     assert.equal('/a%20b//./c', b.canonical_request:match('^GET\n([^\n]*)'))
+    -- S3: %XX kept, raw bytes that cannot appear encoded once, a stray '%' encoded
+    assert.equal('/a%20bz/z%20z%252/%E1%88%B4', sigv4.canonical_uri('/a%20bz/z z%2/\xe1\x88\xb4', true))
+    assert.equal('/a%2520bz/z%20z%252', sigv4.canonical_uri('/a%20bz/z z%2', false))
   end)
 
   it('adds X-Amz-Content-Sha256 for S3 (UNSIGNED-PAYLOAD when asked) and a session token', function()

@@ -96,9 +96,18 @@ function M.canonical_uri(path, s3, normalize)
   if path == '' then path = '/' end
   if s3 then
     -- keep %XX as sent; encode only what cannot appear raw
-    return (path:gsub('%%(%x%x)', '\0%1'):gsub('[^%w%-%._~/%z]', function(c)
-      return string.format('%%%02X', c:byte())
-    end):gsub('%z', '%%'))
+    local out, i = {}, 1
+    while i <= #path do
+      local c = path:sub(i, i)
+      if c == '%' and path:sub(i + 1, i + 2):match('^%x%x$') then
+        out[#out + 1] = path:sub(i, i + 2)
+        i = i + 3
+      else
+        out[#out + 1] = c:match('^[%w%-%._~/]$') and c or string.format('%%%02X', c:byte())
+        i = i + 1
+      end
+    end
+    return table.concat(out)
   end
   if normalize ~= false then path = normalize_path(path) end
   return M.uri_encode(path, true)
