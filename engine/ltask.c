@@ -65,15 +65,21 @@ int cs_interrupted(void) { return S.interrupted; }
 
 /* ---- errors ---------------------------------------------------------- */
 
+/* "message (code)", and "stage: message (code)" when the error names its stage. */
 static int error_tostring(lua_State *L) {
   lua_getfield(L, 1, "message");
   lua_getfield(L, 1, "code");
-  lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -2, "error"), luaL_optstring(L, -1, "?"));
+  lua_getfield(L, 1, "stage");
+  if (lua_type(L, -1) == LUA_TSTRING)
+    lua_pushfstring(L, "%s: %s (%s)", lua_tostring(L, -1), luaL_optstring(L, -3, "error"),
+                    luaL_optstring(L, -2, "?"));
+  else
+    lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -3, "error"), luaL_optstring(L, -2, "?"));
   return 1;
 }
 
 void cs_push_error(lua_State *L, const char *code, const char *message) {
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lua_pushstring(L, code);
   lua_setfield(L, -2, "code");
   lua_pushstring(L, message);
@@ -81,8 +87,46 @@ void cs_push_error(lua_State *L, const char *code, const char *message) {
   if (luaL_newmetatable(L, ERROR_MT)) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
+    lua_pushstring(L, ERROR_MT);
+    lua_setfield(L, -2, "__name");
   }
   lua_setmetatable(L, -2);
+}
+
+/* Whether the value at idx is the cancellation error (code ECANCELED): the one error a
+ * task is expected to end with, and the only one nobody needs to hear about. */
+static int is_cancellation(lua_State *L, int idx) {
+  int yes;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  lua_getfield(L, idx, "code");
+  yes = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "ECANCELED") == 0;
+  lua_pop(L, 1);
+  return yes;
+}
+
+/* Pushes a one-line description of any error value: a string as it is, a table as
+ * "[stage: ]message (code)" from its fields (also without a metatable), else tostring. */
+static const char *describe_error(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TTABLE && !luaL_getmetafield(L, idx, "__tostring")) {
+    lua_getfield(L, idx, "message");
+    lua_getfield(L, idx, "code");
+    lua_getfield(L, idx, "stage");
+    if (lua_type(L, -3) != LUA_TSTRING && lua_type(L, -2) != LUA_TSTRING) {
+      lua_pop(L, 3);
+      return luaL_tolstring(L, idx, NULL);
+    }
+    if (lua_type(L, -1) == LUA_TSTRING)
+      lua_pushfstring(L, "%s: %s (%s)", lua_tostring(L, -1), luaL_optstring(L, -3, "error"),
+                      luaL_optstring(L, -2, "?"));
+    else
+      lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -3, "error"), luaL_optstring(L, -2, "?"));
+    lua_replace(L, -4);
+    lua_pop(L, 2);
+    return lua_tostring(L, -1);
+  }
+  if (lua_type(L, idx) == LUA_TTABLE) lua_pop(L, 1); /* the __tostring found */
+  return luaL_tolstring(L, idx, NULL);
 }
 
 int cs_raise_cancelled(lua_State *L) {
@@ -265,8 +309,25 @@ static void task_step(cs_task *t) {
 
 /* ---- task body -------------------------------------------------------- */
 
+/* A string error gets the traceback appended (as lua.c does); a table error keeps its
+ * shape and gains a `traceback` field (unless it has one), so `{code=, message=}` raised
+ * deep in a task still says where. The cancellation error is left as it is: it is expected,
+ * and delivered to every task at Ctrl-C. */
 static int body_msgh(lua_State *L) {
-  if (lua_type(L, 1) == LUA_TTABLE) return 1; /* structured errors keep their shape */
+  if (lua_type(L, 1) == LUA_TTABLE) {
+    if (is_cancellation(L, 1)) return 1;
+    lua_pushliteral(L, "traceback");
+    if (lua_rawget(L, 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      lua_pushliteral(L, "traceback");
+      luaL_traceback(L, L, NULL, 1);
+      lua_rawset(L, 1);
+    } else {
+      lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    return 1;
+  }
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   luaL_traceback(L, L, msg, 1);
@@ -466,9 +527,25 @@ static int task_count(lua_State *L) {
   return 1;
 }
 
-/** task.error(code, message) -> a structured error object (for error()). */
+/** task.error(code [, message [, fields]]) -> a structured error object (for error()):
+ * {code=, message=} plus the string/number/boolean/table fields of `fields` (stage, ...). */
 static int task_error_l(lua_State *L) {
-  cs_push_error(L, luaL_checkstring(L, 1), luaL_optstring(L, 2, luaL_checkstring(L, 1)));
+  const char *code = luaL_checkstring(L, 1);
+  cs_push_error(L, code, luaL_optstring(L, 2, code));
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "code") != 0 &&
+          strcmp(lua_tostring(L, -2), "message") != 0) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+      } else {
+        lua_pop(L, 1);
+      }
+    }
+  }
   return 1;
 }
 
@@ -488,13 +565,24 @@ static int t_tostring(lua_State *L) {
   return 1;
 }
 
+/* A task that failed and was never joined says so when it is collected, unless it was
+ * cancelled: a table error is described from its fields, with its traceback. */
 static int t_gc(lua_State *L) {
   cs_task *t = check_task(L, 1);
   if (t->state == T_DONE && !t->ok && !t->joined && t->result_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->result_ref);
-    if (lua_type(L, -1) != LUA_TTABLE) /* cancellations are not news */
-      fprintf(stderr, "cseng: task %d failed and was never joined: %s\n", (int)t->id,
-              luaL_tolstring(L, -1, NULL));
+    if (!is_cancellation(L, -1)) {
+      int err = lua_gettop(L);
+      const char *tb = NULL;
+      const char *what = describe_error(L, err);
+      if (lua_type(L, err) == LUA_TTABLE) {
+        lua_getfield(L, err, "traceback");
+        tb = lua_tostring(L, -1);
+      }
+      fprintf(stderr, "cseng: task %d failed and was never joined: %s%s%s\n", (int)t->id, what,
+              tb ? "\n" : "", tb ? tb : "");
+    }
+    lua_settop(L, 1);
   }
   luaL_unref(L, LUA_REGISTRYINDEX, t->result_ref);
   t->result_ref = LUA_NOREF;
@@ -693,10 +781,10 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     if (code == 0 && S.interrupted) code = 130;
   } else {
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
-    if (S.interrupted && lua_type(L, -1) == LUA_TTABLE) {
+    if (S.interrupted && is_cancellation(L, -1)) {
       code = 130;
     } else {
-      fprintf(stderr, "cseng: %s\n", luaL_tolstring(L, -1, NULL));
+      fprintf(stderr, "cseng: %s\n", describe_error(L, -1));
       code = S.interrupted ? 130 : 1;
       lua_pop(L, 1);
     }

@@ -68,9 +68,9 @@ local function run(opts, env)
   opts.quiet = true
   opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
   opts.env = env
-  local status = runner.run_tasks(opts)
-  local s = results.summary(results.read(runner.last.jsonl))
-  return status, s, runner.last
+  local status, info = runner.run_tasks(opts)
+  local s = results.summary(results.read(info.jsonl))
+  return status, s, info
 end
 
 local function openrouter_env(f, extra)
