@@ -90,18 +90,28 @@ static mode_t check_mode(lua_State *L, int idx, const char *what) {
  * holds the result ("" for the root itself, or for an entry stripped away),
  * or the reason the name is unsafe.
  */
+/* The next path component after *p that is neither empty nor ".": its start
+ * and length (*n), or NULL at the end; *p moves past it and its slashes. */
+static const char *next_component(const char **p, size_t *n) {
+  while (**p) {
+    const char *c = *p;
+    while (**p && **p != '/') (*p)++;
+    *n = (size_t)(*p - c);
+    while (**p == '/') (*p)++;
+    if (*n == 0 || (*n == 1 && c[0] == '.')) continue;
+    return c;
+  }
+  return NULL;
+}
+
+static int is_dotdot(const char *c, size_t n) { return n == 2 && c[0] == '.' && c[1] == '.'; }
+
 static const char *normalize_name(const char *in, int strip, char *out, size_t outlen) {
-  size_t o = 0;
-  const char *p = in;
+  size_t o = 0, n;
+  const char *p = in, *c;
   if (in[0] == '/') return "absolute path";
-  while (*p) {
-    const char *c = p;
-    size_t n;
-    while (*p && *p != '/') p++;
-    n = (size_t)(p - c);
-    while (*p == '/') p++;
-    if (n == 0 || (n == 1 && c[0] == '.')) continue;
-    if (n == 2 && c[0] == '.' && c[1] == '.') return "'..' in path";
+  while ((c = next_component(&p, &n)) != NULL) {
+    if (is_dotdot(c, n)) return "'..' in path";
     if (strip > 0) {
       strip--;
       continue;
@@ -136,20 +146,15 @@ static void display_name(const char *in, char *out, size_t outlen) {
  */
 static const char *symlink_target_unsafe(const char *linkpath, const char *target) {
   int depth = 0, ups = 0, seen_name = 0;
-  const char *p;
+  const char *p, *c;
+  size_t n;
   if (target[0] == '\0') return "symlink with an empty target";
   if (target[0] == '/') return "symlink to an absolute path";
   for (p = linkpath; *p; p++)
     if (*p == '/') depth++;
   p = target;
-  while (*p) {
-    const char *c = p;
-    size_t n;
-    while (*p && *p != '/') p++;
-    n = (size_t)(p - c);
-    while (*p == '/') p++;
-    if (n == 0 || (n == 1 && c[0] == '.')) continue;
-    if (n == 2 && c[0] == '.' && c[1] == '.') {
+  while ((c = next_component(&p, &n)) != NULL) {
+    if (is_dotdot(c, n)) {
       if (seen_name) return "symlink target with '..' after a name";
       if (++ups > depth) return "symlink pointing outside the archive root";
     } else {

@@ -239,15 +239,15 @@ local function trial(run, p, phase, round, position, order)
     state.windows[2] = { t1, t2 }
     rec.first_exec_ms = ms(t2 - t1)
     rec.ready_ms = rec.create_ms + rec.first_exec_ms
-    if not res then error({ message = tostring(eerr), code = ecode or 'EEXEC' }, 0) end
+    if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
     rec.exit_code = res.code
     rec.exec_http = http_phases(res.http_timings)
     if res.code ~= 0 or not has_marker(res.stdout, opts.expect) then
       rec.stdout_tail = util.tail(res.stdout or '', 500)
       rec.stderr_tail = util.tail(res.stderr or '', 500)
-      error({ code = res.timed_out and 'ETIMEDOUT' or 'EREADY', message = string.format(
+      errors.raise(res.timed_out and errors.ETIMEDOUT or errors.EREADY, string.format(
         'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
-        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect) }, 0)
+        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
     end
     rec.ok = true
   end)
@@ -256,9 +256,9 @@ local function trial(run, p, phase, round, position, order)
     rec.error_stage = state.stage
     if state.timed_out then
       rec.error, rec.error_code, rec.timed_out = string.format('trial timed out after %s s (in %s)',
-        opts.timeout_seconds, state.stage), 'ETIMEDOUT', true
-    elseif code == 'ECANCELED' then
-      rec.error, rec.error_code, rec.interrupted = 'interrupted', 'ECANCELED', true
+        opts.timeout_seconds, state.stage), errors.ETIMEDOUT, true
+    elseif code == errors.ECANCELED then
+      rec.error, rec.error_code, rec.interrupted = 'interrupted', errors.ECANCELED, true
     else
       rec.error, rec.error_code = msg, code
     end

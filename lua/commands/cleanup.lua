@@ -5,7 +5,6 @@ local flags = require 'flags'
 local options = require 'options'
 local results = require 'results'
 local session = require 'session'
-local errors = require 'errors'
 local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
   ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
@@ -99,13 +98,11 @@ function cmd.run(args)
     end
   end)
   if not ok then
-    if errors.is_cancel(err) then return 130 end
     if type(err) == 'table' and err.usage then
       io.stderr:write('cseng: ', err.usage:find('^cleanup') and '' or 'cleanup: ', err.usage, '\n')
       return 2
     end
-    io.stderr:write('cseng: cleanup: ', errors.line(err), '\n')
-    return 1
+    return require('cli').fail(err, 'cleanup')
   end
   if not f.dry_run and #pos <= 1 and (done > 0 or failures > 0 or #pos == 0) then
     print(string.format('%d destroyed, %d failed', done, failures))

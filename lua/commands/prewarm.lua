@@ -111,11 +111,7 @@ function cmd.run(args)
     end
     if nerr > 0 or s.cleanup_failed then status = 1 end
   end)
-  if not rok then
-    if errors.is_cancel(rerr) then return 130 end
-    io.stderr:write('cseng: prewarm: ', errors.line(rerr), '\n')
-    return 1
-  end
+  if not rok then return require('cli').fail(rerr, 'prewarm') end
   return status
 end
 

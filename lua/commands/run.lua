@@ -2,7 +2,6 @@
 local flags = require 'flags'
 local plan = require 'plan'
 local options = require 'options'
-local errors = require 'errors'
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
@@ -49,11 +48,7 @@ function cmd.run(args)
     end
     error('unknown plan kind ' .. tostring(o.kind), 0)
   end)
-  if not runok then
-    if errors.is_cancel(status) then return 130 end
-    io.stderr:write('cseng: ', errors.line(status), '\n')
-    return 1
-  end
+  if not runok then return require('cli').fail(status) end
   return status
 end
 
