@@ -286,8 +286,63 @@ describe('the ledger', function()
   end)
 end)
 
+describe('the warm cache', function()
+  it('prepares a shared artifact once; the trials waiting on it are woken, not polling', function()
+    install()
+    -- two tasks with the same content (one archive, two ids): one warm artifact
+    local row
+    for line in io.lines(SMOKE) do
+      local r = require('cjson').decode(line)
+      if r.task_files then row = r; break end
+    end
+    local rows = {}
+    for i = 1, 3 do
+      local r = require('cjson').decode(require('cjson').encode(row))
+      r.task_id = row.task_id .. '-copy' .. i
+      rows[i] = require('cjson').encode(r)
+    end
+    local ds = tmp .. '/same3.jsonl'
+    assert(fs.write(ds, table.concat(rows, '\n') .. '\n'))
+    local sleeps, real_sleep = 0, task.sleep
+    task.sleep = function(s) if s == 0.05 then sleeps = sleeps + 1 end; return real_sleep(s) end
+    local ok, st, info = pcall(runner.run_tasks, { provider = 'ledger_local', dataset = ds, concurrency = 3,
+      solver = 'gold', mode = 'warm', output = tmp .. '/samewarm', quiet = true })
+    task.sleep = real_sleep
+    assert(ok, st)
+    assert.equal(0, st)
+    local by = by_event(results.read(info.jsonl))
+    assert.equal(1, #by.prewarmed, 'one preparation for three trials')
+    assert.equal(3, #by.trial)
+    for _, t in ipairs(by.trial) do assert.equal('passed', t.outcome) end
+    assert.equal(0, sleeps, 'no task.sleep(0.05) polling')
+  end)
+end)
+
 describe('small fixes', function()
   local CSENG = ROOT .. '/cseng'
+
+  it('enforces the task\'s memory limit on the local provider (docs/providers/local.md)', function()
+    local L = require 'providers.local'
+    local c = L.connect({})
+    if not c.cgroup then
+      pending('no writable cgroup hierarchy here: limits cannot be enforced (recorded as absent in `limits`)')
+      return
+    end
+    local hog = "python3 -c 'b = bytearray(300*1024*1024); print(len(b))'"
+    local function run_in(spec)
+      spec.labels, spec.workdir, spec.ttl_seconds = {}, '/workspace', 60
+      local sb = assert(L.create(c, spec))
+      local r = assert(L.exec(c, sb, hog, { timeout = 60 }))
+      assert(L.destroy(c, sb))
+      return sb, r
+    end
+    local sb, r = run_in { memory_mb = 64 }
+    assert.equal(64, sb.limits.memory_mb)
+    assert.equal(137, r.code, 'the 300 MiB allocation is killed under a 64 MB limit: ' .. tostring(r.stderr))
+    local _, free = run_in {}
+    assert.equal(0, free.code, free.stderr)
+    assert.equal(tostring(300 * 1024 * 1024), (free.stdout:gsub('%s+$', '')))
+  end)
 
   it('a missing --resume log is a one-line error', function()
     local r = assert(proc.run { argv = { CSENG, 'run', 'plans/cold-gold.lua', '--resume', tmp .. '/nope.jsonl' }, cwd = ROOT })
