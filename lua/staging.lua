@@ -99,6 +99,12 @@ end
 ---@field put fun(self, dir:string, tar:string):boolean|nil, string?, string?
 ---@field get fun(self, path:string):string|nil, string?, string?
 
+-- The run behind each context, for staging's own steps (solvers see only the context).
+local run_of = setmetatable({}, { __mode = 'k' })
+
+--- The run a context was made for (staging's steps only; solvers get the context alone).
+function staging.run_of(ctx) return run_of[ctx] end
+
 --- The object solvers and staging steps use to reach the sandbox: the task, the sandbox's
 --- exec/put/get, the run's options and getenv; not the run itself.
 function staging.context(run, t, sb)
@@ -115,6 +121,7 @@ function staging.context(run, t, sb)
   end
   ctx.put = function(_, dir, tar) return provider.put(client, sb, dir, tar) end
   ctx.get = function(_, path) return provider.get(client, sb, path) end
+  run_of[ctx] = run
   return ctx
 end
 
