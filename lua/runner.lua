@@ -369,6 +369,20 @@ function runner.table(records)
   return table.concat(lines, '\n')
 end
 
+--- What a trial works with: the session, its provider connection and the solver, plus the
+--- run's warm cache. (The fields staging and the trial read: id, opts, provider, client,
+--- writer, getenv, launcher, solver.)
+---@param s Session
+---@param p Provider
+---@param solver table|nil
+---@return table run
+function runner.run_of(s, p, solver)
+  return {
+    session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver,
+    writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher,
+  }
+end
+
 --- Run a tasks plan. opts: provider, provider_config, dataset, solver, mode, task_index,
 --- task_limit, stop_after_passes, timeout_seconds, solve_timeout_seconds, concurrency, output,
 --- resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts,
@@ -407,10 +421,7 @@ function runner.run_tasks(opts)
   end
   local p = s:connect(opts.provider, opts.provider_config)
   local provider, writer = p.adapter, s.writer
-  local run = {
-    session = s, id = s.id, opts = opts, provider = provider, client = p.client, solver = solver, writer = writer,
-    getenv = s.getenv, warm_cache = {}, launcher = s.launcher,
-  }
+  local run = runner.run_of(s, p, solver)
 
   local done = {}
   if prior then

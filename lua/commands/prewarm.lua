@@ -53,12 +53,8 @@ function cmd.run(args)
     local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm', provider.name },
       stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end }
     local out_json, log = s.json, s.jsonl
-    local conn = s:connect(o.provider, o.provider_config)
+    local run = runner.run_of(s, s:connect(o.provider, o.provider_config))
     local writer = s.writer
-    local run = {
-      session = s, id = s.id, opts = o, provider = conn.adapter, writer = writer, getenv = s.getenv, client = conn.client,
-      warm_cache = {}, launcher = s.launcher,
-    }
     writer:event('run_started', { kind = 'prewarm', argv = argv, provider = provider.name, dataset = o.dataset,
       task_count = #selected, host = sys.hostname(), pid = sys.pid(), provider_config = o.provider_config }, true)
     if not o.quiet then
