@@ -131,3 +131,117 @@ describe('daytona against its official SDK', function()
     end
   end)
 end)
+
+-- adapter.multipart_parts reads the toolbox's bulk-download answers: checked against busboy (the
+-- multipart reader the SDK itself uses, spec/sdk/node_modules/busboy) on random bodies written by
+-- adapter.form and by the fake, and against malformed bodies.
+describe('adapter.multipart_parts (the bulk-download reader)', function()
+  local adapter = require 'adapter'
+  local jsonl = require 'jsonl'
+
+  -- busboy over each {body, ct} of argv[1]: {parts = {{name, filename, data (base64)}}} or
+  -- {error} per body, written to argv[2]
+  local BUSBOY = [[
+const Busboy = require('busboy'); const fs = require('fs')
+const cases = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'))
+;(async () => {
+  const out = []
+  for (const c of cases) {
+    out.push(await new Promise((resolve) => {
+      const parts = []
+      let bb
+      try { bb = Busboy({ headers: { 'content-type': c.ct }, preservePath: true }) } catch (e) { return resolve({ error: String(e) }) }
+      bb.on('file', (name, stream, info) => {
+        const chunks = [], part = { name, filename: info.filename }
+        parts.push(part) // in stream order; the data arrives later
+        stream.on('data', (d) => chunks.push(d))
+        stream.on('end', () => { part.data = Buffer.concat(chunks).toString('base64') })
+      })
+      bb.on('field', (name, value) => parts.push({ name, data: Buffer.from(value).toString('base64') }))
+      bb.on('close', () => resolve({ parts }))
+      bb.on('error', (e) => resolve({ error: String(e) }))
+      bb.end(Buffer.from(c.body, 'base64'))
+    }))
+  }
+  fs.writeFileSync(process.argv[2], JSON.stringify(out))
+})()
+]]
+
+  local function random_bytes(n)
+    if n == 0 then return '' end
+    local b = crypto.random_bytes(n)
+    -- now and then a near-boundary line inside the data
+    if n > 8 and b:byte(1) % 4 == 0 then b = b:sub(1, n // 2) .. '\r\n--cseng-' .. b:sub(n // 2 + 1) end
+    return b
+  end
+
+  it('reads what busboy reads, byte for byte', function()
+    if not proc.which('node') or not fs.exists(SDK_DIR .. '/../../busboy/package.json') then
+      pending('node or busboy is not installed (make deps-test)')
+      return
+    end
+    local cases, expect = {}, {}
+    for i = 1, 60 do
+      local parts = {}
+      for j = 1, 1 + i % 3 do
+        local size = ({ 0, 1, 17, 700, 70000 })[(i + j) % 5 + 1]
+        parts[j] = { name = 'file', filename = '/tmp/dir ' .. i .. '/f"' .. j .. '\\x.bin', content_type = 'application/octet-stream',
+                     data = random_bytes(size) }
+        if j == 2 then parts[j] = { name = 'files[0].path', data = '/tmp/p' .. i } end
+      end
+      local body, ct = adapter.form(parts)
+      cases[i] = { body = crypto.base64(body), ct = ct }
+      expect[i] = parts
+    end
+    local tmp = assert(fs.tempdir('multipart-'))
+    assert(fs.write(tmp .. '/cases.json', jsonl.encode(cases)))
+    local r = assert(proc.run { argv = { 'node', '-e', BUSBOY, tmp .. '/cases.json', tmp .. '/out.json' },
+                                cwd = ROOT .. '/spec/sdk', timeout = 120 })
+    local text = fs.read(tmp .. '/out.json')
+    fs.remove_tree(tmp)
+    assert.equal(0, r.code, r.stderr)
+    local theirs = cjson.decode(text)
+    for i, c in ipairs(cases) do
+      local mine = assert(adapter.multipart_parts(crypto.unbase64(c.body), c.ct))
+      assert.equal(#expect[i], #mine)
+      assert.is_table(theirs[i].parts, theirs[i].error)
+      assert.equal(#mine, #theirs[i].parts)
+      for j, p in ipairs(mine) do
+        assert.equal(expect[i][j].data, p.data)
+        assert.equal(expect[i][j].name, p.name)
+        assert.equal(expect[i][j].filename, p.filename)
+        assert.equal(theirs[i].parts[j].name, p.name)
+        assert.equal(theirs[i].parts[j].filename, p.filename)
+        assert.equal(theirs[i].parts[j].data, crypto.base64(p.data))
+      end
+    end
+  end)
+
+  it('reads the fake\'s answers (file and error parts) and refuses malformed bodies', function()
+    local body = '--b\r\nContent-Disposition: form-data; name="file"; filename="/a"\r\nContent-Type: application/octet-stream\r\n\r\n'
+      .. 'A\r\n--b\r\nContent-Disposition: form-data; name="error"; filename="/b"\r\nContent-Type: application/json\r\n\r\n'
+      .. '{"statusCode":404}\r\n--b--\r\n'
+    local parts = assert(adapter.multipart_parts('preamble\r\n' .. body .. 'epilogue', 'multipart/form-data; boundary="b"'))
+    assert.same({ { 'file', '/a', 'A' }, { 'error', '/b', '{"statusCode":404}' } },
+      { { parts[1].name, parts[1].filename, parts[1].data }, { parts[2].name, parts[2].filename, parts[2].data } })
+    assert.equal('application/json', parts[2].headers['content-type'])
+    local bad = {
+      { body, 'application/json', 'not a multipart body' },
+      { body, 'multipart/form-data', 'no usable boundary' },
+      { body, 'multipart/form-data; boundary=c', 'no opening boundary' },
+      { body:sub(1, 60), 'multipart/form-data; boundary=b', 'no end of headers' },
+      { body:sub(1, 110), 'multipart/form-data; boundary=b', 'no closing boundary' },
+      { '--bX\r\n\r\nx\r\n--b--', 'multipart/form-data; boundary=b', 'malformed boundary line' },
+      { '--b\r\nno colon\r\n\r\nx\r\n--b--', 'multipart/form-data; boundary=b', 'malformed header line' },
+    }
+    for _, c in ipairs(bad) do
+      local p, why = adapter.multipart_parts(c[1], c[2])
+      assert.is_nil(p, c[3])
+      assert.truthy(tostring(why):find(c[3], 1, true), tostring(why))
+    end
+    -- every prefix of a valid body is an error, never a crash or a wrong success
+    for cut = 0, #body - 3 do
+      assert.is_nil((adapter.multipart_parts(body:sub(1, cut), 'multipart/form-data; boundary=b')), cut)
+    end
+  end)
+end)
