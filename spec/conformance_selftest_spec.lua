@@ -135,6 +135,10 @@ describe('conformance.shape and compare', function()
     -- identical sides: nothing to report
     diffs = C.compare(sdk, sdk, {}, opts)
     assert.same({}, diffs)
+    -- a body that did not decode is reported as such
+    diffs = C.compare({ rec('sdk', 'x', 'POST', '/x', { a = 1 }) },
+      { rec('adapter', 'x', 'POST', '/x', nil, { body_error = 'offset 3: value expected' }) }, {}, opts)
+    assert.matches('x body:%$error: a body that is not JSON: SDK none; adapter offset 3', C.describe(diffs))
   end)
 
   it('rewrites one provider section of the doc and keeps the others, sorted', function()

@@ -317,6 +317,7 @@ end
 local function side(recs, opts)
   local s = { endpoints = {}, query = {}, headers = {}, body = {}, n = 0 }
   for _, rec in ipairs(recs) do
+    if rec.body_error then s.body_error = rec.body_error end
     local sh = C.shape(rec, opts)
     s.n = s.n + 1
     s.endpoints[sh.method .. ' ' .. sh.route] = true
@@ -335,8 +336,9 @@ end
 
 --- Compare what the SDK and the adapter sent, per operation. allow: {{op = <op or '*'>, what =
 --- 'op' | 'route' | 'query:k' | 'header:h' | 'body:a.b', reason = why}} (a reason is required).
---- Headers missing on both sides of a request are not compared, nor headers the side without
---- records of that op never sent. Returns:
+--- Per operation each side is the union over its records: the set of endpoints, the query keys,
+--- for each header the set of normalized values, for each body path the set of types; a body
+--- that did not decode is the difference 'body:$error'. Returns:
 ---   diffs: the differences no allow entry covers, {op, what, sdk, adapter, detail};
 ---   rows: per operation (sorted), {op, sdk = {endpoints...}, adapter = {endpoints...},
 ---         bodies_agree (no body difference at all), differences = {{what, detail, reason}}};
@@ -410,6 +412,10 @@ function C.compare(sdk_recs, adapter_recs, allow, opts)
         if sv ~= av then
           differ('header:' .. k, sv, av, string.format('SDK %s; adapter %s', sv or '(absent)', av or '(absent)'))
         end
+      end
+      if s.body_error or a.body_error then
+        differ('body:$error', s.body_error, a.body_error, string.format('a body that is not JSON: SDK %s; adapter %s',
+          s.body_error or 'none', a.body_error or 'none'))
       end
       keys = {}
       for k in pairs(s.body) do keys[k] = true end
