@@ -37,6 +37,7 @@
 ---   create_status / exec_status / delete_status / list_status / snapshot_status = status | fn(n, ...)
 ---   auth_fail = 'create' | 'all'   401 on create (or on every call)
 ---   stall = seconds                the cmd stream waits this long before the exit record
+---   stream_error = {code, message} the cmd stream ends with an error line instead of the exit record
 ---   page_size (100)                list page size
 ---   client = 'sdk' | 'adapter'     what records say sent them (default: 'sdk' when the user
 ---                                  agent is the SDK's, vercel/sandbox/<version>, else 'adapter')
@@ -253,6 +254,10 @@ function fake.start(opts)
     req:write(cjson.encode { command = cmd_view(c) } .. '\n')
     run_argv(s, c, body)
     if body.logs then log_lines(req, c) end
+    if cfg.stream_error then -- the SDK's LogError line: {stream = "error", data = {code, message}}
+      req:write(cjson.encode { stream = 'error', data = cfg.stream_error } .. '\n')
+      return
+    end
     if cfg.stall then task.sleep(scaffold.pick(cfg.stall, n)) end
     req:write(cjson.encode { command = cmd_view(c) } .. '\n')
   end
@@ -274,7 +279,7 @@ function fake.start(opts)
       tk, tv = q.tags:match('^([^:]+):(.*)$')
       if not tk then core.count('bad_requests'); return err(400, 'bad_request', 'tags is key:value') end
     end
-    st.last_list_tags = q.tags
+    st.last_list_filter = tk and { [tk] = tv } or nil
     local items = {}
     for _, name in ipairs(box_order) do
       local b = boxes[name]
