@@ -153,12 +153,10 @@ local function call(client, method, path, o)
   o = o or {}
   local headers = { Authorization = 'Bearer ' .. client.key, Accept = o.accept or 'application/json' }
   local body = o.body
-  if o.json ~= nil then
-    headers['Content-Type'] = 'application/json'
-    body = jsonl.encode(o.json)
-  elseif o.content_type then
-    headers['Content-Type'] = o.content_type
-  end
+  -- as the SDK: JSON on every call but GET (a bodiless POST too: curl would say form-urlencoded)
+  if o.content_type then headers['Content-Type'] = o.content_type
+  elseif method ~= 'GET' then headers['Content-Type'] = 'application/json' end
+  if o.json ~= nil then body = jsonl.encode(o.json) end
   if method ~= 'GET' then headers['x-request-id'] = 'cseng-' .. M.uuidv7() end
   local q = {}
   for _, kv in ipairs(o.query or {}) do q[#q + 1] = kv[1] .. '=' .. urlencode(kv[2]) end

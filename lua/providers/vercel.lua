@@ -14,7 +14,7 @@
 ---   files   POST .../sessions/{sessionId}/fs/write (a gzipped tar, Content-Type: application/gzip,
 ---                x-cwd: /), POST .../fs/read {path} -> the bytes (404: no such file)
 ---   destroy POST .../sessions/{sessionId}/stop (404/409/410 = already stopped)
----   list    GET  /v2/sandboxes?project=&limit=&tags=key:value[&cursor=] -> {sandboxes, pagination{next}}
+---   list    GET  /v2/sandboxes?project=&tags=key:value[&cursor=] -> {sandboxes, pagination{next}}
 ---   warm    POST .../sessions/{sessionId}/snapshot -> {snapshot{id, status}, session} (stops the
 ---                session); GET / DELETE /v2/sandboxes/snapshots/{id}
 ---
@@ -360,7 +360,7 @@ function M.list(client, filter)
   if not key then key = next(want) end
   local out, cursor = {}, nil
   for _ = 1, 50 do
-    local query = { { 'project', client.project }, { 'limit', '100' } }
+    local query = { { 'project', client.project } } -- the SDK's query: no limit, the server's page size
     if key then query[#query + 1] = { 'tags', key .. ':' .. tostring(want[key]) } end
     if cursor then query[#query + 1] = { 'cursor', cursor } end
     local data, err, code = call(client, 'GET', '/v2/sandboxes', { query = query })

@@ -2,8 +2,8 @@
 --- (its src/resources/devboxes: paths, bodies, the views it reads), on cseng.serve (HTTP/1.1:
 --- the SDK script passes `http2: false`), whose devboxes really run commands
 --- (spec/fakes/sandboxes.lua: bubblewrap). Both the SDK (spec/sdk/runloop.mjs) and the adapter
---- (lua/providers/runloop.lua) run against it; every request is recorded in the shared
---- conformance shape (f.records()).
+--- (lua/providers/runloop.lua) run against it; requests are recorded in the shared conformance
+--- shape while f.record(client) is on.
 ---
 ---   local runloop_fake = dofile(sys.root() .. '/spec/fakes/runloop.lua')
 ---   local f = runloop_fake.start { boot = 0.2, long_poll = 0.5 }
@@ -11,7 +11,9 @@
 ---   f.stats() --> { creates=, created=, deletes= (shutdown calls), destroyed=, lists=, execs=, waits=,
 ---                   timeouts= (408s), kills=, uploads=, downloads=, snapshots=, unauthorized=,
 ---                   bad_requests=, unknown=, no_request_id=, live=, ... }
----   f.records() --> {{op, method, path, route, query, headers, body, client}...} ; f.clear_records()
+---   f.record('sdk' | 'adapter' | false) ; f.records(client) --> the shared conformance records
+---                  (spec/helpers/conformance.lua; op and route from fake.route; a multipart
+---                  upload as its fields {path, file = its size})
 ---   f.set { delete_status = false } ; f.close()
 ---
 --- Every call must carry Authorization: Bearer <api_key> (else 401).
@@ -41,11 +43,10 @@
 ---   api_key ('test-runloop-key'), boot (0.05 s), long_poll (25 s), snapshot_delay (0.05 s)
 ---   latency = seconds | {create=, exec=, delete=, list=, snapshot=}; values may be fn(n)
 ---   create_status / exec_status / delete_status / list_status / snapshot_status = status | fn(n, ...)
+---   optimistic_cap = seconds      execute waits at most this long (not 25 s) before answering "running"
 ---   boot_fail = reason            devboxes go to "failure" with this failure_reason
 ---   snapshot_fail = message       snapshots end in "error"
 ---   page_size (100)               list page size
----   client = 'sdk' | 'adapter'    what records say sent them (default: 'sdk' when the user agent
----                                 is the SDK's, Runloop/JS <version>, else 'adapter')
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
@@ -118,7 +119,6 @@ function fake.start(opts)
   local cfg, st, live, forced = core.cfg, core.st, core.sandboxes, core.forced
   local boxes, order, snaps, snap_order, by_request = {}, {}, {}, {}, {}
   local seq, eseq = 0, 0
-  local records = {}
 
   local function now_ms() return math.floor(clock.epoch() * 1000) end
 
@@ -302,11 +302,14 @@ function fake.start(opts)
     core.request(method .. ' ' .. path)
     local q = common.query(req.query)
     local op, route = fake.route(method, path)
-    local ua = req.headers['user-agent'] or ''
     local ctype = req.headers['content-type'] or ''
-    records[#records + 1] = { op = op, method = method, path = path, route = route, query = q, headers = req.headers,
-      body = req.body ~= '' and ctype:match('json') and decode_body(req) or nil,
-      client = cfg.client or (ua:match('^Runloop/JS ') and 'sdk' or 'adapter') }
+    local parts = op == 'write_file' and common.multipart(req.body, ctype) or nil
+    local form -- a multipart body is recorded as its fields: {path = <the path>, file = <its size>}
+    if parts then
+      form = {}
+      for _, part in ipairs(parts) do form[part.name or '?'] = part.filename and #part.data or part.data end
+    end
+    core.record(req, op, route, form)
     if req.headers.authorization ~= 'Bearer ' .. cfg.api_key then
       core.refused(op == 'create' or op == 'create_and_await')
       return err(401, 'Unauthorized: a valid API key is required')
@@ -414,7 +417,8 @@ function fake.start(opts)
         if body.command_id then d.execs['cmd:' .. body.command_id] = e end
       end
       if op == 'exec' then
-        local wait = tonumber(body.optimistic_timeout ~= cjson.null and body.optimistic_timeout) or 25
+        local wait = math.min(tonumber(body.optimistic_timeout ~= cjson.null and body.optimistic_timeout) or 25,
+                              cfg.optimistic_cap or 25)
         long_poll(function() return e.status == 'completed' end, wait)
       end
       return json(200, exec_view(d, e, last_n))
@@ -452,10 +456,6 @@ function fake.start(opts)
 
   local srv = scaffold.listen(handle, cfg.port)
   local f = { url = srv:url(), port = srv:port(), api_key = cfg.api_key }
-
-  --- Every request received so far, in the shared conformance shape.
-  function f.records() return records end
-  function f.clear_records() records = {} end
 
   --- The devbox record of an id (any status), and the snapshots not deleted by id.
   function f.devbox(id) return boxes[id] end

@@ -2,14 +2,15 @@
 --- (its dist/api-client: paths, bodies, the NDJSON command stream, the zod shapes it validates
 --- answers with), on cseng.serve, whose sandboxes really run commands (spec/fakes/sandboxes.lua:
 --- bubblewrap). Both the SDK (spec/sdk/vercel.mjs) and the adapter (lua/providers/vercel.lua) run
---- against it; every request is recorded in the shared conformance shape (f.records()).
+--- against it; requests are recorded in the shared conformance shape while f.record(client) is on.
 ---
 ---   local vercel_fake = dofile(sys.root() .. '/spec/fakes/vercel.lua')
 ---   local f = vercel_fake.start { latency = { create = 0.3 }, delete_status = 500 }
 ---   -- the adapter: providers.vercel.connect(f.config())  (the runner: f.env() as an --env-file)
 ---   f.stats()  --> { creates=, created=, execs=, deletes= (stop calls), destroyed=, lists=,
 ---                    snapshots=, writes=, reads=, unauthorized=, bad_requests=, unknown=, live=, ... }
----   f.records() --> {{op, method, path, route, query, headers, body, client}...} ; f.clear_records()
+---   f.record('sdk' | 'adapter' | false) ; f.records(client) --> the shared conformance records
+---                  (spec/helpers/conformance.lua; op and route from fake.route)
 ---   f.set { delete_status = false } ; f.close()
 ---
 --- Every call must carry Authorization: Bearer <token> and ?teamId=<team_id> (else 401/403).
@@ -39,8 +40,6 @@
 ---   stall = seconds                the cmd stream waits this long before the exit record
 ---   stream_error = {code, message} the cmd stream ends with an error line instead of the exit record
 ---   page_size (100)                list page size
----   client = 'sdk' | 'adapter'     what records say sent them (default: 'sdk' when the user
----                                  agent is the SDK's, vercel/sandbox/<version>, else 'adapter')
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
@@ -94,7 +93,6 @@ function fake.start(opts)
   local cfg, st, sessions, forced = core.cfg, core.st, core.sandboxes, core.forced
   local stopped, boxes, box_order, snapshots, seq = {}, {}, {}, {}, 0
   local clock_ms = math.floor(clock.epoch() * 1000)
-  local records = {}
 
   local function now_ms()
     clock_ms = math.max(clock_ms + 1, math.floor(clock.epoch() * 1000))
@@ -315,11 +313,7 @@ function fake.start(opts)
     core.request(method .. ' ' .. path)
     local q, qlist = common.query(req.query)
     local op, route = fake.route(method, path)
-    local ua = req.headers['user-agent'] or ''
-    records[#records + 1] = { op = op, method = method, path = path, route = route, query = q,
-      headers = req.headers,
-      body = req.body ~= '' and (req.headers['content-type'] or ''):match('json') and decode_body(req) or nil,
-      client = cfg.client or (ua:match('^vercel/sandbox/') and 'sdk' or 'adapter') }
+    core.record(req, op, route)
     if cfg.auth_fail == 'all' or req.headers.authorization ~= 'Bearer ' .. cfg.token then
       core.refused(op == 'create')
       return err(401, 'forbidden', 'Not authorized')
@@ -426,10 +420,6 @@ function fake.start(opts)
 
   local srv = scaffold.listen(handle, cfg.port)
   local f = { url = srv:url(), port = srv:port(), token = cfg.token, team_id = cfg.team_id, project_id = cfg.project_id }
-
-  --- Every request received so far, in the shared conformance shape.
-  function f.records() return records end
-  function f.clear_records() records = {} end
 
   --- Snapshots not deleted, by id.
   function f.snapshots()

@@ -67,6 +67,17 @@ async function main() {
   check(done.status === 'complete', `snapshot complete (got ${done.status})`);
   out.steps.snapshot = { id: snap.id, status: done.status };
 
+  const found = [];
+  for await (const s of client.devboxes.listDiskSnapshots({ limit: 100 })) {
+    if (s.metadata?.['cseng.warm_key'] === RUN) found.push(s.id);
+  }
+  check(found.length === 1 && found[0] === snap.id, `the snapshot found by its metadata (got ${found})`);
+
+  // a command that outlives execute's optimistic wait (the fake's optimistic_cap): long-polled
+  const slow = await client.devboxes.executeAndAwaitCompletion(box.id, { command: 'sleep 1; echo slow-done' });
+  check(slow.exit_status === 0 && slow.stdout === 'slow-done\n', `slow command (got ${JSON.stringify(slow)})`);
+  out.steps.slow = { exit_status: slow.exit_status, stdout: slow.stdout };
+
   const again = await client.devboxes.create({ snapshot_id: snap.id, metadata, launch_parameters });
   const box2 = await client.devboxes.awaitRunning(again.id);
   const restored = Buffer.from(await (await client.devboxes.downloadFile(box2.id, { path })).arrayBuffer());

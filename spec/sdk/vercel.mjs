@@ -43,13 +43,15 @@ async function main() {
                                     resources: { vcpus: 2 } });
   out.steps.create = { name: sb.name, session: sb.currentSession().sessionId };
 
-  const ready = await sb.runCommand({ cmd: 'bash', args: ['-c', `python3 -c "print('${MARK}')"`], sudo: true, timeoutMs: 60000 });
+  const ready = await sb.runCommand({ cmd: 'bash', args: ['-c', `python3 -c "print('${MARK}')"`], env: { CSENG_TRIAL: '1' },
+                                     sudo: true, timeoutMs: 60000 });
   const readyOut = await ready.stdout();
   check(ready.exitCode === 0, `python3 exit code 0 (got ${ready.exitCode})`);
   check(readyOut === `${MARK}\n`, `python3 stdout (got ${JSON.stringify(readyOut)})`);
   out.steps.exec = { exitCode: ready.exitCode, stdout: readyOut };
 
-  const three = await sb.runCommand({ cmd: 'bash', args: ['-c', 'echo to-stderr >&2; exit 3'], sudo: true, timeoutMs: 60000 });
+  const three = await sb.runCommand({ cmd: 'bash', args: ['-c', 'echo to-stderr >&2; exit 3'], cwd: '/tmp', sudo: true,
+                                     timeoutMs: 60000 });
   check(three.exitCode === 3, `exit 3 (got ${three.exitCode})`);
   const threeErr = await three.stderr();
   check(threeErr === 'to-stderr\n', `stderr (got ${JSON.stringify(threeErr)})`);
