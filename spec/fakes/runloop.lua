@@ -425,10 +425,13 @@ function fake.start(opts)
     end
     if op == 'write_file' then
       core.count('uploads')
-      local parts, why = common.multipart(req.body, ctype)
-      if not parts then core.count('bad_requests'); return err(400, 'upload_file: ' .. why) end
+      if not parts then
+        local _, why = common.multipart(req.body, ctype)
+        core.count('bad_requests')
+        return err(400, 'upload_file: ' .. tostring(why))
+      end
       local fields = {}
-      for _, p in ipairs(parts) do fields[p.name] = p end
+      for _, part in ipairs(parts) do fields[part.name] = part end
       if not fields.path or not fields.file then core.count('bad_requests'); return err(400, 'upload_file needs path and file') end
       local p = fields.path.data
       if not p:match('^/') then p = d.home .. '/' .. p end
