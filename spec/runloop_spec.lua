@@ -25,7 +25,7 @@ describe('runloop lifecycle (stateful fake)', function()
   after_each(function() f.close() end)
 
   it('creates a devbox, waits until it runs, runs real commands, moves files and shuts it down', function()
-    f.set { boot = 0.3, long_poll = 0.1 } -- the first waits end with 408: asked again
+    f.set { boot = 1, long_poll = 0.1 } -- the first waits end with 408: asked again
     local client = runloop.connect(f.config())
     local sb = assert(runloop.create(client, { labels = labels('life'), env = { GREETING = 'hello world' },
                                                workdir = '/workspace', cpus = 2, memory_mb = 4096, ttl_seconds = 1900 }))
