@@ -21,7 +21,8 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
-        gawk patch diffutils lua-check curl
+        gawk patch diffutils lua-check curl \
+        python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 DOCKER_DEBS := docker.io debootstrap
 
 .PHONY: all deps deps-docker deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
@@ -82,6 +83,20 @@ build/asan/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build/asan
 cseng-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -rdynamic -o $@ $(ASAN_OBJS) $(LDLIBS)
 
+# The exec agent that runs inside AWS Lambda MicroVMs (agent/, docs/providers/aws_microvm.md):
+# static, libc only, for the build machine and for aarch64 (Debian's cross compiler).
+AGENT_SRCS := agent/microvm-agent.c agent/agent_parse.c
+AGENT_CFLAGS := -static -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE
+.PHONY: agent
+all: agent
+agent: build/agent/microvm-agent build/agent/microvm-agent-aarch64
+build/agent/microvm-agent: $(AGENT_SRCS) agent/agent_parse.h
+	@mkdir -p build/agent
+	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
+build/agent/microvm-agent-aarch64: $(AGENT_SRCS) agent/agent_parse.h
+	@mkdir -p build/agent
+	aarch64-linux-gnu-gcc $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
+
 # C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
 build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/test
@@ -116,6 +131,10 @@ FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
+# the agent's parsers live in agent/, not engine/
+build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c agent/agent_parse.c agent/agent_parse.h
+	@mkdir -p build/fuzz
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iagent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< agent/agent_parse.c
 fuzzers: $(FUZZERS)
 fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \
