@@ -46,6 +46,18 @@ function cli.usage_error(fmt, ...)
   return 2
 end
 
+--- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), else one
+--- line "cseng: [what: ]message" on stderr (never a traceback) and status 1.
+---@param err any
+---@param what string|nil the command, e.g. "prewarm"
+---@return integer status
+function cli.fail(err, what)
+  local errors = require 'errors'
+  if errors.is_cancel(err) then return 130 end
+  io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  return 1
+end
+
 function cli.main(...)
   local args = { ... }
   local name = args[1]
