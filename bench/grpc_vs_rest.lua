@@ -143,7 +143,12 @@ local ok, err = pcall(function()
   end
   fs.mkdir_p(fs.join(ROOT, 'bench/out'))
   local raw = assert(io.open(fs.join(ROOT, 'bench/out/grpc_vs_rest-' .. STAMP .. '.json'), 'w'))
-  raw:write(cjson.encode(results))
+  local by_c = {}
+  for p, per in pairs(results) do
+    by_c[p] = {}
+    for c, slot in pairs(per) do by_c[p][tostring(c)] = slot end
+  end
+  raw:write(cjson.encode(by_c))
   raw:close()
 
   local function fmt(x, d) return string.format('%.' .. (d or 2) .. 'f', x) end

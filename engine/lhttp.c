@@ -43,8 +43,8 @@ typedef struct {
  * in 8.0 by PR #10643: "Error in the HTTP2 framing layer"). So per origin (scheme, host,
  * port, unix socket) we count the prior-knowledge requests under way and the connections they
  * opened. The first request opens the connection with prior knowledge; requests made while it
- * has not yet started speaking HTTP/2 on it (sent its request, or received an HTTP/2 status
- * line) wait here, outside curl (which would otherwise open HTTP/1.1 Upgrade connections of
+ * has not yet started speaking HTTP/2 on it (its connection established, CURLOPT_PREREQFUNCTION)
+ * wait here, outside curl (which would otherwise open HTTP/1.1 Upgrade connections of
  * their own); once it has, they and every later request ask for plain HTTP/2
  * (CURL_HTTP_VERSION_2_0) with CURLOPT_PIPEWAIT, which multiplexes them on that connection.
  * If the first request fails before that, the next waiter opens a connection with prior
@@ -235,14 +235,17 @@ static void req_free(req *r) {
   free(r);
 }
 
-/* A prior-knowledge request that has sent bytes speaks HTTP/2 on its connection. */
-static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+/* A prior-knowledge request whose connection is established: within the same curl call it
+ * switches the connection to HTTP/2 and sends its request, so by the time origins_kick runs
+ * (after curl returns) the connection multiplexes. */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port) {
   req *r = ud;
-  (void)dltotal;
-  (void)dlnow;
-  (void)ultotal;
-  if (r->origin && ulnow > 0) origin_live(r->origin);
-  return 0;
+  (void)conn_primary_ip;
+  (void)conn_local_ip;
+  (void)conn_primary_port;
+  (void)conn_local_port;
+  if (r->origin) origin_live(r->origin);
+  return CURL_PREREQFUNC_OK;
 }
 
 static void req_start(req *r) {
@@ -267,11 +270,10 @@ static void origins_kick(void) {
       if (!o->wait_head) o->wait_tail = NULL;
       r->waiting = NULL;
       r->wnext = NULL;
-      if (!o->live) { /* the first request failed before HTTP/2: this one opens the connection */
+      if (!o->live && o->conns == 0) { /* the first request failed before HTTP/2: this one opens a connection */
         curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-        curl_easy_setopt(r->easy, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(r->easy, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(r->easy, CURLOPT_XFERINFODATA, r);
+        curl_easy_setopt(r->easy, CURLOPT_PREREQFUNCTION, on_prereq);
+        curl_easy_setopt(r->easy, CURLOPT_PREREQDATA, r);
         r->origin = o;
         o->pending++;
         req_start(r);
@@ -737,9 +739,8 @@ static int http_request(lua_State *L) {
       r->origin = o;
       o->pending++;
       o->live = 0;
-      curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-      curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-      curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
+      curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+      curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     }
   }
   if (http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version);
