@@ -55,7 +55,8 @@ typedef struct h2origin {
   char *key;
   int pending; /* prior-knowledge requests not finished */
   int conns;   /* sockets they opened, not yet closed */
-  int live;    /* a prior-knowledge connection speaks HTTP/2: later requests multiplex on it */
+  int established; /* the first request's connection is up and switched to HTTP/2 (on_prereq) */
+  int live;    /* ... and curl has read from it (the server's SETTINGS): later requests multiplex on it */
   int kick;    /* waiters to start (origins_kick) */
   struct req *wait_head, *wait_tail;
   struct h2origin *next;
@@ -236,15 +237,16 @@ static void req_free(req *r) {
 }
 
 /* A prior-knowledge request whose connection is established: within the same curl call it
- * switches the connection to HTTP/2 and sends its request, so by the time origins_kick runs
- * (after curl returns) the connection multiplexes. */
+ * switches the connection to HTTP/2 and sends its request. curl lets other transfers multiplex
+ * on it once it has read the server's SETTINGS: on_poll marks the origin live after the next
+ * read from that socket. */
 static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port) {
   req *r = ud;
   (void)conn_primary_ip;
   (void)conn_local_ip;
   (void)conn_primary_port;
   (void)conn_local_port;
-  if (r->origin) origin_live(r->origin);
+  if (r->origin) r->origin->established = 1;
   return CURL_PREREQFUNC_OK;
 }
 
@@ -310,13 +312,20 @@ static void check_done(void) {
   origins_kick();
 }
 
+static sockctx *sock_lookup(curl_socket_t fd);
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   sockctx *c = h->data;
+  curl_socket_t fd = c->fd;
+  h2origin *o = c->origin;
   int running, flags = 0;
   if (status < 0) flags = CURL_CSELECT_ERR;
   if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
   if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-  curl_multi_socket_action(H.multi, c->fd, flags, &running);
+  curl_multi_socket_action(H.multi, fd, flags, &running);
+  /* a read on the first prior-knowledge connection after it switched to HTTP/2: the server's
+   * SETTINGS are in, the connection multiplexes (see h2origin) */
+  if (o && (flags & CURL_CSELECT_IN) && sock_lookup(fd) == c && c->origin == o && o->established) origin_live(o);
   check_done();
 }
 
@@ -386,7 +395,7 @@ static int close_socket(void *clientp, curl_socket_t fd) {
   sockctx *c = sock_lookup(fd);
   (void)clientp;
   if (c && c->origin) {
-    if (--c->origin->conns == 0) c->origin->live = 0;
+    if (--c->origin->conns == 0) c->origin->live = c->origin->established = 0;
     c->origin = NULL;
   }
   if (c) sock_drop(c);
@@ -738,7 +747,7 @@ static int http_request(lua_State *L) {
     } else if (o) {
       r->origin = o;
       o->pending++;
-      o->live = 0;
+      o->live = o->established = 0;
       curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
       curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     }
