@@ -22,7 +22,8 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
         gawk patch diffutils lua-check curl \
-        python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+        python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+        protobuf-compiler libprotobuf-dev
 DOCKER_DEBS := docker.io debootstrap
 
 .PHONY: all deps deps-docker deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
