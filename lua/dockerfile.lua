@@ -127,7 +127,7 @@ function dockerfile.parse(text, name)
       end
       if #args < 2 then return nil, string.format('%s:%d: %s needs a source and a destination', name, at, op) end
       for i = 1, #args - 1 do c.src[i] = args[i] end
-      c.dst = args[#args]
+      c.dst = args[#args] == '.' and '' or args[#args]:gsub('^%./', '') -- "." and "./x": the workdir's
       if c.dst:sub(1, 1) ~= '/' then
         local base = r.workdir or '/'
         c.dst = (base == '/' and '/' or base .. '/') .. c.dst

@@ -39,6 +39,10 @@ local M = {
 --- The image the base root filesystem is (a recipe whose base is another image records a gap).
 M.BASE_IMAGE = 'cseng/debian:bookworm'
 
+-- The capabilities docker gives a container's root by default (moby's defaults).
+local DOCKER_CAPS = { 'CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP',
+  'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE' }
+
 local DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 local VERIFIER_UID = 1000
 
@@ -249,8 +253,10 @@ local function base_root_files(root, network)
 end
 
 --- The layer directory of a recipe on this client's base (complete when layer.json exists).
+M.LAYER_VERSION = 2 -- how layers are built: a change rebuilds them
+
 local function layer_dir(client, key)
-  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id):sub(1, 32)
+  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION):sub(1, 32)
 end
 
 --- How this client makes environments: "native" (base root filesystem + the task's layer) or
@@ -411,20 +417,29 @@ function M.create_on_base(client, spec)
 end
 
 bwrap_argv = function(client, sb, opts)
+  if sb.base_mode then
+    -- the whole root is the overlay: nothing from the host. No user namespace: one maps only
+    -- root, and builds need every id (useradd, chown, dpkg); a non-root command drops to its
+    -- uid with setpriv inside the sandbox
+    local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-ipc', '--unshare-pid', '--unshare-uts',
+      '--unshare-cgroup-try' }
+    if not sb.network then a[#a + 1] = '--unshare-net' end
+    -- root keeps docker's default capability set, not all of them (no mounts, no modules)
+    a[#a + 1] = '--cap-drop'; a[#a + 1] = 'ALL'
+    for _, c in ipairs(DOCKER_CAPS) do a[#a + 1] = '--cap-add'; a[#a + 1] = 'CAP_' .. c end
+    for _, x in ipairs({ '--hostname', 'sandbox', '--bind', sb.root, '/', '--proc', '/proc', '--dev', '/dev',
+      '--chdir', opts.cwd or sb.workdir }) do a[#a + 1] = x end
+    local user = opts.user
+    if user and user ~= 'root' and user ~= 0 then
+      local uid = tostring(user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID)
+      for _, x in ipairs({ '/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. uid, '--clear-groups' }) do a[#a + 1] = x end
+    end
+    return a
+  end
   local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-all' }
   local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
   if sb.network then add('--share-net') end
   add('--hostname', 'sandbox', '--bind', sb.root, '/')
-  if sb.base_mode then -- the whole root is the overlay: nothing from the host
-    add('--proc', '/proc', '--dev', '/dev')
-    local user = opts.user
-    if user and user ~= 'root' and user ~= 0 then
-      local uid = user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID
-      add('--uid', tostring(uid), '--gid', tostring(uid))
-    end
-    add('--chdir', opts.cwd or sb.workdir)
-    return a
-  end
   add('--ro-bind', (client.rootfs or '') .. '/usr', '/usr')
   -- the host's /usr/local holds tools and Python packages no task image has
   if not client.rootfs and not client.keep_usr_local then add('--tmpfs', '/usr/local') end
