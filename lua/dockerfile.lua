@@ -67,7 +67,7 @@ end
 function dockerfile.parse(text, name)
   name = name or 'Dockerfile'
   local r = { env = {}, env_order = {}, copies = {}, runs = {}, stages = 0, steps = {} }
-  local args = {} -- ARG values in effect (RUN steps see them as environment variables)
+  local arg_values = {} -- ARG values in effect (RUN steps see them as environment variables)
   -- base images define PATH; ENV PATH="${PATH}:..." extends it
   local vars = { PATH = dockerfile.DEFAULT_PATH }
   local logical, start_line = nil, nil
@@ -84,7 +84,7 @@ function dockerfile.parse(text, name)
       r.stages = r.stages + 1
       r.workdir = nil
       r.copies, r.runs, r.env, r.env_order, r.steps, r.user = {}, {}, {}, {}, {}, nil -- only the last stage matters
-      args = {}
+      arg_values = {}
     elseif op == 'WORKDIR' then
       local w = expand(rest, vars)
       if w:sub(1, 1) ~= '/' then w = (r.workdir or '/') .. '/' .. w end
@@ -110,7 +110,7 @@ function dockerfile.parse(text, name)
           r.env[kv[1]] = v or ''
           set[#set + 1] = { kv[1], v or '' }
         else
-          args[kv[1]] = v
+          arg_values[kv[1]] = v
           r.steps[#r.steps + 1] = { op = 'ARG', line = at, name = kv[1], value = v }
         end
         vars[kv[1]] = v
@@ -145,7 +145,7 @@ function dockerfile.parse(text, name)
       end
       r.runs[#r.runs + 1] = { cmd = rest, line = at }
       local a = {}
-      for k, v in pairs(args) do if v ~= nil then a[k] = v end end
+      for k, v in pairs(arg_values) do if v ~= nil then a[k] = v end end
       r.steps[#r.steps + 1] = { op = 'RUN', line = at, cmd = cmd, args = a }
     elseif op == 'USER' then
       r.user = expand(rest, vars)

@@ -53,7 +53,7 @@ function replay.run(P, client, sb, rcp, o)
   o = o or {}
   local t0 = clock.now()
   local deadline = t0 + (o.timeout or 600) * 1e9
-  local env, args = util.copy(o.env), {}
+  local env = util.copy(o.env)
   local cwd, user = '/', nil
   local pending = {} -- COPY steps not uploaded yet
   local info = { steps = 0, runs = 0, copies = 0 }
@@ -94,8 +94,7 @@ function replay.run(P, client, sb, rcp, o)
       if not ok then return nil, err, code end
       if s.op == 'ENV' then
         for _, kv in ipairs(s.vars) do env[kv[1]] = kv[2] end
-      elseif s.op == 'ARG' then
-        args[s.name] = s.value
+      elseif s.op == 'ARG' then -- nothing to do: each RUN step carries the ARG values in effect (s.args)
       elseif s.op == 'WORKDIR' then
         cwd = s.path
       elseif s.op == 'USER' then
