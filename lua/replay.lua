@@ -94,8 +94,7 @@ function replay.run(P, client, sb, rcp, o)
       if not ok then return nil, err, code end
       if s.op == 'ENV' then
         for _, kv in ipairs(s.vars) do env[kv[1]] = kv[2] end
-      elseif s.op == 'ARG' then -- nothing to do: each RUN step carries the ARG values in effect (s.args)
-      elseif s.op == 'WORKDIR' then
+      elseif s.op == 'WORKDIR' then -- (ARG: nothing to do, each RUN step carries the values in effect)
         cwd = s.path
       elseif s.op == 'USER' then
         user = s.user
