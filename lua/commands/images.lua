@@ -39,7 +39,7 @@ local cmd = {
     '',
     'rootfs: debootstrap --variant=minbase --include=<the bundled tasks\' tools> into',
     '<cache>/rootfs/debian-<suite> (cache: $CSENG_CACHE, else ~/.cache/cseng; needs root and',
-    'debootstrap: make deps-docker). The mirror is the first deb source of the suite in',
+    'debootstrap: make deps-rootfs). The mirror is the first deb source of the suite in',
     '/etc/apt/sources.list and /etc/apt/sources.list.d/ (--mirror overrides). The local provider',
     'runs its sandboxes on this root filesystem.',
     'base: imports the root filesystem (built first when absent) into dockerd as the image. The',
@@ -128,7 +128,7 @@ function cmd.build_rootfs(o)
   local dest = cmd.rootfs_dir(suite)
   if fs.exists(dest .. '/.cseng-rootfs') and not o.force then return dest, nil, true end
   if sys.uid() ~= 0 then return nil, 'debootstrap needs root' end
-  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-docker)' end
+  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-rootfs)' end
   local mirror, merr = o.mirror, nil
   if not mirror then mirror, merr = cmd.apt_mirror(suite) end
   if not mirror then return nil, merr end
