@@ -108,6 +108,9 @@ describe('local on the base root filesystem', function()
 
   it('passes every bundled task warm, each from a warm artifact over its layer', function()
     local status, s, events = run { mode = 'warm', provider_config = { layers = tmp .. '/layers-all', root = tmp .. '/local-warm' } }
+    for _, r in ipairs(s.results) do
+      if r.outcome ~= 'passed' then print(r.task_id, r.outcome, r.error, r.build_log_tail, r.stdout_tail) end
+    end
     assert.equal(0, status)
     assert.equal(#s.results, count_outcomes(s).passed)
     local prewarmed = 0
@@ -158,6 +161,19 @@ describe('local on the base root filesystem', function()
     assert.same({}, results.live_allocations(results.read(runner.last.jsonl)))
   end)
 
+  it('a trial timeout during a layer build leaves no build mount or directory behind', function()
+    local layers = tmp .. '/layers-timeout'
+    local t = with_run_steps()[1]
+    local _, s, events = run { task_index = t.index, timeout_seconds = 0.2, provider_config = { layers = layers } }
+    assert.equal(1, #s.results)
+    local mounts = assert(fs.read('/proc/self/mountinfo'))
+    assert.is_nil(mounts:find(layers, 1, true), 'a build mount is left')
+    for _, name in ipairs(fs.list(layers) or {}) do
+      assert.is_nil(name:find('.build-', 1, true), 'a build directory is left: ' .. name)
+    end
+    assert.same({}, results.live_allocations(events))
+  end)
+
   it('records the base image it cannot provide as a FROM gap, and still runs the steps', function()
     local d = a_task('other-base', 'FROM alpine:3\nRUN echo x > /built\n')
     local _, s = run { dataset = d, provider_config = { layers = tmp .. '/layers-other' } }
@@ -165,6 +181,27 @@ describe('local on the base root filesystem', function()
     assert.equal('passed', r.outcome, tostring(r.error))
     assert.equal('FROM', r.fidelity_gaps[1].kind)
     assert.matches('alpine:3 is not available here', r.fidelity_gaps[1].text)
+  end)
+
+  it("enforces the task's memory limit on the base root filesystem through the sandbox's cgroup", function()
+    local client = base.connect({ root = tmp .. '/limits' })
+    if not client.cgroup then pending('no writable cgroup hierarchy here') return end
+    local sb = assert(base.create(client, { labels = {}, memory_mb = 256, cpus = 1, workdir = '/workspace' }))
+    local ok, err = pcall(function()
+      assert.equal(256, sb.limits.memory_mb)
+      local limit
+      for _, d in ipairs(sb.cgroups) do
+        limit = limit or fs.read(d .. '/memory.limit_in_bytes') or fs.read(d .. '/memory.max')
+      end
+      assert.equal(256 * 1048576, tonumber(limit))
+      -- a process of the sandbox cannot hold more than the limit, and can hold less
+      local r = assert(base.exec(client, sb, "python3 -c 'x = bytearray(100 * 1048576); print(len(x))'", { timeout = 60 }))
+      assert.equal(0, r.code, r.stderr)
+      r = assert(base.exec(client, sb, "python3 -c 'x = bytearray(400 * 1048576); print(len(x))'", { timeout = 60 }))
+      assert.not_equal(0, r.code)
+    end)
+    base.destroy(client, sb)
+    if not ok then error(err, 0) end
   end)
 
   it('says how to build the base root filesystem when it is absent, and offers --host-root', function()

@@ -95,11 +95,16 @@ local function cg_remove(dir)
   return nil, 'cgroup ' .. dir .. ' stays busy'
 end
 
--- Leftovers of dead runs: empty cgroups whose sandbox directory is gone.
+-- A sandbox's cgroup name: "sb-<tag of the sandboxes' root>-<id>", so a sweep by a client with
+-- another root (another run's, a spec's) never takes a live sandbox's cgroup.
+local function cg_name(client, id) return 'sb-' .. client.cg_tag .. '-' .. id end
+
+-- Leftovers of dead runs: empty cgroups (of this sandboxes' root) whose sandbox directory is gone.
 local function cg_sweep(client)
+  local prefix = 'sb-' .. client.cg_tag .. '-'
   for _, tree in ipairs(client.cgroup.trees) do
     for _, name in ipairs(fs.list(tree) or {}) do
-      if name:match('^cseng%-') and not fs.exists(client.base .. '/sandboxes/' .. name) then
+      if name:sub(1, #prefix) == prefix and not fs.exists(client.base .. '/sandboxes/' .. name:sub(#prefix + 1)) then
         local procs = fs.read(tree .. '/' .. name .. '/cgroup.procs') or ''
         if not procs:match('%d') then fs.remove(tree .. '/' .. name) end
       end
@@ -155,6 +160,7 @@ function M.connect(cfg)
     building = {},
     is_root = sys.uid() == 0,
     cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
+    cg_tag = crypto.sha256_hex(sys.realpath(base) or base):sub(1, 8),
     keep_usr_local = cfg.keep_usr_local or os.getenv('CSENG_LOCAL_KEEP_USR_LOCAL') == '1',
   }
   if client.cgroup then cg_sweep(client) end
@@ -196,7 +202,7 @@ local function setup_cgroup(client, sb, spec)
   if not cg or not (spec.memory_mb or spec.cpus) then return end
   local dirs, applied = {}, {}
   local function make(tree)
-    local d = tree .. '/' .. sb.id
+    local d = tree .. '/' .. cg_name(client, sb.id)
     if fs.mkdir_p(d) then dirs[#dirs + 1] = d; return d end
   end
   if cg.version == 2 then
@@ -309,9 +315,9 @@ function M.build(client, req)
       log_tail = 'cseng: layer ' .. dir .. ' exists (content key ' .. rcp.key .. '): build skipped\n' }
   end
   client.building[dir] = true
+  local bdir = dir .. '.build-' .. crypto.hex(crypto.random_bytes(4))
   local ok, res, err, code = pcall(function()
     local t0 = clock.now()
-    local bdir = dir .. '.build-' .. crypto.hex(crypto.random_bytes(4))
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
     if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
     local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
@@ -332,7 +338,11 @@ function M.build(client, req)
         (clock.now() - t0) / 1e9) }
   end)
   client.building[dir] = nil
-  if not ok then error(res, 0) end
+  if not ok then -- cancelled (a trial timeout, Ctrl-C) or broken: leave no build mount behind
+    proc.run { argv = { 'umount', '-l', bdir .. '/root' }, timeout = 60 }
+    fs.remove_tree(bdir)
+    error(res, 0)
+  end
   return res, err, code
 end
 
@@ -538,7 +548,7 @@ local function rm_cgroups(client, sb)
   local dirs = sb.cgroups
   if not dirs then -- a sandbox known only by id (cleanup, resume)
     dirs = {}
-    for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. sb.id end
+    for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. cg_name(client, sb.id) end
   end
   for _, d in ipairs(dirs) do
     local ok, err = cg_remove(d)
