@@ -75,53 +75,8 @@ describe('local on the base root filesystem', function()
     end
   end)
 
-  it('passes every bundled task with gold, cold, with no RUN fidelity gap', function()
-    local layers = tmp .. '/layers-all'
-    local status, s = run { provider_config = { layers = layers } }
-    for _, r in ipairs(s.results) do
-      if r.outcome ~= 'passed' then print(r.task_id, r.outcome, r.error, r.build_log_tail, r.stdout_tail) end
-    end
-    assert.equal(0, status)
-    assert.equal(#dataset.load(SMOKE), #s.results)
-    assert.equal(#s.results, count_outcomes(s).passed)
-    local by_id = {}
-    for _, t in ipairs(dataset.load(SMOKE)) do by_id[t.id] = t end
-    for _, r in ipairs(s.results) do
-      assert.equal(0, run_gaps(r), r.task_id)
-      assert.is_table(r.environment, r.task_id)
-      assert.equal('native', r.environment.mode)
-      assert.matches('^%x+$', r.environment.content_key)
-      assert.is_number(r.phases.build_seconds, r.task_id)
-      assert.is_boolean(r.environment.cache_hit)
-      assert.is_true(r.environment.method == 'native_build' or r.environment.method == 'cached_layer', r.environment.method)
-      if r.limits and r.limits.memory_mb then assert.equal(by_id[r.task_id].config.memory_mb, r.limits.memory_mb, r.task_id) end
-    end
-  end)
-
-  it('scores 0 with nop on every bundled task, with no infrastructure error', function()
-    local _, s = run { solver = 'nop', provider_config = { layers = tmp .. '/layers-all' } }
-    local n = count_outcomes(s)
-    assert.equal(0, n.error)
-    assert.equal(#s.results, n.failed)
-    for _, r in ipairs(s.results) do assert.equal(0, r.reward, r.task_id) end
-  end)
-
-  it('passes every bundled task warm, each from a warm artifact over its layer', function()
-    local status, s, events = run { mode = 'warm', provider_config = { layers = tmp .. '/layers-all', root = tmp .. '/local-warm' } }
-    for _, r in ipairs(s.results) do
-      if r.outcome ~= 'passed' then print(r.task_id, r.outcome, r.error, r.build_log_tail, r.stdout_tail) end
-    end
-    assert.equal(0, status)
-    assert.equal(#s.results, count_outcomes(s).passed)
-    local prewarmed = 0
-    for _, e in ipairs(events) do if e.event == 'prewarmed' then prewarmed = prewarmed + 1 end end
-    assert.equal(#s.results, prewarmed)
-    for _, r in ipairs(s.results) do
-      assert.equal('warm_artifact', r.environment.method, r.task_id)
-      assert.equal(0, run_gaps(r), r.task_id)
-      assert.matches('/warm/base%-', r.warm_artifact)
-    end
-  end)
+  -- every bundled task with gold cold and warm, and nop, on the base root filesystem with no
+  -- RUN gap: spec/runner_spec.lua's local runs (they use this mode by default)
 
   it('a second cold run of a task with RUN steps starts from the cached layer', function()
     local layers = tmp .. '/layers-second'
