@@ -27,6 +27,7 @@ local ROOT = sys.root()
 local N, REPS = opts.n or 100, opts.reps or 3
 local OUTPUT = opts.output or (ROOT .. '/docs/PERFORMANCE.md')
 local work = assert(fs.tempdir('cseng-bench-env-'))
+local load0 = (fs.read('/proc/loadavg') or ''):match('^(%S+)') or '?'
 
 local function ms(ns) return ns / 1e6 end
 
@@ -78,7 +79,9 @@ end
 local function p(xs, q) return stats.quantile(xs, q) or 0 end
 local lines = {
   '<!-- environments:begin -->',
-  string.format('`bench/environments.lua` (%s, %d repetitions): `lua/providers/local.lua` directly.', os.date('!%Y-%m-%d'), REPS),
+  string.format('`bench/environments.lua` (%s, %d repetitions, load average %s at the start and %s at the end on this '
+    .. '2-core machine, shared with other runs: compare the rows, not the absolute values): `lua/providers/local.lua` directly.',
+    os.date('!%Y-%m-%d'), REPS, load0, (fs.read('/proc/loadavg') or ''):match('^(%S+)') or '?'),
   '',
   string.format('**create → first exec** (`create`, exec `true`; %d samples per repetition after one warm-up, no cgroups), ms:', N),
   '',
@@ -91,8 +94,8 @@ for _, m in ipairs(modes) do
 end
 local base_p50, host_p50 = p(ready[modes[1].name], 0.5), p(ready[modes[2].name], 0.5)
 lines[#lines + 1] = ''
-lines[#lines + 1] = string.format('The base root filesystem costs %.2f× host mode at p50 (an overlayfs mount and unmount per sandbox, '
-  .. 'and the synthetic files written into its upper layer).', base_p50 / host_p50)
+lines[#lines + 1] = string.format('Base root filesystem / host mode at p50: %.2f× (the base mode adds an overlayfs mount '
+  .. 'and unmount per sandbox; host mode writes a synthetic /etc and binds more paths per exec).', base_p50 / host_p50)
 lines[#lines + 1] = ''
 lines[#lines + 1] = '**build phase** (`build`: the task\'s layer) of the bundled tasks with RUN steps, ms, median over repetitions ' ..
   '(cold: a fresh layer cache, the recipe replayed over the base; cached: the layer found under its content key):'
