@@ -109,7 +109,6 @@ end
 
 --- One trial of one task. Returns the trial record.
 local function trial_body(run, t, rec, state)
-  local provider = run.provider
   local phases = rec.phases
   local function phase(name, fn)
     state.stage = name

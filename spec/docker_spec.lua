@@ -361,8 +361,8 @@ describe('docker provider on dockerd', function()
     opts.concurrency, opts.quiet = opts.concurrency or 2, true
     opts.image_map = MAP
     opts.output = assert(fs.tempdir('cseng-spec-out-'))
-    local status = runner.run_tasks(opts)
-    local events = results.read(runner.last.jsonl)
+    local status, info = runner.run_tasks(opts)
+    local events = results.read(info.jsonl)
     fs.remove_tree(opts.output)
     return status, results.summary(events).results, events
   end

@@ -26,8 +26,8 @@ local function run(opts)
   opts.concurrency = opts.concurrency or 2
   opts.output = tmp .. '/results'
   opts.quiet = true
-  local status = runner.run_tasks(opts)
-  local events = results.read(runner.last.jsonl)
+  local status, info = runner.run_tasks(opts)
+  local events = results.read(info.jsonl)
   return status, results.summary(events), events
 end
 
@@ -101,7 +101,7 @@ describe('local on the base root filesystem', function()
   it('a failing RUN step is a build error naming the line, with the output tail, and no layer is kept', function()
     local d = a_task('failing-run', 'FROM debian:bookworm-slim\nRUN echo first > /built\nRUN echo "the-step-output"; echo oops >&2; exit 7\n')
     local layers = tmp .. '/layers-fail'
-    local status, s = run { dataset = d, provider_config = { layers = layers } }
+    local status, s, events = run { dataset = d, provider_config = { layers = layers } }
     assert.equal(1, status)
     local r = s.results[1]
     assert.equal('error', r.outcome)
@@ -113,7 +113,7 @@ describe('local on the base root filesystem', function()
     for _, name in ipairs(fs.list(layers) or {}) do
       assert.is_nil(name:match('^%x+$') and fs.exists(layers .. '/' .. name .. '/layer.json') or nil, 'a layer was kept: ' .. name)
     end
-    assert.same({}, results.live_allocations(results.read(runner.last.jsonl)))
+    assert.same({}, results.live_allocations(events))
   end)
 
   it('a trial timeout during a layer build leaves no build mount or directory behind', function()
