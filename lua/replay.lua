@@ -6,8 +6,9 @@
 ---   USER     who runs the later RUN steps: runuser -u NAME (setpriv for uid[:gid]), with HOME
 ---            from the user's passwd entry; root again after USER root;
 ---   COPY/ADD the sources, resolved in the build context on this host (no escaping it, * and ?
----            globs), uploaded with put; consecutive COPYs are one upload; --chown applied with
----            chown -R after the upload;
+---            globs), uploaded with put into a /tmp directory, then moved into place with
+---            `tar --no-overwrite-dir` (existing directories keep their owner and mode, as with
+---            docker); consecutive COPYs are one upload; --chown applied with chown -R after;
 ---   RUN      /bin/sh -c CMD (docker's shell form; the exec form is quoted into it).
 --- A failing RUN stops the replay: the error names the Dockerfile line and the exit code, and
 --- its log is the tail of the step's output (stdout then stderr).
@@ -15,6 +16,7 @@ local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local util = require 'util'
 local staging = require 'staging'
+local adapter = require 'adapter'
 
 local replay = {}
 
@@ -70,9 +72,19 @@ function replay.run(P, client, sb, rcp, o)
     end
     pending = {}
     if #entries > 0 then
+      -- uploaded beside the root, then moved into place by tar with --no-overwrite-dir: as with
+      -- docker's COPY, directories that exist keep their owner and mode (an archive carries every
+      -- parent directory, as root's)
       local tar = archive.pack(entries, { format = 'tar' })
-      local ok, err, code = P.put(client, sb, '/', tar)
+      local stage = adapter.tmp_path('copy')
+      local ok, err, code = P.put(client, sb, stage, tar)
       if not ok then return fail('replay: COPY: uploading: ' .. tostring(err), nil, code) end
+      local r, xerr, xcode = P.exec(client, sb, 'tar -C ' .. q(stage) .. ' -cf - . | tar -C / --no-overwrite-dir -xpf -; rc=$?; rm -rf -- '
+        .. q(stage) .. '; exit $rc', { cwd = '/', timeout = 300 })
+      if not r then return fail('replay: COPY: ' .. tostring(xerr), nil, xcode) end
+      if r.code ~= 0 then
+        return fail('replay: COPY: moving the files into place: ' .. util.trim(r.stderr), (r.stdout or '') .. (r.stderr or ''))
+      end
     end
     for _, c in ipairs(chowns) do
       local dst = c.dst:gsub('/+$', '')

@@ -207,15 +207,17 @@ describe('replay', function()
     assert.equal(2, info.runs)
     local kinds = {}
     for i, c in ipairs(P.calls) do kinds[i] = c[1] end
-    assert.same({ 'exec', 'exec', 'put', 'exec' }, kinds) -- RUN, RUN as appsvc, COPY, chown
+    assert.same({ 'exec', 'exec', 'put', 'exec', 'exec' }, kinds) -- RUN, RUN as appsvc, COPY (upload, move), chown
     assert.matches('exec /bin/sh %-c .groupadd', P.calls[1][2])
     assert.matches("runuser %-u '?appsvc'? %-%- /bin/sh %-c", P.calls[2][2])
+    assert.matches('^/tmp/cseng%-copy%-%x+$', P.calls[3][2]) -- beside the root, then moved into place
     assert.equal('srv/app/notes.txt', P.calls[3][3][#P.calls[3][3]])
-    assert.matches("chown %-R '?appsvc:appsvc'? %-%- '?/srv/app/notes.txt'?", P.calls[4][2])
+    assert.matches('tar %-C /tmp/cseng%-copy%-%x+ %-cf %- %. | tar %-C / %-%-no%-overwrite%-dir %-xpf %-', P.calls[4][2])
+    assert.matches("chown %-R '?appsvc:appsvc'? %-%- '?/srv/app/notes.txt'?", P.calls[5][2])
     t = task_of(ROOT .. '/data/tasks/build-generated-config')
     P = recorder()
     assert(replay.run(P, nil, {}, recipe.of_task(t)))
-    local run = P.calls[2]
+    local run = P.calls[3]
     assert.equal('put', P.calls[1][1])
     assert.same({ APP_PORT = '8125', APP_ENV = 'staging', APP_REGION = 'eu-north' }, run[3].env)
   end)
