@@ -1,5 +1,5 @@
 # cseng: one binary (C engine + embedded Lua 5.4) and its Lua tree.
-# Targets: deps, all (./cseng), check, test, conformance, asan, fuzz, demo, bench, clean.
+# Targets: deps, all (./cseng), rootfs, check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
 PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
@@ -25,8 +25,9 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev
 DOCKER_DEBS := docker.io debootstrap
+ROOTFS_DEBS := debootstrap
 
-.PHONY: all deps deps-docker deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-rootfs rootfs deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -48,6 +49,15 @@ deps-docker:
 SLURM_DEBS := slurmctld slurmd slurm-client munge python3-yaml
 deps-slurm:
 	$(call install_missing,$(SLURM_DEBS))
+
+deps-rootfs:
+	$(call install_missing,$(ROOTFS_DEBS))
+
+# The Debian base root filesystem the local provider's sandboxes run on (and the docker base
+# image's content): debootstrap from the mirror in the machine's apt sources, once, into the
+# cache directory (~/.cache/cseng/rootfs/); a no-op when it exists.
+rootfs: deps-rootfs all
+	./cseng images rootfs
 
 # Test tools from npm: Prism serves the vendors' OpenAPI specs for the conformance specs.
 PRISM := spec/fakes/prism/node_modules/.bin/prism
@@ -119,6 +129,7 @@ conformance: cseng $(SDKS)
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.
 check: deps deps-test deps-slurm
 	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
+	@$(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"
 	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
 	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh; rc=$$?; \
 	  tools/docker-down.sh; exit $$rc
@@ -142,7 +153,7 @@ fuzz: deps $(FUZZERS)
 	  echo "fuzz: $$n for $${FUZZ_SECONDS:-60}s"; \
 	  $$f -max_total_time=$${FUZZ_SECONDS:-60} -print_final_stats=1 build/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
 
-demo: deps all
+demo: deps all rootfs
 	./cseng run plans/cold-gold.lua
 
 # The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the

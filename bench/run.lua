@@ -791,6 +791,9 @@ local function render(m)
   -- bench/grpc_vs_rest.lua's section (gRPC vs REST), kept as it is
   V.grpc_section = existing and existing:match('<!%-%- grpc:begin %-%->.-<!%-%- grpc:end %-%->') or
     '<!-- grpc:begin -->\n<!-- grpc:end -->'
+  -- bench/environments.lua writes its own section; a regenerated report keeps it
+  V.environments_section = existing and existing:match('<!%-%- environments:begin %-%->.-<!%-%- environments:end %-%->') or
+    '<!-- environments:begin -->\n(run ./cseng lua bench/environments.lua)\n<!-- environments:end -->'
   local tmpl = assert(fs.read(TEMPLATE))
   local missing = {}
   local md = tmpl:gsub('{{([%w_]+)}}', function(k)

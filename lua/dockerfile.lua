@@ -1,6 +1,7 @@
---- Dockerfile reading for providers that do not build images (local, and any remote
---- provider that reconstructs the environment): FROM, WORKDIR, ENV, ARG, USER, COPY/ADD of
---- build-context files, RUN (listed, not executed), CMD/ENTRYPOINT.
+--- Dockerfile reading: FROM, WORKDIR, ENV, ARG, USER, COPY/ADD of build-context files, RUN,
+--- CMD/ENTRYPOINT. Besides the final state (env, workdir, user, copies, runs) the parse keeps
+--- the last stage's instructions in order (steps), which lua/recipe.lua turns into the build
+--- recipe every provider uses (native build or replay).
 local dockerfile = {}
 
 dockerfile.DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -55,6 +56,9 @@ end
 ---@field cmd string[]|string|nil
 ---@field entrypoint string[]|string|nil
 ---@field stages integer
+---@field steps table[] the last stage's instructions in order: {op='ENV', line, vars={{k,v}...}},
+---  {op='ARG', line, name, value}, {op='WORKDIR', line, path}, {op='USER', line, user},
+---  {op='COPY', line, copy=<an entry of copies>}, {op='RUN', line, cmd, args={k=v ARGs in effect}}
 
 --- Parse Dockerfile text. Errors name the source and line.
 ---@param text string
@@ -62,7 +66,8 @@ end
 ---@return Recipe|nil, string|nil
 function dockerfile.parse(text, name)
   name = name or 'Dockerfile'
-  local r = { env = {}, env_order = {}, copies = {}, runs = {}, stages = 0 }
+  local r = { env = {}, env_order = {}, copies = {}, runs = {}, stages = 0, steps = {} }
+  local arg_values = {} -- ARG values in effect (RUN steps see them as environment variables)
   -- base images define PATH; ENV PATH="${PATH}:..." extends it
   local vars = { PATH = dockerfile.DEFAULT_PATH }
   local logical, start_line = nil, nil
@@ -78,11 +83,13 @@ function dockerfile.parse(text, name)
       r.from = img and expand(img, vars)
       r.stages = r.stages + 1
       r.workdir = nil
-      r.copies, r.runs, r.env, r.env_order = {}, {}, {}, {} -- only the last stage matters
+      r.copies, r.runs, r.env, r.env_order, r.steps, r.user = {}, {}, {}, {}, {}, nil -- only the last stage matters
+      arg_values = {}
     elseif op == 'WORKDIR' then
       local w = expand(rest, vars)
       if w:sub(1, 1) ~= '/' then w = (r.workdir or '/') .. '/' .. w end
       r.workdir = w:gsub('//+', '/')
+      r.steps[#r.steps + 1] = { op = 'WORKDIR', line = at, path = r.workdir }
     elseif op == 'ENV' or op == 'ARG' then
       local w = words(rest)
       local pairs_ = {}
@@ -95,14 +102,20 @@ function dockerfile.parse(text, name)
           elseif op == 'ARG' then pairs_[#pairs_ + 1] = { kv, vars[kv] } end
         end
       end
+      local set = {}
       for _, kv in ipairs(pairs_) do
         local v = kv[2] and expand(kv[2], vars)
         if op == 'ENV' then
           if r.env[kv[1]] == nil then r.env_order[#r.env_order + 1] = kv[1] end
           r.env[kv[1]] = v or ''
+          set[#set + 1] = { kv[1], v or '' }
+        else
+          arg_values[kv[1]] = v
+          r.steps[#r.steps + 1] = { op = 'ARG', line = at, name = kv[1], value = v }
         end
         vars[kv[1]] = v
       end
+      if op == 'ENV' and #set > 0 then r.steps[#r.steps + 1] = { op = 'ENV', line = at, vars = set } end
     elseif op == 'COPY' or op == 'ADD' then
       local w = json_array(rest) or words(rest)
       local c = { line = at, add = op == 'ADD', src = {} }
@@ -114,17 +127,29 @@ function dockerfile.parse(text, name)
       end
       if #args < 2 then return nil, string.format('%s:%d: %s needs a source and a destination', name, at, op) end
       for i = 1, #args - 1 do c.src[i] = args[i] end
-      c.dst = args[#args]
+      c.dst = args[#args] == '.' and '' or args[#args]:gsub('^%./', '') -- "." and "./x": the workdir's
       if c.dst:sub(1, 1) ~= '/' then
         local base = r.workdir or '/'
         c.dst = (base == '/' and '/' or base .. '/') .. c.dst
         if args[#args]:sub(-1) == '/' and c.dst:sub(-1) ~= '/' then c.dst = c.dst .. '/' end
       end
       r.copies[#r.copies + 1] = c
+      r.steps[#r.steps + 1] = { op = 'COPY', line = at, copy = c }
     elseif op == 'RUN' then
+      local cmd = rest
+      local exec_form = json_array(rest)
+      if exec_form then -- exec form: the words, quoted for the shell
+        local q = {}
+        for i, x in ipairs(exec_form) do q[i] = "'" .. tostring(x):gsub("'", "'\\''") .. "'" end
+        cmd = table.concat(q, ' ')
+      end
       r.runs[#r.runs + 1] = { cmd = rest, line = at }
+      local a = {}
+      for k, v in pairs(arg_values) do if v ~= nil then a[k] = v end end
+      r.steps[#r.steps + 1] = { op = 'RUN', line = at, cmd = cmd, args = a }
     elseif op == 'USER' then
       r.user = expand(rest, vars)
+      r.steps[#r.steps + 1] = { op = 'USER', line = at, user = r.user }
     elseif op == 'CMD' then
       r.cmd = json_array(rest) or rest
     elseif op == 'ENTRYPOINT' then

@@ -48,13 +48,15 @@ local SPEC = {
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
+  ['host-root'] = { key = 'host_root', type = 'bool',
+    help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
 local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
-  'status-port', 'report', 'quiet', 'shard', 'job-id',
+  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -78,6 +80,7 @@ function options.merge(p, f, argv)
     o.image_map = m
   end
   o.argv = argv
+  if o.host_root then o.provider_config = util.merge(o.provider_config, { host_root = true }) end
   if o.env_file then
     local text, err = fs.read(o.env_file)
     if not text then error('--env-file: ' .. tostring(err), 0) end

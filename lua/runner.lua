@@ -20,6 +20,8 @@ local results = require 'results'
 local session = require 'session'
 local stats = require 'stats'
 local staging = require 'staging'
+local recipe = require 'recipe'
+local replay = require 'replay'
 local util = require 'util'
 local shard = require 'shard'
 
@@ -107,7 +109,6 @@ end
 
 --- One trial of one task. Returns the trial record.
 local function trial_body(run, t, rec, state)
-  local provider = run.provider
   local phases = rec.phases
   local function phase(name, fn)
     state.stage = name
@@ -124,13 +125,21 @@ local function trial_body(run, t, rec, state)
   end
   local spec = staging.sandbox_spec(run, t)
   rec.labels = spec.labels
+  -- the environment: its recipe (content key), and how it is made (record's `environment`)
+  local rcp = recipe.for_run(run, t)
+  local env_mode = staging.env_mode(run)
+  spec.recipe = rcp
+  local env = { content_key = rcp.key, mode = env_mode, run_steps = rcp.run_steps }
+  rec.environment = env
+  local replay_now = false
   if run.opts.mode == 'warm' then
     phase('build', function()
-      local artifact = runner.warm_artifact(run, t)
+      local artifact, hit = runner.warm_artifact(run, t)
       spec.warm_artifact = artifact
       rec.warm_artifact = artifact
+      env.method, env.cache_hit = 'warm_artifact', hit and true or false
     end)
-  elseif provider.build then
+  elseif env_mode == 'native' then
     phase('build', function()
       local ok, b = pcall(build, run, t, 'build')
       if not ok then
@@ -138,8 +147,13 @@ local function trial_body(run, t, rec, state)
         error(b, 0)
       end
       spec.image = b.image
+      spec.layer = b.layer
       rec.image, rec.build_cache_hit, rec.build_log_tail = b.image, b.cache_hit, b.log_tail
+      env.method, env.cache_hit = b.cache_hit and 'cached_layer' or 'native_build', b.cache_hit and true or false
     end)
+  else
+    replay_now = env_mode == 'replay' and staging.needs_replay(rcp)
+    env.method, env.cache_hit = env_mode == 'host' and 'host' or 'replay', false
   end
   state.times = {}
   phase('start', function()
@@ -156,8 +170,11 @@ local function trial_body(run, t, rec, state)
   end
   local ctx = staging.context(run, t, state.lease.sb)
   phase('upload', function()
-    if not spec.warm_artifact then staging.upload_environment(ctx, rec) end
+    if not spec.warm_artifact and not replay_now then staging.upload_environment(ctx, rec) end
   end)
+  if replay_now then -- a provider without builds: the recipe's steps, in the sandbox
+    phase('build', function() runner.replay(run, t, rcp, state.lease.sb, rec) end)
+  end
   phase('prepare', function() staging.prepare(ctx) end)
   phase('instruction_write', function() staging.write_instruction(ctx) end)
   phase('solve', function()
@@ -236,25 +253,38 @@ function runner.trial(run, t)
   else
     rec.outcome = rec.passed and 'passed' or 'failed'
   end
-  rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t)
+  rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
   return rec, state.interrupted
 end
 
---- The warm artifact of a task: prepared once per run (or given by the user / a prewarm file).
+--- Replay a recipe in a sandbox (lua/replay.lua); a failing step raises a build error whose
+--- log tail goes to the record (build_log_tail).
+function runner.replay(run, t, rcp, sb, rec)
+  local info, err, code = replay.run(run.provider, run.client, sb, rcp, { timeout = t.config.build_timeout })
+  if not info then
+    if rec then rec.build_log_tail = err.log end
+    error({ stage = 'build', message = err.message, code = code or 'EBUILD' })
+  end
+  if rec then rec.environment.replayed_steps = info.steps end
+  return info
+end
+
+--- The warm artifact of a task: prepared once per run (or given by the user / a prewarm file),
+--- named by the recipe's content key. Returns the artifact and whether it existed already.
 --- Trials that need an artifact another trial is preparing wait on it (woken when it is done,
 --- or failed: then one of them prepares it again).
 function runner.warm_artifact(run, t)
   local given = run.opts.warm_artifacts and (run.opts.warm_artifacts[t.id] or run.opts.warm_artifacts['*'])
-  if given then return given end
+  if given then return given, true end
   local cache = run.warm_cache
-  local key = t.sha256:sub(1, 24)
+  local key = recipe.for_run(run, t).key:sub(1, 24)
   while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
     local pending = cache[key]
     pending.waiters = pending.waiters + 1
     pending.done:acquire()
   end
-  if cache[key] then return cache[key] end
+  if cache[key] then return cache[key], true end
   if not run.provider.snapshot then
     errors.raise(errors.ENOWARM, "provider '" .. run.provider.name .. "' has no warm mode (no snapshot)")
   end
@@ -269,13 +299,13 @@ function runner.warm_artifact(run, t)
     if fok and found then
       settle(found)
       run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true })
-      return found
+      return found, true
     end
   end
   local ok, artifact = pcall(runner.prepare_artifact, run, t, key)
   if not ok then settle(nil); error(artifact, 0) end
   settle(artifact)
-  return artifact
+  return artifact, false
 end
 
 --- Create a sandbox, stage the environment, snapshot it, destroy it (the ledger's close: a
@@ -283,12 +313,19 @@ end
 function runner.prepare_artifact(run, t, key)
   local provider, client = run.provider, run.client
   local spec = staging.sandbox_spec(run, t)
-  if provider.build then spec.image = build(run, t, nil).image end
+  local rcp = recipe.for_run(run, t)
+  spec.recipe = rcp
+  local mode = staging.env_mode(run)
+  if mode == 'native' then
+    local b = build(run, t, nil)
+    spec.image, spec.layer = b.image, b.layer
+  end
+  local replay_now = mode == 'replay' and staging.needs_replay(rcp)
   local artifact
   do
     local sb <close> = run.session:sandbox(spec, { task_id = t.id, purpose = 'prewarm' }, { prefix = 'prewarm create: ' })
     local ctx = staging.context(run, t, sb.sb)
-    staging.upload_environment(ctx, {})
+    if replay_now then runner.replay(run, t, rcp, sb.sb) else staging.upload_environment(ctx, {}) end
     staging.prepare(ctx)
     artifact = errors.check({ prefix = 'snapshot: ' }, provider.snapshot(client, sb.sb, key))
   end

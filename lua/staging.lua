@@ -6,8 +6,12 @@
 ---   * tests/ is copied in fresh only for the verify window, after /tests and /logs/verifier are
 ---     removed and recreated (rm -rf removes a planted symlink, not its target), and config files
 ---     pytest would read from / are removed;
----   * for providers that do not build the Dockerfile (local), COPY/ADD of build-context files,
----     ENV and WORKDIR are applied by cseng; RUN steps are not, and are reported as fidelity gaps.
+---   * the environment is made one of three ways (staging.env_mode): "native" (the provider
+---     builds the recipe: docker's image build, local's cached overlay layer), "replay" (a
+---     provider without builds: cseng replays the recipe's steps in the sandbox, lua/replay.lua;
+---     a recipe without RUN/USER steps is staged with one upload of the COPY sources, as
+---     before), "host" (local --host-root: COPY/ENV/WORKDIR staged by cseng, RUN steps recorded
+---     as fidelity gaps).
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
@@ -57,9 +61,29 @@ function staging.labels(run, t)
   }
 end
 
+--- How a run's provider makes a task's environment: "native" | "replay" | "host". A provider
+--- says so with env_mode(client); else one with a build() is native, one with replay = false
+--- is host, any other replays.
+function staging.env_mode(run)
+  local P = run.provider
+  if P.env_mode then return P.env_mode(run.client) end
+  if P.build then return 'native' end
+  if P.replay == false then return 'host' end
+  return 'replay'
+end
+
+--- The recipe needs a replay in the sandbox (RUN steps, or a USER they run as); a recipe
+--- without either is staged by one upload (staging.upload_environment).
+function staging.needs_replay(rcp)
+  for _, s in ipairs(rcp.steps or {}) do
+    if s.op == 'RUN' then return true end
+  end
+  return false
+end
+
 --- The create() spec of a task's sandbox.
 function staging.sandbox_spec(run, t)
-  local applies = run.provider.applies_dockerfile
+  local applies = staging.env_mode(run) == 'native'
   local c = t.config
   local ttl = (run.opts.timeout_seconds or (c.agent_timeout + c.verifier_timeout + 600))
   return {
@@ -75,9 +99,10 @@ function staging.sandbox_spec(run, t)
   }
 end
 
---- What a provider that builds images needs.
+--- What a provider that builds images needs (recipe: the task's BuildRecipe, lua/recipe.lua).
 function staging.build_request(run, t)
   return {
+    recipe = require('recipe').for_run(run, t),
     task_id = t.id,
     context_dir = t.dir .. '/environment',
     dockerfile = 'Dockerfile',
@@ -112,7 +137,7 @@ function staging.context(run, t, sb)
   local ctx = {
     task = t, sb = sb, workdir = t.workdir, options = run.opts, getenv = run.getenv,
     timeout = run.opts.solve_timeout_seconds or t.config.agent_timeout,
-    applies_dockerfile = provider.applies_dockerfile and true or false,
+    applies_dockerfile = staging.env_mode(run) == 'native', -- the provider built the recipe (staging.env_mode)
   }
   function ctx:exec(cmd, o)
     o = util.copy(o)
@@ -218,19 +243,30 @@ function staging.write_instruction(ctx)
   errors.check({ stage = 'instruction_write' }, ctx:put('/cseng', tar))
 end
 
---- What a provider that does not build the Dockerfile leaves out.
-function staging.fidelity_gaps(provider, t)
+--- What a provider leaves out of the task's environment. With run (the runner passes it), the
+--- env mode decides: native builds leave nothing out but what the provider reports
+--- (provider.fidelity_gaps(client, task), e.g. local's base image); a replay runs every RUN
+--- step; host mode (and a call without run, for a provider without builds) lists the RUN
+--- steps it skipped.
+function staging.fidelity_gaps(provider, t, run)
   local gaps = {}
-  if provider.applies_dockerfile then return gaps end
+  local mode = run and staging.env_mode(run) or (provider.applies_dockerfile and 'native' or 'host')
+  if provider.fidelity_gaps and run then
+    for _, g in ipairs(provider.fidelity_gaps(run.client, t, run) or {}) do gaps[#gaps + 1] = g end
+  end
+  if mode == 'native' then return gaps end
   local r = t.recipe
-  if r.from then
-    gaps[#gaps + 1] = { kind = 'FROM', text = 'base image ' .. r.from .. ' not used: the sandbox runs on the host /usr' }
+  if r.from and not provider.fidelity_gaps then
+    gaps[#gaps + 1] = { kind = 'FROM', text = 'base image ' .. r.from .. (mode == 'host' and ' not used: the sandbox runs on the host /usr'
+      or " not used: the provider's sandbox image stands in") }
   end
-  for _, run in ipairs(r.runs) do
-    gaps[#gaps + 1] = { kind = 'RUN', line = run.line, text = run.cmd }
-  end
-  if r.user and r.user ~= 'root' and r.user ~= '0' then
-    gaps[#gaps + 1] = { kind = 'USER', text = 'USER ' .. r.user .. ' not applied: commands run as root' }
+  if mode == 'host' then
+    for _, run_ in ipairs(r.runs) do
+      gaps[#gaps + 1] = { kind = 'RUN', line = run_.line, text = run_.cmd }
+    end
+    if r.user and r.user ~= 'root' and r.user ~= '0' then
+      gaps[#gaps + 1] = { kind = 'USER', text = 'USER ' .. r.user .. ' not applied: commands run as root' }
+    end
   end
   for _, c in ipairs(r.copies) do
     if c.from then gaps[#gaps + 1] = { kind = 'COPY --from', line = c.line, text = 'COPY --from=' .. tostring(c.from) } end

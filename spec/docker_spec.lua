@@ -352,6 +352,104 @@ describe('docker provider on dockerd', function()
     end)
   end)
 
+  -- every bundled task, through the runner (in this process)
+
+  local function run_tasks(opts)
+    local runner, results = require 'runner', require 'results'
+    opts.provider, opts.dataset = 'docker', opts.dataset or (ROOT .. '/data/smoke.jsonl')
+    opts.solver, opts.mode = opts.solver or 'gold', opts.mode or 'cold'
+    opts.concurrency, opts.quiet = opts.concurrency or 2, true
+    opts.image_map = MAP
+    opts.output = assert(fs.tempdir('cseng-spec-out-'))
+    local status, info = runner.run_tasks(opts)
+    local events = results.read(info.jsonl)
+    fs.remove_tree(opts.output)
+    return status, results.summary(events).results, events
+  end
+
+  local function outcomes(trials)
+    local n = { passed = 0, failed = 0, error = 0 }
+    for _, r in ipairs(trials) do n[r.outcome] = n[r.outcome] + 1 end
+    return n
+  end
+
+  local function no_run_gap(r)
+    for _, g in ipairs(r.fidelity_gaps or {}) do assert.not_equal('RUN', g.kind, r.task_id) end
+  end
+
+  local function tasks_with_run_steps()
+    local out = {}
+    for _, t in ipairs(require('dataset').load(ROOT .. '/data/smoke.jsonl')) do
+      if #t.recipe.runs > 0 then out[#out + 1] = t end
+    end
+    return out
+  end
+
+  it('passes every bundled task with gold, cold and warm; nop scores 0; no RUN fidelity gap', function()
+    local client = need_docker()
+    local n_tasks = #require('dataset').load(ROOT .. '/data/smoke.jsonl')
+    local status, trials = run_tasks({})
+    for _, r in ipairs(trials) do
+      if r.outcome ~= 'passed' then print(r.task_id, r.error, r.build_log_tail, r.stdout_tail) end
+    end
+    assert.equal(0, status)
+    assert.equal(n_tasks, #trials)
+    assert.equal(n_tasks, outcomes(trials).passed)
+    for _, r in ipairs(trials) do
+      no_run_gap(r)
+      assert.matches('^cseng%-task/.+:' .. r.environment.content_key:sub(1, 16) .. '$', r.image)
+      assert.is_true(r.environment.method == 'native_build' or r.environment.method == 'cached_layer')
+      assert.is_number(r.phases.build_seconds)
+    end
+    local _, nop = run_tasks({ solver = 'nop' })
+    assert.equal(n_tasks, outcomes(nop).failed)
+    for _, r in ipairs(nop) do
+      assert.equal(0, r.reward, r.task_id)
+      assert.is_true(r.environment.cache_hit, r.task_id) -- the gold run built every image
+      assert.equal('cached_layer', r.environment.method)
+    end
+    local wstatus, warm, events = run_tasks({ mode = 'warm' })
+    assert.equal(0, wstatus)
+    assert.equal(n_tasks, outcomes(warm).passed)
+    for _, r in ipairs(warm) do
+      no_run_gap(r)
+      assert.equal('warm_artifact', r.environment.method)
+      created_images[#created_images + 1] = r.warm_artifact
+    end
+    local prewarmed = 0
+    for _, e in ipairs(events) do if e.event == 'prewarmed' then prewarmed = prewarmed + 1 end end
+    assert.equal(n_tasks, prewarmed)
+    assert.equal(0, #docker.list(client, { labels = { ['cseng.run'] = events[1].run_id } }))
+  end)
+
+  it('a second cold run of a task with RUN steps reports the cached image', function()
+    need_docker()
+    local tasks = tasks_with_run_steps()
+    assert.is_true(#tasks >= 4)
+    for _, t in ipairs(tasks) do
+      -- content no build has seen: the task with a fresh ENV line right after FROM
+      local dir = assert(fs.tempdir('cseng-spec-task-'))
+      assert(fs.copy_tree(t.dir, dir .. '/' .. t.id))
+      local df = dir .. '/' .. t.id .. '/environment/Dockerfile'
+      local nonce = crypto.hex(crypto.random_bytes(8))
+      fs.write(df, (assert(fs.read(df)):gsub('^(FROM [^\n]*\n)', '%1ENV CSENG_SPEC_NONCE=' .. nonce .. '\n')))
+      local _, first = run_tasks({ dataset = dir })
+      local _, second = run_tasks({ dataset = dir })
+      fs.remove_tree(dir)
+      created_images[#created_images + 1] = first[1].image
+      local a, b = first[1], second[1]
+      assert.equal('passed', a.outcome, t.id .. ': ' .. tostring(a.error))
+      assert.equal('passed', b.outcome, t.id .. ': ' .. tostring(b.error))
+      assert.is_false(a.environment.cache_hit, t.id)
+      assert.equal('native_build', a.environment.method)
+      assert.is_true(b.environment.cache_hit, t.id)
+      assert.is_true(b.build_cache_hit)
+      assert.equal('cached_layer', b.environment.method)
+      assert.equal(a.environment.content_key, b.environment.content_key)
+      assert.equal(a.image, b.image)
+    end
+  end)
+
   -- end to end, through the CLI
 
   local function run_cseng(args, timeout)

@@ -175,6 +175,10 @@ describe('the local provider', function()
       for _, p in ipairs({ 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }) do
         assert.is_number(r.phases[p .. '_seconds'], p)
       end
+      -- built from its recipe on the base root filesystem, RUN steps included (spec/local_env_spec.lua)
+      assert.equal('native', r.environment.mode, r.task_id)
+      assert.is_number(r.phases.build_seconds, r.task_id)
+      for _, g in ipairs(r.fidelity_gaps or {}) do assert.not_equal('RUN', g.kind, r.task_id) end
     end
   end)
 
@@ -194,10 +198,15 @@ describe('the local provider', function()
     for _, e in ipairs(results.read(last.jsonl)) do if e.event == 'prewarmed' then prewarmed = prewarmed + 1 end end
     assert.equal(#s.results, prewarmed)
     assert.is_string(s.results[1].warm_artifact)
+    for _, r in ipairs(s.results) do
+      assert.equal('warm_artifact', r.environment.method, r.task_id)
+      for _, g in ipairs(r.fidelity_gaps or {}) do assert.not_equal('RUN', g.kind, r.task_id) end
+    end
   end)
 
   it('runs the verifiers of the 16 real TerminalBench tasks without an infrastructure error', function()
-    local _, s = run { dataset = SMOKE16 }
+    -- host mode: their RUN steps need the network (apt-get, pip), which these machines lack
+    local _, s = run { dataset = SMOKE16, provider_config = { host_root = true } }
     assert.equal(16, #s.results)
     for _, r in ipairs(s.results) do
       assert.equal('failed', r.outcome, r.task_id .. ': ' .. tostring(r.error))

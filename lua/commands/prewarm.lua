@@ -101,7 +101,7 @@ function cmd.run(args)
       sem:acquire()
       if s.cleanup_failed then sem:release(); break end
       workers[#workers + 1] = task.spawn(function()
-        local pok, art = pcall(runner.prepare_artifact, run, t, t.sha256:sub(1, 24))
+        local pok, art = pcall(runner.prepare_artifact, run, t, require('recipe').for_run(run, t).key:sub(1, 24))
         sem:release()
         if pok then
           artifacts[t.id] = art

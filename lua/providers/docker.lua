@@ -2,8 +2,10 @@
 --- dockerd's unix socket, spoken with libcurl (cseng.http), never through the docker CLI.
 ---
 --- Cold: the task's environment/ is the build context of POST /build (a deterministic tar, its
---- FROM lines passed through the image map); the image tag is derived from the context's sha256
---- and the base images' ids, so an unchanged task finds its tag and skips the build (a cache hit).
+--- FROM lines passed through the image map); the image tag is the recipe's content key
+--- (lua/recipe.lua), and the image's cseng.base_ids label names the base images' ids, so an
+--- unchanged task on unchanged bases finds its tag and skips the build (a cache hit), and a
+--- re-imported base rebuilds it.
 --- Then a fresh container: sleep infinity under docker-init, the task's cpus/memory as limits,
 --- no network unless the task allows it and the user asks, cseng.* labels on it.
 --- Warm: a prepared container is committed to an image (POST /commit) and trials start from it.
@@ -41,7 +43,7 @@ local SANDBOX_LABEL = 'cseng.sandbox' -- on containers cseng created, never on i
 --- Substitutions applied after the user's --image-map (first match wins). SWE-smith rows name
 --- per-repository images (cseng/swesmith.<repo>) that exist nowhere; the repository is staged
 --- by COPY on top of the Debian base, which has python3 and pytest.
-M.DEFAULT_IMAGE_MAP = { 'cseng/swesmith.*=cseng/debian:bookworm' }
+M.DEFAULT_IMAGE_MAP = require('recipe').DEFAULT_IMAGE_MAP
 
 -- ---- the Engine API ------------------------------------------------------------------------
 
@@ -353,9 +355,18 @@ local function build_failure(msg, log, code)
   return nil, { message = msg, log = util.tail(log or '', LOG_TAIL) }, code or 'EBUILD'
 end
 
---- Build (or find) the task's image. req: {task_id, context_dir, dockerfile, image_map, timeout,
---- labels}. Returns {image, image_id, cache_hit, log_tail, context_sha256, bases} or
---- nil, {message, log}, "EBUILD" | "ETIMEDOUT".
+-- The labels of a local image, or nil when it is absent.
+local function image_labels(client, name)
+  local res = api(client, 'GET', '/images/' .. name .. '/json', { ok = { 200 } })
+  if not res then return nil end
+  local j = decode(res)
+  return tbl(tbl(j.Config).Labels), j.Id
+end
+
+--- Build (or find) the task's image. req: {recipe, task_id, context_dir, dockerfile, image_map,
+--- timeout, labels}. The tag is the recipe's content key (without a recipe: the sha256 of the
+--- context and the base ids). Returns {image, image_id, cache_hit, log_tail, context_sha256,
+--- content_key, bases} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local df_name = req.dockerfile or 'Dockerfile'
   local text = fs.read(req.context_dir .. '/' .. df_name)
@@ -370,21 +381,25 @@ function M.build(client, req)
     b.id = M.image_id(client, b.image)
     ids[i] = b.image .. '@' .. (b.id or 'absent')
   end
+  local base_ids = table.concat(ids, ' ')
   local sha = crypto.sha256_hex(tar .. '\0' .. table.concat(ids, '\0'))
-  local tag = 'cseng-task/' .. repo_component(req.task_id) .. ':' .. sha:sub(1, 16)
-  local result = { image = tag, context_sha256 = sha, bases = bases }
+  local key = req.recipe and req.recipe.key or sha
+  local tag = 'cseng-task/' .. repo_component(req.task_id) .. ':' .. key:sub(1, 16)
+  local result = { image = tag, context_sha256 = sha, content_key = key, bases = bases }
   local from_note = {}
   for _, b in ipairs(bases) do
     from_note[#from_note + 1] = b.from == b.image and b.image or (b.from .. ' -> ' .. b.image)
   end
-  local existing = M.image_id(client, tag)
+  local have, existing = image_labels(client, tag)
+  if have and have['cseng.base_ids'] ~= base_ids then existing = nil end -- a base changed: rebuild
   if existing then
     result.image_id, result.cache_hit = existing, true
     result.log_tail = string.format('cseng: %s exists (build context sha256 %s, FROM %s): build skipped\n', tag, sha,
       table.concat(from_note, ', '))
     return result
   end
-  local labels = util.merge(req.labels, { ['cseng.kind'] = 'task-image', ['cseng.context_sha256'] = sha })
+  local labels = util.merge(req.labels, { ['cseng.kind'] = 'task-image', ['cseng.context_sha256'] = sha,
+    ['cseng.content_key'] = key, ['cseng.base_ids'] = base_ids })
   client.build_sem:acquire()
   local stream = build_stream()
   local ok, res, err, code = pcall(api, client, 'POST', '/build', {

@@ -1,14 +1,20 @@
 --- The local provider: one bubblewrap sandbox per trial on this machine.
 ---
---- A sandbox is a directory: root/ becomes the sandbox's "/" (its workdir, /tmp, /root, /logs,
---- /tests live there, so state persists between the exec calls of one trial), the host's /usr
---- (or a user-given rootfs's) is bound read-only, /etc is a small synthetic one plus read-only
---- binds of what programs need (ld.so.cache, ssl, alternatives). Every exec is a new bwrap
---- process in new namespaces (no network unless the task allows it and the user asks), with
---- --die-with-parent, inside a cgroup with the task's memory/CPU limits when the machine lets us.
---- Cold: a fresh root per trial. Warm: an overlayfs (root only) over a prepared root, so the
---- environment staging is done once per task; without overlayfs, a copy of the prepared root.
---- Dockerfile RUN steps are not executed here: the runner records them as fidelity gaps.
+--- Base root filesystem mode (the default): the sandbox's "/" is an overlayfs whose lowest layer
+--- is the Debian base root filesystem `cseng images rootfs` builds with debootstrap (the content
+--- of docker's cseng/debian:bookworm), above it the task's layer, above that the trial's own
+--- upper directory (state persists between the exec calls of one trial). The task's layer is
+--- its build: the recipe's steps (lua/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
+--- (lua/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
+--- the recipe's content key (<cache>/local-layers/<key>), so a later run of an unchanged task
+--- starts from the cached layer (build cache hit). Needs root (overlayfs mounts).
+--- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
+--- the host's /usr bound read-only, a synthetic /etc, cseng stages COPY/ENV/WORKDIR and the
+--- runner records RUN steps as fidelity gaps.
+--- Every exec is a new bwrap process in new namespaces (no network unless the task allows it
+--- and the user asks), with --die-with-parent, inside a cgroup with the task's memory/CPU
+--- limits when the machine lets us. Warm: the prepared sandbox's upper directory (base mode) or
+--- root (host mode) becomes one more lower layer of later trials.
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
@@ -17,15 +23,25 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'util'
 local task = require 'cseng.task'
+local clock = require 'cseng.clock'
 
 local M = {
   name = 'local',
   description = 'bubblewrap sandboxes on this machine (no credentials, no network by default)',
-  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
-  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  -- base images the Debian base root filesystem stands for (after the user's --image-map)
+  image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
+
+--- The image the base root filesystem is (a recipe whose base is another image records a gap).
+M.BASE_IMAGE = 'cseng/debian:bookworm'
+
+-- The capabilities docker gives a container's root by default (moby's defaults).
+local DOCKER_CAPS = { 'CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP',
+  'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE' }
 
 local DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 local VERIFIER_UID = 1000
@@ -79,11 +95,16 @@ local function cg_remove(dir)
   return nil, 'cgroup ' .. dir .. ' stays busy'
 end
 
--- Leftovers of dead runs: empty cgroups whose sandbox directory is gone.
+-- A sandbox's cgroup name: "sb-<tag of the sandboxes' root>-<id>", so a sweep by a client with
+-- another root (another run's, a spec's) never takes a live sandbox's cgroup.
+local function cg_name(client, id) return 'sb-' .. client.cg_tag .. '-' .. id end
+
+-- Leftovers of dead runs: empty cgroups (of this sandboxes' root) whose sandbox directory is gone.
 local function cg_sweep(client)
+  local prefix = 'sb-' .. client.cg_tag .. '-'
   for _, tree in ipairs(client.cgroup.trees) do
     for _, name in ipairs(fs.list(tree) or {}) do
-      if name:match('^cseng%-') and not fs.exists(client.base .. '/sandboxes/' .. name) then
+      if name:sub(1, #prefix) == prefix and not fs.exists(client.base .. '/sandboxes/' .. name:sub(#prefix + 1)) then
         local procs = fs.read(tree .. '/' .. name .. '/cgroup.procs') or ''
         if not procs:match('%d') then fs.remove(tree .. '/' .. name) end
       end
@@ -101,16 +122,45 @@ function M.connect(cfg)
   local base = cfg.root or os.getenv('CSENG_LOCAL_ROOT') or '/tmp/cseng-local'
   assert(fs.mkdir_p(base .. '/sandboxes'))
   assert(fs.mkdir_p(base .. '/warm'))
+  local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
+  local images = require 'commands.images'
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
-  if rootfs and not fs.exists(rootfs .. '/usr') then
-    error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
+  local base_root
+  if host_root then
+    -- host mode: /usr from the host, or from a user-given root filesystem
+    if rootfs and not fs.exists(rootfs .. '/usr') then
+      error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
+    end
+  else
+    base_root = rootfs or images.rootfs_dir('bookworm')
+    rootfs = nil
+    if not fs.exists(base_root .. '/usr/bin') or not fs.exists(base_root .. '/etc/passwd') then
+      error('local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
+        .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
+        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)", 0)
+    end
+    if sys.uid() ~= 0 then
+      error('local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
+        .. "--host-root to run on the host's /usr", 0)
+    end
   end
+  local layers = cfg.layers or os.getenv('CSENG_LOCAL_LAYERS') or (images.cache_dir() .. '/local-layers')
+  if base_root then assert(fs.mkdir_p(layers)) end
+  local marker = base_root and (fs.read(base_root .. '/.cseng-rootfs') or '')
+  local mst = base_root and fs.stat(base_root .. '/.cseng-rootfs')
   local client = {
     bwrap = bwrap,
     base = base,
     rootfs = rootfs,
+    host_root = host_root,
+    base_root = base_root,
+    -- layers are keyed by the recipe and the base they were built on (a rebuilt base rebuilds them)
+    base_id = base_root and crypto.sha256_hex(base_root .. '\0' .. marker .. '\0' .. tostring(mst and mst.mtime)):sub(1, 16),
+    layers = layers,
+    building = {},
     is_root = sys.uid() == 0,
     cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
+    cg_tag = crypto.sha256_hex(sys.realpath(base) or base):sub(1, 8),
     keep_usr_local = cfg.keep_usr_local or os.getenv('CSENG_LOCAL_KEEP_USR_LOCAL') == '1',
   }
   if client.cgroup then cg_sweep(client) end
@@ -152,7 +202,7 @@ local function setup_cgroup(client, sb, spec)
   if not cg or not (spec.memory_mb or spec.cpus) then return end
   local dirs, applied = {}, {}
   local function make(tree)
-    local d = tree .. '/' .. sb.id
+    local d = tree .. '/' .. cg_name(client, sb.id)
     if fs.mkdir_p(d) then dirs[#dirs + 1] = d; return d end
   end
   if cg.version == 2 then
@@ -181,9 +231,134 @@ local function setup_cgroup(client, sb, spec)
   sb.limits = applied -- what the machine let us enforce (recorded by the runner)
 end
 
+-- Mount an overlayfs of lowers (top first) with dir/upper and dir/work at dir/root.
+local function mount_overlay(dir, lowers)
+  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do assert(fs.mkdir_p(d)) end
+  local res = proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
+    'lowerdir=' .. table.concat(lowers, ':') .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', dir .. '/root' },
+    timeout = 30 }
+  if not res or res.code ~= 0 then
+    return nil, 'mounting the sandbox root (overlayfs): ' .. util.trim(res and (res.stderr .. res.stdout) or 'mount did not run'), 'EMOUNT'
+  end
+  return true
+end
+
+-- What every sandbox on the base root filesystem gets in its own upper layer.
+local function base_root_files(root, network)
+  for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'cseng' }) do
+    assert(fs.mkdir_p(root .. '/' .. d))
+  end
+  fs.chmod(root .. '/tmp', tonumber('1777', 8))
+  fs.chmod(root .. '/home/cseng', tonumber('777', 8))
+  fs.write(root .. '/etc/hostname', 'sandbox\n')
+  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost sandbox\n::1 localhost\n')
+  if network then
+    local resolv = fs.read('/etc/resolv.conf')
+    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
+  end
+end
+
+--- The layer directory of a recipe on this client's base (complete when layer.json exists).
+M.LAYER_VERSION = 2 -- how layers are built: a change rebuilds them
+
+local function layer_dir(client, key)
+  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION):sub(1, 32)
+end
+
+--- How this client makes environments: "native" (base root filesystem + the task's layer) or
+--- "host" (--host-root).
+function M.env_mode(client)
+  return client.host_root and 'host' or 'native'
+end
+
+--- What the sandbox lacks compared with the task's image.
+function M.fidelity_gaps(client, t, run)
+  local gaps = {}
+  if client.host_root then
+    if t.recipe.from then
+      gaps[1] = { kind = 'FROM', text = 'base image ' .. t.recipe.from .. ' not used: the sandbox runs on the host /usr' }
+    end
+    return gaps
+  end
+  local rcp = require('recipe').for_run(run, t)
+  if rcp.base and rcp.base ~= M.BASE_IMAGE then
+    gaps[1] = { kind = 'FROM', text = 'base image ' .. rcp.base .. ' is not available here: the sandbox runs on the Debian '
+      .. 'base root filesystem (' .. M.BASE_IMAGE .. '; map the image with --image-map)' }
+  end
+  for _, st in ipairs(rcp.steps) do
+    if st.op == 'COPY' and st.copy.from then
+      gaps[#gaps + 1] = { kind = 'COPY --from', line = st.line, text = 'COPY --from=' .. tostring(st.copy.from) .. ' is not applied' }
+    end
+    for _, src in ipairs(st.op == 'COPY' and st.copy.src or {}) do
+      if st.copy.add and src:match('^%a+://') then
+        gaps[#gaps + 1] = { kind = 'ADD url', line = st.line, text = 'ADD of a URL is not fetched: ' .. src }
+      end
+    end
+  end
+  return gaps
+end
+
+local bwrap_argv -- defined below
+local exec_env
+
+--- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
+--- in a build sandbox (no network), its upper directory kept under the content key. req:
+--- {recipe, timeout}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
+--- {message, log}, "EBUILD" | "ETIMEDOUT".
+function M.build(client, req)
+  local rcp = req.recipe
+  local dir = layer_dir(client, rcp.key)
+  local image = 'local-layer:' .. rcp.key:sub(1, 16)
+  while client.building[dir] do task.sleep(0.02) end -- another trial of this run builds it
+  if fs.exists(dir .. '/layer.json') then
+    return { image = image, layer = dir .. '/upper', cache_hit = true, content_key = rcp.key,
+      log_tail = 'cseng: layer ' .. dir .. ' exists (content key ' .. rcp.key .. '): build skipped\n' }
+  end
+  client.building[dir] = true
+  local bdir = dir .. '.build-' .. crypto.hex(crypto.random_bytes(4))
+  local ok, res, err, code = pcall(function()
+    local t0 = clock.now()
+    local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
+    if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
+    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
+    local replay = require 'replay'
+    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600 })
+    proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
+    if not info then fs.remove_tree(bdir); return nil, rerr, rcode end
+    fs.write(bdir .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
+      base_id = client.base_id, built = os.time(), steps = info.steps, runs = info.runs }))
+    fs.remove_tree(bdir .. '/work')
+    fs.remove(bdir .. '/root')
+    if not fs.rename(bdir, dir) then -- another process got there first: the same content
+      fs.remove_tree(bdir)
+      if not fs.exists(dir .. '/layer.json') then return nil, { message = 'cannot place the layer at ' .. dir }, 'EIO' end
+    end
+    return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
+      log_tail = string.format('cseng: built layer %s (%d steps, %d RUN) in %.2f s\n', dir, info.steps, info.runs,
+        (clock.now() - t0) / 1e9) }
+  end)
+  client.building[dir] = nil
+  if not ok then -- cancelled (a trial timeout, Ctrl-C) or broken: leave no build mount behind
+    proc.run { argv = { 'umount', '-l', bdir .. '/root' }, timeout = 60 }
+    fs.remove_tree(bdir)
+    error(res, 0)
+  end
+  return res, err, code
+end
+
+-- The lower layers of a warm artifact made in base mode (artifact.json beside its upper/).
+local function artifact_lowers(artifact)
+  local ok, meta = pcall(cjson.decode, fs.read(artifact .. '/artifact.json') or '')
+  if not ok or type(meta) ~= 'table' or type(meta.lowers) ~= 'table' then return nil end
+  local lowers = { artifact .. '/upper' }
+  for _, l in ipairs(meta.lowers) do lowers[#lowers + 1] = l end
+  return lowers
+end
+
 --- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb,
---- warm_artifact (a prepared root from M.snapshot)}.
+--- warm_artifact (a prepared root from M.snapshot), layer (from M.build), recipe}.
 function M.create(client, spec)
+  if not client.host_root then return M.create_on_base(client, spec) end
   local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
   local dir = client.base .. '/sandboxes/' .. id
   local root = dir .. '/root'
@@ -218,7 +393,59 @@ function M.create(client, spec)
   return sb
 end
 
-local function bwrap_argv(client, sb, opts)
+--- A sandbox on the base root filesystem: the overlay of its own upper over the warm artifact
+--- or the task's layer over the base.
+function M.create_on_base(client, spec)
+  local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
+  local dir = client.base .. '/sandboxes/' .. id
+  assert(fs.mkdir_p(dir))
+  local rcp = spec.recipe or {}
+  local sb = {
+    id = id, dir = dir, root = dir .. '/root', env = util.merge(rcp.env, spec.env),
+    workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
+    labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
+  }
+  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  local lowers
+  if spec.warm_artifact then
+    lowers = artifact_lowers(spec.warm_artifact)
+    if not lowers then
+      return nil, 'warm artifact ' .. spec.warm_artifact .. ' is not a prepared layer (run cseng prewarm --provider local)', 'EARTIFACT'
+    end
+  else
+    lowers = { spec.layer, client.base_root }
+    if not spec.layer then lowers = { client.base_root } end
+  end
+  sb.lowers = lowers
+  local ok, err, code = mount_overlay(dir, lowers)
+  if not ok then fs.remove_tree(dir); return nil, err, code end
+  sb.overlay = true
+  base_root_files(sb.root, sb.network)
+  assert(fs.mkdir_p(sb.root .. sb.workdir))
+  setup_cgroup(client, sb, spec)
+  return sb
+end
+
+bwrap_argv = function(client, sb, opts)
+  if sb.base_mode then
+    -- the whole root is the overlay: nothing from the host. No user namespace: one maps only
+    -- root, and builds need every id (useradd, chown, dpkg); a non-root command drops to its
+    -- uid with setpriv inside the sandbox
+    local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-ipc', '--unshare-pid', '--unshare-uts',
+      '--unshare-cgroup-try' }
+    if not sb.network then a[#a + 1] = '--unshare-net' end
+    -- root keeps docker's default capability set, not all of them (no mounts, no modules)
+    a[#a + 1] = '--cap-drop'; a[#a + 1] = 'ALL'
+    for _, c in ipairs(DOCKER_CAPS) do a[#a + 1] = '--cap-add'; a[#a + 1] = 'CAP_' .. c end
+    for _, x in ipairs({ '--hostname', 'sandbox', '--bind', sb.root, '/', '--proc', '/proc', '--dev', '/dev',
+      '--chdir', opts.cwd or sb.workdir }) do a[#a + 1] = x end
+    local user = opts.user
+    if user and user ~= 'root' and user ~= 0 then
+      local uid = tostring(user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID)
+      for _, x in ipairs({ '/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. uid, '--clear-groups' }) do a[#a + 1] = x end
+    end
+    return a
+  end
   local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-all' }
   local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
   if sb.network then add('--share-net') end
@@ -245,7 +472,7 @@ local function bwrap_argv(client, sb, opts)
   return a
 end
 
-local function exec_env(sb, opts)
+exec_env = function(sb, opts)
   local non_root = opts.user and opts.user ~= 'root' and opts.user ~= 0
   local env = {
     PATH = DEFAULT_PATH, HOME = non_root and '/home/cseng' or '/root', LANG = 'C.UTF-8',
@@ -321,7 +548,7 @@ local function rm_cgroups(client, sb)
   local dirs = sb.cgroups
   if not dirs then -- a sandbox known only by id (cleanup, resume)
     dirs = {}
-    for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. sb.id end
+    for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. cg_name(client, sb.id) end
   end
   for _, d in ipairs(dirs) do
     local ok, err = cg_remove(d)
@@ -365,14 +592,38 @@ end
 --- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
 --- A warm artifact made earlier for the same content key, if it is still there.
 function M.find_artifact(client, key)
+  if not client.host_root then
+    local dest = client.base .. '/warm/base-' .. key .. '-' .. client.base_id
+    if fs.exists(dest .. '/artifact.json') then return dest end
+    return nil
+  end
   local dest = client.base .. '/warm/' .. key
   if fs.exists(dest .. '/etc/passwd') then return dest end
   return nil
 end
 
+-- Base mode: the prepared sandbox's upper directory (cp -a keeps owners, modes, xattrs and
+-- overlay whiteouts), with the layers below it named in artifact.json.
+local function snapshot_on_base(client, sb, key)
+  local dest = client.base .. '/warm/base-' .. key .. '-' .. client.base_id
+  if fs.exists(dest .. '/artifact.json') then return dest end
+  local tmp = dest .. '.tmp-' .. sb.id
+  fs.remove_tree(tmp)
+  assert(fs.mkdir_p(tmp))
+  local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
+  if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
+  fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time() }))
+  if not fs.rename(tmp, dest) then
+    fs.remove_tree(tmp)
+    if not fs.exists(dest .. '/artifact.json') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
+  end
+  return dest
+end
+
 --- Artifacts are named by the task's content hash, so an existing one is the same root: it is
 --- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
 function M.snapshot(client, sb, key)
+  if sb.base_mode then return snapshot_on_base(client, sb, key) end
   local dest = client.base .. '/warm/' .. key
   if fs.exists(dest .. '/etc/passwd') then return dest end
   local tmp = dest .. '.tmp-' .. sb.id

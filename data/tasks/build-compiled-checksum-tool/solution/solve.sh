@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd /workspace
+fletch $(ls data/* | sort) > checksums.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+rot < /workspace/words.txt > /workspace/encoded.txt
