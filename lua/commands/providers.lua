@@ -17,7 +17,9 @@ function cmd.run()
   table.sort(names)
   for _, n in ipairs(names) do
     local ok, p = pcall(require, 'providers.' .. n)
-    if not ok then
+    if ok and type(p) == 'table' and p.create == nil then
+      -- a helper module beside the adapters (e.g. modal_schema): not a provider
+    elseif not ok then
       print(string.format('%-12s (fails to load: %s)', n, tostring(p)))
     else
       local missing = {}
