@@ -21,7 +21,7 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
-        gawk patch diffutils lua-check curl
+        gawk patch diffutils lua-check curl protobuf-compiler libprotobuf-dev
 DOCKER_DEBS := docker.io debootstrap
 
 .PHONY: all deps deps-docker deps-test deps-bench check test asan fuzz fuzzers demo bench clean
