@@ -1,5 +1,5 @@
 # cseng: one binary (C engine + embedded Lua 5.4) and its Lua tree.
-# Targets: deps, all (./cseng), check, test, asan, fuzz, demo, bench, clean.
+# Targets: deps, all (./cseng), check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
 PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
@@ -24,7 +24,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         gawk patch diffutils lua-check curl protobuf-compiler libprotobuf-dev
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker deps-test deps-bench check test asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-test deps-bench check test conformance asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -87,6 +87,12 @@ C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test
 # Every suite; tools/check.sh prints each suite's line and the plain total last.
 test: cseng $(C_TESTS)
 	@CSENG=./cseng tools/check.sh
+
+# The differential specs alone: each vendor's official SDK and cseng's adapter against one
+# recording fake (docs/providers/CONFORMANCE.md). make check runs them with every spec.
+CONFORMANCE_SPECS := $(wildcard spec/conformance_*_spec.lua)
+conformance: cseng $(SDKS)
+	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" tools/check.sh
 
 # dockerd is started for the docker specs when absent (and stopped again); where it cannot
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.

@@ -12,11 +12,13 @@
 ---   b.add(id, sb) ; b.remove(id)          -- the live set, created/destroyed/live/max_live, ids
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
 ---   local srv = common.listen(handler, port)
+---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local jsonl = require 'jsonl'
+local sys = require 'cseng.sys'
 
 local M = {}
 
@@ -106,6 +108,14 @@ function M.fake(opts, defaults, counters, host)
 
   function b.request(line) st.requests[#st.requests + 1] = line end
 
+  -- The differential-conformance recorder (spec/helpers/conformance.lua), made by f.record.
+  local recorder
+  --- Record req as operation op of route (a path template) while f.record(client) is on; body:
+  --- the decoded message (a table or JSON text) when req.body is not plain JSON.
+  function b.record(req, op, route, body)
+    if recorder then recorder:add(req, op, route, body) end
+  end
+
   --- Count a request refused for its credentials (and the create it was).
   function b.refused(is_create)
     b.count('unauthorized')
@@ -172,6 +182,15 @@ function M.fake(opts, defaults, counters, host)
         if v == false then cfg[k] = nil else cfg[k] = v end
       end
     end
+
+    --- Record requests as made by client ('sdk' | 'adapter'; false stops recording).
+    function f.record(client)
+      if not recorder then recorder = dofile(sys.root() .. '/spec/helpers/conformance.lua').recorder() end
+      recorder.client = client or nil
+    end
+
+    --- The recorded requests of client (all when nil).
+    function f.records(client) return recorder and recorder:of(client) or {} end
 
     function f.close()
       for _, srv in ipairs(servers) do srv:close() end
