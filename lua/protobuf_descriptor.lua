@@ -18,8 +18,6 @@ local D = {}
 D.LABEL_OPTIONAL, D.LABEL_REQUIRED, D.LABEL_REPEATED = 1, 2, 3
 D.TYPES = { 'double', 'float', 'int64', 'uint64', 'int32', 'fixed64', 'fixed32', 'bool', 'string', 'group',
   'message', 'bytes', 'uint32', 'enum', 'sfixed32', 'sfixed64', 'sint32', 'sint64' }
-local TYPE_NUM = {}
-for i, t in ipairs(D.TYPES) do TYPE_NUM[t] = i end
 
 local S = {}
 D.schemas = S
