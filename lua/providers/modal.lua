@@ -78,6 +78,11 @@ end
 
 -- ---- the gRPC calls ------------------------------------------------------------------------
 
+local function uuid()
+  local h = crypto.hex(crypto.random_bytes(16))
+  return string.format('%s-%s-4%s-%s-%s', h:sub(1, 8), h:sub(9, 12), h:sub(14, 16), h:sub(17, 20), h:sub(21, 32))
+end
+
 local grpc -- lua/grpc.lua, loaded on first use (the engine's gRPC client over HTTP/2)
 
 --- One RPC. target: client.cp or a router {base, headers}. o: {timeout, on_message (server
@@ -88,12 +93,16 @@ local function call(client, target, method, message, o)
   o = o or {}
   local m = assert(S.methods[method], method)
   grpc = grpc or require 'grpc'
-  local headers = target.headers
-  if target == client.cp and method ~= 'AuthTokenGet' then
-    local token, err, code = M.auth_token(client)
-    if not token then return nil, err, code end
-    headers = util.copy(headers)
-    headers['x-modal-auth-token'] = token
+  local headers = util.copy(target.headers)
+  if target == client.cp then
+    -- as the SDK's retry middleware sends them (cseng does not retry: attempt 0)
+    headers['x-idempotency-key'] = uuid()
+    headers['x-retry-attempt'] = '0'
+    if method ~= 'AuthTokenGet' then
+      local token, err, code = M.auth_token(client)
+      if not token then return nil, err, code end
+      headers['x-modal-auth-token'] = token
+    end
   end
   local args = {
     url = target.base, service = m[1], method = method, request = m[2], response = m[3],
@@ -365,11 +374,6 @@ function M.router(client, sb)
   client.routers[sb.id] = ro
   sb.router = ro
   return ro
-end
-
-local function uuid()
-  local h = crypto.hex(crypto.random_bytes(16))
-  return string.format('%s-%s-4%s-%s-%s', h:sub(1, 8), h:sub(9, 12), h:sub(14, 16), h:sub(17, 20), h:sub(21, 32))
 end
 
 --- Run `bash -c cmd` in the sandbox. opts: {cwd, env, timeout, stdin, tail_bytes}. Returns
