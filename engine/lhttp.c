@@ -3,13 +3,17 @@
  * libuv loop (curl's multi-uv.c pattern). Module cseng.http.
  *
  *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
- *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=}
- *     -> {status=, headers=, body=, http_version=, timings={dns, connect, tls,
+ *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=,
+ *                http_version='1.1'|'2'|'2-prior-knowledge'}
+ *     -> {status=, headers=, trailers=, body=, http_version=, timings={dns, connect, tls,
  *         ttfb, total}}  (timings: seconds from the start, curl's *_TIME_T)
  *     |  nil, message, CODE  (ETIMEDOUT, ECONNREFUSED, ENOENT, EACCES, EHOSTUNREACH,
  *                             ENOTFOUND, ECONNRESET, ETLS, EBODY, EABORTED, EREDIRECT,
- *                             EURL, ECURL)
- *   http.configure{max_connections=, max_host_connections=, max_total_connections=}
+ *                             EURL, EHTTP2, ECURL)
+ *     Options are all checked before anything is allocated; a bad one raises
+ *     "http.request: opts.<name> must be ...".
+ *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
+ *                  max_concurrent_streams=}
  *   http.stats() -> {in_flight=, started=, completed=}
  *
  * One multi handle per process holds the connection cache, so connections are
@@ -22,6 +26,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,14 +38,32 @@ typedef struct {
   size_t len, cap;
 } buf;
 
+/* libcurl 7.88 (Debian 12) breaks a request that reuses an HTTP/2 connection opened with
+ * prior knowledge when that request asks for prior knowledge too (curl issue #10634, fixed
+ * in 8.0 by PR #10643: "Error in the HTTP2 framing layer"). So per origin (scheme, host,
+ * port, unix socket) we count the prior-knowledge requests under way and the connections they
+ * opened: while either is non-zero, further requests ask for plain HTTP/2
+ * (CURL_HTTP_VERSION_2_0) with CURLOPT_PIPEWAIT, which makes curl multiplex them on that
+ * connection; once the origin has neither, the next request opens a new one with prior
+ * knowledge. */
+typedef struct h2origin {
+  char *key;
+  int pending; /* prior-knowledge requests not finished */
+  int conns;   /* sockets they opened, not yet closed */
+  struct h2origin *next;
+} h2origin;
+
 typedef struct {
   cs_op op;
   CURL *easy;
+  h2origin *origin; /* a prior-knowledge request counted in origin->pending */
   struct curl_slist *hdrs;
   int body_ref;
-  buf body, head;
+  buf body, head, trailers;
   int done, stream, cancelled;
+  int head_done; /* the current response's header block ended: later header lines are trailers */
   size_t max_body;
+  int want_h2; /* http_version '2' or '2-prior-knowledge' */
   CURLcode result;
   int os_errno;
   long status;
@@ -58,6 +81,7 @@ typedef struct {
   uv_poll_t poll;
   curl_socket_t fd;
   int ours; /* opened by open_socket: lives until close_socket */
+  h2origin *origin; /* opened by a prior-knowledge request: counted in origin->conns */
 } sockctx;
 
 #define EASY_POOL_MAX 1024
@@ -71,7 +95,22 @@ static struct {
   int neasy;
   lua_State *L; /* main state: registry refs are released through it */
   lua_Integer in_flight, started, completed;
+  h2origin *origins;
 } H;
+
+static h2origin *origin_get(const char *key) {
+  h2origin *o;
+  for (o = H.origins; o; o = o->next)
+    if (strcmp(o->key, key) == 0) return o;
+  o = calloc(1, sizeof *o);
+  if (!o || !(o->key = strdup(key))) {
+    free(o);
+    return NULL;
+  }
+  o->next = H.origins;
+  H.origins = o;
+  return o;
+}
 
 static int buf_add(buf *b, const char *p, size_t n) {
   if (b->len + n + 1 > b->cap) {
@@ -112,7 +151,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   req *r = ud;
   size_t len = size * n;
-  if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) r->head.len = 0; /* a new response (100, redirect) */
+  if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a new response (100, redirect) */
+    r->head.len = 0;
+    r->trailers.len = 0;
+    r->head_done = 0;
+  } else if ((len == 2 && p[0] == '\r' && p[1] == '\n') || (len == 1 && p[0] == '\n')) {
+    r->head_done = 1; /* end of the header block; what follows (HTTP/2, chunked) are trailers */
+    return len;
+  } else if (r->head_done) {
+    return buf_add(&r->trailers, p, len) == 0 ? len : 0;
+  }
   return buf_add(&r->head, p, len) == 0 ? len : 0;
 }
 
@@ -130,6 +178,10 @@ static void easy_put(CURL *e) {
 }
 
 static void req_release(req *r) {
+  if (r->origin) {
+    r->origin->pending--;
+    r->origin = NULL;
+  }
   if (r->easy) {
     curl_multi_remove_handle(H.multi, r->easy);
     easy_put(r->easy);
@@ -148,6 +200,7 @@ static void req_free(req *r) {
   req_release(r);
   buf_free(&r->body);
   buf_free(&r->head);
+  buf_free(&r->trailers);
   free(r->url);
   free(r);
 }
@@ -233,13 +286,18 @@ static void sock_drop(sockctx *c) {
 
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
   curl_socket_t fd;
-  (void)clientp;
+  sockctx *c;
+  req *r = clientp;
   (void)purpose;
   fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
   if (fd < 0) return CURL_SOCKET_BAD;
-  if (!sock_new(fd, 1)) {
+  if (!(c = sock_new(fd, 1))) {
     close(fd);
     return CURL_SOCKET_BAD;
+  }
+  if (r && r->origin) {
+    c->origin = r->origin;
+    c->origin->conns++;
   }
   return fd;
 }
@@ -247,6 +305,10 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
 static int close_socket(void *clientp, curl_socket_t fd) {
   sockctx *c = sock_lookup(fd);
   (void)clientp;
+  if (c && c->origin) {
+    c->origin->conns--;
+    c->origin = NULL;
+  }
   if (c) sock_drop(c);
   return close(fd);
 }
@@ -308,12 +370,15 @@ static const char *error_code(req *r) {
   case CURLE_TOO_MANY_REDIRECTS: return "EREDIRECT";
   case CURLE_URL_MALFORMAT:
   case CURLE_UNSUPPORTED_PROTOCOL: return "EURL";
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM:
+  case CURLE_WEIRD_SERVER_REPLY: return "EHTTP2";
   default: return "ECURL";
   }
 }
 
-static void push_headers(lua_State *L, req *r) {
-  char *line = r->head.p, *end = r->head.p ? r->head.p + r->head.len : NULL;
+static void push_headers(lua_State *L, buf *b) {
+  char *line = b->p, *end = b->p ? b->p + b->len : NULL;
   lua_newtable(L);
   while (line && line < end) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
@@ -352,17 +417,36 @@ static int push_done(lua_State *L, req *r) {
     const char *code = error_code(r);
     const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
     if (r->result == CURLE_FILESIZE_EXCEEDED) msg = "response body larger than max_body";
+    if (r->want_h2 && r->status == 0 &&
+        (strcmp(code, "EHTTP2") == 0 || r->result == CURLE_GOT_NOTHING || r->result == CURLE_UNSUPPORTED_PROTOCOL)) {
+      code = "EHTTP2"; /* no HTTP/2 response at all */
+      lua_pushnil(L);
+      lua_pushfstring(L, "%s: no HTTP/2 response (is the server HTTP/1.1 only?): %s", r->url, msg);
+      lua_pushstring(L, code);
+      req_free(r);
+      return 3;
+    }
     lua_pushnil(L);
     lua_pushfstring(L, "%s: %s", r->url, msg);
     lua_pushstring(L, code);
     req_free(r);
     return 3;
   }
-  lua_createtable(L, 0, 5);
+  if (r->want_h2 && r->http_version != CURL_HTTP_VERSION_2_0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: the server answered with HTTP/%s where HTTP/2 was required (opts.http_version)", r->url,
+                    r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0" : "1.1");
+    lua_pushliteral(L, "EHTTP2");
+    req_free(r);
+    return 3;
+  }
+  lua_createtable(L, 0, 6);
   lua_pushinteger(L, r->status);
   lua_setfield(L, -2, "status");
-  push_headers(L, r);
+  push_headers(L, &r->head);
   lua_setfield(L, -2, "headers");
+  push_headers(L, &r->trailers);
+  lua_setfield(L, -2, "trailers");
   if (r->stream) lua_pushliteral(L, "");
   else lua_pushlstring(L, r->body.p ? r->body.p : "", r->body.len);
   lua_setfield(L, -2, "body");
@@ -430,10 +514,20 @@ static void add_header(req *r, const char *k, size_t kl, const char *v, size_t v
   free(line);
 }
 
+/* Option checks: every option is read and checked before anything is allocated, so a bad
+ * call raises without leaking; the message names the option. */
+static int opt_error(lua_State *L, const char *k, const char *what) {
+  return luaL_error(L, "http.request: opts.%s must be %s, got %s", k, what, luaL_typename(L, -1));
+}
+
 static double opt_number(lua_State *L, const char *k, double def) {
-  double v;
+  double v = def;
   lua_getfield(L, 1, k);
-  v = luaL_optnumber(L, -1, def);
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TNUMBER) opt_error(L, k, "a number");
+    v = lua_tonumber(L, -1);
+    if (!(v >= 0)) luaL_error(L, "http.request: opts.%s must be >= 0", k);
+  }
   lua_pop(L, 1);
   return v;
 }
@@ -441,27 +535,88 @@ static double opt_number(lua_State *L, const char *k, double def) {
 static int opt_bool(lua_State *L, const char *k) {
   int v;
   lua_getfield(L, 1, k);
+  if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) opt_error(L, k, "a boolean");
   v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
 }
 
+/* A string option (kept on the stack at a fixed slot by the caller). */
+static const char *opt_string(lua_State *L, const char *k, size_t *len, int required) {
+  lua_getfield(L, 1, k);
+  if (lua_isnil(L, -1) && !required) return NULL;
+  if (lua_type(L, -1) != LUA_TSTRING) opt_error(L, k, "a string");
+  return lua_tolstring(L, -1, len);
+}
+
+/* "scheme://host:port|unix_socket" of a URL (the URL itself if curl cannot parse it). */
+static void origin_key(const char *url, const char *unix_socket, char *out, size_t cap) {
+  CURLU *u = curl_url();
+  char *scheme = NULL, *host = NULL, *port = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+    snprintf(out, cap, "%s://%s:%s|%s", scheme, host, port, unix_socket ? unix_socket : "");
+  else
+    snprintf(out, cap, "%s|%s", url, unix_socket ? unix_socket : "");
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(port);
+  curl_url_cleanup(u);
+}
+
 static int http_request(lua_State *L) {
-  const char *method, *url;
+  const char *method, *url, *unix_socket, *body, *version;
   size_t body_len = 0;
   req *r;
   CURL *e;
-  double timeout, connect_timeout;
+  double timeout, connect_timeout, max_body;
+  int follow, insecure, stream, body_idx;
+  long http_version = 0;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   cs_task_current(L);
-  lua_getfield(L, 1, "url");
-  url = luaL_checkstring(L, -1);
-  lua_getfield(L, 1, "method");
-  method = luaL_optstring(L, -1, "GET");
+  /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version) */
+  url = opt_string(L, "url", NULL, 1);
+  method = opt_string(L, "method", NULL, 0);
+  if (!method) method = "GET";
+  unix_socket = opt_string(L, "unix_socket", NULL, 0);
+  if (!unix_socket) lua_pushnil(L);
+  body = opt_string(L, "body", &body_len, 0);
+  body_idx = lua_gettop(L);
+  version = opt_string(L, "http_version", NULL, 0);
+  if (version) {
+    int tls = strncasecmp(url, "https:", 6) == 0;
+    if (strcmp(version, "1.1") == 0) http_version = CURL_HTTP_VERSION_1_1;
+    else if (strcmp(version, "2") == 0) http_version = tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    else if (strcmp(version, "2-prior-knowledge") == 0) http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    else luaL_error(L, "http.request: opts.http_version must be '1.1', '2' or '2-prior-knowledge', got '%s'", version);
+  }
   timeout = opt_number(L, "timeout", 60);
   connect_timeout = opt_number(L, "connect_timeout", 0);
+  max_body = opt_number(L, "max_body", 0);
+  follow = opt_bool(L, "follow");
+  insecure = opt_bool(L, "insecure");
+  lua_getfield(L, 1, "stream");
+  if (!lua_isnil(L, -1) && !lua_isfunction(L, -1)) opt_error(L, "stream", "a function");
+  stream = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "headers");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) opt_error(L, "headers", "a table");
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      int t = lua_type(L, -1);
+      if (lua_type(L, -2) == LUA_TSTRING && t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
+        luaL_error(L, "http.request: opts.headers['%s'] must be a string or a number, got %s", lua_tostring(L, -2),
+                   luaL_typename(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
 
+  /* 2. allocate and configure (nothing below raises) */
   r = calloc(1, sizeof *r);
   if (!r || !(r->url = strdup(url)) || !(e = easy_get())) {
     if (r) free(r->url);
@@ -472,7 +627,9 @@ static int http_request(lua_State *L) {
   r->body_ref = LUA_NOREF;
   r->op.push = req_push;
   r->op.cancel = req_cancel;
-  r->max_body = (size_t)opt_number(L, "max_body", 0);
+  r->max_body = (size_t)max_body;
+  r->stream = stream;
+  r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
@@ -484,37 +641,42 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+  if (http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && strncasecmp(url, "https:", 6) != 0) {
+    char key[1024];
+    h2origin *o;
+    origin_key(url, unix_socket, key, sizeof key);
+    o = origin_get(key);
+    if (o && (o->pending > 0 || o->conns > 0)) {
+      http_version = CURL_HTTP_VERSION_2_0; /* multiplexed on the origin's connection (see h2origin) */
+    } else if (o) {
+      r->origin = o;
+      o->pending++;
+    }
+  }
+  if (http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+  /* HTTP/2: wait for a connection that may multiplex rather than open another one */
+  if (r->want_h2) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   if (connect_timeout > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000));
-  if (opt_bool(L, "follow")) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-  if (opt_bool(L, "insecure")) {
+  if (follow) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  if (insecure) {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  lua_getfield(L, 1, "unix_socket");
-  if (!lua_isnil(L, -1)) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, luaL_checkstring(L, -1));
-  lua_pop(L, 1);
-  lua_getfield(L, 1, "stream");
-  if (!lua_isnil(L, -1)) {
-    luaL_checktype(L, -1, LUA_TFUNCTION);
-    r->stream = 1;
-  }
-  lua_pop(L, 1);
+  if (unix_socket) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, unix_socket);
 
   if (strcmp(method, "GET") == 0) curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   else if (strcmp(method, "HEAD") == 0) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   else curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-  lua_getfield(L, 1, "body");
-  if (!lua_isnil(L, -1)) {
-    const char *body = luaL_checklstring(L, -1, &body_len);
+  if (body) { /* binary-safe: the length is given */
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    lua_pushvalue(L, -1);
+    lua_pushvalue(L, body_idx);
     r->body_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* keeps the string alive, no copy */
   } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
   }
-  lua_pop(L, 1);
 
   r->hdrs = curl_slist_append(r->hdrs, "Expect:");
   lua_getfield(L, 1, "headers");
@@ -525,7 +687,13 @@ static int http_request(lua_State *L) {
       const char *k, *v;
       if (lua_type(L, -2) == LUA_TSTRING) {
         k = lua_tolstring(L, -2, &kl);
-        v = luaL_tolstring(L, -1, &vl);
+        lua_pushvalue(L, -1); /* converted on a copy: lua_next's value slot stays as it was */
+        if (lua_type(L, -1) == LUA_TBOOLEAN) {
+          v = lua_toboolean(L, -1) ? "true" : "false";
+          vl = strlen(v);
+        } else {
+          v = lua_tolstring(L, -1, &vl); /* a string or a number (checked above) */
+        }
         add_header(r, k, kl, v, vl);
         lua_pop(L, 1);
       }
@@ -553,6 +721,8 @@ static int http_configure(lua_State *L) {
   if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)luaL_checkinteger(L, -1));
   lua_getfield(L, 1, "max_total_connections");
   if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  lua_getfield(L, 1, "max_concurrent_streams");
+  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)luaL_checkinteger(L, -1));
   return 0;
 }
 
@@ -572,6 +742,12 @@ static void http_shutdown(void) {
   curl_multi_cleanup(H.multi); /* closes cached connections (close_socket drops their polls) */
   H.multi = NULL;
   while (H.neasy > 0) curl_easy_cleanup(H.easy_pool[--H.neasy]);
+  while (H.origins) {
+    h2origin *o = H.origins;
+    H.origins = o->next;
+    free(o->key);
+    free(o);
+  }
   free(H.socks);
   H.socks = NULL;
   H.nsocks = 0;
@@ -588,6 +764,7 @@ int luaopen_cseng_http(lua_State *L) {
     curl_multi_setopt(H.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(H.multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, 1024L);
+    curl_multi_setopt(H.multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX); /* HTTP/2 streams share a connection */
     uv_timer_init(cs_loop(), &H.timer);
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);
