@@ -116,7 +116,7 @@ describe('modal adapter lifecycle (stateful fake)', function()
     r = assert(modal.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]]))
     assert.same({ 0, 'arena-startup-ready-20261001\n' }, { r.code, r.stdout })
     r = assert(modal.exec(client, sb, [[printf '%s|' "a'b" "$GREETING" "$EXTRA"; pwd]], { env = { EXTRA = 'x y' }, cwd = '/tmp' }))
-    assert.equal([[a'b|hello world|x y|/tmp]], r.stdout)
+    assert.equal("a'b|hello world|x y|/tmp\n", r.stdout)
     r = assert(modal.exec(client, sb, 'cat; exit 3', { stdin = 'piped\n' }))
     assert.same({ 3, 'piped\n' }, { r.code, r.stdout })
     -- a command that cannot finish in its timeout is a result with timed_out, not a failure

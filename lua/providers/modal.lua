@@ -71,8 +71,11 @@ end
 
 --- scheme, host, port of an http(s) URL, or nil.
 local function parse_url(url)
-  local scheme, host, port = tostring(url):match('^(https?)://(%[?[^/%]]*%]?):?(%d*)/?$')
+  local scheme, rest = tostring(url):match('^(https?)://([^/]+)/?$')
   if not scheme then return nil end
+  local host, port = rest:match('^(%[[^%]]+%]):?(%d*)$')
+  if not host then host, port = rest:match('^([^:]+):?(%d*)$') end
+  if not host then return nil end
   return scheme, host, tonumber(port) or (scheme == 'https' and 443 or 80)
 end
 
@@ -81,6 +84,20 @@ end
 local function uuid()
   local h = crypto.hex(crypto.random_bytes(16))
   return string.format('%s-%s-4%s-%s-%s', h:sub(1, 8), h:sub(9, 12), h:sub(14, 16), h:sub(17, 20), h:sub(21, 32))
+end
+
+-- Transport failures of an HTTP/2 call that an HTTP/1.1-only server (or proxy) causes.
+local H2_SUSPECT = { EHTTP2 = true, ECONNRESET = true, ECURL = true, EPROTO = true }
+
+--- When an HTTP/2 call failed at the transport: ask base once more over HTTP/1.1; if that gets
+--- an HTTP/1.1 answer, say so (gRPC needs HTTP/2). Returns text to append ('' if it tells nothing).
+function M.http1_diagnosis(base)
+  local res = require('cseng.http').request { url = base .. '/', http_version = '1.1', timeout = 10 }
+  if res and res.http_version ~= '2' then
+    return string.format('; %s answers HTTP/%s only (GET / -> %d), and gRPC needs HTTP/2: is it a Modal gRPC '
+      .. 'endpoint (MODAL_SERVER_URL), or is an HTTP/1.1 proxy in the way?', base, res.http_version, res.status)
+  end
+  return ''
 end
 
 local grpc -- lua/grpc.lua, loaded on first use (the engine's gRPC client over HTTP/2)
@@ -95,9 +112,10 @@ local function call(client, target, method, message, o)
   grpc = grpc or require 'grpc'
   local headers = util.copy(target.headers)
   if target == client.cp then
-    -- as the SDK's retry middleware sends them (cseng does not retry: attempt 0)
-    headers['x-idempotency-key'] = uuid()
-    headers['x-retry-attempt'] = '0'
+    if not m.stream then -- as the SDK's retry middleware sends them on unary calls (cseng does not retry)
+      headers['x-idempotency-key'] = uuid()
+      headers['x-retry-attempt'] = '0'
+    end
     if method ~= 'AuthTokenGet' then
       local token, err, code = M.auth_token(client)
       if not token then return nil, err, code end
@@ -105,27 +123,27 @@ local function call(client, target, method, message, o)
     end
   end
   local args = {
-    url = target.base, service = m[1], method = method, request = m[2], response = m[3],
-    message = message, metadata = headers, timeout = o.timeout or client.call_timeout,
+    url = target.base, service = m[1], method = method, request = message, request_schema = m[2],
+    response_schema = m[3], metadata = headers, timeout = o.timeout or client.call_timeout,
+    max_message = 64 << 20,
   }
   local res, err, code, info
   if m.stream then
     args.on_message = o.on_message
     res, err, code, info = grpc.server_stream(args)
+    if res then return {}, res end
   else
     res, err, code, info = grpc.unary(args)
+    if res then return res, err end
   end
-  if res == nil then
-    local status = type(err) == 'table' and err.status or nil
-    local text = type(err) == 'table' and (err.message or err.status_name) or tostring(err)
-    if status ~= nil then code = M.status_code(status) end
-    if code == 'EHTTP2' or code == 'EPROTO_HTTP' then
-      text = text .. ' (gRPC needs HTTP/2: is ' .. target.base .. ' a Modal gRPC endpoint? '
-        .. 'an HTTP/1.1-only server or proxy is in the way)'
-    end
-    return nil, util.redact(string.format('modal: %s: %s', method, text)), code or 'EGRPC', info
+  if info and info.status and info.status ~= 0 then
+    code = M.status_code(info.status)
+    err = string.format('%s: %s', STATUS[info.status] or tostring(info.status), info.message or '')
+  elseif H2_SUSPECT[code] then
+    local why = M.http1_diagnosis(target.base)
+    if why ~= '' then err, code = tostring(err) .. why, 'EHTTP2' end
   end
-  return res, info or err
+  return nil, util.redact(string.format('modal: %s: %s', method, tostring(err))), code or 'EGRPC', info
 end
 M._call = call
 
@@ -252,7 +270,7 @@ function M.image_id(client, recipe)
   while not (result and result.status and result.status ~= 'GENERIC_STATUS_UNSPECIFIED' and result.status ~= 0) do
     rounds = rounds + 1
     if rounds > 120 then return nil, 'modal: image build ' .. id .. ' has no result after ' .. rounds .. ' joins', 'ETIMEDOUT' end
-    local _, jerr, jcode = call(client, client.cp, 'ImageJoinStreaming', { image_id = id, timeout = 55, last_entry_id = last },
+    local joined, jerr, jcode = call(client, client.cp, 'ImageJoinStreaming', { image_id = id, timeout = 55, last_entry_id = last },
       { timeout = 90, on_message = function(item)
         if item.entry_id and item.entry_id ~= '' then last = item.entry_id end
         for _, l in ipairs(item.task_logs or {}) do log.add(l.data or '') end
@@ -261,7 +279,7 @@ function M.image_id(client, recipe)
           return false
         end
       end })
-    if not result and jerr and jcode ~= 'EABORTED' then return nil, jerr, jcode end
+    if not joined then return nil, jerr, jcode end
   end
   local status = result.status
   if status ~= 'GENERIC_STATUS_SUCCESS' and status ~= 1 then

@@ -113,7 +113,11 @@ function plain(v) { // a decoded message as JSON-able data (bytes as base64)
   if (Array.isArray(v)) return v.map(plain);
   if (v && typeof v === 'object') {
     const o = {};
-    for (const [k, x] of Object.entries(v)) if (x !== undefined) o[k] = plain(x);
+    for (const [k, x] of Object.entries(v)) {
+      if (x === undefined) continue;
+      if (k.startsWith('_') && x === k.slice(1)) continue; // proto-loader's virtual oneof of a proto3 `optional`
+      o[k] = plain(x);
+    }
     return o;
   }
   return v;
@@ -658,6 +662,12 @@ function listen(kind, server) { // a TCP listener that counts connections and ha
     const inject = server && server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     const tcp = net.createServer((sock) => {
       stats.connections[kind]++;
+      if (process.env.MODAL_FAKE_DEBUG) {
+        const n = stats.connections[kind], t0 = Date.now();
+        console.error(`conn ${kind}#${n} open`);
+        sock.on('close', (hadErr) => console.error(`conn ${kind}#${n} closed after ${Date.now() - t0} ms err=${hadErr}`));
+        sock.once('data', (d) => console.error(`conn ${kind}#${n} first bytes ${JSON.stringify(d.subarray(0, 40).toString('latin1'))}`));
+      }
       if (inject) inject.injectConnection(sock);
     });
     tcp.listen(0, '127.0.0.1', () => resolve({ tcp, port: tcp.address().port }));
