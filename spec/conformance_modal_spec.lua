@@ -23,17 +23,29 @@ local OPTS = {
 }
 
 local ALLOW = {
-  { op = '*', what = 'header:x-modal-client-type', reason = 'the SDK says CLIENT_TYPE_LIBMODAL_JS (8); cseng is not the JS SDK and sends CLIENT_TYPE_LIBMODAL (7), a setting (client_type)' },
-  { op = 'TaskExecStdinWriteStream', what = 'op', reason = 'the SDK streams stdin (client streaming) for its filesystem writes; cseng writes stdin with the unary TaskExecStdinWrite (lua/grpc.lua has no client streaming)' },
-  { op = 'TaskExecStdinWrite', what = 'op', reason = 'cseng\'s put uploads the archive on the stdin of `cat > /tmp/...` in 1 MiB unary writes (see TaskExecStdinWriteStream)' },
-  { op = 'TaskSnapshotFilesystem', what = 'op', reason = 'SDK 0.11.1 snapshots through the command router; cseng uses the control plane\'s SandboxSnapshotFs (in api.proto; same image id result)' },
+  { op = '*', what = 'header:x-modal-client-type',
+    reason = 'the SDK says CLIENT_TYPE_LIBMODAL_JS (8); cseng is not the JS SDK and sends CLIENT_TYPE_LIBMODAL (7), a setting ' ..
+      '(client_type)' },
+  { op = 'TaskExecStdinWriteStream', what = 'op',
+    reason = 'the SDK streams stdin (client streaming) for its filesystem writes; cseng writes stdin with the unary TaskExecStdinWrite (lua/grpc.lua has no ' ..
+      'client streaming)' },
+  { op = 'TaskExecStdinWrite', what = 'op',
+    reason = 'cseng\'s put uploads the archive on the stdin of `cat > /tmp/...` in 1 MiB unary writes (see ' ..
+      'TaskExecStdinWriteStream)' },
+  { op = 'TaskSnapshotFilesystem', what = 'op',
+    reason = 'SDK 0.11.1 snapshots through the command router; cseng uses the control plane\'s SandboxSnapshotFs (in api.proto; same image id ' ..
+      'result)' },
   { op = 'SandboxSnapshotFs', what = 'op', reason = 'see TaskSnapshotFilesystem' },
   { op = 'SandboxTagsGet', what = 'op', reason = 'the SDK script reads the tags back to check them; cseng reads them from SandboxList' },
   { op = 'SandboxWait', what = 'op', reason = 'the SDK script waits for the exit code after terminate; cseng does not need it' },
   { op = 'SandboxCreate', what = 'body:definition.resources.gpu_config', reason = 'the SDK sends an empty GPUConfig; cseng asks for no GPU by leaving it out' },
   { op = 'SandboxCreate', what = 'body:definition.open_ports', reason = 'the SDK sends an empty PortSpecs; cseng opens no ports' },
-  { op = 'SandboxCreate', what = 'body:definition.open_ports_oneof', reason = 'the SDK sends an empty PortSpecs (the fake\'s decoder names the oneof that is set); cseng opens no ports' },
-  { op = 'SandboxCreate', what = 'body:definition.environment_variables', reason = 'cseng passes the task\'s environment to the sandbox (the SDK script has none)' },
+  { op = 'SandboxCreate', what = 'body:definition.open_ports_oneof',
+    reason = 'the SDK sends an empty PortSpecs (the fake\'s decoder names the oneof that is set); cseng opens no ' ..
+      'ports' },
+  { op = 'SandboxCreate', what = 'body:definition.environment_variables',
+    reason = 'cseng passes the task\'s environment to the sandbox (the SDK script has ' ..
+      'none)' },
   { op = 'SandboxCreate', what = 'body:definition.environment_variables.contents', reason = 'see environment_variables' },
   { op = 'SandboxCreate', what = 'body:definition.environment_variables.contents.*', reason = 'see environment_variables' },
   { op = 'SandboxCreate', what = 'body:definition.workdir', reason = 'cseng sets the task\'s workdir; the SDK script uses the image\'s' },

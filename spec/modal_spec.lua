@@ -333,18 +333,26 @@ describe('cseng run with --provider modal (fake)', function()
     return n
   end
 
+  local function failures(summary)
+    local out = {}
+    for _, r in ipairs(summary and summary.results or {}) do
+      if r.error then out[#out + 1] = r.task_id .. ': ' .. tostring(r.error) end
+    end
+    return table.concat(out, '\n')
+  end
+
   it('cold-gold: every bundled task passes with gold, cold and warm; nop scores 0', function()
     local n = task_count()
     for _, mode in ipairs({ 'cold', 'warm' }) do
       local r, _, summary = cseng({ 'run', 'plans/cold-gold.lua', '--provider', 'modal', '--mode', mode, '--quiet',
                                     '--concurrency', '4' }, 1800)
-      assert.equal(0, r.code, r.stderr .. r.stdout)
+      assert.equal(0, r.code, r.stderr .. r.stdout .. failures(summary))
       assert.equal(n, summary.task_count)
       assert.equal(n, summary.passed, mode .. ': ' .. jsonl.encode(summary))
     end
     local r, _, summary = cseng({ 'run', 'plans/cold-gold.lua', '--provider', 'modal', '--solver', 'nop', '--quiet',
                                   '--concurrency', '4' }, 1800)
-    assert.equal(0, r.code, r.stderr)
+    assert.equal(0, r.code, r.stderr .. failures(summary))
     assert.equal(0, summary.passed)
     assert.equal(0, f.stats().live)
   end)

@@ -45,6 +45,7 @@ M.DEFAULTS = {
   client_version = '1.0.0',             -- x-modal-client-version, as the JS SDK sends
   builder_version = nil,                -- [MODAL_IMAGE_BUILDER_VERSION]; default: the environment's
   call_timeout = 60,                    -- seconds for one unary RPC
+  retries = 3,                          -- more attempts of a unary RPC after a transient failure
   task_wait = 300,                      -- seconds to wait for a sandbox's task (scheduling)
 }
 
@@ -85,6 +86,11 @@ local function uuid()
   local h = crypto.hex(crypto.random_bytes(16))
   return string.format('%s-%s-4%s-%s-%s', h:sub(1, 8), h:sub(9, 12), h:sub(14, 16), h:sub(17, 20), h:sub(21, 32))
 end
+
+-- What the SDK retries (src/client.ts, retryableGrpcStatusCodes; its transport failures surface
+-- as UNAVAILABLE). A deadline is not retried here: cseng's call timeouts are long on purpose.
+local RETRIED = { GRPC_UNAVAILABLE = true, GRPC_INTERNAL = true, GRPC_UNKNOWN = true, GRPC_CANCELLED = true,
+  ECONNRESET = true }
 
 -- Transport failures of an HTTP/2 call that an HTTP/1.1-only server (or proxy) causes.
 local H2_SUSPECT = { EHTTP2 = true, ECONNRESET = true, ECURL = true, EPROTO = true }
@@ -133,8 +139,19 @@ local function call(client, target, method, message, o)
     res, err, code, info = grpc.server_stream(args)
     if res then return {}, res end
   else
-    res, err, code, info = grpc.unary(args)
-    if res then return res, err end
+    -- unary calls are retried on transient failures as the SDK's retry middleware does (3 more
+    -- attempts, 100 ms doubling to 1 s; the same x-idempotency-key, x-retry-attempt counting)
+    local delay = 0.1
+    for attempt = 0, client.retries do
+      if attempt > 0 then
+        task.sleep(delay)
+        delay = math.min(delay * 2, 1)
+        if headers['x-retry-attempt'] then headers['x-retry-attempt'] = tostring(attempt) end
+      end
+      res, err, code, info = grpc.unary(args)
+      if res then return res, err end
+      if not RETRIED[code] then break end
+    end
   end
   if info and info.status and info.status ~= 0 then
     code = M.status_code(info.status)
@@ -201,9 +218,10 @@ function M.connect(cfg)
     timeout_secs = tonumber(cfg.timeout_secs) or D.timeout_secs,
     builder_version = setting('builder_version', 'MODAL_IMAGE_BUILDER_VERSION'),
     call_timeout = tonumber(cfg.call_timeout) or D.call_timeout,
+    retries = tonumber(cfg.retries) or D.retries,
     task_wait = tonumber(cfg.task_wait) or D.task_wait,
     run_id = cfg.run_id,
-    auth = {}, apps = {}, images = {}, routers = {},
+    auth = {}, once = {}, routers = {},
   }
   client.cp = { base = client.server_url, headers = {
     ['x-modal-client-type'] = tostring(cfg.client_type or D.client_type),
@@ -221,9 +239,34 @@ end
 
 -- ---- app and image -------------------------------------------------------------------------
 
+--- fn() once per key for the client's life: concurrent callers of the same key wait for the
+--- first one's answer (a failure is not cached: the next caller tries again).
+local function once(client, key, fn)
+  local c = client.once
+  local e = c[key]
+  if e and e.done then return e.value end
+  if e then
+    while not e.done and not e.failed do task.sleep(0.005) end
+    if e.done then return e.value end
+  end
+  e = {}
+  c[key] = e
+  local v, err, code = fn()
+  if v == nil then
+    e.failed = true
+    c[key] = nil
+    return nil, err, code
+  end
+  e.value, e.done = v, true
+  return v
+end
+
 --- The App's id (AppGetOrCreate; CREATE_IF_MISSING unless create_app = false), cached.
 function M.app_id(client)
-  if client.apps[client.app] then return client.apps[client.app] end
+  return once(client, 'app', function() return M.lookup_app(client) end)
+end
+
+function M.lookup_app(client)
   local r, err, code = call(client, client.cp, 'AppGetOrCreate', {
     app_name = client.app, environment_name = client.environment,
     object_creation_type = client.create_app and 'OBJECT_CREATION_TYPE_CREATE_IF_MISSING' or 'OBJECT_CREATION_TYPE_UNSPECIFIED',
@@ -235,25 +278,29 @@ function M.app_id(client)
     end
     return nil, err, code
   end
-  client.apps[client.app] = r.app_id
   return r.app_id
 end
 
 --- The image builder version: the setting, else the environment's (EnvironmentGetOrCreate).
 local function builder_version(client)
   if client.builder_version then return client.builder_version end
-  local r, err, code = call(client, client.cp, 'EnvironmentGetOrCreate', { deployment_name = client.environment })
-  if not r then return nil, err, code end
-  client.builder_version = r.metadata and r.metadata.settings and r.metadata.settings.image_builder_version or ''
-  return client.builder_version
+  return once(client, 'builder_version', function()
+    local r, err, code = call(client, client.cp, 'EnvironmentGetOrCreate', { deployment_name = client.environment })
+    if not r then return nil, err, code end
+    return r.metadata and r.metadata.settings and r.metadata.settings.image_builder_version or ''
+  end)
 end
 
 --- The id of a built image. recipe: {commands = {"FROM tag", ...}, context_files = {{filename, data}},
 --- base_images}. ImageGetOrCreate, then ImageJoinStreaming until the build has a result; a failed
 --- build is "modal: image build <id> failed: <exception>" (EBUILD), with the log's tail.
 function M.image_id(client, recipe)
-  local key = crypto.sha256_hex(require('cjson').encode({ recipe.commands, recipe.base_images or {} }))
-  if client.images[key] then return client.images[key] end
+  local key = crypto.sha256_hex(require('cjson').encode({ recipe.commands, recipe.base_images or {},
+    recipe.context_files or {} }))
+  return once(client, 'image:' .. key, function() return M.build_image(client, recipe) end)
+end
+
+function M.build_image(client, recipe)
   local app, aerr, acode = M.app_id(client)
   if not app then return nil, aerr, acode end
   local bv, berr, bcode = builder_version(client)
@@ -286,7 +333,6 @@ function M.image_id(client, recipe)
     return nil, { message = string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
       util.trim(result.exception or tostring(status))), log = log.get() }, 'EBUILD'
   end
-  client.images[key] = id
   return id
 end
 

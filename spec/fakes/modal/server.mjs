@@ -71,13 +71,14 @@ const settings = {
 };
 
 // ---- state --------------------------------------------------------------------------------------
-const stats = { connections: { cp: 0, router: 0 }, rpcs: {}, creates: 0, terminates: 0, snapshots: 0, builds: 0 };
+const stats = { connections: { cp: 0, router: 0 }, rpcs: {}, creates: 0, terminates: 0, snapshots: 0, builds: 0, dedups: 0 };
 const apps = new Map(); // name -> {app_id, name, environment}
 const images = new Map(); // image_id -> {id, key, state: building|ok|failed, root, env, workdir, log[], waiters, result}
 const imageByKey = new Map();
 const sandboxes = new Map(); // sandbox_id -> sandbox
 const tasks = new Map(); // task_id -> sandbox
 const authTokens = new Set();
+const answered = new Map(); // x-idempotency-key -> the response
 const jwtKey = crypto.randomBytes(32);
 let lastCreatedAt = 0;
 
@@ -615,7 +616,14 @@ function makeService(kind, service, impl) {
           }
           await before(name);
           if (!fn) throw missing();
-          cb(null, await fn(call.request));
+          // a retried call (same x-idempotency-key) gets the first answer, as Modal dedups them
+          const key = kind === 'cp' ? String(call.metadata.get('x-idempotency-key')[0] || '') : '';
+          if (key && answered.has(key)) { stats.dedups++; cb(null, answered.get(key)); }
+          else {
+            const out = await fn(call.request);
+            if (key) answered.set(key, out);
+            cb(null, out);
+          }
         } catch (e) { const g = grpcError(e); status = statusName(g.code); cb(g); }
         logRequest(svc, name, call.metadata, call.request, status);
       };
