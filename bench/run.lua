@@ -14,7 +14,8 @@
 --- clients' order alternating), so slow phases of a shared machine hit all of them alike; the
 --- report shows the median over repetitions and the min-max. Raw results go to
 --- bench/out/<stamp>.json; the markdown comes from bench/PERFORMANCE.md.tmpl. Whatever sits
---- between <!-- docker:begin --> and <!-- docker:end --> in the existing report is kept.
+--- between <!-- docker:begin --> and <!-- docker:end --> in the existing report is kept, and so is
+--- bench/grpc_vs_rest.lua's section (<!-- grpc:begin --> ... <!-- grpc:end -->).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
@@ -787,6 +788,9 @@ local function render(m)
   local existing = fs.read(OUTPUT)
   V.docker_section = existing and existing:match('<!%-%- docker:begin %-%->.-<!%-%- docker:end %-%->') or
     '<!-- docker:begin -->\n<!-- docker:end -->'
+  -- bench/grpc_vs_rest.lua's section (gRPC vs REST), kept as it is
+  V.grpc_section = existing and existing:match('<!%-%- grpc:begin %-%->.-<!%-%- grpc:end %-%->') or
+    '<!-- grpc:begin -->\n<!-- grpc:end -->'
   local tmpl = assert(fs.read(TEMPLATE))
   local missing = {}
   local md = tmpl:gsub('{{([%w_]+)}}', function(k)

@@ -42,21 +42,31 @@ typedef struct {
  * prior knowledge when that request asks for prior knowledge too (curl issue #10634, fixed
  * in 8.0 by PR #10643: "Error in the HTTP2 framing layer"). So per origin (scheme, host,
  * port, unix socket) we count the prior-knowledge requests under way and the connections they
- * opened: while either is non-zero, further requests ask for plain HTTP/2
- * (CURL_HTTP_VERSION_2_0) with CURLOPT_PIPEWAIT, which makes curl multiplex them on that
- * connection; once the origin has neither, the next request opens a new one with prior
- * knowledge. */
+ * opened. The first request opens the connection with prior knowledge; requests made while it
+ * has not yet started speaking HTTP/2 on it (sent its request, or received an HTTP/2 status
+ * line) wait here, outside curl (which would otherwise open HTTP/1.1 Upgrade connections of
+ * their own); once it has, they and every later request ask for plain HTTP/2
+ * (CURL_HTTP_VERSION_2_0) with CURLOPT_PIPEWAIT, which multiplexes them on that connection.
+ * If the first request fails before that, the next waiter opens a connection with prior
+ * knowledge. Once the origin has no such request and no such connection, the next request
+ * starts over. */
+struct req;
 typedef struct h2origin {
   char *key;
   int pending; /* prior-knowledge requests not finished */
   int conns;   /* sockets they opened, not yet closed */
+  int live;    /* a prior-knowledge connection speaks HTTP/2: later requests multiplex on it */
+  int kick;    /* waiters to start (origins_kick) */
+  struct req *wait_head, *wait_tail;
   struct h2origin *next;
 } h2origin;
 
-typedef struct {
+typedef struct req {
   cs_op op;
   CURL *easy;
   h2origin *origin; /* a prior-knowledge request counted in origin->pending */
+  h2origin *waiting; /* queued on this origin, not yet handed to curl */
+  struct req *wnext;
   struct curl_slist *hdrs;
   int body_ref;
   buf body, head, trailers;
@@ -96,7 +106,14 @@ static struct {
   lua_State *L; /* main state: registry refs are released through it */
   lua_Integer in_flight, started, completed;
   h2origin *origins;
+  int kick_pending;
 } H;
+
+static void origin_live(h2origin *o) {
+  if (o->live) return;
+  o->live = 1;
+  if (o->wait_head) o->kick = H.kick_pending = 1;
+}
 
 static h2origin *origin_get(const char *key) {
   h2origin *o;
@@ -151,6 +168,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   req *r = ud;
   size_t len = size * n;
+  if (r->origin && len >= 7 && memcmp(p, "HTTP/2 ", 7) == 0) origin_live(r->origin);
   if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a new response (100, redirect) */
     r->head.len = 0;
     r->trailers.len = 0;
@@ -178,8 +196,20 @@ static void easy_put(CURL *e) {
 }
 
 static void req_release(req *r) {
+  if (r->waiting) { /* unlink from the origin's queue */
+    h2origin *o = r->waiting;
+    req **pp = &o->wait_head, *prev = NULL;
+    while (*pp && *pp != r) {
+      prev = *pp;
+      pp = &(*pp)->wnext;
+    }
+    if (*pp) *pp = r->wnext;
+    if (o->wait_tail == r) o->wait_tail = prev;
+    r->waiting = NULL;
+  }
   if (r->origin) {
     r->origin->pending--;
+    if (!r->origin->live && r->origin->wait_head) r->origin->kick = H.kick_pending = 1; /* promote a waiter */
     r->origin = NULL;
   }
   if (r->easy) {
@@ -205,6 +235,53 @@ static void req_free(req *r) {
   free(r);
 }
 
+/* A prior-knowledge request that has sent bytes speaks HTTP/2 on its connection. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+  req *r = ud;
+  (void)dltotal;
+  (void)dlnow;
+  (void)ultotal;
+  if (r->origin && ulnow > 0) origin_live(r->origin);
+  return 0;
+}
+
+static void req_start(req *r) {
+  if (curl_multi_add_handle(H.multi, r->easy) != CURLM_OK) {
+    r->result = CURLE_FAILED_INIT;
+    r->done = 1;
+    cs_op_ready(&r->op);
+  }
+}
+
+/* Hand the waiting requests of origins that changed to curl (outside curl's callbacks). */
+static void origins_kick(void) {
+  h2origin *o;
+  if (!H.kick_pending) return;
+  H.kick_pending = 0;
+  for (o = H.origins; o; o = o->next) {
+    if (!o->kick) continue;
+    o->kick = 0;
+    while (o->wait_head && (o->live || o->pending == 0)) {
+      req *r = o->wait_head;
+      o->wait_head = r->wnext;
+      if (!o->wait_head) o->wait_tail = NULL;
+      r->waiting = NULL;
+      r->wnext = NULL;
+      if (!o->live) { /* the first request failed before HTTP/2: this one opens the connection */
+        curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(r->easy, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(r->easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(r->easy, CURLOPT_XFERINFODATA, r);
+        r->origin = o;
+        o->pending++;
+        req_start(r);
+        break; /* the others wait for this one */
+      }
+      req_start(r);
+    }
+  }
+}
+
 static void check_done(void) {
   CURLMsg *m;
   int left;
@@ -228,6 +305,7 @@ static void check_done(void) {
     req_release(r); /* the connection goes back to the cache now */
     cs_op_ready(&r->op);
   }
+  origins_kick();
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -306,7 +384,7 @@ static int close_socket(void *clientp, curl_socket_t fd) {
   sockctx *c = sock_lookup(fd);
   (void)clientp;
   if (c && c->origin) {
-    c->origin->conns--;
+    if (--c->origin->conns == 0) c->origin->live = 0;
     c->origin = NULL;
   }
   if (c) sock_drop(c);
@@ -417,7 +495,7 @@ static int push_done(lua_State *L, req *r) {
     const char *code = error_code(r);
     const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
     if (r->result == CURLE_FILESIZE_EXCEEDED) msg = "response body larger than max_body";
-    if (r->want_h2 && r->status == 0 &&
+    if (r->want_h2 && r->status == 0 && !r->head_done &&
         (strcmp(code, "EHTTP2") == 0 || r->result == CURLE_GOT_NOTHING || r->result == CURLE_UNSUPPORTED_PROTOCOL)) {
       code = "EHTTP2"; /* no HTTP/2 response at all */
       lua_pushnil(L);
@@ -495,7 +573,10 @@ static int req_push(lua_State *L, cs_op *op) {
   return cs_yield(L, op); /* more chunks to come */
 }
 
-static void req_cancel(cs_op *op) { req_free((req *)op); }
+static void req_cancel(cs_op *op) {
+  req_free((req *)op);
+  origins_kick(); /* a cancelled first request lets a waiter go */
+}
 
 static void add_header(req *r, const char *k, size_t kl, const char *v, size_t vl) {
   char *line = malloc(kl + vl + 3);
@@ -574,6 +655,7 @@ static int http_request(lua_State *L) {
   double timeout, connect_timeout, max_body;
   int follow, insecure, stream, body_idx;
   long http_version = 0;
+  h2origin *wait_on = NULL;
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   cs_task_current(L);
@@ -646,17 +728,29 @@ static int http_request(lua_State *L) {
     h2origin *o;
     origin_key(url, unix_socket, key, sizeof key);
     o = origin_get(key);
-    if (o && (o->pending > 0 || o->conns > 0)) {
+    if (o && o->live && o->conns > 0) {
       http_version = CURL_HTTP_VERSION_2_0; /* multiplexed on the origin's connection (see h2origin) */
+    } else if (o && o->pending > 0) {
+      http_version = CURL_HTTP_VERSION_2_0; /* waits for the first request's connection */
+      wait_on = o;
     } else if (o) {
       r->origin = o;
       o->pending++;
+      o->live = 0;
+      curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
     }
   }
   if (http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
   /* HTTP/2: wait for a connection that may multiplex rather than open another one */
   if (r->want_h2) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  /* libcurl 7.88 stalls an HTTP/2 stream when one socket read carries more DATA for it than its
+   * receive buffer holds and the stream ends in the part left over (curl issue #10525, fixed
+   * after 7.88.1 by PR #10530): the rest is never delivered. curl reads HTTP/2 in 32 KiB
+   * pieces, so a 128 KiB buffer never overflows. HTTPS included: ALPN picks HTTP/2 by default. */
+  if (r->want_h2 || strncasecmp(url, "https:", 6) == 0) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 128L * 1024);
   if (connect_timeout > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000));
   if (follow) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
   if (insecure) {
@@ -704,7 +798,12 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
   lua_settop(L, 1);
 
-  if (curl_multi_add_handle(H.multi, e) != CURLM_OK) {
+  if (wait_on) { /* queued until the origin's first connection speaks HTTP/2 (h2origin) */
+    r->waiting = wait_on;
+    if (wait_on->wait_tail) wait_on->wait_tail->wnext = r;
+    else wait_on->wait_head = r;
+    wait_on->wait_tail = r;
+  } else if (curl_multi_add_handle(H.multi, e) != CURLM_OK) {
     req_free(r);
     return cs_fail(L, "ECURL", "%s: cannot start the request", url);
   }

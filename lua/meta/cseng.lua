@@ -155,6 +155,7 @@ function clock.epoch() end
 ---@field insecure? boolean skip TLS verification
 ---@field max_body? integer bytes (EBODY beyond)
 ---@field stream? async fun(chunk: string): boolean? receive the body incrementally; return false to stop (EABORTED)
+---@field http_version? "1.1"|"2"|"2-prior-knowledge" "2": ALPN over TLS, prior knowledge for http:// (the response must be HTTP/2, else EHTTP2)
 
 ---Cumulative marks in seconds since the request started (curl's *_TIME_T).
 ---@class cseng.http.Timings
@@ -168,6 +169,7 @@ function clock.epoch() end
 ---@field status integer
 ---@field headers table<string, string> lowercased names; repeated headers joined with ", "
 ---@field body string "" for HEAD and streamed requests
+---@field trailers table<string, string> response trailers (HTTP/2, chunked HTTP/1.1), lowercased; {} when none
 ---@field http_version "1.0"|"1.1"|"2"
 ---@field timings cseng.http.Timings
 
@@ -181,8 +183,8 @@ function clock.epoch() end
 local http = {}
 
 ---Make a request. Failure codes: ETIMEDOUT, ECONNREFUSED, ENOENT, EACCES, EHOSTUNREACH,
----ENOTFOUND, ECONNRESET, ETLS, EBODY, EABORTED, EREDIRECT, EURL, ECURL. An HTTP error status is
----a response, not a failure.
+---ENOTFOUND, ECONNRESET, ETLS, EBODY, EABORTED, EREDIRECT, EURL, EHTTP2, ECURL. An HTTP error
+---status is a response, not a failure. A bad option raises "http.request: opts.<name> must be ...".
 ---@async
 ---@param opts cseng.http.Options
 ---@return cseng.http.Response? response
@@ -191,7 +193,7 @@ local http = {}
 function http.request(opts) end
 
 ---Connection limits of the process's one multi handle.
----@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer}
+---@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer}
 function http.configure(opts) end
 
 ---@return cseng.http.Stats
