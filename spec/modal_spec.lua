@@ -345,13 +345,13 @@ describe('cseng run with --provider modal (fake)', function()
     local n = task_count()
     for _, mode in ipairs({ 'cold', 'warm' }) do
       local r, _, summary = cseng({ 'run', 'plans/cold-gold.lua', '--provider', 'modal', '--mode', mode, '--quiet',
-                                    '--concurrency', '4' }, 1800)
+                                    '--concurrency', '2' }, 1800)
       assert.equal(0, r.code, r.stderr .. r.stdout .. failures(summary))
       assert.equal(n, summary.task_count)
       assert.equal(n, summary.passed, mode .. ': ' .. jsonl.encode(summary))
     end
     local r, _, summary = cseng({ 'run', 'plans/cold-gold.lua', '--provider', 'modal', '--solver', 'nop', '--quiet',
-                                  '--concurrency', '4' }, 1800)
+                                  '--concurrency', '2' }, 1800)
     assert.equal(0, r.code, r.stderr .. failures(summary))
     assert.equal(0, summary.passed)
     assert.equal(0, f.stats().live)

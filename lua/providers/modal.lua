@@ -90,7 +90,8 @@ end
 -- What the SDK retries (src/client.ts, retryableGrpcStatusCodes; its transport failures surface
 -- as UNAVAILABLE). A deadline is not retried here: cseng's call timeouts are long on purpose.
 local RETRIED = { GRPC_UNAVAILABLE = true, GRPC_INTERNAL = true, GRPC_UNKNOWN = true, GRPC_CANCELLED = true,
-  ECONNRESET = true }
+  ECONNRESET = true, EHTTP2 = true }
+M.RETRIED = RETRIED
 
 -- Transport failures of an HTTP/2 call that an HTTP/1.1-only server (or proxy) causes.
 local H2_SUSPECT = { EHTTP2 = true, ECONNRESET = true, ECURL = true, EPROTO = true }
@@ -472,12 +473,18 @@ function M.exec(client, sb, cmd, opts)
   local rpc_timeout = (timeout or 3600) + 60
   local function reader(fd)
     return task.spawn(function()
-      local got = 0
-      local r, rerr, rcode = call(client, ro, 'TaskExecStdioRead', { task_id = ids.task_id, exec_id = exec_id,
-        offset = 0, file_descriptor = fd == 1 and 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT' or 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDERR' },
-        { timeout = rpc_timeout, on_message = function(m)
-          if m.data then bufs[fd].add(m.data); got = got + #m.data end
-        end })
+      local got, r, rerr, rcode = 0, nil, nil, nil
+      -- a stream that fails transiently is read again from the offset reached, as the SDK does
+      for attempt = 0, client.retries do
+        if attempt > 0 then task.sleep(0.1 * attempt) end
+        r, rerr, rcode = call(client, ro, 'TaskExecStdioRead', { task_id = ids.task_id, exec_id = exec_id,
+          offset = got, file_descriptor = fd == 1 and 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT'
+            or 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDERR' },
+          { timeout = rpc_timeout, on_message = function(m)
+            if m.data then bufs[fd].add(m.data); got = got + #m.data end
+          end })
+        if r or not RETRIED[rcode] then break end
+      end
       return r ~= nil, rerr, rcode
     end)
   end
