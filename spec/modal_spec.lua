@@ -125,7 +125,7 @@ describe('modal adapter lifecycle (stateful fake)', function()
     assert.are_not.equal(0, r.code)
 
     assert(modal.put(client, sb, '/tests', tar_of({ ['test.sh'] = 'echo tested\n' }, 'tar')))
-    local bin = crypto.random_bytes(3 << 20) .. '\0\255' -- several stdin chunks
+    local bin = crypto.random_bytes(3 << 19) .. '\0\255' -- two stdin chunks (see docs/providers/modal.md: large streams)
     assert(modal.put(client, sb, '/data', tar_of { ['blob.bin'] = bin }))
     assert.equal(crypto.sha256_hex(bin), crypto.sha256_hex(assert(modal.get(client, sb, '/data/blob.bin'))))
     assert.equal('tested\n', assert(modal.exec(client, sb, 'bash /tests/test.sh')).stdout)

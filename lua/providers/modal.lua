@@ -46,6 +46,7 @@ M.DEFAULTS = {
   builder_version = nil,                -- [MODAL_IMAGE_BUILDER_VERSION]; default: the environment's
   call_timeout = 60,                    -- seconds for one unary RPC
   retries = 3,                          -- more attempts of a unary RPC after a transient failure
+  stream_grace = 5,                     -- seconds a stdio stream may outlast its command's end
   task_wait = 300,                      -- seconds to wait for a sandbox's task (scheduling)
 }
 
@@ -220,6 +221,7 @@ function M.connect(cfg)
     builder_version = setting('builder_version', 'MODAL_IMAGE_BUILDER_VERSION'),
     call_timeout = tonumber(cfg.call_timeout) or D.call_timeout,
     retries = tonumber(cfg.retries) or D.retries,
+    stream_grace = tonumber(cfg.stream_grace) or D.stream_grace,
     task_wait = tonumber(cfg.task_wait) or D.task_wait,
     run_id = cfg.run_id,
     auth = {}, once = {}, routers = {},
@@ -471,30 +473,52 @@ function M.exec(client, sb, cmd, opts)
   local cap = opts.tail_bytes or (1 << 20)
   local bufs = { adapter.tail_buffer(cap), adapter.tail_buffer(cap) }
   local rpc_timeout = (timeout or 3600) + 60
-  local function reader(fd)
-    return task.spawn(function()
-      local got, r, rerr, rcode = 0, nil, nil, nil
-      -- a stream that fails transiently is read again from the offset reached, as the SDK does
-      for attempt = 0, client.retries do
-        if attempt > 0 then task.sleep(0.1 * attempt) end
-        r, rerr, rcode = call(client, ro, 'TaskExecStdioRead', { task_id = ids.task_id, exec_id = exec_id,
-          offset = got, file_descriptor = fd == 1 and 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT'
-            or 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDERR' },
-          { timeout = rpc_timeout, on_message = function(m)
-            if m.data then bufs[fd].add(m.data); got = got + #m.data end
-          end })
-        if r or not RETRIED[rcode] then break end
-      end
-      return r ~= nil, rerr, rcode
-    end)
+  -- one stdio stream, read from st.got on; a stream that fails transiently is read again from
+  -- the offset reached, as the SDK does. st.live = false makes a superseded stream drop data.
+  local function read_stream(fd, st)
+    local r, rerr, rcode
+    for attempt = 0, client.retries do
+      if attempt > 0 then task.sleep(0.1 * attempt) end
+      r, rerr, rcode = call(client, ro, 'TaskExecStdioRead', { task_id = ids.task_id, exec_id = exec_id,
+        offset = st.got, file_descriptor = fd == 1 and 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDOUT'
+          or 'TASK_EXEC_STDIO_FILE_DESCRIPTOR_STDERR' },
+        { timeout = rpc_timeout, on_message = function(m)
+          if st.live and m.data then bufs[fd].add(m.data); st.got = st.got + #m.data end
+        end })
+      if r or not RETRIED[rcode] then break end
+    end
+    return r ~= nil, rerr, rcode
   end
-  local out_t, err_t = reader(1), reader(2)
+  local streams = {}
+  for fd = 1, 2 do
+    local st = { got = 0, live = true }
+    st.task = task.spawn(function()
+      local ok, e, c = read_stream(fd, st)
+      st.done, st.ok, st.err, st.code = true, ok, e, c
+    end)
+    streams[fd] = st
+  end
   local w, werr, wcode
   repeat -- TaskExecWait answers DEADLINE_EXCEEDED after a while when the command still runs
     w, werr, wcode = call(client, ro, 'TaskExecWait', ids, { timeout = rpc_timeout })
   until w or wcode ~= 'GRPC_DEADLINE_EXCEEDED'
-  local _, ook, oerr, ocode = out_t:join()
-  local _, eok, eerr, ecode = err_t:join()
+  -- The command has ended, so its streams end too. Debian's libcurl (7.88) now and then never
+  -- reports the end of an HTTP/2 stream that has delivered everything: after a grace period the
+  -- rest is read by a new stream from the offset reached (the old one is left to its deadline
+  -- and its data dropped), which Modal's router serves as it serves the SDK's resumed reads.
+  local grace = clock.now() + client.stream_grace * 1e9
+  for fd = 1, 2 do
+    local st = streams[fd]
+    while w and not st.done and clock.now() < grace do task.sleep(0.01) end
+    if not st.done then
+      st.live = false
+      local again = { got = st.got, live = true }
+      st.ok, st.err, st.code = read_stream(fd, again)
+      st.done, st.resumed = true, true
+    end
+  end
+  local ook, oerr, ocode = streams[1].ok, streams[1].err, streams[1].code
+  local eok, eerr, ecode = streams[2].ok, streams[2].err, streams[2].code
   if not w then return nil, werr, wcode end
   if not ook then return nil, oerr, ocode end
   if not eok then return nil, eerr, ecode end

@@ -522,7 +522,10 @@ const router = {
       }
       if (p.exit) {
         // stdout/stderr "close" comes before the process "close": nothing is left once exit is set
-        if (i >= chunks.length) return;
+        if (i >= chunks.length) {
+          if (process.env.MODAL_FAKE_DEBUG) console.error(`stdio ${req.exec_id} fd ${req.file_descriptor} done at ${off}`);
+          return;
+        }
         continue;
       }
       await untilChange(p, 60000);
@@ -639,6 +642,7 @@ function makeService(kind, service, impl) {
           if (!fn) throw missing();
           for await (const m of fn(call.request)) { if (call.cancelled) break; call.write(m); }
           call.end();
+          if (process.env.MODAL_FAKE_DEBUG) console.error(`stream ${name} ended (cancelled=${call.cancelled})`);
         } catch (e) { const g = grpcError(e); status = statusName(g.code); call.emit('error', g); }
         logRequest(svc, name, call.metadata, call.request, status);
       };
