@@ -21,10 +21,11 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev bubblewrap python3 python3-pytest sqlite3 git \
-        gawk patch diffutils lua-check curl protobuf-compiler libprotobuf-dev
+        gawk patch diffutils lua-check curl protobuf-compiler libprotobuf-dev \
+        python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 DOCKER_DEBS := docker.io debootstrap
 
-.PHONY: all deps deps-docker deps-test deps-bench check test conformance asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -41,6 +42,11 @@ deps:
 
 deps-docker:
 	$(call install_missing,$(DOCKER_DEBS))
+
+# A one-machine Slurm (slurmctld + slurmd + munge) for the scale-out spec, PyYAML for the manifest check.
+SLURM_DEBS := slurmctld slurmd slurm-client munge python3-yaml
+deps-slurm:
+	$(call install_missing,$(SLURM_DEBS))
 
 # Test tools from npm: Prism serves the vendors' OpenAPI specs for the conformance specs.
 PRISM := spec/fakes/prism/node_modules/.bin/prism
@@ -77,6 +83,20 @@ build/asan/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build/asan
 cseng-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -rdynamic -o $@ $(ASAN_OBJS) $(LDLIBS)
 
+# The exec agent that runs inside AWS Lambda MicroVMs (agent/, docs/providers/aws_microvm.md):
+# static, libc only, for the build machine and for aarch64 (Debian's cross compiler).
+AGENT_SRCS := agent/microvm-agent.c agent/agent_parse.c
+AGENT_CFLAGS := -static -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE
+.PHONY: agent
+all: agent
+agent: build/agent/microvm-agent build/agent/microvm-agent-aarch64
+build/agent/microvm-agent: $(AGENT_SRCS) agent/agent_parse.h
+	@mkdir -p build/agent
+	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
+build/agent/microvm-agent-aarch64: $(AGENT_SRCS) agent/agent_parse.h
+	@mkdir -p build/agent
+	aarch64-linux-gnu-gcc $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
+
 # C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
 build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/test
@@ -96,7 +116,7 @@ conformance: cseng $(SDKS)
 
 # dockerd is started for the docker specs when absent (and stopped again); where it cannot
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.
-check: deps deps-test
+check: deps deps-test deps-slurm
 	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
 	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
 	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh; rc=$$?; \
@@ -111,6 +131,10 @@ FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
+# the agent's parsers live in agent/, not engine/
+build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c agent/agent_parse.c agent/agent_parse.h
+	@mkdir -p build/fuzz
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iagent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< agent/agent_parse.c
 fuzzers: $(FUZZERS)
 fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \

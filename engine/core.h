@@ -8,7 +8,11 @@
  *   2. starts the work in C and fills a cs_op (push and cancel callbacks);
  *   3. returns cs_yield(L, op).
  * When the work completes, the binding's libuv/libcurl callback fills its own C
- * buffers and calls cs_op_ready(op); it never touches Lua. The scheduler later
+ * buffers and calls cs_op_ready(op); it never runs Lua code: no call, no
+ * resume, nothing that may raise, allocate a Lua object or run a metamethod.
+ * Releasing a registry reference it held (luaL_unref on the main state, as
+ * lhttp.c's req_release does when a transfer completes) is the one exception:
+ * it only stores into an existing registry slot. The scheduler later
  * resumes the task from the main loop, and calls op->push(L, op) on the
  * coroutine: push pushes the results and returns their count (or re-yields with
  * cs_yield for multi-event operations such as streams).
@@ -63,8 +67,9 @@ int cs_fail(lua_State *L, const char *code, const char *fmt, ...);
 
 /* Scheduler entry points for main.c. */
 void cs_sched_init(lua_State *L);
-/* Spawn the function on top of the stack (with nargs args below it... see ltask.c)
- * as the main task, run everything, and return the process exit status. */
+/* Spawn the main task, run everything, and return the process exit status. The
+ * stack holds the function and then its nargs arguments (the last argument on
+ * top), as for lua_call; all of them are popped. */
 int cs_sched_run_main(lua_State *L, int nargs);
 
 /* After the Lua state is closed: run shutdown hooks, drain and close the loop. */

@@ -23,6 +23,7 @@
  * cwd-relative file operation off while it runs.
  */
 #include "core.h"
+#include "aux.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -45,16 +46,6 @@
 #define NAME_MAX_LEN 4096
 #define IO_CHUNK (64 * 1024)
 
-/* snprintf for paths and messages where truncation is acceptable (and
- * checked where it matters), without -Wformat-truncation noise. */
-static void fmt_into(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fmt_into(char *buf, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, n, fmt, ap);
-  va_end(ap);
-}
-
 /*
  * Entry names are bytes, UTF-8 in practice. In the process's "C" locale
  * libarchive cannot convert non-ASCII names to or from pax headers (it warns
@@ -68,62 +59,10 @@ static void leave_utf8(locale_t old) {
   if (old) uselocale(old);
 }
 
-static const char *errno_code(int e) {
-  const char *name = e > 0 ? strerrorname_np(e) : NULL;
-  if (e == ENOTSUP) return "ENOTSUP"; /* glibc names this value EOPNOTSUPP */
-  return name ? name : "EIO";
-}
-
+/* opts.<field> as an int >= 0, capped at INT32_MAX. */
 static int opt_int(lua_State *L, int opts, const char *field, lua_Integer def) {
-  lua_Integer v = def;
-  if (!lua_isnoneornil(L, opts)) {
-    luaL_checktype(L, opts, LUA_TTABLE);
-    if (lua_getfield(L, opts, field) != LUA_TNIL) {
-      int ok;
-      v = lua_tointegerx(L, -1, &ok);
-      if (!ok || v < 0) luaL_error(L, "opts.%s must be a non-negative integer", field);
-    }
-    lua_pop(L, 1);
-  }
+  lua_Integer v = cs_opt_integer(L, opts, field, def, 0);
   return (int)(v > INT32_MAX ? INT32_MAX : v);
-}
-
-static int64_t opt_int64(lua_State *L, int opts, const char *field, int64_t def) {
-  int64_t v = def;
-  if (!lua_isnoneornil(L, opts)) {
-    luaL_checktype(L, opts, LUA_TTABLE);
-    if (lua_getfield(L, opts, field) != LUA_TNIL) {
-      int ok;
-      v = (int64_t)lua_tointegerx(L, -1, &ok);
-      if (!ok || v < 0) luaL_error(L, "opts.%s must be a non-negative integer", field);
-    }
-    lua_pop(L, 1);
-  }
-  return v;
-}
-
-static int opt_bool(lua_State *L, int opts, const char *field) {
-  int v = 0;
-  if (!lua_isnoneornil(L, opts)) {
-    luaL_checktype(L, opts, LUA_TTABLE);
-    lua_getfield(L, opts, field);
-    v = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-  }
-  return v;
-}
-
-static const char *opt_string(lua_State *L, int opts, const char *field, const char *def) {
-  const char *v = def;
-  if (!lua_isnoneornil(L, opts)) {
-    luaL_checktype(L, opts, LUA_TTABLE);
-    if (lua_getfield(L, opts, field) != LUA_TNIL) {
-      if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "opts.%s must be a string", field);
-      v = lua_tostring(L, -1); /* anchored by opts */
-    }
-    lua_pop(L, 1);
-  }
-  return v;
 }
 
 /* A mode: an integer or a string of octal digits ("0755"). */
@@ -151,18 +90,28 @@ static mode_t check_mode(lua_State *L, int idx, const char *what) {
  * holds the result ("" for the root itself, or for an entry stripped away),
  * or the reason the name is unsafe.
  */
+/* The next path component after *p that is neither empty nor ".": its start
+ * and length (*n), or NULL at the end; *p moves past it and its slashes. */
+static const char *next_component(const char **p, size_t *n) {
+  while (**p) {
+    const char *c = *p;
+    while (**p && **p != '/') (*p)++;
+    *n = (size_t)(*p - c);
+    while (**p == '/') (*p)++;
+    if (*n == 0 || (*n == 1 && c[0] == '.')) continue;
+    return c;
+  }
+  return NULL;
+}
+
+static int is_dotdot(const char *c, size_t n) { return n == 2 && c[0] == '.' && c[1] == '.'; }
+
 static const char *normalize_name(const char *in, int strip, char *out, size_t outlen) {
-  size_t o = 0;
-  const char *p = in;
+  size_t o = 0, n;
+  const char *p = in, *c;
   if (in[0] == '/') return "absolute path";
-  while (*p) {
-    const char *c = p;
-    size_t n;
-    while (*p && *p != '/') p++;
-    n = (size_t)(p - c);
-    while (*p == '/') p++;
-    if (n == 0 || (n == 1 && c[0] == '.')) continue;
-    if (n == 2 && c[0] == '.' && c[1] == '.') return "'..' in path";
+  while ((c = next_component(&p, &n)) != NULL) {
+    if (is_dotdot(c, n)) return "'..' in path";
     if (strip > 0) {
       strip--;
       continue;
@@ -183,7 +132,7 @@ static void display_name(const char *in, char *out, size_t outlen) {
     in += 2;
     while (*in == '/') in++;
   }
-  fmt_into(out, outlen, "%s", *in ? in : ".");
+  cs_fmt_into(out, outlen, "%s", *in ? in : ".");
   n = strlen(out);
   while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
 }
@@ -197,20 +146,15 @@ static void display_name(const char *in, char *out, size_t outlen) {
  */
 static const char *symlink_target_unsafe(const char *linkpath, const char *target) {
   int depth = 0, ups = 0, seen_name = 0;
-  const char *p;
+  const char *p, *c;
+  size_t n;
   if (target[0] == '\0') return "symlink with an empty target";
   if (target[0] == '/') return "symlink to an absolute path";
   for (p = linkpath; *p; p++)
     if (*p == '/') depth++;
   p = target;
-  while (*p) {
-    const char *c = p;
-    size_t n;
-    while (*p && *p != '/') p++;
-    n = (size_t)(p - c);
-    while (*p == '/') p++;
-    if (n == 0 || (n == 1 && c[0] == '.')) continue;
-    if (n == 2 && c[0] == '.' && c[1] == '.') {
+  while ((c = next_component(&p, &n)) != NULL) {
+    if (is_dotdot(c, n)) {
       if (seen_name) return "symlink target with '..' after a name";
       if (++ups > depth) return "symlink pointing outside the archive root";
     } else {
@@ -296,7 +240,7 @@ static guard *guard_new(lua_State *L) {
 static void check_source(lua_State *L, int idx, int opts, source *src) {
   size_t n;
   const char *s = luaL_checklstring(L, idx, &n);
-  const char *from = opt_string(L, opts, "from", NULL);
+  const char *from = cs_opt_string(L, opts, "from", NULL);
   int bytes;
   if (from && strcmp(from, "bytes") != 0 && strcmp(from, "path") != 0)
     luaL_error(L, "opts.from must be \"bytes\" or \"path\"");
@@ -504,7 +448,7 @@ static int extract_check_pass(lua_State *L, guard *g, const source *src, xstate 
   if (reader_start(g->r, src) != ARCHIVE_OK) {
     int en = archive_errno(g->r);
     xfail_read(x, g->r, source_name(src));
-    if (src->path && en > 0 && en != EILSEQ && en != EINVAL) x->code = errno_code(en); /* ENOENT... */
+    if (src->path && en > 0 && en != EILSEQ && en != EINVAL) x->code = cs_errno_code(en); /* ENOENT... */
     goto out;
   }
   for (;;) {
@@ -554,7 +498,7 @@ static int copy_data(xstate *x, struct archive *r, struct archive *w, const char
     if (charge_bytes(x, name, (int64_t)size) != 0) return -1;
     if (archive_write_data_block(w, buf, size, off) < ARCHIVE_OK) {
       int en = archive_errno(w);
-      xfail(x, en > 0 ? errno_code(en) : "EARCHIVE", name, "%s", archive_error_string(w));
+      xfail(x, en > 0 ? cs_errno_code(en) : "EARCHIVE", name, "%s", archive_error_string(w));
       return -1;
     }
   }
@@ -593,7 +537,7 @@ static int extract_write_pass(guard *g, const source *src, xstate *x) {
       xfail_read(x, g->r, "(after the last good entry)");
       goto out;
     }
-    fmt_into(name, sizeof name, "%s", archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
+    cs_fmt_into(name, sizeof name, "%s", archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
     if (check_entry(x, e, norm, linknorm, &skip) != 0) goto out;
     if (skip) continue;
     if (archive_entry_size_is_set(e) && archive_entry_size(e) > x->max_bytes - x->bytes) {
@@ -608,7 +552,7 @@ static int extract_write_pass(guard *g, const source *src, xstate *x) {
     if (r < ARCHIVE_WARN) {
       int en = archive_errno(g->w);
       /* libarchive's own SECURE_* refusals carry no errno */
-      xfail(x, en > 0 ? errno_code(en) : "EUNSAFE", name, "%s", archive_error_string(g->w));
+      xfail(x, en > 0 ? cs_errno_code(en) : "EUNSAFE", name, "%s", archive_error_string(g->w));
       goto out;
     }
     if (archive_entry_size(e) > 0 || !archive_entry_size_is_set(e)) {
@@ -616,14 +560,14 @@ static int extract_write_pass(guard *g, const source *src, xstate *x) {
     }
     if (archive_write_finish_entry(g->w) < ARCHIVE_WARN) {
       int en = archive_errno(g->w);
-      xfail(x, en > 0 ? errno_code(en) : "EARCHIVE", name, "%s", archive_error_string(g->w));
+      xfail(x, en > 0 ? cs_errno_code(en) : "EARCHIVE", name, "%s", archive_error_string(g->w));
       goto out;
     }
   }
   /* applies deferred directory modes and times */
   if (archive_write_close(g->w) < ARCHIVE_WARN) {
     int en = archive_errno(g->w);
-    xfail(x, en > 0 ? errno_code(en) : "EARCHIVE", source_name(src), "%s", archive_error_string(g->w));
+    xfail(x, en > 0 ? cs_errno_code(en) : "EARCHIVE", source_name(src), "%s", archive_error_string(g->w));
     goto out;
   }
   rc = 0;
@@ -647,17 +591,17 @@ static int archive_extract(lua_State *L) {
   x = lua_newuserdatauv(L, sizeof *x, 0);
   memset(x, 0, sizeof *x);
   x->max_entries = opt_int(L, 3, "max_entries", DEFAULT_MAX_ENTRIES);
-  x->max_bytes = opt_int64(L, 3, "max_bytes", DEFAULT_MAX_BYTES);
+  x->max_bytes = (int64_t)cs_opt_integer(L, 3, "max_bytes", DEFAULT_MAX_BYTES, 0);
   x->strip = opt_int(L, 3, "strip_components", 0);
-  x->owners = opt_bool(L, 3, "owners");
-  x->unsafe_symlinks = opt_bool(L, 3, "unsafe_symlinks");
+  x->owners = cs_opt_bool(L, 3, "owners", 0);
+  x->unsafe_symlinks = cs_opt_bool(L, 3, "unsafe_symlinks", 0);
   g = guard_new(L);
-  if (stat(dir, &st) != 0) return cs_fail(L, errno_code(errno), "%s: %s", dir, strerror(errno));
+  if (stat(dir, &st) != 0) return cs_fail(L, cs_errno_code(errno), "%s: %s", dir, strerror(errno));
   if (!S_ISDIR(st.st_mode)) return cs_fail(L, "ENOTDIR", "%s: %s", dir, strerror(ENOTDIR));
   if (src.path) {
     /* both passes read this one descriptor: the file checked is the file extracted */
     if ((g->src_fd = src.fd = open(src.path, O_RDONLY | O_CLOEXEC)) < 0)
-      return cs_fail(L, errno_code(errno), "%s: %s", src.path, strerror(errno));
+      return cs_fail(L, cs_errno_code(errno), "%s: %s", src.path, strerror(errno));
   }
   guard_enter(g);
   if (extract_check_pass(L, g, &src, x) != 0) {
@@ -677,12 +621,12 @@ static int archive_extract(lua_State *L) {
   if (g->cwd_fd < 0) {
     int en = errno;
     guard_release(g);
-    return cs_fail(L, errno_code(en), "cannot save the working directory: %s", strerror(en));
+    return cs_fail(L, cs_errno_code(en), "cannot save the working directory: %s", strerror(en));
   }
   if (chdir(dir) != 0) {
     int en = errno;
     guard_release(g);
-    return cs_fail(L, errno_code(en), "%s: %s", dir, strerror(en));
+    return cs_fail(L, cs_errno_code(en), "%s: %s", dir, strerror(en));
   }
   if (extract_write_pass(g, &src, x) != 0) {
     guard_release(g);
@@ -717,7 +661,7 @@ static int archive_list(lua_State *L) {
   if (!(g->r = reader_open())) return luaL_error(L, "out of memory");
   if (reader_start(g->r, &src) != ARCHIVE_OK) {
     int en = archive_errno(g->r);
-    const char *code = src.path && en > 0 && en != EILSEQ && en != EINVAL ? errno_code(en) : "EARCHIVE";
+    const char *code = src.path && en > 0 && en != EILSEQ && en != EINVAL ? cs_errno_code(en) : "EARCHIVE";
     lua_pushfstring(L, "%s: %s", source_name(&src), archive_error_string(g->r));
     guard_release(g);
     return cs_fail(L, code, "%s", lua_tostring(L, -1));
@@ -956,7 +900,7 @@ static int pack_write(lua_State *L, packer *p, int gz) {
         if (p->fd < 0 || fstat(p->fd, &st) != 0) {
           int en = errno;
           archive_entry_free(ae);
-          return pack_fail(L, p, errno_code(en), "%s: %s", e->file, strerror(en));
+          return pack_fail(L, p, cs_errno_code(en), "%s: %s", e->file, strerror(en));
         }
         if (!S_ISREG(st.st_mode)) {
           archive_entry_free(ae);
@@ -980,7 +924,7 @@ static int pack_write(lua_State *L, packer *p, int gz) {
         if (r < 0) {
           int en = errno;
           archive_entry_free(ae);
-          return pack_fail(L, p, errno_code(en), "%s: %s", e->file, strerror(en));
+          return pack_fail(L, p, cs_errno_code(en), "%s: %s", e->file, strerror(en));
         }
         if (r == 0) break;
         if ((int64_t)r > left) {
@@ -1015,7 +959,7 @@ static int pack_write(lua_State *L, packer *p, int gz) {
 }
 
 static int check_format(lua_State *L, int opts) {
-  const char *f = opt_string(L, opts, "format", "tar.gz");
+  const char *f = cs_opt_string(L, opts, "format", "tar.gz");
   if (strcmp(f, "tar.gz") == 0 || strcmp(f, "tgz") == 0) return 1;
   if (strcmp(f, "tar") == 0) return 0;
   return luaL_error(L, "opts.format must be \"tar.gz\" or \"tar\", not \"%s\"", f);
@@ -1046,7 +990,7 @@ static int archive_pack(lua_State *L) {
     pentry *e;
     const char *type = "file";
     int t = lua_rawgeti(L, 1, i), ent = lua_gettop(L);
-    fmt_into(what, sizeof what, "entries[%d]", (int)i);
+    cs_fmt_into(what, sizeof what, "entries[%d]", (int)i);
     if (t != LUA_TTABLE) return luaL_error(L, "%s must be a table", what);
     if (lua_getfield(L, ent, "path") != LUA_TSTRING) return luaL_error(L, "%s.path must be a string", what);
     {
@@ -1148,7 +1092,7 @@ static int dwalk_dir(dwalk *w, int fd) {
   size_t hlen = strlen(w->host), rlen = strlen(w->rel);
   if (!d) {
     w->err = errno;
-    fmt_into(w->errpath, sizeof w->errpath, "%s", w->host);
+    cs_fmt_into(w->errpath, sizeof w->errpath, "%s", w->host);
     close(fd);
     return -1;
   }
@@ -1161,13 +1105,13 @@ static int dwalk_dir(dwalk *w, int fd) {
     if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
     if (hlen + strlen(name) + 2 > sizeof w->host || rlen + strlen(name) + 2 > sizeof w->rel) {
       w->err = ENAMETOOLONG;
-      fmt_into(w->errpath, sizeof w->errpath, "%s/%s", w->host, name);
+      cs_fmt_into(w->errpath, sizeof w->errpath, "%s/%s", w->host, name);
       closedir(d);
       return -1;
     }
-    fmt_into(w->host + hlen, sizeof w->host - hlen, "/%s", name);
-    if (rlen) fmt_into(w->rel + rlen, sizeof w->rel - rlen, "/%s", name);
-    else fmt_into(w->rel, sizeof w->rel, "%s", name);
+    cs_fmt_into(w->host + hlen, sizeof w->host - hlen, "/%s", name);
+    if (rlen) cs_fmt_into(w->rel + rlen, sizeof w->rel - rlen, "/%s", name);
+    else cs_fmt_into(w->rel, sizeof w->rel, "%s", name);
     if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) goto fail;
     if (excluded(w, w->rel, S_ISDIR(st.st_mode))) goto next;
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
@@ -1178,8 +1122,8 @@ static int dwalk_dir(dwalk *w, int fd) {
       errno = ENAMETOOLONG;
       goto fail;
     }
-    if (w->prefix) fmt_into(full, sizeof full, "%s/%s", w->prefix, w->rel);
-    else fmt_into(full, sizeof full, "%s", w->rel);
+    if (w->prefix) cs_fmt_into(full, sizeof full, "%s/%s", w->prefix, w->rel);
+    else cs_fmt_into(full, sizeof full, "%s", w->rel);
     e = packer_add(w->L, w->p);
     e->path = dwalk_anchor(w, full, &plen);
     e->plen = plen;
@@ -1219,7 +1163,7 @@ static int dwalk_dir(dwalk *w, int fd) {
   return 0;
 fail:
   w->err = errno;
-  fmt_into(w->errpath, sizeof w->errpath, "%s", w->host);
+  cs_fmt_into(w->errpath, sizeof w->errpath, "%s", w->host);
   closedir(d);
   return -1;
 }
@@ -1238,7 +1182,7 @@ static int archive_pack_dir(lua_State *L) {
   int gz, fd;
   lua_Integer i, n = 0;
   gz = check_format(L, 2);
-  modes = opt_string(L, 2, "modes", "preserve");
+  modes = cs_opt_string(L, 2, "modes", "preserve");
   if (strcmp(modes, "preserve") != 0 && strcmp(modes, "normalize") != 0)
     return luaL_error(L, "opts.modes must be \"preserve\" or \"normalize\"");
   lua_settop(L, 2);
@@ -1268,7 +1212,7 @@ static int archive_pack_dir(lua_State *L) {
       if (lua_rawgeti(L, ex, i) != LUA_TSTRING) return luaL_error(L, "opts.exclude[%d] must be a string", (int)i);
       pat = lua_tolstring(L, -1, &len);
       while (pat[0] == '/' || (pat[0] == '.' && pat[1] == '/')) pat += pat[0] == '/' ? 1 : 2;
-      fmt_into(buf, sizeof buf, "%s", pat);
+      cs_fmt_into(buf, sizeof buf, "%s", pat);
       len = strlen(buf);
       w->excl_dir[i - 1] = len > 0 && buf[len - 1] == '/';
       while (len > 0 && buf[len - 1] == '/') buf[--len] = '\0';
@@ -1278,7 +1222,7 @@ static int archive_pack_dir(lua_State *L) {
     w->nexcl = (int)n;
   }
   {
-    const char *prefix = opt_string(L, 2, "prefix", NULL);
+    const char *prefix = cs_opt_string(L, 2, "prefix", NULL);
     if (prefix) {
       size_t plen;
       char what[] = "opts.prefix";
@@ -1287,10 +1231,10 @@ static int archive_pack_dir(lua_State *L) {
     }
   }
   lua_settop(L, 6);
-  fmt_into(w->host, sizeof w->host, "%s", dir);
+  cs_fmt_into(w->host, sizeof w->host, "%s", dir);
   fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return cs_fail(L, errno_code(errno), "%s: %s", dir, strerror(errno));
-  if (dwalk_dir(w, fd) != 0) return cs_fail(L, errno_code(w->err), "%s: %s", w->errpath, strerror(w->err));
+  if (fd < 0) return cs_fail(L, cs_errno_code(errno), "%s: %s", dir, strerror(errno));
+  if (dwalk_dir(w, fd) != 0) return cs_fail(L, cs_errno_code(w->err), "%s: %s", w->errpath, strerror(w->err));
   pack_finish_entries(L, w->p, w->anchor, w->set);
   return pack_write(L, w->p, gz);
 }

@@ -12,6 +12,7 @@
  * opened with O_NOFOLLOW, so a link cannot redirect them out of the tree.
  */
 #include "core.h"
+#include "aux.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,35 +28,6 @@
 #define COPY_CHUNK (256 * 1024)
 
 /* ---- errors and arguments ------------------------------------------------ */
-
-/* snprintf for paths and messages where truncation is acceptable (and
- * checked where it matters), without -Wformat-truncation noise. */
-static void fmt_into(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fmt_into(char *buf, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, n, fmt, ap);
-  va_end(ap);
-}
-
-static const char *errno_code(int e) {
-  const char *name = e > 0 ? strerrorname_np(e) : NULL;
-  if (e == ENOTSUP) return "ENOTSUP"; /* glibc names this value EOPNOTSUPP */
-  return name ? name : "EIO";
-}
-
-/* nil, "<formatted>: <strerror(e)>", "<ERRNO NAME>" */
-static int fs_fail(lua_State *L, int e, const char *fmt, ...) {
-  va_list ap;
-  lua_pushnil(L);
-  va_start(ap, fmt);
-  lua_pushvfstring(L, fmt, ap);
-  va_end(ap);
-  lua_pushfstring(L, "%s: %s", lua_tostring(L, -1), strerror(e));
-  lua_remove(L, -2);
-  lua_pushstring(L, errno_code(e));
-  return 3;
-}
 
 /* A mode: an integer (tonumber('755', 8)) or a string of octal digits ("0755"). */
 static mode_t check_mode_value(lua_State *L, int idx, const char *what) {
@@ -76,23 +48,6 @@ static mode_t check_mode_value(lua_State *L, int idx, const char *what) {
 static mode_t opt_mode(lua_State *L, int idx, mode_t def) {
   if (lua_isnoneornil(L, idx)) return def;
   return check_mode_value(L, idx, "mode");
-}
-
-/* opts.<field> of the options table at idx (which may be nil). */
-static int opt_field(lua_State *L, int idx, const char *field) {
-  if (lua_isnoneornil(L, idx)) {
-    lua_pushnil(L);
-    return LUA_TNIL;
-  }
-  luaL_checktype(L, idx, LUA_TTABLE);
-  return lua_getfield(L, idx, field);
-}
-
-static int opt_bool(lua_State *L, int idx, const char *field, int def) {
-  int v = def;
-  if (opt_field(L, idx, field) != LUA_TNIL) v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
 }
 
 static const char *type_name(mode_t m) {
@@ -141,7 +96,7 @@ static int fs_read(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   luaL_Buffer b;
   int fd = open(path, O_RDONLY | O_CLOEXEC), e;
-  if (fd < 0) return fs_fail(L, errno, "%s", path);
+  if (fd < 0) return cs_fail_errno(L, errno, "%s", path);
   luaL_buffinit(L, &b);
   for (;;) {
     char *p = luaL_prepbuffsize(&b, 64 * 1024);
@@ -151,7 +106,7 @@ static int fs_read(lua_State *L) {
       e = errno;
       close(fd);
       lua_pop(L, 1); /* the buffer */
-      return fs_fail(L, e, "%s", path);
+      return cs_fail_errno(L, e, "%s", path);
     }
     if (r == 0) break;
     luaL_addsize(&b, (size_t)r);
@@ -165,9 +120,9 @@ static int fsync_dir_of(const char *path) {
   char dir[PATH_MAX];
   const char *slash = strrchr(path, '/');
   int fd, r;
-  if (!slash) fmt_into(dir, sizeof dir, ".");
+  if (!slash) cs_fmt_into(dir, sizeof dir, ".");
   else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else fmt_into(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else cs_fmt_into(dir, sizeof dir, "%.*s", (int)(slash - path), path);
   fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -1;
   r = fsync(fd);
@@ -187,34 +142,34 @@ static int fs_write(lua_State *L) {
   int sync, fd, e;
   const char *slash, *base;
   char tmp[PATH_MAX];
-  opt_field(L, 3, "mode");
+  cs_opt_field(L, 3, "mode");
   mode = opt_mode(L, -1, 0644);
   lua_pop(L, 1);
-  sync = opt_bool(L, 3, "sync", 0);
+  sync = cs_opt_bool(L, 3, "sync", 0);
   slash = strrchr(path, '/');
   base = slash ? slash + 1 : path;
-  if (*base == '\0') return fs_fail(L, EISDIR, "%s", path);
+  if (*base == '\0') return cs_fail_errno(L, EISDIR, "%s", path);
   if (snprintf(tmp, sizeof tmp, "%.*s.%s.tmp-XXXXXX", (int)(base - path), path, base) >= (int)sizeof tmp)
-    return fs_fail(L, ENAMETOOLONG, "%s", path);
+    return cs_fail_errno(L, ENAMETOOLONG, "%s", path);
   fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) return fs_fail(L, errno, "%s", path);
+  if (fd < 0) return cs_fail_errno(L, errno, "%s", path);
   if (fchmod(fd, mode) != 0 || write_all(fd, data, n) != 0 || (sync && fsync(fd) != 0)) {
     e = errno;
     close(fd);
     unlink(tmp);
-    return fs_fail(L, e, "%s", path);
+    return cs_fail_errno(L, e, "%s", path);
   }
   if (close(fd) != 0) {
     e = errno;
     unlink(tmp);
-    return fs_fail(L, e, "%s", path);
+    return cs_fail_errno(L, e, "%s", path);
   }
   if (rename(tmp, path) != 0) {
     e = errno;
     unlink(tmp);
-    return fs_fail(L, e, "%s", path);
+    return cs_fail_errno(L, e, "%s", path);
   }
-  if (sync && fsync_dir_of(path) != 0) return fs_fail(L, errno, "%s (fsync of its directory)", path);
+  if (sync && fsync_dir_of(path) != 0) return cs_fail_errno(L, errno, "%s (fsync of its directory)", path);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -269,7 +224,7 @@ static int append_push(lua_State *L, cs_op *op) {
   int e = a->err;
   lua_pushstring(L, a->path);
   appendop_free(a);
-  if (e) return fs_fail(L, e, "%s", lua_tostring(L, -1));
+  if (e) return cs_fail_errno(L, e, "%s", lua_tostring(L, -1));
   lua_pop(L, 1);
   lua_pushboolean(L, 1);
   return 1;
@@ -285,7 +240,7 @@ static int fs_append(lua_State *L) {
   size_t n;
   const char *path = luaL_checkstring(L, 1);
   const char *data = luaL_checklstring(L, 2, &n);
-  int sync = opt_bool(L, 3, "sync", 0), e;
+  int sync = cs_opt_bool(L, 3, "sync", 0), e;
   int fd;
   if (sync && cs_task_running(L)) {
     appendop *a;
@@ -303,20 +258,20 @@ static int fs_append(lua_State *L) {
     if (uv_queue_work(cs_loop(), &a->work, append_work, append_after) != 0) {
       e = append_file(path, data, n, 1); /* the threadpool refused: do it here */
       appendop_free(a);
-      if (e) return fs_fail(L, e, "%s", path);
+      if (e) return cs_fail_errno(L, e, "%s", path);
       lua_pushboolean(L, 1);
       return 1;
     }
     return cs_yield(L, &a->op);
   }
   fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return fs_fail(L, errno, "%s", path);
+  if (fd < 0) return cs_fail_errno(L, errno, "%s", path);
   if (write_all(fd, data, n) != 0 || (sync && fsync(fd) != 0)) {
     e = errno;
     close(fd);
-    return fs_fail(L, e, "%s", path);
+    return cs_fail_errno(L, e, "%s", path);
   }
-  if (close(fd) != 0) return fs_fail(L, errno, "%s", path);
+  if (close(fd) != 0) return cs_fail_errno(L, errno, "%s", path);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -330,8 +285,8 @@ static int fs_mkdir_p(lua_State *L) {
   mode_t mode = opt_mode(L, 2, 0755);
   char buf[PATH_MAX];
   struct stat st;
-  if (n == 0) return fs_fail(L, ENOENT, "%s", path);
-  if (n >= sizeof buf) return fs_fail(L, ENAMETOOLONG, "%s", path);
+  if (n == 0) return cs_fail_errno(L, ENOENT, "%s", path);
+  if (n >= sizeof buf) return cs_fail_errno(L, ENAMETOOLONG, "%s", path);
   memcpy(buf, path, n + 1);
   for (i = 1; i <= n; i++) {
     if (buf[i] != '/' && buf[i] != '\0') continue;
@@ -339,9 +294,9 @@ static int fs_mkdir_p(lua_State *L) {
     buf[i] = '\0';
     if (mkdir(buf, mode) != 0) {
       int e = errno;
-      if (e != EEXIST) return fs_fail(L, e, "%s", buf);
-      if (stat(buf, &st) != 0) return fs_fail(L, errno, "%s", buf);
-      if (!S_ISDIR(st.st_mode)) return fs_fail(L, i == n ? EEXIST : ENOTDIR, "%s", buf);
+      if (e != EEXIST) return cs_fail_errno(L, e, "%s", buf);
+      if (stat(buf, &st) != 0) return cs_fail_errno(L, errno, "%s", buf);
+      if (!S_ISDIR(st.st_mode)) return cs_fail_errno(L, i == n ? EEXIST : ENOTDIR, "%s", buf);
     }
     buf[i] = path[i];
   }
@@ -400,7 +355,7 @@ static int fs_list(lua_State *L) {
   DIR *d = opendir(path);
   struct dirent *de;
   lua_Integer n = 0;
-  if (!d) return fs_fail(L, errno, "%s", path);
+  if (!d) return cs_fail_errno(L, errno, "%s", path);
   lua_newtable(L);
   errno = 0;
   while ((de = readdir(d)) != NULL) {
@@ -412,7 +367,7 @@ static int fs_list(lua_State *L) {
   if (errno != 0) {
     int e = errno;
     closedir(d);
-    return fs_fail(L, e, "%s", path);
+    return cs_fail_errno(L, e, "%s", path);
   }
   closedir(d);
   sort_array(L, -1, n, NULL);
@@ -450,7 +405,7 @@ static int walk_dir(walker *w, int fd, const char *abs) {
   size_t len = strlen(w->rel);
   if (!d) {
     w->err = errno;
-    fmt_into(w->errpath, sizeof w->errpath, "%s", abs);
+    cs_fmt_into(w->errpath, sizeof w->errpath, "%s", abs);
     close(fd);
     return -1;
   }
@@ -460,15 +415,15 @@ static int walk_dir(walker *w, int fd, const char *abs) {
     if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
     if (len + strlen(name) + 2 > sizeof w->rel) {
       w->err = ENAMETOOLONG;
-      fmt_into(w->errpath, sizeof w->errpath, "%s/%s/%s", abs, w->rel, name);
+      cs_fmt_into(w->errpath, sizeof w->errpath, "%s/%s/%s", abs, w->rel, name);
       closedir(d);
       return -1;
     }
-    if (len) fmt_into(w->rel + len, sizeof w->rel - len, "/%s", name);
-    else fmt_into(w->rel, sizeof w->rel, "%s", name);
+    if (len) cs_fmt_into(w->rel + len, sizeof w->rel - len, "/%s", name);
+    else cs_fmt_into(w->rel, sizeof w->rel, "%s", name);
     if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       w->err = errno;
-      fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
+      cs_fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
       closedir(d);
       return -1;
     }
@@ -478,7 +433,7 @@ static int walk_dir(walker *w, int fd, const char *abs) {
       if (sub < 0 || walk_dir(w, sub, abs) != 0) {
         if (sub < 0) {
           w->err = errno;
-          fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
+          cs_fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
         }
         closedir(d);
         return -1;
@@ -488,7 +443,7 @@ static int walk_dir(walker *w, int fd, const char *abs) {
   }
   if (errno != 0) {
     w->err = errno;
-    fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
+    cs_fmt_into(w->errpath, sizeof w->errpath, "%s/%s", abs, w->rel);
     closedir(d);
     return -1;
   }
@@ -510,8 +465,8 @@ static int fs_walk(lua_State *L) {
   lua_newtable(L);
   w->out = lua_gettop(L);
   fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return fs_fail(L, errno, "%s", path);
-  if (walk_dir(w, fd, path) != 0) return fs_fail(L, w->err, "%s", w->errpath);
+  if (fd < 0) return cs_fail_errno(L, errno, "%s", path);
+  if (walk_dir(w, fd, path) != 0) return cs_fail_errno(L, w->err, "%s", w->errpath);
   sort_array(L, w->out, w->n, "path");
   return 1;
 }
@@ -540,7 +495,7 @@ static void push_stat(lua_State *L, const struct stat *st) {
 static int fs_stat(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   struct stat st;
-  if (stat(path, &st) != 0) return fs_fail(L, errno, "%s", path);
+  if (stat(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
   push_stat(L, &st);
   return 1;
 }
@@ -549,7 +504,7 @@ static int fs_stat(lua_State *L) {
 static int fs_lstat(lua_State *L) {
   const char *path = strip_slashes(L, 1);
   struct stat st;
-  if (lstat(path, &st) != 0) return fs_fail(L, errno, "%s", path);
+  if (lstat(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
   push_stat(L, &st);
   return 1;
 }
@@ -566,7 +521,7 @@ static int fs_exists(lua_State *L) {
 static int fs_remove(lua_State *L) {
   const char *path = strip_slashes(L, 1);
   if (unlink(path) != 0) {
-    if (errno != EISDIR || rmdir(path) != 0) return fs_fail(L, errno, "%s", path);
+    if (errno != EISDIR || rmdir(path) != 0) return cs_fail_errno(L, errno, "%s", path);
   }
   lua_pushboolean(L, 1);
   return 1;
@@ -647,11 +602,11 @@ static int fs_remove_tree(lua_State *L) {
   const char *path = strip_slashes(L, 1);
   treectx *c;
   struct stat st;
-  if (lstat(path, &st) != 0) return fs_fail(L, errno, "%s", path);
+  if (lstat(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
   c = lua_newuserdatauv(L, sizeof *c, 0);
   c->err = 0;
-  fmt_into(c->path, sizeof c->path, "%s", path);
-  if (rm_at(c, AT_FDCWD, path, strlen(c->path)) != 0) return fs_fail(L, c->err, "%s", c->path);
+  cs_fmt_into(c->path, sizeof c->path, "%s", path);
+  if (rm_at(c, AT_FDCWD, path, strlen(c->path)) != 0) return cs_fail_errno(L, c->err, "%s", c->path);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -664,8 +619,8 @@ static int fs_tempdir(lua_State *L) {
   luaL_argcheck(L, strchr(prefix, '/') == NULL, 1, "prefix must not contain '/'");
   if (!base || !*base) base = "/tmp";
   if (snprintf(tmpl, sizeof tmpl, "%s/%sXXXXXX", base, prefix) >= (int)sizeof tmpl)
-    return fs_fail(L, ENAMETOOLONG, "%s", base);
-  if (!mkdtemp(tmpl)) return fs_fail(L, errno, "%s/%sXXXXXX", base, prefix);
+    return cs_fail_errno(L, ENAMETOOLONG, "%s", base);
+  if (!mkdtemp(tmpl)) return cs_fail_errno(L, errno, "%s/%sXXXXXX", base, prefix);
   lua_pushstring(L, tmpl);
   return 1;
 }
@@ -794,9 +749,9 @@ static int fs_copy_tree(lua_State *L) {
   const char *dst = strip_slashes(L, 2);
   copyctx *c = lua_newuserdatauv(L, sizeof *c, 0);
   c->err = 0;
-  fmt_into(c->path, sizeof c->path, "%s", src);
+  cs_fmt_into(c->path, sizeof c->path, "%s", src);
   if (copy_at(c, AT_FDCWD, src, AT_FDCWD, dst, strlen(c->path)) != 0)
-    return fs_fail(L, c->err, "copy %s -> %s", c->path, dst);
+    return cs_fail_errno(L, c->err, "copy %s -> %s", c->path, dst);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -807,7 +762,7 @@ static int fs_copy_tree(lua_State *L) {
 static int fs_symlink(lua_State *L) {
   const char *target = luaL_checkstring(L, 1);
   const char *path = luaL_checkstring(L, 2);
-  if (symlink(target, path) != 0) return fs_fail(L, errno, "%s", path);
+  if (symlink(target, path) != 0) return cs_fail_errno(L, errno, "%s", path);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -817,8 +772,8 @@ static int fs_readlink(lua_State *L) {
   const char *path = strip_slashes(L, 1);
   char buf[PATH_MAX];
   ssize_t n = readlink(path, buf, sizeof buf);
-  if (n < 0) return fs_fail(L, errno, "%s", path);
-  if ((size_t)n >= sizeof buf) return fs_fail(L, ENAMETOOLONG, "%s", path);
+  if (n < 0) return cs_fail_errno(L, errno, "%s", path);
+  if ((size_t)n >= sizeof buf) return cs_fail_errno(L, ENAMETOOLONG, "%s", path);
   lua_pushlstring(L, buf, (size_t)n);
   return 1;
 }
@@ -827,7 +782,7 @@ static int fs_readlink(lua_State *L) {
 static int fs_chmod(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   mode_t mode = check_mode_value(L, 2, "chmod");
-  if (chmod(path, mode) != 0) return fs_fail(L, errno, "%s", path);
+  if (chmod(path, mode) != 0) return cs_fail_errno(L, errno, "%s", path);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -836,7 +791,7 @@ static int fs_chmod(lua_State *L) {
 static int fs_rename(lua_State *L) {
   const char *from = luaL_checkstring(L, 1);
   const char *to = luaL_checkstring(L, 2);
-  if (rename(from, to) != 0) return fs_fail(L, errno, "rename %s -> %s", from, to);
+  if (rename(from, to) != 0) return cs_fail_errno(L, errno, "rename %s -> %s", from, to);
   lua_pushboolean(L, 1);
   return 1;
 }

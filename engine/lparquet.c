@@ -22,6 +22,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "aux.h"
 #include "parquet.h"
 
 #define HANDLE_MT "cseng.parquet.handle"
@@ -369,9 +370,7 @@ static void check_opts(lua_State *L, int idx, read_opts *o)
     if (lua_isnoneornil(L, idx))
         return;
     luaL_checktype(L, idx, LUA_TTABLE);
-    if (lua_getfield(L, idx, "rows") != LUA_TNIL)
-        o->rows = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    o->rows = cs_opt_bool(L, idx, "rows", 1);
     if (lua_getfield(L, idx, "nulls") != LUA_TNIL) {
         const char *s = luaL_checkstring(L, -1);
         if (strcmp(s, "omit") == 0)

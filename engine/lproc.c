@@ -15,6 +15,7 @@
  * stream; reads go straight into the tail buffer while it has room.
  */
 #include "core.h"
+#include "aux.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +30,6 @@
 #define DEFAULT_TAIL ((size_t)1 << 20)
 #define DEFAULT_GRACE_MS 2000
 
-extern char **environ;
 
 /* Reads land here when the tail buffer has no contiguous room. libuv calls
  * alloc_cb and read_cb back to back on one thread, so one buffer serves all. */
@@ -132,24 +132,6 @@ static char **push_ptrs(lua_State *L, lua_Integer n) {
   return v;
 }
 
-static double opt_number(lua_State *L, int idx, const char *key, double def) {
-  double v;
-  lua_getfield(L, idx, key);
-  if (lua_isnil(L, -1)) v = def;
-  else if (lua_isnumber(L, -1)) v = lua_tonumber(L, -1);
-  else return luaL_error(L, "opts.%s must be a number", key);
-  lua_pop(L, 1);
-  return v;
-}
-
-static int opt_bool(lua_State *L, int idx, const char *key, int def) {
-  int v;
-  lua_getfield(L, idx, key);
-  v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
 /* Copy the string pairs of the table at tidx into the map at midx; a false
  * value removes the variable. */
 static void env_merge(lua_State *L, int midx, int tidx, const char *what) {
@@ -187,14 +169,7 @@ static char **push_env(lua_State *L, int oidx) {
   if (has_env) {
     env_merge(L, map, map - 2, "env");
   } else {
-    char **e;
-    for (e = environ; e && *e; e++) {
-      const char *eq = strchr(*e, '=');
-      if (!eq) continue;
-      lua_pushlstring(L, *e, (size_t)(eq - *e));
-      lua_pushstring(L, eq + 1);
-      lua_rawset(L, map);
-    }
+    cs_environ_into(L, map);
   }
   if (has_add) env_merge(L, map, map - 1, "env_add");
   lua_newtable(L); /* the anchor: "K=V" strings */
@@ -246,8 +221,8 @@ static void read_spawnopts(lua_State *L, int oidx, spawnopts *so) {
   lua_getfield(L, oidx, "cwd");
   if (!lua_isnil(L, -1)) so->o.cwd = luaL_checkstring(L, -1); /* anchored by opts */
   lua_pop(L, 1);
-  so->kill_group = opt_bool(L, oidx, "kill_group", 1);
-  grace = opt_number(L, oidx, "kill_grace", DEFAULT_GRACE_MS / 1000.0);
+  so->kill_group = cs_opt_bool(L, oidx, "kill_group", 1);
+  grace = cs_opt_number(L, oidx, "kill_grace", DEFAULT_GRACE_MS / 1000.0);
   so->grace_ms = grace <= 0 ? 0 : grace > 1e9 ? (uint64_t)1e12 : (uint64_t)(grace * 1000.0 + 0.5);
   so->o.file = argv[0];
   so->o.args = argv;
@@ -263,18 +238,12 @@ static void signal_group(pid_t pid, int group, int sig) {
   else kill(pid, sig);
 }
 
-static void push_signal_name(lua_State *L, int sig) {
-  const char *abbr = sigabbrev_np(sig);
-  if (abbr) lua_pushfstring(L, "SIG%s", abbr);
-  else lua_pushfstring(L, "SIG%d", sig);
-}
-
 /* code, signal, elapsed, elapsed_ns into the table on top. */
 static void push_exit_fields(lua_State *L, int64_t status, int sig, uint64_t ns) {
   lua_pushinteger(L, sig ? 128 + sig : status);
   lua_setfield(L, -2, "code");
   if (sig) {
-    push_signal_name(L, sig);
+    cs_push_signal_name(L, sig);
     lua_setfield(L, -2, "signal");
   }
   lua_pushnumber(L, (double)ns / 1e9);
@@ -470,8 +439,8 @@ static int proc_run(lua_State *L) {
   cs_task_current(L);
   lua_settop(L, 1);
   read_spawnopts(L, 1, &so);
-  timeout = opt_number(L, 1, "timeout", 0);
-  tbn = opt_number(L, 1, "tail_bytes", (double)DEFAULT_TAIL);
+  timeout = cs_opt_number(L, 1, "timeout", 0);
+  tbn = cs_opt_number(L, 1, "tail_bytes", (double)DEFAULT_TAIL);
   tb = tbn < 0 ? 0 : tbn > 1e12 ? (size_t)1e12 : (size_t)tbn;
   lua_getfield(L, 1, "stdin"); /* stays on the stack: anchors the bytes uv_write sends */
   if (!lua_isnil(L, -1)) {
@@ -630,24 +599,10 @@ static int p_pid(lua_State *L) {
   return 1;
 }
 
-static int parse_signal(lua_State *L, int idx, int def) {
-  static const char *const names[] = {"HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "STOP", "CONT", NULL};
-  static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM, SIGSTOP, SIGCONT};
-  const char *s;
-  int i;
-  if (lua_isnoneornil(L, idx)) return def;
-  if (lua_type(L, idx) == LUA_TNUMBER) return (int)luaL_checkinteger(L, idx);
-  s = luaL_checkstring(L, idx);
-  if (strncmp(s, "SIG", 3) == 0) s += 3;
-  for (i = 0; names[i]; i++)
-    if (strcmp(s, names[i]) == 0) return sigs[i];
-  return luaL_argerror(L, idx, lua_pushfstring(L, "unknown signal '%s'", lua_tostring(L, idx)));
-}
-
 /** p:kill([sig="TERM"]) signals the child's whole process group. */
 static int p_kill(lua_State *L) {
   child *c = check_child(L);
-  int sig = parse_signal(L, 2, SIGTERM);
+  int sig = cs_check_signal(L, 2, SIGTERM);
   if (c->exited && !c->kill_group) return cs_fail(L, "ESRCH", "process %d has exited", (int)c->pid);
   if (kill(-c->pid, sig) != 0)
     return cs_fail(L, errno == ESRCH ? "ESRCH" : "EPERM", "kill %d: %s", (int)c->pid, strerror(errno));

@@ -8,8 +8,9 @@
  *
  * Loop callbacks only parse into C structs: a complete request is queued on
  * its server and wakes a task waiting in server:accept(). With a handler,
- * listen spawns a dispatcher task (the Lua chunk at the bottom) that accepts
- * and runs each request in its own task, so handlers may yield.
+ * listen spawns a dispatcher task (lua/cseng/serve_dispatch.lua, loaded with
+ * require on first use) that accepts and runs each request in its own task, so
+ * handlers may yield.
  *
  * One request per connection is in flight: the parser pauses at the end of a
  * message and reading stops until the response is finished, which gives
@@ -19,6 +20,7 @@
  * from the Lua strings; only what the socket does not take at once is copied.
  */
 #include "core.h"
+#include "aux.h"
 
 #include <ctype.h>
 #include <http_parser.h>
@@ -26,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define SERVER_MT "cseng.serve.server"
 #define REQUEST_MT "cseng.serve.request"
@@ -36,11 +37,6 @@ typedef struct server server;
 typedef struct conn conn;
 typedef struct request request;
 typedef struct acceptop acceptop;
-
-typedef struct {
-  char *p;
-  size_t len, cap;
-} buf;
 
 typedef struct {
   size_t no, nl, vo, vl; /* name and value: offsets and lengths in request.hdr */
@@ -54,7 +50,7 @@ struct request {
   int state, counted, keep_alive, chunked_out, head;
   int method;
   unsigned short major, minor;
-  buf url, hdr, body;
+  cs_buf url, hdr, body;
   hent *h;
   size_t nh, hcap;
   int last_value;
@@ -94,31 +90,10 @@ static http_parser_settings settings;
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static int buf_add(buf *b, const char *p, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    char *np;
-    while (cap < b->len + n) cap *= 2;
-    np = realloc(b->p, cap);
-    if (!np) return 0;
-    b->p = np;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, p, n);
-  b->len += n;
-  return 1;
-}
-
-static void buf_free(buf *b) {
-  free(b->p);
-  b->p = NULL;
-  b->len = b->cap = 0;
-}
-
 static void request_free(request *r) {
-  buf_free(&r->url);
-  buf_free(&r->hdr);
-  buf_free(&r->body);
+  cs_buf_free(&r->url);
+  cs_buf_free(&r->hdr);
+  cs_buf_free(&r->body);
   free(r->h);
   free(r);
 }
@@ -276,7 +251,7 @@ static int on_message_begin(http_parser *p) {
 
 static int on_url(http_parser *p, const char *at, size_t n) {
   conn *c = p->data;
-  return c->parsing && buf_add(&c->parsing->url, at, n) ? 0 : -1;
+  return c->parsing && cs_buf_add(&c->parsing->url, at, n) ? 0 : -1;
 }
 
 static int header_piece(request *r, const char *at, size_t n, int value) {
@@ -297,7 +272,7 @@ static int header_piece(request *r, const char *at, size_t n, int value) {
   e = &r->h[r->nh - 1];
   if (value && !r->last_value) e->vo = r->hdr.len;
   r->last_value = value;
-  if (!buf_add(&r->hdr, at, n)) return -1;
+  if (!cs_buf_add(&r->hdr, at, n)) return -1;
   if (value) e->vl += n; else e->nl += n;
   return 0;
 }
@@ -349,7 +324,7 @@ static int on_body(http_parser *p, const char *at, size_t n) {
     c->too_large = 1;
     return -1;
   }
-  return buf_add(&r->body, at, n) ? 0 : -1;
+  return cs_buf_add(&r->body, at, n) ? 0 : -1;
 }
 
 static int on_message_complete(http_parser *p) {
@@ -644,9 +619,9 @@ static void push_request(lua_State *L, request *r) {
   lua_setfield(L, -2, "version");
   lua_setiuservalue(L, -2, 1);
   /* what Lua now holds need not stay in C */
-  buf_free(&r->body);
-  buf_free(&r->hdr);
-  buf_free(&r->url);
+  cs_buf_free(&r->body);
+  cs_buf_free(&r->hdr);
+  cs_buf_free(&r->url);
   free(r->h);
   r->h = NULL;
   r->nh = r->hcap = 0;
@@ -1002,51 +977,6 @@ static int req_state(lua_State *L) {
 
 /* ---- listen and the dispatcher --------------------------------------------------- */
 
-/* Runs each request in its own task; errors become 500s (logged), a handler
- * that returns after req:start is finished for it. */
-static const char dispatch_lua[] =
-    "local srv, handler = ...\n"
-    "local task = require 'cseng.task'\n"
-    "local function msgh(e)\n"
-    "  if type(e) == 'table' then return e end\n"
-    "  return { message = tostring(e), traceback = debug.traceback(tostring(e), 2), plain = true }\n"
-    "end\n"
-    "local function fail(req, e)\n"
-    "  local text = type(e) == 'table' and e.plain and e.message or tostring(e)\n"
-    "  io.stderr:write('cseng.serve: ', req.method, ' ', req.path, ': ',\n"
-    "    type(e) == 'table' and e.traceback or text, '\\n')\n"
-    "  if req:state() == 'pending' then\n"
-    "    req:respond(500, { ['content-type'] = 'text/plain; charset=utf-8' }, text .. '\\n')\n"
-    "  else\n"
-    "    req:abort()\n"
-    "  end\n"
-    "end\n"
-    "local function finish(req, ok, status, headers, body)\n"
-    "  if not ok then return fail(req, status) end\n"
-    "  local st = req:state()\n"
-    "  if st == 'streaming' then return req:finish() end\n"
-    "  if st == 'done' then return end\n"
-    "  if type(status) == 'table' then status, headers, body = status.status, status.headers, status.body end\n"
-    "  if status == nil then return fail(req, 'the handler returned no status') end\n"
-    "  local rok, err = pcall(req.respond, req, status, headers, body)\n"
-    "  if not rok then return fail(req, err) end\n"
-    "end\n"
-    "local function serve_one(req)\n"
-    "  local ok, status, headers, body = xpcall(handler, msgh, req)\n"
-    "  if not ok and type(status) == 'table' and status.code == 'ECANCELED' then\n"
-    "    req:abort()\n"
-    "    error(status, 0)\n"
-    "  end\n"
-    "  finish(req, ok, status, headers, body)\n"
-    "end\n"
-    "return task.spawn(function()\n"
-    "  while true do\n"
-    "    local req = srv:accept()\n"
-    "    if not req then return end\n"
-    "    task.spawn(serve_one, req)\n"
-    "  end\n"
-    "end)\n";
-
 /** serve.listen{host=, port=, handler=, backlog=, max_body=} -> server | nil, msg, code */
 static int serve_listen(lua_State *L) {
   const char *host;
@@ -1087,22 +1017,15 @@ static int serve_listen(lua_State *L) {
   }
   if (lua_isfunction(L, -2)) {
     int srv = lua_gettop(L);
-    lua_getfield(L, LUA_REGISTRYINDEX, "cseng.serve.dispatch");
+    lua_getglobal(L, "require"); /* lua/cseng/serve_dispatch.lua: function(srv, handler) */
+    lua_pushliteral(L, "cseng.serve_dispatch");
+    lua_call(L, 1, 1);
     lua_pushvalue(L, srv);
     lua_pushvalue(L, srv - 1);
     lua_call(L, 2, 0);
     lua_settop(L, srv);
   }
   return 1;
-}
-
-/* Many concurrent clients need many descriptors: lift the soft limit. */
-static void raise_nofile(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 int luaopen_cseng_serve(lua_State *L) {
@@ -1119,7 +1042,6 @@ int luaopen_cseng_serve(lua_State *L) {
   settings.on_headers_complete = on_headers_complete;
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
-  raise_nofile();
   if (luaL_newmetatable(L, SERVER_MT)) {
     luaL_newlib(L, smeth);
     lua_setfield(L, -2, "__index");
@@ -1141,9 +1063,6 @@ int luaopen_cseng_serve(lua_State *L) {
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);
-  if (luaL_loadbuffer(L, dispatch_lua, sizeof dispatch_lua - 1, "=cseng.serve") != LUA_OK)
-    return lua_error(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, "cseng.serve.dispatch");
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -36,8 +36,8 @@ struct cs_task {
   int cancel_pending, cancelled, ok, joined, in_ready;
   lua_Integer id;
   cs_op *op;
-  cs_task *rnext;             /* ready queue */
-  cs_task *prev, *next;       /* live list */
+  cs_task *rnext;       /* ready queue */
+  cs_task *prev, *next; /* live list */
   joinwait *joiners;
 };
 
@@ -56,7 +56,7 @@ static struct {
   cs_task *current;
   lua_Integer next_id;
   int interrupted;
-  int in_uv_run;               /* inside uv_run: loop callbacks are running */
+  int in_uv_run; /* inside uv_run: loop callbacks are running */
   uv_signal_t sigint, sigterm;
 } S;
 
@@ -65,15 +65,34 @@ int cs_interrupted(void) { return S.interrupted; }
 
 /* ---- errors ---------------------------------------------------------- */
 
+/* Pushes "[stage: ]message (code)" from the fields of the table at idx, or returns 0 (and
+ * pushes nothing) when it has neither a message nor a code. */
+static int push_fields(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, idx, "message");
+  lua_getfield(L, idx, "code");
+  lua_getfield(L, idx, "stage");
+  if (lua_type(L, -3) != LUA_TSTRING && lua_type(L, -2) != LUA_TSTRING) {
+    lua_pop(L, 3);
+    return 0;
+  }
+  if (lua_type(L, -1) == LUA_TSTRING)
+    lua_pushfstring(L, "%s: %s (%s)", lua_tostring(L, -1), luaL_optstring(L, -3, "error"),
+                    luaL_optstring(L, -2, "?"));
+  else lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -3, "error"), luaL_optstring(L, -2, "?"));
+  lua_replace(L, -4);
+  lua_pop(L, 2);
+  return 1;
+}
+
+/* "message (code)", and "stage: message (code)" when the error names its stage. */
 static int error_tostring(lua_State *L) {
-  lua_getfield(L, 1, "message");
-  lua_getfield(L, 1, "code");
-  lua_pushfstring(L, "%s (%s)", luaL_optstring(L, -2, "error"), luaL_optstring(L, -1, "?"));
+  if (!push_fields(L, 1)) lua_pushliteral(L, "error (?)");
   return 1;
 }
 
 void cs_push_error(lua_State *L, const char *code, const char *message) {
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lua_pushstring(L, code);
   lua_setfield(L, -2, "code");
   lua_pushstring(L, message);
@@ -81,8 +100,33 @@ void cs_push_error(lua_State *L, const char *code, const char *message) {
   if (luaL_newmetatable(L, ERROR_MT)) {
     lua_pushcfunction(L, error_tostring);
     lua_setfield(L, -2, "__tostring");
+    lua_pushstring(L, ERROR_MT);
+    lua_setfield(L, -2, "__name");
   }
   lua_setmetatable(L, -2);
+}
+
+/* Whether the value at idx is the cancellation error (code ECANCELED): the one error a
+ * task is expected to end with, and the only one nobody needs to hear about. */
+static int is_cancellation(lua_State *L, int idx) {
+  int yes;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  lua_getfield(L, idx, "code");
+  yes = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "ECANCELED") == 0;
+  lua_pop(L, 1);
+  return yes;
+}
+
+/* Pushes a one-line description of any error value: a string as it is, a table with a
+ * __tostring through it, another table as "[stage: ]message (code)" from its fields. */
+static const char *describe_error(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    int has_tostring = luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL;
+    if (has_tostring) lua_pop(L, 1);
+    else if (push_fields(L, idx)) return lua_tostring(L, -1);
+  }
+  return luaL_tolstring(L, idx, NULL);
 }
 
 int cs_raise_cancelled(lua_State *L) {
@@ -106,7 +150,8 @@ static void enqueue(cs_task *t) {
   if (t->in_ready) return;
   t->in_ready = 1;
   t->rnext = NULL;
-  if (S.ready_tail) S.ready_tail->rnext = t; else S.ready_head = t;
+  if (S.ready_tail) S.ready_tail->rnext = t;
+  else S.ready_head = t;
   S.ready_tail = t;
   /* Made ready by a loop callback: uv_run must not then block in poll until the next
    * timer (a timer due when uv_run starts fires before libuv computes the poll timeout). */
@@ -127,11 +172,13 @@ static cs_task *task_of(lua_State *L) { return *(cs_task **)lua_getextraspace(L)
 cs_task *cs_task_current(lua_State *L) {
   cs_task *t = task_of(L);
   if (t == NULL || t != S.current || t->co != L)
-    luaL_error(L, "this operation must run inside a cseng task (not in a plain or nested "
-                  "coroutine); start work with task.spawn");
+    luaL_error(L,
+               "this operation must run inside a cseng task (not in a plain or nested "
+               "coroutine); start work with task.spawn");
   if (!lua_isyieldable(L))
-    luaL_error(L, "this operation cannot run here: it would yield across a C call "
-                  "(require, table.sort, string.gsub callbacks and __tostring cannot yield)");
+    luaL_error(L,
+               "this operation cannot run here: it would yield across a C call "
+               "(require, table.sort, string.gsub callbacks and __tostring cannot yield)");
   if (t->cancel_pending) {
     t->cancel_pending = 0;
     cs_raise_cancelled(L);
@@ -203,7 +250,8 @@ static void cancel_all(void) {
 static void finish(cs_task *t) {
   lua_State *L = S.L;
   t->state = T_DONE;
-  if (t->prev) t->prev->next = t->next; else S.live = t->next;
+  if (t->prev) t->prev->next = t->next;
+  else S.live = t->next;
   if (t->next) t->next->prev = t->prev;
   t->prev = t->next = NULL;
   S.nlive--;
@@ -265,8 +313,25 @@ static void task_step(cs_task *t) {
 
 /* ---- task body -------------------------------------------------------- */
 
+/* A string error gets the traceback appended (as lua.c does); a table error keeps its
+ * shape and gains a `traceback` field (unless it has one), so `{code=, message=}` raised
+ * deep in a task still says where. The cancellation error is left as it is: it is expected,
+ * and delivered to every task at Ctrl-C. */
 static int body_msgh(lua_State *L) {
-  if (lua_type(L, 1) == LUA_TTABLE) return 1; /* structured errors keep their shape */
+  if (lua_type(L, 1) == LUA_TTABLE) {
+    if (is_cancellation(L, 1)) return 1;
+    lua_pushliteral(L, "traceback");
+    if (lua_rawget(L, 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      lua_pushliteral(L, "traceback");
+      luaL_traceback(L, L, NULL, 1);
+      lua_rawset(L, 1);
+    } else {
+      lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    return 1;
+  }
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   luaL_traceback(L, L, msg, 1);
@@ -400,7 +465,11 @@ static void sleep_cancel(cs_op *op) {
 }
 
 static void plain_free_cancel(cs_op *op) { free(op); }
-static int plain_free_push(lua_State *L, cs_op *op) { (void)L; free(op); return 0; }
+static int plain_free_push(lua_State *L, cs_op *op) {
+  (void)L;
+  free(op);
+  return 0;
+}
 
 /** task.yield(): let every other ready task run once. */
 static int task_yield(lua_State *L) {
@@ -466,9 +535,25 @@ static int task_count(lua_State *L) {
   return 1;
 }
 
-/** task.error(code, message) -> a structured error object (for error()). */
+/** task.error(code [, message [, fields]]) -> a structured error object (for error()):
+ * {code=, message=} plus the string/number/boolean/table fields of `fields` (stage, ...). */
 static int task_error_l(lua_State *L) {
-  cs_push_error(L, luaL_checkstring(L, 1), luaL_optstring(L, 2, luaL_checkstring(L, 1)));
+  const char *code = luaL_checkstring(L, 1);
+  cs_push_error(L, code, luaL_optstring(L, 2, code));
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "code") != 0 &&
+          strcmp(lua_tostring(L, -2), "message") != 0) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+      } else {
+        lua_pop(L, 1);
+      }
+    }
+  }
   return 1;
 }
 
@@ -488,13 +573,24 @@ static int t_tostring(lua_State *L) {
   return 1;
 }
 
+/* A task that failed and was never joined says so when it is collected, unless it was
+ * cancelled: a table error is described from its fields, with its traceback. */
 static int t_gc(lua_State *L) {
   cs_task *t = check_task(L, 1);
   if (t->state == T_DONE && !t->ok && !t->joined && t->result_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->result_ref);
-    if (lua_type(L, -1) != LUA_TTABLE) /* cancellations are not news */
-      fprintf(stderr, "cseng: task %d failed and was never joined: %s\n", (int)t->id,
-              luaL_tolstring(L, -1, NULL));
+    if (!is_cancellation(L, -1)) {
+      int err = lua_gettop(L);
+      const char *tb = NULL;
+      const char *what = describe_error(L, err);
+      if (lua_type(L, err) == LUA_TTABLE) {
+        lua_getfield(L, err, "traceback");
+        tb = lua_tostring(L, -1);
+      }
+      fprintf(stderr, "cseng: task %d failed and was never joined: %s%s%s\n", (int)t->id, what,
+              tb ? "\n" : "", tb ? tb : "");
+    }
+    lua_settop(L, 1);
   }
   luaL_unref(L, LUA_REGISTRYINDEX, t->result_ref);
   t->result_ref = LUA_NOREF;
@@ -517,8 +613,10 @@ struct semwait {
 };
 
 static void semq_unlink(sem *s, semwait *w) {
-  if (w->prev) w->prev->next = w->next; else s->head = w->next;
-  if (w->next) w->next->prev = w->prev; else s->tail = w->prev;
+  if (w->prev) w->prev->next = w->next;
+  else s->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  else s->tail = w->prev;
   w->prev = w->next = NULL;
 }
 
@@ -571,7 +669,8 @@ static int s_acquire(lua_State *L) {
   if (!w) return luaL_error(L, "out of memory");
   w->s = s;
   w->prev = s->tail;
-  if (s->tail) s->tail->next = w; else s->head = w;
+  if (s->tail) s->tail->next = w;
+  else s->head = w;
   s->tail = w;
   w->op.push = sem_push;
   w->op.cancel = sem_cancel;
@@ -595,11 +694,13 @@ static void on_signal(uv_signal_t *h, int signum) {
   S.interrupted++;
   if (S.interrupted >= 2) {
     static const char msg[] = "\ncseng: interrupted again, exiting now (status 130)\n";
-    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */
+    }
     _exit(130);
   }
-  fprintf(stderr, "\ncseng: %s: cancelling %d task(s) so their cleanup runs; "
-                  "interrupt again to exit at once\n",
+  fprintf(stderr,
+          "\ncseng: %s: cancelling %d task(s) so their cleanup runs; "
+          "interrupt again to exit at once\n",
           signum == SIGINT ? "interrupted" : "terminated", S.nlive);
   cancel_all();
 }
@@ -675,8 +776,10 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     }
     if (loop_run(UV_RUN_ONCE) == 0 && !S.ready_head) {
       if (stuck++) break;
-      fprintf(stderr, "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "
-                      "cancelling them\n", S.nlive);
+      fprintf(stderr,
+              "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "
+              "cancelling them\n",
+              S.nlive);
       cancel_all();
     } else {
       stuck = 0;
@@ -693,10 +796,10 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     if (code == 0 && S.interrupted) code = 130;
   } else {
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
-    if (S.interrupted && lua_type(L, -1) == LUA_TTABLE) {
+    if (S.interrupted && is_cancellation(L, -1)) {
       code = 130;
     } else {
-      fprintf(stderr, "cseng: %s\n", luaL_tolstring(L, -1, NULL));
+      fprintf(stderr, "cseng: %s\n", describe_error(L, -1));
       code = S.interrupted ? 130 : 1;
       lua_pop(L, 1);
     }
@@ -729,13 +832,12 @@ void cs_sched_shutdown(void) {
 }
 
 int luaopen_cseng_task(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"spawn", task_spawn},         {"join", task_join},
-      {"sleep", task_sleep},         {"yield", task_yield},
-      {"current", task_current},     {"cancel", task_cancel_l},
-      {"cancelled", task_cancelled}, {"interrupted", task_interrupted},
-      {"count", task_count},         {"semaphore", task_semaphore},
-      {"error", task_error_l},       {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"spawn", task_spawn},         {"join", task_join},
+                                   {"sleep", task_sleep},         {"yield", task_yield},
+                                   {"current", task_current},     {"cancel", task_cancel_l},
+                                   {"cancelled", task_cancelled}, {"interrupted", task_interrupted},
+                                   {"count", task_count},         {"semaphore", task_semaphore},
+                                   {"error", task_error_l},       {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

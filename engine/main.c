@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define X(name) int luaopen_cseng_##name(lua_State *L);
@@ -47,18 +48,30 @@ static void find_root(char *out, size_t n) {
   snprintf(out, n, "%s", CSENG_DATADIR);
 }
 
+/* Many concurrent sandboxes, connections and test clients need many descriptors: lift the
+ * soft limit to the hard one, once, before anything opens a file. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int main(int argc, char **argv) {
   char root[PATH_MAX];
   int i, code;
-  lua_State *L = luaL_newstate();
+  lua_State *L;
+  raise_nofile();
+  L = luaL_newstate();
   if (!L) {
     fprintf(stderr, "cseng: cannot create the Lua state (out of memory)\n");
     return 1;
   }
   luaL_openlibs(L);
   cs_sched_init(L);
-#define X(name)                                                 \
-  luaL_requiref(L, "cseng." #name, luaopen_cseng_##name, 0);    \
+#define X(name)                                              \
+  luaL_requiref(L, "cseng." #name, luaopen_cseng_##name, 0); \
   lua_pop(L, 1);
 #include "modules.h"
 #undef X

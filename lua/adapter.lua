@@ -120,14 +120,95 @@ end
 
 --- multipart/form-data with one part named "file". Returns the body and its Content-Type.
 function adapter.multipart(filename, data)
+  return adapter.form { { name = 'file', filename = filename, content_type = 'application/octet-stream', data = data } }
+end
+
+-- A quoted-string of Content-Disposition, escaped as Go's mime/multipart writes it.
+local function quoted(s) return '"' .. tostring(s):gsub('[\\"]', '\\%0') .. '"' end
+
+--- A multipart/form-data body of several parts: {{name, filename?, content_type?, data}} (a
+--- part without filename is a plain field). Returns the body and its Content-Type.
+---@param parts table[]
+---@return string body, string content_type
+function adapter.form(parts)
   local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
-  local body = table.concat({
-    '--', boundary, '\r\n',
-    'Content-Disposition: form-data; name="file"; filename="', filename, '"\r\n',
-    'Content-Type: application/octet-stream\r\n\r\n',
-    data, '\r\n--', boundary, '--\r\n',
-  })
-  return body, 'multipart/form-data; boundary=' .. boundary
+  local out = {}
+  for _, p in ipairs(parts) do
+    out[#out + 1] = '--' .. boundary .. '\r\nContent-Disposition: form-data; name=' .. quoted(p.name)
+    if p.filename then out[#out + 1] = '; filename=' .. quoted(p.filename) end
+    out[#out + 1] = '\r\n'
+    if p.content_type then out[#out + 1] = 'Content-Type: ' .. p.content_type .. '\r\n' end
+    out[#out + 1] = '\r\n'
+    out[#out + 1] = p.data
+    out[#out + 1] = '\r\n'
+  end
+  out[#out + 1] = '--' .. boundary .. '--\r\n'
+  return table.concat(out), 'multipart/form-data; boundary=' .. boundary
+end
+
+-- The value of parameter key (a token or a quoted-string with \ escapes) in a header value.
+local function header_param(v, key)
+  local lower = v:lower()
+  local s = 1
+  while true do
+    local a, b = lower:find('%f[%w]' .. key .. '%s*=%s*', s)
+    if not a then return nil end
+    if a == 1 or v:sub(1, a - 1):match('[;%s]$') then
+      if v:sub(b + 1, b + 1) ~= '"' then return v:match('^[^;%s]*', b + 1) end
+      local out, i = {}, b + 2
+      while i <= #v do
+        local c = v:sub(i, i)
+        if c == '\\' then out[#out + 1] = v:sub(i + 1, i + 1); i = i + 2
+        elseif c == '"' then return table.concat(out)
+        else out[#out + 1] = c; i = i + 1 end
+      end
+      return nil -- unterminated
+    end
+    s = b + 1
+  end
+end
+
+--- The parts of a multipart body (RFC 2046; what Go's mime/multipart writes): {{name, filename,
+--- headers (lowercase names), data}}, or nil, why. A preamble, transport padding after a
+--- boundary and an epilogue are allowed; anything else out of place is an error.
+---@param body string
+---@param content_type string
+---@return table[]|nil parts, string? err
+function adapter.multipart_parts(body, content_type)
+  local ct = tostring(content_type or '')
+  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')' end
+  local boundary = header_param(ct, 'boundary')
+  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct end
+  local delim = '--' .. boundary
+  local pos
+  if body:sub(1, #delim) == delim then
+    pos = 1
+  else
+    pos = body:find('\r\n' .. delim, 1, true)
+    if not pos then return nil, 'no opening boundary' end
+    pos = pos + 2
+  end
+  local parts = {}
+  while true do
+    pos = pos + #delim
+    if body:sub(pos, pos + 1) == '--' then return parts end
+    local eol = body:find('\r\n', pos, true)
+    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1) end
+    local hend = body:find('\r\n\r\n', eol, true)
+    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers' end
+    local headers = {}
+    for line in body:sub(eol + 2, hend + 1):gmatch('([^\r\n]*)\r\n') do
+      local k, v = line:match('^([^:%s]+)%s*:%s*(.-)%s*$')
+      if not k then return nil, 'malformed header line in part ' .. (#parts + 1) end
+      headers[k:lower()] = v
+    end
+    local nextb = body:find('\r\n' .. delim, hend + 2, true)
+    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary' end
+    local disp = headers['content-disposition'] or ''
+    parts[#parts + 1] = { name = header_param(disp, 'name'), filename = header_param(disp, 'filename'),
+                          headers = headers, data = body:sub(hend + 4, nextb - 1) }
+    pos = nextb + 2
+  end
 end
 
 -- ---- commands and files --------------------------------------------------------------------

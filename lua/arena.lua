@@ -14,8 +14,9 @@
 ---     adapter calls only: the engine's own bookkeeping (the fsynced allocation record) falls
 ---     between them and is recorded apart (record_ms), not charged to the provider.
 ---   * The allocation record is appended and fsynced the moment a sandbox id exists; cleanup is
----     tried 3 times with back-off. A cleanup failure, an HTTP 401/403, or a readiness failure in
----     warmup stops the run: no new sandbox is allocated after it.
+---     tried 3 times with back-off (the session's ledger, lua/session.lua: the arena reads its
+---     timing points). A cleanup failure, an HTTP 401/403, or a readiness failure in warmup
+---     stops the run: no new sandbox is allocated after it.
 ---   * Ctrl-C (or SIGTERM): the engine cancels every task; each trial's waiting call raises
 ---     ECANCELED, the trial still destroys its sandbox and writes its records, no new round starts.
 local task = require 'cseng.task'
@@ -24,8 +25,9 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local serve = require 'cseng.serve'
-local cjson = require 'cjson'
+local errors = require 'errors'
 local results = require 'results'
+local session = require 'session'
 local stats = require 'stats'
 local util = require 'util'
 
@@ -54,22 +56,6 @@ arena.ENV_PROBE = table.concat({
 }, '; ')
 
 local function ms(ns) return ns / 1e6 end
-
--- A stable error description from what adapters and the engine raise or return.
-local function describe(e)
-  if type(e) == 'table' then
-    return tostring(e.message or e[1] or cjson.encode(e)), e.code
-  end
-  return tostring(e), nil
-end
-
-local function getenv_fn(opts)
-  return function(name)
-    local v = opts.env and opts.env[name]
-    if v ~= nil then return v end
-    return os.getenv(name)
-  end
-end
 
 -- ---- options ----------------------------------------------------------------------
 
@@ -112,7 +98,7 @@ function arena.options(o)
   if o.expect == '' then error('--expect must not be empty', 0) end
   o.exec_timeout_seconds = o.exec_timeout_seconds or 30
   o.timeout_seconds = o.timeout_seconds or 300
-  o.cleanup_backoff = o.cleanup_backoff or { 1, 2 }
+  o.cleanup_backoff = o.cleanup_backoff or session.BACKOFF
   o.pause_seconds = o.pause_seconds or 0
   o.provider_config = o.provider_config or {}
   o.name = o.name or 'startup'
@@ -180,19 +166,6 @@ local function has_marker(stdout, expect)
   return false
 end
 
-local function destroy_with_retries(run, p, sb)
-  local attempts, last_err, last_code = 0, nil, nil
-  for attempt = 1, 3 do
-    attempts = attempt
-    local ok, res, err, code = pcall(p.adapter.destroy, p.client, sb)
-    if ok and res then return true, attempts end
-    if ok then last_err, last_code = tostring(err), code
-    else last_err, last_code = describe(res) end
-    if attempt < 3 then pcall(task.sleep, run.opts.cleanup_backoff[attempt] or 1) end
-  end
-  return nil, attempts, last_err, last_code
-end
-
 local function probe_environment(run, p, sb, spec, rec)
   local ok, res, err = pcall(p.adapter.exec, p.client, sb, arena.ENV_PROBE, { timeout = 30 })
   local ev = {
@@ -205,7 +178,7 @@ local function probe_environment(run, p, sb, spec, rec)
     ev.environment = arena.parse_environment(res.stdout)
     ev.environment.raw = nil
   else
-    ev.error = ok and tostring(err) or describe(res)
+    ev.error = ok and tostring(err) or (errors.describe(res))
   end
   p.environment = ev
   run.writer:event('environment', ev)
@@ -241,21 +214,23 @@ local function trial(run, p, phase, round, position, order)
   end)
   p.counts.started = p.counts.started + 1
   local t_start = clock.now()
+  local times = {}
   local ok, err = pcall(function()
-    local t0 = clock.now()
-    local sb, cerr, ccode = p.adapter.create(p.client, spec)
-    local tc = clock.now()
-    state.windows = { { t0, tc } }
-    rec.create_ms = ms(tc - t0)
-    if not sb then error({ message = tostring(cerr), code = ccode or 'ECREATE' }, 0) end
-    state.sb = sb
+    local ok_c, lease = pcall(run.session.sandbox, run.session, spec,
+      { phase = phase, round = round, adapter = p.adapter_name },
+      { provider = p, times = times, destroyed = { phase = phase, round = round } })
+    if times.create_end then
+      state.windows = { { times.create_start, times.create_end } }
+      rec.create_ms = ms(times.create_end - times.create_start)
+    end
+    if not ok_c then error(lease, 0) end
+    local sb = lease.sb
+    state.sb, state.lease = sb, lease
     rec.sandbox_id = sb.id
     rec.http = http_phases(sb.http_timings)
     p.live[sb.id] = true
     p.counts.allocated = p.counts.allocated + 1
-    local w0 = clock.now()
-    run.writer:allocated(p.name, sb, spec.labels, { phase = phase, round = round, adapter = p.adapter_name })
-    rec.record_ms = ms(clock.now() - w0)
+    rec.record_ms = ms(times.recorded - times.create_end)
 
     state.stage = 'first_exec'
     local t1 = clock.now()
@@ -264,26 +239,26 @@ local function trial(run, p, phase, round, position, order)
     state.windows[2] = { t1, t2 }
     rec.first_exec_ms = ms(t2 - t1)
     rec.ready_ms = rec.create_ms + rec.first_exec_ms
-    if not res then error({ message = tostring(eerr), code = ecode or 'EEXEC' }, 0) end
+    if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
     rec.exit_code = res.code
     rec.exec_http = http_phases(res.http_timings)
     if res.code ~= 0 or not has_marker(res.stdout, opts.expect) then
       rec.stdout_tail = util.tail(res.stdout or '', 500)
       rec.stderr_tail = util.tail(res.stderr or '', 500)
-      error({ code = res.timed_out and 'ETIMEDOUT' or 'EREADY', message = string.format(
+      errors.raise(res.timed_out and errors.ETIMEDOUT or errors.EREADY, string.format(
         'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
-        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect) }, 0)
+        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
     end
     rec.ok = true
   end)
   if not ok then
-    local msg, code = describe(err)
+    local msg, code = errors.describe(err)
     rec.error_stage = state.stage
     if state.timed_out then
       rec.error, rec.error_code, rec.timed_out = string.format('trial timed out after %s s (in %s)',
-        opts.timeout_seconds, state.stage), 'ETIMEDOUT', true
-    elseif code == 'ECANCELED' then
-      rec.error, rec.error_code, rec.interrupted = 'interrupted', 'ECANCELED', true
+        opts.timeout_seconds, state.stage), errors.ETIMEDOUT, true
+    elseif code == errors.ECANCELED then
+      rec.error, rec.error_code, rec.interrupted = 'interrupted', errors.ECANCELED, true
     else
       rec.error, rec.error_code = msg, code
     end
@@ -302,23 +277,20 @@ local function trial(run, p, phase, round, position, order)
     probe_environment(run, p, state.sb, spec, rec)
   end
 
-  if state.sb then
-    local c0 = clock.now()
-    local dok, attempts, derr, dcode = destroy_with_retries(run, p, state.sb)
-    rec.cleanup_ms = ms(clock.now() - c0)
-    rec.cleanup_attempts = attempts
-    rec.cleanup_ok = dok and true or false
-    if dok then
+  if state.lease then
+    local r = state.lease:close()
+    rec.cleanup_ms = ms(state.lease:span('destroy_start', 'destroy_end'))
+    rec.cleanup_attempts = r.attempts
+    rec.cleanup_ok = r.ok
+    if r.ok then
       p.live[state.sb.id] = nil
       p.counts.destroyed = p.counts.destroyed + 1
-      run.writer:destroyed(p.name, state.sb.id, { phase = phase, round = round })
     else
-      rec.cleanup_error, rec.cleanup_error_code = derr, dcode
+      rec.cleanup_error, rec.cleanup_error_code = r.error, r.code
       p.counts.cleanup_failed = p.counts.cleanup_failed + 1
-      run.writer:cleanup_failed(p.name, state.sb.id, derr)
       arena.stop(run, 'cleanup', string.format(
         'cleanup of %s sandbox %s failed after %d attempts (%s); stopping new allocations. ' ..
-        'Destroy it with: cseng cleanup %s', p.name, state.sb.id, attempts, tostring(derr), run.jsonl), dcode)
+        'Destroy it with: cseng cleanup %s', p.name, state.sb.id, r.attempts, tostring(r.error), run.jsonl), r.code)
     end
   end
   rec.elapsed_ms = ms(clock.now() - t_start)
@@ -484,13 +456,6 @@ end
 
 -- ---- the run ---------------------------------------------------------------------------
 
-local function output_paths(o, run_id)
-  local out = o.output
-  if out and out:match('%.jsonl$') then return out end
-  if out and out:match('%.json$') then return (out:gsub('%.json$', '.jsonl')) end
-  return (out or 'results') .. '/' .. run_id .. '.jsonl'
-end
-
 local function adapter_info(name, adapter)
   local file = sys.root() .. '/lua/providers/' .. name:gsub('%-', '_') .. '.lua'
   local src = fs.read(file)
@@ -506,7 +471,7 @@ local function join_all(run, tasks)
     while true do
       local jok, ok, err = pcall(t.join, t)
       if jok then
-        if not ok and not (type(err) == 'table' and err.code == 'ECANCELED') then
+        if not ok and not errors.is_cancel(err) then
           arena.stop(run, 'internal', 'a trial failed inside cseng: ' .. tostring(err))
         end
         break
@@ -548,20 +513,33 @@ end
 --- results/<run-id>.jsonl and the report (results/<run-id>.md, or opts.report).
 --- opts.on_start(info) is called with {run_id, jsonl, status_url, report} once the run has
 --- started; opts.stderr (default io.stderr) receives the error messages (specs capture them).
---- Returns the exit status: 0 finished, 1 stopped (cleanup, auth, readiness), 130 interrupted.
+--- Returns the exit status (0 finished, 1 stopped: cleanup, auth, readiness; 130 interrupted)
+--- and {run_id, jsonl, report, status, stop}.
 ---@param opts table
----@return integer status
+---@return integer status, table info
 function arena.run(opts)
   local o = arena.options(opts)
-  local getenv = getenv_fn(o)
-  local runner = require 'runner'
-  local stamp = os.date('!%Y%m%d-%H%M%S')
-  local run_id = string.format('%s-%s-%s', o.name, stamp, crypto.hex(crypto.random_bytes(2)))
+  local sh = require('shard').for_startup(o, o.providers, session.getenv(o.env))
+  if sh then
+    o.providers = sh.providers
+    if #o.providers == 0 then -- more shards than providers: this one records that it had nothing to do
+      local w = results.open(sh.jsonl, sh.run_id)
+      w:event('run_started', { kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv,
+        providers = {}, shard = sh.record, task_count = 0 }, true)
+      w:event('run_finished', { status = 'finished', passed = 0, failed = 0, errors = 0, recorded = 0 }, true)
+      return 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
+    end
+  end
   local run = {
-    id = run_id, opts = o, P = {}, t0 = clock.now(), launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
+    opts = o, P = {}, t0 = clock.now(),
     rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1), err = o.stderr or io.stderr,
     state = { status = 'starting', phase = 'starting', round = 0, rounds = 0, started_at = clock.wall() },
   }
+  local s = session.open { kind = 'startup', opts = o, id_parts = { o.name },
+    run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
+    wrap_writer = function(w) return tracking_writer(run, w) end }
+  run.session, run.id, run.launcher, run.jsonl, run.writer = s, s.id, s.launcher, s.jsonl, s.writer
+  local run_id = s.id
 
   -- adapters and credentials first: a missing variable stops us before anything is allocated
   local adapters = {}
@@ -569,31 +547,26 @@ function arena.run(opts)
     local cfg = util.copy(o.provider_config[name])
     local adapter_name = cfg.adapter or name
     cfg.adapter, cfg.sandbox = nil, nil
-    local adapter = runner.provider(adapter_name)
-    cfg.getenv, cfg.run_id = getenv, run_id
-    local ok, client = pcall(adapter.connect, cfg)
-    if not ok then error(describe(client), 0) end
-    run.P[name] = {
-      name = name, adapter = adapter, adapter_name = adapter_name, client = client, live = {}, ready = {},
-      counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
-                 measured = 0, ok = 0, errors = 0, interrupted = 0 },
-    }
-    adapters[name] = adapter_info(adapter_name, adapter)
-    if adapter.runtime then
-      local rok, rt = pcall(adapter.runtime, client)
+    local p = s:connect(adapter_name, cfg, name)
+    p.live, p.ready = {}, {}
+    p.counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
+                 measured = 0, ok = 0, errors = 0, interrupted = 0 }
+    run.P[name] = p
+    adapters[name] = adapter_info(adapter_name, p.adapter)
+    if p.adapter.runtime then
+      local rok, rt = pcall(p.adapter.runtime, p.client)
       adapters[name].runtime = rok and rt or nil
     end
   end
 
-  run.jsonl = output_paths(o, run_id)
   run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
-  run.writer = tracking_writer(run, results.open(run.jsonl, run_id))
   local srv
   if o.status_port then srv = start_status_server(run, o.status_port) end
   run.status_url = srv and (srv:url() .. '/') or nil
 
   run.writer:event('run_started', {
     kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
+    shard = sh and sh.record or nil,
     adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
     command = o.command, expect = o.expect, exec_timeout_seconds = o.exec_timeout_seconds,
     timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,
@@ -611,8 +584,8 @@ function arena.run(opts)
 
   local ok, err = pcall(run_rounds, run)
   if not ok then
-    if type(err) == 'table' and err.code == 'ECANCELED' then run.interrupted = true
-    else arena.stop(run, 'internal', 'the arena failed: ' .. describe(err)) end
+    if errors.is_cancel(err) then run.interrupted = true
+    else arena.stop(run, 'internal', 'the arena failed: ' .. (errors.describe(err))) end
   end
   run.interrupted = run.interrupted or task.interrupted() > 0
 
@@ -639,16 +612,16 @@ function arena.run(opts)
   end)
   if rok then say(run, 'report: %s', run.report)
   else run.err:write('cseng: the report failed (the log is complete; retry with cseng report ', run.jsonl,
-    '): ', describe(rerr), '\n') end
+    '): ', (errors.describe(rerr)), '\n') end
   say(run, 'results: %s', run.jsonl)
   if run.stop then run.err:write('cseng: stopped: ', run.stop.message, '\n') end
   if #live > 0 then
     run.err:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
   end
-  arena.last = { run_id = run_id, jsonl = run.jsonl, report = run.report, status = status, stop = run.stop }
-  if run.interrupted then return 130 end
-  if run.stop then return 1 end
-  return 0
+  local info = { run_id = run_id, jsonl = run.jsonl, report = run.report, status = status, stop = run.stop }
+  if run.interrupted then return 130, info end
+  if run.stop then return 1, info end
+  return 0, info
 end
 
 return arena

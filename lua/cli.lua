@@ -5,7 +5,7 @@ local sys = require 'cseng.sys'
 local cli = {}
 
 -- The order here is the order of `cseng --help`.
-cli.commands = { 'run', 'report', 'cleanup', 'prewarm', 'providers', 'dataset', 'images', 'lua', 'test' }
+cli.commands = { 'run', 'merge', 'report', 'compare', 'export', 'cleanup', 'prewarm', 'providers', 'dataset', 'images', 'lua', 'test' }
 
 local function load_command(name)
   local ok, mod = pcall(require, 'commands.' .. name)
@@ -44,6 +44,18 @@ end
 function cli.usage_error(fmt, ...)
   io.stderr:write('cseng: ', string.format(fmt, ...), '\n')
   return 2
+end
+
+--- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), else one
+--- line "cseng: [what: ]message" on stderr (never a traceback) and status 1.
+---@param err any
+---@param what string|nil the command, e.g. "prewarm"
+---@return integer status
+function cli.fail(err, what)
+  local errors = require 'errors'
+  if errors.is_cancel(err) then return 130 end
+  io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  return 1
 end
 
 function cli.main(...)

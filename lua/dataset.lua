@@ -18,6 +18,7 @@ local proc = require 'cseng.proc'
 local toml = require 'toml'
 local dockerfile = require 'dockerfile'
 local util = require 'util'
+local sys = require 'cseng.sys'
 
 local dataset = {}
 
@@ -163,7 +164,8 @@ local function from_seed_row(row, where, opts)
     local tmp = dir .. '.tmp' .. tostring(require('cseng.sys').pid())
     fs.remove_tree(tmp)
     assert(fs.mkdir_p(tmp))
-    local ok, xerr = archive.extract(bytes, tmp, { max_bytes = opts.max_task_bytes or (1 << 30) })
+    -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
+    local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes or (1 << 30) })
     if not ok then
       fs.remove_tree(tmp)
       bad(where, 'task_files.content', 'archive refused: ' .. tostring(xerr))
@@ -201,18 +203,33 @@ local function from_swesmith_row(row, where, opts)
   local envr = row.environment or {}
   local src = envr.source_dir
   if type(src) ~= 'string' then bad(where, 'environment.source_dir', 'missing: the repository snapshot to stage') end
-  if src:sub(1, 1) ~= '/' then
-    -- relative to the dataset file's folder or one of its parents (data/swesmith/x.jsonl
-    -- may name swesmith/repos/r, relative to data/)
-    local base, found = opts.base_dir or '.', nil
-    for _ = 1, 4 do
-      if fs.exists(base .. '/' .. src) then found = base .. '/' .. src break end
-      base = util.dirname(base)
-    end
-    if not found then bad(where, 'environment.source_dir', src .. ' not found next to the dataset file or above it') end
-    src = found
+  -- A dataset names its repository snapshot relative to its own folder (or that folder's parent:
+  -- data/swesmith/x.jsonl names swesmith/repos/r, relative to data/), never by an absolute or a
+  -- climbing path: a row must not make cseng read, and for a cloud provider upload, a host
+  -- directory. --source-root DIR (opts.source_root) names another folder to resolve inside.
+  if src:sub(1, 1) == '/' then
+    bad(where, 'environment.source_dir', src .. ' is absolute: it must be relative to the dataset\'s folder (or use --source-root)')
   end
-  if not fs.exists(src) then bad(where, 'environment.source_dir', src .. ' does not exist') end
+  for part in src:gmatch('[^/]+') do
+    if part == '..' then bad(where, 'environment.source_dir', src .. ' climbs out of the dataset\'s folder (..)') end
+  end
+  local dataset_dir = opts.base_dir or '.'
+  local roots = opts.source_root and { opts.source_root } or { dataset_dir, util.dirname(dataset_dir) }
+  local found
+  for _, base in ipairs(roots) do
+    if fs.exists(base .. '/' .. src) then
+      local real, rreal = sys.realpath(base .. '/' .. src), sys.realpath(base)
+      if not real or not rreal or (real ~= rreal and real:sub(1, #rreal + 1) ~= rreal .. '/') then
+        bad(where, 'environment.source_dir', src .. ' resolves outside ' .. base .. ' (a symbolic link?)')
+      end
+      found = base .. '/' .. src
+      break
+    end
+  end
+  if not found then
+    bad(where, 'environment.source_dir', src .. ' not found in ' .. table.concat(roots, ' or '))
+  end
+  src = found
   local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src, { modes = 'normalize' }) }))
   local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
   if not fs.exists(dir .. '/.complete') then
@@ -380,7 +397,36 @@ function dataset.load(path, opts)
 end
 
 --- Select tasks: index = 'all' | N (0-based); limit = max count.
-function dataset.select(tasks, index, limit)
+--- A shell-style glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) as an anchored Lua pattern.
+function dataset.glob_pattern(glob)
+  local out, i = { '^' }, 1
+  while i <= #glob do
+    local c = glob:sub(i, i)
+    if c == '*' then out[#out + 1] = '.*'
+    elseif c == '?' then out[#out + 1] = '.'
+    elseif c == '[' then
+      local j = glob:find(']', i + 2, true)
+      if not j then out[#out + 1] = '%['
+      else
+        local body = glob:sub(i + 1, j - 1):gsub('^!', '^'):gsub('([%%%.%(%)%+%*%?%$])', '%%%1')
+        out[#out + 1] = '[' .. body .. ']'
+        i = j
+      end
+    else out[#out + 1] = c:gsub('[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0') end
+    i = i + 1
+  end
+  out[#out + 1] = '$'
+  return table.concat(out)
+end
+
+--- The tasks to run: one by 0-based index (or all), only those whose id matches one of `names`
+--- (exact ids or shell-style globs, `--tasks 'git-*'`), then at most `limit`. A name that matches
+--- nothing is an error naming it.
+---@param tasks table[]
+---@param index? string|integer
+---@param limit? integer
+---@param names? string[]
+function dataset.select(tasks, index, limit, names)
   local out = {}
   if index == nil or index == 'all' then
     for _, t in ipairs(tasks) do out[#out + 1] = t end
@@ -390,6 +436,25 @@ function dataset.select(tasks, index, limit)
       error(string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1), 0)
     end
     out[1] = tasks[i + 1]
+  end
+  if names and #names > 0 then
+    local pats, hits = {}, {}
+    for k, n in ipairs(names) do pats[k] = dataset.glob_pattern(n); hits[k] = 0 end
+    local kept = {}
+    for _, t in ipairs(out) do
+      local keep = false
+      for k, p in ipairs(pats) do
+        if tostring(t.id):match(p) then hits[k] = hits[k] + 1; keep = true end
+      end
+      if keep then kept[#kept + 1] = t end
+    end
+    for k, n in ipairs(names) do
+      if hits[k] == 0 then
+        error(string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
+          n, #out), 0)
+      end
+    end
+    out = kept
   end
   if limit and limit < #out then
     for i = #out, limit + 1, -1 do out[i] = nil end

@@ -164,4 +164,25 @@ function dockerfile.env_list(r)
 end
 
 dockerfile.words = words
+
+--- Map an image through user substitutions: {"pattern=replacement", ...} or {pattern=repl}.
+--- Patterns are globs where * matches any run of characters.
+function dockerfile.map_image(image, map)
+  if not image or not map then return image end
+  local entries = {}
+  for k, v in pairs(map) do
+    if type(k) == 'number' then
+      local p, r = tostring(v):match('^(.-)=(.+)$')
+      if p then entries[#entries + 1] = { p, r } end
+    else
+      entries[#entries + 1] = { k, v }
+    end
+  end
+  for _, e in ipairs(entries) do
+    local pat = '^' .. e[1]:gsub('[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0'):gsub('%*', '.*') .. '$'
+    if image:match(pat) then return e[2] end
+  end
+  return image
+end
+
 return dockerfile

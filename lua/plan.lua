@@ -34,6 +34,28 @@ function plan.matrix(t)
   return with_defaults(t, TASK_DEFAULTS)
 end
 
+--- The task runs a plan stands for: a tasks plan is itself; a matrix is one tasks run per
+--- provider x mode (providers/modes, else provider/mode), each with its own log when --output
+--- names a file (x.jsonl -> x-<provider>-<mode>.jsonl).
+---@param o table the plan merged with its flags
+---@return table[]
+function plan.expand(o)
+  if o.kind ~= 'matrix' then return { o } end
+  local out = {}
+  for _, prov in ipairs(o.providers or { o.provider }) do
+    for _, mode in ipairs(o.modes or { o.mode }) do
+      local one = {}
+      for k, v in pairs(o) do one[k] = v end
+      one.kind, one.provider, one.mode = 'tasks', prov, mode
+      if one.output and one.output:match('%.jsonl?$') then
+        one.output = one.output:gsub('(%.jsonl?)$', '-' .. prov .. '-' .. mode .. '%1')
+      end
+      out[#out + 1] = one
+    end
+  end
+  return out
+end
+
 --- Load a plan file; errors name the file.
 function plan.load(path)
   if not fs.exists(path) then error(path .. ': no such plan file', 0) end

@@ -646,6 +646,13 @@ end
 ---@return string
 function svg.bars(categories, series, opts)
   opts = opts or {}
+  -- many categories, or labels wider than their group: horizontal bars, labels on the left
+  local widest = 0
+  for _, c in ipairs(categories) do widest = math.max(widest, #tostring(c)) end
+  if opts.horizontal or (opts.horizontal == nil and (#categories > 12
+      or widest * 7 > ((opts.width or 820) - 324) / math.max(1, #categories) * 2)) then
+    return svg.hbars(categories, series, opts)
+  end
   local W, H = opts.width or 820, opts.height or 380
   local L, R, T, B = 64, 260, 40, 64
   local ser, hi, any = {}, 0, false
@@ -692,6 +699,65 @@ function svg.bars(categories, series, opts)
   if opts.xlabel then
     out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
       r1(y1 + (stagger and 48 or 36)), esc(opts.xlabel))
+  end
+  legend(out, ser, x1 + 20, y0)
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
+--- Grouped horizontal bars: one row group per category down the y axis (its label on the left,
+--- in full), one bar per series; the height grows with the categories, so 26 or 500 tasks stay
+--- readable. Same arguments as svg.bars (which calls this when categories are many or long).
+---@param categories string[]
+---@param series svg.series[]
+---@param opts? svg.bars_opts
+---@return string
+function svg.hbars(categories, series, opts)
+  opts = opts or {}
+  local ser, hi, any, widest = {}, 0, false, 0
+  for _, c in ipairs(categories) do widest = math.max(widest, #tostring(c)) end
+  for i, s in ipairs(series) do
+    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    for j = 1, #categories do
+      local v = ser[i].values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
+    end
+  end
+  local bh = 12                               -- one bar's height
+  local gh = bh * math.max(1, #ser) + 8       -- a category's group
+  local L = math.min(420, 16 + widest * 7)    -- room for the labels
+  local W = opts.width or math.max(820, L + 560)
+  local R, T, B = 260, 40, 56
+  local H = T + B + gh * math.max(1, #categories)
+  if not any or #categories == 0 then return empty_chart(W, opts.height or 380, opts.title, 'no data') end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  local sx = scale(0, hi, x0, x1, false)
+  local out = frame(W, H, opts.title)
+  for _, t in ipairs(sx.ticks) do
+    local x = r1(sx.map(t))
+    out[#out + 1] = string.format('<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s"/>', x, y0, x, y1,
+      t == 0 and '#888' or '#eeeeee')
+    out[#out + 1] = string.format('<text x="%s" y="%d" text-anchor="middle" fill="#444">%s</text>', x, y1 + 16, tick_label(t))
+  end
+  for j, c in ipairs(categories) do
+    local gy = y0 + (j - 1) * gh
+    local label = tostring(c)
+    if #label * 7 > L - 12 then label = label:sub(1, (L - 12) // 7 - 1) .. '…' end
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#222">%s<title>%s</title></text>', x0 - 6,
+      r1(gy + gh / 2 + 4), esc(label), esc(c))
+    for i, sr in ipairs(ser) do
+      local v = sr.values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then
+        out[#out + 1] = string.format('<rect x="%d" y="%s" width="%s" height="%d" fill="%s"><title>%s</title></rect>',
+          x0, r1(gy + 4 + (i - 1) * bh), r1(math.max(0.5, sx.map(math.max(0, v)) - x0)), bh - 1, sr.color,
+          esc(string.format('%s, %s: %.4g%s', sr.name, c, v, opts.unit or '')))
+      end
+    end
+  end
+  local xl = opts.ylabel or opts.xlabel -- the value axis is x here
+  if xl then
+    out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
+      r1(y1 + 36), esc(xl))
   end
   legend(out, ser, x1 + 20, y0)
   out[#out + 1] = '</svg>'

@@ -43,11 +43,44 @@ function Writer:cleanup_failed(provider, sb_id, err)
   return self:event('cleanup_failed', { provider = provider, sandbox_id = sb_id, error = tostring(err) }, true)
 end
 
---- Read every event of a run log. A torn final line (a crash mid-write) is ignored.
+--- Read every event of a run log. A torn final line (a crash mid-write) is ignored. A log that
+--- cannot be read is a one-line error naming it.
+---@param path string
+---@return table[]
 function results.read(path)
+  local iter, err = jsonl.read(path)
+  if not iter then
+    err = tostring(err)
+    if err:sub(1, #tostring(path)) ~= tostring(path) then err = tostring(path) .. ': ' .. err end
+    error('cannot read the run log ' .. err, 0)
+  end
   local events = {}
-  for rec in jsonl.read(path) do events[#events + 1] = rec end
+  for rec in iter do events[#events + 1] = rec end
   return events
+end
+
+--- A run log to continue (--resume): its events and run id; one-line errors for a log that is
+--- missing or is not a cseng run log.
+---@param path string
+---@return table {run_id, events}
+function results.read_run(path)
+  local events = results.read(path)
+  for _, e in ipairs(events) do
+    if e.event == 'run_started' then return { run_id = e.run_id, events = events, started = e } end
+  end
+  error(path .. ': no run_started event; not a cseng run log', 0)
+end
+
+--- Write a solver's transcript (a list of JSON-able entries) as JSON Lines, redacted.
+---@param path string
+---@param transcript table[]
+---@return true|nil ok, string? err, string? code
+function results.write_transcript(path, transcript)
+  local ok, err, code = fs.mkdir_p(util.dirname(path))
+  if not ok then return nil, err, code end
+  local out = {}
+  for _, entry in ipairs(transcript or {}) do out[#out + 1] = jsonl.encode(util.redact_all(entry)) .. '\n' end
+  return fs.write(path, table.concat(out))
 end
 
 --- Sandboxes allocated and not destroyed. Keyed by provider and id: one log may hold several

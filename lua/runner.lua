@@ -6,76 +6,49 @@
 --- sandbox. stop runs on every path (error, timeout, Ctrl-C) with retries; a cleanup failure
 --- stops new allocations. Outcomes: "passed"/"failed" (the verifier ran) or "error" (an
 --- infrastructure failure, with error_stage naming the phase).
+---
+--- The sandbox ledger (allocation record, destroy with retries, the stop rule), the run id,
+--- paths, getenv and the provider client belong to the session (lua/session.lua); a trial's
+--- `run` is the session plus the solver and the warm cache.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
-local cjson = require 'cjson'
 local dataset = require 'dataset'
+local errors = require 'errors'
 local results = require 'results'
+local session = require 'session'
 local stats = require 'stats'
 local staging = require 'staging'
 local util = require 'util'
+local shard = require 'shard'
 
 local runner = {}
 
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
 runner.PHASES = PHASES
 
---- Load a provider adapter by name (lua/providers/<name>.lua).
-function runner.provider(name)
-  local mod_name = 'providers.' .. tostring(name):gsub('%-', '_')
+--- Load a provider adapter by name (lua/providers/<name>.lua): session.adapter.
+runner.provider = session.adapter
+
+--- Load a solver by name (lua/solvers/<name>.lua). Only a missing solver module is "unknown
+--- solver": a solver whose own require fails is reported with that error.
+---@param name string
+---@return table
+function runner.solver(name)
+  local mod_name = 'solvers.' .. tostring(name):gsub('%-', '_')
   local ok, mod = pcall(require, mod_name)
   if not ok then
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      error(string.format("unknown provider '%s' (see cseng providers)", name), 0)
+      error(string.format("unknown solver '%s'", name), 0)
     end
-    error(mod, 0)
-  end
-  mod.name = mod.name or name
-  return mod
-end
-
-function runner.solver(name)
-  local ok, mod = pcall(require, 'solvers.' .. tostring(name):gsub('%-', '_'))
-  if not ok then
-    if tostring(mod):find('not found', 1, true) then error(string.format("unknown solver '%s'", name), 0) end
-    error(mod, 0)
+    -- the first line says what failed (the rest is require's search path)
+    error(string.format("solver '%s' failed to load: %s", name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
   end
   return mod
 end
 
 local function ns_to_s(ns) return ns / 1e9 end
-
-local function getenv_fn(opts)
-  return function(name)
-    local v = opts.env and opts.env[name]
-    if v ~= nil then return v end
-    return os.getenv(name)
-  end
-end
-
---- Errors raised inside a phase: tables {stage, message, code} or plain values.
-local function describe_error(e)
-  if type(e) == 'table' then
-    if e.code == 'ECANCELED' then return 'cancelled', 'ECANCELED' end
-    return tostring(e.message or e[1] or cjson.encode(e)), e.code
-  end
-  return tostring(e), nil
-end
-
---- Destroy with retries and back-off; returns true or nil, err.
-local function destroy_with_retries(run, sb)
-  local last
-  for attempt = 1, 3 do
-    local ok, res, err = pcall(run.provider.destroy, run.client, sb)
-    if ok and res then return true end
-    last = ok and err or res
-    if attempt < 3 then pcall(task.sleep, 0.5 * 2 ^ (attempt - 1)) end
-  end
-  return nil, describe_error(last)
-end
 
 local function cost_of(run, task_, lifetime_s)
   local rates = run.provider.rates or {}
@@ -88,29 +61,26 @@ end
 --- provider allows), reward read from reward.txt, reward.json, or else the exit code.
 local function verify(run, ctx, rec)
   local t = ctx.task
-  local res, err, code = ctx:exec(staging.VERIFY_RESET, { timeout = 120, cwd = '/' })
-  if not res then error({ stage = 'verify', message = 'resetting /tests and /logs/verifier: ' .. tostring(err), code = code }) end
+  local V = { stage = 'verify' }
+  local res = errors.check({ stage = 'verify', prefix = 'resetting /tests and /logs/verifier: ' }, ctx:exec(staging.VERIFY_RESET, { timeout = 120, cwd = '/' }))
   if res.code ~= 0 then
-    error({ stage = 'verify', message = 'resetting /tests and /logs/verifier failed: ' .. util.trim(res.stderr), code = 'EVERIFY' })
+    errors.raise(errors.EVERIFY, 'resetting /tests and /logs/verifier failed: ' .. util.trim(res.stderr), V)
   end
-  local ok, perr, pcode = ctx:put('/tests', archive.pack_dir(t.dir .. '/tests', {}))
-  if not ok then error({ stage = 'verify', message = 'uploading tests/: ' .. tostring(perr), code = pcode }) end
+  errors.check({ stage = 'verify', prefix = 'uploading tests/: ' }, ctx:put('/tests', archive.pack_dir(t.dir .. '/tests', {})))
   local user = (run.opts.verifier_user ~= 'root' and (run.provider.capabilities or {}).non_root) and 'verifier' or 'root'
   rec.verifier_user = user
   local timeout = run.opts.verify_timeout_seconds or t.config.verifier_timeout
-  local vr, verr, vcode = ctx:exec('bash /tests/test.sh', {
+  local vr = errors.check(V, ctx:exec('bash /tests/test.sh', {
     user = user, timeout = timeout, env = util.merge({ TEST_DIR = '/tests' }, t.config.verifier_env),
-  })
-  if not vr then error({ stage = 'verify', message = tostring(verr), code = vcode }) end
+  }))
   rec.return_code = vr.code
   rec.stdout_tail = util.tail(vr.stdout, run.opts.tail_chars or 4000)
   rec.stderr_tail = util.tail(vr.stderr, run.opts.tail_chars or 4000)
   rec.verify_timed_out = vr.timed_out or nil
   if vr.timed_out then
-    error({ stage = 'verify', message = string.format('verifier timed out after %s s', timeout), code = 'ETIMEDOUT' })
+    errors.raise(errors.ETIMEDOUT, string.format('verifier timed out after %s s', timeout), V)
   end
-  local rr, rerr, rcode = ctx:exec(staging.READ_REWARD, { timeout = 60, cwd = '/' })
-  if not rr then error({ stage = 'verify', message = 'reading the reward: ' .. tostring(rerr), code = rcode }) end
+  local rr = errors.check({ stage = 'verify', prefix = 'reading the reward: ' }, ctx:exec(staging.READ_REWARD, { timeout = 60, cwd = '/' }))
   local reward, rule = staging.parse_reward(rr.stdout, vr.code)
   rec.reward, rec.reward_rule = reward, rule
   rec.passed = reward ~= nil and reward >= 1 - 1e-9
@@ -119,13 +89,25 @@ end
 --- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>.jsonl.
 function runner.save_transcript(run, t, transcript)
   local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. t.id:gsub('[^%w%._-]', '_') .. '.jsonl'
-  local ok = require('solvers.agent').write_transcript(path, transcript)
+  local ok = results.write_transcript(path, transcript)
   return ok and path or nil
+end
+
+-- A build (providers that build images): the image, or an error with the build log's tail.
+local function build(run, t, stage)
+  local b, err, code = run.provider.build(run.client, staging.build_request(run, t))
+  if not b then
+    local e = errors.returned(err, code, { stage = stage, default_code = errors.EBUILD })
+    e.log_tail = type(err) == 'table' and util.tail(err.log, 4000) or nil
+    e.log = nil
+    error(e, 0)
+  end
+  return b
 end
 
 --- One trial of one task. Returns the trial record.
 local function trial_body(run, t, rec, state)
-  local provider, client = run.provider, run.client
+  local provider = run.provider
   local phases = rec.phases
   local function phase(name, fn)
     state.stage = name
@@ -134,9 +116,9 @@ local function trial_body(run, t, rec, state)
     phases[name .. '_seconds'] = ns_to_s(clock.now() - s)
     -- a cancellation (trial timeout, Ctrl-C) is delivered once: a cleanup's pcall inside the
     -- phase may have swallowed it, so the phase boundary checks the task's own flag
-    if ok and task.cancelled() then ok, err = false, task.error('ECANCELED', 'task cancelled') end
+    if ok and task.cancelled() then ok, err = false, errors.new(errors.ECANCELED, 'task cancelled') end
     if not ok then
-      if type(err) == 'table' and err.code ~= 'ECANCELED' and not err.stage then err.stage = name end
+      if type(err) == 'table' and not errors.is_cancel(err) and not err.stage then err.stage = name end
       error(err, 0)
     end
   end
@@ -150,27 +132,29 @@ local function trial_body(run, t, rec, state)
     end)
   elseif provider.build then
     phase('build', function()
-      local b, err, code = provider.build(client, staging.build_request(run, t))
-      if not b then
-        rec.build_log_tail = type(err) == 'table' and util.tail(err.log, 4000) or nil
-        error({ stage = 'build', message = type(err) == 'table' and err.message or tostring(err), code = code or 'EBUILD' })
+      local ok, b = pcall(build, run, t, 'build')
+      if not ok then
+        if type(b) == 'table' then rec.build_log_tail = b.log_tail end
+        error(b, 0)
       end
       spec.image = b.image
       rec.image, rec.build_cache_hit, rec.build_log_tail = b.image, b.cache_hit, b.log_tail
     end)
   end
+  state.times = {}
   phase('start', function()
-    if run.cleanup_failed then error({ message = 'not allocating: an earlier cleanup failed', code = 'ECLEANUP' }) end
-    local start_ns = clock.now()
-    local sb, err, code = provider.create(client, spec)
-    if not sb then error({ message = tostring(err), code = code or 'ECREATE' }) end
-    state.sb, state.created_ns = sb, start_ns
-    rec.sandbox_id = sb.id
-    run.writer:allocated(provider.name, sb, spec.labels, { task_id = t.id })
-    rec.image = rec.image or sb.image
-    rec.limits = sb.limits -- the resource limits the provider enforced
+    state.lease = run.session:sandbox(spec, { task_id = t.id }, { times = state.times })
+    rec.sandbox_id = state.lease.id
+    rec.image = rec.image or state.lease.sb.image
+    rec.limits = state.lease.sb.limits -- the resource limits the provider enforced
   end)
-  local ctx = staging.context(run, t, state.sb)
+  local times = state.times
+  if times.queued then -- waiting for a place under the adapter's max_concurrency is not start time
+    local q = times.create_start - times.queued
+    rec.queue_seconds = ns_to_s(q)
+    phases.start_seconds = math.max(0, phases.start_seconds - rec.queue_seconds)
+  end
+  local ctx = staging.context(run, t, state.lease.sb)
   phase('upload', function()
     if not spec.warm_artifact then staging.upload_environment(ctx, rec) end
   end)
@@ -220,13 +204,13 @@ function runner.trial(run, t)
   local ok, err = pcall(trial_body, run, t, rec, state)
   if watchdog then watchdog:cancel() end
   if not ok then
-    local msg, code = describe_error(err)
+    local msg, code = errors.describe(err)
     rec.error_stage = (type(err) == 'table' and err.stage) or state.stage
     rec.error_code = code
     if state.timed_out then
       rec.error = string.format('trial timed out after %s s (in %s)', run.opts.timeout_seconds, rec.error_stage)
-      rec.error_code = 'ETIMEDOUT'
-    elseif code == 'ECANCELED' then
+      rec.error_code = errors.ETIMEDOUT
+    elseif code == errors.ECANCELED then
       rec.error = 'interrupted'
       state.interrupted = true
     else
@@ -234,18 +218,12 @@ function runner.trial(run, t)
     end
   end
   -- stop, on every path
-  if state.sb then
-    local s = clock.now()
-    local dok, derr = destroy_with_retries(run, state.sb)
-    rec.phases.stop_seconds = ns_to_s(clock.now() - s)
-    if dok then
-      run.writer:destroyed(run.provider.name, state.sb.id, { task_id = t.id })
-    else
-      run.writer:cleanup_failed(run.provider.name, state.sb.id, derr)
-      run.cleanup_failed = run.cleanup_failed or string.format('destroying %s failed: %s', state.sb.id, tostring(derr))
-      rec.cleanup_error = tostring(derr)
-    end
-    rec.sandbox_seconds = ns_to_s(clock.now() - state.created_ns)
+  local lease = state.lease
+  if lease then
+    local r = lease:close()
+    rec.phases.stop_seconds = ns_to_s(lease:span('destroy_start', 'destroy_end'))
+    if not r.ok then rec.cleanup_error = tostring(r.error) end
+    rec.sandbox_seconds = ns_to_s(lease.times.destroy_end - lease.times.create_start)
     rec.estimated_cost_usd = cost_of(run, t, rec.sandbox_seconds)
   else
     rec.estimated_cost_usd = 0
@@ -264,71 +242,58 @@ function runner.trial(run, t)
 end
 
 --- The warm artifact of a task: prepared once per run (or given by the user / a prewarm file).
+--- Trials that need an artifact another trial is preparing wait on it (woken when it is done,
+--- or failed: then one of them prepares it again).
 function runner.warm_artifact(run, t)
   local given = run.opts.warm_artifacts and (run.opts.warm_artifacts[t.id] or run.opts.warm_artifacts['*'])
   if given then return given end
   local cache = run.warm_cache
   local key = t.sha256:sub(1, 24)
-  while cache[key] == true do task.sleep(0.05) end -- another trial is preparing it
+  while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
+    local pending = cache[key]
+    pending.waiters = pending.waiters + 1
+    pending.done:acquire()
+  end
   if cache[key] then return cache[key] end
   if not run.provider.snapshot then
-    error({ message = "provider '" .. run.provider.name .. "' has no warm mode (no snapshot)", code = 'ENOWARM' })
+    errors.raise(errors.ENOWARM, "provider '" .. run.provider.name .. "' has no warm mode (no snapshot)")
   end
-  cache[key] = true
+  local pending = { waiters = 0, done = task.semaphore(0) }
+  cache[key] = pending
+  local function settle(value)
+    cache[key] = value
+    for _ = 1, pending.waiters do pending.done:release() end
+  end
   if run.provider.find_artifact then -- an artifact of the same content made earlier: no preparation
     local fok, found = pcall(run.provider.find_artifact, run.client, key, t)
     if fok and found then
-      cache[key] = found
+      settle(found)
       run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true })
       return found
     end
   end
   local ok, artifact = pcall(runner.prepare_artifact, run, t, key)
-  if not ok then cache[key] = nil; error(artifact, 0) end
-  cache[key] = artifact
+  if not ok then settle(nil); error(artifact, 0) end
+  settle(artifact)
   return artifact
 end
 
---- Create a sandbox, stage the environment, snapshot it, destroy it.
+--- Create a sandbox, stage the environment, snapshot it, destroy it (the ledger's close: a
+--- failed cleanup here stops the run's allocations like any other).
 function runner.prepare_artifact(run, t, key)
   local provider, client = run.provider, run.client
   local spec = staging.sandbox_spec(run, t)
-  if provider.build then
-    local b, err, code = provider.build(client, staging.build_request(run, t))
-    if not b then error({ message = type(err) == 'table' and err.message or tostring(err), code = code or 'EBUILD' }) end
-    spec.image = b.image
-  end
-  local sb, err, code = provider.create(client, spec)
-  if not sb then error({ message = 'prewarm create: ' .. tostring(err), code = code }) end
-  run.writer:allocated(provider.name, sb, spec.labels, { task_id = t.id, purpose = 'prewarm' })
-  local ok, perr = pcall(function()
-    local ctx = staging.context(run, t, sb)
+  if provider.build then spec.image = build(run, t, nil).image end
+  local artifact
+  do
+    local sb <close> = run.session:sandbox(spec, { task_id = t.id, purpose = 'prewarm' }, { prefix = 'prewarm create: ' })
+    local ctx = staging.context(run, t, sb.sb)
     staging.upload_environment(ctx, {})
     staging.prepare(ctx)
-  end)
-  local artifact, serr, scode
-  if ok then artifact, serr, scode = provider.snapshot(client, sb, key) end
-  local dok, derr = destroy_with_retries(run, sb)
-  if dok then run.writer:destroyed(provider.name, sb.id, { purpose = 'prewarm' })
-  else run.writer:cleanup_failed(provider.name, sb.id, derr) end
-  if not ok then error(perr, 0) end
-  if not artifact then error({ message = 'snapshot: ' .. tostring(serr), code = scode }) end
+    artifact = errors.check({ prefix = 'snapshot: ' }, provider.snapshot(client, sb.sb, key))
+  end
   run.writer:event('prewarmed', { task_id = t.id, artifact = artifact, provider = provider.name })
   return artifact
-end
-
-local function run_id_for(opts)
-  local stamp = os.date('!%Y%m%d-%H%M%S')
-  return string.format('%s-%s-%s-%s-%s', opts.name or 'run', opts.provider, opts.mode or 'cold', stamp,
-    crypto.hex(crypto.random_bytes(2)))
-end
-
-local function output_paths(opts, run_id)
-  local out = opts.output
-  if out and out:match('%.json$') then return (out:gsub('%.json$', '.jsonl')), out end
-  if out and out:match('%.jsonl$') then return out, (out:gsub('%.jsonl$', '.json')) end
-  local dir = out or 'results'
-  return dir .. '/' .. run_id .. '.jsonl', dir .. '/' .. run_id .. '.json'
 end
 
 local Progress = {}
@@ -379,11 +344,11 @@ end
 
 --- The end-of-run table.
 function runner.table(records)
-  local passed, failed, errors = 0, 0, 0
+  local passed, failed, n_errors = 0, 0, 0
   local elapsed = {}
   local sums, counts = {}, {}
   for _, r in ipairs(records) do
-    if r.outcome == 'passed' then passed = passed + 1 elseif r.outcome == 'error' then errors = errors + 1 else failed = failed + 1 end
+    if r.outcome == 'passed' then passed = passed + 1 elseif r.outcome == 'error' then n_errors = n_errors + 1 else failed = failed + 1 end
     elapsed[#elapsed + 1] = r.elapsed_seconds
     for _, p in ipairs(PHASES) do
       local v = r.phases and r.phases[p .. '_seconds']
@@ -391,7 +356,7 @@ function runner.table(records)
     end
   end
   local lines = {
-    string.format('trials %d: %d passed, %d failed, %d errors', #records, passed, failed, errors),
+    string.format('trials %d: %d passed, %d failed, %d errors', #records, passed, failed, n_errors),
     string.format('trial seconds: median %.2f, p95 %.2f', stats.median(elapsed) or 0, stats.quantile(elapsed, 0.95) or 0),
     'phase means (s): ' .. (function()
       local parts = {}
@@ -404,59 +369,75 @@ function runner.table(records)
   return table.concat(lines, '\n')
 end
 
+--- What a trial works with: the session, its provider connection and the solver, plus the
+--- run's warm cache. (The fields staging and the trial read: id, opts, provider, client,
+--- writer, getenv, launcher, solver.)
+---@param s Session
+---@param p Provider
+---@param solver table|nil
+---@return table run
+function runner.run_of(s, p, solver)
+  return {
+    session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver,
+    writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher,
+  }
+end
+
 --- Run a tasks plan. opts: provider, provider_config, dataset, solver, mode, task_index,
 --- task_limit, stop_after_passes, timeout_seconds, solve_timeout_seconds, concurrency, output,
---- resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts.
---- Returns the exit status: 0 when every trial ran (passed or failed), 1 when any trial was an
---- infrastructure error or a cleanup failed, 130 when interrupted.
+--- resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts,
+--- cleanup_backoff.
+--- Returns the exit status (0 when every trial ran, passed or failed; 1 when any trial was an
+--- infrastructure error or a cleanup failed; 130 when interrupted) and what the run wrote:
+--- {run_id, jsonl, json, records, summary}.
+---@return integer status, table info
 function runner.run_tasks(opts)
-  local getenv = getenv_fn(opts)
-  local provider = runner.provider(opts.provider)
   local solver = runner.solver(opts.solver or 'gold')
   if solver.check then -- a missing credential stops the run before any sandbox exists
-    local ok, msg = solver.check(opts, getenv)
+    local ok, msg = solver.check(opts, session.getenv(opts.env))
     if not ok then error(msg, 0) end
   end
-  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows })
-  local selected = dataset.select(tasks, opts.task_index, opts.task_limit)
+  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
+  local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
-  local run_id, jsonl_path, json_path, prior
+  local s, prior, sh
+  local getenv = session.getenv(opts.env)
   if opts.resume then
-    jsonl_path = opts.resume
-    json_path = jsonl_path:gsub('%.jsonl$', '') .. '.json'
-    prior = results.read(jsonl_path)
-    for _, e in ipairs(prior) do if e.event == 'run_started' then run_id = e.run_id break end end
-    if not run_id then error(jsonl_path .. ': no run_started event; not a cseng run log', 0) end
+    prior = results.read_run(opts.resume)
+    local fixed = prior.started.shard
+    if type(fixed) == 'table' then -- a shard resumes as the same shard of the same run
+      sh = shard.for_tasks(opts, selected, getenv, util.merge(fixed, { run_id = prior.run_id }))
+      selected = sh.selected
+    end
+    s = session.open { kind = 'resume', opts = opts, jsonl = opts.resume, run_id = prior.run_id }
   else
-    run_id = run_id_for(opts)
-    jsonl_path, json_path = output_paths(opts, run_id)
+    sh = shard.for_tasks(opts, selected, getenv)
+    if sh then -- a shard's log is named by its job, so every shard of a run agrees
+      selected = sh.selected
+      s = session.open { kind = 'tasks', opts = opts, run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json }
+    else
+      s = session.open { kind = 'tasks', opts = opts, id_parts = { opts.name or 'run', opts.provider, opts.mode or 'cold' } }
+    end
   end
-  local writer = results.open(jsonl_path, run_id)
-  local run = {
-    id = run_id, opts = opts, provider = provider, solver = solver, writer = writer, getenv = getenv,
-    warm_cache = {}, launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
-  }
-  local ok, client = pcall(provider.connect, util.merge(opts.provider_config, { getenv = getenv, run_id = run_id }))
-  if not ok then error(tostring(client), 0) end
-  run.client = client
+  local p = s:connect(opts.provider, opts.provider_config)
+  local provider, writer = p.adapter, s.writer
+  local run = runner.run_of(s, p, solver)
 
   local done = {}
   if prior then
-    for _, e in ipairs(prior) do if e.event == 'trial' then done[e.task_id] = true end end
-    -- sandboxes the killed process left behind are destroyed before anything new starts
-    for _, a in ipairs(results.live_allocations(prior)) do
-      local dok, derr = destroy_with_retries(run, { id = a.sandbox_id, labels = a.labels })
-      if dok then writer:destroyed(provider.name, a.sandbox_id, { reason = 'resume' })
-      else writer:cleanup_failed(provider.name, a.sandbox_id, derr) end
-    end
+    for _, e in ipairs(prior.events) do if e.event == 'trial' then done[e.task_id] = true end end
+    -- sandboxes the killed process left behind are destroyed before anything new starts; a
+    -- failure there stops the run from allocating (like any failed cleanup)
+    s:sweep(prior.events, { reason = 'resume' })
     writer:event('run_resumed', { argv = opts.argv, pid = sys.pid() })
   else
     writer:event('run_started', {
       plan = opts.name, plan_file = opts.plan_file, argv = opts.argv, provider = provider.name, mode = opts.mode,
       solver = solver.name, dataset = opts.dataset, task_count = #selected, concurrency = opts.concurrency,
-      runtime = provider.runtime and provider.runtime(client) or provider.description, versions = sys.versions(),
+      runtime = provider.runtime and provider.runtime(p.client) or provider.description, versions = sys.versions(),
       host = sys.hostname(), pid = sys.pid(), seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
       provider_config = opts.provider_config, -- so `cseng cleanup RUN.jsonl` reconnects the same way
+      shard = sh and sh.record or nil,
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
@@ -469,9 +450,9 @@ function runner.run_tasks(opts)
   for _, t in ipairs(selected) do if not done[t.id] then todo[#todo + 1] = t end end
   local progress = runner.progress(#todo, opts)
   if not opts.quiet then
-    io.stdout:write(string.format('run %s: %d task(s) on %s (%s, solver %s, concurrency %d)%s\n', run_id, #todo,
+    io.stdout:write(string.format('run %s: %d task(s) on %s (%s, solver %s, concurrency %d)%s\n', s.id, #todo,
       provider.name, opts.mode, solver.name, opts.concurrency, prior and string.format(', resuming: %d already recorded', #selected - #todo) or ''))
-    io.stdout:write('log: ', jsonl_path, '\n')
+    io.stdout:write('log: ', s.jsonl, '\n')
   end
 
   progress:start_ticker()
@@ -479,9 +460,10 @@ function runner.run_tasks(opts)
   local workers, records, passes = {}, {}, 0
   local interrupted = false
   for _, t in ipairs(todo) do
+    if s.cleanup_failed then break end
     local aok = pcall(sem.acquire, sem)
     if not aok or task.interrupted() > 0 then interrupted = true; if aok then sem:release() end; break end
-    if run.cleanup_failed then sem:release(); break end
+    if s.cleanup_failed then sem:release(); break end
     if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       progress.running = (progress.running or 0) + 1
@@ -502,7 +484,7 @@ function runner.run_tasks(opts)
     while true do
       local jok, wok, werr = pcall(w.join, w)
       if jok then
-        if not wok and not (type(werr) == 'table' and werr.code == 'ECANCELED') then
+        if not wok and not errors.is_cancel(werr) then
           io.stderr:write('cseng: trial task failed: ', tostring(werr), '\n')
         end
         break
@@ -512,25 +494,24 @@ function runner.run_tasks(opts)
   end
   progress:finish()
   interrupted = interrupted or task.interrupted() > 0
-  local status = interrupted and 'interrupted' or (run.cleanup_failed and 'cleanup_failed') or 'finished'
-  local all = results.read(jsonl_path)
+  local status = interrupted and 'interrupted' or (s.cleanup_failed and 'cleanup_failed') or 'finished'
+  local all = results.read(s.jsonl)
   local summary = results.summary(all)
   all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it
     status = status, passed = summary.passed, failed = summary.failed, errors = summary.errors,
-    recorded = summary.task_count, selected = #selected, cleanup_error = run.cleanup_failed,
+    recorded = summary.task_count, selected = #selected, cleanup_error = s.cleanup_failed,
   }, true)
-  results.write_summary(all, json_path)
+  results.write_summary(all, s.json)
   if not opts.quiet then
     io.stdout:write(runner.table(results.trials(all)), '\n')
-    io.stdout:write('results: ', jsonl_path, '\n', 'summary: ', json_path, '\n')
-    if run.cleanup_failed then io.stderr:write('cseng: stopped allocating: ', run.cleanup_failed, '\n',
-      '  run `cseng cleanup ', jsonl_path, '` to retry the cleanup\n') end
+    io.stdout:write('results: ', s.jsonl, '\n', 'summary: ', s.json, '\n')
+    if s.cleanup_failed then io.stderr:write('cseng: stopped allocating: ', s.cleanup_failed, '\n',
+      '  run `cseng cleanup ', s.jsonl, '` to retry the cleanup\n') end
   end
-  run.summary = summary
-  runner.last = { run_id = run_id, jsonl = jsonl_path, json = json_path, records = records }
-  if interrupted then return 130 end
-  if run.cleanup_failed or summary.errors > 0 then return 1 end
-  return 0
+  local info = { run_id = s.id, jsonl = s.jsonl, json = s.json, records = records, summary = summary }
+  if interrupted then return 130, info end
+  if s.cleanup_failed or summary.errors > 0 then return 1, info end
+  return 0, info
 end
 
 return runner

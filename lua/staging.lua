@@ -11,6 +11,7 @@
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
+local errors = require 'errors'
 local util = require 'util'
 
 local staging = {}
@@ -44,25 +45,8 @@ function staging.parse_reward(out, exit_code)
   return exit_code == 0 and 1 or 0, 'exit_code'
 end
 
---- Map an image through user substitutions: {"pattern=replacement", ...} or {pattern=repl}.
---- Patterns are globs where * matches any run of characters.
-function staging.map_image(image, map)
-  if not image or not map then return image end
-  local entries = {}
-  for k, v in pairs(map) do
-    if type(k) == 'number' then
-      local p, r = tostring(v):match('^(.-)=(.+)$')
-      if p then entries[#entries + 1] = { p, r } end
-    else
-      entries[#entries + 1] = { k, v }
-    end
-  end
-  for _, e in ipairs(entries) do
-    local pat = '^' .. e[1]:gsub('[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0'):gsub('%*', '.*') .. '$'
-    if image:match(pat) then return e[2] end
-  end
-  return image
-end
+--- Map an image through user substitutions (dockerfile.map_image).
+staging.map_image = require('dockerfile').map_image
 
 function staging.labels(run, t)
   return {
@@ -110,20 +94,34 @@ end
 ---@field timeout number solve timeout (seconds)
 ---@field options table the run options
 ---@field getenv fun(name:string):string|nil
+---@field applies_dockerfile boolean whether the provider built the task's Dockerfile
+---@field exec fun(self, cmd:string, o?:table):table|nil, string?, string?
+---@field put fun(self, dir:string, tar:string):boolean|nil, string?, string?
+---@field get fun(self, path:string):string|nil, string?, string?
 
---- The object solvers and staging steps use to reach the sandbox.
+-- The run behind each context, for staging's own steps (solvers see only the context).
+local run_of = setmetatable({}, { __mode = 'k' })
+
+--- The run a context was made for (staging's steps only; solvers get the context alone).
+function staging.run_of(ctx) return run_of[ctx] end
+
+--- The object solvers and staging steps use to reach the sandbox: the task, the sandbox's
+--- exec/put/get, the run's options and getenv; not the run itself.
 function staging.context(run, t, sb)
+  local provider, client = run.provider, run.client
   local ctx = {
-    task = t, sb = sb, run = run, workdir = t.workdir, options = run.opts, getenv = run.getenv,
+    task = t, sb = sb, workdir = t.workdir, options = run.opts, getenv = run.getenv,
     timeout = run.opts.solve_timeout_seconds or t.config.agent_timeout,
+    applies_dockerfile = provider.applies_dockerfile and true or false,
   }
   function ctx:exec(cmd, o)
     o = util.copy(o)
     o.cwd = o.cwd or self.workdir
-    return run.provider.exec(run.client, sb, cmd, o)
+    return provider.exec(client, sb, cmd, o)
   end
-  ctx.put = function(_, dir, tar) return run.provider.put(run.client, sb, dir, tar) end
-  ctx.get = function(_, path) return run.provider.get(run.client, sb, path) end
+  ctx.put = function(_, dir, tar) return provider.put(client, sb, dir, tar) end
+  ctx.get = function(_, path) return provider.get(client, sb, path) end
+  run_of[ctx] = run
   return ctx
 end
 
@@ -169,7 +167,7 @@ function staging.copy_entries(ctx_dir, recipe, gaps)
           gaps[#gaps + 1] = { kind = 'ADD url', line = c.line, text = 'ADD of a URL is not fetched: ' .. src }
         else
           local paths, err = resolve_sources(ctx_dir, src)
-          if not paths then error({ stage = 'upload', message = 'environment/Dockerfile line ' .. c.line .. ': COPY ' .. err, code = 'ESTAGING' }) end
+          if not paths then errors.raise(errors.ESTAGING, 'environment/Dockerfile line ' .. c.line .. ': COPY ' .. err, { stage = 'upload' }) end
           for _, p in ipairs(paths) do
             local st = fs.stat(p)
             local dst = c.dst:gsub('/+$', '')
@@ -195,14 +193,12 @@ end
 
 --- Upload phase for providers that do not build the Dockerfile: COPY/ADD sources into place.
 function staging.upload_environment(ctx, rec)
-  local provider = ctx.run.provider
-  if provider.applies_dockerfile then return end
+  if ctx.applies_dockerfile then return end
   local gaps = {}
   local entries = staging.copy_entries(ctx.task.dir .. '/environment', ctx.task.recipe, gaps)
   if #entries > 0 then
     local tar = archive.pack(entries, { format = 'tar' })
-    local ok, err, code = ctx:put('/', tar)
-    if not ok then error({ stage = 'upload', message = 'staging environment files: ' .. tostring(err), code = code }) end
+    errors.check({ stage = 'upload', prefix = 'staging environment files: ' }, ctx:put('/', tar))
   end
   if rec then rec.staged_files = #entries end
 end
@@ -210,18 +206,16 @@ end
 --- Prepare phase: the directories every trial relies on; also the first exec of the sandbox.
 function staging.prepare(ctx)
   local wd = util.shell_quote(ctx.workdir)
-  local res, err, code = ctx:exec('mkdir -p ' .. wd .. ' /logs/agent /logs/verifier /cseng && chmod 0777 /logs/verifier /cseng',
-    { timeout = 120, cwd = '/' })
-  if not res then error({ stage = 'prepare', message = tostring(err), code = code }) end
+  local res = errors.check({ stage = 'prepare' }, ctx:exec('mkdir -p ' .. wd ..
+    ' /logs/agent /logs/verifier /cseng && chmod 0777 /logs/verifier /cseng', { timeout = 120, cwd = '/' }))
   if res.code ~= 0 then
-    error({ stage = 'prepare', message = 'preparing directories failed: ' .. util.trim(res.stderr), code = 'EPREPARE' })
+    errors.raise(errors.EPREPARE, 'preparing directories failed: ' .. util.trim(res.stderr), { stage = 'prepare' })
   end
 end
 
 function staging.write_instruction(ctx)
   local tar = archive.pack({ { path = 'instruction.md', data = ctx.task.instruction } }, { format = 'tar' })
-  local ok, err, code = ctx:put('/cseng', tar)
-  if not ok then error({ stage = 'instruction_write', message = tostring(err), code = code }) end
+  errors.check({ stage = 'instruction_write' }, ctx:put('/cseng', tar))
 end
 
 --- What a provider that does not build the Dockerfile leaves out.

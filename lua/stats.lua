@@ -339,4 +339,121 @@ function stats.hash(s)
   return h
 end
 
+-- ---- runs as a random effect: repeated blocks --------------------------------------------
+
+---@class stats.blocks
+---@field medians number[] each block's median, in block order
+---@field within {lo:number, hi:number}[] each block's own CI of its median: what that run alone would report
+---@field median number the median of the block medians (the point estimate)
+---@field lo number|nil lower end of the CI of that median, bootstrapping whole blocks
+---@field hi number|nil
+---@field spread number max - min of the block medians (the between-block spread)
+---@field mad number median absolute deviation of the block medians
+---@field n_blocks integer
+---@field outside integer blocks whose own CI excludes the block-level median
+---@field disagree boolean some block's own CI excludes the block-level median: one run's CI overstates how certain its number is
+
+--- The median across repeated blocks of one measurement, with a CI that treats the block (a run,
+--- an hour, a machine state) as a random effect: the point is the median of the block medians and
+--- the CI a percentile bootstrap over whole blocks (each replicate draws k block medians with
+--- replacement and takes their median). Each block's own (within-run) CI is computed too: when one
+--- of them excludes the block-level median, the runs disagree by more than a single run's CI admits,
+--- and the report says so. opts as stats.bootstrap_ci. Empty blocks are skipped; fewer than two
+--- blocks give no block-level CI.
+---@param blocks number[][]
+---@param opts? stats.bootstrap_opts
+---@return stats.blocks|nil
+function stats.blocks(blocks, opts)
+  opts = opts or {}
+  local medians, within = {}, {}
+  for _, b in ipairs(blocks) do
+    if #b > 0 then
+      medians[#medians + 1] = stats.median(b)
+      local lo, hi = stats.bootstrap_ci(b, opts)
+      within[#within + 1] = { lo = lo, hi = hi }
+    end
+  end
+  if #medians == 0 then return nil end
+  local r = { medians = medians, within = within, n_blocks = #medians, median = stats.median(medians) }
+  local s = sorted_copy(medians)
+  r.spread = s[#s] - s[1]
+  local dev = {}
+  for i, m in ipairs(medians) do dev[i] = math.abs(m - r.median) end
+  r.mad = stats.median(dev)
+  if #medians >= 2 then r.lo, r.hi = stats.bootstrap_ci(medians, opts) end
+  r.outside = 0
+  if r.lo then
+    for _, w in ipairs(within) do
+      if r.median < w.lo or r.median > w.hi then r.outside = r.outside + 1 end
+    end
+  end
+  r.disagree = r.outside > 0
+  return r
+end
+
+--- Whether two intervals overlap (a comparison whose block-level CIs overlap is "not distinguishable").
+---@return boolean
+function stats.overlap(alo, ahi, blo, bhi)
+  if not (alo and ahi and blo and bhi) then return true end
+  return alo <= bhi and blo <= ahi
+end
+
+-- ---- computesdk-compatible summary --------------------------------------------------------
+
+--- Nearest-rank percentile (p in 0..100) of sorted values: sorted[ceil(p/100 n)], at least the first.
+---@param sorted number[]
+---@param p number
+---@return number|nil
+function stats.nearest_rank(sorted, p)
+  local n = #sorted
+  if n == 0 then return nil end
+  local idx = math.max(1, math.ceil(p / 100 * n))
+  return sorted[math.min(idx, n)]
+end
+
+--- Sorted copy of xs with floor(n * frac) values trimmed from each end (none when that would
+--- leave nothing).
+---@param xs number[]
+---@param frac number e.g. 0.05
+---@return number[]
+function stats.trimmed(xs, frac)
+  local s = sorted_copy(xs)
+  local k = math.floor(#s * frac)
+  if k == 0 or #s - 2 * k <= 0 then return s end
+  local out = {}
+  for i = k + 1, #s - k do out[#out + 1] = s[i] end
+  return out
+end
+
+---@class stats.computesdk
+---@field median number|nil ms, of the trimmed successful samples
+---@field p95 number|nil nearest rank
+---@field p99 number|nil
+---@field success_rate number successes / attempts
+---@field score number composite 0..100
+---@field n integer successful samples
+---@field attempts integer
+---@field trimmed integer samples trimmed from each end
+
+--- The summary computesdk's benchmark publishes, computed the same way, so cseng's numbers can be
+--- set beside theirs: 5% of the successful times trimmed from each end (floor), the median of the
+--- rest (mean of the two middle values when even), nearest-rank p95 and p99, and the composite
+--- score: (0.60 s(median) + 0.25 s(p95) + 0.15 s(p99)) x success rate, where
+--- s(v) = max(0, 100 (1 - v / 10 000 ms)).
+---@param ok_ms number[] times of the successful samples, milliseconds
+---@param attempts integer every sample attempted (successes + failures)
+---@return stats.computesdk
+function stats.computesdk(ok_ms, attempts)
+  local t = stats.trimmed(ok_ms, 0.05)
+  local r = { n = #ok_ms, attempts = attempts, trimmed = (#ok_ms - #t) // 2 }
+  r.success_rate = attempts > 0 and #ok_ms / attempts or 0
+  if #t == 0 then r.score = 0 return r end
+  local mid = #t // 2
+  r.median = (#t % 2 == 0) and (t[mid] + t[mid + 1]) / 2 or t[mid + 1]
+  r.p95, r.p99 = stats.nearest_rank(t, 95), stats.nearest_rank(t, 99)
+  local function s(v) return math.max(0, 100 * (1 - v / 10000)) end
+  r.score = (0.60 * s(r.median) + 0.25 * s(r.p95) + 0.15 * s(r.p99)) * r.success_rate
+  return r
+end
+
 return stats

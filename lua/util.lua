@@ -150,4 +150,33 @@ end
 --- JSON with object keys sorted, so a value always encodes to the same bytes (jsonl's encoder).
 function util.json_sorted(v) return require('jsonl').encode(v) end
 
+-- Seconds to wait from a Retry-After header: delta-seconds or an IMF-fixdate.
+local MONTHS = {
+  Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10, Nov = 11, Dec = 12,
+}
+local function days_from_civil(y, m, d) -- Howard Hinnant's algorithm
+  y = m <= 2 and y - 1 or y
+  local era = (y >= 0 and y or y - 399) // 400
+  local yoe = y - era * 400
+  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
+  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+  return era * 146097 + doe - 719468
+end
+
+--- Parse a Retry-After value (delta-seconds or an HTTP date) into seconds (>= 0), or nil.
+---@param v string|nil
+---@return number|nil
+function util.retry_after(v)
+  if type(v) ~= 'string' then return nil end
+  local n = tonumber(v:match('^%s*([%d.]+)%s*$'))
+  if n then return n end
+  local d, mon, y, hh, mm, ss = v:match('(%d+) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT')
+  if d and MONTHS[mon] then
+    local epoch = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400
+      + tonumber(hh) * 3600 + tonumber(mm) * 60 + tonumber(ss)
+    return math.max(0, epoch - require('cseng.clock').epoch())
+  end
+  return nil
+end
+
 return util

@@ -36,18 +36,19 @@ local function start_fakes(switches)
   return fakes, config
 end
 
--- Run the arena in-process; returns status, events (by kind too), stderr text, arena.last.
+-- Run the arena in-process; returns status, events (by kind too), stderr text, and what
+-- arena.run returned after the status.
 local function run_arena(opts)
   local dir = assert(fs.tempdir('arena-spec-'))
   opts.output = opts.output or dir
   opts.quiet = true
   opts.cleanup_backoff = opts.cleanup_backoff or { 0.01, 0.02 }
   opts.stderr = capture()
-  local status = arena.run(opts)
-  local events = results.read(arena.last.jsonl)
+  local status, info = arena.run(opts)
+  local events = results.read(info.jsonl)
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(events) do table.insert(by[e.event], e) end
-  return status, events, by, opts.stderr.text, arena.last
+  return status, events, by, opts.stderr.text, info
 end
 
 -- Every sandbox the log says was allocated has a destroyed or a cleanup_failed record.
@@ -309,8 +310,8 @@ describe('arena: stop rules', function()
 
   it('leaves a log that `cseng cleanup` completes', function()
     local fakes, config = start_fakes { lizard = { delete_status = 500 } }
-    local status, _, by = run_arena { providers = { 'lizard' }, provider_config = config, samples = 5, warmups = 0,
-      seed = 1 }
+    local status, _, by, _, info = run_arena { providers = { 'lizard' }, provider_config = config, samples = 5,
+      warmups = 0, seed = 1 }
     assert.equal(1, status)
     assert.equal(1, #by.cleanup_failed)
     assert_counts(fakes.lizard, { creates = 1, deletes = 3, live = 1 })
@@ -319,9 +320,9 @@ describe('arena: stop rules', function()
     local c = config.lizard
     assert(fs.write(dir .. '/env', string.format('LIZARD_API_URL=%s\nLIZARD_API_KEY=%s\nLIZARD_PROJECT_ID=%s\n',
       c.api_url, c.api_key, c.project_id)))
-    assert.equal(0, require('commands.cleanup').run({ arena.last.jsonl, '--env-file', dir .. '/env' }))
+    assert.equal(0, require('commands.cleanup').run({ info.jsonl, '--env-file', dir .. '/env' }))
     assert_counts(fakes.lizard, { creates = 1, deletes = 4, destroyed = 1, live = 0 })
-    assert.same({}, results.live_allocations(results.read(arena.last.jsonl)))
+    assert.same({}, results.live_allocations(results.read(info.jsonl)))
   end)
 
   it('a 401 stops the run after its round', function()

@@ -135,6 +135,10 @@ describe('conformance.shape and compare', function()
     -- identical sides: nothing to report
     diffs = C.compare(sdk, sdk, {}, opts)
     assert.same({}, diffs)
+    -- a body that did not decode is reported as such
+    diffs = C.compare({ rec('sdk', 'x', 'POST', '/x', { a = 1 }) },
+      { rec('adapter', 'x', 'POST', '/x', nil, { body_error = 'offset 3: value expected' }) }, {}, opts)
+    assert.matches('x body:%$error: a body that is not JSON: SDK none; adapter offset 3', C.describe(diffs))
   end)
 
   it('rewrites one provider section of the doc and keeps the others, sorted', function()
@@ -154,6 +158,24 @@ describe('conformance.shape and compare', function()
     local md = C.markdown({ title = 'x', sdk = 'x 1.0' }, { { op = 'create', sdk = { 'POST /a' }, adapter = { 'POST /a|b' },
       bodies_agree = false, differences = { { what = 'body:k', detail = 'SDK string; adapter (absent)', reason = 'why' } } } })
     assert.matches('| create | `POST /a` | `POST /a\\|b` | no | `body:k`: SDK string; adapter (absent) (why) |', md, 1, true)
+  end)
+end)
+
+describe('conformance.load (records written by fakes in other languages)', function()
+  it('reads JSON lines with exact bodies, and names the line of a bad one', function()
+    local path = os.tmpname()
+    assert(fs.write(path, '{"op":"create","method":"POST","route":"/v1/x","path":"/v1/x","query":{},"headers":{},'
+      .. '"body":{"a":[],"b":{},"n":1},"client":"sdk"}\n{"op":"list","method":"GET","route":"/v1/x","body":null}\n'))
+    local recs = C.load(path)
+    assert.equal(2, #recs)
+    assert.equal(jsonl.array_mt, getmetatable(recs[1].body.a))
+    assert.same({ ['$'] = 'object', a = 'array', b = 'object', n = 'integer' }, C.shape(recs[1]).body_shape)
+    assert.is_nil(recs[2].body)
+    assert(fs.write(path, '{"op":"x"}\n{"op":\n'))
+    local ok, err = pcall(C.load, path)
+    os.remove(path)
+    assert.is_false(ok)
+    assert.matches(':2: offset', err)
   end)
 end)
 
@@ -182,5 +204,68 @@ describe('the recorder of spec/fakes/common.lua', function()
     assert.same({ k = { 1 } }, s.body)
     assert.equal('/{x}', f.records('adapter')[1].route)
     assert.equal('/zz', f.records('adapter')[1].path)
+  end)
+end)
+
+describe('the differential check can fail', function()
+  local proc = require 'cseng.proc'
+  local e2b = require 'providers.e2b'
+  local fake = dofile(sys.root() .. '/spec/fakes/e2b.lua')
+  local ROOT = sys.root()
+
+  local function sdk_missing()
+    if not proc.which('node') then return 'node is not installed (make deps-test)' end
+    if not fs.exists(ROOT .. '/spec/sdk/node_modules/e2b/package.json') then
+      return 'the e2b SDK is not installed: make deps-test (npm ci --prefix spec/sdk)'
+    end
+    return nil
+  end
+
+  local function only(recs, op)
+    local out = {}
+    for _, r in ipairs(recs) do if r.op == op then out[#out + 1] = r end end
+    return out
+  end
+
+  it('reports a body key changed in a copy of the e2b adapter, and nothing for the adapter itself', function()
+    local why = sdk_missing()
+    if why then pending(why) return end
+    -- the copy: create sends allowInternetAccess instead of allow_internet_access
+    local src = assert(fs.read(ROOT .. '/lua/providers/e2b.lua'))
+    local mutated, n = src:gsub('allow_internet_access = spec%.network', 'allowInternetAccess = spec.network', 1)
+    assert.equal(1, n, 'the line to change is in lua/providers/e2b.lua')
+    local tmp = assert(fs.tempdir('conformance-selftest-'))
+    assert(fs.write(tmp .. '/e2b_mutant.lua', mutated))
+    local mutant = assert(loadfile(tmp .. '/e2b_mutant.lua'))()
+    local f = fake.start {}
+    local ok, err = pcall(function()
+      f.record('sdk')
+      local r = assert(proc.run { argv = { 'node', ROOT .. '/spec/sdk/e2b.mjs' }, cwd = ROOT, timeout = 300,
+        env_add = { E2B_API_URL = f.url, E2B_SANDBOX_URL = f.envd_url, E2B_API_KEY = f.api_key,
+                    CSENG_CONF_RUN = 'selftest-' .. crypto.hex(crypto.random_bytes(3)), E2B_DEBUG = false } })
+      assert.equal(0, r.code, r.stderr)
+      local spec = { labels = { ['cseng.run'] = 'selftest' }, env = { A = 'b' }, ttl_seconds = 900, network = false }
+      for _, which in ipairs({ { 'adapter', e2b }, { 'mutant', mutant } }) do
+        f.record(which[1])
+        local client = which[2].connect(f.config())
+        local sb = assert(which[2].create(client, spec))
+        assert.is_true(which[2].destroy(client, sb))
+      end
+      f.record(false)
+      local opts = { maps = { 'metadata', 'envVars' } }
+      local sdk = only(f.records('sdk'), 'create')
+      local diffs = C.compare(sdk, only(f.records('adapter'), 'create'), {}, opts)
+      assert.equal('', C.describe(diffs))
+      diffs = C.compare(sdk, only(f.records('mutant'), 'create'), {}, opts)
+      assert.equal('create body:allowInternetAccess: SDK (absent); adapter boolean\n'
+        .. 'create body:allow_internet_access: SDK boolean; adapter (absent)', C.describe(diffs))
+      -- and an allow-list entry with a reason silences exactly that one
+      diffs = C.compare(sdk, only(f.records('mutant'), 'create'),
+        { { op = 'create', what = 'body:allowInternetAccess', reason = 'selftest' } }, opts)
+      assert.equal('create body:allow_internet_access: SDK boolean; adapter (absent)', C.describe(diffs))
+    end)
+    f.close()
+    fs.remove_tree(tmp)
+    assert(ok, err)
   end)
 end)

@@ -10,6 +10,7 @@ local serve = require 'cseng.serve'
 local connect = require 'cseng.connect'
 local task = require 'cseng.task'
 local sys = require 'cseng.sys'
+local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'util'
@@ -64,14 +65,32 @@ describe('cseng.connect (the envelope codec binding)', function()
   end)
 end)
 
+-- The vendored e2b-openapi.yml predates POST /v2/sandboxes, which the official SDK (e2b 2.51)
+-- and the adapter create through: a copy of the spec with that operation added, taken from its
+-- POST /sandboxes (the SDK's generated types: NewSandboxV2 is NewSandbox without "secure").
+local function spec_with_v2_create()
+  local text = assert(fs.read(prism.SPECS .. '/e2b-openapi.yml'))
+  local post = text:match('\n(    post:\n      summary: Create sandbox\n.-\n)\n  /v2/sandboxes:\n')
+  assert(post, 'e2b-openapi.yml: POST /sandboxes not found')
+  local out, n = text:gsub('\n  /v2/sandboxes:\n', function()
+    return '\n  /v2/sandboxes:\n' .. (post:gsub('summary: Create sandbox', 'summary: Create sandbox (v2)', 1))
+  end, 1)
+  assert(n == 1)
+  local path = sys.root() .. '/spec/tmp/e2b-openapi-v2create-' .. crypto.hex(crypto.random_bytes(4)) .. '.yml'
+  fs.mkdir_p(sys.root() .. '/spec/tmp')
+  assert(fs.write(path, out))
+  return path
+end
+
 describe('e2b conformance against the vendor specs (Prism)', function()
-  local f, api, envd, why
+  local f, api, envd, why, spec_file
 
   setup(function()
     why = prism.missing()
     if why then return end
     f = fake.start {}
-    api, envd = vendor.start_prisms({ prism.SPECS .. '/e2b-openapi.yml', f.url }, { prism.SPECS .. '/e2b-envd.yaml', f.envd_url })
+    spec_file = spec_with_v2_create()
+    api, envd = vendor.start_prisms({ spec_file, f.url }, { prism.SPECS .. '/e2b-envd.yaml', f.envd_url })
     f.set { files_via = envd.url } -- envd's /files go through Prism; Process.Start (Connect) does not
   end)
 
@@ -79,6 +98,7 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     if api then api.close() end
     if envd then envd.close() end
     if f then f.close() end
+    if spec_file then os.remove(spec_file) end
   end)
 
   it('rejects requests that violate the spec (so an accepted request means something)', function()
@@ -125,7 +145,7 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     assert.equal(1900, body.timeout)
     assert.same(spec.labels, body.metadata)
     assert.same(spec.env, body.envVars)
-    assert.is_true(body.secure)
+    assert.is_nil(body.secure) -- POST /v2/sandboxes secures every sandbox
     assert.is_false(body.allow_internet_access)
     assert.is_string(sb.token)
 

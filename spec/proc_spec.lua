@@ -243,6 +243,29 @@ describe('cseng.proc', function()
       assert_none_survive(m)
     end)
 
+    it('takes the same signal names as sys.kill: TERM, SIGTERM, SIGSTOP, SIGCONT, numbers', function()
+      local sys = require 'cseng.sys'
+      local m = marker()
+      local p = assert(proc.spawn { argv = { 'sleep', m } })
+      assert.is_true(sys.kill(p:pid(), 'SIGSTOP'))
+      assert.is_true(sys.kill(p:pid(), 'SIGCONT')) -- refused before engine/aux.c: one parser now
+      assert.is_true(sys.kill(p:pid(), 'CONT'))
+      assert.is_true(p:kill('SIGCONT'))
+      assert.is_true(p:kill(0)) -- signal 0: the group exists
+      for _, bad in ipairs({ 'SIGNOPE', 'term', '' }) do
+        local ok1, e1 = pcall(sys.kill, p:pid(), bad)
+        local ok2, e2 = pcall(p.kill, p, bad)
+        assert.is_false(ok1)
+        assert.is_false(ok2)
+        assert.matches("unknown signal '" .. bad .. "'", e1, 1, true)
+        assert.matches("unknown signal '" .. bad .. "'", e2, 1, true)
+      end
+      assert.is_true(p:kill('SIGTERM'))
+      assert.equal('SIGTERM', assert(p:wait(5)).signal)
+      p:close()
+      assert_none_survive(m)
+    end)
+
     it('writes output to files, or discards it', function()
       local out = os.tmpname()
       local p = assert(proc.spawn { argv = { 'sh', '-c', 'echo to-file; echo to-null >&2' }, stdout = out })

@@ -18,7 +18,7 @@ local SEED = ROOT .. '/../shared/data/seed-results'
 local HAVE_SEED = fs.exists(SEED) and fs.exists(SMOKE16)
 
 local tmp, dir
-local runs = {} -- name -> runner.last
+local runs = {} -- name -> what runner.run_tasks returned after the status
 
 -- Runs, in this order (so "newest" is known):
 --   A smoke, nop, cold    3 failed       B smoke, gold, cold   3 passed
@@ -35,9 +35,9 @@ setup(function()
   dir = tmp .. '/results'
   if not HAVE_SEED then return end
   for _, p in ipairs(PLAN) do
-    runner.run_tasks { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
+    local _, info = runner.run_tasks { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
       mode = p[4], timeout_seconds = p[5], concurrency = 2, quiet = true, output = dir }
-    runs[p[1]] = runner.last
+    runs[p[1]] = info
   end
 end)
 teardown(function() fs.remove_tree(tmp) end)

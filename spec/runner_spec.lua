@@ -148,9 +148,9 @@ local function run(opts)
   opts.concurrency = opts.concurrency or 2
   opts.output = opts.output or (tmp .. '/results')
   opts.quiet = true
-  local status = runner.run_tasks(opts)
-  local s = results.summary(results.read(runner.last.jsonl))
-  return status, s, runner.last
+  local status, info = runner.run_tasks(opts)
+  local s = results.summary(results.read(info.jsonl))
+  return status, s, info
 end
 
 local function by_outcome(s)

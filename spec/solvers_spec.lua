@@ -68,9 +68,9 @@ local function run(opts, env)
   opts.quiet = true
   opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
   opts.env = env
-  local status = runner.run_tasks(opts)
-  local s = results.summary(results.read(runner.last.jsonl))
-  return status, s, runner.last
+  local status, info = runner.run_tasks(opts)
+  local s = results.summary(results.read(info.jsonl))
+  return status, s, info
 end
 
 local function openrouter_env(f, extra)
@@ -114,6 +114,11 @@ describe('the openrouter solver', function()
       assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.stdout_tail))
       assert.equal(0, r.solve_return_code)
       assert.equal('the model finished', r.solve_note)
+      -- the runner stores the transcript beside the log (docs/SOLVERS.md "Transcripts")
+      assert.matches('/transcripts/[^/]+%.jsonl$', r.solver_transcript_path)
+      local lines = 0
+      for line in io.lines(r.solver_transcript_path) do lines = lines + 1; assert(require('cjson').decode(line)) end
+      assert.is_true(lines >= 3)
       local u = r.solver_usage
       assert.equal('openrouter', u.provider)
       assert.equal(MODEL, u.model)

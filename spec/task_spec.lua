@@ -122,4 +122,51 @@ describe('cseng.task', function()
     end
     assert.is_true(flag)
   end)
+
+  it('reports a table error with its code and a traceback (only the cancellation is quiet)', function()
+    local t = task.spawn(function() error({ code = 'EIO', message = 'disk full' }) end)
+    local ok, err = t:join()
+    assert.is_false(ok)
+    assert.equal('EIO', err.code)
+    assert.equal('disk full', err.message)
+    assert.matches('stack traceback', err.traceback)
+    assert.matches('task_spec.lua', err.traceback)
+    local c = task.spawn(task.sleep, 60)
+    task.yield()
+    c:cancel()
+    local cok, cerr = c:join()
+    assert.is_false(cok)
+    assert.equal('ECANCELED', cerr.code)
+    assert.is_nil(cerr.traceback)
+  end)
+
+  it('task.error carries extra fields and says its stage', function()
+    local e = task.error('EVERIFY', 'resetting /tests failed', { stage = 'verify', detail = 3 })
+    assert.equal('EVERIFY', e.code)
+    assert.equal('verify', e.stage)
+    assert.equal(3, e.detail)
+    assert.equal('verify: resetting /tests failed (EVERIFY)', tostring(e))
+    assert.equal('task cancelled (ECANCELED)', tostring(task.error('ECANCELED', 'task cancelled')))
+  end)
+
+  it('prints a never-joined table error with its code and traceback, and not a cancellation', function()
+    local proc = require 'cseng.proc'
+    local fs = require 'cseng.fs'
+    local sys = require 'cseng.sys'
+    local dir = assert(fs.tempdir('task-spec-'))
+    local script = dir .. '/gc.lua'
+    assert(fs.write(script, table.concat({
+      "local task = require 'cseng.task'",
+      "task.spawn(function() error({ code = 'EIO', message = 'disk full' }) end)",
+      "local c = task.spawn(task.sleep, 60)",
+      "task.yield(); c:cancel(); task.yield(); task.yield()",
+      "collectgarbage(); collectgarbage()",
+    }, '\n')))
+    local r = assert(proc.run { argv = { sys.root() .. '/cseng', 'lua', script } })
+    fs.remove_tree(dir)
+    assert.equal(0, r.code, r.stderr)
+    assert.matches('task %d+ failed and was never joined: disk full %(EIO%)\nstack traceback', r.stderr)
+    assert.matches('gc.lua:2', r.stderr)
+    assert.is_nil(r.stderr:find('ECANCELED', 1, true), r.stderr)
+  end)
 end)

@@ -21,10 +21,17 @@ describe('vercel lifecycle (stateful fake)', function()
     local client = vercel.connect(f.config())
     local sb = assert(vercel.create(client, { labels = labels('life'), env = { GREETING = 'hello world' },
                                               workdir = '/workspace', cpus = 1.5, ttl_seconds = 1900 }))
-    assert.matches('^sbx_', sb.id)
+    assert.matches('^sess_', sb.id) -- the session: what commands and stop take
+    assert.matches('^sbx_', sb.name)
     assert.is_number(sb.http_timings.ttfb)
     local body = f.stats().last_create
-    assert.same({ projectId = f.project_id, runtime = 'python3.13', resources = { vcpus = 2 }, timeout = 1900000 }, body)
+    assert.equal('v2', f.stats().last_create_version) -- a runtime: POST /v2/sandboxes, as the SDK does
+    local tags = body.tags
+    body.tags = nil
+    assert.same({ projectId = f.project_id, runtime = 'python3.13', resources = { vcpus = 2 }, timeout = 1900000,
+                  persistent = false, ports = {} }, body)
+    assert.equal('life', tags['cseng.run'])
+    assert.equal('cseng@spec', tags['cseng.launcher'])
 
     local r = assert(vercel.exec(client, sb, 'echo out; echo err >&2; exit 7'))
     assert.equal(7, r.code)
@@ -37,6 +44,8 @@ describe('vercel lifecycle (stateful fake)', function()
     assert.equal('-c', e.args[1])
     assert.is_true(e.sudo)
     assert.is_true(e.wait)
+    assert.is_true(e.logs) -- output comes on the same stream
+    assert.equal((600 + 30) * 1000, e.timeout) -- the server-side backstop, past the wrapper's own
     assert.equal('/workspace', e.cwd)
     assert.equal('hello world', e.env.GREETING)
 
@@ -58,6 +67,7 @@ describe('vercel lifecycle (stateful fake)', function()
     assert.is_nil(none)
     assert.equal('ENOENT', code)
     assert.matches('/no/such/file', msg)
+    assert.equal('', assert(vercel.get(client, sb, '/dev/null'))) -- empty is not missing
 
     -- large output is kept as a tail
     r = assert(vercel.exec(client, sb, 'head -c 300000 /dev/zero | tr "\\0" x; echo END', { tail_bytes = 1000 }))
@@ -70,8 +80,29 @@ describe('vercel lifecycle (stateful fake)', function()
     assert.equal(1, s.creates)
     assert.equal(1, s.deletes)
     assert.equal(0, s.live)
-    assert.equal(s.execs, s.logs) -- one logs call per command
+    assert.equal(0, s.logs) -- logs:true puts the output on the command stream: no logs call
+    assert.is_true(s.writes >= 3) -- stdin, and each put, went through fs/write
+    assert.is_true(s.reads >= 2)
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+    -- the stop answer's usage is kept on sb
+    assert.is_number(sb.usage.active_cpu_ms)
+  end)
+
+  it('fails with EPROTO on an error line in the command stream, and with HTTP_<status> on a refused command', function()
+    local client = vercel.connect(f.config())
+    local sb = assert(vercel.create(client, {}))
+    f.set { stream_error = { code = 'sandbox_error', message = 'the VM went away' } }
+    local r, msg, code = vercel.exec(client, sb, 'echo hi')
+    assert.is_nil(r)
+    assert.equal('EPROTO', code)
+    assert.matches('sandbox_error: the VM went away', msg, 1, true)
+    f.set { stream_error = false, exec_status = 503 }
+    r, msg, code = vercel.exec(client, sb, 'true')
+    assert.is_nil(r)
+    assert.equal('HTTP_503', code)
+    assert.matches('forced failure 503', msg)
+    f.set { exec_status = false }
+    assert(vercel.destroy(client, sb))
   end)
 
   it('kills a command at its timeout and reports timed_out', function()
@@ -133,22 +164,22 @@ describe('vercel lifecycle (stateful fake)', function()
     assert(vercel.destroy(client, sb))
     local r, _, code = vercel.exec(client, sb, 'true')
     assert.is_nil(r)
-    assert.equal('HTTP_410', code) -- commands on a stopped sandbox
+    assert.equal('HTTP_410', code) -- commands on a stopped session
   end)
 
-  it("lists the project's running sandboxes across pages; a label filter matches nothing", function()
-    f.set { page_size = 2 }
+  it("lists the project's running sandboxes by tag across pages (the filter sent as tags=key:value)", function()
+    vendor.check_list_pages(vercel, f, labels, 'run-A', 'last_list_filter')
     local client = vercel.connect(f.config())
-    local made = {}
-    for i = 1, 5 do made[i] = assert(vercel.create(client, { labels = labels('run-A', 't' .. i) })) end
-    assert(vercel.destroy(client, made[5]))
-    local lists0 = f.stats().lists
-    local found = assert(vercel.list(client, {}))
-    assert.same(vendor.sorted_ids({ made[1], made[2], made[3], made[4] }), vendor.sorted_ids(found))
-    assert.equal(2, f.stats().lists - lists0)
+    local sb = assert(vercel.create(client, { labels = labels('run-C', 't1') }))
+    local found = assert(vercel.list(client, { labels = { ['cseng.run'] = 'run-C' } }))
+    assert.equal(1, #found)
+    assert.equal(sb.id, found[1].id) -- the current session: what destroy takes
+    assert.equal('run-C', found[1].labels['cseng.run'])
     assert.is_number(found[1].created)
-    assert.same({}, assert(vercel.list(client, { labels = { ['cseng.run'] = 'run-A' } })))
-    for i = 1, 4 do assert(vercel.destroy(client, made[i])) end
+    -- a second label is checked on the answer's tags
+    assert.same({}, assert(vercel.list(client, { labels = { ['cseng.run'] = 'run-C', ['cseng.task'] = 'other' } })))
+    assert(vercel.destroy(client, sb))
+    assert.same({}, assert(vercel.list(client, { labels = { ['cseng.run'] = 'run-C' } }))) -- stopped: not listed
   end)
 
   it('snapshots a prepared sandbox and creates from the snapshot (warm)', function()
@@ -161,8 +192,16 @@ describe('vercel lifecycle (stateful fake)', function()
     assert.is_true(vercel.destroy(client, sb))
     local sb2 = assert(vercel.create(client, { warm_artifact = snap }))
     assert.same({ type = 'snapshot', snapshotId = snap }, f.stats().last_create.source)
+    assert.equal('v3', f.stats().last_create_version) -- a snapshot source takes no runtime: /v3, as the SDK does
+    assert.is_nil(f.stats().last_create.runtime)
     assert.equal('warm\n', assert(vercel.get(client, sb2, '/workspace/state')))
     assert(vercel.destroy(client, sb2))
+    assert.equal('created', assert(vercel.get_snapshot(client, snap)).status)
+    assert.is_true(vercel.delete_snapshot(client, snap))
+    assert.is_true(vercel.delete_snapshot(client, snap)) -- already gone
+    assert.is_nil(f.snapshots()[snap])
+    local _, _, code = vercel.create(client, { warm_artifact = snap })
+    assert.equal('HTTP_404', code)
   end)
 
   it('names every missing credential in one line', function()
@@ -194,7 +233,7 @@ describe('the runner on the vercel fake', function()
     local index = 'bash-template-render'
     runner.check_gold_then_nop(index, function(s, before)
       assert.is_true(s.execs - before.execs >= 4)
-      assert.equal(s.execs, s.logs)
+      assert.is_true(s.writes - before.writes >= 1)
       assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
     end)
   end)
@@ -216,6 +255,13 @@ describe('the runner on the vercel fake', function()
     assert.equal(1, s.snapshots - before.snapshots)
     assert.equal('snapshot', s.last_create.source.type) -- the trial started from it
     assert.equal(0, s.live)
+  end)
+
+  it('passes every bundled task with gold, cold and warm, and scores 0 with nop', function()
+    runner.check_all_tasks { 'cold', 'warm' }
+    local s = runner.f.stats()
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
   end)
 
   it('stops with a clear error naming the token variables when none is set', function()

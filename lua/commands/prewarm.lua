@@ -5,21 +5,19 @@
 --- `cseng run ... --mode warm --prewarm-file FILE` reads (or pass one id with --warm-artifact).
 local flags = require 'flags'
 local plan = require 'plan'
+local options = require 'options'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
 local dataset = require 'dataset'
-local results = require 'results'
+local errors = require 'errors'
 local runner = require 'runner'
+local session = require 'session'
 local util = require 'util'
 
-local RUN_SPEC = require('commands.run').SPEC
-local NAMES = { 'provider', 'dataset', 'task-index', 'task-limit', 'concurrency', 'image-map', 'allow-network',
+local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
-local SPEC = {}
-for _, n in ipairs(NAMES) do SPEC[n] = RUN_SPEC[n] end
+local SPEC = options.subset(NAMES)
 
 local DEFAULT_PLAN = 'plans/warm-gold.lua'
 
@@ -40,40 +38,36 @@ function cmd.run(args)
   local ok, p = pcall(plan.load, plan_path)
   if not ok then io.stderr:write('cseng: ', tostring(p), '\n'); return 2 end
   local argv = { 'cseng', 'prewarm', table.unpack(args) }
-  local ok2, o = pcall(require('commands.run').options, p, f, argv)
+  local ok2, o = pcall(options.merge, p, f, argv)
   if not ok2 then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
   o.mode = 'warm'
   if not f.provider then io.stderr:write('cseng: prewarm needs --provider NAME\n'); return 2 end
 
   local status = 0
   local rok, rerr = pcall(function()
-    local provider = runner.provider(o.provider)
+    local provider = session.adapter(o.provider)
     if not provider.snapshot then error(string.format("provider '%s' has no warm mode (no snapshot)", provider.name), 0) end
     local tasks = dataset.load(o.dataset)
-    local selected = dataset.select(tasks, o.task_index, o.task_limit)
-    local stamp = os.date('!%Y%m%d-%H%M%S')
-    local run_id = string.format('prewarm-%s-%s-%s', provider.name, stamp, crypto.hex(crypto.random_bytes(2)))
-    local dir = (o.output and not o.output:match('%.json$')) and o.output or 'results'
-    local out_json = (o.output and o.output:match('%.json$')) and o.output or (dir .. '/prewarm-' .. provider.name .. '-' .. stamp .. '.json')
-    local log = out_json:gsub('%.json$', '') .. '.jsonl'
-    local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
-    local client = provider.connect(util.merge(o.provider_config, { getenv = getenv, run_id = run_id }))
-    local writer = results.open(log, run_id)
-    local run = {
-      id = run_id, opts = o, provider = provider, writer = writer, getenv = getenv, client = client,
-      warm_cache = {}, launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
-    }
+    local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
+    -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it
+    local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm', provider.name },
+      stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end }
+    local out_json, log = s.json, s.jsonl
+    local run = runner.run_of(s, s:connect(o.provider, o.provider_config))
+    local writer = s.writer
     writer:event('run_started', { kind = 'prewarm', argv = argv, provider = provider.name, dataset = o.dataset,
-      task_count = #selected, host = sys.hostname(), pid = sys.pid() }, true)
+      task_count = #selected, host = sys.hostname(), pid = sys.pid(), provider_config = o.provider_config }, true)
     if not o.quiet then
-      io.stdout:write(string.format('prewarm %s: %d task(s) on %s (concurrency %d)\nlog: %s\n', run_id, #selected,
+      io.stdout:write(string.format('prewarm %s: %d task(s) on %s (concurrency %d)\nlog: %s\n', s.id, #selected,
         provider.name, o.concurrency or 1, log))
     end
-    local artifacts, errors = {}, {}
+    local artifacts, failed = {}, {}
     local sem = task.semaphore(o.concurrency or 1)
     local workers = {}
     for _, t in ipairs(selected) do
+      if s.cleanup_failed then break end -- a failed cleanup stops new allocations
       sem:acquire()
+      if s.cleanup_failed then sem:release(); break end
       workers[#workers + 1] = task.spawn(function()
         local pok, art = pcall(runner.prepare_artifact, run, t, t.sha256:sub(1, 24))
         sem:release()
@@ -81,20 +75,21 @@ function cmd.run(args)
           artifacts[t.id] = art
           if not o.quiet and #selected > 1 then io.stdout:write(string.format('%-44s %s\n', t.id, art)) end
         else
-          local msg = type(art) == 'table' and tostring(art.message or cjson.encode(art)) or tostring(art)
-          errors[t.id] = msg
+          local msg = errors.line(art)
+          failed[t.id] = msg
           io.stderr:write(string.format('cseng: prewarm %s: %s\n', t.id, msg))
         end
       end)
     end
     for _, w in ipairs(workers) do w:join() end
     local nerr = 0
-    for _ in pairs(errors) do nerr = nerr + 1 end
-    writer:event('run_finished', { status = nerr == 0 and 'finished' or 'errors', errors = nerr }, true)
+    for _ in pairs(failed) do nerr = nerr + 1 end
+    local status_word = s.cleanup_failed and 'cleanup_failed' or (nerr == 0 and 'finished' or 'errors')
+    writer:event('run_finished', { status = status_word, errors = nerr, cleanup_error = s.cleanup_failed }, true)
     local doc = {
-      kind = 'cseng-prewarm', provider = provider.name, run_id = run_id, created_at = os.date('!%Y-%m-%dT%H:%M:%SZ'),
+      kind = 'cseng-prewarm', provider = provider.name, run_id = s.id, created_at = os.date('!%Y-%m-%dT%H:%M:%SZ'),
       dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
-      errors = next(errors) and errors or nil,
+      errors = next(failed) and failed or nil,
     }
     assert(fs.mkdir_p(util.dirname(out_json)))
     assert(fs.write(out_json, util.json_sorted(doc) .. '\n'))
@@ -106,13 +101,13 @@ function cmd.run(args)
       io.stdout:write('prewarm file: ', out_json, '\n',
         string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', provider.name, out_json))
     end
-    if nerr > 0 then status = 1 end
+    if s.cleanup_failed then
+      io.stderr:write('cseng: prewarm: stopped allocating: ', s.cleanup_failed, '\n',
+        '  run `cseng cleanup ', log, '` to retry the cleanup\n')
+    end
+    if nerr > 0 or s.cleanup_failed then status = 1 end
   end)
-  if not rok then
-    if type(rerr) == 'table' and rerr.code == 'ECANCELED' then return 130 end
-    io.stderr:write('cseng: prewarm: ', type(rerr) == 'table' and tostring(rerr.message or cjson.encode(rerr)) or tostring(rerr), '\n')
-    return 1
-  end
+  if not rok then return require('cli').fail(rerr, 'prewarm') end
   return status
 end
 

@@ -12,7 +12,13 @@ primitives that yield. Paths default to spec/. The last line is
 }
 
 function cmd.run(args)
-  local argv = { '--output=' .. sys.root() .. '/lua/testing/busted_output.lua' }
+  -- test support lives with the specs (spec/support/), not in the runtime tree
+  local output = sys.root() .. '/spec/support/busted_output.lua'
+  if not require('cseng.fs').exists(output) then
+    io.stderr:write('cseng test: ', output, ' is missing (cseng test runs specs from a checkout)\n')
+    return 1
+  end
+  local argv = { '--output=' .. output }
   local has_path = false
   for _, a in ipairs(args) do
     argv[#argv + 1] = a

@@ -10,10 +10,13 @@
 -- Shared shapes
 -- ---------------------------------------------------------------------------------------
 
----A structured error (`task.error`, the cancellation error): `tostring` gives "message (code)".
+---A structured error (`task.error`, the cancellation error; lua/errors.lua builds on it):
+---`tostring` gives "message (code)", or "stage: message (code)" when it has a stage.
 ---@class cseng.Error
 ---@field code string stable code, e.g. "ECANCELED"
 ---@field message string
+---@field stage? string the phase it happened in (runner)
+---@field traceback? string added when the error leaves a task (not to the cancellation)
 
 ---Stable error codes returned as the third value of an expected failure.
 ---@alias cseng.Code string
@@ -115,8 +118,9 @@ function task.semaphore(n) end
 ---A structured error object for `error(...)`.
 ---@param code string
 ---@param message? string defaults to code
+---@param fields? table more fields (stage, ...)
 ---@return cseng.Error
-function task.error(code, message) end
+function task.error(code, message, fields) end
 
 -- ---------------------------------------------------------------------------------------
 -- cseng.clock
@@ -246,8 +250,8 @@ local Process = {}
 ---@return integer pid the child's pid (= its process group id)
 function Process:pid() end
 
----Signal the whole group. `sig`: "TERM" (default), "KILL", "INT", "HUP", "QUIT", "USR1", "USR2",
----"STOP", "CONT" (SIG prefix optional) or a number.
+---Signal the whole group. `sig`: a signal name, SIG prefix optional ("TERM", the default,
+---"SIGKILL", "CONT", ...; the names sys.kill takes) or a number.
 ---@param sig? string|integer
 ---@return true|nil ok
 ---@return string? message
@@ -728,9 +732,10 @@ function sys.realpath(p) end
 ---@return cseng.Code? code "EIO"
 function sys.cwd() end
 
----Signal one process.
+---Signal one process. `sig`: a signal name, SIG prefix optional ("TERM", the default,
+---"SIGCONT", ...; the names Process:kill takes) or a number.
 ---@param pid integer
----@param sig? "INT"|"TERM"|"KILL"|"HUP"|"USR1"|"USR2"|integer default "TERM"
+---@param sig? string|integer default "TERM"
 ---@return true|nil ok
 ---@return string? message
 ---@return cseng.Code? code "ESRCH" or "EPERM"

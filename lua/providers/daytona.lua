@@ -7,8 +7,11 @@
 ---                  disk (GB), autoStopInterval, autoDeleteInterval, networkBlockAll}
 ---           then GET /sandbox/{id} until state == "started" (100 ms, x1.1 back-off to 1 s)
 ---   exec    POST   {toolboxProxyUrl}/{id}/process/execute {command, cwd, envs, timeout} -> {exitCode, result}
----   put     POST   {toolboxProxyUrl}/{id}/files/upload?path=/tmp/... (multipart "file"), then tar -xf by exec
----   get     GET    {toolboxProxyUrl}/{id}/files/download?path=...
+---   put     POST   {toolboxProxyUrl}/{id}/files/bulk-upload (multipart: field files[0].path = /tmp/...,
+---                  part files[0].file), then tar -xf by exec
+---   get     POST   {toolboxProxyUrl}/{id}/files/bulk-download {paths = {path}} -> multipart: a part "file"
+---                  (the data) or "error" ({message, statusCode, code}); both as the official SDK
+---                  (@daytonaio/sdk 0.218) sends them (docs/providers/CONFORMANCE.md)
 ---   destroy DELETE /sandbox/{id}   (404 = already gone)
 ---   list    GET    /sandbox?labels=<json>  -> {items, nextCursor}
 ---   snapshot GET   /snapshots/{name} (reuse an active one), else POST /sandbox/{id}/snapshot {name},
@@ -328,14 +331,19 @@ end
 
 -- ---- files ---------------------------------------------------------------------------------
 
--- multipart/form-data with one part named "file" (the toolbox's UploadFile).
-local multipart = adapter.multipart
-M._multipart = multipart
+-- The toolbox's UploadFiles form (what the SDK's fs.uploadFile sends): the destination as the
+-- field files[0].path, the data as the part files[0].file (filename = the destination).
+function M._upload_form(path, data)
+  return adapter.form {
+    { name = 'files[0].path', data = path },
+    { name = 'files[0].file', filename = path, content_type = 'application/octet-stream', data = data },
+  }
+end
 
 upload = function(client, sb, path, data)
-  local body, ctype = multipart(path:match('[^/]*$'), data)
-  local ok, err, code = call(client, 'POST', toolbox(client, sb, '/files/upload?path=' .. urlencode(path)),
-    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300 })
+  local body, ctype = M._upload_form(path, data)
+  local ok, err, code = call(client, 'POST', toolbox(client, sb, '/files/bulk-upload'),
+    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true })
   if not ok then return nil, err, code end
   return true
 end
@@ -351,13 +359,27 @@ end
 --- Read a file of the sandbox.
 ---@return string|nil data, string? err, string? code
 function M.get(client, sb, path)
-  local data, err, code = call(client, 'GET', toolbox(client, sb, '/files/download?path=' .. urlencode(path)),
-    { raw = true, headers = { Accept = 'application/octet-stream' }, timeout = 300 })
+  local url = toolbox(client, sb, '/files/bulk-download')
+  local data, res, code = call(client, 'POST', url,
+    { json = { paths = { path } }, raw = true, headers = { Accept = 'multipart/form-data' }, timeout = 300 })
   if not data then
-    if code == 'HTTP_404' or code == 'HTTP_400' then return nil, path .. ': ' .. tostring(err), 'ENOENT' end
-    return nil, err, code
+    if code == 'HTTP_404' or code == 'HTTP_400' then return nil, path .. ': ' .. tostring(res), 'ENOENT' end
+    return nil, res, code
   end
-  return data
+  local parts, why = adapter.multipart_parts(type(data) == 'string' and data or '', res.headers['content-type'])
+  if not parts then return nil, 'daytona: POST ' .. url .. ': ' .. why, 'EPROTO' end
+  for _, p in ipairs(parts) do
+    if p.name == 'file' and (p.filename == path or #parts == 1) then return p.data end
+    if p.name == 'error' then
+      local ok, e = pcall(cjson.decode, p.data)
+      e = ok and type(e) == 'table' and e or {}
+      local status = math.tointeger(e.statusCode)
+      local msg = string.format('%s: %s', path, str(e.message) or adapter.snippet(p.data))
+      if status == 404 or e.code == 'FILE_NOT_FOUND' or e.code == 'NOT_FOUND' then return nil, msg, 'ENOENT' end
+      return nil, 'daytona: ' .. msg, status and ('HTTP_' .. status) or 'EPROTO'
+    end
+  end
+  return nil, 'daytona: POST ' .. url .. ': no part for ' .. path .. ' in the answer', 'EPROTO'
 end
 
 -- ---- snapshot (warm mode) ------------------------------------------------------------------

@@ -247,7 +247,7 @@ local function image_map_of(client, map)
 end
 
 local function map_image(image, map)
-  return require('staging').map_image(image, map)
+  return require('dockerfile').map_image(image, map)
 end
 
 --- Rewrite the FROM lines of a Dockerfile through the image map. Stage names (FROM x AS name)

@@ -3,16 +3,18 @@
 --- e2b-envd.yaml, e2b-process.proto).
 ---
 ---   base    E2B_API_URL (default https://api.e2b.app), header X-API-Key: E2B_API_KEY
----   create  POST   /sandboxes {templateID, timeout (s), metadata, envVars, secure, allow_internet_access}
----                  -> 201 {sandboxID, envdAccessToken, domain, ...} (running on return)
+---   create  POST   /v2/sandboxes {templateID, timeout (s), metadata, envVars, allow_internet_access}
+---                  -> 201 {sandboxID, envdAccessToken, domain, ...} (running on return; v2 secures
+---                  every sandbox, so there is no "secure" key: what the official SDK, e2b 2.51, sends)
 ---   exec    POST   {envd}/process.Process/Start  (Connect server stream, JSON codec; below)
 ---   put     POST   {envd}/files?path=/tmp/...&username=root (multipart "file"), then tar -xf by exec
 ---   get     GET    {envd}/files?path=...&username=root
+---                  (the user is the username parameter, as the SDK sends it: no Authorization header)
 ---   destroy DELETE /sandboxes/{id}  (204; 404 = already gone)
 ---   list    GET    /v2/sandboxes?metadata=<urlencoded k=v&...>&state=running (X-Next-Token pages)
 ---   snapshot GET   /snapshots?name=<name> (reuse one that exists), else POST /sandboxes/{id}/snapshots
 ---                  {name} -> 201 {snapshotID, names} (warm mode; the artifact is the snapshotID, created
----                  from with POST /sandboxes {templateID = snapshotID})
+---                  from with POST /v2/sandboxes {templateID = snapshotID})
 ---
 --- {envd} comes from E2B_ENVD_URL_TEMPLATE (default "https://{port}-{sandbox}.{domain}", port
 --- 49983, domain from the create response or E2B_DOMAIN, default e2b.app). Every envd request
@@ -159,12 +161,13 @@ end
 
 local function basic(user) return 'Basic ' .. crypto.base64(user .. ':') end
 
+-- user: the Basic user of Process calls; false for /files, whose user is the username parameter.
 local function envd_headers(client, sb, user, extra)
   local h = {
-    Authorization = basic(user or client.user),
     ['E2b-Sandbox-Id'] = sb.id,
     ['E2b-Sandbox-Port'] = tostring(client.envd_port),
   }
+  if user ~= false then h.Authorization = basic(user or client.user) end
   if sb.token then h['X-Access-Token'] = sb.token end
   for k, v in pairs(extra or {}) do h[k] = v end
   return h
@@ -189,13 +192,12 @@ function M.template_for(client, spec)
   return client.templates.default
 end
 
---- The POST /sandboxes body for a spec (exposed for the conformance specs).
+--- The POST /v2/sandboxes body for a spec (exposed for the conformance specs).
 function M.create_body(client, spec)
   local ttl = math.tointeger(math.ceil(spec.ttl_seconds or DEFAULTS.default_timeout))
   local body = {
     templateID = M.template_for(client, spec),
     timeout = math.max(1, math.min(ttl, client.max_timeout)), -- the sandbox is killed after it
-    secure = true,
     allow_internet_access = spec.network and true or false,
   }
   if spec.labels and next(spec.labels) then body.metadata = util.copy(spec.labels) end
@@ -209,10 +211,10 @@ end
 function M.create(client, spec)
   spec = spec or {}
   local body = M.create_body(client, spec)
-  local data, res, code = api(client, 'POST', '/sandboxes', { json = body })
+  local data, res, code = api(client, 'POST', '/v2/sandboxes', { json = body })
   if not data then return nil, res, code end
   if type(data) ~= 'table' or type(data.sandboxID) ~= 'string' or data.sandboxID == '' then
-    return nil, 'e2b: POST /sandboxes: no sandboxID in the response', 'EPROTO'
+    return nil, 'e2b: POST /v2/sandboxes: no sandboxID in the response', 'EPROTO'
   end
   local token = str(data.envdAccessToken)
   if token then util.add_secret(token) end
@@ -388,7 +390,7 @@ upload = function(client, sb, path, data, user)
   user = user or client.user
   local body, ctype = adapter.multipart(path:match('[^/]*$'), data)
   local url = M.envd_url(client, sb) .. '/files?path=' .. urlencode(path) .. '&username=' .. urlencode(user)
-  local ok, err, code = request('POST', url, envd_headers(client, sb, user, { ['Content-Type'] = ctype }),
+  local ok, err, code = request('POST', url, envd_headers(client, sb, false, { ['Content-Type'] = ctype }),
     { body = body, timeout = 300 })
   if not ok then return nil, err, code end
   return true
@@ -405,7 +407,7 @@ end
 ---@return string|nil data, string? err, string? code
 function M.get(client, sb, path)
   local url = M.envd_url(client, sb) .. '/files?path=' .. urlencode(path) .. '&username=' .. urlencode(client.user)
-  local data, err, code = request('GET', url, envd_headers(client, sb, client.user, { Accept = 'application/octet-stream' }),
+  local data, err, code = request('GET', url, envd_headers(client, sb, false, { Accept = 'application/octet-stream' }),
     { raw = true, timeout = 300 })
   if not data then
     if code == 'HTTP_404' then return nil, path .. ': ' .. tostring(err), 'ENOENT' end

@@ -11,6 +11,7 @@
 --- response's `usage`; cost is the provider's `usage.cost` when reported, else tokens x prices.
 local http = require 'cseng.http'
 local clock = require 'cseng.clock'
+local errors = require 'errors'
 local task = require 'cseng.task'
 local jsonl = require 'jsonl'
 local util = require 'util'
@@ -105,8 +106,8 @@ local function num_option(ctx, key)
   if v == nil then return agent.DEFAULTS[key] end
   local n = tonumber(v)
   if not n or n < 0 then
-    error({ stage = 'solve', code = 'ECONFIG',
-      message = string.format('option %s: expected a non-negative number, got %s', key, tostring(v)) })
+    errors.raise(errors.ECONFIG, string.format('option %s: expected a non-negative number, got %s', key, tostring(v)),
+      { stage = 'solve' })
   end
   return n
 end
@@ -120,10 +121,10 @@ function agent.prices(ctx, model)
   if pin ~= nil or pout ~= nil then
     local a, b = tonumber(pin), tonumber(pout)
     if not a or not b or a < 0 or b < 0 then
-      error({ stage = 'solve', code = 'ECONFIG', message = string.format(
+      errors.raise(errors.ECONFIG, string.format(
         'LLM prices: set both CSENG_LLM_PRICE_IN and CSENG_LLM_PRICE_OUT (USD per 1M tokens,'
           .. ' or llm_price_in/out), got %s and %s',
-        tostring(pin), tostring(pout)) })
+        tostring(pin), tostring(pout)), { stage = 'solve' })
     end
     return { a, b }, 'configured'
   end
@@ -132,34 +133,10 @@ function agent.prices(ctx, model)
   return nil
 end
 
--- Seconds to wait from a Retry-After header: delta-seconds or an IMF-fixdate.
-local MONTHS = {
-  Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10, Nov = 11, Dec = 12,
-}
-local function days_from_civil(y, m, d) -- Howard Hinnant's algorithm
-  y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
---- Parse a Retry-After value into seconds (>= 0), or nil.
+--- Parse a Retry-After value into seconds (>= 0), or nil (util.retry_after).
 ---@param v string|nil
 ---@return number|nil
-function agent.retry_after(v)
-  if type(v) ~= 'string' then return nil end
-  local n = tonumber(v:match('^%s*([%d.]+)%s*$'))
-  if n then return n end
-  local d, mon, y, hh, mm, ss = v:match('(%d+) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT')
-  if d and MONTHS[mon] then
-    local epoch = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400
-      + tonumber(hh) * 3600 + tonumber(mm) * 60 + tonumber(ss)
-    return math.max(0, epoch - clock.epoch())
-  end
-  return nil
-end
+agent.retry_after = util.retry_after
 
 -- The message of an API error body ({"error": {"message": ...}} or text), short and redacted.
 local function api_message(body)
@@ -218,8 +195,7 @@ local function fail(state, message, code)
   state.usage.stop_reason = 'error'
   state.usage.error = message
   state.log:add({ event = 'stop', stop_reason = 'error', error = message, code = code })
-  error({ stage = 'solve', message = message, code = code or 'EAPI', usage = state.usage,
-    transcript = state.log.entries }, 0)
+  errors.raise(code or errors.EAPI, message, { stage = 'solve', usage = state.usage, transcript = state.log.entries })
 end
 
 -- One completion, with retries. Returns the decoded response, or nil, msg, CODE; CODE
@@ -237,15 +213,15 @@ local function complete(state, body)
     local left = state.left()
     if left <= 0 then
       local why = last_err and (' (last API error: ' .. last_err .. ')') or ''
-      return nil, 'the solve time ran out' .. why, 'ESOLVETIME'
+      return nil, 'the solve time ran out' .. why, errors.ESOLVETIME
     end
     usage.api_requests = usage.api_requests + 1
     local res, err, code = http.request { method = 'POST', url = url, headers = headers, body = body,
       timeout = math.min(o.llm_request_timeout, left) }
     local retry_after, fatal
     if not res then
-      if code == 'ETIMEDOUT' and state.left() <= 0 then
-        return nil, 'the solve time ran out while waiting for the model', 'ESOLVETIME'
+      if code == errors.ETIMEDOUT and state.left() <= 0 then
+        return nil, 'the solve time ran out while waiting for the model', errors.ESOLVETIME
       end
       last_err, last_code = util.redact(tostring(err)), code
       fatal = not RETRY_CODES[code]
@@ -253,7 +229,7 @@ local function complete(state, body)
       local doc, derr = jsonl.decode(res.body)
       if type(doc) == 'table' and doc.error ~= nil then -- an error inside a 200 (upstream failures)
         local ec = type(doc.error) == 'table' and tonumber(doc.error.code) or nil
-        last_err, last_code = string.format('HTTP %d with an error body: %s', res.status, api_message(res.body)), 'EAPI'
+        last_err, last_code = string.format('HTTP %d with an error body: %s', res.status, api_message(res.body)), errors.EAPI
         if ec == 401 or ec == 403 then
           return refused(last_err, 'HTTP_' .. ec)
         end
@@ -261,7 +237,7 @@ local function complete(state, body)
       elseif type(doc) ~= 'table' or type(doc.choices) ~= 'table' or type(doc.choices[1]) ~= 'table' then
         last_err = 'HTTP ' .. res.status .. ' but not a chat completion: '
           .. (derr and ('invalid JSON: ' .. derr) or api_message(res.body))
-        last_code = 'EBADRESPONSE'
+        last_code = errors.EBADRESPONSE
       else
         return doc
       end
@@ -282,7 +258,7 @@ local function complete(state, body)
     local wait = retry_after
       or math.min(o.llm_backoff_max, o.llm_backoff_seconds * 2 ^ (attempt - 1)) * (0.5 + 0.5 * math.random())
     if wait >= state.left() then
-      return nil, 'the solve time ran out before the next try (last API error: ' .. last_err .. ')', 'ESOLVETIME'
+      return nil, 'the solve time ran out before the next try (last API error: ' .. last_err .. ')', errors.ESOLVETIME
     end
     usage.retries = usage.retries + 1
     state.log:add({ event = 'api_retry', turn = usage.turns + 1, attempt = attempt, error = last_err, code = last_code,
@@ -378,7 +354,7 @@ local function run_tool(state, ctx, call)
   local res, err, code = ctx:exec(cmd, { timeout = timeout, env = ctx.task.config.agent_env,
     tail_bytes = math.floor(o.llm_output_bytes) })
   if not res then
-    fail(state, state.cfg.name .. ': running a command in the sandbox: ' .. tostring(err), code or 'EEXEC')
+    fail(state, state.cfg.name .. ': running a command in the sandbox: ' .. tostring(err), code or errors.EEXEC)
   end
   state.usage.commands = state.usage.commands + 1
   local out, out_cut = tail(res.stdout, o.llm_output_bytes)
@@ -478,7 +454,7 @@ function agent.run(ctx, cfg)
     local r0 = clock.now()
     local resp, err, code = complete(state, jsonl.encode(body))
     if not resp then
-      if code == 'ESOLVETIME' then
+      if code == errors.ESOLVETIME then
         usage.stop_reason, usage.last_api_error = 'timeout', err
         say('stop: ' .. err)
         break
@@ -576,7 +552,7 @@ function agent.solver(def)
   ---@param ctx SolveContext
   function solver.solve(ctx)
     local cfg, err, code = def.config(ctx.options or {}, ctx.getenv)
-    if not cfg then error({ stage = 'solve', message = err, code = code or 'ECONFIG' }, 0) end
+    if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
     util.add_secret(cfg.api_key)
     return agent.run(ctx, cfg)
   end
@@ -586,9 +562,8 @@ end
 
 --- Not a solver by itself: it needs an endpoint (use openrouter or ai_gateway).
 function agent.solve()
-  error({ stage = 'solve', code = 'ECONFIG',
-    message = "'agent' is the loop behind the openrouter and ai_gateway solvers:"
-      .. ' use --solver openrouter or ai_gateway' }, 0)
+  errors.raise(errors.ECONFIG, "'agent' is the loop behind the openrouter and ai_gateway solvers:"
+    .. ' use --solver openrouter or ai_gateway', { stage = 'solve' })
 end
 
 --- Write a transcript (from a solve result) as JSON Lines, redacted; for runners persisting it.

@@ -3,6 +3,7 @@
 ---   AI_GATEWAY_API_KEY, or else VERCEL_OIDC_TOKEN (one is required);
 ---   AI_GATEWAY_MODEL (required unless the plan or --model sets `model`), e.g. deepseek/deepseek-v4-flash;
 ---   AI_GATEWAY_BASE_URL (default https://ai-gateway.vercel.sh/v1).
+local errors = require 'errors'
 local agent = require 'solvers.agent'
 
 local DEFAULT_BASE_URL = 'https://ai-gateway.vercel.sh/v1'
@@ -18,12 +19,12 @@ return agent.solver {
     if not key then key, key_var = nonempty(getenv('VERCEL_OIDC_TOKEN')), 'VERCEL_OIDC_TOKEN' end
     if not key then
       return nil, 'the ai_gateway solver needs AI_GATEWAY_API_KEY or VERCEL_OIDC_TOKEN'
-        .. ' (set one in the environment or the --env-file)', 'ECONFIG'
+        .. ' (set one in the environment or the --env-file)', errors.ECONFIG
     end
     local model = nonempty(options.model) or nonempty(getenv('AI_GATEWAY_MODEL'))
     if not model then
       return nil, "the ai_gateway solver needs a model: set AI_GATEWAY_MODEL (or the plan's model field),"
-        .. ' e.g. deepseek/deepseek-v4-flash', 'ECONFIG'
+        .. ' e.g. deepseek/deepseek-v4-flash', errors.ECONFIG
     end
     return {
       name = 'ai_gateway',

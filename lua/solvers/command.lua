@@ -3,23 +3,22 @@
 --- $CSENG_INSTRUCTION_FILE. Variables named in --solver-env are passed from the host.
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
+local errors = require 'errors'
 local util = require 'util'
 
 local solver = { name = 'command', description = 'run a solver script in the sandbox (--solve-command-file)' }
 
 function solver.solve(ctx)
   local file = ctx.options.solve_command_file
-  if not file then error({ stage = 'solve', message = 'the command solver needs --solve-command-file FILE' }) end
-  local script, err = fs.read(file)
-  if not script then error({ stage = 'solve', message = tostring(err) }) end
-  local ok, perr, code = ctx:put('/cseng', archive.pack({ { path = 'solver.sh', data = script, mode = tonumber('755', 8) } }))
-  if not ok then error({ stage = 'solve', message = 'uploading the solver: ' .. tostring(perr), code = code }) end
+  if not file then errors.raise(errors.ECONFIG, 'the command solver needs --solve-command-file FILE', { stage = 'solve' }) end
+  local script = errors.check({ stage = 'solve', default_code = errors.ECONFIG }, fs.read(file))
+  errors.check({ stage = 'solve', prefix = 'uploading the solver: ' },
+    ctx:put('/cseng', archive.pack({ { path = 'solver.sh', data = script, mode = tonumber('755', 8) } })))
   local env = util.merge(ctx.task.config.agent_env, { CSENG_INSTRUCTION_FILE = '/cseng/instruction.md' })
   for name in tostring(ctx.options.solver_env or ''):gmatch('[^,%s]+') do
     env[name] = ctx.getenv(name)
   end
-  local res, xerr, xcode = ctx:exec('bash /cseng/solver.sh', { env = env, timeout = ctx.timeout })
-  if not res then error({ stage = 'solve', message = tostring(xerr), code = xcode }) end
+  local res = errors.check({ stage = 'solve' }, ctx:exec('bash /cseng/solver.sh', { env = env, timeout = ctx.timeout }))
   return { return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = res.elapsed, timed_out = res.timed_out }
 end
 

@@ -3,6 +3,7 @@
 --- as the seed harness makes its solve.sh idempotent. A task without a solution is reported
 --- as such (the verifier still runs; it should score 0).
 local archive = require 'cseng.archive'
+local errors = require 'errors'
 
 local solver = { name = 'gold', description = "run the task's own solution/solve.sh" }
 
@@ -23,12 +24,11 @@ function solver.solve(ctx)
     return { skipped = true, note = 'the task has no solution/solve.sh' }
   end
   local tar = archive.pack_dir(task.dir .. '/solution', {})
-  local ok, err, code = ctx:put('/solution', tar)
-  if not ok then error({ stage = 'solve', message = 'uploading solution/: ' .. tostring(err), code = code }) end
-  ok, err, code = ctx:put('/cseng', archive.pack({ { path = 'gold-solve.sh', data = WRAPPER, mode = tonumber('755', 8) } }))
-  if not ok then error({ stage = 'solve', message = 'uploading the solve wrapper: ' .. tostring(err), code = code }) end
-  local res, xerr, xcode = ctx:exec('bash /cseng/gold-solve.sh', { env = task.config.solution_env, timeout = ctx.timeout })
-  if not res then error({ stage = 'solve', message = tostring(xerr), code = xcode }) end
+  errors.check({ stage = 'solve', prefix = 'uploading solution/: ' }, ctx:put('/solution', tar))
+  errors.check({ stage = 'solve', prefix = 'uploading the solve wrapper: ' },
+    ctx:put('/cseng', archive.pack({ { path = 'gold-solve.sh', data = WRAPPER, mode = tonumber('755', 8) } })))
+  local res = errors.check({ stage = 'solve' },
+    ctx:exec('bash /cseng/gold-solve.sh', { env = task.config.solution_env, timeout = ctx.timeout }))
   ctx:exec('rm -rf /solution', { timeout = 60 })
   return { return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = res.elapsed, timed_out = res.timed_out }
 end

@@ -4,6 +4,7 @@
 ---   `model`), OPENROUTER_BASE_URL (default https://openrouter.ai/api/v1),
 ---   OPENROUTER_HTTP_REFERER and OPENROUTER_X_TITLE (attribution headers; the title defaults to cseng).
 --- OpenRouter reports each response's cost in usage.cost; the record uses it.
+local errors = require 'errors'
 local agent = require 'solvers.agent'
 
 local DEFAULT_BASE_URL = 'https://openrouter.ai/api/v1'
@@ -17,11 +18,11 @@ return agent.solver {
     local key = nonempty(getenv('OPENROUTER_API_KEY'))
     if not key then
       return nil, 'the openrouter solver needs OPENROUTER_API_KEY (set it in the environment or the --env-file)',
-        'ECONFIG'
+        errors.ECONFIG
     end
     local model = nonempty(options.model) or nonempty(getenv('OPENROUTER_MODEL'))
     if not model then
-      return nil, "the openrouter solver needs a model: set OPENROUTER_MODEL (or the plan's model field)", 'ECONFIG'
+      return nil, "the openrouter solver needs a model: set OPENROUTER_MODEL (or the plan's model field)", errors.ECONFIG
     end
     return {
       name = 'openrouter',

@@ -18,9 +18,16 @@
 --- daemon of apps/daemon/pkg/toolbox/process/execute ignores it too); stdout and stderr come
 --- back combined; a command over its timeout (default 360 s) answers 408.
 ---
+--- Files: POST /files/bulk-upload (multipart: a field files[i].path, then the part files[i].file)
+--- and POST /files/bulk-download {paths} (answered as multipart/form-data: a part named "file"
+--- per file, filename = its path, or a part named "error" holding {message, statusCode, code})
+--- are what the official SDK (@daytonaio/sdk 0.218) sends; the single-file GET /files/download
+--- and POST /files/upload?path= of the toolbox spec are served too.
+---
 --- Snapshots (warm mode): POST /sandbox/{id}/snapshot {name} copies the sandbox's root for real
 --- (spec/fakes/sandboxes.lua's host.snapshot) into a snapshot that reads "pending", then "active"
---- after snapshot_delay (GET /snapshots/{id or name}); a name already taken is 409. POST /sandbox
+--- after snapshot_delay (GET /snapshots/{id or name}); the sandbox reads "snapshotting" for
+--- that long (the SDK waits for it to leave that state); a name already taken is 409. POST /sandbox
 --- {snapshot = <an active snapshot's name or id>} starts from that copy. Counters: snapshots
 --- (POST calls), snapshot_gets, snapshot_bodies, last_snapshot.
 ---
@@ -101,6 +108,7 @@ function fake.start(opts)
 
   local function state_of(s)
     if s.deleted then return 'destroyed' end
+    if s.snapshotting_until and clock.now() < s.snapshotting_until then return 'snapshotting' end
     if (clock.now() - s.created_ns) / 1e9 >= (s.start_delay or 0) then return s.end_state or 'started' end
     return s.build and 'pending_build' or 'creating'
   end
@@ -148,6 +156,7 @@ function fake.start(opts)
 
     local snap_of = path:match('^/sandbox/([^/]+)/snapshot$')
     if snap_of and method == 'POST' then
+      core.record(req, 'snapshot', '/sandbox/{sandboxIdOrName}/snapshot')
       local n = core.hit('snapshots', 'snapshot')
       snap_of = common.urldecode(snap_of)
       local s = forced('snapshot_status', n, snap_of)
@@ -168,6 +177,7 @@ function fake.start(opts)
       snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, created = os.time(),
                                created_ns = clock.now(), delay = cfg.snapshot_delay, end_state = cfg.snapshot_end_state,
                                cpu = sb.cpu, memory = sb.memory, disk = sb.disk }
+      sb.snapshotting_until = clock.now() + math.floor((cfg.snapshot_delay or 0) * 1e9)
       local v = view(sb)
       v.state = 'snapshotting'
       return json(200, v)
@@ -175,6 +185,7 @@ function fake.start(opts)
 
     local snap_ref = path:match('^/snapshots/([^/]+)$')
     if snap_ref and method == 'GET' then
+      core.record(req, 'snapshot_get', '/snapshots/{id}')
       core.hit('snapshot_gets', 'snapshot_get')
       snap_ref = common.urldecode(snap_ref)
       local snap = find_snapshot(snap_ref)
@@ -195,6 +206,8 @@ function fake.start(opts)
       local s = forced('create_status', n)
       if s then return err(s, 'forced failure ' .. s) end
       local body = decode_body(req)
+      core.record(req, body and type(body.snapshot) == 'string' and find_snapshot(body.snapshot) and 'create_from_snapshot'
+        or 'create', '/sandbox')
       if not body then
         core.count('bad_requests')
         return err(400, 'body must be a JSON object')
@@ -223,6 +236,7 @@ function fake.start(opts)
     end
 
     if path == '/sandbox' and method == 'GET' then
+      core.record(req, 'list', '/sandbox')
       local n = core.hit('lists', 'list')
       local s = forced('list_status', n)
       if s then return err(s, 'forced failure ' .. s) end
@@ -251,12 +265,14 @@ function fake.start(opts)
       id = common.urldecode(id)
       local sb = sandboxes[id]
       if method == 'GET' then
+        core.record(req, 'get', '/sandbox/{sandboxIdOrName}')
         local n = core.hit('gets', 'get')
         local s = forced('get_status', n)
         if s then return err(s, 'forced failure ' .. s) end
         if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
         return json(200, view(sb))
       elseif method == 'DELETE' then
+        core.record(req, 'destroy', '/sandbox/{sandboxIdOrName}')
         local n = core.hit('deletes', 'delete')
         local s = forced('delete_status', n, id)
         if s then return err(s, 'forced failure ' .. s) end
@@ -289,6 +305,7 @@ function fake.start(opts)
     local sb = sandboxes[id]
 
     if rest == '/process/execute' and method == 'POST' then
+      core.record(req, 'exec', '/{sandboxId}/process/execute')
       local n = core.hit('execs', 'exec')
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local body = decode_body(req)
@@ -313,11 +330,75 @@ function fake.start(opts)
       return json(200, { exitCode = r.code, result = (r.stdout or '') .. (r.stderr or '') })
     end
 
+    if rest == '/files/bulk-upload' and method == 'POST' then
+      core.hit('uploads', 'upload')
+      local parts, why = common.multipart(req.body, req.headers['content-type'])
+      -- files[i].path (a field) and files[i].file (the data), i from 0
+      local files, order = {}, {}
+      for _, p in ipairs(parts or {}) do
+        local i, field = tostring(p.name):match('^files%[(%d+)%]%.(%a+)$')
+        if i and (field == 'path' or field == 'file') then
+          if not files[i] then files[i] = {}; order[#order + 1] = i end
+          files[i][field] = field == 'path' and p.data or p
+        end
+      end
+      local shape = jsonl.array()
+      for _, i in ipairs(order) do
+        shape[#shape + 1] = { path = files[i].path and 'a multipart field' or nil, file = files[i].file and 'a multipart part' or nil }
+      end
+      core.record(req, 'upload', '/{sandboxId}/files/bulk-upload', { files = shape })
+      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+      if #order == 0 then
+        core.count('bad_requests')
+        return err(400, 'no files[i].path / files[i].file parts' .. (why and (': ' .. why) or ''))
+      end
+      for _, i in ipairs(order) do
+        local fpath, file = files[i].path, files[i].file
+        if not fpath or fpath == '' or not file then
+          core.count('bad_requests')
+          return err(400, 'files[' .. i .. '] needs both .path and .file')
+        end
+        local ok, werr = host.write(sb.host, fpath, file.data)
+        if not ok then return err(400, tostring(werr)) end
+        st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+      end
+      return 200, {}, ''
+    end
+
+    if rest == '/files/bulk-download' and method == 'POST' then
+      core.record(req, 'download', '/{sandboxId}/files/bulk-download')
+      core.hit('downloads', 'download')
+      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+      local body = decode_body(req)
+      if not body or type(body.paths) ~= 'table' or #body.paths == 0 then
+        core.count('bad_requests')
+        return err(400, 'paths is required')
+      end
+      local boundary = 'cseng-fake-' .. common.uuid()
+      local out = {}
+      for _, fpath in ipairs(body.paths) do
+        local data = type(fpath) == 'string' and host.read(sb.host, fpath)
+        if data then
+          out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="file"; filename="',
+            fpath, '"\r\nContent-Type: application/octet-stream\r\n\r\n', data, '\r\n' }
+        else
+          out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="error"; filename="',
+            tostring(fpath), '"\r\nContent-Type: application/json\r\n\r\n',
+            jsonl.encode { message = 'file not found: ' .. tostring(fpath), statusCode = 404, code = 'FILE_NOT_FOUND' }, '\r\n' }
+        end
+      end
+      out[#out + 1] = '--' .. boundary .. '--\r\n'
+      return 200, { ['Content-Type'] = 'multipart/form-data; boundary=' .. boundary }, table.concat(out)
+    end
+
     if rest == '/files/upload' and method == 'POST' then
       core.hit('uploads', 'upload')
+      local parts, why = common.multipart(req.body, req.headers['content-type'])
+      local names = {}
+      for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
+      core.record(req, 'upload', '/{sandboxId}/files/upload', names)
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local q = common.query(req.query)
-      local parts, why = common.multipart(req.body, req.headers['content-type'])
       local file
       for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
       if not q.path or q.path == '' or not file then
@@ -331,6 +412,7 @@ function fake.start(opts)
     end
 
     if rest == '/files/download' and method == 'GET' then
+      core.record(req, 'download', '/{sandboxId}/files/download')
       core.hit('downloads', 'download')
       if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
       local q = common.query(req.query)

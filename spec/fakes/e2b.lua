@@ -9,9 +9,12 @@
 ---                    destroyed=, lists=, unauthorized=, bad_requests=, unknown=, live=, ... }
 ---   f.set { delete_status = false } ; f.close()
 ---
---- envd routes by the E2b-Sandbox-Id header (the adapter always sends it), else by a Host of
---- the form <port>-<sandboxID>.<domain>. It requires the sandbox's X-Access-Token and a Basic
---- user of "root" or "user" ("user" runs as uid 1000). Process.Start is checked the way the
+--- Create is POST /v2/sandboxes (what the official SDK, e2b 2.51, sends: NewSandboxV2, every
+--- sandbox secured, so no "secure" key) and the older POST /sandboxes (NewSandbox); both answer
+--- the same. envd routes by the E2b-Sandbox-Id header (the SDK and the adapter always send it), else
+--- by a Host of the form <port>-<sandboxID>.<domain>. It requires the sandbox's X-Access-Token and
+--- a Basic user of "root" or "user" ("user" runs as uid 1000); without an Authorization header the
+--- user is "user", as envd >= 0.4.0 does (the SDK sends none unless a user is asked for). Process.Start is checked the way the
 --- real server would parse it (one envelope, a JSON StartRequest with known fields only, decoded
 --- here with string.unpack, independently of cseng.connect), then the command runs for real
 --- (spec/fakes/sandboxes.lua) and the answer streams as envelopes: start {pid}, data events of
@@ -37,6 +40,8 @@
 ---       event; unauthenticated: the Connect error; http_401: a plain 401 before any envelope
 ---   snapshot_status = status | fn(n, id) force that status for POST /sandboxes/{id}/snapshots
 ---   page_size (100)                      /v2/sandboxes page size (X-Next-Token paging)
+---   envd_version ('0.5.7')              envdVersion in the create answer (the SDK picks its envd
+---                                        behaviour by it: < 0.4.0 always sends user "user")
 ---   files_via = url                      forward /files requests there first (a Prism proxy whose
 ---                                        upstream is this envd; marked X-Cseng-Via-Prism)
 local http = require 'cseng.http'
@@ -95,7 +100,7 @@ end
 
 function fake.start(opts)
   local host = common.host()
-  local core = scaffold.fake(opts, { api_key = 'test-e2b-key' }, {
+  local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7' }, {
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
   }, host)
@@ -108,7 +113,7 @@ function fake.start(opts)
     return {
       templateID = s.templateID, sandboxID = s.id, clientID = 'cseng-fake', startedAt = iso(s.created),
       endAt = iso(s.created + s.timeout), cpuCount = 2, memoryMB = 512, diskSizeMB = 2048,
-      metadata = s.metadata, state = 'running', envdVersion = '0.2.4',
+      metadata = s.metadata, state = 'running', envdVersion = cfg.envd_version,
     }
   end
 
@@ -117,7 +122,7 @@ function fake.start(opts)
   local function api(req)
     local method, path = req.method, req.path
     core.request(method .. ' ' .. path)
-    local is_create = path == '/sandboxes' and method == 'POST'
+    local is_create = (path == '/v2/sandboxes' or path == '/sandboxes') and method == 'POST'
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
       core.refused(is_create)
       return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
@@ -125,6 +130,7 @@ function fake.start(opts)
 
     local snap_of = path:match('^/sandboxes/([^/]+)/snapshots$')
     if snap_of and method == 'POST' then
+      core.record(req, 'snapshot', '/sandboxes/{sandboxID}/snapshots')
       local n = core.hit('snapshots', 'snapshot')
       snap_of = common.urldecode(snap_of)
       local s = forced('snapshot_status', n, snap_of)
@@ -147,6 +153,7 @@ function fake.start(opts)
     end
 
     if path == '/snapshots' and method == 'GET' then
+      core.record(req, 'snapshot_lookup', '/snapshots')
       core.hit('snapshot_lists', 'snapshot_list')
       local q = common.query(req.query)
       local out = {}
@@ -166,6 +173,7 @@ function fake.start(opts)
       local s = forced('create_status', n)
       if s then return api_error(s, 'forced failure ' .. s) end
       local ok, body = pcall(cjson.decode, req.body or '')
+      core.record(req, ok and type(body) == 'table' and snapshots[body.templateID] and 'create_from_snapshot' or 'create', path)
       if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
         core.count('bad_requests')
         return api_error(400, 'templateID is required')
@@ -177,19 +185,21 @@ function fake.start(opts)
       local sb = {
         id = id, templateID = body.templateID, metadata = type(body.metadata) == 'table' and body.metadata or {},
         env = env, timeout = math.tointeger(body.timeout) or 15, created = os.time(),
-        token = body.secure and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
+        -- POST /v2/sandboxes secures every sandbox; POST /sandboxes only with secure = true
+        token = (path == '/v2/sandboxes' or body.secure) and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
       }
       local snap = snapshots[body.templateID]
       sb.from_snapshot = snap and snap.id or nil
       sb.host = host.create { env = env, labels = sb.metadata, warm_artifact = snap and snap.artifact or nil }
       core.add(id, sb)
       return json(201, {
-        sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = '0.2.4',
+        sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
         envdAccessToken = sb.token, domain = 'fake.e2b.test',
       })
     end
 
     if path == '/v2/sandboxes' and method == 'GET' then
+      core.record(req, 'list', '/v2/sandboxes')
       local n = core.hit('lists', 'list')
       local s = forced('list_status', n)
       if s then return api_error(s, 'forced failure ' .. s) end
@@ -223,6 +233,7 @@ function fake.start(opts)
 
     local id = path:match('^/sandboxes/([^/]+)$')
     if id and method == 'DELETE' then
+      core.record(req, 'destroy', '/sandboxes/{sandboxID}')
       id = common.urldecode(id)
       local n = core.hit('deletes', 'delete')
       local s = forced('delete_status', n, id)
@@ -244,6 +255,7 @@ function fake.start(opts)
   end
 
   local function envd_user(req)
+    if req.headers.authorization == nil then return 'user' end -- envd's default user
     local b64 = tostring(req.headers.authorization or ''):match('^Basic%s+(%S+)$')
     local dec = b64 and crypto.unbase64(b64)
     local user = dec and dec:match('^([^:]*):')
@@ -262,6 +274,7 @@ function fake.start(opts)
       return connect_error('invalid_argument', 'missing Connect-Protocol-Version: 1')
     end
     local start, why = fake.parse_start(req.body)
+    core.record(req, 'exec', '/process.Process/Start', req.body:sub(6))
     if not start then
       core.count('bad_requests')
       return connect_error('invalid_argument', why)
@@ -319,7 +332,13 @@ function fake.start(opts)
 
   local function files(req, sb, user)
     local q = common.query(req.query)
-    if q.username and q.username ~= user then return api_error(400, 'username and Authorization user differ') end
+    -- the user is the username parameter (what the SDK sends), else the Authorization user
+    if q.username and req.headers.authorization and q.username ~= user then
+      return api_error(400, 'username and Authorization user differ')
+    end
+    if q.username and q.username ~= '' and q.username ~= 'root' and q.username ~= 'user' then
+      return api_error(400, 'unknown user ' .. q.username)
+    end
     if not q.path or q.path == '' then
       core.count('bad_requests')
       return api_error(400, 'path is required')
@@ -327,6 +346,9 @@ function fake.start(opts)
     if req.method == 'POST' then
       core.hit('uploads', 'files')
       local parts, why = common.multipart(req.body, req.headers['content-type'])
+      local names = {}
+      for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
+      core.record(req, 'upload', '/files', names)
       local file
       for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
       if not file then
@@ -337,6 +359,7 @@ function fake.start(opts)
       if not ok then return api_error(400, tostring(werr)) end
       return json(200, jsonl.array { { path = q.path, name = q.path:match('[^/]*$'), type = 'file' } })
     elseif req.method == 'GET' then
+      core.record(req, 'download', '/files')
       core.hit('downloads', 'files')
       local data = host.read(sb.host, q.path)
       if not data then return api_error(404, "path '" .. q.path .. "' does not exist") end
@@ -382,6 +405,7 @@ function fake.start(opts)
     end
     if path == '/process.Process/Start' and method == 'POST' then return process_start(req, sb, user) end
     if path == '/process.Process/SendSignal' and method == 'POST' then
+      core.record(req, 'signal', '/process.Process/SendSignal')
       core.count('signals')
       local ok, body = pcall(cjson.decode, req.body or '')
       st.signal_requests[#st.signal_requests + 1] = ok and body or req.body

@@ -21,6 +21,9 @@
 ---   environment = string         what the environment probe prints (see ENV_DEFAULT)
 ---   shared = {}                  a table several fakes share: in_flight and max_in_flight count
 ---                                the requests being handled across all of them (parallelism)
+--- Bodies are checked against the request shapes of ../shared/docs/PROVIDERS.md (Lizard has no
+--- official SDK to referee it; spec/conformance_lizard_spec.lua keeps fake.CREATE_KEYS and
+--- fake.EXEC_KEYS equal to that document): a key outside them is a 400, as a strict server would.
 --- The built-in exec emulation answers `print('X')` / `print("X")` with X, `echo X` with X, and
 --- the startup arena's environment probe (a command containing "python3 --version") with
 --- `environment`; anything else exits 0 with empty output.
@@ -30,6 +33,18 @@ local cjson = require 'cjson'
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 
 local fake = {}
+
+--- The body keys of create and exec (PROVIDERS.md's Lizard section).
+fake.CREATE_KEYS = { 'projectId', 'template', 'size', 'region', 'timeoutMs', 'metadata', 'envs', 'volumeId' }
+fake.EXEC_KEYS = { 'cmd', 'envs', 'user', 'workdir', 'timeoutMs' }
+
+-- The first key of body not in keys, or nil.
+local function unknown_key(body, keys)
+  local known = {}
+  for _, k in ipairs(keys) do known[k] = true end
+  for k in pairs(body) do if not known[k] then return tostring(k) end end
+  return nil
+end
 
 -- What the arena's probe prints on a 2-vCPU / 2 GiB cgroup-v2 sandbox.
 fake.ENV_DEFAULT = table.concat({
@@ -100,6 +115,7 @@ function fake.start(opts)
     end
 
     if path == '/api/sandboxes' and method == 'POST' then
+      core.record(req, 'create', '/api/sandboxes')
       local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
       local s = forced('create_status', n)
@@ -107,6 +123,11 @@ function fake.start(opts)
       if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
         core.count('bad_requests')
         return json(400, { error = 'projectId and template are required' })
+      end
+      local bad = unknown_key(body, fake.CREATE_KEYS)
+      if bad then
+        core.count('bad_requests')
+        return json(400, { error = 'unknown field ' .. bad })
       end
       seq = seq + 1
       local id = string.format('lz-%06d', seq)
@@ -120,6 +141,7 @@ function fake.start(opts)
     end
 
     if path == '/api/sandboxes' and method == 'GET' then
+      core.record(req, 'list', '/api/sandboxes')
       core.hit('lists', 'list')
       local items = {}
       for _, sb in ipairs(core.matching()) do
@@ -130,6 +152,7 @@ function fake.start(opts)
 
     local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
     if id and rest == '/exec' and method == 'POST' then
+      core.record(req, 'exec', '/api/sandboxes/{id}/exec')
       local n = core.hit('execs', 'exec')
       local sb = sandboxes[id]
       if not sb then return json(404, { error = 'sandbox not found' }) end
@@ -139,6 +162,11 @@ function fake.start(opts)
         core.count('bad_requests')
         return json(400, { error = 'cmd is required' })
       end
+      local bad = unknown_key(body, fake.EXEC_KEYS)
+      if bad then
+        core.count('bad_requests')
+        return json(400, { error = 'unknown field ' .. bad })
+      end
       sb.execs = sb.execs + 1
       st.last_exec = body
       local code, out, err = run_exec(body.cmd, sb, n)
@@ -146,6 +174,7 @@ function fake.start(opts)
     end
 
     if id and rest == '' and method == 'DELETE' then
+      core.record(req, 'destroy', '/api/sandboxes/{id}')
       local n = core.hit('deletes', 'delete')
       local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
       if s then return json(s, { error = 'forced failure ' .. s }) end

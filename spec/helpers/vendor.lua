@@ -53,6 +53,13 @@ function V.smoke_index(task_id)
   return nil
 end
 
+--- The number of tasks in data/smoke.jsonl (counted from the dataset, never hard-coded).
+function V.smoke_count()
+  local n = 0
+  for _ in assert(fs.read(V.ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do n = n + 1 end
+  return n
+end
+
 --- Start Prism proxies concurrently, one per {spec file, upstream URL}; returns them in order.
 --- Raises (after every start has ended) when one fails.
 function V.start_prisms(...)
@@ -137,6 +144,34 @@ function V.runner(fake, provider, unset)
     assert.equal(0, summary.passed)
     if after_nop then after_nop(summary) end
     assert.equal(0, h.f.stats().live)
+  end
+
+  --- Every bundled task of data/smoke.jsonl with gold passes in each of modes ('cold', 'warm'),
+  --- then every one fails with nop (reward 0) cold; no sandbox is left live after any run. Returns
+  --- the summaries by mode (and .nop).
+  function h.check_all_tasks(modes)
+    local total, out = V.smoke_count(), {}
+    for _, mode in ipairs(modes or { 'cold' }) do
+      local r, summary = h.run { '--env-file', h.env_file(), '--mode', mode }
+      assert.equal(0, r.code, r.stderr .. r.stdout)
+      local failed = {}
+      for _, rec in ipairs(summary.results) do
+        if not rec.passed then failed[#failed + 1] = rec.task_id .. ': ' .. tostring(rec.outcome) .. ' ' .. tostring(rec.error) end
+      end
+      assert.same({}, failed, mode)
+      assert.equal(total, summary.passed, mode .. ': ' .. jsonl.encode(summary))
+      assert.equal(provider, summary.provider)
+      assert.equal(0, h.f.stats().live, mode)
+      out[mode] = summary
+    end
+    local r, summary = h.run { '--env-file', h.env_file(), '--solver', 'nop' }
+    assert.equal(0, r.code, r.stderr)
+    assert.equal(total, #summary.results)
+    assert.equal(0, summary.passed, jsonl.encode(summary))
+    for _, rec in ipairs(summary.results) do assert.is_false(rec.passed, rec.task_id) end
+    assert.equal(0, h.f.stats().live)
+    out.nop = summary
+    return out
   end
 
   --- Warm mode (`--mode warm`) on a bundled task, twice: each run prepares a sandbox, snapshots

@@ -1,0 +1,115 @@
+-- Differential conformance of the runloop adapter with @runloop/api-client 1.32.0: the seed's
+-- lifecycle runs once through the official SDK (spec/sdk/runloop.mjs, which must pass) and once
+-- through lua/providers/runloop.lua against one recording fake (spec/fakes/runloop.lua); every
+-- operation is compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW,
+-- with its reason, fails. Writes the runloop section of docs/providers/CONFORMANCE.md.
+local sys = require 'cseng.sys'
+local proc = require 'cseng.proc'
+local cjson = require 'cjson'
+local runloop = require 'providers.runloop'
+
+local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
+local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/runloop.lua')
+
+local SDK_VERSION = cjson.decode((assert(require('cseng.fs').read(
+  sys.root() .. '/spec/sdk/node_modules/@runloop/api-client/package.json')))).version
+
+local LAST_N = 'the API returns the last 100 lines of each stream unless `last_n` says otherwise; cseng asks ' ..
+  'for `last_n` (10000) lines so a verifier\'s output keeps a useful tail (then cut to `tail_bytes`); the SDK ' ..
+  'sends `last_n` only when its caller gives one'
+
+-- The differences cseng keeps on purpose, each with its reason.
+local ALLOW = {
+  { op = 'exec', what = 'query:last_n', reason = LAST_N },
+  { op = 'exec_wait', what = 'query:last_n', reason = LAST_N },
+}
+
+-- Bodies whose keys are data, not field names; x-request-id is compared as present or not.
+local OPTS = { maps = { 'metadata', 'environment_variables' }, headers = { ['x-request-id'] = 'present' } }
+
+--- The adapter's side of the lifecycle, step for step what spec/sdk/runloop.mjs does.
+local function adapter_lifecycle(f)
+  local client = runloop.connect(f.config())
+  local labels = vendor.labeller('cseng@spec')('conformance-adapter', 'sdk-task')
+  local sb = assert(runloop.create(client, { labels = labels, ttl_seconds = 600 }))
+  local r = assert(runloop.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]], { timeout = 30 }))
+  assert.equal(0, r.code)
+  assert.equal('arena-startup-ready-20261001\n', r.stdout)
+  r = assert(runloop.exec(client, sb, 'echo to-stderr >&2; exit 3', { timeout = 30 }))
+  assert.equal(3, r.code)
+  assert.equal('to-stderr\n', r.stderr)
+  assert(runloop.put(client, sb, '/tmp/cseng-adapter', vendor.tar_of({ ['file.bin'] = 'uploaded by the adapter\n\0\255' }, 'tar')))
+  assert.equal('uploaded by the adapter\n\0\255', assert(runloop.get(client, sb, '/tmp/cseng-adapter/file.bin')))
+  local found = assert(runloop.list(client, { labels = { ['cseng.run'] = 'conformance-adapter' } }))
+  assert.equal(1, #found)
+  local snap = assert(runloop.snapshot(client, sb, 'conformance-key'))
+  assert.equal(snap, runloop.find_artifact(client, 'conformance-key'))
+  r = assert(runloop.exec(client, sb, 'sleep 1; echo slow-done', { timeout = 30 }))
+  assert.equal('slow-done\n', r.stdout)
+  local sb2 = assert(runloop.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 600 }))
+  assert.equal('uploaded by the adapter\n\0\255', assert(runloop.get(client, sb2, '/tmp/cseng-adapter/file.bin')))
+  r = assert(runloop.exec(client, sb2, [[python3 -c "print('arena-startup-ready-20261001')"]], { timeout = 30 }))
+  assert.equal(0, r.code)
+  assert(runloop.destroy(client, sb))
+  assert(runloop.destroy(client, sb2))
+  assert(runloop.delete_snapshot(client, snap))
+  assert.same({}, assert(runloop.list(client, { labels = { ['cseng.run'] = 'conformance-adapter' } })))
+end
+
+describe('runloop: @runloop/api-client against the adapter (differential)', function()
+  it('the SDK lifecycle passes on the fake, and the adapter sends what the SDK sends', function()
+    -- execute answers "running" after 0.5 s, so both sides long-poll the slow command
+    local f = fake.start { optimistic_cap = 0.5, boot = 0.2 }
+    finally(f.close)
+    f.record('sdk')
+    local r = assert(proc.run { argv = { 'node', sys.root() .. '/spec/sdk/runloop.mjs' }, cwd = sys.root(), timeout = 300,
+      env_add = { RUNLOOP_BASE_URL = f.url, RUNLOOP_API_KEY = f.api_key, CSENG_RUN = 'conformance-sdk' } })
+    local ok, seen = pcall(cjson.decode, r.stdout)
+    assert.equal(0, r.code, r.stdout .. r.stderr)
+    assert.is_true(ok and seen.ok, r.stdout)
+    assert.equal('arena-startup-ready-20261001\n', seen.steps.exec.stdout)
+    assert.equal(3, seen.steps.exit3.exit_status)
+    f.record('adapter')
+    adapter_lifecycle(f)
+    f.record(false)
+    assert.same({}, f.live_devboxes())
+
+    local sdk, ours = f.records('sdk'), f.records('adapter')
+    assert.is_true(#sdk >= 14 and #ours >= 14)
+    local diffs, rows, unused = C.compare(sdk, ours, ALLOW, OPTS)
+    assert.same({}, diffs, C.describe(diffs))
+    assert.same({}, unused, 'an allow-list entry matched nothing: drop it')
+    -- the check can fail: the adapter's execute with command_id renamed is reported
+    local mutated = {}
+    for i, rec in ipairs(ours) do
+      mutated[i] = rec
+      if rec.op == 'exec' and rec.body and rec.body.command_id then
+        local b = {}
+        for k, v in pairs(rec.body) do b[k] = v end
+        b.commandId, b.command_id = b.command_id, nil
+        mutated[i] = setmetatable({ body = b }, { __index = rec })
+      end
+    end
+    assert.matches('body:commandId', C.describe((C.compare(sdk, mutated, ALLOW, OPTS))), 1, true)
+
+    C.write_section('runloop', C.markdown({
+      title = 'runloop',
+      sdk = '@runloop/api-client ' .. SDK_VERSION,
+      intro = 'The lifecycle of `spec/sdk/runloop.mjs` (the SDK\'s own `baseURL` option points it at the fake; ' ..
+        '`http2: false`, see below) and the same steps through `lua/providers/runloop.lua`: create a devbox with ' ..
+        'metadata and wait until it runs (`wait_for_status`, a long poll), the arena\'s python3 command, a command ' ..
+        'exiting 3, a file uploaded and downloaded back, list and find it by metadata, snapshot the disk ' ..
+        '(`snapshot_disk_async`, status polled), find the snapshot by its metadata, a command that outlives ' ..
+        '`execute`\'s optimistic wait (then `executions/{id}/wait_for_status`), create from the snapshot, shut down, ' ..
+        'delete the snapshot.',
+      notes = 'Transport: the SDK speaks HTTP/2 by default since 1.25 (`node:http2`, cleartext with prior knowledge ' ..
+        'on `http://`); the fakes\' server (`cseng.serve`) is HTTP/1.1 only, so the script passes `http2: false`. ' ..
+        'Paths, bodies and headers are built before the transport is chosen (`core.ts` `buildRequest`), so the ' ..
+        'comparison holds for both; cseng itself speaks whatever curl negotiates (HTTP/2 over TLS with ALPN). ' ..
+        'Not compared: the user agent and the `x-stainless-*` headers (SDK telemetry and its retry count), ' ..
+        '`Accept`. `x-request-id` is compared as present: the SDK sends `stainless-node-retry-<uuid>`, cseng ' ..
+        '`cseng-<uuidv7>`, both on every POST. A multipart upload is compared as its field names (`path`, `file`).',
+    }, rows))
+  end)
+end)

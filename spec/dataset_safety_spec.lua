@@ -1,0 +1,91 @@
+-- Datasets never read the host: decoded task content is always archive bytes (never a path), and
+-- a SWE-smith row's environment.source_dir resolves only inside the dataset's own folder tree
+-- (or --source-root). Each refusal is one error naming the file, row and field.
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local crypto = require 'cseng.crypto'
+local archive = require 'cseng.archive'
+local cjson = require 'cjson'
+local dataset = require 'dataset'
+
+local ROOT = sys.root()
+
+local tmp
+setup(function() tmp = assert(fs.tempdir('cseng-dataset-safety')) end)
+teardown(function() fs.remove_tree(tmp) end)
+
+local function load_err(path, opts)
+  local ok, err = pcall(dataset.load, path, opts or { cache_dir = tmp .. '/cache' })
+  assert.is_false(ok, 'the dataset loaded')
+  return tostring(err)
+end
+
+describe('seed rows', function()
+  it('never open a host file whose path the base64 decodes to', function()
+    -- a host archive whose test.sh would run if it were extracted
+    local host = tmp .. '/host-task.tar.gz'
+    assert(fs.write(host, archive.pack({ { path = 'task.toml', data = 'version = "1.0"\n' },
+      { path = 'instruction.md', data = 'x' }, { path = 'tests/test.sh', data = 'touch ' .. tmp .. '/PWNED\n' } },
+      { format = 'tar.gz' })))
+    local row = { task_id = 'evil', instruction = 'x',
+      task_files = { encoding = 'tar.gz+base64', content = crypto.base64(host) } }
+    local file = tmp .. '/evil.jsonl'
+    assert(fs.write(file, cjson.encode(row) .. '\n'))
+    local err = load_err(file)
+    assert.matches('^' .. file:gsub('%p', '%%%0') .. ': row 1: task_files', err)
+    assert.is_nil(err:find(host, 1, true), 'the error must not echo (and so probe) the host path')
+    assert.is_false(fs.exists(tmp .. '/PWNED'))
+    -- the same text naming a path that does not exist gives the same error: nothing is probed
+    row.task_files.content = crypto.base64(tmp .. '/does-not-exist.tar.gz')
+    assert(fs.write(file, cjson.encode(row) .. '\n'))
+    local err2 = load_err(file)
+    assert.are.equal(err:gsub('row 1: .*', ''), err2:gsub('row 1: .*', ''))
+    assert.is_nil(err2:find('does%-not%-exist'))
+  end)
+end)
+
+describe('SWE-smith rows', function()
+  local base
+  setup(function()
+    local line = assert(fs.read(ROOT .. '/data/swesmith/instances.jsonl')):match('[^\n]+')
+    base = cjson.decode(line)
+  end)
+
+  local function write_row(dir, source_dir)
+    assert(fs.mkdir_p(dir))
+    local r = cjson.decode(cjson.encode(base))
+    r.environment.source_dir = source_dir
+    local file = dir .. '/rows.jsonl'
+    assert(fs.write(file, cjson.encode(r) .. '\n'))
+    return file
+  end
+
+  it('refuse an absolute source_dir', function()
+    local file = write_row(tmp .. '/abs', '/usr/share')
+    assert.matches('row 1: environment%.source_dir: /usr/share is absolute', load_err(file))
+  end)
+
+  it('refuse a climbing source_dir', function()
+    local file = write_row(tmp .. '/climb/a', 'x/../../../../usr/share')
+    assert.matches('row 1: environment%.source_dir: [^\n]* climbs out of the dataset\'s folder', load_err(file))
+  end)
+
+  it('refuse a symbolic link out of the dataset folder', function()
+    local dir = tmp .. '/link'
+    assert(fs.mkdir_p(dir))
+    assert(fs.symlink('/usr/share', dir .. '/repo'))
+    local file = write_row(dir, 'repo')
+    assert.matches('row 1: environment%.source_dir: repo resolves outside', load_err(file))
+  end)
+
+  it('resolve inside --source-root when given, and the bundled rows still load', function()
+    local repo = tmp .. '/elsewhere/swesmith/repos/tinystats'
+    assert(fs.mkdir_p(tmp .. '/elsewhere/swesmith/repos'))
+    assert(fs.copy_tree(ROOT .. '/data/swesmith/repos/tinystats', repo))
+    local file = write_row(tmp .. '/rooted', 'swesmith/repos/tinystats')
+    assert.matches('not found in', load_err(file))
+    local tasks = dataset.load(file, { cache_dir = tmp .. '/cache', source_root = tmp .. '/elsewhere' })
+    assert.are.equal(1, #tasks)
+    assert.is_true(#dataset.load(ROOT .. '/data/swesmith/instances.jsonl', { cache_dir = tmp .. '/cache' }) > 0)
+  end)
+end)
