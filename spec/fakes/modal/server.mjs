@@ -26,7 +26,9 @@
 // Every RPC is appended to --log as one JSON line in the shared recorded-request shape:
 //   {op, method: "POST", path, route, query: {}, headers: <metadata>, body: <decoded request>,
 //    client, service, status: <gRPC status name>}
-// (a streamed request's messages are logged as body.messages).
+// (a streamed request's messages are logged as body.messages). MODAL_FAKE_DEBUG=1 logs each
+// connection's open/close and each stdio stream's end to stderr. A retried unary control-plane
+// call (same x-idempotency-key) gets the first call's answer (stats.dedups counts them).
 import fs from 'node:fs';
 import path from 'node:path';
 import net from 'node:net';
