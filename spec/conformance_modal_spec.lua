@@ -1,0 +1,108 @@
+-- Differential conformance for Modal: the same sandbox lifecycle once through the official `modal`
+-- JS SDK (spec/sdk/modal.mjs) and once through cseng's adapter (lua/providers/modal.lua), each
+-- against a fresh Modal fake (spec/fakes/modal/server.mjs) that logs every RPC in the shared
+-- recorded-request shape (op = RPC name, headers = gRPC metadata, body = the decoded request
+-- message). The requests are compared per RPC with spec/helpers/conformance.lua, and the result is
+-- the modal section of docs/providers/CONFORMANCE.md.
+local proc = require 'cseng.proc'
+local sys = require 'cseng.sys'
+local modal = require 'providers.modal'
+
+local ROOT = sys.root()
+local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+local modal_fake = dofile(ROOT .. '/spec/fakes/modal/fake.lua')
+
+-- Headers compared: credentials and tokens by presence, the client identification by value.
+local OPTS = {
+  maps = { 'env', 'definition.environment_variables.contents' },
+  headers = {
+    ['x-modal-token-id'] = 'present', ['x-modal-token-secret'] = 'present', ['x-modal-auth-token'] = 'present',
+    ['x-modal-client-type'] = 'value', ['x-modal-client-version'] = 'value', ['x-modal-host'] = 'present',
+    ['x-idempotency-key'] = 'present', ['x-retry-attempt'] = 'value', ['x-modal-libmodal-version'] = 'present',
+  },
+}
+
+local ALLOW = {
+  { op = '*', what = 'header:x-modal-client-type',
+    reason = 'the SDK says CLIENT_TYPE_LIBMODAL_JS (8); cseng is not the JS SDK and sends CLIENT_TYPE_LIBMODAL (7), a setting ' ..
+      '(client_type)' },
+  { op = 'TaskExecStdinWriteStream', what = 'op',
+    reason = 'the SDK streams stdin (client streaming) for its filesystem writes; cseng writes stdin with the unary TaskExecStdinWrite (lua/grpc.lua has no ' ..
+      'client streaming)' },
+  { op = 'TaskExecStdinWrite', what = 'op',
+    reason = 'cseng\'s put uploads the archive on the stdin of `cat > /tmp/...` in 1 MiB unary writes (see ' ..
+      'TaskExecStdinWriteStream)' },
+  { op = 'TaskSnapshotFilesystem', what = 'op',
+    reason = 'SDK 0.11.1 snapshots through the command router; cseng uses the control plane\'s SandboxSnapshotFs (in api.proto; same image id ' ..
+      'result)' },
+  { op = 'SandboxSnapshotFs', what = 'op', reason = 'see TaskSnapshotFilesystem' },
+  { op = 'SandboxTagsGet', what = 'op', reason = 'the SDK script reads the tags back to check them; cseng reads them from SandboxList' },
+  { op = 'SandboxWait', what = 'op', reason = 'the SDK script waits for the exit code after terminate; cseng does not need it' },
+  { op = 'SandboxCreate', what = 'body:definition.resources.gpu_config', reason = 'the SDK sends an empty GPUConfig; cseng asks for no GPU by leaving it out' },
+  { op = 'SandboxCreate', what = 'body:definition.open_ports', reason = 'the SDK sends an empty PortSpecs; cseng opens no ports' },
+  { op = 'SandboxCreate', what = 'body:definition.open_ports_oneof',
+    reason = 'the SDK sends an empty PortSpecs (the fake\'s decoder names the oneof that is set); cseng opens no ' ..
+      'ports' },
+  { op = 'SandboxCreate', what = 'body:definition.environment_variables',
+    reason = 'cseng passes the task\'s environment to the sandbox (the SDK script has ' ..
+      'none)' },
+  { op = 'SandboxCreate', what = 'body:definition.environment_variables.contents', reason = 'see environment_variables' },
+  { op = 'SandboxCreate', what = 'body:definition.environment_variables.contents.*', reason = 'see environment_variables' },
+  { op = 'SandboxCreate', what = 'body:definition.workdir', reason = 'cseng sets the task\'s workdir; the SDK script uses the image\'s' },
+  { op = 'TaskExecStart', what = 'body:env', reason = 'cseng passes the trial\'s environment per command (the SDK script has none)' },
+  { op = 'TaskExecStart', what = 'body:env.*', reason = 'see env' },
+  { op = 'TaskExecStart', what = 'body:workdir', reason = 'cseng runs in the task\'s workdir (the SDK script uses the sandbox\'s)' },
+  { op = 'TaskExecStart', what = 'body:timeout_secs', reason = 'cseng gives every command its timeout; the SDK script gives none' },
+  { op = 'SandboxGetTaskId', what = 'body:timeout', reason = 'cseng long-polls (timeout 10 s) instead of polling every 500 ms' },
+}
+
+local function lifecycle_adapter(f)
+  local client = modal.connect(f.config())
+  local tags = { ['cseng.run'] = 'conformance', ['cseng.launcher'] = 'adapter', ['cseng.task'] = 'lifecycle' }
+  local sb = assert(modal.create(client, { labels = tags, env = { A = '1' }, workdir = '/workspace' }))
+  assert(modal.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]], { env = { B = '2' }, timeout = 30 }))
+  assert(modal.exec(client, sb, 'echo out; echo err >&2; exit 3'))
+  assert(modal.put(client, sb, '/tmp/cseng', require('cseng.archive').pack({ { path = 'hello.txt', data = 'hi\n' } },
+    { format = 'tar' })))
+  assert(modal.get(client, sb, '/tmp/cseng/hello.txt'))
+  assert(#assert(modal.list(client, { labels = { ['cseng.run'] = 'conformance' } })) == 1)
+  local image = assert(modal.snapshot(client, sb, 'k'))
+  local sb2 = assert(modal.create(client, { labels = tags, warm_artifact = image }))
+  assert(modal.exec(client, sb2, 'true'))
+  assert(modal.destroy(client, sb))
+  assert(modal.destroy(client, sb2))
+  assert(#assert(modal.list(client, { labels = { ['cseng.run'] = 'conformance' } })) == 0)
+end
+
+describe('modal conformance: the official SDK vs the adapter, per RPC', function()
+  it('differs only where listed, and writes the modal section of CONFORMANCE.md', function()
+    local fs_ = modal_fake.start { client = 'sdk' }
+    local r = assert(proc.run { argv = { 'node', ROOT .. '/spec/sdk/modal.mjs', 'conformance' }, cwd = ROOT,
+                                env_add = fs_.env(), timeout = 300 })
+    local sdk = C.load(fs_.log)
+    fs_.close()
+    assert.equal(0, r.code, r.stdout .. r.stderr)
+
+    local fa = modal_fake.start { client = 'adapter' }
+    local ok, err = pcall(lifecycle_adapter, fa)
+    local adapter_recs = C.load(fa.log)
+    fa.close()
+    assert(ok, err)
+
+    local diffs, rows, unused = C.compare(sdk, adapter_recs, ALLOW, OPTS)
+    assert.same({}, diffs, C.describe(diffs))
+    local stale = {}
+    for _, a in ipairs(unused) do stale[#stale + 1] = a.op .. ' ' .. a.what end
+    assert.same({}, stale, table.concat(stale, "\n"))
+    C.write_section('modal', C.markdown({
+      title = 'modal',
+      sdk = 'modal 0.11.1 (JS SDK, MODAL_SANDBOX_V2=false)',
+      intro = 'Both clients against the gRPC fake (spec/fakes/modal/server.mjs, Modal\'s protos loaded by ' ..
+        '@grpc/proto-loader); an operation is an RPC (`POST /<service>/<method>`), its headers are the gRPC ' ..
+        'metadata and its body the decoded request message (proto3 fields the client left at their default are ' ..
+        'absent: sending `""`, `0`, `false` or an empty list is the same bytes on the wire as leaving it out).',
+      notes = 'SDK 0.11.1 defaults to Modal\'s experimental V2 sandboxes (SandboxCreateV2, ...); cseng speaks the V1 ' ..
+        'lifecycle, which is what the SDK runs with `MODAL_SANDBOX_V2=false`, so that is the referee here.',
+    }, rows))
+  end)
+end)
