@@ -20,8 +20,8 @@ local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local flags = require 'flags'
+local jsonl = require 'cseng.lib.jsonl'
+local flags = require 'cseng.lib.flags'
 
 local opts, perr = flags.parse(arg, {
   url = { key = 'url', type = 'string' },

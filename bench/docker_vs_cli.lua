@@ -15,8 +15,8 @@ local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local flags = require 'flags'
-local stats = require 'stats'
+local flags = require 'cseng.lib.flags'
+local stats = require 'cseng.lib.stats'
 local docker = require 'providers.docker'
 
 local opts, perr = flags.parse(arg, {

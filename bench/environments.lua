@@ -11,10 +11,10 @@
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local flags = require 'flags'
-local stats = require 'stats'
-local dataset = require 'dataset'
-local recipe = require 'recipe'
+local flags = require 'cseng.lib.flags'
+local stats = require 'cseng.lib.stats'
+local dataset = require 'cseng.task.dataset'
+local recipe = require 'cseng.task.recipe'
 local L = require 'providers.local'
 
 local opts, perr = flags.parse(arg, {

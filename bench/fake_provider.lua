@@ -26,7 +26,7 @@ local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local flags = require 'flags'
+local flags = require 'cseng.lib.flags'
 
 local opts, perr = flags.parse(arg, {
   port = { key = 'port', type = 'int', min = 0 },

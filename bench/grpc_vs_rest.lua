@@ -1,5 +1,5 @@
 --- A bench figure (not a test): per-call client CPU and timing error of a gRPC unary call
---- (lua/grpc.lua: HTTP/2 + protobuf) against a REST call (cseng.http HTTP/1.1 + JSON) carrying
+--- (lua/cseng/lib/grpc.lua: HTTP/2 + protobuf) against a REST call (cseng.http HTTP/1.1 + JSON) carrying
 --- the same content, on the same loopback, against one node process serving both
 --- (bench/grpc_rest_server.mjs: grpc-js and node's http, each holding a call --delay-ms and
 --- reporting how long it held it).
@@ -22,8 +22,8 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local http = require 'cseng.http'
 local cjson = require 'cjson'
-local flags = require 'flags'
-local stats = require 'stats'
+local flags = require 'cseng.lib.flags'
+local stats = require 'cseng.lib.stats'
 
 local opts, perr = flags.parse(arg, {
   calls = { key = 'calls', type = 'int', min = 10 },
@@ -54,7 +54,7 @@ local COMMAND = 'python3 -c "print(\'arena-startup-ready-20261001\')"'
 
 -- ---- client mode: one protocol, one concurrency, in its own process ---------------------------
 if opts.client then
-  local grpc = require 'grpc'
+  local grpc = require 'cseng.lib.grpc'
   local C = opts.c or 1
   local function one(i)
     local id = 'call-' .. i
@@ -174,7 +174,7 @@ local ok, err = pcall(function()
     '(`bench/grpc_rest_server.mjs`): grpc-js over h2c and node\'s `http` over HTTP/1.1 keep-alive,',
     string.format('each holding a call %s ms and reporting how long its handler held it. The same content both', fmt(DELAY, 0)),
     'ways (an id, a command, a timeout, two labels; the reply an id, stdout, an exit code):',
-    '`lua/grpc.lua` (protobuf + gRPC framing, trailers parsed) vs `http.request` + `cjson`.',
+    '`lua/cseng/lib/grpc.lua` (protobuf + gRPC framing, trailers parsed) vs `http.request` + `cjson`.',
     string.format('Each client is its own cseng process: %d measured calls after %d warm-up calls, over',
       CALLS, math.max(1, CALLS // 10)),
     string.format('the concurrency shown, %d interleaved repetitions. CPU = the client process\'s user + system time', REPS),

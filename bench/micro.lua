@@ -7,8 +7,8 @@
 local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local jsonl = require 'jsonl'
-local flags = require 'flags'
+local jsonl = require 'cseng.lib.jsonl'
+local flags = require 'cseng.lib.flags'
 
 local opts = assert(flags.parse(arg, {
   n = { key = 'n', type = 'int', min = 1 },

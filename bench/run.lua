@@ -24,10 +24,10 @@ local sys = require 'cseng.sys'
 local http = require 'cseng.http'
 local serve = require 'cseng.serve'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local stats = require 'stats'
-local flags = require 'flags'
-local report = require 'report_helpers'
+local jsonl = require 'cseng.lib.jsonl'
+local stats = require 'cseng.lib.stats'
+local flags = require 'cseng.lib.flags'
+local report = require 'cseng.report.helpers'
 
 local SPEC = {
   reps = { key = 'reps', type = 'int', min = 1 },

@@ -11,8 +11,8 @@
 local clock = require 'cseng.clock'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local jsonl = require 'jsonl'
-local flags = require 'flags'
+local jsonl = require 'cseng.lib.jsonl'
+local flags = require 'cseng.lib.flags'
 
 local opts, perr = flags.parse(arg, {
   provider = { key = 'provider', type = 'string' },

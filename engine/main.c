@@ -1,7 +1,7 @@
 /*
  * main.c: the cseng process. Creates the Lua state, registers every engine
  * module (cseng.<name>, from the generated modules.h), points package.path at
- * the Lua tree, and runs lua/cli.lua's main(...) as the first task.
+ * the Lua tree, and runs lua/cseng/cli/main.lua's main(...) as the first task.
  * Policy (commands, flags, help) lives in Lua; this file only boots.
  */
 #include "core.h"
@@ -24,8 +24,8 @@
 #endif
 
 static int has_cli(const char *root) {
-  char p[PATH_MAX + 16];
-  snprintf(p, sizeof p, "%s/lua/cli.lua", root);
+  char p[PATH_MAX + 32];
+  snprintf(p, sizeof p, "%s/lua/cseng/cli/main.lua", root);
   return access(p, R_OK) == 0;
 }
 
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
   }
   lua_setglobal(L, "arg");
 
-  if (luaL_loadstring(L, "return require('cli').main(...)") != LUA_OK) {
+  if (luaL_loadstring(L, "return require('cseng.cli.main').main(...)") != LUA_OK) {
     fprintf(stderr, "cseng: %s\n", lua_tostring(L, -1));
     lua_close(L);
     return 1;

@@ -6,7 +6,7 @@
 --                                                 # VERCEL_OIDC_TOKEN, and AI_GATEWAY_MODEL
 --   the seed's exact run: --provider docker --dataset ../shared/data/terminalbench_2026_03_05_smoke16.jsonl
 -- Token counts and cost land in each trial's solver_usage (docs/SOLVERS.md).
-local plan = require 'plan'
+local plan = require 'cseng.run.plan'
 
 return plan.tasks {
   name = 'solve-llm',

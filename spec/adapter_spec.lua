@@ -1,5 +1,5 @@
--- lua/adapter.lua's sandbox-side helpers, run in a real local (bubblewrap) sandbox.
-local adapter = require 'adapter'
+-- lua/providers/shared/adapter.lua's sandbox-side helpers, run in a real local (bubblewrap) sandbox.
+local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local fs = require 'cseng.fs'

@@ -1,9 +1,9 @@
--- The startup arena (lua/arena.lua) against the stateful Lizard fake (spec/fakes/lizard.lua):
+-- The startup arena (lua/cseng/run/arena.lua) against the stateful Lizard fake (spec/fakes/lizard.lua):
 -- exact call counts at the fake, the records in the log, the stop rules, the status endpoint,
 -- Ctrl-C, the report; plus the lizard adapter itself and a short real run on the local provider.
-local arena = require 'arena'
-local results = require 'results'
-local stats = require 'stats'
+local arena = require 'cseng.run.arena'
+local results = require 'cseng.results.log'
+local stats = require 'cseng.lib.stats'
 local lizard = require 'providers.lizard'
 local task = require 'cseng.task'
 local http = require 'cseng.http'
@@ -320,7 +320,7 @@ describe('arena: stop rules', function()
     local c = config.lizard
     assert(fs.write(dir .. '/env', string.format('LIZARD_API_URL=%s\nLIZARD_API_KEY=%s\nLIZARD_PROJECT_ID=%s\n',
       c.api_url, c.api_key, c.project_id)))
-    assert.equal(0, require('commands.cleanup').run({ info.jsonl, '--env-file', dir .. '/env' }))
+    assert.equal(0, require('cseng.cli.commands.cleanup').run({ info.jsonl, '--env-file', dir .. '/env' }))
     assert_counts(fakes.lizard, { creates = 1, deletes = 4, destroyed = 1, live = 0 })
     assert.same({}, results.live_allocations(results.read(info.jsonl)))
   end)
@@ -467,7 +467,7 @@ describe('arena: Ctrl-C', function()
     local c = config.a
     local plan_file = dir .. '/plan.lua'
     assert(fs.write(plan_file, string.format([[
-local plan = require 'plan'
+local plan = require 'cseng.run.plan'
 return plan.startup { name = 'int', providers = { 'a' }, samples = 1000, warmups = 0, seed = 1,
   cleanup_backoff = { 0.01, 0.02 }, output = %q,
   provider_config = { a = { adapter = 'lizard', api_url = %q, api_key = %q, project_id = %q } } }
@@ -574,7 +574,7 @@ end)
 
 describe('cseng report', function()
   local last
-  local report = require 'commands.report'
+  local report = require 'cseng.cli.commands.report'
   setup(function()
     local _, config = start_fakes { a = {}, b = {} }
     _, _, _, _, last = run_arena { providers = { 'a', 'b' }, provider_config = config, samples = 5, warmups = 1,
@@ -597,7 +597,7 @@ describe('cseng report', function()
   end)
 
   it('loads a directory of logs and exposes runs and groups to templates', function()
-    local helpers = require 'report_helpers'
+    local helpers = require 'cseng.report.helpers'
     local data = helpers.load({ fs.dirname(last.jsonl) })
     assert.equal(1, #data.runs)
     assert.equal('startup', data.runs[1].kind)

@@ -15,8 +15,8 @@ local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local sigv4 = require 'aws.sigv4'
+local jsonl = require 'cseng.lib.jsonl'
+local sigv4 = require 'cseng.lib.aws.sigv4'
 local aws = require 'providers.aws_microvm'
 
 local ROOT = sys.root()

@@ -136,8 +136,8 @@ end)
 -- multipart reader the SDK itself uses, spec/sdk/node_modules/busboy) on random bodies written by
 -- adapter.form and by the fake, and against malformed bodies.
 describe('adapter.multipart_parts (the bulk-download reader)', function()
-  local adapter = require 'adapter'
-  local jsonl = require 'jsonl'
+  local adapter = require 'providers.shared.adapter'
+  local jsonl = require 'cseng.lib.jsonl'
 
   -- busboy over each {body, ct} of argv[1]: {parts = {{name, filename, data (base64)}}} or
   -- {error} per body, written to argv[2]

@@ -27,8 +27,8 @@ local ALLOW = {
     reason = 'the SDK says CLIENT_TYPE_LIBMODAL_JS (8); cseng is not the JS SDK and sends CLIENT_TYPE_LIBMODAL (7), a setting ' ..
       '(client_type)' },
   { op = 'TaskExecStdinWriteStream', what = 'op',
-    reason = 'the SDK streams stdin (client streaming) for its filesystem writes; cseng writes stdin with the unary TaskExecStdinWrite (lua/grpc.lua has no ' ..
-      'client streaming)' },
+    reason = 'the SDK streams stdin (client streaming) for its filesystem writes; cseng writes stdin with the unary ' ..
+      'TaskExecStdinWrite (lua/cseng/lib/grpc.lua has no client streaming)' },
   { op = 'TaskExecStdinWrite', what = 'op',
     reason = 'cseng\'s put uploads the archive on the stdin of `cat > /tmp/...` in 1 MiB unary writes (see ' ..
       'TaskExecStdinWriteStream)' },

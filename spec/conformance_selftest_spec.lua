@@ -7,7 +7,7 @@ local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 

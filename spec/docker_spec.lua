@@ -355,7 +355,7 @@ describe('docker provider on dockerd', function()
   -- every bundled task, through the runner (in this process)
 
   local function run_tasks(opts)
-    local runner, results = require 'runner', require 'results'
+    local runner, results = require 'cseng.run.runner', require 'cseng.results.log'
     opts.provider, opts.dataset = 'docker', opts.dataset or (ROOT .. '/data/smoke.jsonl')
     opts.solver, opts.mode = opts.solver or 'gold', opts.mode or 'cold'
     opts.concurrency, opts.quiet = opts.concurrency or 2, true
@@ -379,7 +379,7 @@ describe('docker provider on dockerd', function()
 
   local function tasks_with_run_steps()
     local out = {}
-    for _, t in ipairs(require('dataset').load(ROOT .. '/data/smoke.jsonl')) do
+    for _, t in ipairs(require('cseng.task.dataset').load(ROOT .. '/data/smoke.jsonl')) do
       if #t.recipe.runs > 0 then out[#out + 1] = t end
     end
     return out
@@ -387,7 +387,7 @@ describe('docker provider on dockerd', function()
 
   it('passes every bundled task with gold, cold and warm; nop scores 0; no RUN fidelity gap', function()
     local client = need_docker()
-    local n_tasks = #require('dataset').load(ROOT .. '/data/smoke.jsonl')
+    local n_tasks = #require('cseng.task.dataset').load(ROOT .. '/data/smoke.jsonl')
     local status, trials = run_tasks({})
     for _, r in ipairs(trials) do
       if r.outcome ~= 'passed' then print(r.task_id, r.error, r.build_log_tail, r.stdout_tail) end

@@ -13,7 +13,7 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local util = require 'util'
+local util = require 'cseng.lib.util'
 local e2b = require 'providers.e2b'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')

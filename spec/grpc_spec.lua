@@ -1,13 +1,13 @@
--- lua/grpc.lua (gRPC over cseng.http's HTTP/2 and cseng.protobuf) against a grpc-js server
+-- lua/cseng/lib/grpc.lua (gRPC over cseng.http's HTTP/2 and cseng.protobuf) against a grpc-js server
 -- (spec/fakes/grpc_server.mjs, @grpc/grpc-js + @grpc/proto-loader from spec/sdk, serving
 -- spec/fixtures/grpc/test.proto): unary, server streaming (messages arriving one by one before
 -- the end, frames split across chunks), error statuses with messages (trailers-only and after
 -- messages), the deadline, metadata, and 100 concurrent unary RPCs from 100 tasks on ONE
 -- connection (the server counts connections). The schemas are checked against the .proto too.
-local grpc = require 'grpc'
+local grpc = require 'cseng.lib.grpc'
 local task = require 'cseng.task'
 local sys = require 'cseng.sys'
-local D = require 'protobuf_descriptor'
+local D = require 'cseng.lib.protobuf_descriptor'
 
 local node_server = dofile(sys.root() .. '/spec/fakes/node_server.lua')
 
@@ -35,7 +35,7 @@ local METHODS = {
   { 'Stats', S.EchoRequest, S.StatsReply },
 }
 
-describe('lua/grpc.lua against grpc-js', function()
+describe('lua/cseng/lib/grpc.lua against grpc-js', function()
   local srv, url
   setup(function()
     srv = assert(node_server.start(sys.root() .. '/spec/fakes/grpc_server.mjs'))

@@ -1,4 +1,4 @@
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'

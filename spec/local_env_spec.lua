@@ -5,10 +5,10 @@
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'dataset'
-local runner = require 'runner'
-local results = require 'results'
-local images = require 'commands.images'
+local dataset = require 'cseng.task.dataset'
+local runner = require 'cseng.run.runner'
+local results = require 'cseng.results.log'
+local images = require 'cseng.cli.commands.images'
 local base = require 'providers.local'
 
 local ROOT = sys.root()

@@ -10,7 +10,7 @@ local http = require 'cseng.http'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 
 local ROOT = sys.root()
 local NATIVE = ROOT .. '/build/agent/microvm-agent'

@@ -74,9 +74,9 @@ end)
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
-local results = require 'results'
-local jsonl = require 'jsonl'
-local util = require 'util'
+local results = require 'cseng.results.log'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
 local modal = require 'providers.modal'
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of

@@ -2,11 +2,11 @@
 -- Debian's protoc encodes text-format messages of spec/fixtures/protobuf/alltypes.proto (every
 -- type, packed and unpacked repeated, nested messages, enums, maps, optional, oneof) and decodes
 -- the codec's bytes; both ways must agree byte for byte. Then a real FileDescriptorSet of Modal's
--- protos, decoded with lua/protobuf_descriptor.lua, and hostile inputs.
+-- protos, decoded with lua/cseng/lib/protobuf_descriptor.lua, and hostile inputs.
 local protobuf = require 'cseng.protobuf'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
-local D = require 'protobuf_descriptor'
+local D = require 'cseng.lib.protobuf_descriptor'
 
 local ROOT = sys.root()
 local FIX = ROOT .. '/spec/fixtures/protobuf'
@@ -414,7 +414,7 @@ describe("Modal's protos through protoc's FileDescriptorSet", function()
     assert.equal(1, #D.check_method(idx, 'modal.client.ModalClient', 'SandboxCreate', Req, Req))
   end)
 
-  it("descriptor.proto's own descriptor agrees with lua/protobuf_descriptor.lua's schemas", function()
+  it("descriptor.proto's own descriptor agrees with lua/cseng/lib/protobuf_descriptor.lua's schemas", function()
     local idx = assert(D.index(assert(D.protoc({ 'google/protobuf/descriptor.proto' }, {}))))
     for name, s in pairs(D.schemas) do
       local p = D.check(s, idx)

@@ -6,10 +6,10 @@
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
-local runner = require 'runner'
-local helpers = require 'report_helpers'
-local report = require 'commands.report'
-local rt = require 'report_tasks'
+local runner = require 'cseng.run.runner'
+local helpers = require 'cseng.report.helpers'
+local report = require 'cseng.cli.commands.report'
+local rt = require 'cseng.report.task_runs'
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'

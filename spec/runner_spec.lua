@@ -6,9 +6,9 @@ local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'dataset'
-local runner = require 'runner'
-local results = require 'results'
+local dataset = require 'cseng.task.dataset'
+local runner = require 'cseng.run.runner'
+local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'

@@ -1,4 +1,4 @@
--- The session (lua/session.lua) and its sandbox ledger, through every run kind: tasks, matrix,
+-- The session (lua/cseng/run/session.lua) and its sandbox ledger, through every run kind: tasks, matrix,
 -- startup, prewarm write the same allocation/destroy records; a failed cleanup (in a trial, in
 -- warm preparation, in a --resume sweep) stops allocation; max_concurrency queues creates;
 -- Retry-After is honoured. Real sandboxes on the local provider (bubblewrap), wrapped so a
@@ -8,10 +8,10 @@ local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
-local results = require 'results'
-local runner = require 'runner'
-local session = require 'session'
-local errors = require 'errors'
+local results = require 'cseng.results.log'
+local runner = require 'cseng.run.runner'
+local session = require 'cseng.run.session'
+local errors = require 'cseng.lib.errors'
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'
@@ -109,22 +109,22 @@ describe('every run kind', function()
     assert.equal(2, n)
     -- matrix: one log per provider x mode, through the run command
     local plan_file = tmp .. '/matrix.lua'
-    assert(fs.write(plan_file, "local plan = require 'plan'\nreturn plan.matrix { name = 'm', providers = { 'ledger_local' }, " ..
+    assert(fs.write(plan_file, "local plan = require 'cseng.run.plan'\nreturn plan.matrix { name = 'm', providers = { 'ledger_local' }, " ..
       "modes = { 'cold', 'warm' }, dataset = '" .. SMOKE .. "', task_limit = 1 }\n"))
-    assert.equal(0, quietly(require('commands.run').run, { plan_file, '--output', tmp .. '/matrix/m.jsonl', '--quiet' }))
+    assert.equal(0, quietly(require('cseng.cli.commands.run').run, { plan_file, '--output', tmp .. '/matrix/m.jsonl', '--quiet' }))
     for _, mode in ipairs({ 'cold', 'warm' }) do
       local _, m = assert_ledger(tmp .. '/matrix/m-ledger_local-' .. mode .. '.jsonl')
       assert.equal(mode == 'warm' and 2 or 1, m, mode) -- warm: the preparation sandbox, then the trial
     end
     -- startup
-    local arena = require 'arena'
+    local arena = require 'cseng.run.arena'
     local ast, ainfo = arena.run { providers = { 'ledger_local' }, samples = 2, warmups = 1, seed = 7,
       output = tmp .. '/startup', quiet = true, stderr = { write = function() end } }
     assert.equal(0, ast)
     local _, a = assert_ledger(ainfo.jsonl)
     assert.equal(3, a)
     -- prewarm
-    assert.equal(0, quietly(require('commands.prewarm').run, { '--provider', 'ledger_local', '--task-limit', '2',
+    assert.equal(0, quietly(require('cseng.cli.commands.prewarm').run, { '--provider', 'ledger_local', '--task-limit', '2',
       '--output', tmp .. '/prewarm', '--quiet' }))
     local logs = {}
     for _, f in ipairs(fs.list(tmp .. '/prewarm')) do if f:match('%.jsonl$') then logs[#logs + 1] = f end end
@@ -159,7 +159,7 @@ describe('a failed cleanup stops allocation', function()
   it('in cseng prewarm', function()
     install()
     sw.fail_destroy = function() return true end
-    local st = quietly(require('commands.prewarm').run, { '--provider', 'ledger_local', '--task-limit', '3',
+    local st = quietly(require('cseng.cli.commands.prewarm').run, { '--provider', 'ledger_local', '--task-limit', '3',
       '--concurrency', '1', '--output', tmp .. '/prewarmfail', '--quiet' })
     assert.equal(1, st)
     local log
@@ -351,7 +351,7 @@ describe('small fixes', function()
   end)
 
   it('cseng run --help lists every option the command accepts', function()
-    local options = require 'options'
+    local options = require 'cseng.run.options'
     local r = assert(proc.run { argv = { CSENG, 'run', '--help' }, cwd = ROOT })
     assert.equal(0, r.code)
     local listed = {}

@@ -4,9 +4,9 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'dataset'
-local results = require 'results'
-local shard = require 'shard'
+local dataset = require 'cseng.task.dataset'
+local results = require 'cseng.results.log'
+local shard = require 'cseng.run.shard'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -308,7 +308,7 @@ describe('the arena, sharded', function()
     assert(fs.mkdir_p(dir))
     local plan_file = tmp .. '/startup3.lua'
     assert(fs.write(plan_file, [[
-local plan = require 'plan'
+local plan = require 'cseng.run.plan'
 return plan.startup {
   name = 'startup3', providers = { 'local', 'local-b', 'local-c' }, samples = 3, warmups = 0, seed = 7,
   command = [=[python3 -c "print('ready-7')"]=], expect = 'ready-7',

@@ -1,4 +1,4 @@
--- AWS SigV4 (lua/aws/sigv4.lua) and credentials (lua/aws/credentials.lua):
+-- AWS SigV4 (lua/cseng/lib/aws/sigv4.lua) and credentials (lua/cseng/lib/aws/credentials.lua):
 --   * every case of AWS's own test suite (../shared/data/aws-sigv4-test-suite, aws-c-auth's v4
 --     suite), header and query signing: canonical request, string to sign, signature, and the
 --     signed request's Authorization header / query parameters; read from ../shared at test time;
@@ -9,9 +9,9 @@
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
-local jsonl = require 'jsonl'
-local sigv4 = require 'aws.sigv4'
-local credentials = require 'aws.credentials'
+local jsonl = require 'cseng.lib.jsonl'
+local sigv4 = require 'cseng.lib.aws.sigv4'
+local credentials = require 'cseng.lib.aws.credentials'
 
 local ROOT = sys.root()
 local SUITE = ROOT .. '/../shared/data/aws-sigv4-test-suite'

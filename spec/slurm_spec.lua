@@ -5,8 +5,8 @@
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local dataset = require 'dataset'
-local results = require 'results'
+local dataset = require 'cseng.task.dataset'
+local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'

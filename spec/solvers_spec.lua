@@ -5,9 +5,9 @@
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
-local dataset = require 'dataset'
-local runner = require 'runner'
-local results = require 'results'
+local dataset = require 'cseng.task.dataset'
+local runner = require 'cseng.run.runner'
+local results = require 'cseng.results.log'
 local agent = require 'solvers.agent'
 
 local ROOT = sys.root()
@@ -421,7 +421,7 @@ describe('the agent loop without a sandbox', function()
     local text = assert(fs.read(path))
     assert.is_nil(text:find(KEY, 1, true))
     local n = 0
-    for line in text:gmatch('[^\n]+') do n = n + 1; assert(require('jsonl').decode(line)) end
+    for line in text:gmatch('[^\n]+') do n = n + 1; assert(require('cseng.lib.jsonl').decode(line)) end
     assert.equal(8, n)
   end)
 end)

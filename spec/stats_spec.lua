@@ -1,8 +1,8 @@
--- lua/stats.lua against values computed independently: by hand (the arithmetic is in the
+-- lua/cseng/lib/stats.lua against values computed independently: by hand (the arithmetic is in the
 -- comments), by Python's standard library (statistics.quantiles with method='inclusive' is
 -- Hyndman & Fan type 7), and by a Python re-implementation of the generator and the bootstrap
 -- with arbitrary-precision integers (PY below), run at test time.
-local stats = require 'stats'
+local stats = require 'cseng.lib.stats'
 local proc = require 'cseng.proc'
 local cjson = require 'cjson'
 

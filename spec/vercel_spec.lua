@@ -250,7 +250,7 @@ describe('the runner on the vercel fake', function()
     for _, name in ipairs(fs.list(out) or {}) do
       if name:match('%.json$') then summary = require('cjson').decode((assert(fs.read(out .. '/' .. name)))) end
     end
-    assert.equal(1, summary.passed, require('jsonl').encode(summary))
+    assert.equal(1, summary.passed, require('cseng.lib.jsonl').encode(summary))
     local s = runner.f.stats()
     assert.equal(1, s.snapshots - before.snapshots)
     assert.equal('snapshot', s.last_create.source.type) -- the trial started from it

@@ -5,8 +5,8 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'dataset'
-local results = require 'results'
+local dataset = require 'cseng.task.dataset'
+local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -200,7 +200,7 @@ describe('every command', function()
 end)
 
 describe('bar charts', function()
-  local h = require 'report_helpers'
+  local h = require 'cseng.report.helpers'
   it('turn horizontal at 26+ categories, every label in full and one bar per value', function()
     local cats, vals = {}, {}
     for i = 1, 30 do cats[i] = 'a-fairly-long-task-name-number-' .. i; vals[i] = i end

@@ -10,7 +10,7 @@
 -- Shared shapes
 -- ---------------------------------------------------------------------------------------
 
----A structured error (`task.error`, the cancellation error; lua/errors.lua builds on it):
+---A structured error (`task.error`, the cancellation error; lua/cseng/lib/errors.lua builds on it):
 ---`tostring` gives "message (code)", or "stage: message (code)" when it has a stage.
 ---@class cseng.Error
 ---@field code string stable code, e.g. "ECANCELED"

@@ -27,10 +27,10 @@ local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local util = require 'util'
-local adapter = require 'adapter'
-local sigv4 = require 'aws.sigv4'
-local awscreds = require 'aws.credentials'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
+local sigv4 = require 'cseng.lib.aws.sigv4'
+local awscreds = require 'cseng.lib.aws.credentials'
 
 local M = {
   name = 'aws-microvm',

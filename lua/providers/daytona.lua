@@ -33,9 +33,9 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local util = require 'util'
-local adapter = require 'adapter'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 local M = {
   name = 'daytona',

@@ -3,7 +3,7 @@
 ---
 --- Cold: the task's environment/ is the build context of POST /build (a deterministic tar, its
 --- FROM lines passed through the image map); the image tag is the recipe's content key
---- (lua/recipe.lua), and the image's cseng.base_ids label names the base images' ids, so an
+--- (lua/cseng/task/recipe.lua), and the image's cseng.base_ids label names the base images' ids, so an
 --- unchanged task on unchanged bases finds its tag and skips the build (a cache hit), and a
 --- re-imported base rebuilds it.
 --- Then a fresh container: sleep infinity under docker-init, the task's cpus/memory as limits,
@@ -20,8 +20,8 @@ local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
-local util = require 'util'
-local adapter = require 'adapter'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 local M = {
   name = 'docker',
@@ -43,7 +43,7 @@ local SANDBOX_LABEL = 'cseng.sandbox' -- on containers cseng created, never on i
 --- Substitutions applied after the user's --image-map (first match wins). SWE-smith rows name
 --- per-repository images (cseng/swesmith.<repo>) that exist nowhere; the repository is staged
 --- by COPY on top of the Debian base, which has python3 and pytest.
-M.DEFAULT_IMAGE_MAP = require('recipe').DEFAULT_IMAGE_MAP
+M.DEFAULT_IMAGE_MAP = require('cseng.task.recipe').DEFAULT_IMAGE_MAP
 
 -- ---- the Engine API ------------------------------------------------------------------------
 
@@ -249,7 +249,7 @@ local function image_map_of(client, map)
 end
 
 local function map_image(image, map)
-  return require('dockerfile').map_image(image, map)
+  return require('cseng.task.dockerfile').map_image(image, map)
 end
 
 --- Rewrite the FROM lines of a Dockerfile through the image map. Stage names (FROM x AS name)

@@ -39,8 +39,8 @@ local connect = require 'cseng.connect'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local util = require 'util'
-local adapter = require 'adapter'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 local M = {
   name = 'e2b',

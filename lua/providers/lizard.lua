@@ -14,8 +14,8 @@
 --- curl's cumulative dns/connect/tls/ttfb/total marks, in seconds).
 --- The API has no file transfer: put and get run base64 through exec, in chunks.
 local crypto = require 'cseng.crypto'
-local util = require 'util'
-local adapter = require 'adapter'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 local M = {
   name = 'lizard',

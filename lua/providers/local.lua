@@ -4,8 +4,8 @@
 --- is the Debian base root filesystem `cseng images rootfs` builds with debootstrap (the content
 --- of docker's cseng/debian:bookworm), above it the task's layer, above that the trial's own
 --- upper directory (state persists between the exec calls of one trial). The task's layer is
---- its build: the recipe's steps (lua/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
---- (lua/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
+--- its build: the recipe's steps (lua/cseng/task/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
+--- (lua/cseng/task/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
 --- the recipe's content key (<cache>/local-layers/<key>), so a later run of an unchanged task
 --- starts from the cached layer (build cache hit). Needs root (overlayfs mounts).
 --- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
@@ -21,7 +21,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
-local util = require 'util'
+local util = require 'cseng.lib.util'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 
@@ -123,7 +123,7 @@ function M.connect(cfg)
   assert(fs.mkdir_p(base .. '/sandboxes'))
   assert(fs.mkdir_p(base .. '/warm'))
   local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
-  local images = require 'commands.images'
+  local images = require 'cseng.cli.commands.images'
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
   local base_root
   if host_root then
@@ -280,7 +280,7 @@ function M.fidelity_gaps(client, t, run)
     end
     return gaps
   end
-  local rcp = require('recipe').for_run(run, t)
+  local rcp = require('cseng.task.recipe').for_run(run, t)
   if rcp.base and rcp.base ~= M.BASE_IMAGE then
     gaps[1] = { kind = 'FROM', text = 'base image ' .. rcp.base .. ' is not available here: the sandbox runs on the Debian '
       .. 'base root filesystem (' .. M.BASE_IMAGE .. '; map the image with --image-map)' }
@@ -321,7 +321,7 @@ function M.build(client, req)
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
     if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
     local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
-    local replay = require 'replay'
+    local replay = require 'cseng.task.replay'
     local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600 })
     proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
     if not info then fs.remove_tree(bdir); return nil, rerr, rcode end

@@ -1,5 +1,5 @@
 --- The Modal provider: Modal Sandboxes through Modal's own gRPC API over HTTP/2, spoken by cseng's
---- engine (lua/grpc.lua over cseng.http, protobuf schemas in lua/providers/modal_schema.lua), no
+--- engine (lua/cseng/lib/grpc.lua over cseng.http, protobuf schemas in lua/providers/shared/modal_schema.lua), no
 --- Python or JS SDK at run time (docs/providers/modal.md).
 ---
 --- The call sequence is the official JS SDK's (`modal` 0.11.1, V1 sandboxes): AuthTokenGet once,
@@ -13,9 +13,9 @@
 local crypto = require 'cseng.crypto'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
-local util = require 'util'
-local adapter = require 'adapter'
-local S = require 'providers.modal_schema'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
+local S = require 'providers.shared.modal_schema'
 
 local M = {
   name = 'modal',
@@ -108,7 +108,7 @@ function M.http1_diagnosis(base)
   return ''
 end
 
-local grpc -- lua/grpc.lua, loaded on first use (the engine's gRPC client over HTTP/2)
+local grpc -- lua/cseng/lib/grpc.lua, loaded on first use (the engine's gRPC client over HTTP/2)
 
 --- One RPC. target: client.cp or a router {base, headers}. o: {timeout, on_message (server
 --- streams: called with each decoded message; return false to stop)}. Returns the response
@@ -117,7 +117,7 @@ local grpc -- lua/grpc.lua, loaded on first use (the engine's gRPC client over H
 local function call(client, target, method, message, o)
   o = o or {}
   local m = assert(S.methods[method], method)
-  grpc = grpc or require 'grpc'
+  grpc = grpc or require 'cseng.lib.grpc'
   local headers = util.copy(target.headers)
   if target == client.cp then
     if not m.stream then -- as the SDK's retry middleware sends them on unary calls (cseng does not retry)

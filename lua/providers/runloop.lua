@@ -35,9 +35,9 @@ local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local util = require 'util'
-local adapter = require 'adapter'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 -- third-party transcription of runloop.ai/pricing (per-second compute); settings override them
 local RATES = { vcpu_s = 0.00003, gib_s = 0.000007, per_create = 0 }

@@ -36,9 +36,9 @@ local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local util = require 'util'
-local adapter = require 'adapter'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
+local adapter = require 'providers.shared.adapter'
 
 local M = {
   name = 'vercel',

@@ -3,8 +3,8 @@
 --- one example each (the newest: task, error text tail, stdout/stderr tail excerpts); the
 --- infrastructure-error rate per provider; and a "what to look at first" list ordered by count.
 --- `cseng report results/ /work/shared/data/seed-results/ --template lua/reports/failure_modes.lua -o out.md`
-local rt = require 'report_tasks'
-local stats = require 'stats'
+local rt = require 'cseng.report.task_runs'
+local stats = require 'cseng.lib.stats'
 
 local NONE = '–'
 

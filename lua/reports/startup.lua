@@ -6,7 +6,7 @@
 --- latency statistics are over the successes. The median's 95% CI and the ratios' CIs are
 --- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
 --- same every time it is rendered.
-local stats = require 'stats'
+local stats = require 'cseng.lib.stats'
 
 local REPS = 2000
 

@@ -11,10 +11,10 @@
 --- response's `usage`; cost is the provider's `usage.cost` when reported, else tokens x prices.
 local http = require 'cseng.http'
 local clock = require 'cseng.clock'
-local errors = require 'errors'
+local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
-local jsonl = require 'jsonl'
-local util = require 'util'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
 
 local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers' }
 

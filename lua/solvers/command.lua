@@ -3,8 +3,8 @@
 --- $CSENG_INSTRUCTION_FILE. Variables named in --solver-env are passed from the host.
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
-local errors = require 'errors'
-local util = require 'util'
+local errors = require 'cseng.lib.errors'
+local util = require 'cseng.lib.util'
 
 local solver = { name = 'command', description = 'run a solver script in the sandbox (--solve-command-file)' }
 

@@ -3,7 +3,7 @@
 --- as the seed harness makes its solve.sh idempotent. A task without a solution is reported
 --- as such (the verifier still runs; it should score 0).
 local archive = require 'cseng.archive'
-local errors = require 'errors'
+local errors = require 'cseng.lib.errors'
 
 local solver = { name = 'gold', description = "run the task's own solution/solve.sh" }
 

@@ -4,7 +4,7 @@
 ---   `model`), OPENROUTER_BASE_URL (default https://openrouter.ai/api/v1),
 ---   OPENROUTER_HTTP_REFERER and OPENROUTER_X_TITLE (attribution headers; the title defaults to cseng).
 --- OpenRouter reports each response's cost in usage.cost; the record uses it.
-local errors = require 'errors'
+local errors = require 'cseng.lib.errors'
 local agent = require 'solvers.agent'
 
 local DEFAULT_BASE_URL = 'https://openrouter.ai/api/v1'

@@ -17,7 +17,7 @@
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
 local M = {}

@@ -48,7 +48,7 @@
 ---                                       of f.toolbox_url, in the conformance specs)
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')

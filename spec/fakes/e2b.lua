@@ -47,7 +47,7 @@
 local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')

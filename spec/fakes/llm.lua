@@ -26,7 +26,7 @@
 --- and counts in bad_requests (its reason in problems).
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
 

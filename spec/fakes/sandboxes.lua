@@ -16,7 +16,7 @@
 ---   host.destroy(sb) ; host.close()
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
-local util = require 'util'
+local util = require 'cseng.lib.util'
 
 local M = {}
 

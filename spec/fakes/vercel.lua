@@ -43,7 +43,7 @@
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')

@@ -18,7 +18,7 @@
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
-local jsonl = require 'jsonl'
+local jsonl = require 'cseng.lib.jsonl'
 
 local C = {}
 

@@ -11,8 +11,8 @@ local sys = require 'cseng.sys'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local jsonl = require 'jsonl'
-local util = require 'util'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
 local assert = require 'luassert'
 
 local V = {}

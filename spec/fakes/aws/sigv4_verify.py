@@ -1,6 +1,6 @@
 """SigV4 signing and verification with botocore (Debian's python3-botocore), an implementation
 that is not cseng's: the fakes verify every signed request with it and spec/sigv4_spec.lua
-cross-checks lua/aws/sigv4.lua against it.
+cross-checks lua/cseng/lib/aws/sigv4.lua against it.
 
 Python API (import it with sys.path.insert(0, '<root>/spec/fakes/aws'); import sigv4_verify):
 

@@ -1,0 +1,108 @@
+--- `cseng dataset pack|convert|info|validate`: build and inspect datasets.
+local flags = require 'cseng.lib.flags'
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
+local dataset = require 'cseng.task.dataset'
+local jsonl = require 'cseng.lib.jsonl'
+
+local SPEC = {
+  ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
+  ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
+  ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'report bad rows and go on' },
+}
+
+local cmd = {
+  summary = 'pack task directories to JSONL, convert parquet, show dataset info',
+  usage = [[usage:
+  cseng dataset pack SOURCE... -o OUT.jsonl   TB2 task dirs (a folder of them) and SWE-smith
+                                              instance files, packed deterministically into seed rows
+  cseng dataset convert IN.parquet -o OUT.jsonl
+  cseng dataset info FILE                     schema, rows and codecs (parquet) or task summary
+  cseng dataset validate PATH [--skip-bad-rows]  load every task; report bad rows]],
+}
+
+--- Rows for one source (a TB2 folder, a task dir, or a SWE-smith instances file).
+local function rows_for(source)
+  local tasks = dataset.load(source)
+  local rows = {}
+  for _, t in ipairs(tasks) do
+    -- modes as git records them, so a fresh checkout packs to the same bytes
+    local tar = archive.pack_dir(t.dir, { exclude = { '.complete' }, modes = 'normalize' })
+    local row = {
+      task_id = t.id,
+      instruction = t.instruction,
+      prompt = t.instruction,
+      task_files = { encoding = 'tar.gz+base64', content = crypto.base64(tar) },
+      metadata = { data_source = 'cseng:' .. source, env_type = t.format == 'swesmith' and 'harbor_swesmith' or 'terminalbench' },
+    }
+    if t.format == 'swesmith' then
+      local m = t.metadata or {}
+      row.instance_id = t.id
+      row.repo = m.repo
+      row.image_name = m.image_name
+      row.FAIL_TO_PASS = m.FAIL_TO_PASS
+      row.PASS_TO_PASS = m.PASS_TO_PASS
+      row.patch = fs.read(t.dir .. '/solution/fix.patch')
+    end
+    rows[#rows + 1] = row
+  end
+  return rows
+end
+
+local function pack(sources, out)
+  local lines = {}
+  for _, s in ipairs(sources) do
+    for _, row in ipairs(rows_for(s)) do
+      lines[#lines + 1] = jsonl.encode(row)
+    end
+  end
+  local ok, err = fs.write(out, table.concat(lines, '\n') .. '\n')
+  if not ok then error(err, 0) end
+  print(string.format('%s: %d tasks', out, #lines))
+end
+
+function cmd.run(args)
+  local sub = table.remove(args, 1)
+  local f, pos = flags.parse(args, SPEC)
+  if not f then io.stderr:write('cseng: dataset: ', pos, '\n'); return 2 end
+  local ok, err = pcall(function()
+    if sub == 'pack' then
+      if #pos == 0 or not f.output then error({ usage = 'dataset pack needs SOURCE... and -o OUT.jsonl' }) end
+      pack(pos, f.output)
+    elseif sub == 'convert' then
+      if #pos ~= 1 or not f.output then error({ usage = 'dataset convert needs IN.parquet and -o OUT.jsonl' }) end
+      local n, cerr = require('cseng.task.parquet').to_jsonl(pos[1], f.output)
+      if not n then error(cerr, 0) end
+      print(string.format('%s: %d rows', f.output, n))
+    elseif sub == 'info' then
+      if #pos ~= 1 then error({ usage = 'dataset info needs FILE' }) end
+      if pos[1]:lower():match('%.parquet$') then
+        local text, ierr = require('cseng.task.parquet').info_text(pos[1])
+        if not text then error(ierr, 0) end
+        io.write(text)
+      else
+        local tasks = dataset.load(pos[1], { skip_bad_rows = true })
+        for _, t in ipairs(tasks) do
+          print(string.format('%3d  %-44s %-13s workdir %-12s verifier %4ss  RUN steps %d%s', t.index, t.id, t.format,
+            t.workdir, t.config.verifier_timeout, #t.recipe.runs, t.has_solution and '' or '  (no solution)'))
+        end
+      end
+    elseif sub == 'validate' then
+      if #pos ~= 1 then error({ usage = 'dataset validate needs PATH' }) end
+      local tasks, bad = dataset.load(pos[1], { skip_bad_rows = f.skip_bad_rows })
+      for _, b in ipairs(bad) do print('bad: ' .. b.error) end
+      print(string.format('%s: %d tasks ok, %d bad rows', pos[1], #tasks, #bad))
+      if #bad > 0 then error({ status = 1 }) end
+    else
+      error({ usage = "unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate)" })
+    end
+  end)
+  if ok then return 0 end
+  if type(err) == 'table' and err.usage then io.stderr:write('cseng: ', err.usage, '\n'); return 2 end
+  if type(err) == 'table' and err.status then return err.status end
+  io.stderr:write('cseng: ', tostring(err), '\n')
+  return 1
+end
+
+return cmd

@@ -1,0 +1,147 @@
+--- `cseng export RUN... --format csv|jsonl [-o FILE]`: one row per trial, flattened (phases and
+--- usage as columns), with the run-level fields (run id, kind, provider, mode, dataset, plan,
+--- solver) in every row, for spreadsheets, pandas or a warehouse. RUN is a run log (.jsonl) or a
+--- directory of them. Startup runs export their measured and warmup samples.
+local flags = require 'cseng.lib.flags'
+local fs = require 'cseng.fs'
+local results = require 'cseng.results.log'
+local jsonl = require 'cseng.lib.jsonl'
+local util = require 'cseng.lib.util'
+
+local SPEC = {
+  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
+  ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'write here (default: stdout)' },
+  ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
+}
+
+local cmd = {
+  summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
+  usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n\n' ..
+    'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
+    'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text.\n\noptions:\n' ..
+    flags.help(SPEC, { 'format', 'output' }),
+}
+
+-- Run-level columns first, in this order; then the trial's own columns, sorted.
+local RUN_COLUMNS = { 'run_id', 'run_kind', 'run_plan', 'run_provider', 'run_mode', 'run_dataset', 'run_solver', 'run_label' }
+-- Bulky text that makes a table unreadable; kept in jsonl, cut to its tail in csv.
+local TEXT_TAIL = 2000
+local SKIP = { event = true, run_id = true }
+
+local function flatten(v, prefix, out)
+  if type(v) == 'table' then
+    if #v > 0 or next(v) == nil then -- a list (or empty): one JSON cell
+      out[prefix] = jsonl.encode(v)
+    else
+      for k, x in pairs(v) do flatten(x, prefix == '' and tostring(k) or (prefix .. '.' .. tostring(k)), out) end
+    end
+  elseif v ~= nil then
+    out[prefix] = v
+  end
+end
+
+local function log_files(inputs)
+  local out = {}
+  for _, p in ipairs(inputs) do
+    local st = fs.stat(p)
+    if not st then error(p .. ': no such file or directory', 0) end
+    if st.type == 'directory' then
+      local names = fs.list(p) or {}
+      table.sort(names)
+      for _, n in ipairs(names) do if n:match('%.jsonl$') then out[#out + 1] = util.join(p, n) end end
+    else
+      out[#out + 1] = p
+    end
+  end
+  return out
+end
+
+--- The rows of the given logs: list of flat tables (column -> scalar).
+function cmd.rows(inputs)
+  local rows = {}
+  for _, path in ipairs(log_files(inputs)) do
+    local events = results.read(path)
+    local started
+    for _, e in ipairs(events) do if e.event == 'run_started' then started = e break end end
+    if not started then error(path .. ': no run_started event; not a cseng run log', 0) end
+    local run = {
+      run_id = started.run_id, run_kind = started.kind or 'tasks', run_plan = started.plan,
+      run_provider = started.provider or (started.providers and table.concat(started.providers, ',')),
+      run_mode = started.mode, run_dataset = started.dataset, run_solver = started.solver, run_label = started.label,
+    }
+    for _, e in ipairs(events) do
+      if e.event == 'trial' or e.event == 'startup_trial' then
+        local row = {}
+        for k, v in pairs(run) do row[k] = v end
+        local flat = {}
+        for k, v in pairs(e) do if not SKIP[k] then flatten(v, k, flat) end end
+        for k, v in pairs(flat) do row[k] = v end
+        rows[#rows + 1] = row
+      end
+    end
+  end
+  return rows
+end
+
+local function csv_cell(v)
+  if v == nil then return '' end
+  if type(v) == 'boolean' then return v and 'true' or 'false' end
+  if math.type(v) == 'integer' then return tostring(v) end
+  if type(v) == 'number' then
+    if v ~= v or v == math.huge or v == -math.huge then return '' end
+    for digits = 15, 17 do -- the shortest text that reads back as the same double
+      local t = string.format('%.' .. digits .. 'g', v)
+      if tonumber(t) == v then return t end
+    end
+  end
+  local s = tostring(v)
+  if #s > TEXT_TAIL then s = s:sub(-TEXT_TAIL) end
+  if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+--- CSV (RFC 4180: quoted cells where needed, CRLF line ends) of rows with a header row.
+function cmd.csv(rows)
+  local seen, extra = {}, {}
+  for _, c in ipairs(RUN_COLUMNS) do seen[c] = true end
+  for _, r in ipairs(rows) do
+    for k in pairs(r) do if not seen[k] then seen[k] = true; extra[#extra + 1] = k end end
+  end
+  table.sort(extra)
+  local cols = {}
+  for _, c in ipairs(RUN_COLUMNS) do cols[#cols + 1] = c end
+  for _, c in ipairs(extra) do cols[#cols + 1] = c end
+  local lines = { table.concat(cols, ',') }
+  for _, r in ipairs(rows) do
+    local cells = {}
+    for i, c in ipairs(cols) do cells[i] = csv_cell(r[c]) end
+    lines[#lines + 1] = table.concat(cells, ',')
+  end
+  return table.concat(lines, '\r\n') .. '\r\n'
+end
+
+function cmd.run(args)
+  local f, pos = flags.parse(args, SPEC)
+  if not f then io.stderr:write('cseng: export: ', pos, ' (see cseng export --help)\n'); return 2 end
+  if #pos == 0 then io.stderr:write('cseng: export needs at least one RUN.jsonl or directory (see cseng export --help)\n'); return 2 end
+  local ok, rows = pcall(cmd.rows, pos)
+  if not ok then io.stderr:write('cseng: export: ', tostring(rows), '\n'); return 1 end
+  local text
+  if (f.format or 'csv') == 'csv' then
+    text = cmd.csv(rows)
+  else
+    local lines = {}
+    for i, r in ipairs(rows) do lines[i] = jsonl.encode(r) end
+    text = #lines > 0 and (table.concat(lines, '\n') .. '\n') or ''
+  end
+  if f.output and f.output ~= '-' then
+    local wok, err = fs.write(f.output, text)
+    if not wok then io.stderr:write('cseng: export: cannot write ', f.output, ': ', tostring(err), '\n'); return 1 end
+    io.stderr:write(string.format('cseng: export: %d row(s) to %s\n', #rows, f.output))
+  else
+    io.stdout:write(text)
+  end
+  return 0
+end
+
+return cmd

@@ -1,0 +1,62 @@
+--- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl), run summaries
+--- (.json, cseng's or the seed harness's) or directories of them through a report template
+--- (lua/reports/*.lua); see lua/cseng/report/helpers.lua and docs/REPORTS.md.
+local flags = require 'cseng.lib.flags'
+local helpers = require 'cseng.report.helpers'
+
+local SPEC = {
+  ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
+    help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
+  ['output'] = { key = 'output', type = 'string', arg = 'OUT.md',
+    help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl/.json' },
+}
+
+local cmd = {
+  summary = 'render run logs through a markdown report template',
+  usage = 'usage: cseng report RESULTS... [--template lua/reports/X.lua] [-o OUT.md]\n\n' ..
+    'RESULTS are run logs (.jsonl), run summaries (.json: cseng\'s or the seed harness\'s) or\n' ..
+    'directories of them (a summary whose log is also read is left out). The template is a Lua\n' ..
+    'file returning function(data, helpers) -> markdown; SVG charts are written next to it.\n' ..
+    'Templates: lua/reports/ (startup, cross_vendor, per_task, per_provider, failure_modes).\n\noptions:\n' ..
+    flags.help(SPEC, { 'template', 'output' }) .. '\n  -o OUT.md                      same as --output',
+}
+
+function cmd.run(args)
+  local a = {}
+  for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
+  local f, pos = flags.parse(a, SPEC)
+  if not f then io.stderr:write('cseng: report: ', pos, ' (see cseng report --help)\n'); return 2 end
+  if #pos == 0 then
+    io.stderr:write('cseng: report needs at least one RESULTS path (see cseng report --help)\n')
+    return 2
+  end
+  local ok, data = pcall(helpers.load, pos)
+  if not ok then io.stderr:write('cseng: report: ', tostring(data), '\n'); return 1 end
+  for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end
+  if #data.runs == 0 then io.stderr:write('cseng: report: no runs in ', table.concat(pos, ' '), '\n'); return 1 end
+  local template = f.template
+  if not template then
+    local kinds = {}
+    for _, r in ipairs(data.runs) do kinds[r.kind] = true end
+    if kinds.startup and not kinds.tasks then template = 'startup'
+    else
+      io.stderr:write('cseng: report: give --template lua/reports/X.lua (no default for these runs; ' ..
+        'cross_vendor, per_task, per_provider, failure_modes)\n')
+      return 2
+    end
+  end
+  local out = f.output
+  if not out then
+    if #pos == 1 and pos[1]:match('%.jsonl?$') then out = pos[1]:gsub('%.jsonl?$', '') .. '.md'
+    else io.stderr:write('cseng: report: give -o OUT.md for several inputs or a directory\n'); return 2 end
+  end
+  local rok, res = pcall(helpers.render, { data = data, template = template, output = out })
+  if not rok then io.stderr:write('cseng: report: ', tostring(res), '\n'); return 1 end
+  if out ~= '-' then
+    io.stdout:write('report: ', out, '\n')
+    for _, file in ipairs(res.files) do io.stdout:write('chart: ', file, '\n') end
+  end
+  return 0
+end
+
+return cmd

@@ -1,0 +1,55 @@
+--- `cseng run PLAN.lua [flags]`: run a plan; flags override the plan's fields.
+local flags = require 'cseng.lib.flags'
+local plan = require 'cseng.run.plan'
+local options = require 'cseng.run.options'
+
+local cmd = {
+  summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
+  usage = 'usage: cseng run PLAN.lua [options]\n\nRuns the plan; options override its fields.\n\noptions:\n' ..
+    flags.help(options.SPEC, options.ORDER),
+  SPEC = options.SPEC, -- kept for callers of the older name (lua/cseng/run/options.lua owns it)
+}
+
+--- Merge flags into the plan, load --env-file, normalize fields (options.merge).
+cmd.options = options.merge
+
+function cmd.run(args)
+  local f, pos = flags.parse(args, options.SPEC)
+  if not f then
+    io.stderr:write('cseng: run: ', pos, ' (see cseng run --help)\n')
+    return 2
+  end
+  if #pos ~= 1 then
+    io.stderr:write('cseng: run needs exactly one PLAN.lua (see cseng run --help)\n')
+    return 2
+  end
+  local ok, p = pcall(plan.load, pos[1])
+  if not ok then
+    io.stderr:write('cseng: ', tostring(p), '\n')
+    return 2
+  end
+  local argv = { 'cseng', 'run', table.unpack(args) }
+  local ok2, o = pcall(cmd.options, p, f, argv)
+  if not ok2 then
+    io.stderr:write('cseng: ', tostring(o), '\n')
+    return 2
+  end
+  local runok, status = pcall(function()
+    if o.kind == 'tasks' or o.kind == 'matrix' then
+      local worst = 0
+      for _, one in ipairs(plan.expand(o)) do -- a matrix is one tasks run per provider x mode
+        local st = require('cseng.run.runner').run_tasks(one)
+        if st == 130 then return 130 end
+        worst = math.max(worst, st)
+      end
+      return worst
+    elseif o.kind == 'startup' then
+      return (require('cseng.run.arena').run(o))
+    end
+    error('unknown plan kind ' .. tostring(o.kind), 0)
+  end)
+  if not runok then return require('cseng.cli.main').fail(status) end
+  return status
+end
+
+return cmd

@@ -1,0 +1,84 @@
+--- The command line: `cseng <command> [args]`. Each command is a module under
+--- lua/cseng/cli/commands/ returning {summary=, usage=, run=function(args) -> exit status}.
+local sys = require 'cseng.sys'
+
+local cli = {}
+
+-- The order here is the order of `cseng --help`.
+cli.commands = { 'run', 'merge', 'report', 'compare', 'export', 'cleanup', 'prewarm', 'providers', 'dataset', 'images', 'lua', 'test' }
+
+local function load_command(name)
+  local ok, mod = pcall(require, 'cseng.cli.commands.' .. name)
+  if ok then return mod end
+  if type(mod) == 'string' and mod:find("module 'cseng.cli.commands." .. name .. "' not found", 1, true) then
+    return nil
+  end
+  error(mod, 0)
+end
+
+function cli.help()
+  local out = { 'usage: cseng <command> [options]', '', 'commands:' }
+  for _, name in ipairs(cli.commands) do
+    local cmd = load_command(name)
+    if cmd then out[#out + 1] = string.format('  %-10s %s', name, cmd.summary) end
+  end
+  out[#out + 1] = ''
+  out[#out + 1] = 'cseng <command> --help shows a command\'s options.'
+  out[#out + 1] = 'cseng --version prints the engine and library versions.'
+  return table.concat(out, '\n')
+end
+
+function cli.version()
+  local v = sys.versions()
+  return table.concat({
+    'cseng ' .. v.cseng,
+    v.lua,
+    'libcurl ' .. v.libcurl,
+    'libuv ' .. v.libuv,
+    v.libarchive,
+    v.openssl,
+  }, '\n')
+end
+
+--- Usage errors: one line on stderr, status 2.
+function cli.usage_error(fmt, ...)
+  io.stderr:write('cseng: ', string.format(fmt, ...), '\n')
+  return 2
+end
+
+--- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), else one
+--- line "cseng: [what: ]message" on stderr (never a traceback) and status 1.
+---@param err any
+---@param what string|nil the command, e.g. "prewarm"
+---@return integer status
+function cli.fail(err, what)
+  local errors = require 'cseng.lib.errors'
+  if errors.is_cancel(err) then return 130 end
+  io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  return 1
+end
+
+function cli.main(...)
+  local args = { ... }
+  local name = args[1]
+  if name == nil or name == '--help' or name == '-h' or name == 'help' then
+    print(cli.help())
+    return name == nil and 2 or 0
+  end
+  if name == '--version' or name == '-V' then
+    print(cli.version())
+    return 0
+  end
+  local cmd = name:sub(1, 1) ~= '-' and load_command(name) or nil
+  if not cmd then
+    return cli.usage_error("unknown %s '%s' (see cseng --help)", name:sub(1, 1) == '-' and 'option' or 'command', name)
+  end
+  table.remove(args, 1)
+  if args[1] == '--help' or args[1] == '-h' then
+    print(cmd.usage)
+    return 0
+  end
+  return cmd.run(args)
+end
+
+return cli

@@ -1,0 +1,248 @@
+--- What the task-run report templates share (lua/reports/cross_vendor.lua, per_task.lua,
+--- per_provider.lua, failure_modes.lua): the evidence rule, provider/mode columns, the phases,
+--- the runs table and cell formats. Templates `require 'cseng.report.task_runs'`; see docs/REPORTS.md.
+---
+--- Every function takes `data` (report_helpers.load's result) or trial records; nothing here
+--- writes files.
+local stats = require 'cseng.lib.stats'
+
+local M = {}
+
+--- The phases of a trial, in order (`phases.<name>_seconds` in the trial record).
+M.PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
+
+--- The evidence rule, as the reports state it.
+M.RULE = 'for each provider/mode and task, the newest passing trial among the runs read; if none passed, ' ..
+  'the newest trial of any outcome. "Newest" is by the trial\'s finish time (a seed summary has none: its ' ..
+  'run\'s date, from the file name), ties going to the run listed later.'
+
+local DASH = '–'
+
+--- The column a trial belongs to: "provider/mode" (mode 'unknown' when the record has none).
+---@param t table a trial record
+---@return string
+function M.column(t)
+  return tostring(t.provider or 'unknown') .. '/' .. tostring(t.mode or 'unknown')
+end
+
+--- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
+function M.time(t) return t.finished_at or t.time or '' end
+
+--- A phase's seconds, or nil when the phase did not run.
+---@param t table
+---@param phase string one of M.PHASES
+---@return number|nil
+function M.phase(t, phase)
+  local v = type(t.phases) == 'table' and t.phases[phase .. '_seconds'] or nil
+  return type(v) == 'number' and v or nil
+end
+
+--- The model spend a solver reported (solver_usage.cost_usd), or nil.
+function M.solver_cost(t)
+  local u = t.solver_usage
+  return type(u) == 'table' and type(u.cost_usd) == 'number' and u.cost_usd or nil
+end
+
+---@class report_tasks.column
+---@field key string "provider/mode"
+---@field provider string
+---@field mode string
+---@field trials table[] the selected trials (one per task), sorted by task id
+---@field all table[] every trial of the column
+---@field by_task table<string, table> task id -> the selected trial
+
+---@class report_tasks.evidence
+---@field selected table[] the selected trials, by column then task
+---@field columns report_tasks.column[] sorted by provider, then mode
+---@field by_key table<string, report_tasks.column>
+---@field tasks string[] every task id, sorted
+---@field attempts table<table, {n: integer, passed: integer, failed: integer, errors: integer}> per selected trial: its column and task's trials
+---@field superseded integer non-passing trials left out because the same column and task passed
+
+--- Apply the evidence rule (M.RULE) to data.trials.
+---@param data table report_helpers.load's result
+---@return report_tasks.evidence
+function M.evidence(data)
+  local pos = {}
+  for i, t in ipairs(data.trials) do pos[t] = i end
+  local function newer(a, b) -- a is newer than b
+    local ta, tb = M.time(a), M.time(b)
+    if ta ~= tb then return ta > tb end
+    return pos[a] > pos[b]
+  end
+  local by_key, columns, tasks_seen, tasks = {}, {}, {}, {}
+  local best, attempts = {}, {}
+  for _, t in ipairs(data.trials) do
+    local key, task = M.column(t), tostring(t.task_id)
+    local col = by_key[key]
+    if not col then
+      col = { key = key, provider = tostring(t.provider or 'unknown'), mode = tostring(t.mode or 'unknown'), trials = {},
+        all = {}, by_task = {} }
+      by_key[key] = col
+      columns[#columns + 1] = col
+      best[key], attempts[key] = {}, {}
+    end
+    col.all[#col.all + 1] = t
+    if not tasks_seen[task] then tasks_seen[task] = true; tasks[#tasks + 1] = task end
+    local a = attempts[key][task] or { n = 0, passed = 0, failed = 0, errors = 0 }
+    attempts[key][task] = a
+    a.n = a.n + 1
+    if t.outcome == 'passed' then a.passed = a.passed + 1
+    elseif t.outcome == 'error' then a.errors = a.errors + 1
+    else a.failed = a.failed + 1 end
+    local cur = best[key][task]
+    local tp, cp = t.outcome == 'passed', cur and cur.outcome == 'passed'
+    if not cur or (tp and not cp) or (tp == cp and newer(t, cur)) then best[key][task] = t end
+  end
+  table.sort(columns, function(a, b)
+    if a.provider ~= b.provider then return a.provider < b.provider end
+    return a.mode < b.mode
+  end)
+  table.sort(tasks)
+  local ev = { selected = {}, columns = columns, by_key = by_key, tasks = tasks, attempts = {}, superseded = 0 }
+  for _, col in ipairs(columns) do
+    for _, task in ipairs(tasks) do
+      local t = best[col.key][task]
+      if t then
+        col.trials[#col.trials + 1] = t
+        col.by_task[task] = t
+        ev.selected[#ev.selected + 1] = t
+        local a = attempts[col.key][task]
+        ev.attempts[t] = a
+        if t.outcome == 'passed' then ev.superseded = ev.superseded + a.failed + a.errors end
+      end
+    end
+  end
+  return ev
+end
+
+--- Counts of a list of trials by outcome: {n, passed, failed, errors}.
+function M.counts(list)
+  local c = { n = #list, passed = 0, failed = 0, errors = 0 }
+  for _, t in ipairs(list) do
+    if t.outcome == 'passed' then c.passed = c.passed + 1
+    elseif t.outcome == 'error' then c.errors = c.errors + 1
+    else c.failed = c.failed + 1 end
+  end
+  return c
+end
+
+--- The task runs of data (kind 'tasks'), in order of their start.
+function M.task_runs(data)
+  local out = {}
+  for _, run in ipairs(data.runs) do
+    if run.kind == 'tasks' or #run.trials > 0 then out[#out + 1] = run end
+  end
+  return out
+end
+
+-- ---- formats ------------------------------------------------------------------------------
+
+--- Seconds with precision that suits their size: 123, 12.3, 1.23, 0.123, 0.0012, <0.0001.
+function M.secs(v)
+  if v == nil or v ~= v then return DASH end
+  local a = math.abs(v)
+  if a >= 100 then return string.format('%.0f', v) end
+  if a >= 10 then return string.format('%.1f', v) end
+  if a >= 1 then return string.format('%.2f', v) end
+  if a >= 0.01 or a == 0 then return string.format('%.3f', v) end
+  if a < 0.00005 then return v > 0 and '<0.0001' or '>-0.0001' end
+  return string.format('%.4f', v)
+end
+
+--- Dollars: "$0", "$0.0006", "$1.23"; "<$0.0001" for a positive amount below that.
+function M.usd(v)
+  if v == nil or v ~= v then return DASH end
+  if v == 0 then return '$0' end
+  if v > 0 and v < 0.00005 then return '<$0.0001' end
+  if math.abs(v) >= 1 then return string.format('$%.2f', v) end
+  return string.format('$%.4f', v)
+end
+
+--- The outcome of a trial as a cell: ✓ (passed), ✗ (failed), "error: <stage>", – (no trial).
+function M.outcome(t)
+  if not t then return DASH end
+  if t.outcome == 'passed' then return '✓' end
+  if t.outcome == 'error' then return 'error: ' .. tostring(t.error_stage or '?') end
+  return '✗'
+end
+
+--- The median of a list of numbers (nil when empty).
+function M.median(vals) return stats.median(vals) end
+
+--- The last `lines` non-blank lines of a text, at most `chars` characters (cut at the front).
+---@param s string|nil
+---@param lines? integer default 6
+---@param chars? integer default 600
+---@return string
+function M.tail(s, lines, chars)
+  s = tostring(s or '')
+  local all = {}
+  for line in (s .. '\n'):gmatch('([^\n]*)\n') do
+    if line:match('%S') then all[#all + 1] = (line:gsub('%s+$', '')) end
+  end
+  local from = math.max(1, #all - (lines or 6) + 1)
+  local out = table.concat(all, '\n', from)
+  chars = chars or 600
+  if #out > chars then
+    local cut = #out - chars + 1
+    -- do not start inside a UTF-8 sequence
+    while cut <= #out and (out:byte(cut) or 0) >= 0x80 and (out:byte(cut) or 0) < 0xC0 do cut = cut + 1 end
+    out = '…' .. out:sub(cut)
+  end
+  return out
+end
+
+--- A fenced code block that holds any text (the fence is longer than any backtick run in it).
+function M.fence(text, lang)
+  text = tostring(text or '')
+  local longest = 0
+  for run in text:gmatch('`+') do longest = math.max(longest, #run) end
+  local f = string.rep('`', math.max(3, longest + 1))
+  return f .. (lang or 'text') .. '\n' .. text .. (text:sub(-1) == '\n' and '' or '\n') .. f .. '\n'
+end
+
+--- A run's date for tables: its start time, with where a summary's date came from.
+function M.run_date(run)
+  local d = run.started and run.started.time or '?'
+  if run.date_source then d = d .. ' (' .. run.date_source .. ')' end
+  return d
+end
+
+--- The table of task runs read: id, source, provider, mode, solver, dataset, date, counts, status.
+---@param data table
+---@param h table the template's helpers
+---@return string markdown
+function M.runs_table(data, h)
+  local rows = {}
+  for _, run in ipairs(M.task_runs(data)) do
+    local st, c = run.started or {}, M.counts(run.trials)
+    local modes = {}
+    for _, t in ipairs(run.trials) do modes[tostring(t.mode or 'unknown')] = true end
+    local mode = st.mode or table.concat((function()
+      local l = {}
+      for k in pairs(modes) do l[#l + 1] = k end
+      table.sort(l)
+      return l
+    end)(), ',')
+    rows[#rows + 1] = { { raw = h.code(run.id) }, run.source or 'log', st.provider or '?', mode ~= '' and mode or '?',
+      st.solver or (st.solve_enabled == false and 'none (verifier only)' or '?'), st.dataset or '?', M.run_date(run),
+      c.n, c.passed, c.failed, c.errors, run.finished and run.finished.status or 'incomplete' }
+  end
+  if #rows == 0 then return 'No task runs.\n' end
+  return h.table({ 'run', 'source', 'provider', 'mode', 'solver', 'dataset', 'date', 'trials', 'passed', 'failed',
+    'errors', 'status' }, rows, 'lllllllrrrrl')
+end
+
+--- The statement of the evidence rule with its numbers, for the top of a report.
+---@param data table
+---@param ev report_tasks.evidence
+---@return string markdown
+function M.evidence_text(data, ev)
+  local runs = M.task_runs(data)
+  return string.format('**Evidence rule:** %s %d trial(s) read from %d run(s); %d selected (%d provider/mode ' ..
+    'column(s) × %d task(s), where run)%s.\n', M.RULE, #data.trials, #runs, #ev.selected, #ev.columns, #ev.tasks,
+    ev.superseded > 0 and string.format('; %d non-passing trial(s) superseded by a pass', ev.superseded) or '')
+end
+
+return M

@@ -1,0 +1,627 @@
+--- The startup arena (plans/startup.lua): for each provider, create a sandbox, run one command
+--- and check its output, destroy the sandbox; repeat; compare (docs/ARENA.md).
+---
+--- Design, against the seed script it replaces:
+---   * Rounds in lockstep: every round runs one trial per provider, providers in parallel, and
+---     the next round starts when all are done, so each provider has at most one live sandbox
+---     and the trials of a round share the same moment (time-of-day drift hits all alike).
+---   * The provider order of every round is a Fisher-Yates shuffle of the sorted provider names
+---     with stats.rng(seed) (warmup rounds first, then measured ones); orders are logged
+---     (`round` events, and `position` in every trial) and are identical for the same seed.
+---   * Warmups are recorded (warmup=true) and excluded from statistics. No measurement is ever
+---     retried: a failure is a measured outcome (ok=false, error, error_stage, error_code).
+---   * ready_ms = create_ms + first_exec_ms, both taken with the monotonic clock around the
+---     adapter calls only: the engine's own bookkeeping (the fsynced allocation record) falls
+---     between them and is recorded apart (record_ms), not charged to the provider.
+---   * The allocation record is appended and fsynced the moment a sandbox id exists; cleanup is
+---     tried 3 times with back-off (the session's ledger, lua/cseng/run/session.lua: the arena reads its
+---     timing points). A cleanup failure, an HTTP 401/403, or a readiness failure in warmup
+---     stops the run: no new sandbox is allocated after it.
+---   * Ctrl-C (or SIGTERM): the engine cancels every task; each trial's waiting call raises
+---     ECANCELED, the trial still destroys its sandbox and writes its records, no new round starts.
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local crypto = require 'cseng.crypto'
+local serve = require 'cseng.serve'
+local errors = require 'cseng.lib.errors'
+local results = require 'cseng.results.log'
+local session = require 'cseng.run.session'
+local stats = require 'cseng.lib.stats'
+local util = require 'cseng.lib.util'
+
+local arena = {}
+
+arena.VERSION = '1.0'
+arena.DEFAULT_EXPECT = 'arena-startup-ready-20261001'
+arena.DEFAULT_COMMAND = [[python3 -c "print('arena-startup-ready-20261001')"]]
+arena.DEFAULT_SAMPLES = 300
+arena.DEFAULT_WARMUPS = 3
+arena.METHOD = 'lockstep rounds, one live sandbox per provider, providers in parallel; seeded shuffled ' ..
+  'provider order per round (stats.rng xorshift64*); warmups recorded, excluded from statistics; no ' ..
+  'measurement retries; ready_ms = create_ms + first_exec_ms (monotonic clock around the adapter calls)'
+
+--- Printed by the environment probe, one key=value per line (parsed by arena.parse_environment).
+arena.ENV_PROBE = table.concat({
+  'echo "python=$(python3 --version 2>&1 | head -n 1)"',
+  'for f in cpu.max memory.max; do [ -r /sys/fs/cgroup/$f ] && echo "cgroup2.$f=$(cat /sys/fs/cgroup/$f)"; done',
+  'for f in cpu/cpu.cfs_quota_us cpu/cpu.cfs_period_us memory/memory.limit_in_bytes; do ' ..
+    '[ -r /sys/fs/cgroup/$f ] && echo "cgroup1.${f#*/}=$(cat /sys/fs/cgroup/$f)"; done',
+  'echo "nproc=$(nproc 2>/dev/null)"',
+  'echo "meminfo.MemTotal=$(awk \'/^MemTotal:/ {print $2}\' /proc/meminfo 2>/dev/null)"',
+  'echo "kernel=$(uname -r 2>/dev/null)"',
+  '[ -r /etc/os-release ] && . /etc/os-release && echo "os=$PRETTY_NAME"',
+  'true',
+}, '; ')
+
+local function ms(ns) return ns / 1e6 end
+
+-- ---- options ----------------------------------------------------------------------
+
+--- Normalize a startup plan merged with its flags. Raises a one-line error on bad options.
+---@param o table
+---@return table
+function arena.options(o)
+  o = util.copy(o)
+  local list = o.providers
+  if o.provider ~= nil then
+    if list ~= nil then
+      error("startup plans compare providers: use --providers " .. tostring(o.provider) ..
+        " (the plan lists " .. table.concat(list, ',') .. ')', 0)
+    end
+    list = { o.provider }
+  end
+  list = list or { 'local' }
+  if type(list) == 'string' then list = { list } end
+  local seen, names = {}, {}
+  for _, n in ipairs(list) do
+    n = util.trim(n)
+    if n ~= '' and not seen[n] then seen[n] = true; names[#names + 1] = n end
+  end
+  if #names == 0 then error('no providers given (--providers local,docker,...)', 0) end
+  table.sort(names) -- the shuffle starts from a canonical order: a,b and b,a give the same rounds
+  o.providers = names
+  o.samples = math.tointeger(o.samples) or arena.DEFAULT_SAMPLES
+  o.warmups = math.tointeger(o.warmups) or arena.DEFAULT_WARMUPS
+  if o.samples < 1 then error('--samples must be >= 1', 0) end
+  if o.warmups < 0 then error('--warmups must be >= 0', 0) end
+  o.seed_given = o.seed ~= nil
+  if o.seed == nil then -- still reproducible: the seed drawn here is recorded and printed
+    local b = crypto.random_bytes(4)
+    o.seed = (b:byte(1) << 24 | b:byte(2) << 16 | b:byte(3) << 8 | b:byte(4)) & 0x7fffffff
+  end
+  o.seed = math.tointeger(o.seed)
+  if not o.seed then error('--seed must be an integer', 0) end
+  o.command = o.command or arena.DEFAULT_COMMAND
+  o.expect = o.expect or arena.DEFAULT_EXPECT
+  if o.expect == '' then error('--expect must not be empty', 0) end
+  o.exec_timeout_seconds = o.exec_timeout_seconds or 30
+  o.timeout_seconds = o.timeout_seconds or 300
+  o.cleanup_backoff = o.cleanup_backoff or session.BACKOFF
+  o.pause_seconds = o.pause_seconds or 0
+  o.provider_config = o.provider_config or {}
+  o.name = o.name or 'startup'
+  return o
+end
+
+-- ---- environment --------------------------------------------------------------------
+
+--- Parse the probe's key=value lines into {python, cpus, memory_bytes, nproc, ...}; cpus and
+--- memory_bytes are nil when the cgroup sets no limit ("max", -1, or 2^63-ish).
+---@param text string
+---@return table
+function arena.parse_environment(text)
+  local kv = {}
+  for line in tostring(text or ''):gmatch('[^\n]+') do
+    local k, v = line:match('^([%w%._]+)=(.*)$')
+    if k then kv[k] = util.trim(v) end
+  end
+  local env = { raw = kv }
+  env.python = kv.python and kv.python:match('Python%s+(%S+)') or nil
+  env.python_output = kv.python
+  local q, per = (kv['cgroup2.cpu.max'] or ''):match('^(%S+)%s+(%d+)$')
+  if q and q ~= 'max' and tonumber(q) then
+    env.cpus = tonumber(q) / tonumber(per)
+  elseif kv['cgroup1.cpu.cfs_quota_us'] and tonumber(kv['cgroup1.cpu.cfs_quota_us'])
+      and tonumber(kv['cgroup1.cpu.cfs_quota_us']) > 0 and tonumber(kv['cgroup1.cpu.cfs_period_us']) then
+    env.cpus = tonumber(kv['cgroup1.cpu.cfs_quota_us']) / tonumber(kv['cgroup1.cpu.cfs_period_us'])
+  end
+  env.cpu_limit = kv['cgroup2.cpu.max'] or (kv['cgroup1.cpu.cfs_quota_us'] and
+    (kv['cgroup1.cpu.cfs_quota_us'] .. ' ' .. (kv['cgroup1.cpu.cfs_period_us'] or '?')))
+  local mem = tonumber(kv['cgroup2.memory.max'] or kv['cgroup1.memory.limit_in_bytes'] or '')
+  if mem and mem > 0 and mem < 2 ^ 60 then env.memory_bytes = math.tointeger(mem) or mem end
+  env.memory_limit = kv['cgroup2.memory.max'] or kv['cgroup1.memory.limit_in_bytes']
+  env.nproc = math.tointeger(tonumber(kv.nproc or ''))
+  local mt = tonumber(kv['meminfo.MemTotal'] or '')
+  env.mem_total_bytes = mt and math.tointeger(mt * 1024) or nil
+  env.kernel = kv.kernel ~= '' and kv.kernel or nil
+  env.os = kv.os
+  return env
+end
+
+-- What the sandbox was given, as the adapter reports it (sb.allocation) or as asked for.
+local function allocation_of(sb, spec)
+  if type(sb.allocation) == 'table' then return sb.allocation end
+  return { cpus = sb.cpus or spec.cpus, memory_mb = sb.memory_mb or spec.memory_mb, image = sb.image }
+end
+
+-- curl's marks are cumulative seconds from the request's start; keep them so (ms), and say
+-- whether the connection was reused (no dns/connect/tls time at all).
+local function http_phases(t)
+  if type(t) ~= 'table' then return nil end
+  local function m(v) return v and v * 1000 or nil end
+  return {
+    dns_ms = m(t.dns), connect_ms = m(t.connect), tls_ms = m(t.tls), ttfb_ms = m(t.ttfb), total_ms = m(t.total),
+    reused = (t.connect or 0) == 0 or nil,
+  }
+end
+
+-- ---- one trial ----------------------------------------------------------------------
+
+local function has_marker(stdout, expect)
+  for line in (tostring(stdout or '') .. '\n'):gmatch('(.-)\r?\n') do
+    if util.trim(line) == expect then return true end
+  end
+  return false
+end
+
+local function probe_environment(run, p, sb, spec, rec)
+  local ok, res, err = pcall(p.adapter.exec, p.client, sb, arena.ENV_PROBE, { timeout = 30 })
+  local ev = {
+    provider = p.name, adapter = p.adapter_name, sandbox_id = sb.id, phase = rec.phase, round = rec.round,
+    allocation = allocation_of(sb, spec),
+  }
+  if ok and res then
+    ev.exit_code = res.code
+    ev.output = util.tail(res.stdout or '', 4000)
+    ev.environment = arena.parse_environment(res.stdout)
+    ev.environment.raw = nil
+  else
+    ev.error = ok and tostring(err) or (errors.describe(res))
+  end
+  p.environment = ev
+  run.writer:event('environment', ev)
+  return ev
+end
+
+-- The sandbox spec for a provider: the plan's `sandbox` table, labels, a lifetime cap.
+local function sandbox_spec(run, p)
+  local spec = util.merge(run.opts.sandbox, (run.opts.provider_config[p.name] or {}).sandbox)
+  spec.labels = util.merge(spec.labels, {
+    ['cseng.run'] = run.id, ['cseng.launcher'] = run.launcher, ['cseng.purpose'] = 'startup',
+  })
+  spec.ttl_seconds = spec.ttl_seconds or 600
+  return spec
+end
+
+--- Run one trial (never raises). Returns the record, or nil if the run was stopped before it
+--- could allocate.
+local function trial(run, p, phase, round, position, order)
+  if run.stop then return nil end
+  local opts = run.opts
+  local rec = {
+    provider = p.name, adapter = p.adapter_name, phase = phase, warmup = phase == 'warmup', round = round,
+    position = position, order = order, ok = false, started_at = clock.wall(),
+  }
+  local state = { stage = 'create' }
+  local spec = sandbox_spec(run, p)
+  local me = task.current()
+  local watchdog = task.spawn(function()
+    task.sleep(opts.timeout_seconds)
+    state.timed_out = true
+    me:cancel()
+  end)
+  p.counts.started = p.counts.started + 1
+  local t_start = clock.now()
+  local times = {}
+  local ok, err = pcall(function()
+    local ok_c, lease = pcall(run.session.sandbox, run.session, spec,
+      { phase = phase, round = round, adapter = p.adapter_name },
+      { provider = p, times = times, destroyed = { phase = phase, round = round } })
+    if times.create_end then
+      state.windows = { { times.create_start, times.create_end } }
+      rec.create_ms = ms(times.create_end - times.create_start)
+    end
+    if not ok_c then error(lease, 0) end
+    local sb = lease.sb
+    state.sb, state.lease = sb, lease
+    rec.sandbox_id = sb.id
+    rec.http = http_phases(sb.http_timings)
+    p.live[sb.id] = true
+    p.counts.allocated = p.counts.allocated + 1
+    rec.record_ms = ms(times.recorded - times.create_end)
+
+    state.stage = 'first_exec'
+    local t1 = clock.now()
+    local res, eerr, ecode = p.adapter.exec(p.client, sb, opts.command, { timeout = opts.exec_timeout_seconds })
+    local t2 = clock.now()
+    state.windows[2] = { t1, t2 }
+    rec.first_exec_ms = ms(t2 - t1)
+    rec.ready_ms = rec.create_ms + rec.first_exec_ms
+    if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
+    rec.exit_code = res.code
+    rec.exec_http = http_phases(res.http_timings)
+    if res.code ~= 0 or not has_marker(res.stdout, opts.expect) then
+      rec.stdout_tail = util.tail(res.stdout or '', 500)
+      rec.stderr_tail = util.tail(res.stderr or '', 500)
+      errors.raise(res.timed_out and errors.ETIMEDOUT or errors.EREADY, string.format(
+        'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
+        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
+    end
+    rec.ok = true
+  end)
+  if not ok then
+    local msg, code = errors.describe(err)
+    rec.error_stage = state.stage
+    if state.timed_out then
+      rec.error, rec.error_code, rec.timed_out = string.format('trial timed out after %s s (in %s)',
+        opts.timeout_seconds, state.stage), errors.ETIMEDOUT, true
+    elseif code == errors.ECANCELED then
+      rec.error, rec.error_code, rec.interrupted = 'interrupted', errors.ECANCELED, true
+    else
+      rec.error, rec.error_code = msg, code
+    end
+  end
+  watchdog:cancel()
+  if state.windows then
+    local stall = 0
+    for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(run, w[1], w[2]) end
+    rec.stall_ms = ms(stall)
+  end
+
+  -- the environment, once per provider: on its first warmup (or its first trial without
+  -- warmups), also after a failed readiness check, where it tells what the template lacks
+  if state.sb and not p.environment and not rec.interrupted and (rec.ok or rec.exit_code ~= nil)
+      and (phase == 'warmup' or opts.warmups == 0) then
+    probe_environment(run, p, state.sb, spec, rec)
+  end
+
+  if state.lease then
+    local r = state.lease:close()
+    rec.cleanup_ms = ms(state.lease:span('destroy_start', 'destroy_end'))
+    rec.cleanup_attempts = r.attempts
+    rec.cleanup_ok = r.ok
+    if r.ok then
+      p.live[state.sb.id] = nil
+      p.counts.destroyed = p.counts.destroyed + 1
+    else
+      rec.cleanup_error, rec.cleanup_error_code = r.error, r.code
+      p.counts.cleanup_failed = p.counts.cleanup_failed + 1
+      arena.stop(run, 'cleanup', string.format(
+        'cleanup of %s sandbox %s failed after %d attempts (%s); stopping new allocations. ' ..
+        'Destroy it with: cseng cleanup %s', p.name, state.sb.id, r.attempts, tostring(r.error), run.jsonl), r.code)
+    end
+  end
+  rec.elapsed_ms = ms(clock.now() - t_start)
+  rec.finished_at = clock.wall()
+  run.writer:event('startup_trial', rec)
+
+  -- counters for the status endpoint and the console
+  local c = p.counts
+  if rec.interrupted then c.interrupted = c.interrupted + 1
+  elseif phase == 'warmup' then c.warmup = c.warmup + 1; if rec.ok then c.warmup_ok = c.warmup_ok + 1 end
+  else
+    c.measured = c.measured + 1
+    if rec.ok then
+      c.ok = c.ok + 1
+      p.ready[#p.ready + 1] = rec.ready_ms
+    end
+  end
+  if rec.ok then p.last_ready_ms = rec.ready_ms
+  elseif not rec.interrupted then
+    c.errors = c.errors + 1
+    p.last_error = string.format('%s (%s, %s round %d)', rec.error, rec.error_stage, phase, round)
+    run.state.last_error = p.name .. ': ' .. p.last_error
+  end
+
+  -- stop conditions that concern every provider
+  if rec.error_code == 'HTTP_401' or rec.error_code == 'HTTP_403' then
+    arena.stop(run, 'auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
+      'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:sub(6),
+      rec.error_stage), rec.error_code)
+  elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted then
+    local env = p.environment and p.environment.environment
+    arena.stop(run, 'readiness', string.format('warmup readiness failed on %s: %s. Inspect the template\'s ' ..
+      'command support (does it have python3? does --command print --expect?) before measuring.%s', p.name,
+      rec.error, env and env.python_output and (' The sandbox says python=' .. env.python_output) or ''),
+      rec.error_code)
+  end
+  return rec
+end
+
+-- Every record write blocks the loop (fs.append is synchronous, and allocation, destroy and
+-- cleanup records are fsynced): the writer is wrapped to keep the time windows of its writes, so
+-- each trial records how much of its measured calls overlapped them (stall_ms, an upper bound of
+-- what the engine's own bookkeeping added to another provider's timings).
+local function tracking_writer(run, writer)
+  run.stalls = {}
+  return setmetatable({}, { __index = function(_, k)
+    local f = writer[k]
+    if type(f) ~= 'function' then return f end
+    return function(_, ...)
+      local s = clock.now()
+      local r = f(writer, ...)
+      local st = run.stalls
+      st[#st + 1] = { s, clock.now() }
+      if #st > 256 then table.remove(st, 1) end
+      return r
+    end
+  end })
+end
+
+--- Nanoseconds of record writes inside [a, b] (writes never overlap each other: they block).
+function arena.stall_within(run, a, b)
+  local total, st = 0, run.stalls or {}
+  for i = #st, 1, -1 do
+    local s, e = st[i][1], st[i][2]
+    if e <= a then break end
+    local lo, hi = math.max(s, a), math.min(e, b)
+    if hi > lo then total = total + (hi - lo) end
+  end
+  return total
+end
+
+--- Stop the run (the first reason wins): no round starts after this.
+function arena.stop(run, reason, message, code)
+  if run.stop then return end
+  run.stop = { reason = reason, message = message, code = code }
+  run.state.status = 'stopping'
+  run.state.stop_reason = reason
+  run.state.last_error = message
+end
+
+-- ---- status endpoint ----------------------------------------------------------------
+
+local function status_doc(run)
+  local s = run.state
+  local doc = {
+    run_id = run.id, status = s.status, phase = s.phase, round = s.round, rounds = s.rounds,
+    order = s.order, seed = run.opts.seed, samples = run.opts.samples, warmups = run.opts.warmups,
+    started_at = s.started_at, elapsed_s = ms(clock.now() - run.t0) / 1000, last_error = s.last_error,
+    stop_reason = s.stop_reason, log = run.jsonl, providers = {},
+  }
+  for _, name in ipairs(run.opts.providers) do
+    local p = run.P[name]
+    local live = {}
+    for id in pairs(p.live) do live[#live + 1] = id end
+    table.sort(live)
+    local c = util.copy(p.counts)
+    c.live = live
+    c.last_error = p.last_error
+    c.last_ready_ms = p.last_ready_ms
+    c.p50_ready_ms = stats.median(p.ready)
+    doc.providers[name] = c
+  end
+  return doc
+end
+
+local function start_status_server(run, port)
+  local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
+    if req.method ~= 'GET' and req.method ~= 'HEAD' then
+      return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
+    end
+    if req.path ~= '/' and req.path ~= '/status' then
+      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
+    end
+    return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
+      util.json_sorted(status_doc(run)) .. '\n'
+  end }
+  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
+  return srv
+end
+
+-- ---- console ---------------------------------------------------------------------------
+
+local function say(run, fmt, ...)
+  if run.opts.quiet then return end
+  if run.tty then io.stdout:write('\r\27[K') end
+  io.stdout:write(string.format(fmt, ...), '\n')
+  io.stdout:flush()
+end
+
+local function progress(run)
+  if run.opts.quiet then return end
+  local s = run.state
+  local parts = {}
+  for _, name in ipairs(run.opts.providers) do
+    local p = run.P[name]
+    local med = stats.median(p.ready)
+    parts[#parts + 1] = string.format('%s %d/%d ok%s', name, p.counts.ok, p.counts.measured,
+      med and string.format(' p50 %.1f ms', med) or '')
+  end
+  local line = string.format('%s round %d/%d: %s', s.phase, s.round, s.rounds, table.concat(parts, ', '))
+  if run.tty then
+    io.stdout:write('\r\27[K', line)
+  elseif s.phase == 'warmup' or s.round == s.rounds or s.round % math.max(1, run.opts.samples // 10) == 0 then
+    io.stdout:write(line, '\n')
+  end
+  io.stdout:flush()
+end
+
+local function final_table(run)
+  local lines = {
+    string.format('%-14s %9s %12s %22s %10s %10s', 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99'),
+  }
+  for _, name in ipairs(run.opts.providers) do
+    local p = run.P[name]
+    local s = stats.summary(p.ready)
+    local lo, hi = stats.bootstrap_ci(p.ready, { seed = run.opts.seed ~ stats.hash('ready_ms/' .. name) })
+    local function f(v) return v and string.format('%.1f ms', v) or '-' end
+    lines[#lines + 1] = string.format('%-14s %9s %12s %22s %10s %10s', name, p.counts.ok .. '/' .. p.counts.measured,
+      f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99))
+  end
+  return table.concat(lines, '\n')
+end
+
+-- ---- the run ---------------------------------------------------------------------------
+
+local function adapter_info(name, adapter)
+  local file = sys.root() .. '/lua/providers/' .. name:gsub('%-', '_') .. '.lua'
+  local src = fs.read(file)
+  return {
+    adapter = name, version = adapter.version, description = adapter.description, remote = adapter.remote or false,
+    sha256 = src and crypto.sha256_hex(src):sub(1, 16) or nil,
+  }
+end
+
+-- Join tasks; a SIGINT cancels our wait too, so wait again until every trial has cleaned up.
+local function join_all(run, tasks)
+  for _, t in ipairs(tasks) do
+    while true do
+      local jok, ok, err = pcall(t.join, t)
+      if jok then
+        if not ok and not errors.is_cancel(err) then
+          arena.stop(run, 'internal', 'a trial failed inside cseng: ' .. tostring(err))
+        end
+        break
+      end
+      run.interrupted = true
+    end
+  end
+end
+
+local function run_rounds(run)
+  local o = run.opts
+  local rng = stats.rng(o.seed)
+  local any_remote = false
+  for _, name in ipairs(o.providers) do any_remote = any_remote or run.P[name].adapter.remote == true end
+  for _, ph in ipairs({ { 'warmup', o.warmups }, { 'measured', o.samples } }) do
+    local phase, count = ph[1], ph[2]
+    run.state.phase, run.state.rounds = phase, count
+    if not run.stop then run.state.status = 'running' end
+    for round = 1, count do
+      if run.stop or run.interrupted or task.interrupted() > 0 then return end
+      local order = stats.shuffle(util.copy(o.providers), rng)
+      run.state.round, run.state.order = round, order
+      run.writer:event('round', { phase = phase, round = round, order = order })
+      local tasks = {}
+      for pos, name in ipairs(order) do
+        tasks[pos] = task.spawn(trial, run, run.P[name], phase, round, pos, order)
+      end
+      join_all(run, tasks)
+      if phase == 'warmup' then run.rounds_done.warmup = round else run.rounds_done.measured = round end
+      progress(run)
+      if any_remote and o.pause_seconds > 0 and not run.stop then
+        if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
+      end
+    end
+  end
+end
+
+--- Run a startup plan (options from plan + flags, see arena.options). Writes
+--- results/<run-id>.jsonl and the report (results/<run-id>.md, or opts.report).
+--- opts.on_start(info) is called with {run_id, jsonl, status_url, report} once the run has
+--- started; opts.stderr (default io.stderr) receives the error messages (specs capture them).
+--- Returns the exit status (0 finished, 1 stopped: cleanup, auth, readiness; 130 interrupted)
+--- and {run_id, jsonl, report, status, stop}.
+---@param opts table
+---@return integer status, table info
+function arena.run(opts)
+  local o = arena.options(opts)
+  local sh = require('cseng.run.shard').for_startup(o, o.providers, session.getenv(o.env))
+  if sh then
+    o.providers = sh.providers
+    if #o.providers == 0 then -- more shards than providers: this one records that it had nothing to do
+      local w = results.open(sh.jsonl, sh.run_id)
+      w:event('run_started', { kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv,
+        providers = {}, shard = sh.record, task_count = 0 }, true)
+      w:event('run_finished', { status = 'finished', passed = 0, failed = 0, errors = 0, recorded = 0 }, true)
+      return 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
+    end
+  end
+  local run = {
+    opts = o, P = {}, t0 = clock.now(),
+    rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1), err = o.stderr or io.stderr,
+    state = { status = 'starting', phase = 'starting', round = 0, rounds = 0, started_at = clock.wall() },
+  }
+  local s = session.open { kind = 'startup', opts = o, id_parts = { o.name },
+    run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
+    wrap_writer = function(w) return tracking_writer(run, w) end }
+  run.session, run.id, run.launcher, run.jsonl, run.writer = s, s.id, s.launcher, s.jsonl, s.writer
+  local run_id = s.id
+
+  -- adapters and credentials first: a missing variable stops us before anything is allocated
+  local adapters = {}
+  for _, name in ipairs(o.providers) do
+    local cfg = util.copy(o.provider_config[name])
+    local adapter_name = cfg.adapter or name
+    cfg.adapter, cfg.sandbox = nil, nil
+    local p = s:connect(adapter_name, cfg, name)
+    p.live, p.ready = {}, {}
+    p.counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
+                 measured = 0, ok = 0, errors = 0, interrupted = 0 }
+    run.P[name] = p
+    adapters[name] = adapter_info(adapter_name, p.adapter)
+    if p.adapter.runtime then
+      local rok, rt = pcall(p.adapter.runtime, p.client)
+      adapters[name].runtime = rok and rt or nil
+    end
+  end
+
+  run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
+  local srv
+  if o.status_port then srv = start_status_server(run, o.status_port) end
+  run.status_url = srv and (srv:url() .. '/') or nil
+
+  run.writer:event('run_started', {
+    kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
+    shard = sh and sh.record or nil,
+    adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
+    command = o.command, expect = o.expect, exec_timeout_seconds = o.exec_timeout_seconds,
+    timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,
+    sandbox = o.sandbox, provider_config = o.provider_config, arena_version = arena.VERSION,
+    versions = sys.versions(), host = sys.hostname(), pid = sys.pid(), cpu_count = sys.cpu_count(),
+    method = arena.METHOD,
+  }, true)
+  say(run, 'startup run %s: %s; %d samples + %d warmups each; seed %d%s', run_id, table.concat(o.providers, ', '),
+    o.samples, o.warmups, o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
+  say(run, 'log: %s', run.jsonl)
+  if srv then say(run, 'status: %s', run.status_url) end
+  if o.on_start then
+    o.on_start({ run_id = run_id, jsonl = run.jsonl, status_url = run.status_url, report = run.report })
+  end
+
+  local ok, err = pcall(run_rounds, run)
+  if not ok then
+    if errors.is_cancel(err) then run.interrupted = true
+    else arena.stop(run, 'internal', 'the arena failed: ' .. (errors.describe(err))) end
+  end
+  run.interrupted = run.interrupted or task.interrupted() > 0
+
+  local status = run.interrupted and 'interrupted' or (run.stop and 'stopped') or 'finished'
+  run.state.status, run.state.phase = status, 'done'
+  local live, counts = {}, {}
+  for _, name in ipairs(o.providers) do
+    local p = run.P[name]
+    counts[name] = util.copy(p.counts)
+    for id in pairs(p.live) do live[#live + 1] = { provider = name, sandbox_id = id } end
+  end
+  table.sort(live, function(a, b) return a.sandbox_id < b.sandbox_id end)
+  run.writer:event('run_finished', {
+    status = status, stop_reason = run.stop and run.stop.reason, stop_message = run.stop and run.stop.message,
+    stop_code = run.stop and run.stop.code, rounds_done = run.rounds_done, counts = counts,
+    live_sandboxes = #live > 0 and live or nil, elapsed_s = ms(clock.now() - run.t0) / 1000,
+  }, true)
+  if srv then srv:close() end
+
+  if run.tty then io.stdout:write('\r\27[K') end
+  say(run, '%s', final_table(run))
+  local rok, rerr = pcall(function()
+    return require('cseng.report.helpers').render { inputs = { run.jsonl }, template = 'startup', output = run.report }
+  end)
+  if rok then say(run, 'report: %s', run.report)
+  else run.err:write('cseng: the report failed (the log is complete; retry with cseng report ', run.jsonl,
+    '): ', (errors.describe(rerr)), '\n') end
+  say(run, 'results: %s', run.jsonl)
+  if run.stop then run.err:write('cseng: stopped: ', run.stop.message, '\n') end
+  if #live > 0 then
+    run.err:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
+  end
+  local info = { run_id = run_id, jsonl = run.jsonl, report = run.report, status = status, stop = run.stop }
+  if run.interrupted then return 130, info end
+  if run.stop then return 1, info end
+  return 0, info
+end
+
+return arena

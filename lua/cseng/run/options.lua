@@ -1,0 +1,122 @@
+--- The options of `cseng run` (and the commands that take a subset of them: prewarm,
+--- cleanup): the flag table, its help order, and the merge of flags into a plan.
+local fs = require 'cseng.fs'
+local util = require 'cseng.lib.util'
+
+local options = {}
+
+local SPEC = {
+  ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'provider adapter (lua/providers/NAME.lua); default local' },
+  ['providers'] = { key = 'providers', type = 'list', arg = 'A,B', help = 'providers (startup and matrix plans)' },
+  ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' },
+  ['task-index'] = { key = 'task_index', type = 'string', arg = 'N|all', help = '0-based task index, or all (default)' },
+  ['tasks'] = { key = 'tasks', type = 'list', arg = 'NAME,...', help = "only these tasks: ids or shell-style globs ('git-*'), comma-separated, repeatable" },
+  ['task-limit'] = { key = 'task_limit', type = 'int', min = 1, arg = 'N', help = 'at most N tasks' },
+  ['stop-after-passes'] = { key = 'stop_after_passes', type = 'int', min = 1, arg = 'N', help = 'start no new trial once N passed' },
+  ['timeout-seconds'] = { key = 'timeout_seconds', type = 'number', arg = 'S', help = 'whole-trial timeout' },
+  ['solve-timeout-seconds'] = { key = 'solve_timeout_seconds', type = 'number', arg = 'S', help = "solve timeout (default: task.toml's agent timeout)" },
+  ['verify-timeout-seconds'] = { key = 'verify_timeout_seconds', type = 'number', arg = 'S', help = "verifier timeout (default: task.toml's)" },
+  ['concurrency'] = { key = 'concurrency', type = 'int', min = 1, arg = 'N', help = 'trials in flight at once' },
+  ['mode'] = { key = 'mode', type = 'string', choices = { 'cold', 'warm' }, arg = 'cold|warm',
+    help = 'fresh sandbox per trial, or from a prewarmed artifact' },
+  ['modes'] = { key = 'modes', type = 'list', arg = 'cold,warm', help = 'modes (matrix plans)' },
+  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter' },
+  ['solve-command-file'] = { key = 'solve_command_file', type = 'string', arg = 'FILE', help = 'the command solver\'s script' },
+  ['solver-env'] = { key = 'solver_env', type = 'string', arg = 'A,B', help = 'host variables passed to the command solver' },
+  ['output'] = { key = 'output', type = 'string', arg = 'PATH', help = 'results directory, or the summary .json path' },
+  ['resume'] = { key = 'resume', type = 'string', arg = 'RUN.jsonl', help = 'continue a run: skip the trials it recorded' },
+  ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE', help = 'KEY=VALUE file of credentials (never written to results)' },
+  ['image-map'] = { key = 'image_map', type = 'multi', arg = 'PAT=IMAGE', help = 'substitute base images (glob * allowed); repeatable' },
+  ['allow-network'] = { key = 'allow_network', type = 'bool', help = 'let tasks with allow_internet=true reach the network' },
+  ['verifier-user'] = { key = 'verifier_user', type = 'string', choices = { 'root', 'verifier' }, arg = 'root|verifier',
+    help = 'who runs tests/test.sh (default: non-root where possible)' },
+  ['warm-artifact'] = { key = 'warm_artifact', type = 'string', arg = 'ID', help = 'warm artifact for every task (else prepared per task)' },
+  ['prewarm-file'] = { key = 'prewarm_file', type = 'string', arg = 'FILE', help = 'warm artifacts per task, from cseng prewarm (results/prewarm-*.json)' },
+  ['source-root'] = { key = 'source_root', type = 'string', arg = 'DIR',
+    help = "SWE-smith rows' environment.source_dir resolve inside DIR (default: the dataset's folder or its parent)" },
+  ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'record bad dataset rows and go on' },
+  ['samples'] = { key = 'samples', type = 'int', min = 1, arg = 'N', help = 'measured samples per provider (startup)' },
+  ['warmups'] = { key = 'warmups', type = 'int', min = 0, arg = 'N', help = 'unmeasured warmup samples per provider (startup)' },
+  ['seed'] = { key = 'seed', type = 'int', arg = 'N', help = 'random seed (recorded)' },
+  ['command'] = { key = 'command', type = 'string', arg = 'CMD', help = 'the readiness command (startup)' },
+  ['expect'] = { key = 'expect', type = 'string', arg = 'TEXT', help = 'the readiness marker in its output (startup)' },
+  ['status-port'] = { key = 'status_port', type = 'int', min = 0, arg = 'PORT', help = 'serve the run state as JSON on 127.0.0.1:PORT' },
+  ['report'] = { key = 'report', type = 'string', arg = 'PATH', help = 'write the markdown report here (startup)' },
+  ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
+  ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
+  ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
+  ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
+    help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
+  ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
+  ['host-root'] = { key = 'host_root', type = 'bool',
+    help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
+}
+local ORDER = {
+  'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
+  'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
+  'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
+  'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
+  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root',
+}
+options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
+options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
+
+--- The subset of SPEC named by names (for commands that accept some of run's options).
+---@param names string[]
+---@return table
+function options.subset(names)
+  local out = {}
+  for _, n in ipairs(names) do out[n] = assert(SPEC[n], n) end
+  return out
+end
+
+--- Merge flags into the plan, load --env-file, normalize fields.
+function options.merge(p, f, argv)
+  local o = util.copy(p)
+  for k, v in pairs(f) do o[k] = v end
+  if f.image_map then -- flags first, then the plan's own map
+    local m = util.copy(f.image_map)
+    for _, v in ipairs(p.image_map or {}) do m[#m + 1] = v end
+    o.image_map = m
+  end
+  o.argv = argv
+  if o.host_root then o.provider_config = util.merge(o.provider_config, { host_root = true }) end
+  if o.env_file then
+    local text, err = fs.read(o.env_file)
+    if not text then error('--env-file: ' .. tostring(err), 0) end
+    local env, perr = util.parse_env_file(text, o.env_file)
+    if not env then error(perr, 0) end
+    o.env = env
+    for k, v in pairs(env) do
+      local up = k:upper()
+      if up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD') then util.add_secret(v) end
+    end
+  end
+  if o.prewarm_file then
+    local text, err = fs.read(o.prewarm_file)
+    if not text then error('--prewarm-file: ' .. tostring(err), 0) end
+    local ok, doc = pcall(require('cjson').decode, text)
+    if not ok or type(doc) ~= 'table' or type(doc.artifacts) ~= 'table' then
+      error('--prewarm-file: ' .. o.prewarm_file .. ' is not a cseng prewarm file (no "artifacts")', 0)
+    end
+    if doc.provider and o.provider and doc.provider ~= o.provider then
+      error(string.format('--prewarm-file: %s holds %s artifacts, not %s', o.prewarm_file, doc.provider, o.provider), 0)
+    end
+    o.warm_artifacts = util.copy(doc.artifacts)
+  end
+  if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
+  do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here
+    local shard = require 'cseng.run.shard'
+    local getenv = require('cseng.run.session').getenv(o.env)
+    if not o.resume and shard.detect(o, getenv) and not shard.job_id(o, getenv) then
+      error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
+        '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
+    end
+  end
+  if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
+    error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
+  end
+  return o
+end
+
+return options

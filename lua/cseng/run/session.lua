@@ -1,0 +1,293 @@
+--- The session: what every run kind (tasks, matrix, startup, prewarm, cleanup, resume) goes
+--- through. It owns the run id, the output paths, getenv (--env-file first, then the process
+--- environment), the provider clients, the event writer, and the sandbox ledger:
+---
+---   local s = session.open { kind = 'tasks', opts = o, id_parts = { o.name, o.provider, o.mode } }
+---   local p = s:connect(o.provider, o.provider_config)
+---   do
+---     local sb <close> = s:sandbox(spec, { task_id = t.id })   -- created, allocation fsynced
+---     p.adapter.exec(p.client, sb.sb, 'true', {})
+---   end                                                        -- destroyed (with retries), recorded
+---
+--- The ledger's rules (docs/providers/README.md): the allocation record is appended and fsynced
+--- the moment create returns an id, before anything else touches the sandbox; close destroys
+--- with retries under one back-off policy (opts.cleanup_backoff, default {1, 2} seconds between
+--- three attempts; a Retry-After the adapter's error carries is honoured, up to 60 s) and records
+--- `destroyed` or `cleanup_failed`; after a failed cleanup the session allocates nothing more
+--- (s:sandbox raises ECLEANUP, s.cleanup_failed says why). An adapter that declares
+--- `max_concurrency` has its creates queued by the session before the ledger's timing starts.
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local sys = require 'cseng.sys'
+local crypto = require 'cseng.crypto'
+local errors = require 'cseng.lib.errors'
+local results = require 'cseng.results.log'
+local util = require 'cseng.lib.util'
+
+local session = {}
+
+session.BACKOFF = { 1, 2 }   -- seconds between destroy attempts (three attempts)
+session.RETRY_AFTER_MAX = 60 -- a provider's Retry-After is honoured up to this
+
+---@class Provider
+---@field name string the name records use (the arena may rename an adapter, e.g. lizard-eu)
+---@field adapter_name string lua/providers/<adapter_name>.lua
+---@field adapter table the adapter module
+---@field client any what adapter.connect returned
+
+---@class Session
+---@field id string the run id
+---@field kind string tasks | startup | prewarm | cleanup | resume
+---@field opts table the run's options
+---@field jsonl string the event log
+---@field json string the summary path (tasks runs)
+---@field writer table the event writer (results.open)
+---@field getenv fun(name:string):string|nil
+---@field launcher string cseng@host
+---@field stamp string the UTC stamp in the run id
+---@field provider Provider|nil the first provider connected
+---@field cleanup_failed string|nil why the session stopped allocating
+local Session = {}
+Session.__index = Session
+session.Session = Session
+
+--- Load a provider adapter by name (lua/providers/<name>.lua): an unknown name is a one-line
+--- error; an adapter that fails to load reports its own error.
+---@param name string
+---@return table
+function session.adapter(name)
+  local mod_name = 'providers.' .. tostring(name):gsub('%-', '_')
+  local ok, mod = pcall(require, mod_name)
+  if not ok then
+    if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
+      error(string.format("unknown provider '%s' (see cseng providers)", name), 0)
+    end
+    error(mod, 0)
+  end
+  mod.name = mod.name or name
+  return mod
+end
+
+--- getenv over an --env-file's table, then the process environment.
+---@param env table|nil
+---@return fun(name:string):string|nil
+function session.getenv(env)
+  return function(name)
+    local v = env and env[name]
+    if v ~= nil then return v end
+    return os.getenv(name)
+  end
+end
+
+--- A run id: the parts, the UTC stamp, 4 random hex digits ("cold-gold-local-cold-20261001-120000-a1b2").
+---@param parts string[]
+---@param stamp string
+function session.run_id(parts, stamp)
+  local p = {}
+  for _, v in ipairs(parts) do p[#p + 1] = tostring(v) end
+  p[#p + 1] = stamp
+  p[#p + 1] = crypto.hex(crypto.random_bytes(2))
+  return table.concat(p, '-')
+end
+
+--- The log and summary paths for --output (a directory, default results/, or a .jsonl or .json
+--- path: the other one sits beside it) and a file stem.
+---@return string jsonl, string json
+function session.paths(output, stem)
+  if output and output:match('%.json$') then return (output:gsub('%.json$', '.jsonl')), output end
+  if output and output:match('%.jsonl$') then return output, (output:gsub('%.jsonl$', '.json')) end
+  local dir = output or 'results'
+  return dir .. '/' .. stem .. '.jsonl', dir .. '/' .. stem .. '.json'
+end
+
+--- Open a session. o: kind, opts (the run's options: env, output, cleanup_backoff), and either
+--- run_id + jsonl (continuing a log: resume, cleanup) or id_parts (a new run id) with an
+--- optional stem (the file name, default the run id; or a function of the UTC stamp);
+--- wrap_writer(writer) -> writer.
+---@param o table
+---@return Session
+function session.open(o)
+  local opts = o.opts or {}
+  local s = setmetatable({
+    kind = o.kind, opts = opts, getenv = session.getenv(opts.env), stamp = os.date('!%Y%m%d-%H%M%S'),
+    launcher = 'cseng@' .. (sys.hostname() or 'localhost'), providers = {},
+    backoff = opts.cleanup_backoff or session.BACKOFF,
+  }, Session)
+  if o.jsonl then
+    s.id, s.jsonl = o.run_id, o.jsonl
+    s.json = o.json or (o.jsonl:gsub('%.jsonl$', '') .. '.json')
+  else
+    s.id = o.run_id or session.run_id(o.id_parts or { 'run' }, s.stamp)
+    local stem = o.stem or s.id
+    if type(stem) == 'function' then stem = stem(s.stamp) end
+    s.jsonl, s.json = session.paths(o.output or opts.output, stem)
+  end
+  local writer = results.open(s.jsonl, s.id)
+  s.writer = o.wrap_writer and o.wrap_writer(writer) or writer
+  return s
+end
+
+--- Connect a provider: load the adapter, call its connect with the config plus getenv and the
+--- run id. A connect failure (a missing credential) is raised as its one-line message.
+---@param adapter_name string
+---@param cfg table|nil
+---@param name string|nil the name records use (default adapter_name)
+---@return Provider
+function Session:connect(adapter_name, cfg, name)
+  local adapter = session.adapter(adapter_name)
+  local ok, client = pcall(adapter.connect, util.merge(cfg, { getenv = self.getenv, run_id = self.id }))
+  if not ok then
+    if errors.is_cancel(client) then error(client, 0) end
+    error(errors.line(client), 0)
+  end
+  local p = { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
+  local limit = math.tointeger(adapter.max_concurrency)
+  if limit and limit > 0 then p.queue = task.semaphore(limit) end
+  self.providers[p.name] = p
+  self.provider = self.provider or p
+  return p
+end
+
+-- ---- the sandbox ledger -------------------------------------------------------------------
+
+---@class Lease
+---@field sb table the adapter's sandbox ({id=, ...})
+---@field id string
+---@field provider Provider
+---@field times table clock.now() marks: queued, create_start, create_end, recorded, destroy_start, destroy_end
+---@field result table|nil after close: {ok, attempts, error, code}
+local Lease = {}
+Lease.__index = Lease
+Lease.__close = function(self) self:close() end
+
+--- Create a sandbox and record it. extra: fields of the allocation (and destroy) records, e.g.
+--- {task_id=}. o: provider (default the session's first), times (a table the ledger fills with
+--- its timing points, also when create fails), destroyed (fields of the destroy record, default
+--- extra). Raises ECLEANUP after a failed cleanup, else the adapter's failure (default ECREATE).
+---@param spec table
+---@param extra table|nil
+---@param o table|nil
+---@return Lease
+function Session:sandbox(spec, extra, o)
+  o = o or {}
+  local p = o.provider or self.provider
+  local times = o.times or {}
+  if self.cleanup_failed then errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed') end
+  -- an adapter's max_concurrency: wait for a place before the clock starts
+  if p.queue then
+    times.queued = clock.now()
+    p.queue:acquire()
+    if self.cleanup_failed then
+      p.queue:release()
+      errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed')
+    end
+  end
+  times.create_start = clock.now()
+  local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
+  times.create_end = clock.now()
+  if not cok or not sb then
+    if p.queue then p.queue:release() end
+    if not cok then error(errors.from(sb, errors.ECREATE), 0) end
+    error(errors.returned(err, code, { default_code = errors.ECREATE, prefix = o.prefix }), 0)
+  end
+  local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = times,
+    destroyed = o.destroyed or extra }, Lease)
+  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, spec.labels, extra)
+  times.recorded = clock.now()
+  if not wok then -- the record could not be written: the sandbox must not outlive this call
+    lease:close()
+    error(errors.from(werr), 0)
+  end
+  return lease
+end
+
+--- A lease on a sandbox that already exists (a resume sweep, cleanup): closing it destroys and
+--- records it like any other.
+---@param sb table {id=, labels=}
+---@param destroyed table|nil fields of the destroy record
+---@param provider Provider|nil
+---@return Lease
+function Session:adopt(sb, destroyed, provider)
+  return setmetatable({ session = self, provider = provider or self.provider, sb = sb, id = sb.id, times = {},
+    destroyed = destroyed, adopted = true }, Lease)
+end
+
+-- Seconds a failed destroy asks us to wait: err.retry_after (seconds), or a Retry-After header
+-- on the response an adapter returns after its code.
+local function retry_after_of(err, res)
+  if type(err) == 'table' and tonumber(err.retry_after) then return tonumber(err.retry_after) end
+  local h = type(res) == 'table' and type(res.headers) == 'table' and res.headers or nil
+  if h then return util.retry_after(h['retry-after'] or h['Retry-After']) end
+  return nil
+end
+
+--- Destroy with retries under the session's one back-off policy. Never raises.
+---@return boolean ok, integer attempts, string|nil message, string|nil code
+function Session:destroy(p, sb)
+  local attempts, last = 0, nil
+  for attempt = 1, #self.backoff + 1 do
+    attempts = attempt
+    local ok, res, err, code, resp = pcall(p.adapter.destroy, p.client, sb)
+    if ok and res then return true, attempts end
+    local wait
+    if ok then
+      last = errors.returned(err, code, { default_code = errors.ECLEANUP })
+      wait = retry_after_of(err, resp)
+    else
+      last = errors.from(res, errors.ECLEANUP)
+      wait = retry_after_of(res)
+    end
+    if attempt <= #self.backoff then
+      wait = math.max(self.backoff[attempt], math.min(wait or 0, session.RETRY_AFTER_MAX))
+      pcall(task.sleep, wait)
+    end
+  end
+  local msg, code = errors.describe(last)
+  return false, attempts, msg, code
+end
+
+--- Destroy the sandbox (once; later calls return the first result) and record the outcome:
+--- `destroyed`, or `cleanup_failed` and the session stops allocating.
+---@return table result {ok, attempts, error, code}
+function Lease:close()
+  if self.result then return self.result end
+  local s, p = self.session, self.provider
+  self.result = { ok = false, attempts = 0 } -- a re-entrant close (Ctrl-C inside) sees a result
+  self.times.destroy_start = clock.now()
+  local ok, attempts, msg, code = s:destroy(p, self.sb)
+  self.times.destroy_end = clock.now()
+  if p.queue and not self.adopted then p.queue:release() end
+  self.result = { ok = ok, attempts = attempts, error = msg, code = code }
+  if ok then
+    s.writer:destroyed(p.name, self.id, self.destroyed)
+  else
+    s.writer:cleanup_failed(p.name, self.id, msg)
+    s.cleanup_failed = s.cleanup_failed or string.format('destroying %s failed: %s', self.id, tostring(msg))
+  end
+  return self.result
+end
+
+--- Nanoseconds between two of the lease's timing points (nil if either is missing).
+function Lease:span(a, b)
+  local x, y = self.times[a], self.times[b]
+  return x and y and (y - x) or nil
+end
+
+--- Destroy every sandbox a log records as allocated and not destroyed (a resume sweep; the
+--- cleanup command), with this session's policy, records and stop rule. `providers` maps a
+--- record's provider name to a Provider (default: the session's). Returns destroyed, failed.
+---@param events table[]
+---@param destroyed table|nil fields of each destroy record
+---@param providers table|nil
+---@return integer destroyed, integer failed
+function Session:sweep(events, destroyed, providers)
+  local n_ok, n_fail = 0, 0
+  for _, a in ipairs(results.live_allocations(events)) do
+    local p = providers and providers(a) or self.provider
+    local lease = self:adopt({ id = a.sandbox_id, labels = a.labels }, destroyed, p)
+    if lease:close().ok then n_ok = n_ok + 1 else n_fail = n_fail + 1 end
+  end
+  return n_ok, n_fail
+end
+
+return session

@@ -1,0 +1,465 @@
+--- Datasets: the task formats cseng reads, normalized to one Task shape.
+---
+--- Sources:
+---   * seed JSONL rows: task_id, prompt|instruction, task_files{encoding="tar.gz+base64", content},
+---     optional metadata{data_source, env_type, ...}; parquet files with the same rows (flat, or
+---     nested under metadata.instance);
+---   * Harbor / TerminalBench 2 task directories (task.toml, instruction.md, environment/Dockerfile,
+---     solution/solve.sh, tests/test.sh): one directory or a folder of them;
+---   * SWE-smith-style rows: instance_id, repo, patch (the bug-inducing diff), FAIL_TO_PASS,
+---     PASS_TO_PASS, image_name, environment{source_dir, install}; workdir /testbed.
+--- Every task becomes a directory in the TB2 layout (extracted or synthesized once, under the
+--- cache directory), so staging and providers see one shape.
+local cjson = require 'cjson'
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
+local proc = require 'cseng.proc'
+local toml = require 'cseng.lib.toml'
+local dockerfile = require 'cseng.task.dockerfile'
+local util = require 'cseng.lib.util'
+local sys = require 'cseng.sys'
+
+local dataset = {}
+
+---@class TaskConfig
+---@field verifier_timeout number seconds
+---@field agent_timeout number seconds
+---@field build_timeout number seconds
+---@field cpus number|nil
+---@field memory_mb integer|nil
+---@field storage_mb integer|nil
+---@field gpus integer|nil
+---@field allow_internet boolean
+---@field verifier_env table<string,string>
+---@field solution_env table<string,string>
+---@field agent_env table<string,string>
+---@field docker_image string|nil
+
+---@class Task
+---@field id string
+---@field index integer 0-based position in the dataset (what --task-index selects)
+---@field format "terminalbench"|"swesmith"
+---@field dir string the task in TB2 layout
+---@field instruction string
+---@field config TaskConfig
+---@field recipe Recipe the parsed environment/Dockerfile
+---@field workdir string
+---@field sha256 string content hash of the task (archive bytes or packed directory)
+---@field where string file[:row] the task came from
+---@field metadata table|nil
+---@field has_solution boolean
+
+local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 600 }
+
+local function bad(where, field, msg)
+  error(string.format('%s: %s: %s', where, field, msg), 0)
+end
+
+local function num(where, t, path, default)
+  local v = t
+  for part in path:gmatch('[^.]+') do
+    if type(v) ~= 'table' then v = nil break end
+    v = v[part]
+  end
+  if v == nil then return default end
+  if type(v) ~= 'number' then bad(where, 'task.toml ' .. path, 'expected a number, got ' .. type(v)) end
+  return v
+end
+
+local function strtable(where, t, path)
+  local v = t
+  for part in path:gmatch('[^.]+') do
+    if type(v) ~= 'table' then return {} end
+    v = v[part]
+  end
+  if v == nil then return {} end
+  if type(v) ~= 'table' then bad(where, 'task.toml ' .. path, 'expected a table') end
+  local out = {}
+  for k, x in pairs(v) do
+    if type(x) == 'table' then bad(where, 'task.toml ' .. path .. '.' .. k, 'expected a string') end
+    out[k] = tostring(x)
+  end
+  return out
+end
+
+--- Read task.toml into a TaskConfig.
+function dataset.config(text, where)
+  local t, err = toml.parse(text, 'task.toml')
+  if not t then bad(where, 'task.toml', err) end
+  local env = t.environment or {}
+  if type(env) ~= 'table' then bad(where, 'task.toml environment', 'expected a table') end
+  local allow = env.allow_internet
+  if allow ~= nil and type(allow) ~= 'boolean' then
+    bad(where, 'task.toml environment.allow_internet', 'expected true or false')
+  end
+  return {
+    verifier_timeout = num(where, t, 'verifier.timeout_sec', DEFAULTS.verifier_timeout),
+    agent_timeout = num(where, t, 'agent.timeout_sec', DEFAULTS.agent_timeout),
+    build_timeout = num(where, t, 'environment.build_timeout_sec', DEFAULTS.build_timeout),
+    cpus = num(where, t, 'environment.cpus', nil),
+    memory_mb = num(where, t, 'environment.memory_mb', nil),
+    storage_mb = num(where, t, 'environment.storage_mb', nil),
+    gpus = num(where, t, 'environment.gpus', nil),
+    allow_internet = allow == true,
+    verifier_env = strtable(where, t, 'verifier.env'),
+    solution_env = strtable(where, t, 'solution.env'),
+    agent_env = strtable(where, t, 'agent.env'),
+    docker_image = type(env.docker_image) == 'string' and env.docker_image or nil,
+    raw = t,
+  }
+end
+
+--- Finish a task whose TB2 directory exists: read task.toml, instruction, Dockerfile.
+local function from_dir(dir, where, fields)
+  local task = fields or {}
+  task.dir = dir
+  task.where = where
+  local toml_text = fs.read(dir .. '/task.toml')
+  task.config = dataset.config(toml_text or '', where)
+  if not task.instruction then
+    local ins = fs.read(dir .. '/instruction.md')
+    if not ins then bad(where, 'instruction.md', 'missing') end
+    task.instruction = ins
+  end
+  local df_text = fs.read(dir .. '/environment/Dockerfile')
+  if df_text then
+    local recipe, err = dockerfile.parse(df_text, 'environment/Dockerfile')
+    if not recipe then bad(where, 'environment/Dockerfile', err) end
+    task.recipe = recipe
+  else
+    task.recipe = { from = nil, env = {}, env_order = {}, copies = {}, runs = {}, stages = 0 }
+  end
+  if not fs.exists(dir .. '/tests/test.sh') then bad(where, 'tests/test.sh', 'missing') end
+  task.has_solution = fs.exists(dir .. '/solution/solve.sh') and true or false
+  task.workdir = task.workdir or task.recipe.workdir or '/workspace'
+  task.format = task.format or 'terminalbench'
+  return task
+end
+
+local function cache_dir(opts)
+  local d = opts.cache_dir or (os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/tasks'
+  assert(fs.mkdir_p(d))
+  return d
+end
+
+--- A seed row: the task archive, base64 in task_files.
+local function from_seed_row(row, where, opts)
+  if type(row.task_id) ~= 'string' or row.task_id == '' then bad(where, 'task_id', 'missing or not a string') end
+  local tf = row.task_files
+  if type(tf) == 'string' then -- parquet exports store it as a JSON string
+    local ok, decoded = pcall(cjson.decode, tf)
+    if ok then tf = decoded end
+  end
+  if type(tf) ~= 'table' then bad(where, 'task_files', 'missing or not an object') end
+  if tf.encoding ~= 'tar.gz+base64' then
+    bad(where, 'task_files.encoding', string.format("expected 'tar.gz+base64', got %s", tostring(tf.encoding)))
+  end
+  if type(tf.content) ~= 'string' then bad(where, 'task_files.content', 'missing or not a string') end
+  local bytes, err = crypto.unbase64(tf.content)
+  if not bytes then bad(where, 'task_files.content', 'not valid base64: ' .. tostring(err)) end
+  local sha = crypto.sha256_hex(bytes)
+  local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
+  if not fs.exists(dir .. '/.complete') then
+    local tmp = dir .. '.tmp' .. tostring(require('cseng.sys').pid())
+    fs.remove_tree(tmp)
+    assert(fs.mkdir_p(tmp))
+    -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
+    local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes or (1 << 30) })
+    if not ok then
+      fs.remove_tree(tmp)
+      bad(where, 'task_files.content', 'archive refused: ' .. tostring(xerr))
+    end
+    fs.write(tmp .. '/.complete', sha .. '\n')
+    fs.remove_tree(dir)
+    assert(fs.rename(tmp, dir))
+  end
+  local instruction = row.instruction or row.prompt
+  if instruction ~= nil and type(instruction) ~= 'string' then bad(where, 'instruction', 'not a string') end
+  local task = from_dir(dir, where, {
+    id = row.task_id, instruction = instruction, sha256 = sha, metadata = row.metadata,
+  })
+  local env_type = type(row.metadata) == 'table' and row.metadata.env_type or nil
+  if env_type and tostring(env_type):find('swesmith') then
+    task.format = 'swesmith'
+    task.workdir = task.recipe.workdir or '/testbed'
+  end
+  return task
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+--- A SWE-smith row: build the TB2 layout from the repository snapshot and the patch.
+local function from_swesmith_row(row, where, opts)
+  local function need(field, kind)
+    if type(row[field]) ~= kind then bad(where, field, 'missing or not a ' .. kind) end
+    return row[field]
+  end
+  local id = need('instance_id', 'string')
+  local patch = need('patch', 'string')
+  local f2p, p2p = need('FAIL_TO_PASS', 'table'), row.PASS_TO_PASS or {}
+  if type(p2p) ~= 'table' then bad(where, 'PASS_TO_PASS', 'not a list') end
+  if #f2p == 0 then bad(where, 'FAIL_TO_PASS', 'empty: nothing would show the fix') end
+  local envr = row.environment or {}
+  local src = envr.source_dir
+  if type(src) ~= 'string' then bad(where, 'environment.source_dir', 'missing: the repository snapshot to stage') end
+  -- A dataset names its repository snapshot relative to its own folder (or that folder's parent:
+  -- data/swesmith/x.jsonl names swesmith/repos/r, relative to data/), never by an absolute or a
+  -- climbing path: a row must not make cseng read, and for a cloud provider upload, a host
+  -- directory. --source-root DIR (opts.source_root) names another folder to resolve inside.
+  if src:sub(1, 1) == '/' then
+    bad(where, 'environment.source_dir', src .. ' is absolute: it must be relative to the dataset\'s folder (or use --source-root)')
+  end
+  for part in src:gmatch('[^/]+') do
+    if part == '..' then bad(where, 'environment.source_dir', src .. ' climbs out of the dataset\'s folder (..)') end
+  end
+  local dataset_dir = opts.base_dir or '.'
+  local roots = opts.source_root and { opts.source_root } or { dataset_dir, util.dirname(dataset_dir) }
+  local found
+  for _, base in ipairs(roots) do
+    if fs.exists(base .. '/' .. src) then
+      local real, rreal = sys.realpath(base .. '/' .. src), sys.realpath(base)
+      if not real or not rreal or (real ~= rreal and real:sub(1, #rreal + 1) ~= rreal .. '/') then
+        bad(where, 'environment.source_dir', src .. ' resolves outside ' .. base .. ' (a symbolic link?)')
+      end
+      found = base .. '/' .. src
+      break
+    end
+  end
+  if not found then
+    bad(where, 'environment.source_dir', src .. ' not found in ' .. table.concat(roots, ' or '))
+  end
+  src = found
+  local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src, { modes = 'normalize' }) }))
+  local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
+  if not fs.exists(dir .. '/.complete') then
+    fs.remove_tree(dir)
+    local testbed = dir .. '/environment/testbed'
+    assert(fs.mkdir_p(dir .. '/environment'))
+    assert(fs.copy_tree(src, testbed))
+    local res = proc.run { argv = { 'patch', '-p1', '--forward', '--batch', '-d', testbed }, stdin = patch, timeout = 60 }
+    if not res or res.code ~= 0 then
+      fs.remove_tree(dir)
+      bad(where, 'patch', 'does not apply to ' .. envr.source_dir .. ': ' .. util.trim((res and res.stdout or '') .. (res and res.stderr or '')))
+    end
+    fs.remove_tree(testbed .. '/.pytest_cache')
+    -- every test file the instance names is restored fresh for the verify window
+    local files, seen = {}, {}
+    for _, list in ipairs({ f2p, p2p }) do
+      for _, t in ipairs(list) do
+        local file = tostring(t):match('^([^:]+)')
+        if file and not seen[file] then seen[file] = true; files[#files + 1] = file end
+      end
+    end
+    table.sort(files)
+    for _, f in ipairs(files) do
+      local data = fs.read(src .. '/' .. f)
+      if not data then fs.remove_tree(dir); bad(where, 'FAIL_TO_PASS', 'test file ' .. f .. ' is not in the repository') end
+      assert(fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f)))
+      assert(fs.write(dir .. '/tests/files/' .. f, data))
+    end
+    local ids = {}
+    for _, list in ipairs({ f2p, p2p }) do for _, t in ipairs(list) do ids[#ids + 1] = shell_quote(t) end end
+    fs.write(dir .. '/environment/Dockerfile', table.concat({
+      'FROM ' .. (row.image_name or 'cseng/debian:bookworm'),
+      'WORKDIR /testbed',
+      'COPY testbed/ /testbed/',
+      '',
+    }, '\n'))
+    assert(fs.mkdir_p(dir .. '/solution'))
+    fs.write(dir .. '/solution/fix.patch', patch)
+    fs.write(dir .. '/solution/solve.sh', table.concat({
+      '#!/bin/bash',
+      '# Gold: reverse the bug-inducing patch (a no-op when it is already reversed).',
+      'set -e',
+      'cd /testbed',
+      'if patch -p1 -R --dry-run --batch -s < /solution/fix.patch >/dev/null 2>&1; then',
+      '  patch -p1 -R --batch < /solution/fix.patch',
+      'fi',
+      '',
+    }, '\n'), { mode = tonumber('755', 8) })
+    fs.write(dir .. '/tests/test.sh', table.concat({
+      '#!/bin/bash',
+      '# SWE-smith verifier: restore the named test files, run FAIL_TO_PASS + PASS_TO_PASS.',
+      'cd /testbed',
+      'cp -r /tests/files/. /testbed/ 2>/dev/null || true',
+      'export PYTHONDONTWRITEBYTECODE=1',
+      'python3 -m pytest -q -p no:cacheprovider ' .. table.concat(ids, ' '),
+      'code=$?',
+      'if [ $code -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi',
+      'exit $code',
+      '',
+    }, '\n'), { mode = tonumber('755', 8) })
+    fs.write(dir .. '/instruction.md', row.problem_statement or ('Fix the bug in ' .. tostring(row.repo) .. ' so that its tests pass.'))
+    fs.write(dir .. '/task.toml', table.concat({
+      'version = "1.0"', '[metadata]', 'source = "swesmith"', '[verifier]', 'timeout_sec = 300.0',
+      '[agent]', 'timeout_sec = 900.0', '[environment]', 'allow_internet = false', '',
+    }, '\n'))
+    fs.write(dir .. '/.complete', sha .. '\n')
+  end
+  local task = from_dir(dir, where, {
+    id = id, sha256 = sha, format = 'swesmith', workdir = '/testbed',
+    metadata = { repo = row.repo, FAIL_TO_PASS = f2p, PASS_TO_PASS = p2p, image_name = row.image_name },
+  })
+  return task
+end
+
+--- Normalize one row (a decoded JSON object, or a parquet row) into a Task.
+function dataset.from_row(row, where, opts)
+  if type(row) ~= 'table' then bad(where, 'row', 'not a JSON object') end
+  -- parquet exports nest the seed row under metadata.instance
+  if row.task_id == nil and row.instance_id == nil and type(row.metadata) == 'table'
+      and type(row.metadata.instance) == 'table' then
+    local inner = row.metadata.instance
+    for k, v in pairs(row) do if inner[k] == nil and k ~= 'metadata' then inner[k] = v end end
+    row = inner
+  end
+  if row.task_files ~= nil then return from_seed_row(row, where, opts) end
+  if row.instance_id ~= nil then return from_swesmith_row(row, where, opts) end
+  bad(where, 'task_id', 'row has neither task_files (TerminalBench) nor instance_id (SWE-smith)')
+end
+
+local function load_rows(path, push)
+  local lower = path:lower()
+  if lower:match('%.parquet$') then
+    local parquet = require 'cseng.task.parquet'
+    local rows, err = parquet.rows(path)
+    if not rows then error(path .. ': ' .. tostring(err), 0) end
+    for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end
+    return
+  end
+  local data, err = fs.read(path)
+  if not data then error(err, 0) end
+  local n = 0
+  for line in data:gmatch('([^\n]*)\n?') do
+    n = n + 1
+    if line:match('%S') then
+      local ok, row = pcall(cjson.decode, line)
+      if not ok then
+        push(nil, string.format('%s: row %d', path, n), 'not valid JSON: ' .. tostring(row):gsub('^.-: ', ''))
+      else
+        push(row, string.format('%s: row %d', path, n))
+      end
+    end
+  end
+end
+
+--- Load a dataset: a .jsonl/.parquet file, a TB2 task directory, or a folder of them.
+--- opts.skip_bad_rows: record bad rows in the second result instead of raising.
+---@return Task[] tasks, {where:string, error:string}[] bad
+function dataset.load(path, opts)
+  opts = opts or {}
+  local tasks, bads = {}, {}
+  opts.base_dir = opts.base_dir or util.dirname(path)
+  local function add(fn, ...)
+    local ok, t = pcall(fn, ...)
+    if ok then
+      t.index = #tasks
+      tasks[#tasks + 1] = t
+    elseif opts.skip_bad_rows then
+      bads[#bads + 1] = { where = select(2, ...), error = tostring(t) }
+    else
+      error(t, 0)
+    end
+  end
+  local st = fs.stat(path)
+  if not st then error(path .. ': no such dataset file or directory', 0) end
+  if st.type == 'dir' then
+    if fs.exists(path .. '/task.toml') then
+      add(function(d, w)
+        return from_dir(d, w, { id = util.basename(d), sha256 = crypto.sha256_hex(archive.pack_dir(d, { modes = 'normalize' })) })
+      end, path, path)
+    else
+      for _, name in ipairs(fs.list(path)) do
+        local d = path .. '/' .. name
+        if fs.exists(d .. '/task.toml') then
+          add(function(dd, w) return from_dir(dd, w, { id = name, sha256 = crypto.sha256_hex(archive.pack_dir(dd, { modes = 'normalize' })) }) end, d, d)
+        end
+      end
+      if #tasks == 0 and #bads == 0 then error(path .. ': no task directories (with task.toml) inside', 0) end
+    end
+  else
+    load_rows(path, function(row, where, err)
+      if err then
+        if opts.skip_bad_rows then bads[#bads + 1] = { where = where, error = where .. ': ' .. err }
+        else error(where .. ': ' .. err, 0) end
+        return
+      end
+      add(dataset.from_row, row, where, opts)
+    end)
+  end
+  local seen = {}
+  for _, t in ipairs(tasks) do
+    if seen[t.id] then error(string.format('%s: task id %s repeats %s', t.where, t.id, seen[t.id]), 0) end
+    seen[t.id] = t.where
+  end
+  return tasks, bads
+end
+
+--- Select tasks: index = 'all' | N (0-based); limit = max count.
+--- A shell-style glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) as an anchored Lua pattern.
+function dataset.glob_pattern(glob)
+  local out, i = { '^' }, 1
+  while i <= #glob do
+    local c = glob:sub(i, i)
+    if c == '*' then out[#out + 1] = '.*'
+    elseif c == '?' then out[#out + 1] = '.'
+    elseif c == '[' then
+      local j = glob:find(']', i + 2, true)
+      if not j then out[#out + 1] = '%['
+      else
+        local body = glob:sub(i + 1, j - 1):gsub('^!', '^'):gsub('([%%%.%(%)%+%*%?%$])', '%%%1')
+        out[#out + 1] = '[' .. body .. ']'
+        i = j
+      end
+    else out[#out + 1] = c:gsub('[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0') end
+    i = i + 1
+  end
+  out[#out + 1] = '$'
+  return table.concat(out)
+end
+
+--- The tasks to run: one by 0-based index (or all), only those whose id matches one of `names`
+--- (exact ids or shell-style globs, `--tasks 'git-*'`), then at most `limit`. A name that matches
+--- nothing is an error naming it.
+---@param tasks table[]
+---@param index? string|integer
+---@param limit? integer
+---@param names? string[]
+function dataset.select(tasks, index, limit, names)
+  local out = {}
+  if index == nil or index == 'all' then
+    for _, t in ipairs(tasks) do out[#out + 1] = t end
+  else
+    local i = math.tointeger(tonumber(index))
+    if not i or i < 0 or i >= #tasks then
+      error(string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1), 0)
+    end
+    out[1] = tasks[i + 1]
+  end
+  if names and #names > 0 then
+    local pats, hits = {}, {}
+    for k, n in ipairs(names) do pats[k] = dataset.glob_pattern(n); hits[k] = 0 end
+    local kept = {}
+    for _, t in ipairs(out) do
+      local keep = false
+      for k, p in ipairs(pats) do
+        if tostring(t.id):match(p) then hits[k] = hits[k] + 1; keep = true end
+      end
+      if keep then kept[#kept + 1] = t end
+    end
+    for k, n in ipairs(names) do
+      if hits[k] == 0 then
+        error(string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
+          n, #out), 0)
+      end
+    end
+    out = kept
+  end
+  if limit and limit < #out then
+    for i = #out, limit + 1, -1 do out[i] = nil end
+  end
+  return out
+end
+
+return dataset

@@ -1,0 +1,282 @@
+--- Staging: what goes into a sandbox, and when.
+---
+--- Rules (so a planted conftest.py or a symlinked log directory cannot fake a reward):
+---   * the agent-visible workdir never holds solution/ (the gold solver uploads it to /solution
+---     and removes it after solving);
+---   * tests/ is copied in fresh only for the verify window, after /tests and /logs/verifier are
+---     removed and recreated (rm -rf removes a planted symlink, not its target), and config files
+---     pytest would read from / are removed;
+---   * the environment is made one of three ways (staging.env_mode): "native" (the provider
+---     builds the recipe: docker's image build, local's cached overlay layer), "replay" (a
+---     provider without builds: cseng replays the recipe's steps in the sandbox, lua/cseng/task/replay.lua;
+---     a recipe without RUN/USER steps is staged with one upload of the COPY sources, as
+---     before), "host" (local --host-root: COPY/ENV/WORKDIR staged by cseng, RUN steps recorded
+---     as fidelity gaps).
+local archive = require 'cseng.archive'
+local fs = require 'cseng.fs'
+local cjson = require 'cjson'
+local errors = require 'cseng.lib.errors'
+local util = require 'cseng.lib.util'
+
+local staging = {}
+
+staging.VERIFY_RESET = table.concat({
+  'rm -rf /tests /logs/verifier',
+  'mkdir -p /tests /logs/verifier',
+  'chmod 0777 /logs/verifier',
+  'rm -f /conftest.py /pytest.ini /tox.ini /setup.cfg /pyproject.toml',
+}, ' && ')
+
+staging.READ_REWARD = [[
+if [ -f /logs/verifier/reward.txt ]; then echo "cseng-reward:txt"; head -c 4096 /logs/verifier/reward.txt
+elif [ -f /logs/verifier/reward.json ]; then echo "cseng-reward:json"; head -c 65536 /logs/verifier/reward.json
+else echo "cseng-reward:none"; fi]]
+
+--- Reward from READ_REWARD's output; falls back to the verifier's exit code.
+--- Returns reward (number), rule ("reward.txt" | "reward.json" | "exit_code").
+function staging.parse_reward(out, exit_code)
+  local kind, body = tostring(out or ''):match('^cseng%-reward:(%a+)\n?(.*)$')
+  if kind == 'txt' then
+    local v = tonumber(util.trim(body))
+    if v then return v, 'reward.txt' end
+  elseif kind == 'json' then
+    local ok, j = pcall(cjson.decode, body)
+    if ok then
+      if type(j) == 'number' then return j, 'reward.json' end
+      if type(j) == 'table' and type(j.reward) == 'number' then return j.reward, 'reward.json' end
+    end
+  end
+  return exit_code == 0 and 1 or 0, 'exit_code'
+end
+
+--- Map an image through user substitutions (dockerfile.map_image).
+staging.map_image = require('cseng.task.dockerfile').map_image
+
+function staging.labels(run, t)
+  return {
+    ['cseng.run'] = run.id,
+    ['cseng.launcher'] = run.launcher,
+    ['cseng.task'] = t.id,
+    ['cseng.created'] = tostring(os.time()),
+  }
+end
+
+--- How a run's provider makes a task's environment: "native" | "replay" | "host". A provider
+--- says so with env_mode(client); else one with a build() is native, one with replay = false
+--- is host, any other replays.
+function staging.env_mode(run)
+  local P = run.provider
+  if P.env_mode then return P.env_mode(run.client) end
+  if P.build then return 'native' end
+  if P.replay == false then return 'host' end
+  return 'replay'
+end
+
+--- The recipe needs a replay in the sandbox (RUN steps, or a USER they run as); a recipe
+--- without either is staged by one upload (staging.upload_environment).
+function staging.needs_replay(rcp)
+  for _, s in ipairs(rcp.steps or {}) do
+    if s.op == 'RUN' then return true end
+  end
+  return false
+end
+
+--- The create() spec of a task's sandbox.
+function staging.sandbox_spec(run, t)
+  local applies = staging.env_mode(run) == 'native'
+  local c = t.config
+  local ttl = (run.opts.timeout_seconds or (c.agent_timeout + c.verifier_timeout + 600))
+  return {
+    task = t,
+    labels = staging.labels(run, t),
+    image = staging.map_image(c.docker_image or t.recipe.from, run.opts.image_map),
+    env = applies and {} or util.copy(t.recipe.env),
+    workdir = t.workdir,
+    network = c.allow_internet and run.opts.allow_network or false,
+    cpus = c.cpus, memory_mb = c.memory_mb, disk_mb = c.storage_mb,
+    ttl_seconds = math.ceil(ttl),
+    mode = run.opts.mode,
+  }
+end
+
+--- What a provider that builds images needs (recipe: the task's BuildRecipe, lua/cseng/task/recipe.lua).
+function staging.build_request(run, t)
+  return {
+    recipe = require('cseng.task.recipe').for_run(run, t),
+    task_id = t.id,
+    context_dir = t.dir .. '/environment',
+    dockerfile = 'Dockerfile',
+    image_map = run.opts.image_map,
+    timeout = t.config.build_timeout,
+    labels = staging.labels(run, t),
+  }
+end
+
+---@class SolveContext
+---@field task Task
+---@field sb table the sandbox
+---@field workdir string
+---@field timeout number solve timeout (seconds)
+---@field options table the run options
+---@field getenv fun(name:string):string|nil
+---@field applies_dockerfile boolean whether the provider built the task's Dockerfile
+---@field exec fun(self, cmd:string, o?:table):table|nil, string?, string?
+---@field put fun(self, dir:string, tar:string):boolean|nil, string?, string?
+---@field get fun(self, path:string):string|nil, string?, string?
+
+-- The run behind each context, for staging's own steps (solvers see only the context).
+local run_of = setmetatable({}, { __mode = 'k' })
+
+--- The run a context was made for (staging's steps only; solvers get the context alone).
+function staging.run_of(ctx) return run_of[ctx] end
+
+--- The object solvers and staging steps use to reach the sandbox: the task, the sandbox's
+--- exec/put/get, the run's options and getenv; not the run itself.
+function staging.context(run, t, sb)
+  local provider, client = run.provider, run.client
+  local ctx = {
+    task = t, sb = sb, workdir = t.workdir, options = run.opts, getenv = run.getenv,
+    timeout = run.opts.solve_timeout_seconds or t.config.agent_timeout,
+    applies_dockerfile = staging.env_mode(run) == 'native', -- the provider built the recipe (staging.env_mode)
+  }
+  function ctx:exec(cmd, o)
+    o = util.copy(o)
+    o.cwd = o.cwd or self.workdir
+    return provider.exec(client, sb, cmd, o)
+  end
+  ctx.put = function(_, dir, tar) return provider.put(client, sb, dir, tar) end
+  ctx.get = function(_, path) return provider.get(client, sb, path) end
+  run_of[ctx] = run
+  return ctx
+end
+
+local function glob_to_pattern(g)
+  return '^' .. g:gsub('[%^%$%(%)%%%.%[%]%+%-]', '%%%0'):gsub('%*', '[^/]*'):gsub('%?', '[^/]') .. '$'
+end
+
+-- Resolve a COPY source inside the build context (no escaping it), with * and ? globs.
+local function resolve_sources(ctx_dir, src)
+  local clean = src:gsub('^%./', ''):gsub('/+$', '')
+  if clean == '' or clean == '.' then return { ctx_dir } end
+  for part in clean:gmatch('[^/]+') do
+    if part == '..' then return nil, src .. ': outside the build context' end
+  end
+  if not clean:find('[%*%?]') then
+    local p = ctx_dir .. '/' .. clean
+    if not fs.lstat(p) then return nil, src .. ': not found in the build context' end
+    return { p }
+  end
+  local dir, pat = clean:match('^(.-)/?([^/]*)$')
+  local base = dir ~= '' and (ctx_dir .. '/' .. dir) or ctx_dir
+  local out = {}
+  for _, name in ipairs(fs.list(base) or {}) do
+    if name:match(glob_to_pattern(pat)) then out[#out + 1] = base .. '/' .. name end
+  end
+  if #out == 0 then return nil, src .. ': no match in the build context' end
+  return out
+end
+
+--- Tar entries for a recipe's COPY/ADD steps (paths relative to /). Gaps are appended to gaps.
+function staging.copy_entries(ctx_dir, recipe, gaps)
+  local entries, seen = {}, {}
+  local function add(e)
+    if seen[e.path] then entries[seen[e.path]] = e else entries[#entries + 1] = e; seen[e.path] = #entries end
+  end
+  for _, c in ipairs(recipe.copies) do
+    if c.from then
+      gaps[#gaps + 1] = { kind = 'COPY --from', line = c.line, text = 'COPY --from=' .. tostring(c.from) .. ' is not applied' }
+    else
+      local into_dir = c.dst:sub(-1) == '/' or #c.src > 1
+      for _, src in ipairs(c.src) do
+        if c.add and src:match('^%a+://') then
+          gaps[#gaps + 1] = { kind = 'ADD url', line = c.line, text = 'ADD of a URL is not fetched: ' .. src }
+        else
+          local paths, err = resolve_sources(ctx_dir, src)
+          if not paths then errors.raise(errors.ESTAGING, 'environment/Dockerfile line ' .. c.line .. ': COPY ' .. err, { stage = 'upload' }) end
+          for _, p in ipairs(paths) do
+            local st = fs.stat(p)
+            local dst = c.dst:gsub('/+$', '')
+            if st and st.type == 'dir' then
+              add({ path = dst:sub(2), type = 'dir' })
+              for _, e in ipairs(fs.walk(p)) do
+                local rel = dst:sub(2) .. '/' .. e.path
+                if e.type == 'dir' then add({ path = rel, type = 'dir' })
+                elseif e.type == 'link' then add({ path = rel, type = 'symlink', target = fs.readlink(p .. '/' .. e.path) })
+                else add({ path = rel, file = p .. '/' .. e.path, mode = e.mode }) end
+              end
+            else
+              local target = into_dir and (dst .. '/' .. util.basename(p)) or dst
+              add({ path = target:sub(2), file = p, mode = st and st.mode })
+            end
+          end
+        end
+      end
+    end
+  end
+  return entries
+end
+
+--- Upload phase for providers that do not build the Dockerfile: COPY/ADD sources into place.
+function staging.upload_environment(ctx, rec)
+  if ctx.applies_dockerfile then return end
+  local gaps = {}
+  local entries = staging.copy_entries(ctx.task.dir .. '/environment', ctx.task.recipe, gaps)
+  if #entries > 0 then
+    local tar = archive.pack(entries, { format = 'tar' })
+    errors.check({ stage = 'upload', prefix = 'staging environment files: ' }, ctx:put('/', tar))
+  end
+  if rec then rec.staged_files = #entries end
+end
+
+--- Prepare phase: the directories every trial relies on; also the first exec of the sandbox.
+function staging.prepare(ctx)
+  local wd = util.shell_quote(ctx.workdir)
+  local res = errors.check({ stage = 'prepare' }, ctx:exec('mkdir -p ' .. wd ..
+    ' /logs/agent /logs/verifier /cseng && chmod 0777 /logs/verifier /cseng', { timeout = 120, cwd = '/' }))
+  if res.code ~= 0 then
+    errors.raise(errors.EPREPARE, 'preparing directories failed: ' .. util.trim(res.stderr), { stage = 'prepare' })
+  end
+end
+
+function staging.write_instruction(ctx)
+  local tar = archive.pack({ { path = 'instruction.md', data = ctx.task.instruction } }, { format = 'tar' })
+  errors.check({ stage = 'instruction_write' }, ctx:put('/cseng', tar))
+end
+
+--- What a provider leaves out of the task's environment. With run (the runner passes it), the
+--- env mode decides: native builds leave nothing out but what the provider reports
+--- (provider.fidelity_gaps(client, task), e.g. local's base image); a replay runs every RUN
+--- step; host mode (and a call without run, for a provider without builds) lists the RUN
+--- steps it skipped.
+function staging.fidelity_gaps(provider, t, run)
+  local gaps = {}
+  local mode = run and staging.env_mode(run) or (provider.applies_dockerfile and 'native' or 'host')
+  if provider.fidelity_gaps and run then
+    for _, g in ipairs(provider.fidelity_gaps(run.client, t, run) or {}) do gaps[#gaps + 1] = g end
+  end
+  if mode == 'native' then return gaps end
+  local r = t.recipe
+  if r.from and not provider.fidelity_gaps then
+    gaps[#gaps + 1] = { kind = 'FROM', text = 'base image ' .. r.from .. (mode == 'host' and ' not used: the sandbox runs on the host /usr'
+      or " not used: the provider's sandbox image stands in") }
+  end
+  if mode == 'host' then
+    for _, run_ in ipairs(r.runs) do
+      gaps[#gaps + 1] = { kind = 'RUN', line = run_.line, text = run_.cmd }
+    end
+    if r.user and r.user ~= 'root' and r.user ~= '0' then
+      gaps[#gaps + 1] = { kind = 'USER', text = 'USER ' .. r.user .. ' not applied: commands run as root' }
+    end
+  end
+  for _, c in ipairs(r.copies) do
+    if c.from then gaps[#gaps + 1] = { kind = 'COPY --from', line = c.line, text = 'COPY --from=' .. tostring(c.from) } end
+    for _, src in ipairs(c.src) do
+      if c.add and src:match('^%a+://') then
+        gaps[#gaps + 1] = { kind = 'ADD url', line = c.line, text = 'ADD of a URL is not fetched: ' .. src }
+      end
+    end
+  end
+  return gaps
+end
+
+return staging

@@ -1,0 +1,280 @@
+--- What the provider adapters (lua/providers/*.lua) share: reading their settings, the REST
+--- request wrapper with its error mapping, output tails, temporary paths and archive extraction
+--- inside a sandbox. It is not a provider itself, so it lives outside lua/providers/ (every file
+--- there is listed by `cseng providers`).
+---
+--- Error conventions (the specs assert them): an HTTP status outside 2xx is "HTTP_<status>"
+--- with "<provider>: <METHOD> <path>: HTTP <status>: <the body's message>"; a transport failure
+--- keeps cseng.http's code with "<provider>: <METHOD> <path>: <error>"; a 2xx body that is not
+--- JSON is "EPROTO".
+local http = require 'cseng.http'
+local crypto = require 'cseng.crypto'
+local cjson = require 'cjson'
+local util = require 'cseng.lib.util'
+
+local adapter = {}
+
+-- ---- settings ----------------------------------------------------------------------------
+
+--- The settings reader of an adapter's connect: setting(key, var) is cfg[key], else the
+--- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset.
+---@param cfg table
+---@return fun(key: string, var?: string): any
+function adapter.settings(cfg)
+  local getenv = cfg.getenv or os.getenv
+  return function(key, var)
+    local v = cfg[key]
+    if v == nil and var then v = getenv(var) end
+    if v == '' then v = nil end
+    return v
+  end
+end
+
+--- The credentials of an adapter's connect: each {key, var, secret = bool} read with
+--- setting(key, var); returns their values in order, the secret ones registered with
+--- util.add_secret. Raises the one-line error naming every missing variable, e.g.
+--- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)";
+--- makes no request.
+---@param provider string
+---@param setting fun(key: string, var?: string): any from adapter.settings
+---@param creds table[]
+function adapter.credentials(provider, setting, creds)
+  local values, missing = {}, {}
+  for i, c in ipairs(creds) do
+    values[i] = setting(c[1], c[2])
+    if not values[i] then missing[#missing + 1] = c[2] end
+  end
+  if #missing > 0 then
+    local many = #missing > 1
+    error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
+      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+  end
+  for i, c in ipairs(creds) do
+    if c.secret then util.add_secret(values[i]) end
+  end
+  return table.unpack(values, 1, #creds)
+end
+
+-- ---- HTTP ----------------------------------------------------------------------------------
+
+--- Percent-encode everything but RFC 3986's unreserved characters.
+function adapter.urlencode(s)
+  return (tostring(s):gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end))
+end
+
+--- A string, else nil (cjson decodes JSON null as a light userdata: treat it as absent).
+function adapter.str(v) return type(v) == 'string' and v or nil end
+
+--- The integer a JSON number (or numeric string) stands for, else nil: cjson decodes every
+--- number as a float, and a fraction is not an integer.
+function adapter.int(v) return math.tointeger(tonumber(v)) end
+
+--- The start of a response body for an error message: trimmed, at most 300 bytes (then "...").
+function adapter.snippet(body)
+  body = util.trim(body or '')
+  if #body > 300 then body = body:sub(1, 300) .. '...' end
+  return body
+end
+
+--- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
+--- Content-Type, else o.body.
+function adapter.body(o)
+  local headers = o.headers or {}
+  if o.json == nil then return headers, o.body end
+  headers['Content-Type'] = 'application/json'
+  return headers, cjson.encode(o.json)
+end
+
+--- One REST call. o: {headers, json (encoded, with Content-Type), body, raw (do not decode),
+--- timeout, what (the call in messages; default "METHOD url-without-query"), message =
+--- fn(body) -> the error text of a body (default adapter.snippet)}. Returns data (decoded JSON,
+--- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE
+--- (and the response, for an HTTP status or a body that is not JSON). Messages of transport
+--- and HTTP errors pass through util.redact.
+---@return any data, table|string res_or_err, string? code, table? res
+function adapter.request(provider, method, url, o)
+  local headers, body = adapter.body(o)
+  local what = o.what or (method .. ' ' .. url:gsub('%?.*$', ''))
+  local message = o.message or adapter.snippet
+  local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
+                                        timeout = o.timeout }
+  if not res then return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code end
+  if res.status < 200 or res.status > 299 then
+    return nil, util.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, message(res.body))),
+      'HTTP_' .. res.status, res
+  end
+  if o.raw then return res.body, res end
+  if res.body == nil or res.body:find('^%s*$') then return true, res end
+  local ok, data = pcall(cjson.decode, res.body)
+  if not ok then
+    return nil, provider .. ': ' .. what .. ': response is not JSON: ' .. message(res.body), 'EPROTO', res
+  end
+  return data, res
+end
+
+--- A delete's outcome: success, or a 404 (already gone), is true; else nil, message, CODE.
+function adapter.deleted(ok, err, code)
+  if ok or code == 'HTTP_404' then return true end
+  return nil, err, code
+end
+
+--- multipart/form-data with one part named "file". Returns the body and its Content-Type.
+function adapter.multipart(filename, data)
+  return adapter.form { { name = 'file', filename = filename, content_type = 'application/octet-stream', data = data } }
+end
+
+-- A quoted-string of Content-Disposition, escaped as Go's mime/multipart writes it.
+local function quoted(s) return '"' .. tostring(s):gsub('[\\"]', '\\%0') .. '"' end
+
+--- A multipart/form-data body of several parts: {{name, filename?, content_type?, data}} (a
+--- part without filename is a plain field). Returns the body and its Content-Type.
+---@param parts table[]
+---@return string body, string content_type
+function adapter.form(parts)
+  local boundary = 'cseng-' .. crypto.hex(crypto.random_bytes(12))
+  local out = {}
+  for _, p in ipairs(parts) do
+    out[#out + 1] = '--' .. boundary .. '\r\nContent-Disposition: form-data; name=' .. quoted(p.name)
+    if p.filename then out[#out + 1] = '; filename=' .. quoted(p.filename) end
+    out[#out + 1] = '\r\n'
+    if p.content_type then out[#out + 1] = 'Content-Type: ' .. p.content_type .. '\r\n' end
+    out[#out + 1] = '\r\n'
+    out[#out + 1] = p.data
+    out[#out + 1] = '\r\n'
+  end
+  out[#out + 1] = '--' .. boundary .. '--\r\n'
+  return table.concat(out), 'multipart/form-data; boundary=' .. boundary
+end
+
+-- The value of parameter key (a token or a quoted-string with \ escapes) in a header value.
+local function header_param(v, key)
+  local lower = v:lower()
+  local s = 1
+  while true do
+    local a, b = lower:find('%f[%w]' .. key .. '%s*=%s*', s)
+    if not a then return nil end
+    if a == 1 or v:sub(1, a - 1):match('[;%s]$') then
+      if v:sub(b + 1, b + 1) ~= '"' then return v:match('^[^;%s]*', b + 1) end
+      local out, i = {}, b + 2
+      while i <= #v do
+        local c = v:sub(i, i)
+        if c == '\\' then out[#out + 1] = v:sub(i + 1, i + 1); i = i + 2
+        elseif c == '"' then return table.concat(out)
+        else out[#out + 1] = c; i = i + 1 end
+      end
+      return nil -- unterminated
+    end
+    s = b + 1
+  end
+end
+
+--- The parts of a multipart body (RFC 2046; what Go's mime/multipart writes): {{name, filename,
+--- headers (lowercase names), data}}, or nil, why. A preamble, transport padding after a
+--- boundary and an epilogue are allowed; anything else out of place is an error.
+---@param body string
+---@param content_type string
+---@return table[]|nil parts, string? err
+function adapter.multipart_parts(body, content_type)
+  local ct = tostring(content_type or '')
+  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')' end
+  local boundary = header_param(ct, 'boundary')
+  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct end
+  local delim = '--' .. boundary
+  local pos
+  if body:sub(1, #delim) == delim then
+    pos = 1
+  else
+    pos = body:find('\r\n' .. delim, 1, true)
+    if not pos then return nil, 'no opening boundary' end
+    pos = pos + 2
+  end
+  local parts = {}
+  while true do
+    pos = pos + #delim
+    if body:sub(pos, pos + 1) == '--' then return parts end
+    local eol = body:find('\r\n', pos, true)
+    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1) end
+    local hend = body:find('\r\n\r\n', eol, true)
+    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers' end
+    local headers = {}
+    for line in body:sub(eol + 2, hend + 1):gmatch('([^\r\n]*)\r\n') do
+      local k, v = line:match('^([^:%s]+)%s*:%s*(.-)%s*$')
+      if not k then return nil, 'malformed header line in part ' .. (#parts + 1) end
+      headers[k:lower()] = v
+    end
+    local nextb = body:find('\r\n' .. delim, hend + 2, true)
+    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary' end
+    local disp = headers['content-disposition'] or ''
+    parts[#parts + 1] = { name = header_param(disp, 'name'), filename = header_param(disp, 'filename'),
+                          headers = headers, data = body:sub(hend + 4, nextb - 1) }
+    pos = nextb + 2
+  end
+end
+
+-- ---- commands and files --------------------------------------------------------------------
+
+--- A tail buffer: keeps the last cap bytes of what it is given (add), counting what it
+--- dropped (dropped() is 0 when nothing was).
+function adapter.tail_buffer(cap)
+  local b = { parts = {}, len = 0, total = 0 }
+  function b.add(s)
+    if #s == 0 then return end
+    b.parts[#b.parts + 1] = s
+    b.len = b.len + #s
+    b.total = b.total + #s
+    if b.len > 2 * cap + 65536 then
+      local joined = table.concat(b.parts)
+      b.parts = { joined:sub(-cap) }
+      b.len = #b.parts[1]
+    end
+  end
+  function b.get()
+    local joined = table.concat(b.parts)
+    if #joined > cap then joined = joined:sub(-cap) end
+    return joined
+  end
+  function b.dropped() return b.total - math.min(b.total, cap) end
+  return b
+end
+
+--- A fresh path in the sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>.
+function adapter.tmp_path(kind, ext, nbytes)
+  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
+end
+
+--- put by upload: the archive is uploaded (upload(client, sb, path, bytes) -> true | nil, err,
+--- CODE) to a fresh /tmp/cseng-put-*.tar of the sandbox, then extracted into dir as
+--- adapter.extract_tar_in_sandbox does (o: its options).
+---@return true|nil ok, string? err, string? code
+function adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o)
+  local tmp = adapter.tmp_path('put', '.tar')
+  local ok, err, code = upload(client, sb, tmp, tar_bytes)
+  if not ok then return nil, err, code end
+  return adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
+end
+
+--- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:
+---   mkdir -p DIR && tar -xf TMP -C DIR; rc=$?; rm -f TMP; exit $rc
+--- run by P.exec (5 minutes, cwd /). o.base64: tmp holds the archive in base64 (decoded into
+--- tar's stdin); o.output: the field of the exec result quoted when extraction fails ('stderr',
+--- or 'stdout' where the provider combines them). Returns true, or nil, message, CODE ("EIO"
+--- when the command fails, else exec's own failure).
+---@param P table the provider module (P.name, P.exec)
+---@return true|nil ok, string? err, string? code
+function adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
+  o = o or {}
+  local q = util.shell_quote(dir)
+  -- decode to a file first: GNU tar detects gzip on a file, not on a pipe
+  local unpack = o.base64 and ('base64 -d ' .. tmp .. ' > ' .. tmp .. '.tar && tar -xf ' .. tmp .. '.tar -C ' .. q)
+    or ('tar -xf ' .. tmp .. ' -C ' .. q)
+  local cleanup = o.base64 and (tmp .. ' ' .. tmp .. '.tar') or tmp
+  local r, err, code = P.exec(client, sb, 'mkdir -p ' .. q .. ' && ' .. unpack .. '; rc=$?; rm -f ' .. cleanup .. '; exit $rc',
+    { timeout = 300, cwd = '/' })
+  if not r then return nil, err, code end
+  if r.code ~= 0 then
+    return nil, P.name .. ': put: extracting into ' .. dir .. ': ' .. util.trim(r[o.output or 'stderr']), 'EIO'
+  end
+  return true
+end
+
+return adapter
