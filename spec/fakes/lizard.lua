@@ -18,6 +18,9 @@
 ---   missing_marker = true        exec answers exit 127, "python3: command not found"
 ---   exec = fn(cmd, sandbox, n) -> exitCode, stdout, stderr   replaces the built-in shell emulation
 ---   allocation = {cpus=, memoryMb=, region=}   what create reports
+---   lose_create = fn(n) -> 'reset'|'malformed'|'noid'|'hang'|nil   the n-th create makes the
+---       sandbox, then loses its answer: the connection is reset, the body is not JSON, the body
+---       has no sandboxId, or no answer comes until the client gives up (st.lost counts them)
 ---   environment = string         what the environment probe prints (see ENV_DEFAULT)
 ---   shared = {}                  a table several fakes share: in_flight and max_in_flight count
 ---                                the requests being handled across all of them (parallelism)
@@ -29,6 +32,7 @@
 --- `environment`; anything else exits 0 with empty output.
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
+local task = require 'cseng.task'
 
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 
@@ -132,8 +136,19 @@ function fake.start(opts)
       seq = seq + 1
       local id = string.format('lz-%06d', seq)
       local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
-      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0 })
+      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0,
+                     metadata = type(body.metadata) == 'table' and body.metadata or {} })
       st.last_create = body
+      local lose = scaffold.pick(cfg.lose_create, n)
+      if lose then
+        st.lost = (st.lost or 0) + 1
+        if lose == 'reset' then req:abort(); return nil end
+        if lose == 'malformed' then return 201, { ['Content-Type'] = 'application/json' }, '{"sandboxId": "' .. id end
+        if lose == 'noid' then return json(201, { status = 'running' }) end
+        -- 'hang': answer long after any client timeout (the client resets first)
+        task.sleep(cfg.hang_seconds or 600)
+        return json(201, { sandboxId = id })
+      end
       return json(201, {
         sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
         template = body.template, size = body.size, status = 'running',
@@ -145,7 +160,7 @@ function fake.start(opts)
       core.hit('lists', 'list')
       local items = {}
       for _, sb in ipairs(core.matching()) do
-        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region }
+        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region, metadata = sb.metadata }
       end
       return json(200, { sandboxes = items })
     end
