@@ -149,6 +149,32 @@ function util.escape(s, newline)
   return (s:gsub(pat, function(c) return string.format('\\x%02x', c:byte()) end))
 end
 
+local CTRL = '[%z\1-\8\11-\31\127]'
+local EL = '\r\27[K' -- the progress line's "return, erase line"
+
+--- Escape for stdout: as util.escape, but a CRLF line end (CSV) and the progress line's own
+--- redraw ("\r\27[K") pass; everything else below 0x20 but newline and tab is escaped.
+---@param s string
+---@return string
+function util.escape_stdout(s)
+  if not s:find(CTRL) then return s end
+  local out, pos = {}, 1
+  while true do
+    local a, b = s:find(EL, pos, true)
+    local part = s:sub(pos, (a or 0) - 1)
+    -- real NULs first, then a NUL marks each CRLF's CR while the rest is escaped
+    part = part:gsub('%z', '\\x00'):gsub('\r\n', '\0\n'):gsub(CTRL, function(c)
+      if c == '\0' then return '\0' end
+      return string.format('\\x%02x', c:byte())
+    end)
+    out[#out + 1] = (part:gsub('%z\n', '\r\n'))
+    if not a then break end
+    out[#out + 1] = EL
+    pos = b + 1
+  end
+  return table.concat(out)
+end
+
 --- What the console gets: redacted, then control characters escaped (newlines kept).
 ---@param s any
 ---@return string
@@ -157,9 +183,10 @@ function util.console(s) return util.escape(util.redact(tostring(s))) end
 local console_guarded = false
 
 --- Route everything Lua writes to the console through the redactor: io.write, print, and the
---- write method of io.stdout and io.stderr (stderr also gets control characters escaped; stdout
---- keeps them: the progress line redraws itself with them, and its fields are escaped where
---- they are made). Idempotent; cli.main calls it first.
+--- write method of io.stdout and io.stderr, which also escape control characters (an escape
+--- sequence or a carriage return in a task id, an archive entry name or an error message
+--- cannot repaint the terminal or forge a line; stdout keeps CRLF and the progress line's
+--- redraw, util.escape_stdout). Idempotent; cli.main calls it first.
 function util.guard_console()
   if console_guarded then return end
   console_guarded = true
@@ -174,13 +201,13 @@ function util.guard_console()
       local a = args[i]
       if type(a) == 'string' then
         a = util.redact(a)
-        if f == err then a = util.escape(a) end
+        if f == err then a = util.escape(a) else a = util.escape_stdout(a) end
         args[i] = a
       end
     end
     return raw_write(f, table.unpack(args, 1, n))
   end
-  io.write = function(...) return io.output():write(...) end
+  rawset(io, 'write', function(...) return io.output():write(...) end)
   rawset(_G, 'print', function(...)
     local n = select('#', ...)
     local parts = {}

@@ -10,7 +10,6 @@ local http = require 'cseng.http'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 
 local fake = dofile(sys.root() .. '/spec/fakes/lizard.lua')
@@ -405,12 +404,11 @@ describe('arena: stop rules', function()
   end)
 
   it('a hung call becomes ETIMEDOUT at the trial timeout, and the sandbox is still destroyed', function()
-    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 5 or 0 end } } }
-    local t0 = clock.now()
+    -- the third exec never answers (600 s): only the timeout can end it, whatever this machine's speed
+    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 600 or 0 end } } }
     local status, _, by = run_arena { providers = { 'a' }, provider_config = config, samples = 2, warmups = 1, seed = 1,
-      timeout_seconds = 0.3 }
+      timeout_seconds = 5 }
     assert.equal(0, status)
-    assert.is_true((clock.now() - t0) / 1e9 < 4)
     local t = measured(by)[1]
     assert.is_false(t.ok)
     assert.equal('ETIMEDOUT', t.error_code)

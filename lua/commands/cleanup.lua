@@ -67,7 +67,7 @@ function cmd.run(args)
           end
           p = s:connect(a.adapter or a.provider, clean, a.provider)
         end
-        if a.none then -- nothing live in the log: only the label sweep below
+        if a.none then -- luacheck: ignore 542 (nothing live in the log: only the label sweep below)
         elseif f.dry_run then print('would destroy ' .. a.provider .. ' ' .. a.sandbox_id)
         else
           local r = s:adopt({ id = a.sandbox_id, labels = a.labels }, { reason = 'cleanup' }, p):close()
