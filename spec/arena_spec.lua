@@ -643,7 +643,7 @@ describe('lizard adapter', function()
     assert.equal(f.url, c.base)
     local sb = assert(lizard.create(c, { labels = { x = 'y' } }))
     assert.same({ projectId = f.project_id, template = 'base', size = 'small', region = 'us-east-1',
-      timeoutMs = 300000 },
+      timeoutMs = 300000, metadata = { x = 'y' } },
       f.stats().last_create)
     assert.equal(2, sb.allocation.cpus)
     assert.is_number(sb.http_timings.ttfb)
@@ -654,7 +654,8 @@ describe('lizard adapter', function()
     local list = assert(lizard.list(c))
     assert.equal(sb.id, list[1].id)
     assert.same({}, assert(lizard.list(c, { labels = { ['cseng.run'] = 'x' } })),
-      'no labels at Lizard: a label sweep matches nothing')
+      'a label sweep matches the metadata create sent, nothing else')
+    assert.equal(sb.id, assert(lizard.list(c, { labels = { x = 'y' } }))[1].id)
     assert.is_true(lizard.destroy(c, sb))
     assert.is_true(lizard.destroy(c, sb), '404 = already gone')
     local _, err, code = lizard.exec(c, sb, 'true')

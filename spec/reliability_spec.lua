@@ -355,6 +355,35 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
     assert.is_nil(a); assert.equal('busy', b); assert.equal('HTTP_503', c); assert.equal(res, d)
   end)
 
+  it('a transient 503 on the first warmup exec is a failed warmup, not a readiness verdict', function()
+    local arena = require 'arena'
+    local readiness = 0
+    local f = lizard_fake.start { exec_status = function(_, cmd)
+      if cmd and cmd:find('arena-startup-ready', 1, true) then
+        readiness = readiness + 1
+        if readiness == 1 then return 503 end
+      end
+      return nil
+    end }
+    local ok, err = pcall(function()
+      local status, info = arena.run { providers = { 'lizard' }, provider_config = { lizard = f.config() },
+        samples = 2, warmups = 2, seed = 1, quiet = true, output = tmp .. '/warm503', cleanup_backoff = { 0, 0 },
+        stderr = { write = function() end } }
+      assert.equal(0, status, info.stop and info.stop.message)
+      assert.is_nil(info.stop)
+      local warm_failed, measured_ok = 0, 0
+      for _, e in ipairs(results.read(info.jsonl)) do
+        if e.event == 'startup_trial' and e.warmup and not e.ok then warm_failed = warm_failed + 1; assert.equal('HTTP_503', e.error_code) end
+        if e.event == 'startup_trial' and not e.warmup and e.ok then measured_ok = measured_ok + 1 end
+      end
+      assert.equal(1, warm_failed)
+      assert.equal(2, measured_ok)
+      assert.equal(0, f.stats().live)
+    end)
+    f.close()
+    if not ok then error(err, 0) end
+  end)
+
   it('DNS failures and refusals are not transient; resets, timeouts and 5xx are', function()
     assert.is_false(adapter.is_transient('ENOTFOUND'))
     assert.is_false(adapter.is_transient('HTTP_401'))
