@@ -184,8 +184,11 @@ function Session:sandbox(spec, extra, o)
       self:check_allocating()
     end
   end
-  -- every create carries a label of its own, so a create whose answer is lost can be found
-  spec = util.merge(spec, { labels = util.merge(spec.labels, { ['cseng.create'] = crypto.hex(crypto.random_bytes(8)) }) })
+  -- every create carries a label of its own (cseng.create) and the session's (cseng.session:
+  -- shards of one run share cseng.run), so a create whose answer is lost can be found
+  self.nonce = self.nonce or crypto.hex(crypto.random_bytes(8))
+  spec = util.merge(spec, { labels = util.merge(spec.labels, {
+    ['cseng.create'] = crypto.hex(crypto.random_bytes(8)), ['cseng.session'] = self.nonce }) })
   times.create_start = clock.now()
   local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
   times.create_end = clock.now()
@@ -215,7 +218,8 @@ end
 ---@param code string|nil
 function session.maybe_created(code)
   if type(code) ~= 'string' then return true end
-  if adapter_util.is_auth(code) or code == errors.ECONFIG or code == 'ENOTFOUND' or code == 'EURL' then return false end
+  if adapter_util.is_auth(code) or code == errors.ECONFIG or code == errors.ENOIMAGE or code == 'ENOTFOUND' or code == 'EURL'
+    or code == errors.ECONNREFUSED then return false end
   local st = tonumber(code:match('^HTTP_(%d+)$'))
   if st then return st >= 500 or st == 408 end
   return true
@@ -257,18 +261,25 @@ function Session:reconcile_create(p, spec)
   return n
 end
 
---- At the end of a run (nothing in flight): list each provider's sandboxes by the run's label
---- (cseng.run) and destroy, recording them, those this session never learned of (a create
---- whose answer was lost and which the provider finished later). Returns how many.
+--- At the end of a run (nothing of this session in flight): list each provider's sandboxes by
+--- the labels (default: this run's cseng.run and this session's cseng.session, so another shard
+--- of the run is left alone; `cseng cleanup RUN.jsonl` passes the run's alone) and destroy,
+--- recording them, those this session never learned of (a create whose answer was lost and
+--- which the provider finished later). Returns how many.
+---@param want table|nil labels every reclaimed sandbox must carry
 ---@return integer reclaimed
-function Session:reconcile()
+function Session:reconcile(want)
   local n = 0
+  if not want and not self.nonce then return 0 end -- this session created nothing
+  want = want or { ['cseng.run'] = self.id, ['cseng.session'] = self.nonce }
   for _, p in pairs(self.providers) do
     if p.adapter.list and p.adapter.list_by_label ~= false then
-      local ok, found = pcall(p.adapter.list, p.client, { labels = { ['cseng.run'] = self.id } })
+      local ok, found = pcall(p.adapter.list, p.client, { labels = want })
       for _, sb in ipairs(ok and type(found) == 'table' and found or {}) do
         local l = sb.labels or {}
-        if l['cseng.run'] == self.id and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
+        local match = true
+        for k, v in pairs(want) do if l[k] ~= v then match = false end end
+        if match and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
           if self:reclaim(p, sb, 'reconciled') then n = n + 1 end
         end
       end

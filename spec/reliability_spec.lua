@@ -224,6 +224,29 @@ describe('lost create answers', function()
     if not ok then error(err, 0) end
   end)
 
+  it('reclaims only its own lost sandbox: another session of the same run keeps its sandbox', function()
+    local session = require 'session'
+    local f = lizard_fake.start { lose_create = function(n) return n == 2 and 'noid' or nil end }
+    local ok, err = pcall(function()
+      local opts = { output = tmp .. '/two', cleanup_backoff = { 0, 0 } }
+      local a = session.open { kind = 'tasks', opts = opts, run_id = 'run-shared', jsonl = tmp .. '/two/a.jsonl' }
+      local b = session.open { kind = 'tasks', opts = opts, run_id = 'run-shared', jsonl = tmp .. '/two/b.jsonl' }
+      a:connect('lizard', f.config()); b:connect('lizard', f.config())
+      local lease = a:sandbox({ labels = { ['cseng.run'] = 'run-shared' } }) -- create 1: kept by a
+      local bok, berr = pcall(b.sandbox, b, { labels = { ['cseng.run'] = 'run-shared' } }) -- create 2: lost
+      assert.is_false(bok)
+      assert.equal('EPROTO', berr.code)
+      assert.equal(1, f.stats().live, 'the lost one was destroyed at once')
+      assert.is_not_nil(f.sandbox(lease.id), "a's sandbox is untouched")
+      assert.equal(0, b:reconcile(), "b's end-of-run sweep leaves a's sandbox alone")
+      assert.is_not_nil(f.sandbox(lease.id))
+      lease:close()
+      assert.equal(0, f.stats().live)
+    end)
+    f.close()
+    if not ok then error(err, 0) end
+  end)
+
   it('every create carries the run label and its own create label (lizard: metadata)', function()
     local f = lizard_fake.start {}
     local ok, err = pcall(function()

@@ -79,7 +79,7 @@ function cmd.run(args)
       end
       if not f.dry_run and run_id then
         -- then what the log does not know: the run's sandboxes found by its label
-        local n = s:reconcile()
+        local n = s:reconcile { ['cseng.run'] = run_id }
         done = done + n
         for _, p in pairs(s.providers) do
           if not p.adapter.list or p.adapter.list_by_label == false then
