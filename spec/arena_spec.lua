@@ -661,7 +661,7 @@ describe('lizard adapter', function()
     local _, err, code = lizard.exec(c, sb, 'true')
     assert.equal('HTTP_404', code)
     assert.matches('HTTP 404', err)
-    assert_counts(f, { creates = 1, execs = 2, deletes = 2, destroyed = 1, lists = 2, live = 0 })
+    assert_counts(f, { creates = 1, execs = 2, deletes = 2, destroyed = 1, lists = 3, live = 0 })
   end)
 
   it('maps HTTP errors to HTTP_<status> and transport errors to cseng.http codes', function()
