@@ -42,7 +42,8 @@
 #include <unistd.h>
 
 #define DEFAULT_MAX_ENTRIES 100000
-#define DEFAULT_MAX_BYTES ((int64_t)2 << 30)
+/* A caller that passes no limit gets one that refuses a 1 GiB bomb. */
+#define DEFAULT_MAX_BYTES ((int64_t)512 << 20)
 #define NAME_MAX_LEN 4096
 #define IO_CHUNK (64 * 1024)
 
@@ -578,7 +579,7 @@ out:
 }
 
 /** archive.extract(bytes|path, dir, opts) -> {entries=, bytes=} | nil, "<entry>: <reason>", CODE
- * opts: from ("bytes"|"path"), max_entries (100000), max_bytes (2 GiB), strip_components (0),
+ * opts: from ("bytes"|"path"), max_entries (100000), max_bytes (512 MiB), strip_components (0),
  * owners (false), unsafe_symlinks (false: refuse symlinks whose target could leave dir). */
 static int archive_extract(lua_State *L) {
   source src;

@@ -55,13 +55,20 @@ static struct {
   int nlive;
   cs_task *current;
   lua_Integer next_id;
-  int interrupted;
   int in_uv_run; /* inside uv_run: loop callbacks are running */
-  uv_signal_t sigint, sigterm;
+  uv_async_t sigwake; /* the signal handler wakes the loop through it */
+  int sigseen;        /* signals the loop has acted on */
 } S;
 
+/* What the signal handler and the hook share. The handler runs on whatever the
+ * process was doing, Lua code included: it only counts, arms a count hook on the
+ * running task's coroutine (lua_sethook is async-signal-safe, as lua.c uses it),
+ * and wakes the loop (uv_async_send is too). */
+static volatile sig_atomic_t sig_count, sig_last;
+static lua_State *volatile running_co;
+
 uv_loop_t *cs_loop(void) { return &S.loop; }
-int cs_interrupted(void) { return S.interrupted; }
+int cs_interrupted(void) { return (int)sig_count; }
 
 /* ---- errors ---------------------------------------------------------- */
 
@@ -274,7 +281,9 @@ static void task_step(cs_task *t) {
   t->nargs = 0;
   t->state = T_RUNNING;
   S.current = t;
+  running_co = co;
   st = lua_resume(co, L, nargs, &nres);
+  running_co = NULL;
   S.current = NULL;
   if (st == LUA_YIELD) {
     if (t->state == T_RUNNING) {
@@ -525,7 +534,7 @@ static int task_cancelled(lua_State *L) {
 
 /** task.interrupted() -> how many SIGINT/SIGTERM arrived (0 if none). */
 static int task_interrupted(lua_State *L) {
-  lua_pushinteger(L, S.interrupted);
+  lua_pushinteger(L, (lua_Integer)sig_count);
   return 1;
 }
 
@@ -689,19 +698,49 @@ static int s_count(lua_State *L) {
 
 /* ---- signals and the run loop ------------------------------------------ */
 
-static void on_signal(uv_signal_t *h, int signum) {
-  (void)h;
-  S.interrupted++;
-  if (S.interrupted >= 2) {
+/* The count hook a signal arms: the running task gets the cancellation after
+ * INTERRUPT_COUNT more instructions without yielding, so Lua code that never yields
+ * (`while true do end`) is interrupted too and unwinds through its cleanup (__close,
+ * pcall handlers). Code that reaches a wait before that gets the cancellation there, from
+ * the loop, as always (the hook then finds the task cancelled and only removes itself). A
+ * task already cancelled is running its cleanup and is left alone (cancellation is
+ * delivered once). */
+#define INTERRUPT_COUNT 10000
+static void interrupt_hook(lua_State *L, lua_Debug *ar) {
+  cs_task *t = task_of(L);
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  if (!t) t = S.current; /* a coroutine the task resumed */
+  if (!t || t->cancelled || t->state == T_DONE) return;
+  t->cancelled = 1;
+  t->cancel_pending = 0;
+  cs_raise_cancelled(L);
+}
+
+/* SIGINT / SIGTERM (async-signal context): the second one exits at once. */
+static void on_signal(int signum) {
+  lua_State *co = running_co;
+  sig_count = sig_count + 1;
+  if (sig_count >= 2) {
     static const char msg[] = "\ncseng: interrupted again, exiting now (status 130)\n";
     if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */
     }
     _exit(130);
   }
+  sig_last = signum;
+  if (co) lua_sethook(co, interrupt_hook, LUA_MASKCOUNT, INTERRUPT_COUNT);
+  uv_async_send(&S.sigwake);
+}
+
+/* On the loop, after a signal: say so, and cancel every task so their cleanup runs. */
+static void on_sigwake(uv_async_t *h) {
+  (void)h;
+  if (S.sigseen >= (int)sig_count) return;
+  S.sigseen = (int)sig_count;
   fprintf(stderr,
           "\ncseng: %s: cancelling %d task(s) so their cleanup runs; "
           "interrupt again to exit at once\n",
-          signum == SIGINT ? "interrupted" : "terminated", S.nlive);
+          sig_last == SIGINT ? "interrupted" : "terminated", S.nlive);
   cancel_all();
 }
 
@@ -727,12 +766,17 @@ void cs_sched_init(lua_State *L) {
   lua_pushcfunction(L, s_release);
   lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
-  uv_signal_init(&S.loop, &S.sigint);
-  uv_signal_init(&S.loop, &S.sigterm);
-  uv_signal_start(&S.sigint, on_signal, SIGINT);
-  uv_signal_start(&S.sigterm, on_signal, SIGTERM);
-  uv_unref((uv_handle_t *)&S.sigint);
-  uv_unref((uv_handle_t *)&S.sigterm);
+  uv_async_init(&S.loop, &S.sigwake, on_sigwake);
+  uv_unref((uv_handle_t *)&S.sigwake);
+  {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+  }
   signal(SIGPIPE, SIG_IGN);
 }
 
@@ -793,14 +837,14 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     if (lua_isinteger(L, -1)) code = (int)lua_tointeger(L, -1);
     else if (lua_isboolean(L, -1)) code = lua_toboolean(L, -1) ? 0 : 1;
     lua_pop(L, 2);
-    if (code == 0 && S.interrupted) code = 130;
+    if (code == 0 && sig_count) code = 130;
   } else {
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
-    if (S.interrupted && is_cancellation(L, -1)) {
+    if (sig_count && is_cancellation(L, -1)) {
       code = 130;
     } else {
       fprintf(stderr, "cseng: %s\n", describe_error(L, -1));
-      code = S.interrupted ? 130 : 1;
+      code = sig_count ? 130 : 1;
       lua_pop(L, 1);
     }
     m->joined = 1;

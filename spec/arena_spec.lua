@@ -10,7 +10,6 @@ local http = require 'cseng.http'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 
 local fake = dofile(sys.root() .. '/spec/fakes/lizard.lua')
@@ -405,12 +404,11 @@ describe('arena: stop rules', function()
   end)
 
   it('a hung call becomes ETIMEDOUT at the trial timeout, and the sandbox is still destroyed', function()
-    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 5 or 0 end } } }
-    local t0 = clock.now()
+    -- the third exec never answers (600 s): only the timeout can end it, whatever this machine's speed
+    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 600 or 0 end } } }
     local status, _, by = run_arena { providers = { 'a' }, provider_config = config, samples = 2, warmups = 1, seed = 1,
-      timeout_seconds = 0.3 }
+      timeout_seconds = 5 }
     assert.equal(0, status)
-    assert.is_true((clock.now() - t0) / 1e9 < 4)
     local t = measured(by)[1]
     assert.is_false(t.ok)
     assert.equal('ETIMEDOUT', t.error_code)
@@ -645,7 +643,7 @@ describe('lizard adapter', function()
     assert.equal(f.url, c.base)
     local sb = assert(lizard.create(c, { labels = { x = 'y' } }))
     assert.same({ projectId = f.project_id, template = 'base', size = 'small', region = 'us-east-1',
-      timeoutMs = 300000 },
+      timeoutMs = 300000, metadata = { x = 'y' } },
       f.stats().last_create)
     assert.equal(2, sb.allocation.cpus)
     assert.is_number(sb.http_timings.ttfb)
@@ -656,13 +654,14 @@ describe('lizard adapter', function()
     local list = assert(lizard.list(c))
     assert.equal(sb.id, list[1].id)
     assert.same({}, assert(lizard.list(c, { labels = { ['cseng.run'] = 'x' } })),
-      'no labels at Lizard: a label sweep matches nothing')
+      'a label sweep matches the metadata create sent, nothing else')
+    assert.equal(sb.id, assert(lizard.list(c, { labels = { x = 'y' } }))[1].id)
     assert.is_true(lizard.destroy(c, sb))
     assert.is_true(lizard.destroy(c, sb), '404 = already gone')
     local _, err, code = lizard.exec(c, sb, 'true')
     assert.equal('HTTP_404', code)
     assert.matches('HTTP 404', err)
-    assert_counts(f, { creates = 1, execs = 2, deletes = 2, destroyed = 1, lists = 2, live = 0 })
+    assert_counts(f, { creates = 1, execs = 2, deletes = 2, destroyed = 1, lists = 3, live = 0 })
   end)
 
   it('maps HTTP errors to HTTP_<status> and transport errors to cseng.http codes', function()

@@ -606,7 +606,7 @@ function fs.join(a, ...) end
 ---@class cseng.archive.ExtractOptions
 ---@field from? "bytes"|"path" what `src` is (guessed without it)
 ---@field max_entries? integer default 100000
----@field max_bytes? integer default 2 GiB of file data
+---@field max_bytes? integer default 512 MiB of file data (a 1 GiB bomb is refused)
 ---@field strip_components? integer
 ---@field owners? boolean restore uid/gid (default off)
 ---@field unsafe_symlinks? boolean allow symlinks that could leave the directory

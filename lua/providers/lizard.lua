@@ -1,11 +1,11 @@
 --- The Lizard provider: sandboxes from the Lizard REST API (docs/providers/lizard.md).
 ---
 ---   base    LIZARD_API_URL (default https://lizard.build), header X-API-Key: LIZARD_API_KEY
----   create  POST   /api/sandboxes {projectId, template, size, region, timeoutMs}
+---   create  POST   /api/sandboxes {projectId, template, size, region, timeoutMs, metadata (the labels)}
 ---                  -> {sandboxId, cpus, memoryMb, region, ...}
 ---   exec    POST   /api/sandboxes/{id}/exec {cmd, timeoutMs, workdir, envs} -> {exitCode, stdout, stderr}
 ---   destroy DELETE /api/sandboxes/{id}   (404 = already gone)
----   list    GET    /api/sandboxes
+---   list    GET    /api/sandboxes   (filtered by metadata here: the API has no label filter)
 ---
 --- Expected failures return nil, message, CODE: an HTTP error status becomes "HTTP_<status>"
 --- ("HTTP_401", "HTTP_403", "HTTP_429", ...), so callers branch on codes (the startup arena stops
@@ -86,6 +86,7 @@ function M.create(client, spec)
     region = spec.region or client.region,
     timeoutMs = spec.ttl_seconds and math.floor(spec.ttl_seconds * 1000) or client.timeout_ms,
   }
+  if spec.labels and next(spec.labels) then body.metadata = util.copy(spec.labels) end
   local data, res, code = call(client, 'POST', '/api/sandboxes', body)
   if not data then return nil, res, code end
   if type(data) ~= 'table' or type(data.sandboxId) ~= 'string' or data.sandboxId == '' then
@@ -134,17 +135,22 @@ function M.destroy(client, sb)
   return adapter.deleted(call(client, 'DELETE', '/api/sandboxes/' .. escape_id(sb.id), nil))
 end
 
---- Sandboxes the key can see: {{id, labels, created}}. The API has no labels, so a label
---- filter matches nothing (the orphan sweep never destroys a sandbox it cannot attribute).
+--- Sandboxes the key can see whose metadata has every label of filter.labels: {{id, labels,
+--- created}}. The API lists them all; the filter is applied here, on the metadata create sent.
 function M.list(client, filter)
   local data, err, code = call(client, 'GET', '/api/sandboxes', nil)
   if not data then return nil, err, code end
   local items = type(data) == 'table' and (data.sandboxes or data.items or data.data or data) or {}
   local out = {}
-  local want_labels = filter and filter.labels and next(filter.labels) ~= nil
+  local want = filter and filter.labels or {}
   for _, s in ipairs(items) do
-    if type(s) == 'table' and not want_labels then
-      out[#out + 1] = { id = s.sandboxId or s.id, labels = s.labels or {}, created = s.createdAt, region = s.region }
+    if type(s) == 'table' then
+      local meta = type(s.metadata) == 'table' and s.metadata or (type(s.labels) == 'table' and s.labels) or {}
+      local match = true
+      for k, v in pairs(want) do if meta[k] ~= v then match = false end end
+      if match then
+        out[#out + 1] = { id = s.sandboxId or s.id, labels = meta, created = s.createdAt, region = s.region }
+      end
     end
   end
   return out

@@ -73,7 +73,8 @@ local TOOLS = jsonl.array {
 
 -- Transport failures worth another try (cseng.http codes).
 local RETRY_CODES = {
-  ETIMEDOUT = true, ECONNRESET = true, ECONNREFUSED = true, EHOSTUNREACH = true, ENOTFOUND = true, ECURL = true,
+  -- not ENOTFOUND: a name that does not resolve will not resolve on the next try either
+  ETIMEDOUT = true, ECONNRESET = true, ECONNREFUSED = true, EHOSTUNREACH = true, ECURL = true,
 }
 
 ---@class AgentConfig

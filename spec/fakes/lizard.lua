@@ -18,6 +18,12 @@
 ---   missing_marker = true        exec answers exit 127, "python3: command not found"
 ---   exec = fn(cmd, sandbox, n) -> exitCode, stdout, stderr   replaces the built-in shell emulation
 ---   allocation = {cpus=, memoryMb=, region=}   what create reports
+---   echo_key = true             forced failures and 401s echo the API key in their body (after 290
+---                                bytes, so a 300-byte cut falls inside it): a leaky server
+---   list_status = HTTP status | fn(n) -> status   force a failure of the n-th list
+---   lose_create = fn(n) -> 'reset'|'malformed'|'noid'|'hang'|nil   the n-th create makes the
+---       sandbox, then loses its answer: the connection is reset, the body is not JSON, the body
+---       has no sandboxId, or no answer comes until the client gives up (st.lost counts them)
 ---   environment = string         what the environment probe prints (see ENV_DEFAULT)
 ---   shared = {}                  a table several fakes share: in_flight and max_in_flight count
 ---                                the requests being handled across all of them (parallelism)
@@ -29,6 +35,7 @@
 --- `environment`; anything else exits 0 with empty output.
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
+local task = require 'cseng.task'
 
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 
@@ -53,6 +60,12 @@ fake.ENV_DEFAULT = table.concat({
 
 local function json(status, value)
   return status, { ['Content-Type'] = 'application/json' }, cjson.encode(value)
+end
+
+-- A failure's body; a leaky server (echo_key) quotes the key the request carried.
+local function failure(cfg, status, text)
+  if cfg.echo_key then text = text .. ' ' .. string.rep('x', 290) .. ' key=' .. tostring(cfg.api_key) .. ' (echoed)' end
+  return json(status, { error = text })
 end
 
 ---@class lizard_fake
@@ -102,7 +115,7 @@ function fake.start(opts)
     core.request(method .. ' ' .. path)
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
       core.refused(path == '/api/sandboxes' and method == 'POST')
-      return json(401, { error = 'invalid API key' })
+      return failure(cfg, 401, 'invalid API key')
     end
     local body
     if method == 'POST' then
@@ -119,7 +132,7 @@ function fake.start(opts)
       local n = core.hit('creates', 'create')
       if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
       local s = forced('create_status', n)
-      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if s then return failure(cfg, s, 'forced failure ' .. s) end
       if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
         core.count('bad_requests')
         return json(400, { error = 'projectId and template are required' })
@@ -132,8 +145,19 @@ function fake.start(opts)
       seq = seq + 1
       local id = string.format('lz-%06d', seq)
       local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
-      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0 })
+      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0,
+                     metadata = type(body.metadata) == 'table' and body.metadata or {} })
       st.last_create = body
+      local lose = scaffold.pick(cfg.lose_create, n)
+      if lose then
+        st.lost = (st.lost or 0) + 1
+        if lose == 'reset' then req:abort(); return nil end
+        if lose == 'malformed' then return 201, { ['Content-Type'] = 'application/json' }, '{"sandboxId": "' .. id end
+        if lose == 'noid' then return json(201, { status = 'running' }) end
+        -- 'hang': answer long after any client timeout (the client resets first)
+        task.sleep(cfg.hang_seconds or 600)
+        return json(201, { sandboxId = id })
+      end
       return json(201, {
         sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
         template = body.template, size = body.size, status = 'running',
@@ -142,10 +166,12 @@ function fake.start(opts)
 
     if path == '/api/sandboxes' and method == 'GET' then
       core.record(req, 'list', '/api/sandboxes')
-      core.hit('lists', 'list')
+      local n = core.hit('lists', 'list')
+      local s = forced('list_status', n)
+      if s then return failure(cfg, s, 'forced failure ' .. s) end
       local items = {}
       for _, sb in ipairs(core.matching()) do
-        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region }
+        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region, metadata = sb.metadata }
       end
       return json(200, { sandboxes = items })
     end
@@ -157,7 +183,7 @@ function fake.start(opts)
       local sb = sandboxes[id]
       if not sb then return json(404, { error = 'sandbox not found' }) end
       local s = forced('exec_status', n, body.cmd)
-      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if s then return failure(cfg, s, 'forced failure ' .. s) end
       if type(body.cmd) ~= 'string' then
         core.count('bad_requests')
         return json(400, { error = 'cmd is required' })
@@ -177,7 +203,7 @@ function fake.start(opts)
       core.record(req, 'destroy', '/api/sandboxes/{id}')
       local n = core.hit('deletes', 'delete')
       local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
-      if s then return json(s, { error = 'forced failure ' .. s }) end
+      if s then return failure(cfg, s, 'forced failure ' .. s) end
       if not sandboxes[id] then return json(404, { error = 'sandbox not found' }) end
       core.remove(id)
       return 204, {}, ''

@@ -54,12 +54,32 @@ end
 function cli.fail(err, what)
   local errors = require 'cseng.lib.errors'
   if errors.is_cancel(err) then return 130 end
+  -- io.stderr:write redacts and escapes (util.guard_console)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
   return 1
 end
 
 function cli.main(...)
+  require('cseng.lib.util').guard_console()
+  local errors = require 'cseng.lib.errors'
   local args = { ... }
+  -- an error a command raises is printed here as one redacted line (a table error by its
+  -- message, never "table: 0x..."); the cancellation goes on to the engine (status 130)
+  local ok, status = xpcall(cli.dispatch, function(e)
+    if errors.is_cancel(e) then return e end
+    -- a string error with a position is a bug: it keeps its traceback
+    local bug = type(e) == 'string' and e:match('^[^\n]-%.lua:%d+:') and debug.traceback(e, 2)
+    return { failed = e, bug = bug }
+  end, args)
+  if ok then return status end
+  if errors.is_cancel(status) then error(status, 0) end
+  if status.bug then io.stderr:write('cseng: ', status.bug, '\n'); return 1 end
+  return cli.fail(status.failed)
+end
+
+--- The command line without the top-level error handler (cli.main adds it).
+---@param args string[]
+function cli.dispatch(args)
   local name = args[1]
   if name == nil or name == '--help' or name == '-h' or name == 'help' then
     print(cli.help())

@@ -39,26 +39,43 @@ function util.tail(s, n)
   return s:sub(-n)
 end
 
--- Secret values: environment variables whose names say TOKEN, KEY, SECRET or PASSWORD,
--- plus anything registered with util.add_secret (a provider's tokens).
-local secrets = nil
+-- Secret values: environment variables whose names say TOKEN, KEY, SECRET or PASSWORD (a
+-- value of 6 or more bytes that is not an absolute path), plus anything registered with
+-- util.add_secret (--env-file credentials, tokens a provider returned).
+local secrets = nil  -- list, longest first
+local frags = nil    -- secret fragments of FRAG bytes: fragment -> true
 local extra_secrets = {}
+local FRAG = 8       -- no run of this many bytes of a secret survives util.redact
+
+--- Whether the name of an environment variable says it holds a credential.
+---@param name string
+function util.secret_name(name)
+  local up = tostring(name):upper()
+  return (up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD')) and true or false
+end
 
 local function secret_values()
   if secrets then return secrets end
-  secrets = {}
+  local seen = {}
+  secrets, frags = {}, {}
+  local function add(v)
+    if seen[v] then return end
+    seen[v] = true
+    secrets[#secrets + 1] = v
+    for i = 1, #v - FRAG + 1 do frags[v:sub(i, i + FRAG - 1)] = true end
+  end
   local env = require('cseng.sys').environ()
   for k, v in pairs(env) do
-    local up = k:upper()
-    if (up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD')) and #v > 5 then
-      secrets[#secrets + 1] = v
-    end
+    if util.secret_name(k) and #v > 5 and v:sub(1, 1) ~= '/' then add(v) end
   end
-  for _, v in ipairs(extra_secrets) do secrets[#secrets + 1] = v end
+  for _, v in ipairs(extra_secrets) do add(v) end
   table.sort(secrets, function(a, b) return #a > #b end) -- longest first
   return secrets
 end
 
+--- Register a secret value (a provider's token, a credential): util.redact hides it, and every
+--- run of 8 or more of its bytes, from then on.
+---@param v any strings of 6 or more bytes count
 function util.add_secret(v)
   if type(v) == 'string' and #v > 5 then
     extra_secrets[#extra_secrets + 1] = v
@@ -69,19 +86,134 @@ end
 --- Forget the cached secret list (after --env-file loads new variables).
 function util.reset_secrets() secrets = nil end
 
---- Replace every secret value in s by [redacted].
+--- Replace every secret value in s, and every run of 8 or more bytes of one, by [redacted].
+--- Call it before cutting a string to a snippet or a tail (a cut secret is still a secret).
+--- Cost: one plain search per distinct 8-byte fragment of the secrets (C speed), then one pass
+--- to splice the marked ranges.
+---@param s any a string (anything else is returned as it is)
+---@return any
 function util.redact(s)
-  if type(s) ~= 'string' then return s end
-  for _, v in ipairs(secret_values()) do
+  if type(s) ~= 'string' or #s < 6 then return s end
+  local list = secret_values()
+  if #list == 0 then return s end
+  local ranges = {}
+  for _, v in ipairs(list) do -- whole values (also the short ones, below FRAG bytes)
     local i = 1
     while true do
       local a, b = s:find(v, i, true)
       if not a then break end
-      s = s:sub(1, a - 1) .. '[redacted]' .. s:sub(b + 1)
-      i = a + 10
+      ranges[#ranges + 1] = { a, b }
+      i = b + 1
     end
   end
-  return s
+  if #s >= FRAG then
+    for f in pairs(frags) do
+      local i = 1
+      while true do
+        local a = s:find(f, i, true)
+        if not a then break end
+        ranges[#ranges + 1] = { a, a + FRAG - 1 }
+        i = a + 1
+      end
+    end
+  end
+  if #ranges == 0 then return s end
+  table.sort(ranges, function(x, y) return x[1] < y[1] end)
+  local out, pos = {}, 1
+  local ca, cb = ranges[1][1], ranges[1][2]
+  for k = 2, #ranges + 1 do
+    local r = ranges[k]
+    if r and r[1] <= cb + 1 then
+      if r[2] > cb then cb = r[2] end
+    else
+      out[#out + 1] = s:sub(pos, ca - 1)
+      out[#out + 1] = '[redacted]'
+      pos = cb + 1
+      if r then ca, cb = r[1], r[2] end
+    end
+  end
+  out[#out + 1] = s:sub(pos)
+  return table.concat(out)
+end
+
+--- Escape control characters for a terminal: every byte below 0x20 but newline and tab, and
+--- DEL, becomes \xNN (an escape sequence or a carriage return in a task id, an archive entry
+--- name or an error message cannot repaint the screen or forge a line). A newline is escaped
+--- too when o.newline is true (a name that must stay on one line).
+---@param s any
+---@param newline boolean|nil
+---@return string
+function util.escape(s, newline)
+  s = tostring(s)
+  local pat = newline and '[%z\1-\31\127]' or '[%z\1-\8\11-\31\127]'
+  return (s:gsub(pat, function(c) return string.format('\\x%02x', c:byte()) end))
+end
+
+local CTRL = '[%z\1-\8\11-\31\127]'
+local EL = '\r\27[K' -- the progress line's "return, erase line"
+
+--- Escape for stdout: as util.escape, but a CRLF line end (CSV) and the progress line's own
+--- redraw ("\r\27[K") pass; everything else below 0x20 but newline and tab is escaped.
+---@param s string
+---@return string
+function util.escape_stdout(s)
+  if not s:find(CTRL) then return s end
+  local out, pos = {}, 1
+  while true do
+    local a, b = s:find(EL, pos, true)
+    local part = s:sub(pos, (a or 0) - 1)
+    -- real NULs first, then a NUL marks each CRLF's CR while the rest is escaped
+    part = part:gsub('%z', '\\x00'):gsub('\r\n', '\0\n'):gsub(CTRL, function(c)
+      if c == '\0' then return '\0' end
+      return string.format('\\x%02x', c:byte())
+    end)
+    out[#out + 1] = (part:gsub('%z\n', '\r\n'))
+    if not a then break end
+    out[#out + 1] = EL
+    pos = b + 1
+  end
+  return table.concat(out)
+end
+
+--- What the console gets: redacted, then control characters escaped (newlines kept).
+---@param s any
+---@return string
+function util.console(s) return util.escape(util.redact(tostring(s))) end
+
+local console_guarded = false
+
+--- Route everything Lua writes to the console through the redactor: io.write, print, and the
+--- write method of io.stdout and io.stderr, which also escape control characters (an escape
+--- sequence or a carriage return in a task id, an archive entry name or an error message
+--- cannot repaint the terminal or forge a line; stdout keeps CRLF and the progress line's
+--- redraw, util.escape_stdout). Idempotent; cli.main calls it first.
+function util.guard_console()
+  if console_guarded then return end
+  console_guarded = true
+  local meth = getmetatable(io.stdout).__index
+  local raw_write = meth.write
+  local out, err = io.stdout, io.stderr
+  meth.write = function(f, ...)
+    if f ~= out and f ~= err then return raw_write(f, ...) end
+    local n = select('#', ...)
+    local args = { ... }
+    for i = 1, n do
+      local a = args[i]
+      if type(a) == 'string' then
+        a = util.redact(a)
+        if f == err then a = util.escape(a) else a = util.escape_stdout(a) end
+        args[i] = a
+      end
+    end
+    return raw_write(f, table.unpack(args, 1, n))
+  end
+  rawset(io, 'write', function(...) return io.output():write(...) end)
+  rawset(_G, 'print', function(...)
+    local n = select('#', ...)
+    local parts = {}
+    for i = 1, n do parts[i] = tostring((select(i, ...))) end
+    out:write(table.concat(parts, '\t'), '\n')
+  end)
 end
 
 --- Redact every string inside a table (a copy).

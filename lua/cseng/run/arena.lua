@@ -30,6 +30,7 @@ local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
+local adapter_util = require 'providers.shared.adapter'
 
 local arena = {}
 
@@ -316,11 +317,14 @@ local function trial(run, p, phase, round, position, order)
   end
 
   -- stop conditions that concern every provider
-  if rec.error_code == 'HTTP_401' or rec.error_code == 'HTTP_403' then
+  if adapter_util.is_auth(rec.error_code) then
     arena.stop(run, 'auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
-      'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:sub(6),
+      'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:gsub('^HTTP_', ''),
       rec.error_stage), rec.error_code)
-  elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted then
+  elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted
+    and not adapter_util.is_transient(rec.error_code) and not rec.timed_out then
+    -- a readiness verdict (the command ran and did not print the marker, or the call was
+    -- refused for good); a transient error (5xx, reset, timeout) is a failed warmup, no more
     local env = p.environment and p.environment.environment
     arena.stop(run, 'readiness', string.format('warmup readiness failed on %s: %s. Inspect the template\'s ' ..
       'command support (does it have python3? does --command print --expect?) before measuring.%s', p.name,
@@ -365,6 +369,7 @@ end
 --- Stop the run (the first reason wins): no round starts after this.
 function arena.stop(run, reason, message, code)
   if run.stop then return end
+  message = util.redact(message) -- it reaches stderr, the status endpoint and the log
   run.stop = { reason = reason, message = message, code = code }
   run.state.status = 'stopping'
   run.state.stop_reason = reason
@@ -393,7 +398,7 @@ local function status_doc(run)
     c.p50_ready_ms = stats.median(p.ready)
     doc.providers[name] = c
   end
-  return doc
+  return util.redact_all(doc) -- last_error quotes what providers and commands said
 end
 
 local function start_status_server(run, port)
@@ -611,10 +616,10 @@ function arena.run(opts)
     return require('cseng.report.helpers').render { inputs = { run.jsonl }, template = 'startup', output = run.report }
   end)
   if rok then say(run, 'report: %s', run.report)
-  else run.err:write('cseng: the report failed (the log is complete; retry with cseng report ', run.jsonl,
-    '): ', (errors.describe(rerr)), '\n') end
+  else run.err:write(util.console('cseng: the report failed (the log is complete; retry with cseng report ' ..
+    run.jsonl .. '): ' .. (errors.describe(rerr))), '\n') end
   say(run, 'results: %s', run.jsonl)
-  if run.stop then run.err:write('cseng: stopped: ', run.stop.message, '\n') end
+  if run.stop then run.err:write(util.console('cseng: stopped: ' .. run.stop.message), '\n') end
   if #live > 0 then
     run.err:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
   end

@@ -88,8 +88,7 @@ function options.merge(p, f, argv)
     if not env then error(perr, 0) end
     o.env = env
     for k, v in pairs(env) do
-      local up = k:upper()
-      if up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD') then util.add_secret(v) end
+      if util.secret_name(k) then util.add_secret(v) end
     end
   end
   if o.prewarm_file then
@@ -116,6 +115,8 @@ function options.merge(p, f, argv)
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
   end
+  -- every field's type and range, one line naming the file and the field
+  require('cseng.run.plan').check(o, SPEC)
   return o
 end
 

@@ -24,6 +24,7 @@ local recipe = require 'cseng.task.recipe'
 local replay = require 'cseng.task.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
+local adapter = require 'providers.shared.adapter'
 
 local runner = {}
 
@@ -356,8 +357,9 @@ function Progress:trial(rec)
   if self.quiet then return end
   local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
     string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
-  local line = string.format('[%d/%d] %-40s %-6s %6.1fs%s', self.done, self.total, rec.task_id, rec.outcome,
-    rec.elapsed_seconds, detail)
+  -- a task id or an error is data: its control characters are escaped (util.console)
+  local line = string.format('[%d/%d] %-40s %-6s %6.1fs%s', self.done, self.total, util.escape(rec.task_id, true), rec.outcome,
+    rec.elapsed_seconds, util.escape(detail, true))
   if self.tty then io.stdout:write('\r\27[K', line, '\n', self:status()) else io.stdout:write(line, '\n') end
   io.stdout:flush()
 end
@@ -497,10 +499,10 @@ function runner.run_tasks(opts)
   local workers, records, passes = {}, {}, 0
   local interrupted = false
   for _, t in ipairs(todo) do
-    if s.cleanup_failed then break end
+    if s:halted() then break end
     local aok = pcall(sem.acquire, sem)
     if not aok or task.interrupted() > 0 then interrupted = true; if aok then sem:release() end; break end
-    if s.cleanup_failed then sem:release(); break end
+    if s:halted() then sem:release(); break end
     if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       progress.running = (progress.running or 0) + 1
@@ -511,6 +513,8 @@ function runner.run_tasks(opts)
         writer:event('trial_interrupted', { task_id = t.id, sandbox_id = rec.sandbox_id, stage = rec.error_stage })
         return
       end
+      -- an authentication failure on any call stops the run from allocating
+      if rec.error_code and adapter.is_auth(rec.error_code) then s:stop_auth({ code = rec.error_code, message = rec.error }) end
       writer:event('trial', rec)
       records[#records + 1] = rec
       if rec.outcome == 'passed' then passes = passes + 1 end
@@ -531,23 +535,30 @@ function runner.run_tasks(opts)
   end
   progress:finish()
   interrupted = interrupted or task.interrupted() > 0
-  local status = interrupted and 'interrupted' or (s.cleanup_failed and 'cleanup_failed') or 'finished'
+  -- sandboxes of this run the log never learned of (a create whose answer was lost)
+  local reclaimed = 0
+  if not interrupted then reclaimed = s:reconcile() end
+  local status = interrupted and 'interrupted' or (s.auth_failed and 'stopped') or (s.cleanup_failed and 'cleanup_failed') or 'finished'
   local all = results.read(s.jsonl)
   local summary = results.summary(all)
   all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it
     status = status, passed = summary.passed, failed = summary.failed, errors = summary.errors,
     recorded = summary.task_count, selected = #selected, cleanup_error = s.cleanup_failed,
+    stop_reason = s.auth_failed, reclaimed = reclaimed > 0 and reclaimed or nil,
   }, true)
   results.write_summary(all, s.json)
   if not opts.quiet then
     io.stdout:write(runner.table(results.trials(all)), '\n')
     io.stdout:write('results: ', s.jsonl, '\n', 'summary: ', s.json, '\n')
-    if s.cleanup_failed then io.stderr:write('cseng: stopped allocating: ', s.cleanup_failed, '\n',
-      '  run `cseng cleanup ', s.jsonl, '` to retry the cleanup\n') end
+  end
+  -- printed under --quiet too: the run did not do what was asked, and may have left sandboxes
+  if s:halted() then
+    io.stderr:write('cseng: stopped allocating: ', s:stop_reason(), '\n')
+    if s.cleanup_failed then io.stderr:write('  run `cseng cleanup ', s.jsonl, '` to retry the cleanup\n') end
   end
   local info = { run_id = s.id, jsonl = s.jsonl, json = s.json, records = records, summary = summary }
   if interrupted then return 130, info end
-  if s.cleanup_failed or summary.errors > 0 then return 1, info end
+  if s:halted() or summary.errors > 0 then return 1, info end
   return 0, info
 end
 

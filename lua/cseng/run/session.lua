@@ -24,6 +24,8 @@ local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local util = require 'cseng.lib.util'
 
+local adapter_util = require 'providers.shared.adapter'
+
 local session = {}
 
 session.BACKOFF = { 1, 2 }   -- seconds between destroy attempts (three attempts)
@@ -172,24 +174,33 @@ function Session:sandbox(spec, extra, o)
   o = o or {}
   local p = o.provider or self.provider
   local times = o.times or {}
-  if self.cleanup_failed then errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed') end
+  self:check_allocating()
   -- an adapter's max_concurrency: wait for a place before the clock starts
   if p.queue then
     times.queued = clock.now()
     p.queue:acquire()
-    if self.cleanup_failed then
+    if self:halted() then
       p.queue:release()
-      errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed')
+      self:check_allocating()
     end
   end
+  -- every create carries a label of its own (cseng.create) and the session's (cseng.session:
+  -- shards of one run share cseng.run), so a create whose answer is lost can be found
+  self.nonce = self.nonce or crypto.hex(crypto.random_bytes(8))
+  spec = util.merge(spec, { labels = util.merge(spec.labels, {
+    ['cseng.create'] = crypto.hex(crypto.random_bytes(8)), ['cseng.session'] = self.nonce }) })
   times.create_start = clock.now()
   local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
   times.create_end = clock.now()
   if not cok or not sb then
     if p.queue then p.queue:release() end
-    if not cok then error(errors.from(sb, errors.ECREATE), 0) end
-    error(errors.returned(err, code, { default_code = errors.ECREATE, prefix = o.prefix }), 0)
+    local e = not cok and errors.from(sb, errors.ECREATE)
+      or errors.returned(err, code, { default_code = errors.ECREATE, prefix = o.prefix })
+    if adapter_util.is_auth(e.code) then self:stop_auth(e) end
+    if session.maybe_created(e.code) then pcall(self.reconcile_create, self, p, spec) end
+    error(e, 0)
   end
+  self:know(p, sb.id)
   local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = times,
     destroyed = o.destroyed or extra }, Lease)
   local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, spec.labels, extra)
@@ -201,6 +212,103 @@ function Session:sandbox(spec, extra, o)
   return lease
 end
 
+--- Whether a create that failed with this code may have created a sandbox all the same (its
+--- answer was lost: a reset, a timeout, a malformed or id-less body, a 5xx, a cancellation):
+--- everything but a refusal (4xx, auth, a bad configuration).
+---@param code string|nil
+function session.maybe_created(code)
+  if type(code) ~= 'string' then return true end
+  if adapter_util.is_auth(code) or code == errors.ECONFIG or code == errors.ENOIMAGE or code == 'ENOTFOUND' or code == 'EURL'
+    or code == errors.ECONNREFUSED then return false end
+  local st = tonumber(code:match('^HTTP_(%d+)$'))
+  if st then return st >= 500 or st == 408 end
+  return true
+end
+
+-- The ids this session has allocated or adopted, per provider name.
+function Session:know(p, id)
+  self.known = self.known or {}
+  self.known[p.name] = self.known[p.name] or {}
+  self.known[p.name][tostring(id)] = true
+end
+
+-- Destroy and record one sandbox the log did not know (found by label).
+function Session:reclaim(p, sb, reason)
+  self:know(p, sb.id)
+  pcall(self.writer.allocated, self.writer, p.name, { id = sb.id }, sb.labels, { reason = reason })
+  return self:adopt({ id = sb.id, labels = sb.labels }, { reason = reason }, p):close().ok
+end
+
+--- After a create that failed without an id: list the provider's sandboxes by this create's own
+--- label (cseng.create) and destroy, recording them, those the log does not know. A provider
+--- that cannot list by label gets a `lost_create` record instead (`cseng cleanup` says so).
+---@return integer reclaimed
+function Session:reconcile_create(p, spec)
+  local labels = spec.labels or {}
+  if not p.adapter.list or p.adapter.list_by_label == false then
+    self.writer:event('lost_create', { provider = p.name, labels = labels, listable = false }, true)
+    return 0
+  end
+  local found = p.adapter.list(p.client, { labels = { ['cseng.create'] = labels['cseng.create'] } })
+  local n = 0
+  for _, sb in ipairs(type(found) == 'table' and found or {}) do
+    local l = sb.labels or {}
+    if l['cseng.create'] == labels['cseng.create'] and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
+      if self:reclaim(p, sb, 'lost_create') then n = n + 1 end
+    end
+  end
+  if n == 0 then self.writer:event('lost_create', { provider = p.name, labels = labels, listable = true }, true) end
+  return n
+end
+
+--- At the end of a run (nothing of this session in flight): list each provider's sandboxes by
+--- the labels (default: this run's cseng.run and this session's cseng.session, so another shard
+--- of the run is left alone; `cseng cleanup RUN.jsonl` passes the run's alone) and destroy,
+--- recording them, those this session never learned of (a create whose answer was lost and
+--- which the provider finished later). Returns how many.
+---@param want table|nil labels every reclaimed sandbox must carry
+---@return integer reclaimed
+function Session:reconcile(want)
+  local n = 0
+  if not want and not self.nonce then return 0 end -- this session created nothing
+  want = want or { ['cseng.run'] = self.id, ['cseng.session'] = self.nonce }
+  for _, p in pairs(self.providers) do
+    if p.adapter.list and p.adapter.list_by_label ~= false then
+      local ok, found = pcall(p.adapter.list, p.client, { labels = want })
+      for _, sb in ipairs(ok and type(found) == 'table' and found or {}) do
+        local l = sb.labels or {}
+        local match = true
+        for k, v in pairs(want) do if l[k] ~= v then match = false end end
+        if match and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
+          if self:reclaim(p, sb, 'reconciled') then n = n + 1 end
+        end
+      end
+    end
+  end
+  return n
+end
+
+--- Whether the session has stopped allocating (a failed cleanup, an authentication failure).
+function Session:halted() return self.cleanup_failed ~= nil or self.auth_failed ~= nil end
+
+--- Why the session stopped allocating (nil if it has not).
+function Session:stop_reason() return self.auth_failed or self.cleanup_failed end
+
+--- Raise ECLEANUP / the auth error when the session has stopped allocating.
+function Session:check_allocating()
+  if self.auth_failed then errors.raise(self.auth_code or errors.ECONFIG, 'not allocating: ' .. self.auth_failed) end
+  if self.cleanup_failed then errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed') end
+end
+
+--- An authentication or permission failure on any call: stop allocating (no retry helps).
+---@param e any the error (its code and message)
+function Session:stop_auth(e)
+  if self.auth_failed then return end
+  local msg, code = errors.describe(e)
+  self.auth_failed = string.format('authentication failed (%s): %s', tostring(code), msg)
+  self.auth_code = code
+end
+
 --- A lease on a sandbox that already exists (a resume sweep, cleanup): closing it destroys and
 --- records it like any other.
 ---@param sb table {id=, labels=}
@@ -208,6 +316,7 @@ end
 ---@param provider Provider|nil
 ---@return Lease
 function Session:adopt(sb, destroyed, provider)
+  self:know(provider or self.provider, sb.id)
   return setmetatable({ session = self, provider = provider or self.provider, sb = sb, id = sb.id, times = {},
     destroyed = destroyed, adopted = true }, Lease)
 end
@@ -237,6 +346,9 @@ function Session:destroy(p, sb)
       last = errors.from(res, errors.ECLEANUP)
       wait = retry_after_of(res)
     end
+    -- no retry helps an authentication failure or a name that does not resolve
+    if adapter_util.is_auth(last.code) then self:stop_auth(last); break end
+    if last.code == 'ENOTFOUND' then break end
     if attempt <= #self.backoff then
       wait = math.max(self.backoff[attempt], math.min(wait or 0, session.RETRY_AFTER_MAX))
       pcall(task.sleep, wait)

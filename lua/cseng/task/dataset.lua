@@ -64,6 +64,11 @@ local function num(where, t, path, default)
   end
   if v == nil then return default end
   if type(v) ~= 'number' then bad(where, 'task.toml ' .. path, 'expected a number, got ' .. type(v)) end
+  -- nan, infinities and negatives would disable or break the bound they set
+  if v ~= v or v < 0 or v == math.huge then bad(where, 'task.toml ' .. path, 'expected a finite number >= 0, got ' .. tostring(v)) end
+  if path:match('timeout_sec$') and (v <= 0 or v > 7 * 86400) then
+    bad(where, 'task.toml ' .. path, 'expected seconds in (0, 604800], got ' .. tostring(v))
+  end
   return v
 end
 
@@ -165,7 +170,7 @@ local function from_seed_row(row, where, opts)
     fs.remove_tree(tmp)
     assert(fs.mkdir_p(tmp))
     -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
-    local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes or (1 << 30) })
+    local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes })
     if not ok then
       fs.remove_tree(tmp)
       bad(where, 'task_files.content', 'archive refused: ' .. tostring(xerr))

@@ -69,11 +69,38 @@ function adapter.str(v) return type(v) == 'string' and v or nil end
 --- number as a float, and a fraction is not an integer.
 function adapter.int(v) return math.tointeger(tonumber(v)) end
 
---- The start of a response body for an error message: trimmed, at most 300 bytes (then "...").
+--- The start of a response body for an error message: redacted first (a secret cut in half
+--- is still a secret), trimmed, at most 300 bytes (then "...").
 function adapter.snippet(body)
-  body = util.trim(body or '')
+  -- redacting a prefix longer than the cut by more than any secret is as good as the whole
+  body = util.trim(util.redact(tostring(body or ''):sub(1, 8192)))
   if #body > 300 then body = body:sub(1, 300) .. '...' end
   return body
+end
+
+--- The default cap on a response body (bytes): a larger body is refused with EBODY while it
+--- arrives (cseng.http's max_body; memory stays small). The setting: o.max_body per call, else
+--- adapter.max_body, from CSENG_MAX_RESPONSE_BYTES (default 32 MiB; 0 = no cap).
+adapter.MAX_BODY_DEFAULT = 32 * 1024 * 1024
+adapter.max_body = math.tointeger(tonumber(os.getenv('CSENG_MAX_RESPONSE_BYTES') or '')) or adapter.MAX_BODY_DEFAULT
+
+--- Whether an error code is an authentication or permission failure (no retry helps; a run
+--- stops allocating on it).
+---@param code string|nil
+function adapter.is_auth(code)
+  return code == 'HTTP_401' or code == 'HTTP_403' or code == 'GRPC_UNAUTHENTICATED' or code == 'GRPC_PERMISSION_DENIED'
+    or code == 'EAUTH'
+end
+
+--- Whether an error code is transient (a retry may succeed): 5xx, 429, resets, timeouts,
+--- refused connections. Not DNS (ENOTFOUND), auth, or other 4xx.
+---@param code string|nil
+function adapter.is_transient(code)
+  if type(code) ~= 'string' then return false end
+  local st = tonumber(code:match('^HTTP_(%d+)$'))
+  if st then return st >= 500 or st == 429 or st == 408 end
+  return code == 'ECONNRESET' or code == 'ETIMEDOUT' or code == 'ECONNREFUSED' or code == 'EHOSTUNREACH'
+    or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED' or code == 'EBADRESPONSE' or code == 'EPROTO'
 end
 
 --- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
@@ -96,26 +123,33 @@ function adapter.request(provider, method, url, o)
   local headers, body = adapter.body(o)
   local what = o.what or (method .. ' ' .. url:gsub('%?.*$', ''))
   local message = o.message or adapter.snippet
+  local max_body = o.max_body or adapter.max_body
   local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
-                                        timeout = o.timeout }
-  if not res then return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code end
+                                        timeout = o.timeout, max_body = max_body > 0 and max_body or nil }
+  if not res then
+    if code == 'EBODY' then err = string.format('response body larger than %d bytes (CSENG_MAX_RESPONSE_BYTES)', max_body) end
+    return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code
+  end
+  -- a body is redacted before message() cuts it (adapter.snippet redacts what it keeps)
+  local function msg_of(b) return message == adapter.snippet and adapter.snippet(b) or message(util.redact(b or '')) end
   if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, message(res.body))),
+    return nil, util.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, msg_of(res.body))),
       'HTTP_' .. res.status, res
   end
   if o.raw then return res.body, res end
   if res.body == nil or res.body:find('^%s*$') then return true, res end
   local ok, data = pcall(cjson.decode, res.body)
   if not ok then
-    return nil, provider .. ': ' .. what .. ': response is not JSON: ' .. message(res.body), 'EPROTO', res
+    return nil, util.redact(provider .. ': ' .. what .. ': response is not JSON: ' .. msg_of(res.body)), 'EPROTO', res
   end
   return data, res
 end
 
---- A delete's outcome: success, or a 404 (already gone), is true; else nil, message, CODE.
-function adapter.deleted(ok, err, code)
+--- A delete's outcome: success, or a 404 (already gone), is true; else nil, message, CODE and
+--- the response (so the session's destroy honours its Retry-After).
+function adapter.deleted(ok, err, code, res)
   if ok or code == 'HTTP_404' then return true end
-  return nil, err, code
+  return nil, err, code, res
 end
 
 --- multipart/form-data with one part named "file". Returns the body and its Content-Type.

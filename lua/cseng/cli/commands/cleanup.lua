@@ -43,12 +43,17 @@ function cmd.run(args)
     if #pos == 1 then
       local events = results.read(pos[1])
       local live = results.live_allocations(events)
-      if #live == 0 then print('nothing to clean: every allocated sandbox of ' .. pos[1] .. ' was destroyed'); return end
-      local run_id, provider_config
+      local run_id, provider_config, run_provider, lost = nil, nil, nil, 0
       for _, e in ipairs(events) do
-        if e.event == 'run_started' then run_id, provider_config = e.run_id, e.provider_config end
+        if e.event == 'run_started' then run_id, provider_config, run_provider = e.run_id, e.provider_config, e.provider end
+        if e.event == 'lost_create' then lost = lost + 1 end
       end
+      -- a create whose answer was lost left no allocation record: only its label finds it
+      if #live == 0 and lost == 0 then print('nothing to clean: every allocated sandbox of ' .. pos[1] .. ' was destroyed'); return end
       local s = open_session(f, pos[1], run_id)
+      if #live == 0 and type(run_provider) == 'string' and not f.dry_run then
+        live = { { provider = run_provider, none = true } }
+      end
       for _, a in ipairs(live) do
         -- a renamed provider (the arena's "lizard-eu") records the adapter it runs
         local p = s.providers[a.provider]
@@ -62,12 +67,24 @@ function cmd.run(args)
           end
           p = s:connect(a.adapter or a.provider, clean, a.provider)
         end
-        if f.dry_run then print('would destroy ' .. a.provider .. ' ' .. a.sandbox_id)
+        if a.none then -- luacheck: ignore 542 (nothing live in the log: only the label sweep below)
+        elseif f.dry_run then print('would destroy ' .. a.provider .. ' ' .. a.sandbox_id)
         else
           local r = s:adopt({ id = a.sandbox_id, labels = a.labels }, { reason = 'cleanup' }, p):close()
           if r.ok then print('destroyed ' .. a.provider .. ' ' .. a.sandbox_id); done = done + 1
           else
             io.stderr:write('cseng: cannot destroy ', a.sandbox_id, ': ', tostring(r.error), '\n'); failures = failures + 1
+          end
+        end
+      end
+      if not f.dry_run and run_id then
+        -- then what the log does not know: the run's sandboxes found by its label
+        local n = s:reconcile { ['cseng.run'] = run_id }
+        done = done + n
+        for _, p in pairs(s.providers) do
+          if not p.adapter.list or p.adapter.list_by_label == false then
+            io.stderr:write('cseng: cleanup: ', p.name, ' cannot list sandboxes by label: sandboxes whose create ',
+              'answer was lost (', lost, ' recorded) may exist unattributed; check the provider\'s console\n')
           end
         end
       end
@@ -78,6 +95,10 @@ function cmd.run(args)
       local p = s:connect(f.provider)
       local provider, client = p.adapter, p.client
       if not provider.list then error('provider ' .. f.provider .. ' cannot list sandboxes', 0) end
+      if provider.list_by_label == false then
+        io.stderr:write('cseng: cleanup: ', f.provider, ' cannot list sandboxes by label: unattributed sandboxes ',
+          '(a create whose answer was lost) may exist; check the provider\'s console\n')
+      end
       local labels = f.run and { ['cseng.run'] = f.run } or nil
       local found = provider.list(client, { labels = labels })
       local now = os.time()
