@@ -703,9 +703,12 @@ local function run_rounds(run)
   lockstep_rounds(run, 'warmup', o.warmups, rng)
   run.state.phase, run.state.rounds = 'measured', o.samples * o.repeats
   run.state.blocks = o.repeats
+  -- the blocks' provider orders have their own generator: the rounds' orders stay those of
+  -- stats.rng(seed) alone (the same seed gives the same rounds with or without --repeat)
+  local block_rng = stats.rng(o.seed ~ stats.hash('blocks'))
   for block = 1, o.repeats do
     if halted(run) then return end
-    local order = stats.shuffle(util.copy(o.providers), rng)
+    local order = stats.shuffle(util.copy(o.providers), block_rng)
     run.state.block = block
     local before = arena.host_context()
     run.writer:event('block', { block = block, blocks = o.repeats, mode = o.mode, order = order,
