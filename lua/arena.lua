@@ -58,7 +58,7 @@ arena.ENV_PROBE = table.concat({
 local function ms(ns) return ns / 1e6 end
 
 -- v to `digits` decimals (the status endpoint's numbers; nil stays nil)
-local function round(v, digits)
+local function rounded(v, digits)
   if type(v) ~= 'number' then return v end
   local m = 10 ^ (digits or 1)
   return math.floor(v * m + 0.5) / m
@@ -119,6 +119,9 @@ arena.DEFAULT_STAGGER_MS = 200
 --- The mode, repeat, burst and stagger options of a startup plan (in place; raises on bad ones).
 ---@param o table
 function arena.mode_options(o)
+  if o.retry_errors ~= nil and o.retry_errors ~= 0 then
+    error('--retry-errors: the arena never retries a measurement (a failure is a measured outcome)', 0)
+  end
   o.mode = o.mode or 'lockstep'
   if not arena.MODES[o.mode] then
     error(string.format("--mode %s: a startup plan's modes are lockstep (default), sequential, staggered, burst",
@@ -440,8 +443,8 @@ local function status_doc(run)
     run_id = run.id, status = s.status, phase = s.phase, round = s.round, rounds = s.rounds,
     order = s.order, seed = run.opts.seed, samples = run.opts.samples, warmups = run.opts.warmups,
     mode = run.opts.mode, block = s.block, blocks = run.opts.repeats, label = run.opts.label,
-    started_at = s.started_at, elapsed_s = round(ms(clock.now() - run.t0) / 1000, 1), last_error = s.last_error,
-    stop_reason = s.stop_reason, log = run.jsonl, providers = {},
+    started_at = s.started_at, elapsed_s = rounded(ms(clock.now() - run.t0) / 1000, 1), last_error = s.last_error,
+    stop_reason = s.stop_reason, log = run.jsonl, providers = {}, kind = 'startup',
   }
   for _, name in ipairs(run.opts.providers) do
     local p = run.P[name]
@@ -449,10 +452,10 @@ local function status_doc(run)
     for id in pairs(p.live) do live[#live + 1] = id end
     table.sort(live)
     local c = util.copy(p.counts)
-    c.live = live
+    c.live = require('jsonl').array(live) -- `[]` when empty, never `{}`
     c.last_error = p.last_error
-    c.last_ready_ms = p.last_ready_ms and round(p.last_ready_ms, 1)
-    c.p50_ready_ms = p.ready[1] and round(stats.median(p.ready), 1)
+    c.last_ready_ms = p.last_ready_ms and rounded(p.last_ready_ms, 1)
+    c.p50_ready_ms = p.ready[1] and rounded(stats.median(p.ready), 1)
     doc.providers[name] = c
   end
   return doc
