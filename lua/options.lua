@@ -53,6 +53,7 @@ local SPEC = {
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
   ['retry-errors'] = { key = 'retry_errors', type = 'int', min = 0, arg = 'N', help = "tasks: rerun a trial whose outcome is 'error' up to N times" },
   ['rerun-errors'] = { key = 'rerun_errors', type = 'bool', help = "with --resume: rerun the tasks whose last outcome was 'error'" },
+  ['fresh-artifacts'] = { key = 'fresh_artifacts', type = 'bool', help = 'warm mode: prepare every warm artifact anew (no reuse)' },
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
@@ -65,7 +66,7 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
-  'label', 'retry-errors', 'rerun-errors',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -112,6 +113,7 @@ function options.merge(p, f, argv)
       error(string.format('--prewarm-file: %s holds %s artifacts, not %s', o.prewarm_file, doc.provider, o.provider), 0)
     end
     o.warm_artifacts = util.copy(doc.artifacts)
+    o.warm_artifacts_created_at = doc.created_at
   end
   if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
   do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here

@@ -305,6 +305,28 @@ function runner.attempts(run, t, progress)
   end
 end
 
+--- Seconds since an artifact was made: from a prewarm file's created_at (ISO-8601 UTC), else
+--- the mtime of an artifact that is a path on this machine (the local provider's roots); nil
+--- when neither says.
+---@return number|nil
+function runner.artifact_age(artifact, created_at)
+  local now = clock.epoch()
+  if type(created_at) == 'string' then
+    local y, mo, d, hh, mi, ss = created_at:match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)')
+    if y then
+      local t = os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(hh),
+        min = tonumber(mi), sec = tonumber(ss), isdst = false }
+      -- os.time reads the fields as local time: correct by the local offset at that moment
+      local off = os.time(os.date('*t', t)) - os.time(os.date('!*t', t))
+      return math.max(0, math.floor(now - (t + off)))
+    end
+  end
+  if type(artifact) == 'string' and artifact:sub(1, 1) == '/' then
+    local st = require('cseng.fs').stat(artifact)
+    if st and st.mtime then return math.max(0, math.floor(now - st.mtime)) end
+  end
+  return nil
+end
 
 --- The warm artifact of a task: prepared once per run (or given by the user / a prewarm file),
 --- named by the recipe's content key. Returns the artifact and whether it existed already.
@@ -312,9 +334,19 @@ end
 --- or failed: then one of them prepares it again).
 function runner.warm_artifact(run, t)
   local given = run.opts.warm_artifacts and (run.opts.warm_artifacts[t.id] or run.opts.warm_artifacts['*'])
-  if given then return given, true end
+  if given then
+    if not run.warm_cache['given:' .. given] then -- once per artifact: where it came from and its age
+      run.warm_cache['given:' .. given] = true
+      run.writer:event('prewarmed', { task_id = t.id, artifact = given, provider = run.provider.name, reused = true,
+        source = run.opts.prewarm_file and 'prewarm-file' or 'warm-artifact', prewarm_file = run.opts.prewarm_file,
+        age_s = runner.artifact_age(given, run.opts.warm_artifacts_created_at) })
+    end
+    return given, true
+  end
   local cache = run.warm_cache
   local key = recipe.for_run(run, t).key:sub(1, 24)
+  -- --fresh-artifacts: a new artifact under a new name, whatever exists for this content
+  if run.opts.fresh_artifacts then key = key .. '-fresh' .. (run.session.stamp or ''):gsub('%D', '') end
   while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
     local pending = cache[key]
     pending.waiters = pending.waiters + 1
@@ -330,11 +362,12 @@ function runner.warm_artifact(run, t)
     cache[key] = value
     for _ = 1, pending.waiters do pending.done:release() end
   end
-  if run.provider.find_artifact then -- an artifact of the same content made earlier: no preparation
+  if run.provider.find_artifact and not run.opts.fresh_artifacts then -- made earlier for this content: reuse it
     local fok, found = pcall(run.provider.find_artifact, run.client, key, t)
     if fok and found then
       settle(found)
-      run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true })
+      run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true,
+        source = 'provider', age_s = runner.artifact_age(found) })
       return found, true
     end
   end
@@ -521,6 +554,27 @@ function runner.status_server(run, progress, port)
   end }
   if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
   return srv
+end
+
+--- The combined summary after a matrix run: one line per provider x mode run, with its counts,
+--- status and log. done: {opts, status, info} per run, in the order they ran.
+---@param done table[]
+---@return string
+function runner.matrix_summary(done)
+  local lines = { string.format('matrix: %d run(s)', #done),
+    string.format('  %-14s %-6s %6s %6s %6s %6s  %-12s %s', 'provider', 'mode', 'tasks', 'passed', 'failed', 'errors',
+      'status', 'log') }
+  local tot = { 0, 0, 0, 0 }
+  for _, d in ipairs(done) do
+    local sm = d.info and d.info.summary or {}
+    local n = { sm.task_count or 0, sm.passed or 0, sm.failed or 0, sm.errors or 0 }
+    for i = 1, 4 do tot[i] = tot[i] + n[i] end
+    local word = d.status == 0 and 'ok' or (d.status == 130 and 'interrupted' or 'errors')
+    lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d  %-12s %s', tostring(d.opts.provider),
+      tostring(d.opts.mode or 'cold'), n[1], n[2], n[3], n[4], word, d.info and d.info.jsonl or '-')
+  end
+  lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d', 'total', '', tot[1], tot[2], tot[3], tot[4])
+  return table.concat(lines, '\n')
 end
 
 --- The end-of-run table.

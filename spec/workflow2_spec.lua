@@ -212,3 +212,120 @@ describe('progress lines (not a terminal)', function()
     assert.truthy(lines[1]:find('ETA', 1, true), lines[1])
   end)
 end)
+
+describe('--label', function()
+  it('keys report columns by run label, so two runs of one provider and mode are not merged', function()
+    local dir = tmp .. '/labels'
+    assert(fs.mkdir_p(dir))
+    for i, label in ipairs({ 'before', 'after' }) do
+      local lines = {
+        cjson.encode { event = 'run_started', run_id = 'r' .. i, provider = 'local', mode = 'cold', label = label,
+          solver = 'gold', time = '2026-12-01T00:00:0' .. i .. 'Z' },
+        cjson.encode { event = 'trial', run_id = 'r' .. i, task_id = 't1', provider = 'local', mode = 'cold',
+          outcome = i == 1 and 'failed' or 'passed', passed = i == 2, elapsed_seconds = i, phases = { start_seconds = i },
+          finished_at = '2026-12-01T00:00:1' .. i .. 'Z' },
+        cjson.encode { event = 'run_finished', run_id = 'r' .. i, status = 'finished' },
+      }
+      assert(fs.write(dir .. '/r' .. i .. '.jsonl', table.concat(lines, '\n') .. '\n'))
+    end
+    require('report_helpers').render { inputs = { dir }, template = 'cross_vendor', output = tmp .. '/labels.md' }
+    local md = assert(fs.read(tmp .. '/labels.md'))
+    assert.truthy(md:find('| local | cold [before] | 1 | 0 | 1 |', 1, true), md)
+    assert.truthy(md:find('| local | cold [after] | 1 | 1 | 0 |', 1, true), md)
+  end)
+end)
+
+describe('matrix', function()
+  it('prints a combined summary of its runs', function()
+    local text = runner.matrix_summary {
+      { opts = { provider = 'local', mode = 'cold' }, status = 0,
+        info = { jsonl = 'a.jsonl', summary = { task_count = 3, passed = 3, failed = 0, errors = 0 } } },
+      { opts = { provider = 'docker', mode = 'warm' }, status = 1,
+        info = { jsonl = 'b.jsonl', summary = { task_count = 3, passed = 1, failed = 1, errors = 1 } } },
+    }
+    assert.truthy(text:find('matrix: 2 run(s)', 1, true))
+    assert.truthy(text:find('local          cold        3      3      0      0  ok           a.jsonl', 1, true), text)
+    assert.truthy(text:find('docker         warm        3      1      1      1  errors       b.jsonl', 1, true), text)
+    assert.truthy(text:find('total                      6      4      1      1', 1, true), text)
+  end)
+end)
+
+describe('warm artifacts', function()
+  it('reports reuse and age; --fresh-artifacts prepares anew', function()
+    local name = two_tasks()[1]
+    local function warm(extra)
+      local o = { provider = 'local', tasks = { name }, mode = 'warm', output = tmp .. '/warm' }
+      for k, v in pairs(extra or {}) do o[k] = v end
+      local status, info = run(o)
+      assert.equal(0, status)
+      return events_of(info, 'prewarmed'), info
+    end
+    local first = warm()
+    assert.equal(1, #first)
+    local second, info2 = warm()
+    assert.equal(1, #second)
+    assert.is_true(second[1].reused)
+    assert.equal('provider', second[1].source)
+    assert.is_number(second[1].age_s)
+    assert.equal(first[1].artifact, second[1].artifact)
+    local fresh = warm { fresh_artifacts = true }
+    assert.equal(1, #fresh)
+    assert.is_nil(fresh[1].reused)
+    assert.truthy(fresh[1].artifact:find('-fresh', 1, true))
+    assert.are_not.equal(first[1].artifact, fresh[1].artifact)
+    fs.remove_tree(fresh[1].artifact)
+    require('report_helpers').render { inputs = { info2.jsonl }, template = 'per_provider', output = tmp .. '/warm.md' }
+    local md = assert(fs.read(tmp .. '/warm.md'))
+    assert.truthy(md:find('Warm artifacts: 0 prepared by these runs, 1 reused (age of the reused ones: median', 1, true), md)
+  end)
+end)
+
+describe('cseng prewarm --list / --prune', function()
+  local function prewarm_file(dir, provider, artifacts, created)
+    assert(fs.mkdir_p(dir))
+    local path = dir .. '/prewarm-' .. provider .. '-20261201-000000.json'
+    assert(fs.write(path, cjson.encode { kind = 'cseng-prewarm', provider = provider, created_at = created,
+      artifacts = artifacts }))
+    return path
+  end
+
+  it('lists the prewarm files\' artifacts with their age, and prunes the files', function()
+    local dir = tmp .. '/pw'
+    local path = prewarm_file(dir, 'local', { ['task-a'] = 'art-a', ['task-b'] = 'art-b' }, '2026-01-01T00:00:00Z')
+    local r = assert(proc.run { argv = { CSENG, 'prewarm', '--list', '--output', dir }, cwd = ROOT })
+    assert.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('local      task%-a%s+%d+ d%s+art%-a'), r.stdout)
+    assert.truthy(r.stdout:find('task-b', 1, true))
+    local p = assert(proc.run { argv = { CSENG, 'prewarm', '--prune', '--output', dir }, cwd = ROOT })
+    assert.equal(0, p.code, p.stderr)
+    assert.truthy(p.stdout:find('pruned: 1 prewarm file(s) removed, 0 artifact(s) deleted at the provider, 2 kept', 1, true),
+      p.stdout)
+    assert.is_nil(fs.stat(path))
+    local again = assert(proc.run { argv = { CSENG, 'prewarm', '--list', '--output', dir }, cwd = ROOT })
+    assert.truthy(again.stdout:find('no warm artifacts recorded', 1, true), again.stdout)
+  end)
+
+  it('goes through the adapter\'s own listing and delete where it has them', function()
+    local deleted = {}
+    package.loaded['providers.listing'] = {
+      name = 'listing',
+      connect = function() return {} end,
+      list_artifacts = function() return { { id = 'snap-1', task_id = 'x', created_at = '2026-11-30T00:00:00Z' } } end,
+      delete_artifact = function(_, id) deleted[#deleted + 1] = id; return true end,
+    }
+    local dir = tmp .. '/pw2'
+    prewarm_file(dir, 'listing', { x = 'snap-1' }, '2026-11-30T00:00:00Z')
+    local sink = { text = '' }
+    function sink.write(self, ...) for _, v in ipairs({ ... }) do self.text = self.text .. tostring(v) end return self end
+    local real = io.stdout
+    io.stdout = sink -- luacheck: ignore 122
+    local ok, st = pcall(require('commands.prewarm').run, { '--prune', '--provider', 'listing', '--output', dir })
+    io.stdout = real -- luacheck: ignore 122
+    package.loaded['providers.listing'] = nil
+    assert.is_true(ok, tostring(st))
+    assert.equal(0, st)
+    assert.same({ 'snap-1' }, deleted)
+    assert.truthy(sink.text:find('listing    x ', 1, true), sink.text)
+    assert.truthy(sink.text:find('1 artifact(s) deleted at the provider', 1, true), sink.text)
+  end)
+end)
