@@ -501,7 +501,8 @@ local function progress(run)
   end
   local done = s.phase == 'warmup' and s.round or run.rounds_done.measured
   local w = #tostring(s.rounds)
-  local line = string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, run.opts.mode or 'lockstep', done, s.rounds,
+  local mode = s.phase == 'warmup' and 'lockstep' or run.opts.mode -- warmups always run in lockstep rounds
+  local line = string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
     (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', '))
   if run.tty then
     io.stdout:write('\r\27[K', line)
@@ -704,7 +705,9 @@ local function run_rounds(run)
   run.state.phase, run.state.rounds = 'warmup', o.warmups
   if not run.stop then run.state.status = 'running' end
   lockstep_rounds(run, 'warmup', o.warmups, rng)
-  run.state.phase, run.state.rounds = 'measured', o.samples * o.repeats
+  -- burst and staggered run the providers one after another: each provider's trials count apart
+  local per = (o.mode == 'burst' or o.mode == 'staggered') and #o.providers or 1
+  run.state.phase, run.state.rounds = 'measured', o.samples * o.repeats * per
   run.state.blocks = o.repeats
   -- the blocks' provider orders have their own generator: the rounds' orders stay those of
   -- stats.rng(seed) alone (the same seed gives the same rounds with or without --repeat)
