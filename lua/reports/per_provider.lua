@@ -49,6 +49,26 @@ local function section(provider, data, ev, h, add)
   add(h.table({ 'run', 'source', 'mode', 'solver', 'date', 'trials', 'passed', 'failed', 'errors', 'status' }, rrows,
     'lllllrrrrl'))
 
+  -- warm artifacts: prepared in the run, or reused (from the provider, a prewarm file), and how old
+  local prepared, reused, ages = 0, 0, {}
+  for _, run in ipairs(runs) do
+    for _, e in ipairs(run.events or {}) do
+      if e.event == 'prewarmed' and tostring(e.provider) == provider then
+        if e.reused then reused = reused + 1 else prepared = prepared + 1 end
+        if e.reused and type(e.age_s) == 'number' then ages[#ages + 1] = e.age_s end
+      end
+    end
+  end
+  if prepared + reused > 0 then
+    local age = ''
+    if #ages > 0 then
+      local smr = stats.summary(ages)
+      age = string.format(' (age of the reused ones: median %s, oldest %s)', rt.secs(smr.p50), rt.secs(smr.max))
+    end
+    add(string.format('Warm artifacts: %d prepared by these runs, %d reused%s. `cseng prewarm --list` shows them, ' ..
+      '`--fresh-artifacts` prepares them anew.\n', prepared, reused, age))
+  end
+
   -- modes
   add('### Modes and pass rates\n')
   local mrows = {}

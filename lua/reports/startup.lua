@@ -65,6 +65,57 @@ local function fmt_bytes(b)
   return string.format('%.0f MiB', b / 2 ^ 20)
 end
 
+
+local MODE_TITLE = {
+  lockstep = 'lockstep (one live sandbox per provider, providers in parallel)',
+  sequential = 'sequential (one trial at a time)',
+  staggered = 'staggered',
+  burst = 'burst',
+}
+
+-- The blocks the trials carry (sorted), and the trials of one provider by block.
+local function block_numbers(trials)
+  local seen, list = {}, {}
+  for _, t in ipairs(trials) do
+    local b = t.block
+    if b and not seen[b] then seen[b] = true; list[#list + 1] = b end
+  end
+  table.sort(list)
+  return list
+end
+
+local function by_block(trials)
+  local out = {}
+  for _, t in ipairs(trials) do
+    local b = t.block or 1
+    out[b] = out[b] or {}
+    table.insert(out[b], t)
+  end
+  return out
+end
+
+-- The mode metrics of one batch of trials (a provider's trials in one block): success rate,
+-- wall clock from the first request to the last ready, time to the first ready, lateness.
+local function batch_metrics(trials)
+  local first, last_ready, first_ready, n, ok = nil, nil, nil, 0, 0
+  for _, t in ipairs(trials) do
+    n = n + 1
+    if t.start_t_ms and (not first or t.start_t_ms < first) then first = t.start_t_ms end
+    if t.ok then
+      ok = ok + 1
+      if t.ready_t_ms then
+        if not last_ready or t.ready_t_ms > last_ready then last_ready = t.ready_t_ms end
+        if not first_ready or t.ready_t_ms < first_ready then first_ready = t.ready_t_ms end
+      end
+    end
+  end
+  return {
+    n = n, ok = ok, first = first,
+    wall_ms = first and last_ready and (last_ready - first) or nil,
+    first_ready_ms = first and first_ready and (first_ready - first) or nil,
+  }
+end
+
 local function section(run, h, multi)
   local out = {}
   local function add(s) out[#out + 1] = s end
@@ -107,6 +158,11 @@ local function section(run, h, multi)
       tostring(st.warmups), tostring(fin.rounds_done and fin.rounds_done.measured or '?'),
       tostring(fin.rounds_done and fin.rounds_done.warmup or '?')) },
     { 'seed', tostring(st.seed) .. (st.seed_given == false and ' (drawn at start)' or '') },
+    { 'mode', (MODE_TITLE[st.mode or 'lockstep'] or tostring(st.mode)) ..
+      (st.burst and (', ' .. st.burst .. ' creates in flight at once per provider') or '') ..
+      (st.stagger_ms and (', one create every ' .. h.num(st.stagger_ms, 0) .. ' ms') or '') },
+    { 'blocks', tostring(st.repeats or 1) .. ((st.repeats or 1) > 1 and
+      ' (--repeat: the run as repeated blocks; block order seeded)' or '') },
     { 'command', h.code(st.command or '?') },
     { 'readiness marker', h.code(st.expect or '?') .. ' as a line of stdout, exit code 0' },
     { 'host', string.format('%s (%s CPUs)', tostring(st.host), tostring(st.cpu_count)) },
@@ -118,6 +174,7 @@ local function section(run, h, multi)
     rows[#rows + 1] = { 'adapter ' .. name, string.format('%s %s (sha256 %s)%s', tostring(a.adapter or name),
       a.version and ('v' .. a.version) or '', tostring(a.sha256), a.remote and ', remote' or '') }
   end
+  if st.label then table.insert(rows, 2, { 'label', st.label }) end
   add(h.table({ 'field', 'value' }, rows, 'll'))
   add('Method: ' .. (st.method or 'see docs/ARENA.md') .. '. Statistics: type-7 quantiles; the 95% CI of the ' ..
     'median is a percentile bootstrap (' .. REPS .. ' replicates, seeded from the run seed); success-rate ' ..
@@ -149,6 +206,173 @@ local function section(run, h, multi)
   add(h.chart((multi and (run.id .. '.') or '') .. 'ready-box', h.svg.box(series, {
     title = 'ready_ms: p5, p25, median, p75, p95; dots at min and max', xlabel = 'ready_ms (milliseconds)' }),
     'box plot of ready_ms per provider') .. '\n')
+
+
+  local H2 = multi and '### ' or '## '
+  local mode = st.mode or 'lockstep'
+
+  -- repeated blocks: the run as a random effect
+  local blocks = block_numbers(run.startup_trials)
+  if #blocks > 1 then
+    add(H2 .. 'Repeated blocks: how much of the difference survives a rerun\n')
+    add(string.format('The measured trials ran as %d blocks (`--repeat`). The block-level figure is the median of ' ..
+      'the block medians, with a percentile bootstrap over whole blocks (%d replicates): it counts the run itself ' ..
+      'as a random effect. The within-run CI is the usual bootstrap over every sample pooled, as one run would ' ..
+      'report it; each block\'s own CI is what that block alone would have said.\n', #blocks, REPS))
+    local brows, block_ci = {}, {}
+    for _, name in ipairs(providers) do
+      local bb = by_block(ok_trials(name))
+      local lists = {}
+      for _, b in ipairs(blocks) do lists[#lists + 1] = h.values(bb[b] or {}, 'ready_ms') end
+      local r = stats.blocks(lists, { reps = REPS, seed = seed_for(run, 'blocks/ready_ms/' .. name) })
+      local d = describe(ready[name], 'ready_ms/' .. name)
+      if r then
+        block_ci[name] = r
+        local own = {}
+        for i, m in ipairs(r.medians) do
+          own[#own + 1] = h.ms(m) .. ' ' .. h.ci(r.within[i].lo, r.within[i].hi)
+        end
+        local verdict
+        if not r.lo then verdict = 'one block with successes: no block-level CI'
+        elseif r.disagree then
+          verdict = string.format('**disagree**: %d of %d blocks\' own CIs exclude the block-level median; ' ..
+            'one run\'s CI overstates the certainty, read the block-level CI', r.outside, r.n_blocks)
+        else verdict = 'agree: every block\'s own CI holds the block-level median' end
+        brows[#brows + 1] = { name, r.n_blocks, h.ms(r.median), h.ci(r.lo, r.hi), h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi),
+          h.ms(r.spread), h.ms(r.mad), table.concat(own, '; '), { raw = verdict } }
+      end
+    end
+    add(h.table({ 'provider', 'blocks', 'median of block medians', 'block-level 95% CI', 'pooled p50',
+      'within-run 95% CI', 'between-block spread (max-min)', 'MAD', 'each block: median [own CI]', 'runs' },
+      brows, 'lrrrrrrrll'))
+    if #providers > 1 then
+      add('Provider comparisons at the block level: a pair whose block-level CIs overlap is **not distinguishable** ' ..
+        'by this run, whatever the pooled ratio says.\n')
+      local crow = {}
+      for i = 1, #providers do
+        for j = i + 1, #providers do
+          local a, b = block_ci[providers[i]], block_ci[providers[j]]
+          if a and b then
+            local reading
+            if not (a.lo and b.lo) or stats.overlap(a.lo, a.hi, b.lo, b.hi) then
+              reading = 'not distinguishable (block-level CIs overlap)'
+            else
+              local fast, slow = providers[i], providers[j]
+              if a.median > b.median then fast, slow = slow, fast end
+              reading = string.format('%s faster than %s (block-level CIs apart)', fast, slow)
+            end
+            crow[#crow + 1] = { providers[i], h.ci(a.lo, a.hi), providers[j], h.ci(b.lo, b.hi), reading }
+          end
+        end
+      end
+      add(h.table({ 'provider A', 'block-level CI', 'provider B', 'block-level CI', 'reading' }, crow, 'lrlrl'))
+    end
+    -- host and network context, per block
+    local ctx = {}
+    for _, e in ipairs(run.events) do
+      if e.event == 'block' then ctx[e.block] = ctx[e.block] or {}; ctx[e.block].start = e end
+      if e.event == 'block_finished' then ctx[e.block] = ctx[e.block] or {}; ctx[e.block].fin = e end
+    end
+    add('**Host and network context per block** (load average at the block\'s end, CPU steal over the block from ' ..
+      '/proc/stat, the client\'s own CPU time from getrusage, and the create call\'s HTTP phases, median over the ' ..
+      'block\'s successful trials: a slow network or a busy client is not a slow provider)\n')
+    local hrows = {}
+    for _, b in ipairs(blocks) do
+      local c = ctx[b] or {}
+      local hd = c.fin and c.fin.host or {}
+      local order = c.start and c.start.order and table.concat(c.start.order, ', ') or '–'
+      local net = {}
+      for _, name in ipairs(providers) do
+        local list = by_block(ok_trials(name))[b] or {}
+        local function med(k) local v = h.values(list, http_get(k)); return #v > 0 and h.ms(stats.median(v)) or nil end
+        if med('ttfb_ms') then
+          net[#net + 1] = string.format('%s: dns %s, connect %s, tls %s, ttfb %s', name, med('dns_ms') or '–',
+            med('connect_ms') or '–', med('tls_ms') or '–', med('ttfb_ms'))
+        end
+      end
+      hrows[#hrows + 1] = { b, order, hd.wall_s and h.num(hd.wall_s, 1) or '–',
+        hd.loadavg and h.num(hd.loadavg[1], 2) or '–', hd.steal_pct and h.num(hd.steal_pct, 2) .. '%' or '–',
+        hd.client_cpu_s and (h.num(hd.client_cpu_s, 2) .. ' s (' .. h.num(hd.client_cpu_pct, 1) .. '%)') or '–',
+        #net > 0 and table.concat(net, '; ') or 'no HTTP timings (local providers)' }
+    end
+    add(h.table({ 'block', 'order', 'wall s', 'load (1 min)', 'CPU steal', 'client CPU', 'create HTTP phases (ms)' },
+      hrows, 'rlrrrrl'))
+  end
+
+  -- the mode
+  add(H2 .. 'Mode: ' .. (MODE_TITLE[mode] or mode) .. '\n')
+  add('Time to interactive (TTI) = create + the first command (`ready_ms`). Wall clock: from a provider\'s first ' ..
+    'create request to its last ready sandbox, per block (median over blocks when there are several); time to first ' ..
+    'ready: from that first request to the first ready sandbox. Lateness: how late the engine sent a create after ' ..
+    'it was due (burst: the burst\'s start or the moment a place opened; staggered: its slot), and `stall_ms`: how ' ..
+    'much of a trial\'s timed calls overlapped the engine\'s own record writes. Both are the client\'s own timing ' ..
+    'error, not the provider\'s.\n')
+  local mrows = {}
+  for _, name in ipairs(providers) do
+    local all = measured[name] or {}
+    local oks = ok_trials(name)
+    local d = describe(ready[name], 'ready_ms/' .. name)
+    local walls, firsts = {}, {}
+    for _, list in pairs(by_block(all)) do
+      local m = batch_metrics(list)
+      if m.wall_ms then walls[#walls + 1] = m.wall_ms end
+      if m.first_ready_ms then firsts[#firsts + 1] = m.first_ready_ms end
+    end
+    local late = h.values(all, 'lateness_ms')
+    local stall = h.values(oks, 'stall_ms')
+    local wlo, whi = stats.wilson(#oks, #all)
+    mrows[#mrows + 1] = { name, #all, #all > 0 and (h.pct(#oks / #all) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
+      h.ms(d.p50), h.ms(d.p95), h.ms(d.p99), h.ms(stats.median(walls)), h.ms(stats.median(firsts)),
+      h.ms(stats.median(late)), h.ms(#late > 0 and stats.summary(late).max or nil),
+      h.ms(#stall > 0 and stats.summary(stall).max or nil) }
+  end
+  add(h.table({ 'provider', 'n', 'success [95% CI]', 'TTI p50 ms', 'TTI p95', 'TTI p99', 'wall clock ms',
+    'time to first ready ms', 'lateness p50 ms', 'lateness max ms', 'stall max ms' }, mrows))
+  if mode == 'staggered' then
+    add('**Ramp profile**: TTI by launch offset (ms from the provider\'s first create in its block), in ten equal ' ..
+      'slices of the launch window; a provider that queues under load shows TTI rising with the offset.\n')
+    local rrows = {}
+    for _, name in ipairs(providers) do
+      local pts = {}
+      for _, list in pairs(by_block(measured[name] or {})) do
+        local first = batch_metrics(list).first
+        for _, t in ipairs(list) do
+          if t.ok and t.start_t_ms and first then pts[#pts + 1] = { t.start_t_ms - first, t.ready_ms } end
+        end
+      end
+      local maxoff = 0
+      for _, pt in ipairs(pts) do maxoff = math.max(maxoff, pt[1]) end
+      local slices = {}
+      for _, pt in ipairs(pts) do
+        local k = maxoff > 0 and math.min(10, math.floor(pt[1] / maxoff * 10) + 1) or 1
+        slices[k] = slices[k] or {}
+        table.insert(slices[k], pt[2])
+      end
+      for k = 1, 10 do
+        if slices[k] then
+          rrows[#rrows + 1] = { name, string.format('%s–%s', h.num((k - 1) * maxoff / 10, 0), h.num(k * maxoff / 10, 0)),
+            #slices[k], h.ms(stats.median(slices[k])), h.ms(stats.summary(slices[k]).max) }
+        end
+      end
+    end
+    add(h.table({ 'provider', 'launch offset ms', 'n', 'TTI p50 ms', 'TTI max ms' }, rrows))
+  end
+
+  -- computesdk-compatible
+  add(H2 .. 'computesdk-compatible summary\n')
+  add('The figures computesdk\'s public benchmark publishes, computed its way over the measured TTI: 5% of the ' ..
+    'successful times trimmed from each end, the median of the rest, nearest-rank p95 and p99, the success rate ' ..
+    'over every attempt, and the composite score (0.60 s(median) + 0.25 s(p95) + 0.15 s(p99)) × success rate with ' ..
+    's(v) = max(0, 100 (1 − v / 10 s)). Their numbers come from their harness, region and mode (burst of 100 ' ..
+    'today): set them beside these only for the same mode.\n')
+  local crows = {}
+  for _, name in ipairs(providers) do
+    local c = stats.computesdk(ready[name], #(measured[name] or {}))
+    crows[#crows + 1] = { name, c.attempts, c.n, c.trimmed, h.ms(c.median), h.ms(c.p95), h.ms(c.p99),
+      h.pct(c.success_rate), h.num(c.score, 2) }
+  end
+  add(h.table({ 'provider', 'attempts', 'successes', 'trimmed each end', 'median ms', 'p95 ms', 'p99 ms',
+    'success rate', 'score' }, crows))
 
   -- per metric
   add((multi and '### ' or '## ') .. 'Per metric\n')
@@ -240,6 +464,7 @@ local function section(run, h, multi)
     end
 
     -- order position: what the shuffle protects against
+    if mode == 'lockstep' or mode == 'sequential' then
     add((multi and '### ' or '## ') .. 'Order position\n')
     add('Median ready_ms by the provider\'s position in its round (1 = started first). The order of every round is ' ..
       'a seeded shuffle, so a position effect, if any, is spread evenly over the providers instead of biasing one.\n')
@@ -255,6 +480,7 @@ local function section(run, h, multi)
     local hdr = { 'provider' }
     for pos = 1, #providers do hdr[#hdr + 1] = 'position ' .. pos end
     add(h.table(hdr, orow))
+    end
   end
 
   -- failures
@@ -353,7 +579,10 @@ local function section(run, h, multi)
   add((multi and '### ' or '## ') .. 'Reproduce\n')
   local cmd = string.format('cseng run %s --providers %s --samples %s --warmups %s --seed %s',
     st.plan_file or 'plans/startup.lua',
-    table.concat(providers, ','), tostring(st.samples), tostring(st.warmups), tostring(st.seed))
+    table.concat(providers, ','), tostring(st.samples), tostring(st.warmups), tostring(st.seed)) ..
+    (mode ~= 'lockstep' and (' --mode ' .. mode) or '') .. (st.burst and (' --burst ' .. st.burst) or '') ..
+    (st.stagger_ms and (' --stagger-ms ' .. h.num(st.stagger_ms, 0)) or '') ..
+    ((st.repeats or 1) > 1 and (' --repeat ' .. st.repeats) or '')
   add('```sh\n' .. cmd .. '\ncseng report ' .. run.path .. ' --template lua/reports/startup.lua\n```\n')
   return table.concat(out, '\n')
 end

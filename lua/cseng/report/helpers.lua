@@ -263,7 +263,12 @@ function helpers.load(inputs)
   end)
   data.trials = {}
   for _, run in ipairs(data.runs) do
-    for _, t in ipairs(run.trials) do data.trials[#data.trials + 1] = t end
+    -- a run's --label keys its columns apart from another run of the same provider and mode
+    local label = run.started and run.started.label
+    for _, t in ipairs(run.trials) do
+      if label ~= nil and t.run_label == nil then t.run_label = tostring(label) end
+      data.trials[#data.trials + 1] = t
+    end
   end
   data.by_provider = helpers.group(data.trials, 'provider')
   data.by_mode = helpers.group(data.trials, 'mode')

@@ -18,11 +18,20 @@ M.RULE = 'for each provider/mode and task, the newest passing trial among the ru
 
 local DASH = '–'
 
---- The column a trial belongs to: "provider/mode" (mode 'unknown' when the record has none).
+--- The column a trial belongs to: "provider/mode" (mode 'unknown' when the record has none;
+--- "provider/mode [label]" for a run with --label).
 ---@param t table a trial record
 ---@return string
 function M.column(t)
-  return tostring(t.provider or 'unknown') .. '/' .. tostring(t.mode or 'unknown')
+  return tostring(t.provider or 'unknown') .. '/' .. M.mode_of(t)
+end
+
+--- A trial's mode as columns show it: the mode, and the run's --label when it has one
+--- ("cold [nightly]"), so two labelled runs of one provider and mode are two columns.
+function M.mode_of(t)
+  local m = tostring(t.mode or 'unknown')
+  if t.run_label ~= nil then m = m .. ' [' .. tostring(t.run_label) .. ']' end
+  return m
 end
 
 --- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
@@ -76,7 +85,7 @@ function M.evidence(data)
     local key, task = M.column(t), tostring(t.task_id)
     local col = by_key[key]
     if not col then
-      col = { key = key, provider = tostring(t.provider or 'unknown'), mode = tostring(t.mode or 'unknown'), trials = {},
+      col = { key = key, provider = tostring(t.provider or 'unknown'), mode = M.mode_of(t), label = t.run_label, trials = {},
         all = {}, by_task = {} }
       by_key[key] = col
       columns[#columns + 1] = col

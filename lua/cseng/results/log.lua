@@ -103,8 +103,14 @@ end
 
 --- The trial records of a run, in the order they were written.
 function results.trials(events)
-  local out = {}
-  for _, e in ipairs(events) do if e.event == 'trial' then out[#out + 1] = e end end
+  local out, at = {}, {}
+  for _, e in ipairs(events) do
+    if e.event == 'trial' then
+      -- a rerun (cseng run --resume --rerun-errors) replaces the task's earlier record
+      local i = e.rerun and at[e.task_id]
+      if i then out[i] = e else out[#out + 1] = e; at[e.task_id] = #out end
+    end
+  end
   return out
 end
 

@@ -58,6 +58,13 @@ arena.ENV_PROBE = table.concat({
 
 local function ms(ns) return ns / 1e6 end
 
+-- v to `digits` decimals (the status endpoint's numbers; nil stays nil)
+local function rounded(v, digits)
+  if type(v) ~= 'number' then return v end
+  local m = 10 ^ (digits or 1)
+  return math.floor(v * m + 0.5) / m
+end
+
 -- ---- options ----------------------------------------------------------------------
 
 --- Normalize a startup plan merged with its flags. Raises a one-line error on bad options.
@@ -103,8 +110,49 @@ function arena.options(o)
   o.pause_seconds = o.pause_seconds or 0
   o.provider_config = o.provider_config or {}
   o.name = o.name or 'startup'
+  arena.mode_options(o)
   return o
 end
+
+arena.MODES = { lockstep = true, sequential = true, staggered = true, burst = true }
+arena.DEFAULT_STAGGER_MS = 200
+
+--- The mode, repeat, burst and stagger options of a startup plan (in place; raises on bad ones).
+---@param o table
+function arena.mode_options(o)
+  if o.retry_errors ~= nil and o.retry_errors ~= 0 then
+    error('--retry-errors: the arena never retries a measurement (a failure is a measured outcome)', 0)
+  end
+  o.mode = o.mode or 'lockstep'
+  if not arena.MODES[o.mode] then
+    error(string.format("--mode %s: a startup plan's modes are lockstep (default), sequential, staggered, burst",
+      tostring(o.mode)), 0)
+  end
+  o.repeats = math.tointeger(o.repeats or 1)
+  if not o.repeats or o.repeats < 1 then error('--repeat must be an integer >= 1', 0) end
+  if o.burst ~= nil then
+    o.burst = math.tointeger(o.burst)
+    if not o.burst or o.burst < 1 then error('--burst must be an integer >= 1', 0) end
+    if o.mode ~= 'burst' then error('--burst N goes with --mode burst (got --mode ' .. o.mode .. ')', 0) end
+  end
+  if o.stagger_ms ~= nil then
+    o.stagger_ms = tonumber(o.stagger_ms)
+    if not o.stagger_ms or o.stagger_ms < 0 then error('--stagger-ms must be a number >= 0', 0) end
+    if o.mode ~= 'staggered' then error('--stagger-ms M goes with --mode staggered (got --mode ' .. o.mode .. ')', 0) end
+  end
+  if o.mode == 'burst' then o.burst = o.burst or o.samples end
+  if o.mode == 'staggered' then o.stagger_ms = o.stagger_ms or arena.DEFAULT_STAGGER_MS end
+end
+
+arena.MODE_METHOD = {
+  lockstep = 'lockstep rounds, one live sandbox per provider, providers in parallel',
+  sequential = 'sequential: one trial at a time over all providers (each round the providers one after another, ' ..
+    'in a seeded order)',
+  staggered = 'staggered: per provider, one create every --stagger-ms ms, all in flight as they come; providers ' ..
+    'one after another in a seeded order per block',
+  burst = 'burst: per provider, --burst N creates in flight at once until --samples are done; providers one ' ..
+    'after another in a seeded order per block',
+}
 
 -- ---- environment --------------------------------------------------------------------
 
@@ -198,12 +246,16 @@ end
 
 --- Run one trial (never raises). Returns the record, or nil if the run was stopped before it
 --- could allocate.
-local function trial(run, p, phase, round, position, order)
+--- ctx (optional): block (the repeat block), due (clock.now() when the create was due: the
+--- engine's lateness is measured from it).
+local function trial(run, p, phase, round, position, order, ctx)
   if run.stop then return nil end
+  ctx = ctx or {}
   local opts = run.opts
   local rec = {
     provider = p.name, adapter = p.adapter_name, phase = phase, warmup = phase == 'warmup', round = round,
     position = position, order = order, ok = false, started_at = clock.wall(),
+    block = ctx.block, mode = opts.mode,
   }
   local state = { stage = 'create' }
   local spec = sandbox_spec(run, p)
@@ -224,6 +276,11 @@ local function trial(run, p, phase, round, position, order)
       state.windows = { { times.create_start, times.create_end } }
       rec.create_ms = ms(times.create_end - times.create_start)
     end
+    if times.create_start then -- the request left at start_t_ms (ms since the run began)
+      local first = times.queued or times.create_start
+      rec.start_t_ms = ms(first - run.t0)
+      if ctx.due then rec.lateness_ms = math.max(0, ms(first - ctx.due)) end
+    end
     if not ok_c then error(lease, 0) end
     local sb = lease.sb
     state.sb, state.lease = sb, lease
@@ -240,6 +297,7 @@ local function trial(run, p, phase, round, position, order)
     state.windows[2] = { t1, t2 }
     rec.first_exec_ms = ms(t2 - t1)
     rec.ready_ms = rec.create_ms + rec.first_exec_ms
+    rec.ready_t_ms = ms(t2 - run.t0)
     if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
     rec.exit_code = res.code
     rec.exec_http = http_phases(res.http_timings)
@@ -273,8 +331,9 @@ local function trial(run, p, phase, round, position, order)
 
   -- the environment, once per provider: on its first warmup (or its first trial without
   -- warmups), also after a failed readiness check, where it tells what the template lacks
-  if state.sb and not p.environment and not rec.interrupted and (rec.ok or rec.exit_code ~= nil)
+  if state.sb and not p.environment and not p.probing and not rec.interrupted and (rec.ok or rec.exit_code ~= nil)
       and (phase == 'warmup' or opts.warmups == 0) then
+    p.probing = true -- concurrent trials (burst, staggered) probe once
     probe_environment(run, p, state.sb, spec, rec)
   end
 
@@ -307,6 +366,11 @@ local function trial(run, p, phase, round, position, order)
     if rec.ok then
       c.ok = c.ok + 1
       p.ready[#p.ready + 1] = rec.ready_ms
+      if rec.block then
+        local b = p.ready_blocks[rec.block] or {}
+        p.ready_blocks[rec.block] = b
+        b[#b + 1] = rec.ready_ms
+      end
     end
   end
   if rec.ok then p.last_ready_ms = rec.ready_ms
@@ -383,8 +447,9 @@ local function status_doc(run)
   local doc = {
     run_id = run.id, status = s.status, phase = s.phase, round = s.round, rounds = s.rounds,
     order = s.order, seed = run.opts.seed, samples = run.opts.samples, warmups = run.opts.warmups,
-    started_at = s.started_at, elapsed_s = ms(clock.now() - run.t0) / 1000, last_error = s.last_error,
-    stop_reason = s.stop_reason, log = run.jsonl, providers = {},
+    mode = run.opts.mode, block = s.block, blocks = run.opts.repeats, label = run.opts.label,
+    started_at = s.started_at, elapsed_s = rounded(ms(clock.now() - run.t0) / 1000, 1), last_error = s.last_error,
+    stop_reason = s.stop_reason, log = run.jsonl, providers = {}, kind = 'startup',
   }
   for _, name in ipairs(run.opts.providers) do
     local p = run.P[name]
@@ -392,10 +457,10 @@ local function status_doc(run)
     for id in pairs(p.live) do live[#live + 1] = id end
     table.sort(live)
     local c = util.copy(p.counts)
-    c.live = live
+    c.live = require('cseng.lib.jsonl').array(live) -- `[]` when empty, never `{}`
     c.last_error = p.last_error
-    c.last_ready_ms = p.last_ready_ms
-    c.p50_ready_ms = stats.median(p.ready)
+    c.last_ready_ms = p.last_ready_ms and rounded(p.last_ready_ms, 1)
+    c.p50_ready_ms = p.ready[1] and rounded(stats.median(p.ready), 1)
     doc.providers[name] = c
   end
   return util.redact_all(doc) -- last_error quotes what providers and commands said
@@ -432,31 +497,62 @@ local function progress(run)
   for _, name in ipairs(run.opts.providers) do
     local p = run.P[name]
     local med = stats.median(p.ready)
-    parts[#parts + 1] = string.format('%s %d/%d ok%s', name, p.counts.ok, p.counts.measured,
-      med and string.format(' p50 %.1f ms', med) or '')
+    if s.phase == 'warmup' then -- warmups are not measured: their own counts, not "0/0 ok"
+      parts[#parts + 1] = string.format('%s %d/%d warmups ok', name, p.counts.warmup_ok, p.counts.warmup)
+    else
+      parts[#parts + 1] = string.format('%s %d/%d ok%s', name, p.counts.ok, p.counts.measured,
+        med and string.format(' p50 %.1f ms', med) or '')
+    end
   end
-  local line = string.format('%s round %d/%d: %s', s.phase, s.round, s.rounds, table.concat(parts, ', '))
+  local done = s.phase == 'warmup' and s.round or run.rounds_done.measured
+  local w = #tostring(s.rounds)
+  local mode = s.phase == 'warmup' and 'lockstep' or run.opts.mode -- warmups always run in lockstep rounds
+  local line = string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
+    (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', '))
   if run.tty then
     io.stdout:write('\r\27[K', line)
-  elseif s.phase == 'warmup' or s.round == s.rounds or s.round % math.max(1, run.opts.samples // 10) == 0 then
+  elseif s.phase == 'warmup' or done == s.rounds or done % math.max(1, s.rounds // 10) == 0 then
     io.stdout:write(line, '\n')
   end
   io.stdout:flush()
 end
 
 local function final_table(run)
+  local o = run.opts
+  local blocks = o.repeats > 1
+  local fmt = '%-14s %9s %12s %22s %10s %10s' .. (blocks and ' %22s %s' or '')
   local lines = {
-    string.format('%-14s %9s %12s %22s %10s %10s', 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99'),
+    string.format(fmt, 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99', 'block-level 95% CI', ''),
   }
-  for _, name in ipairs(run.opts.providers) do
+  for _, name in ipairs(o.providers) do
     local p = run.P[name]
     local s = stats.summary(p.ready)
-    local lo, hi = stats.bootstrap_ci(p.ready, { seed = run.opts.seed ~ stats.hash('ready_ms/' .. name) })
+    local lo, hi = stats.bootstrap_ci(p.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
     local function f(v) return v and string.format('%.1f ms', v) or '-' end
-    lines[#lines + 1] = string.format('%-14s %9s %12s %22s %10s %10s', name, p.counts.ok .. '/' .. p.counts.measured,
-      f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99))
+    local bl, note = '-', ''
+    if blocks then
+      local list = {}
+      for b = 1, o.repeats do list[#list + 1] = p.ready_blocks[b] or {} end
+      local r = stats.blocks(list, { seed = o.seed ~ stats.hash('blocks/ready_ms/' .. name) })
+      if r and r.lo then
+        bl = string.format('[%.1f, %.1f]', r.lo, r.hi)
+        note = r.disagree and string.format('runs disagree: %d of %d block CIs exclude the block median', r.outside, r.n_blocks) or ''
+      end
+    end
+    lines[#lines + 1] = string.format(fmt, name, p.counts.ok .. '/' .. p.counts.measured,
+      f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99), bl, note)
   end
-  return table.concat(lines, '\n')
+  if o.computesdk then
+    lines[#lines + 1] = 'computesdk-compatible (TTI, 5% trimmed each side, nearest-rank p95/p99, composite score):'
+    for _, name in ipairs(o.providers) do
+      local p = run.P[name]
+      local c = stats.computesdk(p.ready, p.counts.measured)
+      local function f(v) return v and string.format('%.1f ms', v) or '-' end
+      lines[#lines + 1] = string.format('  %-14s median %s, p95 %s, p99 %s, success %.1f%%, score %.2f', name,
+        f(c.median), f(c.p95), f(c.p99), 100 * c.success_rate, c.score)
+    end
+  end
+  return (table.concat(lines, '\n'):gsub(' +\n', '\n'):gsub(' +$', ''))
 end
 
 -- ---- the run ---------------------------------------------------------------------------
@@ -486,30 +582,161 @@ local function join_all(run, tasks)
   end
 end
 
+-- ---- host context, per block ---------------------------------------------------------
+
+--- The host's state now: load averages (/proc/loadavg), the aggregate CPU jiffies of /proc/stat
+--- (total and steal), and this process's own CPU time (getrusage). Missing files give nils.
+---@return table
+function arena.host_context()
+  local c = { wall = clock.wall(), t = clock.now() }
+  local la = fs.read('/proc/loadavg')
+  if la then
+    local a, b, d = la:match('^(%S+)%s+(%S+)%s+(%S+)')
+    c.loadavg = { tonumber(a), tonumber(b), tonumber(d) }
+  end
+  local st = fs.read('/proc/stat')
+  local line = st and st:match('^cpu%s+([^\n]+)')
+  if line then
+    local f = {}
+    for v in line:gmatch('%d+') do f[#f + 1] = tonumber(v) end
+    local total = 0
+    for i = 1, math.min(#f, 8) do total = total + f[i] end -- guest time is already in user
+    c.cpu_jiffies, c.steal_jiffies = total, f[8] or 0
+  end
+  local u = sys.usage()
+  c.client_cpu_s = (u.user_s or 0) + (u.sys_s or 0)
+  return c
+end
+
+--- What happened on the host between two host_context() readings: steal as a percentage of all
+--- CPU time, the client's CPU seconds and their share of the wall time, the load at the end.
+---@return table
+function arena.host_delta(a, b)
+  local d = { wall_s = ms(b.t - a.t) / 1000, loadavg = b.loadavg, loadavg_start = a.loadavg }
+  if a.cpu_jiffies and b.cpu_jiffies and b.cpu_jiffies > a.cpu_jiffies then
+    d.steal_pct = 100 * (b.steal_jiffies - a.steal_jiffies) / (b.cpu_jiffies - a.cpu_jiffies)
+  end
+  d.client_cpu_s = b.client_cpu_s - a.client_cpu_s
+  if d.wall_s > 0 then d.client_cpu_pct = 100 * d.client_cpu_s / d.wall_s end
+  return d
+end
+
+-- ---- the modes -------------------------------------------------------------------------
+
+local function halted(run)
+  return run.stop or run.interrupted or task.interrupted() > 0
+end
+
+-- Lockstep rounds (warmups, and the lockstep mode): one trial per provider per round, in parallel.
+local function lockstep_rounds(run, phase, count, rng, block, first_round)
+  local o = run.opts
+  for r = 1, count do
+    if halted(run) then return end
+    local round = (first_round or 0) + r
+    local order = stats.shuffle(util.copy(o.providers), rng)
+    run.state.round, run.state.order = round, order
+    run.writer:event('round', { phase = phase, round = round, order = order, block = block })
+    local tasks = {}
+    local due = clock.now()
+    for pos, name in ipairs(order) do
+      tasks[pos] = task.spawn(trial, run, run.P[name], phase, round, pos, order, { block = block, due = due })
+    end
+    join_all(run, tasks)
+    if phase == 'warmup' then run.rounds_done.warmup = round else run.rounds_done.measured = round end
+    progress(run)
+    if run.any_remote and o.pause_seconds > 0 and not run.stop then
+      if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
+    end
+  end
+end
+
+-- Sequential: one trial at a time; each round the providers one after another (seeded order).
+local function sequential_rounds(run, count, rng, block, first_round)
+  local o = run.opts
+  for r = 1, count do
+    local round = first_round + r
+    local order = stats.shuffle(util.copy(o.providers), rng)
+    run.state.round, run.state.order = round, order
+    run.writer:event('round', { phase = 'measured', round = round, order = order, block = block })
+    for pos, name in ipairs(order) do
+      if halted(run) then return end
+      local t = task.spawn(trial, run, run.P[name], 'measured', round, pos, order, { block = block, due = clock.now() })
+      join_all(run, { t })
+    end
+    run.rounds_done.measured = round
+    progress(run)
+  end
+end
+
+-- Burst or staggered, one provider: `samples` trials, at most --burst in flight (burst), or one
+-- launched every --stagger-ms (staggered). `due` is when each create should have left: the
+-- engine's lateness is measured against it.
+local function batch(run, p, block, first_round)
+  local o = run.opts
+  local t0 = clock.now()
+  local tasks = {}
+  local sem = o.mode == 'burst' and task.semaphore(o.burst) or nil
+  local step = o.mode == 'staggered' and math.floor(o.stagger_ms * 1e6) or 0
+  run.writer:event('batch', { block = block, provider = p.name, mode = o.mode, burst = o.burst,
+    stagger_ms = o.stagger_ms, samples = o.samples })
+  for i = 1, o.samples do
+    if halted(run) then break end
+    local due = t0 + (i - 1) * step
+    if step > 0 then
+      local wait = due - clock.now()
+      if wait > 0 and not pcall(task.sleep, wait / 1e9) then run.interrupted = true; break end
+    end
+    tasks[#tasks + 1] = task.spawn(function()
+      if sem then
+        sem:acquire()
+        -- a queued create is due when its place opens, not at the burst's start
+        if i > o.burst then due = clock.now() end
+      end
+      local ok, err = pcall(trial, run, p, 'measured', first_round + i, i, nil, { block = block, due = due })
+      if sem then sem:release() end
+      if not ok then error(err, 0) end
+    end)
+  end
+  join_all(run, tasks)
+  run.rounds_done.measured = run.rounds_done.measured + #tasks
+  progress(run)
+end
+
 local function run_rounds(run)
   local o = run.opts
   local rng = stats.rng(o.seed)
-  local any_remote = false
-  for _, name in ipairs(o.providers) do any_remote = any_remote or run.P[name].adapter.remote == true end
-  for _, ph in ipairs({ { 'warmup', o.warmups }, { 'measured', o.samples } }) do
-    local phase, count = ph[1], ph[2]
-    run.state.phase, run.state.rounds = phase, count
-    if not run.stop then run.state.status = 'running' end
-    for round = 1, count do
-      if run.stop or run.interrupted or task.interrupted() > 0 then return end
-      local order = stats.shuffle(util.copy(o.providers), rng)
-      run.state.round, run.state.order = round, order
-      run.writer:event('round', { phase = phase, round = round, order = order })
-      local tasks = {}
-      for pos, name in ipairs(order) do
-        tasks[pos] = task.spawn(trial, run, run.P[name], phase, round, pos, order)
+  run.any_remote = false
+  for _, name in ipairs(o.providers) do run.any_remote = run.any_remote or run.P[name].adapter.remote == true end
+  run.state.phase, run.state.rounds = 'warmup', o.warmups
+  if not run.stop then run.state.status = 'running' end
+  lockstep_rounds(run, 'warmup', o.warmups, rng)
+  -- burst and staggered run the providers one after another: each provider's trials count apart
+  local per = (o.mode == 'burst' or o.mode == 'staggered') and #o.providers or 1
+  run.state.phase, run.state.rounds = 'measured', o.samples * o.repeats * per
+  run.state.blocks = o.repeats
+  -- the blocks' provider orders have their own generator: the rounds' orders stay those of
+  -- stats.rng(seed) alone (the same seed gives the same rounds with or without --repeat)
+  local block_rng = stats.rng(o.seed ~ stats.hash('blocks'))
+  for block = 1, o.repeats do
+    if halted(run) then return end
+    local order = stats.shuffle(util.copy(o.providers), block_rng)
+    run.state.block = block
+    local before = arena.host_context()
+    run.writer:event('block', { block = block, blocks = o.repeats, mode = o.mode, order = order,
+      host = { loadavg = before.loadavg, client_cpu_s = before.client_cpu_s } })
+    local first = (block - 1) * o.samples
+    if o.mode == 'lockstep' then lockstep_rounds(run, 'measured', o.samples, rng, block, first)
+    elseif o.mode == 'sequential' then sequential_rounds(run, o.samples, rng, block, first)
+    else
+      for _, name in ipairs(order) do
+        if halted(run) then break end
+        batch(run, run.P[name], block, first)
       end
-      join_all(run, tasks)
-      if phase == 'warmup' then run.rounds_done.warmup = round else run.rounds_done.measured = round end
-      progress(run)
-      if any_remote and o.pause_seconds > 0 and not run.stop then
-        if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
-      end
+    end
+    local d = arena.host_delta(before, arena.host_context())
+    run.writer:event('block_finished', { block = block, host = d })
+    if block < o.repeats and run.any_remote and o.pause_seconds > 0 and not run.stop then
+      if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
     end
   end
 end
@@ -553,7 +780,7 @@ function arena.run(opts)
     local adapter_name = cfg.adapter or name
     cfg.adapter, cfg.sandbox = nil, nil
     local p = s:connect(adapter_name, cfg, name)
-    p.live, p.ready = {}, {}
+    p.live, p.ready, p.ready_blocks = {}, {}, {}
     p.counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
                  measured = 0, ok = 0, errors = 0, interrupted = 0 }
     run.P[name] = p
@@ -577,10 +804,14 @@ function arena.run(opts)
     timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,
     sandbox = o.sandbox, provider_config = o.provider_config, arena_version = arena.VERSION,
     versions = sys.versions(), host = sys.hostname(), pid = sys.pid(), cpu_count = sys.cpu_count(),
-    method = arena.METHOD,
+    method = o.mode == 'lockstep' and arena.METHOD or (arena.MODE_METHOD[o.mode] .. '; ' .. arena.METHOD:gsub('^[^;]*; ', '')),
+    mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms, label = o.label,
+    computesdk = o.computesdk or nil,
   }, true)
-  say(run, 'startup run %s: %s; %d samples + %d warmups each; seed %d%s', run_id, table.concat(o.providers, ', '),
-    o.samples, o.warmups, o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
+  say(run, 'startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', run_id, o.mode,
+    o.mode == 'burst' and (' ' .. o.burst .. ' at once') or (o.mode == 'staggered' and (' every ' .. o.stagger_ms .. ' ms') or ''),
+    table.concat(o.providers, ', '), o.samples, o.repeats > 1 and (' x ' .. o.repeats .. ' blocks') or '', o.warmups,
+    o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
   say(run, 'log: %s', run.jsonl)
   if srv then say(run, 'status: %s', run.status_url) end
   if o.on_start then

@@ -17,8 +17,9 @@ local SPEC = {
   ['solve-timeout-seconds'] = { key = 'solve_timeout_seconds', type = 'number', arg = 'S', help = "solve timeout (default: task.toml's agent timeout)" },
   ['verify-timeout-seconds'] = { key = 'verify_timeout_seconds', type = 'number', arg = 'S', help = "verifier timeout (default: task.toml's)" },
   ['concurrency'] = { key = 'concurrency', type = 'int', min = 1, arg = 'N', help = 'trials in flight at once' },
-  ['mode'] = { key = 'mode', type = 'string', choices = { 'cold', 'warm' }, arg = 'cold|warm',
-    help = 'fresh sandbox per trial, or from a prewarmed artifact' },
+  ['mode'] = { key = 'mode', type = 'string', choices = { 'cold', 'warm', 'lockstep', 'sequential', 'staggered', 'burst' },
+    arg = 'MODE', help = 'tasks: cold|warm (fresh sandbox, or from a prewarmed artifact); startup: ' ..
+    'lockstep (default)|sequential|staggered|burst' },
   ['modes'] = { key = 'modes', type = 'list', arg = 'cold,warm', help = 'modes (matrix plans)' },
   ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter' },
   ['solve-command-file'] = { key = 'solve_command_file', type = 'string', arg = 'FILE', help = 'the command solver\'s script' },
@@ -45,6 +46,14 @@ local SPEC = {
   ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
   ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
   ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
+  ['repeat'] = { key = 'repeats', type = 'int', min = 1, arg = 'N', help = 'startup: run the arena as N blocks (block-level CIs)' },
+  ['burst'] = { key = 'burst', type = 'int', min = 1, arg = 'N', help = 'startup --mode burst: N creates in flight at once per provider' },
+  ['stagger-ms'] = { key = 'stagger_ms', type = 'number', arg = 'M', help = 'startup --mode staggered: one create every M ms (default 200)' },
+  ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
+  ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
+  ['retry-errors'] = { key = 'retry_errors', type = 'int', min = 0, arg = 'N', help = "tasks: rerun a trial whose outcome is 'error' up to N times" },
+  ['rerun-errors'] = { key = 'rerun_errors', type = 'bool', help = "with --resume: rerun the tasks whose last outcome was 'error'" },
+  ['fresh-artifacts'] = { key = 'fresh_artifacts', type = 'bool', help = 'warm mode: prepare every warm artifact anew (no reuse)' },
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
@@ -56,7 +65,8 @@ local ORDER = {
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
-  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root',
+  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -102,6 +112,7 @@ function options.merge(p, f, argv)
       error(string.format('--prewarm-file: %s holds %s artifacts, not %s', o.prewarm_file, doc.provider, o.provider), 0)
     end
     o.warm_artifacts = util.copy(doc.artifacts)
+    o.warm_artifacts_created_at = doc.created_at
   end
   if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
   do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here
@@ -111,6 +122,11 @@ function options.merge(p, f, argv)
       error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
         '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
     end
+  end
+  local arena_modes = { lockstep = true, sequential = true, staggered = true, burst = true }
+  if o.mode ~= nil and (p.kind == 'startup') ~= (arena_modes[o.mode] == true) then
+    error(string.format('--mode %s: %s', o.mode, p.kind == 'startup' and
+      'a startup plan runs lockstep (default), sequential, staggered or burst' or 'a tasks plan runs cold or warm'), 0)
   end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)

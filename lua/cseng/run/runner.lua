@@ -113,6 +113,7 @@ local function trial_body(run, t, rec, state)
   local phases = rec.phases
   local function phase(name, fn)
     state.stage = name
+    if run.progress then run.progress:phase(t.id, name) end
     local s = clock.now()
     local ok, err = pcall(fn)
     phases[name .. '_seconds'] = ns_to_s(clock.now() - s)
@@ -158,8 +159,11 @@ local function trial_body(run, t, rec, state)
   end
   state.times = {}
   phase('start', function()
+    local ss = run.status_state
+    if ss then ss.started = ss.started + 1 end
     state.lease = run.session:sandbox(spec, { task_id = t.id }, { times = state.times })
     rec.sandbox_id = state.lease.id
+    if ss then ss.allocated, ss.live[state.lease.id] = ss.allocated + 1, true end
     rec.image = rec.image or state.lease.sb.image
     rec.limits = state.lease.sb.limits -- the resource limits the provider enforced
   end)
@@ -239,6 +243,8 @@ function runner.trial(run, t)
   local lease = state.lease
   if lease then
     local r = lease:close()
+    local ss = run.status_state
+    if ss and r.ok then ss.destroyed, ss.live[lease.id] = ss.destroyed + 1, nil end
     rec.phases.stop_seconds = ns_to_s(lease:span('destroy_start', 'destroy_end'))
     if not r.ok then rec.cleanup_error = tostring(r.error) end
     rec.sandbox_seconds = ns_to_s(lease.times.destroy_end - lease.times.create_start)
@@ -271,15 +277,77 @@ function runner.replay(run, t, rcp, sb, rec)
   return info
 end
 
+--- A trial with --retry-errors N: a trial whose outcome is `error` (an infrastructure failure,
+--- never a `failed` verdict) runs again, up to N more times, after retry_delay_seconds (default
+--- 1). Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
+--- (its `attempt` numbers it, `attempts` counts them), so summaries count the final outcome.
+--- No retry after an interrupt or once the session stopped allocating.
+---@return table rec, boolean|nil interrupted
+function runner.attempts(run, t, progress)
+  local max = math.tointeger(run.opts.retry_errors) or 0
+  local attempt = 0
+  while true do
+    attempt = attempt + 1
+    local rec, interrupted = runner.trial(run, t)
+    rec.attempt = attempt
+    local again = not interrupted and rec.outcome == 'error' and attempt <= max and not run.session.cleanup_failed
+      and task.interrupted() == 0 and not task.cancelled()
+    if not again then
+      if attempt > 1 then rec.attempts = attempt end
+      return rec, interrupted
+    end
+    run.writer:event('trial_attempt', rec)
+    if progress then progress:attempt(rec, max + 1) end
+    local delay = tonumber(run.opts.retry_delay_seconds) or 1
+    if delay > 0 and not pcall(task.sleep, delay) then
+      rec.attempts = attempt
+      return rec, true
+    end
+  end
+end
+
+--- Seconds since an artifact was made: from a prewarm file's created_at (ISO-8601 UTC), else
+--- the mtime of an artifact that is a path on this machine (the local provider's roots); nil
+--- when neither says.
+---@return number|nil
+function runner.artifact_age(artifact, created_at)
+  local now = clock.epoch()
+  if type(created_at) == 'string' then
+    local y, mo, d, hh, mi, ss = created_at:match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)')
+    if y then
+      local t = os.time { year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(hh),
+        min = tonumber(mi), sec = tonumber(ss), isdst = false }
+      -- os.time reads the fields as local time: correct by the local offset at that moment
+      local off = os.time(os.date('*t', t)) - os.time(os.date('!*t', t))
+      return math.max(0, math.floor(now - (t + off)))
+    end
+  end
+  if type(artifact) == 'string' and artifact:sub(1, 1) == '/' then
+    local st = require('cseng.fs').stat(artifact)
+    if st and st.mtime then return math.max(0, math.floor(now - st.mtime)) end
+  end
+  return nil
+end
+
 --- The warm artifact of a task: prepared once per run (or given by the user / a prewarm file),
 --- named by the recipe's content key. Returns the artifact and whether it existed already.
 --- Trials that need an artifact another trial is preparing wait on it (woken when it is done,
 --- or failed: then one of them prepares it again).
 function runner.warm_artifact(run, t)
   local given = run.opts.warm_artifacts and (run.opts.warm_artifacts[t.id] or run.opts.warm_artifacts['*'])
-  if given then return given, true end
+  if given then
+    if not run.warm_cache['given:' .. given] then -- once per artifact: where it came from and its age
+      run.warm_cache['given:' .. given] = true
+      run.writer:event('prewarmed', { task_id = t.id, artifact = given, provider = run.provider.name, reused = true,
+        source = run.opts.prewarm_file and 'prewarm-file' or 'warm-artifact', prewarm_file = run.opts.prewarm_file,
+        age_s = runner.artifact_age(given, run.opts.warm_artifacts_created_at) })
+    end
+    return given, true
+  end
   local cache = run.warm_cache
   local key = recipe.for_run(run, t).key:sub(1, 24)
+  -- --fresh-artifacts: a new artifact under a new name, whatever exists for this content
+  if run.opts.fresh_artifacts then key = key .. '-fresh' .. (run.session.stamp or ''):gsub('%D', '') end
   while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
     local pending = cache[key]
     pending.waiters = pending.waiters + 1
@@ -295,11 +363,12 @@ function runner.warm_artifact(run, t)
     cache[key] = value
     for _ = 1, pending.waiters do pending.done:release() end
   end
-  if run.provider.find_artifact then -- an artifact of the same content made earlier: no preparation
+  if run.provider.find_artifact and not run.opts.fresh_artifacts then -- made earlier for this content: reuse it
     local fok, found = pcall(run.provider.find_artifact, run.client, key, t)
     if fok and found then
       settle(found)
-      run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true })
+      run.writer:event('prewarmed', { task_id = t.id, artifact = found, provider = run.provider.name, reused = true,
+        source = 'provider', age_s = runner.artifact_age(found) })
       return found, true
     end
   end
@@ -337,40 +406,106 @@ end
 local Progress = {}
 Progress.__index = Progress
 
+--- Progress of a tasks run: on a terminal, one live line per trial in flight (task, phase, time
+--- in phase) under the finished trials' lines, and a status line (done/total, running,
+--- pass/fail/error counts, elapsed, ETA); plain lines when stdout is not a terminal.
 function runner.progress(total, opts)
-  return setmetatable({ total = total, done = 0, passed = 0, failed = 0, errors = 0, t0 = clock.now(),
-    tty = not opts.quiet and sys.isatty(1), quiet = opts.quiet }, Progress)
+  return setmetatable({ total = total, done = 0, passed = 0, failed = 0, errors = 0, retried = 0, t0 = clock.now(),
+    tty = not opts.quiet and sys.isatty(1), quiet = opts.quiet, live = {}, order = {}, drawn = 0,
+    width = #tostring(total) }, Progress)
 end
 
 function Progress:status()
   local el = ns_to_s(clock.now() - self.t0)
   local eta = self.done > 0 and el / self.done * (self.total - self.done) or nil
-  return string.format('%d/%d done, %d running, %d passed, %d failed, %d errors, %s elapsed%s', self.done, self.total,
-    self.running or 0, self.passed, self.failed, self.errors, util.fmt_seconds(el), eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
+  return string.format('%d/%d done, %d running, %d passed, %d failed, %d errors%s, %s elapsed%s', self.done,
+    self.total, self.running or 0, self.passed, self.failed, self.errors,
+    self.retried > 0 and string.format(' (%d retried)', self.retried) or '', util.fmt_seconds(el),
+    eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
+end
+
+--- A trial entered a phase (called by the trial; the live lines show it).
+function Progress:phase(task_id, name)
+  local l = self.live[task_id]
+  if not l then
+    l = {}
+    self.live[task_id] = l
+    self.order[#self.order + 1] = task_id
+  end
+  l.phase, l.since = name, clock.now()
+end
+
+--- The in-flight trials as {task_id, phase, phase_s}, in start order (the status endpoint too).
+function Progress:in_flight()
+  local out, keep = {}, {}
+  for _, id in ipairs(self.order) do
+    local l = self.live[id]
+    if l then
+      keep[#keep + 1] = id
+      out[#out + 1] = { task_id = id, phase = l.phase, phase_s = math.floor(ns_to_s(clock.now() - l.since) * 10 + 0.5) / 10 }
+    end
+  end
+  self.order = keep
+  return out
+end
+
+-- On a terminal: erase the live block drawn last time (the cursor is below it).
+function Progress:erase()
+  if self.drawn > 0 then io.stdout:write('\r\27[', self.drawn, 'A\27[J') end
+  self.drawn = 0
+end
+
+function Progress:draw()
+  local lines = {}
+  for _, l in ipairs(self:in_flight()) do
+    lines[#lines + 1] = string.format('  %-40s %-18s %6.1fs', util.escape(l.task_id, true), l.phase or '?', l.phase_s)
+  end
+  lines[#lines + 1] = self:status()
+  io.stdout:write(table.concat(lines, '\n'), '\n')
+  self.drawn = #lines
+end
+
+function Progress:line(line)
+  if self.quiet then return end
+  if self.tty then self:erase(); io.stdout:write(line, '\n'); self:draw() else io.stdout:write(line, '\n') end
+  io.stdout:flush()
+end
+
+--- An attempt that will be retried (--retry-errors).
+function Progress:attempt(rec, of)
+  self.retried = self.retried + 1
+  self:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
+    string.rep(' ', 2 * self.width + 1), rec.task_id, 'error', rec.elapsed_seconds, rec.error_stage or '?',
+    util.tail(rec.error or '', 120), rec.attempt, of))
 end
 
 function Progress:trial(rec)
   self.done = self.done + 1
+  self.live[rec.task_id] = nil
   if rec.outcome == 'passed' then self.passed = self.passed + 1
   elseif rec.outcome == 'error' then self.errors = self.errors + 1
   else self.failed = self.failed + 1 end
-  if self.quiet then return end
   local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
     string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
+  if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
   -- a task id or an error is data: its control characters are escaped (util.console)
-  local line = string.format('[%d/%d] %-40s %-6s %6.1fs%s', self.done, self.total, util.escape(rec.task_id, true), rec.outcome,
-    rec.elapsed_seconds, util.escape(detail, true))
-  if self.tty then io.stdout:write('\r\27[K', line, '\n', self:status()) else io.stdout:write(line, '\n') end
-  io.stdout:flush()
+  local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
+    util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds, util.escape(detail, true))
+  if not self.tty and not self.quiet then line = line .. '  (' .. self:status() .. ')' end
+  self:line(line)
 end
 
---- On a terminal, refresh the status line every second (a task; cancel it at the end).
+--- A trial left without a record (interrupted).
+function Progress:gone(task_id) self.live[task_id] = nil end
+
+--- On a terminal, redraw the live lines every second (a task; cancel it at the end).
 function Progress:start_ticker()
   if not self.tty then return end
   self.ticker = task.spawn(function()
     while true do
       task.sleep(1)
-      io.stdout:write('\r\27[K', self:status())
+      self:erase()
+      self:draw()
       io.stdout:flush()
     end
   end)
@@ -378,7 +513,70 @@ end
 
 function Progress:finish()
   if self.ticker then self.ticker:cancel() end
-  if self.tty then io.stdout:write('\r\27[K') end
+  if self.tty then self:erase() end
+end
+
+--- The status endpoint's document for a tasks run: the arena's shape (run_id, status, phase,
+--- elapsed_s, log, providers.<name> with counters and `live`, always a list) plus the trials in
+--- flight and the ETA; numbers rounded to 0.1.
+function runner.status_doc(run, progress, state)
+  local jsonl = require 'cseng.lib.jsonl'
+  local function r1(v) return v and math.floor(v * 10 + 0.5) / 10 or nil end
+  local el = ns_to_s(clock.now() - progress.t0)
+  local live = {}
+  for id in pairs(state.live) do live[#live + 1] = id end
+  table.sort(live)
+  local flying = progress:in_flight()
+  return {
+    run_id = run.id, kind = 'tasks', status = state.status, phase = state.status == 'running' and 'trials' or state.status,
+    label = run.opts.label, elapsed_s = r1(el), log = run.writer.path, total = progress.total, done = progress.done,
+    eta_s = progress.done > 0 and r1(el / progress.done * (progress.total - progress.done)) or nil,
+    last_error = state.last_error,
+    trials = jsonl.array(flying),
+    providers = { [run.provider.name] = {
+      started = state.started, allocated = state.allocated, destroyed = state.destroyed, running = progress.running or 0,
+      passed = progress.passed, failed = progress.failed, errors = progress.errors, retried = progress.retried,
+      live = jsonl.array(live),
+    } },
+  }
+end
+
+--- Serve runner.status_doc on 127.0.0.1:port (GET / or /status), as the arena does.
+function runner.status_server(run, progress, port)
+  local serve = require 'cseng.serve'
+  local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
+    if req.method ~= 'GET' and req.method ~= 'HEAD' then
+      return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
+    end
+    if req.path ~= '/' and req.path ~= '/status' then
+      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
+    end
+    return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
+      util.json_sorted(runner.status_doc(run, progress, run.status_state)) .. '\n'
+  end }
+  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
+  return srv
+end
+
+--- The combined summary after a matrix run: one line per provider x mode run, with its counts,
+--- status and log. done: {opts, status, info} per run, in the order they ran.
+---@param done table[]
+---@return string
+function runner.matrix_summary(done)
+  local lines = { string.format('matrix: %d run(s)', #done),
+    string.format('  %-14s %-6s %6s %6s %6s %6s  %-12s %s', 'provider', 'mode', 'tasks', 'passed', 'failed', 'errors',
+      'status', 'log') }
+  local tot = { 0, 0, 0, 0 }
+  for _, d in ipairs(done) do
+    local sm = d.info and d.info.summary or {}
+    local n = { sm.task_count or 0, sm.passed or 0, sm.failed or 0, sm.errors or 0 }
+    for i = 1, 4 do tot[i] = tot[i] + n[i] end
+    local word = d.status == 0 and 'ok' or (d.status == 130 and 'interrupted' or 'errors')
+    lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d  %-12s %s', tostring(d.opts.provider),
+      tostring(d.opts.mode or 'cold'), n[1], n[2], n[3], n[4], word, d.info and d.info.jsonl or '-')
+  end
+  lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d', 'total', '', tot[1], tot[2], tot[3], tot[4])
+  return table.concat(lines, '\n')
 end
 
 --- The end-of-run table.
@@ -431,6 +629,7 @@ end
 --- {run_id, jsonl, json, records, summary}.
 ---@return integer status, table info
 function runner.run_tasks(opts)
+  if opts.rerun_errors and not opts.resume then error('--rerun-errors goes with --resume RUN.jsonl', 0) end
   local solver = runner.solver(opts.solver or 'gold')
   if solver.check then -- a missing credential stops the run before any sandbox exists
     local ok, msg = solver.check(opts, session.getenv(opts.env))
@@ -462,13 +661,19 @@ function runner.run_tasks(opts)
   local provider, writer = p.adapter, s.writer
   local run = runner.run_of(s, p, solver)
 
-  local done = {}
+  local done, rerun = {}, {}
   if prior then
-    for _, e in ipairs(prior.events) do if e.event == 'trial' then done[e.task_id] = true end end
+    -- --rerun-errors: a task whose last recorded outcome is `error` runs again (its new trial
+    -- record says rerun = true and replaces the old one in results.trials)
+    for _, e in ipairs(prior.events) do
+      if e.event == 'trial' then done[e.task_id] = not (opts.rerun_errors and e.outcome == 'error') end
+    end
+    for id, d in pairs(done) do if not d then rerun[id] = true; done[id] = nil end end
     -- sandboxes the killed process left behind are destroyed before anything new starts; a
     -- failure there stops the run from allocating (like any failed cleanup)
     s:sweep(prior.events, { reason = 'resume' })
-    writer:event('run_resumed', { argv = opts.argv, pid = sys.pid() })
+    writer:event('run_resumed', { argv = opts.argv, pid = sys.pid(), rerun_errors = opts.rerun_errors or nil,
+      label = opts.label })
   else
     writer:event('run_started', {
       plan = opts.name, plan_file = opts.plan_file, argv = opts.argv, provider = provider.name, mode = opts.mode,
@@ -476,7 +681,7 @@ function runner.run_tasks(opts)
       runtime = provider.runtime and provider.runtime(p.client) or provider.description, versions = sys.versions(),
       host = sys.hostname(), pid = sys.pid(), seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
       provider_config = opts.provider_config, -- so `cseng cleanup RUN.jsonl` reconnects the same way
-      shard = sh and sh.record or nil,
+      shard = sh and sh.record or nil, label = opts.label, retry_errors = opts.retry_errors,
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
@@ -494,6 +699,14 @@ function runner.run_tasks(opts)
     io.stdout:write('log: ', s.jsonl, '\n')
   end
 
+  run.progress = progress
+  run.status_state = { status = 'running', live = {}, started = 0, allocated = 0, destroyed = 0 }
+  local srv
+  if opts.status_port then
+    srv = runner.status_server(run, progress, opts.status_port)
+    if not opts.quiet then io.stdout:write('status: ', srv:url(), '/\n') end
+    if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = srv:url() .. '/' }) end
+  end
   progress:start_ticker()
   local sem = task.semaphore(opts.concurrency or 1)
   local workers, records, passes = {}, {}, 0
@@ -506,10 +719,12 @@ function runner.run_tasks(opts)
     if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       progress.running = (progress.running or 0) + 1
-      local rec, was_interrupted = runner.trial(run, t)
+      local rec, was_interrupted = runner.attempts(run, t, progress)
+      if rerun[t.id] then rec.rerun = true end
       progress.running = progress.running - 1
       sem:release()
       if was_interrupted then
+        progress:gone(t.id)
         writer:event('trial_interrupted', { task_id = t.id, sandbox_id = rec.sandbox_id, stage = rec.error_stage })
         return
       end
@@ -518,6 +733,7 @@ function runner.run_tasks(opts)
       writer:event('trial', rec)
       records[#records + 1] = rec
       if rec.outcome == 'passed' then passes = passes + 1 end
+      if rec.outcome == 'error' then run.status_state.last_error = t.id .. ': ' .. tostring(rec.error) end
       progress:trial(rec)
     end)
   end
@@ -539,6 +755,8 @@ function runner.run_tasks(opts)
   local reclaimed = 0
   if not interrupted then reclaimed = s:reconcile() end
   local status = interrupted and 'interrupted' or (s.auth_failed and 'stopped') or (s.cleanup_failed and 'cleanup_failed') or 'finished'
+  run.status_state.status = status
+  if srv then srv:close() end
   local all = results.read(s.jsonl)
   local summary = results.summary(all)
   all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it

@@ -25,6 +25,10 @@ SPEC['aws-bucket'] = { key = 'aws_bucket', type = 'string', arg = 'BUCKET',
 SPEC['aws-build-role-arn'] = { key = 'aws_build_role_arn', type = 'string', arg = 'ARN',
   help = 'aws-microvm: the IAM role the image build assumes' }
 for _, n in ipairs(IMAGE_NAMES) do NAMES[#NAMES + 1] = n end
+SPEC['list'] = { key = 'list', type = 'bool', help = 'show the warm artifacts (the adapter\'s own listing, else the prewarm files)' }
+SPEC['prune'] = { key = 'prune', type = 'bool', help = 'remove the warm artifacts --list shows, and their prewarm files' }
+NAMES[#NAMES + 1] = 'list'
+NAMES[#NAMES + 1] = 'prune'
 
 local DEFAULT_PLAN = 'plans/warm-gold.lua'
 
@@ -36,7 +40,9 @@ local cmd = {
     'AWS_MICROVM_IMAGE_ID=<arn>.\n' ..
     'The plan (default ' .. DEFAULT_PLAN .. ') gives the dataset and image map; options override it.\n' ..
     'Writes results/prewarm-<provider>-<stamp>.json; reuse it with\n' ..
-    '  cseng run plans/warm-gold.lua --provider NAME --prewarm-file FILE\n\noptions:\n' .. flags.help(SPEC, NAMES),
+    '  cseng run plans/warm-gold.lua --provider NAME --prewarm-file FILE\n' ..
+    'cseng prewarm --list [--provider NAME] [--output DIR] shows the artifacts and their age;\n' ..
+    '--prune removes them (through the adapter where it can delete artifacts) and their files.\n\noptions:\n' .. flags.help(SPEC, NAMES),
 }
 
 -- One runner image for every task (aws-microvm): built by provider.prewarm_image, printed as
@@ -58,9 +64,99 @@ local function prewarm_image(provider, f)
   return 1
 end
 
+-- The prewarm files in dir (newest first): {path, doc}, for one provider or all.
+local function prewarm_files(dir, provider)
+  local out = {}
+  for _, name in ipairs(fs.list(dir) or {}) do
+    if name:match('^prewarm%-.+%.json$') then
+      local path = dir .. '/' .. name
+      local ok, doc = pcall(require('cjson').decode, fs.read(path) or '')
+      if ok and type(doc) == 'table' and doc.kind == 'cseng-prewarm' and (not provider or doc.provider == provider) then
+        out[#out + 1] = { path = path, doc = doc }
+      end
+    end
+  end
+  table.sort(out, function(a, b) return tostring(a.doc.created_at) > tostring(b.doc.created_at) end)
+  return out
+end
+
+local function age_text(s)
+  if not s then return '?' end
+  if s < 120 then return s .. ' s' end
+  if s < 7200 then return (s // 60) .. ' min' end
+  if s < 172800 then return (s // 3600) .. ' h' end
+  return (s // 86400) .. ' d'
+end
+
+--- --list / --prune: the adapter's own listing (adapter.list_artifacts(client) -> {{id, created_at?,
+--- task_id?}}) when it has one, else the prewarm files in results/ (or --output DIR). Prune deletes
+--- through adapter.delete_artifact(client, id) where it exists, then removes the prewarm files.
+local function list_or_prune(o, prune)
+  local dir = (o.output and not o.output:match('%.json$')) and o.output or 'results'
+  local rows, n_art, n_del, kept = {}, 0, 0, 0
+  local adapter, client
+  if o.provider then
+    adapter = session.adapter(o.provider)
+    if adapter.list_artifacts or (prune and adapter.delete_artifact) then
+      local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm-list', adapter.name },
+        stem = function(stamp) return 'prewarm-list-' .. adapter.name .. '-' .. stamp end }
+      client = s:connect(o.provider, o.provider_config).client
+    end
+  end
+  if adapter and adapter.list_artifacts then
+    local list = assert(adapter.list_artifacts(client))
+    for _, a in ipairs(list) do
+      n_art = n_art + 1
+      rows[#rows + 1] = string.format('%-10s %-44s %-8s %s', adapter.name, tostring(a.task_id or '-'),
+        age_text(runner.artifact_age(a.id, a.created_at)), a.id)
+      if prune and adapter.delete_artifact then
+        if adapter.delete_artifact(client, a.id) then n_del = n_del + 1 end
+      end
+    end
+  end
+  local files = prewarm_files(dir, o.provider)
+  for _, fdoc in ipairs(files) do
+    local doc = fdoc.doc
+    local ids = {}
+    for tid in pairs(doc.artifacts or {}) do ids[#ids + 1] = tid end
+    table.sort(ids)
+    for _, tid in ipairs(ids) do
+      local id = doc.artifacts[tid]
+      if not (adapter and adapter.list_artifacts) then
+        n_art = n_art + 1
+        rows[#rows + 1] = string.format('%-10s %-44s %-8s %s  (%s)', tostring(doc.provider), tid,
+          age_text(runner.artifact_age(id, doc.created_at)), tostring(id), fdoc.path)
+        if prune then
+          if adapter and adapter.delete_artifact and doc.provider == adapter.name then
+            if adapter.delete_artifact(client, id) then n_del = n_del + 1 end
+          else kept = kept + 1 end
+        end
+      end
+    end
+    if prune then fs.remove(fdoc.path) end
+  end
+  io.stdout:write(string.format('%-10s %-44s %-8s %s\n', 'provider', 'task', 'age', 'artifact'))
+  for _, r in ipairs(rows) do io.stdout:write(r, '\n') end
+  if n_art == 0 then io.stdout:write('no warm artifacts recorded in ', dir, '/', o.provider and (' for ' .. o.provider) or '', '\n') end
+  if prune then
+    io.stdout:write(string.format('pruned: %d prewarm file(s) removed, %d artifact(s) deleted at the provider%s\n',
+      #files, n_del, kept > 0 and string.format(', %d kept (the adapter cannot delete artifacts; pass --provider ' ..
+        'NAME where it can)', kept) or ''))
+  end
+  return 0
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then io.stderr:write('cseng: prewarm: ', pos, ' (see cseng prewarm --help)\n'); return 2 end
+  if f.list or f.prune then
+    if #pos > 0 then io.stderr:write('cseng: prewarm --list/--prune take no PLAN.lua\n'); return 2 end
+    local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
+    if not ok then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
+    local lok, st = pcall(list_or_prune, o, f.prune)
+    if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
+    return st
+  end
   if f.provider then
     local okp, provider = pcall(session.adapter, f.provider)
     if okp and provider.prewarm_image then return prewarm_image(provider, f) end

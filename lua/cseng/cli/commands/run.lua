@@ -36,12 +36,16 @@ function cmd.run(args)
   end
   local runok, status = pcall(function()
     if o.kind == 'tasks' or o.kind == 'matrix' then
-      local worst = 0
-      for _, one in ipairs(plan.expand(o)) do -- a matrix is one tasks run per provider x mode
-        local st = require('cseng.run.runner').run_tasks(one)
-        if st == 130 then return 130 end
+      local worst, done = 0, {}
+      local runs = plan.expand(o)
+      for _, one in ipairs(runs) do -- a matrix is one tasks run per provider x mode
+        local st, info = require('cseng.run.runner').run_tasks(one)
+        done[#done + 1] = { opts = one, status = st, info = info }
+        if st == 130 then break end
         worst = math.max(worst, st)
       end
+      if #runs > 1 and not o.quiet then io.stdout:write(require('cseng.run.runner').matrix_summary(done), '\n') end
+      if done[#done] and done[#done].status == 130 then return 130 end
       return worst
     elseif o.kind == 'startup' then
       return (require('cseng.run.arena').run(o))
