@@ -89,7 +89,10 @@ long ap_parse_head(const char *buf, size_t len, struct ap_request *r) {
   /* find the end of the head first */
   size_t end = 0;
   for (size_t i = 0; i + 1 < len; i++) {
-    if (buf[i] == '\n' && buf[i + 1] == '\n') { end = i + 2; break; }
+    if (buf[i] == '\n' && buf[i + 1] == '\n') {
+      end = i + 2;
+      break;
+    }
     if (i + 3 < len && buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n') {
       end = i + 4;
       break;
@@ -111,8 +114,8 @@ long ap_parse_head(const char *buf, size_t len, struct ap_request *r) {
   r->target_len = p - s;
   if (r->target[0] != '/') return AP_E_BAD;
   p++;
-  if (end - p < 9 || memcmp(buf + p, "HTTP/", 5) != 0 || buf[p + 5] < '0' || buf[p + 5] > '9' || buf[p + 6] != '.' ||
-      buf[p + 7] < '0' || buf[p + 7] > '9')
+  if (end - p < 9 || memcmp(buf + p, "HTTP/", 5) != 0 || buf[p + 5] < '0' || buf[p + 5] > '9' ||
+      buf[p + 6] != '.' || buf[p + 7] < '0' || buf[p + 7] > '9')
     return AP_E_BAD;
   if (buf[p + 5] != '1' || (buf[p + 7] != '0' && buf[p + 7] != '1')) return AP_E_VERSION;
   r->minor = buf[p + 7] - '0';
@@ -128,8 +131,14 @@ long ap_parse_head(const char *buf, size_t len, struct ap_request *r) {
   /* headers */
   for (;;) {
     if (p >= end) return AP_E_BAD;
-    if (buf[p] == '\n') { p++; break; }
-    if (buf[p] == '\r' && p + 1 < end && buf[p + 1] == '\n') { p += 2; break; }
+    if (buf[p] == '\n') {
+      p++;
+      break;
+    }
+    if (buf[p] == '\r' && p + 1 < end && buf[p + 1] == '\n') {
+      p += 2;
+      break;
+    }
     if (buf[p] == ' ' || buf[p] == '\t') return AP_E_BAD; /* obsolete line folding: refused (RFC 9112 5.2) */
     s = p;
     while (p < end && is_tchar((unsigned char)buf[p])) p++;
@@ -182,7 +191,18 @@ const struct ap_header *ap_header(const struct ap_request *r, const char *name) 
 
 /* ---------------------------------------------------------------- chunked */
 
-enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER_START, CH_TRAILER, CH_END_LF, CH_DONE };
+enum {
+  CH_SIZE,
+  CH_EXT,
+  CH_SIZE_LF,
+  CH_DATA,
+  CH_DATA_CR,
+  CH_DATA_LF,
+  CH_TRAILER_START,
+  CH_TRAILER,
+  CH_END_LF,
+  CH_DONE
+};
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -191,80 +211,92 @@ static int hexval(int c) {
   return -1;
 }
 
-int ap_chunked_feed(struct ap_chunked *c, const char *in, size_t len, char *out, size_t *out_len, size_t *consumed) {
+int ap_chunked_feed(struct ap_chunked *c, const char *in, size_t len, char *out, size_t *out_len,
+                    size_t *consumed) {
   size_t i = 0, o = 0;
   while (i < len && c->state != CH_DONE) {
     unsigned char ch = (unsigned char)in[i];
     switch (c->state) {
-    case CH_SIZE: {
-      int h = hexval(ch);
-      if (h >= 0) {
-        if (c->digits >= 15) return -1;
-        c->remaining = c->remaining * 16 + (uint64_t)h;
-        c->digits++;
+      case CH_SIZE: {
+        int h = hexval(ch);
+        if (h >= 0) {
+          if (c->digits >= 15) return -1;
+          c->remaining = c->remaining * 16 + (uint64_t)h;
+          c->digits++;
+          i++;
+        } else if (c->digits && (ch == ';' || ch == ' ' || ch == '\t')) {
+          c->state = CH_EXT;
+          i++;
+        } else if (c->digits && ch == '\r') {
+          c->state = CH_SIZE_LF;
+          i++;
+        } else if (c->digits && ch == '\n') {
+          i++;
+          c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
+        } else {
+          return -1;
+        }
+        break;
+      }
+      case CH_EXT:
+        if (ch == '\r') c->state = CH_SIZE_LF;
+        else if (ch == '\n') c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
+        else if (ch < 0x20 && ch != '\t') return -1;
         i++;
-      } else if (c->digits && (ch == ';' || ch == ' ' || ch == '\t')) {
-        c->state = CH_EXT;
-        i++;
-      } else if (c->digits && ch == '\r') {
-        c->state = CH_SIZE_LF;
-        i++;
-      } else if (c->digits && ch == '\n') {
+        break;
+      case CH_SIZE_LF:
+        if (ch != '\n') return -1;
         i++;
         c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
-      } else {
-        return -1;
+        break;
+      case CH_DATA: {
+        size_t n = len - i;
+        if (n > c->remaining) n = (size_t)c->remaining;
+        memcpy(out + o, in + i, n);
+        o += n;
+        i += n;
+        c->remaining -= n;
+        if (!c->remaining) c->state = CH_DATA_CR;
+        break;
       }
-      break;
-    }
-    case CH_EXT:
-      if (ch == '\r') c->state = CH_SIZE_LF;
-      else if (ch == '\n') c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
-      else if (ch < 0x20 && ch != '\t') return -1;
-      i++;
-      break;
-    case CH_SIZE_LF:
-      if (ch != '\n') return -1;
-      i++;
-      c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
-      break;
-    case CH_DATA: {
-      size_t n = len - i;
-      if (n > c->remaining) n = (size_t)c->remaining;
-      memcpy(out + o, in + i, n);
-      o += n;
-      i += n;
-      c->remaining -= n;
-      if (!c->remaining) c->state = CH_DATA_CR;
-      break;
-    }
-    case CH_DATA_CR:
-      if (ch == '\r') { c->state = CH_DATA_LF; i++; }
-      else if (ch == '\n') { c->state = CH_SIZE; c->digits = 0; i++; }
-      else return -1;
-      break;
-    case CH_DATA_LF:
-      if (ch != '\n') return -1;
-      i++;
-      c->state = CH_SIZE;
-      c->digits = 0;
-      c->remaining = 0;
-      break;
-    case CH_TRAILER_START:
-      if (ch == '\r') { c->state = CH_END_LF; i++; }
-      else if (ch == '\n') { c->state = CH_DONE; i++; }
-      else { c->state = CH_TRAILER; }
-      break;
-    case CH_TRAILER:
-      if (ch == '\n') c->state = CH_TRAILER_START;
-      else if (ch < 0x20 && ch != '\t' && ch != '\r') return -1;
-      i++;
-      break;
-    case CH_END_LF:
-      if (ch != '\n') return -1;
-      i++;
-      c->state = CH_DONE;
-      break;
+      case CH_DATA_CR:
+        if (ch == '\r') {
+          c->state = CH_DATA_LF;
+          i++;
+        } else if (ch == '\n') {
+          c->state = CH_SIZE;
+          c->digits = 0;
+          i++;
+        } else return -1;
+        break;
+      case CH_DATA_LF:
+        if (ch != '\n') return -1;
+        i++;
+        c->state = CH_SIZE;
+        c->digits = 0;
+        c->remaining = 0;
+        break;
+      case CH_TRAILER_START:
+        if (ch == '\r') {
+          c->state = CH_END_LF;
+          i++;
+        } else if (ch == '\n') {
+          c->state = CH_DONE;
+          i++;
+        } else {
+          c->state = CH_TRAILER;
+        }
+        break;
+      case CH_TRAILER:
+        if (ch == '\n') c->state = CH_TRAILER_START;
+        else if (ch < 0x20 && ch != '\t' && ch != '\r') return -1;
+        i++;
+        break;
+      case CH_END_LF:
+        if (ch != '\n') return -1;
+        i++;
+        c->state = CH_DONE;
+        break;
     }
   }
   *out_len = o;
@@ -280,9 +312,15 @@ static int pct_decode(const char *s, size_t n, int plus_space, char **out, size_
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     if (s[i] == '%') {
-      if (n - i < 3) { free(d); return -1; }
+      if (n - i < 3) {
+        free(d);
+        return -1;
+      }
       int a = hexval((unsigned char)s[i + 1]), b = hexval((unsigned char)s[i + 2]);
-      if (a < 0 || b < 0) { free(d); return -1; }
+      if (a < 0 || b < 0) {
+        free(d);
+        return -1;
+      }
       d[o++] = (char)(a * 16 + b);
       i += 2;
     } else if (s[i] == '+' && plus_space) {
@@ -337,19 +375,31 @@ static void jerr(struct jp *p, const char *msg) {
 }
 
 static void jws(struct jp *p) {
-  while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
+  while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
+    p->i++;
 }
 
 static void put_utf8(struct buf *b, unsigned long cp, int *oom) {
   char t[4];
   size_t n;
-  if (cp < 0x80) { t[0] = (char)cp; n = 1; }
-  else if (cp < 0x800) { t[0] = (char)(0xc0 | (cp >> 6)); t[1] = (char)(0x80 | (cp & 0x3f)); n = 2; }
-  else if (cp < 0x10000) {
-    t[0] = (char)(0xe0 | (cp >> 12)); t[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); t[2] = (char)(0x80 | (cp & 0x3f)); n = 3;
+  if (cp < 0x80) {
+    t[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    t[0] = (char)(0xc0 | (cp >> 6));
+    t[1] = (char)(0x80 | (cp & 0x3f));
+    n = 2;
+  } else if (cp < 0x10000) {
+    t[0] = (char)(0xe0 | (cp >> 12));
+    t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    t[2] = (char)(0x80 | (cp & 0x3f));
+    n = 3;
   } else {
-    t[0] = (char)(0xf0 | (cp >> 18)); t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    t[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); t[3] = (char)(0x80 | (cp & 0x3f)); n = 4;
+    t[0] = (char)(0xf0 | (cp >> 18));
+    t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    t[3] = (char)(0x80 | (cp & 0x3f));
+    n = 4;
   }
   if (buf_add(b, t, n)) *oom = 1;
 }
@@ -373,19 +423,31 @@ static char *jstring(struct jp *p, size_t *len) {
   int oom = 0;
   p->i++; /* quote */
   for (;;) {
-    if (p->i >= p->n) { jerr(p, "unterminated string"); break; }
+    if (p->i >= p->n) {
+      jerr(p, "unterminated string");
+      break;
+    }
     unsigned char c = (unsigned char)p->s[p->i];
     if (c == '"') {
       p->i++;
-      if (buf_reserve(&b, 0)) { oom = 1; break; }
+      if (buf_reserve(&b, 0)) {
+        oom = 1;
+        break;
+      }
       b.p[b.len] = 0;
       *len = b.len;
       return b.p;
     }
-    if (c < 0x20) { jerr(p, "control character in string"); break; }
+    if (c < 0x20) {
+      jerr(p, "control character in string");
+      break;
+    }
     if (c == '\\') {
       p->i++;
-      if (p->i >= p->n) { jerr(p, "unterminated escape"); break; }
+      if (p->i >= p->n) {
+        jerr(p, "unterminated escape");
+        break;
+      }
       char e = p->s[p->i++];
       const char *map = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
       const char *m = strchr(map, e);
@@ -393,12 +455,18 @@ static char *jstring(struct jp *p, size_t *len) {
         if (buf_add(&b, to + (m - map), 1)) oom = 1;
       } else if (e == 'u') {
         unsigned long cp;
-        if (hex4(p, &cp)) { jerr(p, "bad \\u escape"); break; }
+        if (hex4(p, &cp)) {
+          jerr(p, "bad \\u escape");
+          break;
+        }
         if (cp >= 0xd800 && cp <= 0xdbff) {
           unsigned long lo;
           if (p->n - p->i >= 6 && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
             p->i += 2;
-            if (hex4(p, &lo) || lo < 0xdc00 || lo > 0xdfff) { jerr(p, "bad surrogate pair"); break; }
+            if (hex4(p, &lo) || lo < 0xdc00 || lo > 0xdfff) {
+              jerr(p, "bad surrogate pair");
+              break;
+            }
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
           } else {
             cp = 0xfffd;
@@ -429,26 +497,41 @@ static int jitems(struct jp *p, struct jv *v, int depth, int obj) {
   p->i++; /* [ or { */
   jws(p);
   char close = obj ? '}' : ']';
-  if (p->i < p->n && p->s[p->i] == close) { p->i++; return 0; }
+  if (p->i < p->n && p->s[p->i] == close) {
+    p->i++;
+    return 0;
+  }
   for (;;) {
     if (v->len == cap) {
       size_t nc = cap ? cap * 2 : 4;
       struct jv *ni = realloc(v->items, nc * sizeof *ni);
-      if (!ni) { jerr(p, "out of memory"); return -1; }
+      if (!ni) {
+        jerr(p, "out of memory");
+        return -1;
+      }
       v->items = ni;
       if (obj) {
         char **nk = realloc(v->keys, nc * sizeof *nk);
-        if (!nk) { jerr(p, "out of memory"); return -1; }
+        if (!nk) {
+          jerr(p, "out of memory");
+          return -1;
+        }
         v->keys = nk;
         size_t *nl = realloc(v->key_lens, nc * sizeof *nl);
-        if (!nl) { jerr(p, "out of memory"); return -1; }
+        if (!nl) {
+          jerr(p, "out of memory");
+          return -1;
+        }
         v->key_lens = nl;
       }
       cap = nc;
     }
     jws(p);
     if (obj) {
-      if (p->i >= p->n || p->s[p->i] != '"') { jerr(p, "expected a member name"); return -1; }
+      if (p->i >= p->n || p->s[p->i] != '"') {
+        jerr(p, "expected a member name");
+        return -1;
+      }
       size_t kl;
       char *k = jstring(p, &kl);
       if (!k) return -1;
@@ -467,27 +550,47 @@ static int jitems(struct jp *p, struct jv *v, int depth, int obj) {
     v->len++;
     if (jvalue(p, &v->items[v->len - 1], depth + 1)) return -1;
     jws(p);
-    if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-    if (p->i < p->n && p->s[p->i] == close) { p->i++; return 0; }
+    if (p->i < p->n && p->s[p->i] == ',') {
+      p->i++;
+      continue;
+    }
+    if (p->i < p->n && p->s[p->i] == close) {
+      p->i++;
+      return 0;
+    }
     jerr(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
     return -1;
   }
 }
 
 static int jvalue(struct jp *p, struct jv *v, int depth) {
-  if (depth > JSON_MAX_DEPTH) { jerr(p, "nested too deeply"); return -1; }
+  if (depth > JSON_MAX_DEPTH) {
+    jerr(p, "nested too deeply");
+    return -1;
+  }
   jws(p);
-  if (p->i >= p->n) { jerr(p, "unexpected end"); return -1; }
+  if (p->i >= p->n) {
+    jerr(p, "unexpected end");
+    return -1;
+  }
   char c = p->s[p->i];
-  if (c == '{') { v->type = J_OBJ; return jitems(p, v, depth, 1); }
-  if (c == '[') { v->type = J_ARR; return jitems(p, v, depth, 0); }
+  if (c == '{') {
+    v->type = J_OBJ;
+    return jitems(p, v, depth, 1);
+  }
+  if (c == '[') {
+    v->type = J_ARR;
+    return jitems(p, v, depth, 0);
+  }
   if (c == '"') {
     v->type = J_STR;
     v->str = jstring(p, &v->len);
     return v->str ? 0 : -1;
   }
-  static const struct { const char *w; int type, b; } words[] = {
-      {"true", J_BOOL, 1}, {"false", J_BOOL, 0}, {"null", J_NULL, 0}};
+  static const struct {
+    const char *w;
+    int type, b;
+  } words[] = {{"true", J_BOOL, 1}, {"false", J_BOOL, 0}, {"null", J_NULL, 0}};
   for (size_t k = 0; k < 3; k++) {
     size_t wl = strlen(words[k].w);
     if (p->n - p->i >= wl && memcmp(p->s + p->i, words[k].w, wl) == 0) {
@@ -500,26 +603,42 @@ static int jvalue(struct jp *p, struct jv *v, int depth) {
   /* number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
   size_t s = p->i;
   if (p->i < p->n && p->s[p->i] == '-') p->i++;
-  if (p->i >= p->n) { jerr(p, "bad number"); return -1; }
+  if (p->i >= p->n) {
+    jerr(p, "bad number");
+    return -1;
+  }
   if (p->s[p->i] == '0') p->i++;
-  else if (p->s[p->i] >= '1' && p->s[p->i] <= '9') while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-  else { jerr(p, "unexpected character"); return -1; }
+  else if (p->s[p->i] >= '1' && p->s[p->i] <= '9')
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
+  else {
+    jerr(p, "unexpected character");
+    return -1;
+  }
   if (p->i < p->n && p->s[p->i] == '.') {
     p->i++;
     size_t d = p->i;
     while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    if (p->i == d) { jerr(p, "bad number"); return -1; }
+    if (p->i == d) {
+      jerr(p, "bad number");
+      return -1;
+    }
   }
   if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
     p->i++;
     if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
     size_t d = p->i;
     while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    if (p->i == d) { jerr(p, "bad number"); return -1; }
+    if (p->i == d) {
+      jerr(p, "bad number");
+      return -1;
+    }
   }
   char tmp[64];
   size_t nl = p->i - s;
-  if (nl >= sizeof tmp) { jerr(p, "number too long"); return -1; }
+  if (nl >= sizeof tmp) {
+    jerr(p, "number too long");
+    return -1;
+  }
   memcpy(tmp, p->s + s, nl);
   tmp[nl] = 0;
   v->type = J_NUM;
@@ -549,12 +668,18 @@ void json_free(struct jv *v) {
 struct jv *json_parse(const char *s, size_t len, char *err, size_t errlen) {
   struct jp p = {s, len, 0, err, errlen, 0};
   struct jv *v = calloc(1, sizeof *v);
-  if (!v) { snprintf(err, errlen, "JSON: out of memory"); return NULL; }
+  if (!v) {
+    snprintf(err, errlen, "JSON: out of memory");
+    return NULL;
+  }
   if (jvalue(&p, v, 0) == 0) {
     jws(&p);
     if (p.i != p.n) jerr(&p, "trailing characters");
   }
-  if (p.failed) { json_free(v); return NULL; }
+  if (p.failed) {
+    json_free(v);
+    return NULL;
+  }
   return v;
 }
 
@@ -572,16 +697,23 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
   if (c < 0x80) return 1;
   size_t need;
   unsigned long cp;
-  if (c >= 0xc2 && c <= 0xdf) { need = 2; cp = c & 0x1f; }
-  else if (c >= 0xe0 && c <= 0xef) { need = 3; cp = c & 0x0f; }
-  else if (c >= 0xf0 && c <= 0xf4) { need = 4; cp = c & 0x07; }
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    need = 2;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    need = 3;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    need = 4;
+    cp = c & 0x07;
+  } else return 0;
   if (n < need) return 0;
   for (size_t k = 1; k < need; k++) {
     if ((s[k] & 0xc0) != 0x80) return 0;
     cp = (cp << 6) | (s[k] & 0x3f);
   }
-  if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+  if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+      (cp >= 0xd800 && cp <= 0xdfff))
     return 0;
   return need;
 }
@@ -593,7 +725,9 @@ int json_escape(struct buf *b, const char *s, size_t n) {
   while (i < n) {
     unsigned char c = (unsigned char)s[i];
     size_t run = i;
-    while (run < n && (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x80 && s[run] != '"' && s[run] != '\\') run++;
+    while (run < n && (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x80 && s[run] != '"' &&
+           s[run] != '\\')
+      run++;
     if (run > i) {
       if (buf_add(b, s + i, run - i)) return -1;
       i = run;
@@ -670,8 +804,8 @@ static int is_zero_block(const char *b) {
 }
 
 /* pax records "LEN key=value\n" */
-static int pax_parse(const char *d, size_t n, char *path, char *link, uint64_t *size, int *have_size, char *err,
-                     size_t errlen) {
+static int pax_parse(const char *d, size_t n, char *path, char *link, uint64_t *size, int *have_size,
+                     char *err, size_t errlen) {
   size_t i = 0;
   while (i < n) {
     size_t s = i, len = 0;
@@ -687,19 +821,34 @@ static int pax_parse(const char *d, size_t n, char *path, char *link, uint64_t *
     i++;
     const char *kv = d + i, *rec_end = d + s + len - 1;
     const char *eq = memchr(kv, '=', (size_t)(rec_end - kv));
-    if (!eq) { snprintf(err, errlen, "tar: malformed pax record"); return -1; }
+    if (!eq) {
+      snprintf(err, errlen, "tar: malformed pax record");
+      return -1;
+    }
     size_t kl = (size_t)(eq - kv), vl = (size_t)(rec_end - eq - 1);
     if ((kl == 4 && !memcmp(kv, "path", 4)) || (kl == 8 && !memcmp(kv, "linkpath", 8))) {
-      if (vl > TAR_NAME_MAX) { snprintf(err, errlen, "tar: pax name too long"); return -1; }
+      if (vl > TAR_NAME_MAX) {
+        snprintf(err, errlen, "tar: pax name too long");
+        return -1;
+      }
       char *dst = kl == 4 ? path : link;
       memcpy(dst, eq + 1, vl);
       dst[vl] = 0;
-      if (memchr(dst, 0, vl)) { snprintf(err, errlen, "tar: NUL in pax name"); return -1; }
+      if (memchr(dst, 0, vl)) {
+        snprintf(err, errlen, "tar: NUL in pax name");
+        return -1;
+      }
     } else if (kl == 4 && !memcmp(kv, "size", 4)) {
       uint64_t v = 0;
-      if (vl == 0 || vl > 19) { snprintf(err, errlen, "tar: bad pax size"); return -1; }
+      if (vl == 0 || vl > 19) {
+        snprintf(err, errlen, "tar: bad pax size");
+        return -1;
+      }
       for (size_t k = 0; k < vl; k++) {
-        if (eq[1 + k] < '0' || eq[1 + k] > '9') { snprintf(err, errlen, "tar: bad pax size"); return -1; }
+        if (eq[1 + k] < '0' || eq[1 + k] > '9') {
+          snprintf(err, errlen, "tar: bad pax size");
+          return -1;
+        }
         v = v * 10 + (uint64_t)(eq[1 + k] - '0');
       }
       *size = v;
@@ -717,14 +866,23 @@ int tar_next(struct tar_reader *t, struct tar_entry *e, char *err, size_t errlen
   int have_pax_size = 0;
   for (int guard = 0; guard < 64; guard++) {
     if (t->off >= t->len) return 0; /* EOF without end blocks: accepted */
-    if (t->len - t->off < 512) { snprintf(err, errlen, "tar: truncated header at offset %zu", t->off); return -1; }
+    if (t->len - t->off < 512) {
+      snprintf(err, errlen, "tar: truncated header at offset %zu", t->off);
+      return -1;
+    }
     const char *h = t->buf + t->off;
     if (is_zero_block(h)) return 0;
     uint64_t sum;
-    if (tar_num(h + 148, 8, &sum)) { snprintf(err, errlen, "tar: bad checksum field at offset %zu", t->off); return -1; }
+    if (tar_num(h + 148, 8, &sum)) {
+      snprintf(err, errlen, "tar: bad checksum field at offset %zu", t->off);
+      return -1;
+    }
     uint64_t calc = 0;
     for (int k = 0; k < 512; k++) calc += (k >= 148 && k < 156) ? ' ' : (unsigned char)h[k];
-    if (calc != sum) { snprintf(err, errlen, "tar: checksum mismatch at offset %zu", t->off); return -1; }
+    if (calc != sum) {
+      snprintf(err, errlen, "tar: checksum mismatch at offset %zu", t->off);
+      return -1;
+    }
     uint64_t size, mode, mtime;
     if (tar_num(h + 124, 12, &size) || tar_num(h + 100, 8, &mode) || tar_num(h + 136, 12, &mtime)) {
       snprintf(err, errlen, "tar: bad number in header at offset %zu", t->off);
@@ -741,14 +899,18 @@ int tar_next(struct tar_reader *t, struct tar_entry *e, char *err, size_t errlen
     const char *data = t->buf + data_off;
     t->off = data_off + (padded > t->len - data_off ? t->len - data_off : (size_t)padded);
     if (type == 'L' || type == 'K') {
-      if (size > TAR_NAME_MAX) { snprintf(err, errlen, "tar: long name too long"); return -1; }
+      if (size > TAR_NAME_MAX) {
+        snprintf(err, errlen, "tar: long name too long");
+        return -1;
+      }
       char *dst = type == 'L' ? long_name : long_link;
       memcpy(dst, data, (size_t)size);
       dst[size] = 0;
       continue;
     }
     if (type == 'x') {
-      if (pax_parse(data, (size_t)size, pax_path, pax_link, &pax_size, &have_pax_size, err, errlen)) return -1;
+      if (pax_parse(data, (size_t)size, pax_path, pax_link, &pax_size, &have_pax_size, err, errlen))
+        return -1;
       continue;
     }
     if (type == 'g') continue;
@@ -759,7 +921,8 @@ int tar_next(struct tar_reader *t, struct tar_entry *e, char *err, size_t errlen
       char name[101], prefix[156];
       field_str(name, sizeof name, h, 100);
       field_str(prefix, sizeof prefix, h + 345, 155);
-      if (memcmp(h + 257, "ustar", 5) == 0 && prefix[0]) snprintf(e->name, sizeof e->name, "%s/%s", prefix, name);
+      if (memcmp(h + 257, "ustar", 5) == 0 && prefix[0])
+        snprintf(e->name, sizeof e->name, "%s/%s", prefix, name);
       else snprintf(e->name, sizeof e->name, "%s", name);
     }
     if (pax_link[0]) snprintf(e->linkname, sizeof e->linkname, "%s", pax_link);
@@ -771,7 +934,10 @@ int tar_next(struct tar_reader *t, struct tar_entry *e, char *err, size_t errlen
     e->mtime = (long long)mtime;
     e->size = size;
     e->data = data;
-    if (!e->name[0]) { snprintf(err, errlen, "tar: member with an empty name"); return -1; }
+    if (!e->name[0]) {
+      snprintf(err, errlen, "tar: member with an empty name");
+      return -1;
+    }
     return 1;
   }
   snprintf(err, errlen, "tar: too many extension headers in a row");
@@ -808,8 +974,8 @@ static void octal(char *f, size_t n, uint64_t v) {
   }
 }
 
-static int raw_header(struct buf *b, const char *name, const char *prefix, char type, uint64_t size, unsigned mode,
-                      long long mtime, const char *linkname) {
+static int raw_header(struct buf *b, const char *name, const char *prefix, char type, uint64_t size,
+                      unsigned mode, long long mtime, const char *linkname) {
   char h[512];
   memset(h, 0, sizeof h);
   memcpy(h, name, strnlen(name, 100));
@@ -818,7 +984,10 @@ static int raw_header(struct buf *b, const char *name, const char *prefix, char 
   octal(h + 116, 8, 0);
   if (size > 077777777777ULL) { /* base-256 */
     h[124] = (char)0x80;
-    for (int k = 11; k >= 1; k--) { h[124 + k] = (char)(size & 0xff); size >>= 8; }
+    for (int k = 11; k >= 1; k--) {
+      h[124 + k] = (char)(size & 0xff);
+      size >>= 8;
+    }
   } else {
     octal(h + 124, 12, size);
   }
@@ -826,7 +995,10 @@ static int raw_header(struct buf *b, const char *name, const char *prefix, char 
   memset(h + 148, ' ', 8);
   h[156] = type;
   if (linkname) memcpy(h + 157, linkname, strnlen(linkname, 100));
-  memcpy(h + 257, "ustar\0" "00", 8);
+  memcpy(h + 257,
+         "ustar\0"
+         "00",
+         8);
   if (prefix) memcpy(h + 345, prefix, strnlen(prefix, 155));
   unsigned sum = 0;
   for (int k = 0; k < 512; k++) sum += (unsigned char)h[k];
@@ -858,7 +1030,8 @@ int tar_header(struct buf *b, const char *name, char type, uint64_t size, unsign
     /* try the ustar prefix split at a '/' */
     const char *split = NULL;
     for (const char *s = name + nl - 1; s > name; s--) {
-      if (*s == '/' && (size_t)(s - name) <= 155 && nl - (size_t)(s - name) - 1 <= 100 && nl - (size_t)(s - name) - 1 > 0) {
+      if (*s == '/' && (size_t)(s - name) <= 155 && nl - (size_t)(s - name) - 1 <= 100 &&
+          nl - (size_t)(s - name) - 1 > 0) {
         split = s;
         break;
       }

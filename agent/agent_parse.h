@@ -21,9 +21,9 @@ void buf_free(struct buf *b);
 
 /* ---- HTTP/1.1 request head ---- */
 #define AP_MAX_HEADERS 64
-#define AP_E_BAD (-1)        /* malformed: 400 */
-#define AP_E_TOO_MANY (-2)   /* more than AP_MAX_HEADERS headers: 431 */
-#define AP_E_VERSION (-3)    /* not HTTP/1.0 or 1.1: 505 */
+#define AP_E_BAD (-1)      /* malformed: 400 */
+#define AP_E_TOO_MANY (-2) /* more than AP_MAX_HEADERS headers: 431 */
+#define AP_E_VERSION (-3)  /* not HTTP/1.0 or 1.1: 505 */
 
 struct ap_header {
   const char *name, *value;
@@ -33,12 +33,12 @@ struct ap_header {
 struct ap_request {
   const char *method, *target, *path, *query;
   size_t method_len, target_len, path_len, query_len;
-  int minor;                  /* HTTP/1.<minor> */
+  int minor; /* HTTP/1.<minor> */
   size_t nheaders;
   struct ap_header headers[AP_MAX_HEADERS];
-  long long content_length;   /* -1: none */
-  int chunked;                /* Transfer-Encoding: chunked */
-  int expect_continue;        /* Expect: 100-continue */
+  long long content_length; /* -1: none */
+  int chunked;              /* Transfer-Encoding: chunked */
+  int expect_continue;      /* Expect: 100-continue */
 };
 
 /* Parse the head in buf[0..len). Returns the head's length (through the blank line) when
@@ -70,10 +70,10 @@ struct jv {
   int type;
   int b;
   double num;
-  char *str;          /* J_STR: decoded bytes, NUL-terminated (may hold NULs: use len) */
-  size_t len;         /* J_STR length; J_ARR / J_OBJ: number of items */
-  struct jv *items;   /* J_ARR / J_OBJ values */
-  char **keys;        /* J_OBJ keys (NUL-terminated) */
+  char *str;        /* J_STR: decoded bytes, NUL-terminated (may hold NULs: use len) */
+  size_t len;       /* J_STR length; J_ARR / J_OBJ: number of items */
+  struct jv *items; /* J_ARR / J_OBJ values */
+  char **keys;      /* J_OBJ keys (NUL-terminated) */
   size_t *key_lens;
 };
 #define JSON_MAX_DEPTH 32
@@ -90,10 +90,10 @@ int json_escape(struct buf *b, const char *s, size_t n);
 struct tar_entry {
   char name[TAR_NAME_MAX + 1];
   char linkname[TAR_NAME_MAX + 1];
-  char type;              /* '0' file, '5' directory, '2' symlink, '1' hard link, others as in the header */
+  char type; /* '0' file, '5' directory, '2' symlink, '1' hard link, others as in the header */
   unsigned mode;
   long long mtime;
-  const char *data;       /* file contents (type '0') */
+  const char *data; /* file contents (type '0') */
   uint64_t size;
 };
 struct tar_reader {

@@ -71,7 +71,7 @@ extern char **environ;
 static struct {
   int port;
   const char *listen;
-  char *token;           /* from --token / CSENG_AGENT_TOKEN */
+  char *token; /* from --token / CSENG_AGENT_TOKEN */
   char token_file[4096];
   const char *port_file;
   const char *hooks[6];
@@ -137,28 +137,29 @@ static int write_all(int fd, const void *p, size_t n) {
 
 static const char *reason(int status) {
   switch (status) {
-  case 100: return "Continue";
-  case 200: return "OK";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 503: return "Service Unavailable";
-  case 505: return "HTTP Version Not Supported";
-  default: return "Status";
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Status";
   }
 }
 
 static void respond(int fd, int status, const char *ctype, const char *extra, const char *body, size_t n) {
   char head[512];
-  int hl = snprintf(head, sizeof head,
-                    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n", status,
-                    reason(status), ctype, n, extra ? extra : "");
+  int hl =
+      snprintf(head, sizeof head,
+               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+               status, reason(status), ctype, n, extra ? extra : "");
   write_all(fd, head, (size_t)hl);
   if (n) write_all(fd, body, n);
 }
@@ -244,21 +245,33 @@ static int read_body(struct conn *c, struct buf *out, unsigned long long limit) 
         size_t used = 0;
         while (in_n) {
           size_t o = 0, k = 0;
-          if (buf_reserve(out, in_n)) { respond_error(c->fd, 500, "out of memory"); return 500; }
+          if (buf_reserve(out, in_n)) {
+            respond_error(c->fd, 500, "out of memory");
+            return 500;
+          }
           int rc = ap_chunked_feed(&ch, in, in_n, out->p + out->len, &o, &k);
           out->len += o;
           in += k;
           in_n -= k;
           used += k;
-          if (rc < 0) { respond_error(c->fd, 400, "malformed chunked body"); return 400; }
-          if (rc == 1) { done = 1; break; }
+          if (rc < 0) {
+            respond_error(c->fd, 400, "malformed chunked body");
+            return 400;
+          }
+          if (rc == 1) {
+            done = 1;
+            break;
+          }
           if (k == 0) break;
         }
         (void)used;
       } else {
         size_t want = (size_t)r->content_length - out->len;
         if (in_n > want) in_n = want;
-        if (buf_add(out, in, in_n)) { respond_error(c->fd, 500, "out of memory"); return 500; }
+        if (buf_add(out, in, in_n)) {
+          respond_error(c->fd, 500, "out of memory");
+          return 500;
+        }
         in_n = 0;
         if (out->len == (size_t)r->content_length) done = 1;
       }
@@ -323,21 +336,21 @@ static void tail_flat(struct tail *t, struct buf *out) {
 static const char *signame(int sig) {
   static char other[16];
   switch (sig) {
-  case SIGHUP: return "SIGHUP";
-  case SIGINT: return "SIGINT";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGILL: return "SIGILL";
-  case SIGABRT: return "SIGABRT";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGKILL: return "SIGKILL";
-  case SIGSEGV: return "SIGSEGV";
-  case SIGPIPE: return "SIGPIPE";
-  case SIGALRM: return "SIGALRM";
-  case SIGTERM: return "SIGTERM";
-  case SIGUSR1: return "SIGUSR1";
-  case SIGUSR2: return "SIGUSR2";
-  default: snprintf(other, sizeof other, "SIG%d", sig); return other;
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: snprintf(other, sizeof other, "SIG%d", sig); return other;
   }
 }
 
@@ -353,7 +366,10 @@ static int lookup_user(const char *name, uid_t *uid, gid_t *gid, char *home, siz
     char *s = line;
     fields[n++] = s;
     while (*s && n < 7) {
-      if (*s == ':') { *s = 0; fields[n++] = s + 1; }
+      if (*s == ':') {
+        *s = 0;
+        fields[n++] = s + 1;
+      }
       s++;
     }
     if (n < 7 || strcmp(fields[0], name)) continue;
@@ -375,34 +391,49 @@ static int chld_pipe[2] = {-1, -1};
 static void on_exec_chld(int s) {
   (void)s;
   int e = errno;
-  if (write(chld_pipe[1], "c", 1) < 0) { /* full: a wake-up is pending anyway */ }
+  if (write(chld_pipe[1], "c", 1) < 0) { /* full: a wake-up is pending anyway */
+  }
   errno = e;
 }
 
 static void do_exec(int fd, const char *body, size_t n) {
   char err[256];
   struct jv *j = json_parse(body, n, err, sizeof err);
-  if (!j) { respond_error(fd, 400, "exec: %s", err); return; }
-  if (j->type != J_OBJ) { json_free(j); respond_error(fd, 400, "exec: the body must be a JSON object"); return; }
+  if (!j) {
+    respond_error(fd, 400, "exec: %s", err);
+    return;
+  }
+  if (j->type != J_OBJ) {
+    json_free(j);
+    respond_error(fd, 400, "exec: the body must be a JSON object");
+    return;
+  }
   const struct jv *argv_v = json_get(j, "argv"), *cmd_v = json_get(j, "cmd"), *shell_v = json_get(j, "shell");
-  const struct jv *cwd_v = json_get(j, "cwd"), *env_v = json_get(j, "env"), *timeout_v = json_get(j, "timeout");
-  const struct jv *stdin_v = json_get(j, "stdin"), *tail_v = json_get(j, "tail_bytes"), *user_v = json_get(j, "user");
+  const struct jv *cwd_v = json_get(j, "cwd"), *env_v = json_get(j, "env"),
+                  *timeout_v = json_get(j, "timeout");
+  const struct jv *stdin_v = json_get(j, "stdin"), *tail_v = json_get(j, "tail_bytes"),
+                  *user_v = json_get(j, "user");
   char **argv = NULL;
   const char *bad = NULL;
   if ((argv_v != NULL) == (cmd_v != NULL)) bad = "give argv (a list of strings) or cmd (a string), not both";
-  else if (argv_v && (argv_v->type != J_ARR || argv_v->len == 0)) bad = "argv must be a non-empty list of strings";
+  else if (argv_v && (argv_v->type != J_ARR || argv_v->len == 0))
+    bad = "argv must be a non-empty list of strings";
   else if (cmd_v && cmd_v->type != J_STR) bad = "cmd must be a string";
   else if (shell_v && shell_v->type != J_STR) bad = "shell must be a string";
   else if (cwd_v && cwd_v->type != J_STR && cwd_v->type != J_NULL) bad = "cwd must be a string";
   else if (env_v && env_v->type != J_OBJ && env_v->type != J_NULL) bad = "env must be an object of strings";
-  else if (timeout_v && timeout_v->type != J_NUM && timeout_v->type != J_NULL) bad = "timeout must be a number of seconds";
-  else if (timeout_v && timeout_v->type == J_NUM && !(timeout_v->num > 0 && timeout_v->num < 1e7)) bad = "timeout must be > 0";
+  else if (timeout_v && timeout_v->type != J_NUM && timeout_v->type != J_NULL)
+    bad = "timeout must be a number of seconds";
+  else if (timeout_v && timeout_v->type == J_NUM && !(timeout_v->num > 0 && timeout_v->num < 1e7))
+    bad = "timeout must be > 0";
   else if (stdin_v && stdin_v->type != J_STR && stdin_v->type != J_NULL) bad = "stdin must be a string";
-  else if (tail_v && (tail_v->type != J_NUM || tail_v->num < 0 || tail_v->num > MAX_TAIL)) bad = "tail_bytes must be 0 .. 67108864";
+  else if (tail_v && (tail_v->type != J_NUM || tail_v->num < 0 || tail_v->num > MAX_TAIL))
+    bad = "tail_bytes must be 0 .. 67108864";
   else if (user_v && user_v->type != J_STR && user_v->type != J_NULL) bad = "user must be a string";
   if (!bad && argv_v) {
     for (size_t k = 0; k < argv_v->len; k++)
-      if (argv_v->items[k].type != J_STR || memchr(argv_v->items[k].str, 0, argv_v->items[k].len)) bad = "argv must be a list of strings without NULs";
+      if (argv_v->items[k].type != J_STR || memchr(argv_v->items[k].str, 0, argv_v->items[k].len))
+        bad = "argv must be a list of strings without NULs";
   }
   if (!bad && env_v && env_v->type == J_OBJ) {
     for (size_t k = 0; k < env_v->len; k++)
@@ -410,12 +441,24 @@ static void do_exec(int fd, const char *body, size_t n) {
           memchr(env_v->items[k].str, 0, env_v->items[k].len))
         bad = "env must map names (no '=') to strings";
   }
-  if (bad) { json_free(j); respond_error(fd, 400, "exec: %s", bad); return; }
+  if (bad) {
+    json_free(j);
+    respond_error(fd, 400, "exec: %s", bad);
+    return;
+  }
   const char *cwd = cwd_v && cwd_v->type == J_STR ? cwd_v->str : NULL;
   if (cwd) {
     struct stat st;
-    if (stat(cwd, &st) != 0) { respond_error(fd, 400, "exec: cwd %s: %s", cwd, strerror(errno)); json_free(j); return; }
-    if (!S_ISDIR(st.st_mode)) { respond_error(fd, 400, "exec: cwd %s: not a directory", cwd); json_free(j); return; }
+    if (stat(cwd, &st) != 0) {
+      respond_error(fd, 400, "exec: cwd %s: %s", cwd, strerror(errno));
+      json_free(j);
+      return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      respond_error(fd, 400, "exec: cwd %s: not a directory", cwd);
+      json_free(j);
+      return;
+    }
   }
   uid_t uid = 0;
   gid_t gid = 0;
@@ -444,13 +487,15 @@ static void do_exec(int fd, const char *body, size_t n) {
     argv[2] = cmd_v->str;
   }
   size_t tail_cap = tail_v ? (size_t)tail_v->num : DEFAULT_TAIL;
-  long long timeout_ms = timeout_v && timeout_v->type == J_NUM ? (long long)(timeout_v->num * 1000.0 + 0.5) : -1;
+  long long timeout_ms =
+      timeout_v && timeout_v->type == J_NUM ? (long long)(timeout_v->num * 1000.0 + 0.5) : -1;
   if (timeout_ms == 0) timeout_ms = 1;
   const char *in_data = stdin_v && stdin_v->type == J_STR ? stdin_v->str : NULL;
   size_t in_len = in_data ? stdin_v->len : 0;
 
   int po[2], pe[2], pi[2] = {-1, -1}, px[2];
-  if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC) || pipe2(px, O_CLOEXEC) || (in_data && pipe2(pi, O_CLOEXEC))) {
+  if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC) || pipe2(px, O_CLOEXEC) ||
+      (in_data && pipe2(pi, O_CLOEXEC))) {
     respond_error(fd, 500, "exec: pipe: %s", strerror(errno));
     json_free(j);
     free(argv);
@@ -516,7 +561,10 @@ static void do_exec(int fd, const char *body, size_t n) {
   int in_fd = in_data ? pi[1] : -1;
   if (in_fd >= 0) set_nonblock(in_fd);
   size_t in_off = 0;
-  if (in_fd >= 0 && in_len == 0) { close(in_fd); in_fd = -1; }
+  if (in_fd >= 0 && in_len == 0) {
+    close(in_fd);
+    in_fd = -1;
+  }
   int out_open = 1, err_open = 1, exited = 0, timed_out = 0, status = 0;
   long long linger_until = -1;
   char chunk[65536];
@@ -538,9 +586,18 @@ static void do_exec(int fd, const char *body, size_t n) {
     struct pollfd pf[4];
     int np = 0, io = -1, ie = -1, ii = -1;
     pf[np++] = (struct pollfd){chld_pipe[0], POLLIN, 0};
-    if (out_open) { pf[np] = (struct pollfd){po[0], POLLIN, 0}; io = np++; }
-    if (err_open) { pf[np] = (struct pollfd){pe[0], POLLIN, 0}; ie = np++; }
-    if (in_fd >= 0) { pf[np] = (struct pollfd){in_fd, POLLOUT, 0}; ii = np++; }
+    if (out_open) {
+      pf[np] = (struct pollfd){po[0], POLLIN, 0};
+      io = np++;
+    }
+    if (err_open) {
+      pf[np] = (struct pollfd){pe[0], POLLIN, 0};
+      ie = np++;
+    }
+    if (in_fd >= 0) {
+      pf[np] = (struct pollfd){in_fd, POLLOUT, 0};
+      ii = np++;
+    }
     int wait_ms = exited ? (int)(linger_until - now > 0 ? linger_until - now : 1) : 1000;
     if (!exited && timeout_ms >= 0 && !timed_out) {
       long long left = timeout_ms - (now - t0);
@@ -551,7 +608,8 @@ static void do_exec(int fd, const char *body, size_t n) {
     if (pr <= 0) continue;
     if (pf[0].revents) {
       char drain[64];
-      while (read(chld_pipe[0], drain, sizeof drain) > 0) {}
+      while (read(chld_pipe[0], drain, sizeof drain) > 0) {
+      }
     }
     if (io >= 0 && pf[io].revents) {
       ssize_t r = read(po[0], chunk, sizeof chunk);
@@ -566,7 +624,10 @@ static void do_exec(int fd, const char *body, size_t n) {
     if (ii >= 0 && pf[ii].revents) {
       ssize_t w = write(in_fd, in_data + in_off, in_len - in_off);
       if (w > 0) in_off += (size_t)w;
-      if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == in_len) { close(in_fd); in_fd = -1; }
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == in_len) {
+        close(in_fd);
+        in_fd = -1;
+      }
     }
   }
   if (!exited) waitpid(pid, &status, 0);
@@ -576,12 +637,17 @@ static void do_exec(int fd, const char *body, size_t n) {
   long long elapsed = now_ms() - t0;
   int code, sig = 0;
   if (WIFEXITED(status)) code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) { sig = WTERMSIG(status); code = 128 + sig; }
-  else code = -1;
+  else if (WIFSIGNALED(status)) {
+    sig = WTERMSIG(status);
+    code = 128 + sig;
+  } else code = -1;
   struct buf b = {0}, s = {0};
   buf_printf(&b, "{\"code\":%d,\"signal\":", code);
-  if (sig) { buf_str(&b, "\""); buf_str(&b, signame(sig)); buf_str(&b, "\""); }
-  else buf_str(&b, "null");
+  if (sig) {
+    buf_str(&b, "\"");
+    buf_str(&b, signame(sig));
+    buf_str(&b, "\"");
+  } else buf_str(&b, "null");
   buf_printf(&b, ",\"timed_out\":%s,\"stdout\":", timed_out ? "true" : "false");
   tail_flat(&to, &s);
   json_escape(&b, s.p ? s.p : "", s.len);
@@ -589,7 +655,8 @@ static void do_exec(int fd, const char *body, size_t n) {
   buf_str(&b, ",\"stderr\":");
   tail_flat(&te, &s);
   json_escape(&b, s.p ? s.p : "", s.len);
-  buf_printf(&b, ",\"stdout_bytes\":%llu,\"stderr_bytes\":%llu,\"stdout_dropped\":%llu,\"stderr_dropped\":%llu",
+  buf_printf(&b,
+             ",\"stdout_bytes\":%llu,\"stderr_bytes\":%llu,\"stdout_dropped\":%llu,\"stderr_dropped\":%llu",
              to.total, te.total, to.total - to.len, te.total - te.len);
   buf_printf(&b, ",\"elapsed\":%.3f,\"pid\":%d", (double)elapsed / 1000.0, (int)pid);
   if (child_errno) {
@@ -599,8 +666,8 @@ static void do_exec(int fd, const char *body, size_t n) {
     json_escape(&b, m, strlen(m));
   }
   buf_str(&b, "}");
-  logf_("%s: exec pid %d code %d%s%s elapsed %.3fs", peer, (int)pid, code, sig ? " " : "", sig ? signame(sig) : "",
-        (double)elapsed / 1000.0);
+  logf_("%s: exec pid %d code %d%s%s elapsed %.3fs", peer, (int)pid, code, sig ? " " : "",
+        sig ? signame(sig) : "", (double)elapsed / 1000.0);
   respond_json(fd, 200, &b);
   buf_free(&b);
   buf_free(&s);
@@ -629,7 +696,9 @@ static int open_parent(int root, char *rel, char **last, char *err, size_t errle
     }
     int nfd = openat(dfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (nfd < 0) {
-      errf(err, errlen, "%s: %s", rel, errno == ELOOP || errno == ENOTDIR ? "a parent is not a directory (or is a symlink)" : strerror(errno));
+      errf(err, errlen, "%s: %s", rel,
+           errno == ELOOP || errno == ENOTDIR ? "a parent is not a directory (or is a symlink)"
+                                              : strerror(errno));
       close(dfd);
       *slash = '/';
       return -1;
@@ -664,14 +733,18 @@ static int check_archive(const char *data, size_t n, char *err, size_t errlen) {
   for (;;) {
     int r = tar_next(&t, &e, err, errlen);
     if (r == 0) break;
-    if (r < 0) { rc = -1; break; }
+    if (r < 0) {
+      rc = -1;
+      break;
+    }
     if (ap_safe_relpath(e.name, rel, sizeof rel) != 0) {
       errf(err, errlen, "refused archive member %s: absolute or with '..'", e.name);
       rc = -1;
       break;
     }
     if (e.type != '0' && e.type != '5' && e.type != '2') {
-      errf(err, errlen, "refused archive member %s: entry type '%c' is not supported (files, directories, symlinks only)",
+      errf(err, errlen,
+           "refused archive member %s: entry type '%c' is not supported (files, directories, symlinks only)",
            e.name, e.type);
       rc = -1;
       break;
@@ -685,11 +758,19 @@ static int check_archive(const char *data, size_t n, char *err, size_t errlen) {
       if (nl == cap) {
         size_t nc = cap ? cap * 2 : 16;
         char **nlinks = realloc(links, nc * sizeof *links);
-        if (!nlinks) { errf(err, errlen, "out of memory"); rc = -1; break; }
+        if (!nlinks) {
+          errf(err, errlen, "out of memory");
+          rc = -1;
+          break;
+        }
         links = nlinks;
         cap = nc;
       }
-      if (!(links[nl] = strdup(rel))) { errf(err, errlen, "out of memory"); rc = -1; break; }
+      if (!(links[nl] = strdup(rel))) {
+        errf(err, errlen, "out of memory");
+        rc = -1;
+        break;
+      }
       nl++;
     }
   }
@@ -705,13 +786,22 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
   for (char *s = tmp + 1; *s; s++) {
     if (*s == '/') {
       *s = 0;
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) { errf(err, errlen, "mkdir %s: %s", tmp, strerror(errno)); return -1; }
+      if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+        errf(err, errlen, "mkdir %s: %s", tmp, strerror(errno));
+        return -1;
+      }
       *s = '/';
     }
   }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) { errf(err, errlen, "mkdir %s: %s", tmp, strerror(errno)); return -1; }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+    errf(err, errlen, "mkdir %s: %s", tmp, strerror(errno));
+    return -1;
+  }
   int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) { errf(err, errlen, "%s: %s", dir, strerror(errno)); return -1; }
+  if (root < 0) {
+    errf(err, errlen, "%s: %s", dir, strerror(errno));
+    return -1;
+  }
   struct tar_reader t = {data, n, 0};
   static struct tar_entry e;
   char rel[TAR_NAME_MAX + 1];
@@ -719,7 +809,10 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
   for (;;) {
     int r = tar_next(&t, &e, err, errlen);
     if (r == 0) break;
-    if (r < 0) { rc = -1; break; }
+    if (r < 0) {
+      rc = -1;
+      break;
+    }
     if (ap_safe_relpath(e.name, rel, sizeof rel) != 0) {
       errf(err, errlen, "refused archive member %s: absolute or with '..'", e.name);
       rc = -1;
@@ -728,15 +821,23 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
     if (!rel[0]) continue; /* the directory itself */
     char *last;
     int dfd = open_parent(root, rel, &last, err, errlen);
-    if (dfd < 0) { rc = -1; break; }
+    if (dfd < 0) {
+      rc = -1;
+      break;
+    }
     if (e.type == '5') {
       if (mkdirat(dfd, last, 0755) != 0 && errno != EEXIST) {
         errf(err, errlen, "mkdir %s: %s", rel, strerror(errno));
         rc = -1;
       } else {
         int sfd = openat(dfd, last, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sfd < 0) { errf(err, errlen, "%s: not a directory (or a symlink)", rel); rc = -1; }
-        else { fchmod(sfd, e.mode ? e.mode : 0755); close(sfd); }
+        if (sfd < 0) {
+          errf(err, errlen, "%s: not a directory (or a symlink)", rel);
+          rc = -1;
+        } else {
+          fchmod(sfd, e.mode ? e.mode : 0755);
+          close(sfd);
+        }
       }
     } else if (e.type == '0') {
       int ffd = openat(dfd, last, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -744,9 +845,14 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
         unlinkat(dfd, last, 0);
         ffd = openat(dfd, last, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       }
-      if (ffd < 0) { errf(err, errlen, "create %s: %s", rel, strerror(errno)); rc = -1; }
-      else {
-        if (write_all(ffd, e.data, (size_t)e.size) != 0) { errf(err, errlen, "write %s: %s", rel, strerror(errno)); rc = -1; }
+      if (ffd < 0) {
+        errf(err, errlen, "create %s: %s", rel, strerror(errno));
+        rc = -1;
+      } else {
+        if (write_all(ffd, e.data, (size_t)e.size) != 0) {
+          errf(err, errlen, "write %s: %s", rel, strerror(errno));
+          rc = -1;
+        }
         fchmod(ffd, e.mode);
         struct timespec ts[2] = {{e.mtime, 0}, {e.mtime, 0}};
         futimens(ffd, ts);
@@ -754,10 +860,14 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
       }
     } else if (e.type == '2') {
       unlinkat(dfd, last, 0);
-      if (symlinkat(e.linkname, dfd, last) != 0) { errf(err, errlen, "symlink %s: %s", rel, strerror(errno)); rc = -1; }
+      if (symlinkat(e.linkname, dfd, last) != 0) {
+        errf(err, errlen, "symlink %s: %s", rel, strerror(errno));
+        rc = -1;
+      }
     } else {
-      errf(err, errlen, "archive member %s: entry type '%c' is not supported (files, directories, symlinks only)", rel,
-               e.type);
+      errf(err, errlen,
+           "archive member %s: entry type '%c' is not supported (files, directories, symlinks only)", rel,
+           e.type);
       rc = -1;
     }
     close(dfd);
@@ -772,9 +882,14 @@ static int extract(const char *dir, const char *data, size_t n, int *entries, ch
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int tar_dir(int dfd, const char *prefix, struct buf *out, unsigned long long limit, char *err, size_t errlen) {
+static int tar_dir(int dfd, const char *prefix, struct buf *out, unsigned long long limit, char *err,
+                   size_t errlen) {
   DIR *d = fdopendir(dfd);
-  if (!d) { errf(err, errlen, "%s: %s", prefix, strerror(errno)); close(dfd); return -1; }
+  if (!d) {
+    errf(err, errlen, "%s: %s", prefix, strerror(errno));
+    close(dfd);
+    return -1;
+  }
   char **names = NULL;
   size_t nn = 0, cap = 0;
   struct dirent *de;
@@ -819,7 +934,11 @@ static int tar_dir(int dfd, const char *prefix, struct buf *out, unsigned long l
       rc = tar_header(out, rel, '2', 0, 0777, st.st_mtime, target);
     } else if (S_ISREG(st.st_mode)) {
       int ffd = openat(dirfd(d), names[k], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-      if (ffd < 0) { errf(err, errlen, "%s: %s", rel, strerror(errno)); rc = -1; break; }
+      if (ffd < 0) {
+        errf(err, errlen, "%s: %s", rel, strerror(errno));
+        rc = -1;
+        break;
+      }
       if (out->len + (unsigned long long)st.st_size + 1024 > limit) {
         errf(err, errlen, "the archive would be over the limit of %llu bytes", limit);
         close(ffd);
@@ -854,33 +973,53 @@ static int tar_dir(int dfd, const char *prefix, struct buf *out, unsigned long l
 
 static void do_get_files(int fd, const char *path) {
   struct stat st;
-  if (path[0] != '/') { respond_error(fd, 400, "files: path must be absolute: %s", path); return; }
+  if (path[0] != '/') {
+    respond_error(fd, 400, "files: path must be absolute: %s", path);
+    return;
+  }
   if (stat(path, &st) != 0) {
-    respond_error(fd, errno == ENOENT || errno == ENOTDIR ? 404 : 400, "files: %s: %s", path, strerror(errno));
+    respond_error(fd, errno == ENOENT || errno == ENOTDIR ? 404 : 400, "files: %s: %s", path,
+                  strerror(errno));
     return;
   }
   char err[512] = "";
   struct buf b = {0};
   if (S_ISREG(st.st_mode)) {
     if ((unsigned long long)st.st_size > cfg.max_body) {
-      respond_error(fd, 413, "files: %s is %lld bytes, over the limit of %llu", path, (long long)st.st_size, cfg.max_body);
+      respond_error(fd, 413, "files: %s is %lld bytes, over the limit of %llu", path, (long long)st.st_size,
+                    cfg.max_body);
       return;
     }
     int ffd = open(path, O_RDONLY | O_CLOEXEC);
-    if (ffd < 0) { respond_error(fd, 400, "files: %s: %s", path, strerror(errno)); return; }
+    if (ffd < 0) {
+      respond_error(fd, 400, "files: %s: %s", path, strerror(errno));
+      return;
+    }
     char chunk[65536];
     ssize_t r;
     while ((r = read(ffd, chunk, sizeof chunk)) > 0) {
-      if (buf_add(&b, chunk, (size_t)r) || b.len > cfg.max_body) { close(ffd); buf_free(&b); respond_error(fd, 413, "files: %s grew over the limit", path); return; }
+      if (buf_add(&b, chunk, (size_t)r) || b.len > cfg.max_body) {
+        close(ffd);
+        buf_free(&b);
+        respond_error(fd, 413, "files: %s grew over the limit", path);
+        return;
+      }
     }
     close(ffd);
     respond(fd, 200, "application/octet-stream", "X-Cseng-File-Type: file\r\n", b.p ? b.p : "", b.len);
     logf_("%s: get file %s (%zu bytes)", peer, path, b.len);
   } else if (S_ISDIR(st.st_mode)) {
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) { respond_error(fd, 400, "files: %s: %s", path, strerror(errno)); return; }
+    if (dfd < 0) {
+      respond_error(fd, 400, "files: %s: %s", path, strerror(errno));
+      return;
+    }
     int rc = tar_dir(dfd, "", &b, cfg.max_body, err, sizeof err);
-    if (rc) { buf_free(&b); respond_error(fd, rc == -2 ? 413 : 400, "files: %s", err); return; }
+    if (rc) {
+      buf_free(&b);
+      respond_error(fd, rc == -2 ? 413 : 400, "files: %s", err);
+      return;
+    }
     static const char zeros[1024];
     buf_add(&b, zeros, sizeof zeros);
     respond(fd, 200, "application/x-tar", "X-Cseng-File-Type: directory\r\n", b.p, b.len);
@@ -901,7 +1040,10 @@ static int hook_index(const char *path, size_t n) {
 
 static void do_hook(struct conn *c, int k) {
   struct buf body = {0};
-  if (read_body(c, &body, MAX_HOOK_BODY)) { buf_free(&body); return; }
+  if (read_body(c, &body, MAX_HOOK_BODY)) {
+    buf_free(&body);
+    return;
+  }
   int token_set = 0;
   if (k == 0 && body.len) {
     char err[128];
@@ -928,7 +1070,8 @@ static void do_hook(struct conn *c, int k) {
     json_free(j);
   }
   struct buf b = {0};
-  buf_printf(&b, "{\"ok\":true,\"hook\":\"%s\",\"token_set\":%s}", HOOK_NAMES[k], token_set ? "true" : "false");
+  buf_printf(&b, "{\"ok\":true,\"hook\":\"%s\",\"token_set\":%s}", HOOK_NAMES[k],
+             token_set ? "true" : "false");
   respond_json(c->fd, 200, &b);
   logf_("%s: hook %s (%zu bytes)", peer, HOOK_NAMES[k], body.len);
   buf_free(&b);
@@ -951,13 +1094,33 @@ static void handle(int fd) {
   long long deadline = now_ms() + cfg.header_timeout_ms;
   for (;;) {
     long hl = ap_parse_head(c.head, c.have, &c.req);
-    if (hl > 0) { c.head_len = hl; break; }
-    if (hl == AP_E_TOO_MANY) { respond_error(fd, 431, "too many header fields"); return; }
-    if (hl == AP_E_VERSION) { respond_error(fd, 505, "HTTP/1.0 or HTTP/1.1 only"); return; }
-    if (hl < 0) { logf_("%s: malformed request head", peer); respond_error(fd, 400, "malformed request head"); return; }
-    if (c.have == sizeof c.head) { respond_error(fd, 431, "request head over %d bytes", MAX_HEAD); return; }
+    if (hl > 0) {
+      c.head_len = hl;
+      break;
+    }
+    if (hl == AP_E_TOO_MANY) {
+      respond_error(fd, 431, "too many header fields");
+      return;
+    }
+    if (hl == AP_E_VERSION) {
+      respond_error(fd, 505, "HTTP/1.0 or HTTP/1.1 only");
+      return;
+    }
+    if (hl < 0) {
+      logf_("%s: malformed request head", peer);
+      respond_error(fd, 400, "malformed request head");
+      return;
+    }
+    if (c.have == sizeof c.head) {
+      respond_error(fd, 431, "request head over %d bytes", MAX_HEAD);
+      return;
+    }
     long long left = deadline - now_ms();
-    if (left <= 0) { logf_("%s: request head not received in time", peer); respond_error(fd, 408, "request head not received within %d ms", cfg.header_timeout_ms); return; }
+    if (left <= 0) {
+      logf_("%s: request head not received in time", peer);
+      respond_error(fd, 408, "request head not received within %d ms", cfg.header_timeout_ms);
+      return;
+    }
     struct pollfd pf = {fd, POLLIN, 0};
     int pr = poll(&pf, 1, (int)left);
     if (pr < 0 && errno == EINTR) continue;
@@ -968,49 +1131,84 @@ static void handle(int fd) {
     c.have += (size_t)n;
   }
   struct ap_request *r = &c.req;
-  logf_("%s: %.*s %.*s", peer, (int)r->method_len, r->method, (int)(r->path_len > 200 ? 200 : r->path_len), r->path);
+  logf_("%s: %.*s %.*s", peer, (int)r->method_len, r->method, (int)(r->path_len > 200 ? 200 : r->path_len),
+        r->path);
   int hk = hook_index(r->path, r->path_len);
-  if (hk >= 0) { do_hook(&c, hk); return; }
+  if (hk >= 0) {
+    do_hook(&c, hk);
+    return;
+  }
 
   char *tok = current_token();
   const struct ap_header *h = ap_header(r, TOKEN_HEADER);
   if (!tok || !h || !token_equal(h->value, h->value_len, tok)) {
     const char *why = !tok ? "no token configured yet" : !h ? "no " TOKEN_HEADER " header" : "wrong token";
-    logf_("%s: 401 %.*s %.*s: %s", peer, (int)r->method_len, r->method, (int)(r->path_len > 200 ? 200 : r->path_len), r->path, why);
+    logf_("%s: 401 %.*s %.*s: %s", peer, (int)r->method_len, r->method,
+          (int)(r->path_len > 200 ? 200 : r->path_len), r->path, why);
     free(tok);
     if (!h || !tok)
-      respond_error(fd, 401, "%s%s", why, !tok ? " (start the agent with CSENG_AGENT_TOKEN or send {\"token\":...} to the run hook)" : "");
-    else
-      respond_error(fd, 401, "%s", why);
+      respond_error(
+          fd, 401, "%s%s", why,
+          !tok ? " (start the agent with CSENG_AGENT_TOKEN or send {\"token\":...} to the run hook)" : "");
+    else respond_error(fd, 401, "%s", why);
     return;
   }
   free(tok);
 
   if (path_is(r, "/health")) {
-    if (!method_is(r, "GET")) { respond_error(fd, 405, "/health: GET only"); return; }
+    if (!method_is(r, "GET")) {
+      respond_error(fd, 405, "/health: GET only");
+      return;
+    }
     struct buf b = {0};
-    buf_printf(&b, "{\"ok\":true,\"version\":\"%s\",\"arch\":\"%s\",\"pid\":%d}", AGENT_VERSION, ARCH, (int)getppid());
+    buf_printf(&b, "{\"ok\":true,\"version\":\"%s\",\"arch\":\"%s\",\"pid\":%d}", AGENT_VERSION, ARCH,
+               (int)getppid());
     respond_json(fd, 200, &b);
     buf_free(&b);
   } else if (path_is(r, "/exec")) {
-    if (!method_is(r, "POST")) { respond_error(fd, 405, "/exec: POST only"); return; }
+    if (!method_is(r, "POST")) {
+      respond_error(fd, 405, "/exec: POST only");
+      return;
+    }
     struct buf body = {0};
     if (read_body(&c, &body, MAX_EXEC_BODY) == 0) do_exec(fd, body.p ? body.p : "", body.len);
     buf_free(&body);
   } else if (path_is(r, "/files")) {
     int put = method_is(r, "PUT"), get = method_is(r, "GET");
-    if (!put && !get) { respond_error(fd, 405, "/files: GET or PUT"); return; }
+    if (!put && !get) {
+      respond_error(fd, 405, "/files: GET or PUT");
+      return;
+    }
     char *val = NULL;
     size_t vlen = 0;
     int q = ap_query_get(r->query, r->query_len, put ? "dir" : "path", &val, &vlen);
-    if (q < 0) { respond_error(fd, 400, "files: bad %%-escape in the query"); return; }
-    if (q == 0 || !vlen) { respond_error(fd, 400, "files: give ?%s=/absolute/path", put ? "dir" : "path"); free(val); return; }
-    if (memchr(val, 0, vlen)) { respond_error(fd, 400, "files: NUL in the path"); free(val); return; }
+    if (q < 0) {
+      respond_error(fd, 400, "files: bad %%-escape in the query");
+      return;
+    }
+    if (q == 0 || !vlen) {
+      respond_error(fd, 400, "files: give ?%s=/absolute/path", put ? "dir" : "path");
+      free(val);
+      return;
+    }
+    if (memchr(val, 0, vlen)) {
+      respond_error(fd, 400, "files: NUL in the path");
+      free(val);
+      return;
+    }
     if (get) {
       do_get_files(fd, val);
     } else {
-      if (val[0] != '/') { respond_error(fd, 400, "files: dir must be absolute: %s", val); free(val); return; }
-      if (!r->chunked && r->content_length < 0) { respond_error(fd, 411, "files: PUT needs a body (Content-Length or chunked)"); free(val); return; }
+      if (val[0] != '/') {
+        respond_error(fd, 400, "files: dir must be absolute: %s", val);
+        free(val);
+        return;
+      }
+      if (!r->chunked && r->content_length < 0) {
+        respond_error(fd, 411, "files: PUT needs a body (Content-Length or chunked)");
+        free(val);
+        return;
+      }
       struct buf body = {0};
       if (read_body(&c, &body, cfg.max_body) == 0) {
         char err[512] = "";
@@ -1039,7 +1237,10 @@ static void handle(int fd) {
 /* ------------------------------------------------------------------ main */
 
 static volatile sig_atomic_t stop;
-static void on_term(int s) { (void)s; stop = 1; }
+static void on_term(int s) {
+  (void)s;
+  stop = 1;
+}
 static void on_chld(int s) { (void)s; }
 
 static void usage(FILE *f) {
@@ -1089,41 +1290,90 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_ARG() do { if (!v) { fprintf(stderr, "microvm-agent: %s needs a value\n", a); return 2; } i++; } while (0)
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--version")) { printf("microvm-agent %s (%s)\n", AGENT_VERSION, ARCH); return 0; }
-    else if (!strcmp(a, "--quiet")) cfg.quiet = 1;
-    else if (!strcmp(a, "--port")) { NEED_ARG(); cfg.port = atoi(v); }
-    else if (!strcmp(a, "--listen")) { NEED_ARG(); cfg.listen = v; }
-    else if (!strcmp(a, "--token")) { NEED_ARG(); free(cfg.token); cfg.token = strdup(v); }
-    else if (!strcmp(a, "--token-file")) { NEED_ARG(); token_file = v; }
-    else if (!strcmp(a, "--port-file")) { NEED_ARG(); cfg.port_file = v; }
-    else if (!strcmp(a, "--max-body")) { NEED_ARG(); cfg.max_body = strtoull(v, NULL, 10); }
-    else if (!strcmp(a, "--max-conns")) { NEED_ARG(); cfg.max_conns = atoi(v); }
-    else if (!strcmp(a, "--header-timeout")) { NEED_ARG(); cfg.header_timeout_ms = (int)(atof(v) * 1000); }
-    else if (!strcmp(a, "--body-timeout")) { NEED_ARG(); cfg.body_timeout_ms = (int)(atof(v) * 1000); }
-    else if (!strcmp(a, "--hook")) {
+#define NEED_ARG()                                             \
+  do {                                                         \
+    if (!v) {                                                  \
+      fprintf(stderr, "microvm-agent: %s needs a value\n", a); \
+      return 2;                                                \
+    }                                                          \
+    i++;                                                       \
+  } while (0)
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--version")) {
+      printf("microvm-agent %s (%s)\n", AGENT_VERSION, ARCH);
+      return 0;
+    } else if (!strcmp(a, "--quiet")) cfg.quiet = 1;
+    else if (!strcmp(a, "--port")) {
+      NEED_ARG();
+      cfg.port = atoi(v);
+    } else if (!strcmp(a, "--listen")) {
+      NEED_ARG();
+      cfg.listen = v;
+    } else if (!strcmp(a, "--token")) {
+      NEED_ARG();
+      free(cfg.token);
+      cfg.token = strdup(v);
+    } else if (!strcmp(a, "--token-file")) {
+      NEED_ARG();
+      token_file = v;
+    } else if (!strcmp(a, "--port-file")) {
+      NEED_ARG();
+      cfg.port_file = v;
+    } else if (!strcmp(a, "--max-body")) {
+      NEED_ARG();
+      cfg.max_body = strtoull(v, NULL, 10);
+    } else if (!strcmp(a, "--max-conns")) {
+      NEED_ARG();
+      cfg.max_conns = atoi(v);
+    } else if (!strcmp(a, "--header-timeout")) {
+      NEED_ARG();
+      cfg.header_timeout_ms = (int)(atof(v) * 1000);
+    } else if (!strcmp(a, "--body-timeout")) {
+      NEED_ARG();
+      cfg.body_timeout_ms = (int)(atof(v) * 1000);
+    } else if (!strcmp(a, "--hook")) {
       NEED_ARG();
       const char *eq = strchr(v, '=');
       int found = 0;
       for (int k = 0; eq && k < 6; k++)
         if ((size_t)(eq - v) == strlen(HOOK_NAMES[k]) && !memcmp(v, HOOK_NAMES[k], (size_t)(eq - v))) {
-          if (eq[1] != '/') { fprintf(stderr, "microvm-agent: --hook %s: the path must start with '/'\n", v); return 2; }
+          if (eq[1] != '/') {
+            fprintf(stderr, "microvm-agent: --hook %s: the path must start with '/'\n", v);
+            return 2;
+          }
           snprintf(hookbuf[k], sizeof hookbuf[k], "%s", eq + 1);
           found = 1;
         }
-      if (!found) { fprintf(stderr, "microvm-agent: --hook %s: expected NAME=PATH, NAME one of run resume suspend terminate ready validate\n", v); return 2; }
-    } else { fprintf(stderr, "microvm-agent: unknown option %s (see --help)\n", a); return 2; }
+      if (!found) {
+        fprintf(stderr,
+                "microvm-agent: --hook %s: expected NAME=PATH, NAME one of run resume suspend terminate "
+                "ready validate\n",
+                v);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "microvm-agent: unknown option %s (see --help)\n", a);
+      return 2;
+    }
   }
-  if (cfg.port < 0 || cfg.port > 65535) { fprintf(stderr, "microvm-agent: --port must be 0..65535\n"); return 2; }
+  if (cfg.port < 0 || cfg.port > 65535) {
+    fprintf(stderr, "microvm-agent: --port must be 0..65535\n");
+    return 2;
+  }
   if (cfg.max_conns < 1 || cfg.header_timeout_ms < 1 || cfg.body_timeout_ms < 1 || cfg.max_body < 1) {
-    fprintf(stderr, "microvm-agent: --max-conns, --header-timeout, --body-timeout and --max-body must be positive\n");
+    fprintf(stderr,
+            "microvm-agent: --max-conns, --header-timeout, --body-timeout and --max-body must be positive\n");
     return 2;
   }
   unsetenv("CSENG_AGENT_TOKEN"); /* the commands run never see it */
 
   int ls = socket(strchr(cfg.listen, ':') ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (ls < 0) { perror("microvm-agent: socket"); return 1; }
+  if (ls < 0) {
+    perror("microvm-agent: socket");
+    return 1;
+  }
   int one = 1;
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   struct sockaddr_storage ss;
@@ -1133,19 +1383,32 @@ int main(int argc, char **argv) {
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
     s6->sin6_family = AF_INET6;
     s6->sin6_port = htons((uint16_t)cfg.port);
-    if (inet_pton(AF_INET6, cfg.listen, &s6->sin6_addr) != 1) { fprintf(stderr, "microvm-agent: bad --listen %s\n", cfg.listen); return 2; }
+    if (inet_pton(AF_INET6, cfg.listen, &s6->sin6_addr) != 1) {
+      fprintf(stderr, "microvm-agent: bad --listen %s\n", cfg.listen);
+      return 2;
+    }
     sl = sizeof *s6;
   } else {
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     s4->sin_family = AF_INET;
     s4->sin_port = htons((uint16_t)cfg.port);
-    if (inet_pton(AF_INET, cfg.listen, &s4->sin_addr) != 1) { fprintf(stderr, "microvm-agent: bad --listen %s\n", cfg.listen); return 2; }
+    if (inet_pton(AF_INET, cfg.listen, &s4->sin_addr) != 1) {
+      fprintf(stderr, "microvm-agent: bad --listen %s\n", cfg.listen);
+      return 2;
+    }
     sl = sizeof *s4;
   }
-  if (bind(ls, (struct sockaddr *)&ss, sl) != 0) { fprintf(stderr, "microvm-agent: bind %s:%d: %s\n", cfg.listen, cfg.port, strerror(errno)); return 1; }
-  if (listen(ls, 128) != 0) { perror("microvm-agent: listen"); return 1; }
+  if (bind(ls, (struct sockaddr *)&ss, sl) != 0) {
+    fprintf(stderr, "microvm-agent: bind %s:%d: %s\n", cfg.listen, cfg.port, strerror(errno));
+    return 1;
+  }
+  if (listen(ls, 128) != 0) {
+    perror("microvm-agent: listen");
+    return 1;
+  }
   getsockname(ls, (struct sockaddr *)&ss, &sl);
-  int port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+  int port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
   if (token_file) snprintf(cfg.token_file, sizeof cfg.token_file, "%s", token_file);
   else snprintf(cfg.token_file, sizeof cfg.token_file, "/tmp/microvm-agent-%d.token", port);
   if (cfg.port_file) {
@@ -1166,8 +1429,8 @@ int main(int argc, char **argv) {
   sa.sa_flags = SA_NOCLDSTOP;
   sigaction(SIGCHLD, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  logf_("listening on %s:%d (%s), hooks %s %s %s %s %s %s, token %s", cfg.listen, port, ARCH, cfg.hooks[0], cfg.hooks[1],
-        cfg.hooks[2], cfg.hooks[3], cfg.hooks[4], cfg.hooks[5],
+  logf_("listening on %s:%d (%s), hooks %s %s %s %s %s %s, token %s", cfg.listen, port, ARCH, cfg.hooks[0],
+        cfg.hooks[1], cfg.hooks[2], cfg.hooks[3], cfg.hooks[4], cfg.hooks[5],
         cfg.token ? "from the environment/flags" : "from the run hook or token file");
   int active = 0;
   while (!stop) {
@@ -1183,8 +1446,10 @@ int main(int argc, char **argv) {
     socklen_t psl = sizeof ps;
     int fd = accept4(ls, (struct sockaddr *)&ps, &psl, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (ps.ss_family == AF_INET) inet_ntop(AF_INET, &((struct sockaddr_in *)&ps)->sin_addr, peer, sizeof peer);
-    else if (ps.ss_family == AF_INET6) inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ps)->sin6_addr, peer, sizeof peer);
+    if (ps.ss_family == AF_INET)
+      inet_ntop(AF_INET, &((struct sockaddr_in *)&ps)->sin_addr, peer, sizeof peer);
+    else if (ps.ss_family == AF_INET6)
+      inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ps)->sin6_addr, peer, sizeof peer);
     int busy = active >= cfg.max_conns;
     pid_t pid = fork();
     if (pid == 0) {

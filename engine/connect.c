@@ -120,14 +120,14 @@ int connect_decoder_finish(connect_decoder *d) {
 
 const char *connect_strerror(int code) {
   switch (code) {
-  case CONNECT_OK: return "no error";
-  case CONNECT_ETOOBIG: return "frame length over the limit";
-  case CONNECT_EFLAGS: return "reserved flag bits set";
-  case CONNECT_EAFTEREND: return "data after the end-of-stream frame";
-  case CONNECT_ETRUNCATED: return "stream ended inside a frame";
-  case CONNECT_ENOMEM: return "out of memory";
-  case CONNECT_ESTOPPED: return "stopped by the frame callback";
-  default: return "unknown error";
+    case CONNECT_OK: return "no error";
+    case CONNECT_ETOOBIG: return "frame length over the limit";
+    case CONNECT_EFLAGS: return "reserved flag bits set";
+    case CONNECT_EAFTEREND: return "data after the end-of-stream frame";
+    case CONNECT_ETRUNCATED: return "stream ended inside a frame";
+    case CONNECT_ENOMEM: return "out of memory";
+    case CONNECT_ESTOPPED: return "stopped by the frame callback";
+    default: return "unknown error";
   }
 }
 
@@ -135,26 +135,27 @@ void connect_decoder_message(const connect_decoder *d, char *out, size_t outlen)
   size_t frame = d->frames + 1; /* the frame being read when it failed */
   if (!out || outlen == 0) return;
   switch (d->error) {
-  case CONNECT_ETOOBIG:
-    snprintf(out, outlen, "connect: frame %zu declares %llu bytes, over the limit of %zu", frame,
-             (unsigned long long)d->bad_len, d->max_frame);
-    break;
-  case CONNECT_EFLAGS:
-    snprintf(out, outlen, "connect: frame %zu has reserved flag bits set (flags 0x%02x)", frame, d->bad_flags);
-    break;
-  case CONNECT_EAFTEREND:
-    snprintf(out, outlen, "connect: data after the end-of-stream frame (byte %llu)", (unsigned long long)d->offset);
-    break;
-  case CONNECT_ETRUNCATED:
-    if (d->hdr_len < CONNECT_HEADER_LEN)
-      snprintf(out, outlen, "connect: stream ended inside the header of frame %zu (%zu of %d bytes)", frame,
-               d->hdr_len, CONNECT_HEADER_LEN);
-    else
-      snprintf(out, outlen, "connect: stream ended inside frame %zu (%zu of %zu payload bytes)", frame, d->buf_len,
-               d->need);
-    break;
-  default:
-    snprintf(out, outlen, "connect: %s", connect_strerror(d->error));
+    case CONNECT_ETOOBIG:
+      snprintf(out, outlen, "connect: frame %zu declares %llu bytes, over the limit of %zu", frame,
+               (unsigned long long)d->bad_len, d->max_frame);
+      break;
+    case CONNECT_EFLAGS:
+      snprintf(out, outlen, "connect: frame %zu has reserved flag bits set (flags 0x%02x)", frame,
+               d->bad_flags);
+      break;
+    case CONNECT_EAFTEREND:
+      snprintf(out, outlen, "connect: data after the end-of-stream frame (byte %llu)",
+               (unsigned long long)d->offset);
+      break;
+    case CONNECT_ETRUNCATED:
+      if (d->hdr_len < CONNECT_HEADER_LEN)
+        snprintf(out, outlen, "connect: stream ended inside the header of frame %zu (%zu of %d bytes)", frame,
+                 d->hdr_len, CONNECT_HEADER_LEN);
+      else
+        snprintf(out, outlen, "connect: stream ended inside frame %zu (%zu of %zu payload bytes)", frame,
+                 d->buf_len, d->need);
+      break;
+    default: snprintf(out, outlen, "connect: %s", connect_strerror(d->error));
   }
 }
 

@@ -31,7 +31,7 @@ enum {
   CONNECT_EAFTEREND = -3,  /* bytes after the end-of-stream frame */
   CONNECT_ETRUNCATED = -4, /* the stream ended inside a frame (finish) */
   CONNECT_ENOMEM = -5,
-  CONNECT_ESTOPPED = -6    /* the frame callback asked to stop */
+  CONNECT_ESTOPPED = -6 /* the frame callback asked to stop */
 };
 
 /* Called once per complete frame; data is valid only during the call. Return 0 to go
@@ -40,10 +40,10 @@ typedef int (*connect_frame_fn)(void *ud, unsigned flags, const uint8_t *data, s
 
 typedef struct {
   uint8_t hdr[CONNECT_HEADER_LEN];
-  size_t hdr_len;     /* header bytes of the current frame seen so far */
-  uint8_t *buf;       /* payload of the current frame, when it came in pieces */
+  size_t hdr_len; /* header bytes of the current frame seen so far */
+  uint8_t *buf;   /* payload of the current frame, when it came in pieces */
   size_t buf_len, buf_cap;
-  size_t need;        /* payload length of the current frame (once its header is complete) */
+  size_t need; /* payload length of the current frame (once its header is complete) */
   size_t max_frame;
   size_t frames;      /* frames delivered */
   uint64_t offset;    /* bytes consumed, for error messages */

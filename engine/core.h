@@ -33,10 +33,10 @@ typedef struct cs_task cs_task;
 typedef struct cs_op cs_op;
 
 struct cs_op {
-  cs_task *task;                          /* set by cs_yield */
-  int ready;                              /* set by cs_op_ready, cleared before push */
-  int (*push)(lua_State *L, cs_op *op);   /* push results, return their count */
-  void (*cancel)(cs_op *op);              /* abort and release; called instead of push */
+  cs_task *task;                        /* set by cs_yield */
+  int ready;                            /* set by cs_op_ready, cleared before push */
+  int (*push)(lua_State *L, cs_op *op); /* push results, return their count */
+  void (*cancel)(cs_op *op);            /* abort and release; called instead of push */
 };
 
 /* The process's one loop. */

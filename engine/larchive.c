@@ -168,14 +168,14 @@ static const char *symlink_target_unsafe(const char *linkpath, const char *targe
 static const char *type_name(struct archive_entry *e) {
   if (archive_entry_hardlink(e)) return "hardlink";
   switch (archive_entry_filetype(e)) {
-  case AE_IFREG: return "file";
-  case AE_IFDIR: return "dir";
-  case AE_IFLNK: return "symlink";
-  case AE_IFIFO: return "fifo";
-  case AE_IFCHR: return "char";
-  case AE_IFBLK: return "block";
-  case AE_IFSOCK: return "socket";
-  default: return "unknown";
+    case AE_IFREG: return "file";
+    case AE_IFDIR: return "dir";
+    case AE_IFLNK: return "symlink";
+    case AE_IFIFO: return "fifo";
+    case AE_IFCHR: return "char";
+    case AE_IFBLK: return "block";
+    case AE_IFSOCK: return "socket";
+    default: return "unknown";
   }
 }
 
@@ -207,7 +207,8 @@ static void guard_release(guard *g) {
   if (g->r) archive_read_free(g->r);
   g->w = g->r = NULL;
   if (g->cwd_fd >= 0) {
-    if (fchdir(g->cwd_fd) != 0) { /* nothing better to do; the next chdir fixes it */ }
+    if (fchdir(g->cwd_fd) != 0) { /* nothing better to do; the next chdir fixes it */
+    }
     close(g->cwd_fd);
     g->cwd_fd = -1;
   }
@@ -716,8 +717,8 @@ typedef struct {
   mode_t mode;
   const char *data; /* P_FILE with data= */
   size_t dlen;
-  const char *file; /* P_FILE with file= (a host path) */
-  int nofollow;     /* open file= with O_NOFOLLOW (pack_dir) */
+  const char *file;   /* P_FILE with file= (a host path) */
+  int nofollow;       /* open file= with O_NOFOLLOW (pack_dir) */
   const char *target; /* P_LINK */
 } pentry;
 
@@ -852,7 +853,8 @@ static void pack_finish_entries(lua_State *L, packer *p, int anchor, int set) {
   qsort(p->ents, p->n, sizeof *p->ents, pentry_cmp);
 }
 
-static int pack_fail(lua_State *L, packer *p, const char *code, const char *fmt, const char *a1, const char *a2) {
+static int pack_fail(lua_State *L, packer *p, const char *code, const char *fmt, const char *a1,
+                     const char *a2) {
   packer_release(p);
   lua_pushnil(L);
   lua_pushfstring(L, fmt, a1, a2);
@@ -1022,7 +1024,8 @@ static int archive_pack(lua_State *L) {
       int hd = lua_getfield(L, ent, "data"), hf = lua_getfield(L, ent, "file");
       e->type = P_FILE;
       e->mode = 0644;
-      if ((hd == LUA_TNIL) == (hf == LUA_TNIL)) return luaL_error(L, "%s: give exactly one of data and file", what);
+      if ((hd == LUA_TNIL) == (hf == LUA_TNIL))
+        return luaL_error(L, "%s: give exactly one of data and file", what);
       if (hd != LUA_TNIL) {
         if (hd != LUA_TSTRING) return luaL_error(L, "%s.data must be a string", what);
         e->data = lua_tolstring(L, -2, &e->dlen); /* anchored by entries */
@@ -1210,7 +1213,8 @@ static int archive_pack_dir(lua_State *L) {
       size_t len;
       const char *pat;
       char buf[PATH_MAX];
-      if (lua_rawgeti(L, ex, i) != LUA_TSTRING) return luaL_error(L, "opts.exclude[%d] must be a string", (int)i);
+      if (lua_rawgeti(L, ex, i) != LUA_TSTRING)
+        return luaL_error(L, "opts.exclude[%d] must be a string", (int)i);
       pat = lua_tolstring(L, -1, &len);
       while (pat[0] == '/' || (pat[0] == '.' && pat[1] == '/')) pat += pat[0] == '/' ? 1 : 2;
       cs_fmt_into(buf, sizeof buf, "%s", pat);

@@ -91,7 +91,8 @@ static int decoder_feed(lua_State *L) {
   lua_settop(L, 2);
   lua_newtable(L);
   luaL_checkstack(L, 8, "connect decoder");
-  if (connect_decoder_feed(&bx->d, (const uint8_t *)p, n, push_frame, L) != CONNECT_OK) return fail_with(L, bx);
+  if (connect_decoder_feed(&bx->d, (const uint8_t *)p, n, push_frame, L) != CONNECT_OK)
+    return fail_with(L, bx);
   return 1;
 }
 
@@ -130,10 +131,11 @@ static int decoder_tostring(lua_State *L) {
 }
 
 int luaopen_cseng_connect(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"encode", connect_encode}, {"decoder", connect_new_decoder}, {NULL, NULL}};
-  static const luaL_Reg meth[] = {{"feed", decoder_feed},         {"finish", decoder_finish},
-                                  {"ended", decoder_ended},       {"buffered", decoder_buffered},
-                                  {"close", decoder_close},       {NULL, NULL}};
+  static const luaL_Reg funcs[] = {
+      {"encode", connect_encode}, {"decoder", connect_new_decoder}, {NULL, NULL}};
+  static const luaL_Reg meth[] = {{"feed", decoder_feed},   {"finish", decoder_finish},
+                                  {"ended", decoder_ended}, {"buffered", decoder_buffered},
+                                  {"close", decoder_close}, {NULL, NULL}};
   if (luaL_newmetatable(L, DECODER_MT)) {
     luaL_newlib(L, meth);
     lua_setfield(L, -2, "__index");

@@ -49,8 +49,7 @@ static void sha256_raw(lua_State *L, int idx, unsigned char out[SHA256_LEN]) {
   size_t n;
   const char *s = luaL_checklstring(L, idx, &n);
   unsigned int len = 0;
-  if (!EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) || len != SHA256_LEN)
-    openssl_error(L, "sha256");
+  if (!EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) || len != SHA256_LEN) openssl_error(L, "sha256");
 }
 
 /** crypto.sha256(s) -> 32 raw bytes */
@@ -177,13 +176,22 @@ static int crypto_unbase64(lua_State *L) {
     int c = (unsigned char)s[i], d;
     if (c == '\n' || c == '\r') continue;
     if (c == '=') {
-      if (ngroup < 2) { why = "misplaced padding"; break; }
+      if (ngroup < 2) {
+        why = "misplaced padding";
+        break;
+      }
       npad++;
       ngroup++;
       v <<= 6;
     } else {
-      if (npad) { why = "data after padding"; break; }
-      if ((d = b64val(c)) < 0) { why = "invalid character"; break; }
+      if (npad) {
+        why = "data after padding";
+        break;
+      }
+      if ((d = b64val(c)) < 0) {
+        why = "invalid character";
+        break;
+      }
       v = v << 6 | (unsigned)d;
       ngroup++;
     }
@@ -191,15 +199,24 @@ static int crypto_unbase64(lua_State *L) {
       out[o++] = (char)(v >> 16);
       if (npad < 2) out[o++] = (char)(v >> 8);
       if (npad < 1) out[o++] = (char)v;
-      if (npad && (v & (npad == 1 ? 0xff : 0xffff))) { why = "non-zero padding bits"; break; }
-      if (npad) { i++; break; } /* only line breaks may follow */
+      if (npad && (v & (npad == 1 ? 0xff : 0xffff))) {
+        why = "non-zero padding bits";
+        break;
+      }
+      if (npad) {
+        i++;
+        break;
+      } /* only line breaks may follow */
       ngroup = 0;
       v = 0;
     }
   }
   if (!why) {
     for (; i < n; i++)
-      if (s[i] != '\n' && s[i] != '\r') { why = npad ? "data after padding" : "invalid character"; break; }
+      if (s[i] != '\n' && s[i] != '\r') {
+        why = npad ? "data after padding" : "invalid character";
+        break;
+      }
   }
   if (!why && ngroup != 0 && !(npad && ngroup == 4)) why = "truncated input (length is not a multiple of 4)";
   if (why) {
@@ -223,12 +240,15 @@ static int crypto_random_bytes(lua_State *L) {
 }
 
 int luaopen_cseng_crypto(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"sha256", crypto_sha256}, {"sha256_hex", crypto_sha256_hex},
-      {"hmac_sha256", crypto_hmac_sha256}, {"hex", crypto_hex},
-      {"unhex", crypto_unhex},   {"base64", crypto_base64},
-      {"unbase64", crypto_unbase64}, {"random_bytes", crypto_random_bytes},
-      {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"sha256", crypto_sha256},
+                                   {"sha256_hex", crypto_sha256_hex},
+                                   {"hmac_sha256", crypto_hmac_sha256},
+                                   {"hex", crypto_hex},
+                                   {"unhex", crypto_unhex},
+                                   {"base64", crypto_base64},
+                                   {"unbase64", crypto_unbase64},
+                                   {"random_bytes", crypto_random_bytes},
+                                   {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

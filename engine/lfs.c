@@ -823,13 +823,13 @@ static int fs_dirname(lua_State *L) {
   size_t n, end;
   const char *p = luaL_checklstring(L, 1, &n);
   end = n;
-  while (end > 1 && p[end - 1] == '/') end--;     /* trailing slashes */
-  while (end > 0 && p[end - 1] != '/') end--;     /* the last component */
+  while (end > 1 && p[end - 1] == '/') end--; /* trailing slashes */
+  while (end > 0 && p[end - 1] != '/') end--; /* the last component */
   if (end == 0) {
     lua_pushliteral(L, ".");
     return 1;
   }
-  while (end > 1 && p[end - 1] == '/') end--;     /* the separator(s) */
+  while (end > 1 && p[end - 1] == '/') end--; /* the separator(s) */
   lua_pushlstring(L, p, end);
   return 1;
 }
@@ -851,7 +851,10 @@ static int fs_join(lua_State *L) {
     if (have) {
       while (n > 0 && *s == '/') s++, n--;
       if (last != '/') luaL_addchar(&b, '/');
-      if (n == 0) { last = '/'; continue; }
+      if (n == 0) {
+        last = '/';
+        continue;
+      }
     }
     luaL_addlstring(&b, s, n);
     last = s[n - 1];
@@ -862,14 +865,27 @@ static int fs_join(lua_State *L) {
 }
 
 int luaopen_cseng_fs(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"read", fs_read},           {"write", fs_write},       {"append", fs_append},
-      {"mkdir_p", fs_mkdir_p},     {"list", fs_list},         {"walk", fs_walk},
-      {"stat", fs_stat},           {"lstat", fs_lstat},       {"exists", fs_exists},
-      {"remove", fs_remove},       {"remove_tree", fs_remove_tree}, {"tempdir", fs_tempdir},
-      {"copy_tree", fs_copy_tree}, {"symlink", fs_symlink},   {"readlink", fs_readlink},
-      {"chmod", fs_chmod},         {"rename", fs_rename},     {"basename", fs_basename},
-      {"dirname", fs_dirname},     {"join", fs_join},         {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"read", fs_read},
+                                   {"write", fs_write},
+                                   {"append", fs_append},
+                                   {"mkdir_p", fs_mkdir_p},
+                                   {"list", fs_list},
+                                   {"walk", fs_walk},
+                                   {"stat", fs_stat},
+                                   {"lstat", fs_lstat},
+                                   {"exists", fs_exists},
+                                   {"remove", fs_remove},
+                                   {"remove_tree", fs_remove_tree},
+                                   {"tempdir", fs_tempdir},
+                                   {"copy_tree", fs_copy_tree},
+                                   {"symlink", fs_symlink},
+                                   {"readlink", fs_readlink},
+                                   {"chmod", fs_chmod},
+                                   {"rename", fs_rename},
+                                   {"basename", fs_basename},
+                                   {"dirname", fs_dirname},
+                                   {"join", fs_join},
+                                   {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -53,11 +53,11 @@ typedef struct {
 struct req;
 typedef struct h2origin {
   char *key;
-  int pending; /* prior-knowledge requests not finished */
-  int conns;   /* sockets they opened, not yet closed */
+  int pending;     /* prior-knowledge requests not finished */
+  int conns;       /* sockets they opened, not yet closed */
   int established; /* the first request's connection is up and switched to HTTP/2 (on_prereq) */
-  int live;    /* ... and curl has read from it (the server's SETTINGS): later requests multiplex on it */
-  int kick;    /* waiters to start (origins_kick) */
+  int live;        /* ... and curl has read from it (the server's SETTINGS): later requests multiplex on it */
+  int kick;        /* waiters to start (origins_kick) */
   struct req *wait_head, *wait_tail;
   struct h2origin *next;
 } h2origin;
@@ -65,7 +65,7 @@ typedef struct h2origin {
 typedef struct req {
   cs_op op;
   CURL *easy;
-  h2origin *origin; /* a prior-knowledge request counted in origin->pending */
+  h2origin *origin;  /* a prior-knowledge request counted in origin->pending */
   h2origin *waiting; /* queued on this origin, not yet handed to curl */
   struct req *wnext;
   struct curl_slist *hdrs;
@@ -91,7 +91,7 @@ typedef struct req {
 typedef struct {
   uv_poll_t poll;
   curl_socket_t fd;
-  int ours; /* opened by open_socket: lives until close_socket */
+  int ours;         /* opened by open_socket: lives until close_socket */
   h2origin *origin; /* opened by a prior-knowledge request: counted in origin->conns */
 } sockctx;
 
@@ -183,9 +183,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   return buf_add(&r->head, p, len) == 0 ? len : 0;
 }
 
-static CURL *easy_get(void) {
-  return H.neasy > 0 ? H.easy_pool[--H.neasy] : curl_easy_init();
-}
+static CURL *easy_get(void) { return H.neasy > 0 ? H.easy_pool[--H.neasy] : curl_easy_init(); }
 
 static void easy_put(CURL *e) {
   if (H.neasy < EASY_POOL_MAX) {
@@ -240,7 +238,8 @@ static void req_free(req *r) {
  * switches the connection to HTTP/2 and sends its request. curl lets other transfers multiplex
  * on it once it has read the server's SETTINGS: on_poll marks the origin live after the next
  * read from that socket. */
-static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port) {
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port) {
   req *r = ud;
   (void)conn_primary_ip;
   (void)conn_local_ip;
@@ -272,7 +271,8 @@ static void origins_kick(void) {
       if (!o->wait_head) o->wait_tail = NULL;
       r->waiting = NULL;
       r->wnext = NULL;
-      if (!o->live && o->conns == 0) { /* the first request failed before HTTP/2: this one opens a connection */
+      if (!o->live &&
+          o->conns == 0) { /* the first request failed before HTTP/2: this one opens a connection */
         curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(r->easy, CURLOPT_PREREQFUNCTION, on_prereq);
         curl_easy_setopt(r->easy, CURLOPT_PREREQDATA, r);
@@ -325,7 +325,8 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   curl_multi_socket_action(H.multi, fd, flags, &running);
   /* a read on the first prior-knowledge connection after it switched to HTTP/2: the server's
    * SETTINGS are in, the connection multiplexes (see h2origin) */
-  if (o && (flags & CURL_CSELECT_IN) && sock_lookup(fd) == c && c->origin == o && o->established) origin_live(o);
+  if (o && (flags & CURL_CSELECT_IN) && sock_lookup(fd) == c && c->origin == o && o->established)
+    origin_live(o);
   check_done();
 }
 
@@ -435,34 +436,34 @@ static int on_curl_timer(CURLM *m, long timeout_ms, void *userp) {
 
 static const char *error_code(req *r) {
   switch (r->result) {
-  case CURLE_OPERATION_TIMEDOUT: return "ETIMEDOUT";
-  case CURLE_COULDNT_RESOLVE_HOST:
-  case CURLE_COULDNT_RESOLVE_PROXY: return "ENOTFOUND";
-  case CURLE_COULDNT_CONNECT:
-    if (r->os_errno == ENOENT) return "ENOENT";
-    if (r->os_errno == EACCES) return "EACCES";
-    if (r->os_errno == ETIMEDOUT) return "ETIMEDOUT";
-    if (r->os_errno == EHOSTUNREACH || r->os_errno == ENETUNREACH) return "EHOSTUNREACH";
-    return "ECONNREFUSED";
-  case CURLE_GOT_NOTHING:
-  case CURLE_RECV_ERROR:
-  case CURLE_SEND_ERROR:
-  case CURLE_PARTIAL_FILE: return "ECONNRESET";
-  case CURLE_SSL_CONNECT_ERROR:
-  case CURLE_PEER_FAILED_VERIFICATION:
-  case CURLE_SSL_CERTPROBLEM:
-  case CURLE_SSL_CIPHER:
-  case CURLE_SSL_CACERT_BADFILE: return "ETLS";
-  case CURLE_FILESIZE_EXCEEDED: return "EBODY";
-  case CURLE_WRITE_ERROR:
-  case CURLE_ABORTED_BY_CALLBACK: return "EABORTED";
-  case CURLE_TOO_MANY_REDIRECTS: return "EREDIRECT";
-  case CURLE_URL_MALFORMAT:
-  case CURLE_UNSUPPORTED_PROTOCOL: return "EURL";
-  case CURLE_HTTP2:
-  case CURLE_HTTP2_STREAM:
-  case CURLE_WEIRD_SERVER_REPLY: return "EHTTP2";
-  default: return "ECURL";
+    case CURLE_OPERATION_TIMEDOUT: return "ETIMEDOUT";
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: return "ENOTFOUND";
+    case CURLE_COULDNT_CONNECT:
+      if (r->os_errno == ENOENT) return "ENOENT";
+      if (r->os_errno == EACCES) return "EACCES";
+      if (r->os_errno == ETIMEDOUT) return "ETIMEDOUT";
+      if (r->os_errno == EHOSTUNREACH || r->os_errno == ENETUNREACH) return "EHOSTUNREACH";
+      return "ECONNREFUSED";
+    case CURLE_GOT_NOTHING:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE: return "ECONNRESET";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE: return "ETLS";
+    case CURLE_FILESIZE_EXCEEDED: return "EBODY";
+    case CURLE_WRITE_ERROR:
+    case CURLE_ABORTED_BY_CALLBACK: return "EABORTED";
+    case CURLE_TOO_MANY_REDIRECTS: return "EREDIRECT";
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL: return "EURL";
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY: return "EHTTP2";
+    default: return "ECURL";
   }
 }
 
@@ -507,7 +508,8 @@ static int push_done(lua_State *L, req *r) {
     const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
     if (r->result == CURLE_FILESIZE_EXCEEDED) msg = "response body larger than max_body";
     if (r->want_h2 && r->status == 0 && !r->head_done &&
-        (strcmp(code, "EHTTP2") == 0 || r->result == CURLE_GOT_NOTHING || r->result == CURLE_UNSUPPORTED_PROTOCOL)) {
+        (strcmp(code, "EHTTP2") == 0 || r->result == CURLE_GOT_NOTHING ||
+         r->result == CURLE_UNSUPPORTED_PROTOCOL)) {
       code = "EHTTP2"; /* no HTTP/2 response at all */
       lua_pushnil(L);
       lua_pushfstring(L, "%s: no HTTP/2 response (is the server HTTP/1.1 only?): %s", r->url, msg);
@@ -523,8 +525,8 @@ static int push_done(lua_State *L, req *r) {
   }
   if (r->want_h2 && r->http_version != CURL_HTTP_VERSION_2_0) {
     lua_pushnil(L);
-    lua_pushfstring(L, "%s: the server answered with HTTP/%s where HTTP/2 was required (opts.http_version)", r->url,
-                    r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0" : "1.1");
+    lua_pushfstring(L, "%s: the server answered with HTTP/%s where HTTP/2 was required (opts.http_version)",
+                    r->url, r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0" : "1.1");
     lua_pushliteral(L, "EHTTP2");
     req_free(r);
     return 3;
@@ -539,8 +541,9 @@ static int push_done(lua_State *L, req *r) {
   if (r->stream) lua_pushliteral(L, "");
   else lua_pushlstring(L, r->body.p ? r->body.p : "", r->body.len);
   lua_setfield(L, -2, "body");
-  lua_pushstring(L, r->http_version == CURL_HTTP_VERSION_2_0 ? "2" :
-                    r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0" : "1.1");
+  lua_pushstring(L, r->http_version == CURL_HTTP_VERSION_2_0   ? "2"
+                    : r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0"
+                                                               : "1.1");
   lua_setfield(L, -2, "http_version");
   lua_createtable(L, 0, 5);
   set_time(L, "dns", r->t_dns);
@@ -650,8 +653,7 @@ static void origin_key(const char *url, const char *unix_socket, char *out, size
       curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
       curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
     snprintf(out, cap, "%s://%s:%s|%s", scheme, host, port, unix_socket ? unix_socket : "");
-  else
-    snprintf(out, cap, "%s|%s", url, unix_socket ? unix_socket : "");
+  else snprintf(out, cap, "%s|%s", url, unix_socket ? unix_socket : "");
   curl_free(scheme);
   curl_free(host);
   curl_free(port);
@@ -682,9 +684,12 @@ static int http_request(lua_State *L) {
   if (version) {
     int tls = strncasecmp(url, "https:", 6) == 0;
     if (strcmp(version, "1.1") == 0) http_version = CURL_HTTP_VERSION_1_1;
-    else if (strcmp(version, "2") == 0) http_version = tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    else if (strcmp(version, "2") == 0)
+      http_version = tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
     else if (strcmp(version, "2-prior-knowledge") == 0) http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-    else luaL_error(L, "http.request: opts.http_version must be '1.1', '2' or '2-prior-knowledge', got '%s'", version);
+    else
+      luaL_error(L, "http.request: opts.http_version must be '1.1', '2' or '2-prior-knowledge', got '%s'",
+                 version);
   }
   timeout = opt_number(L, "timeout", 60);
   connect_timeout = opt_number(L, "connect_timeout", 0);
@@ -702,8 +707,8 @@ static int http_request(lua_State *L) {
     while (lua_next(L, -2)) {
       int t = lua_type(L, -1);
       if (lua_type(L, -2) == LUA_TSTRING && t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
-        luaL_error(L, "http.request: opts.headers['%s'] must be a string or a number, got %s", lua_tostring(L, -2),
-                   luaL_typename(L, -1));
+        luaL_error(L, "http.request: opts.headers['%s'] must be a string or a number, got %s",
+                   lua_tostring(L, -2), luaL_typename(L, -1));
       lua_pop(L, 1);
     }
   }
@@ -827,11 +832,14 @@ static int http_configure(lua_State *L) {
   lua_getfield(L, 1, "max_connections");
   if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, (long)luaL_checkinteger(L, -1));
   lua_getfield(L, 1, "max_host_connections");
-  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1))
+    curl_multi_setopt(H.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)luaL_checkinteger(L, -1));
   lua_getfield(L, 1, "max_total_connections");
-  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1))
+    curl_multi_setopt(H.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)luaL_checkinteger(L, -1));
   lua_getfield(L, 1, "max_concurrent_streams");
-  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1))
+    curl_multi_setopt(H.multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)luaL_checkinteger(L, -1));
   return 0;
 }
 
@@ -873,7 +881,8 @@ int luaopen_cseng_http(lua_State *L) {
     curl_multi_setopt(H.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(H.multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, 1024L);
-    curl_multi_setopt(H.multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX); /* HTTP/2 streams share a connection */
+    curl_multi_setopt(H.multi, CURLMOPT_PIPELINING,
+                      (long)CURLPIPE_MULTIPLEX); /* HTTP/2 streams share a connection */
     uv_timer_init(cs_loop(), &H.timer);
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);

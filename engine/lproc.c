@@ -30,7 +30,6 @@
 #define DEFAULT_TAIL ((size_t)1 << 20)
 #define DEFAULT_GRACE_MS 2000
 
-
 /* Reads land here when the tail buffer has no contiguous room. libuv calls
  * alloc_cb and read_cb back to back on one thread, so one buffer serves all. */
 static char scratch[65536];
@@ -268,8 +267,8 @@ typedef struct {
   uv_write_t wreq;
   tail out, err;
   pid_t pid;
-  int nopen;     /* handles not yet closed */
-  int lua_done;  /* pushed or cancelled: free once nopen is 0 */
+  int nopen;    /* handles not yet closed */
+  int lua_done; /* pushed or cancelled: free once nopen is 0 */
   int exited, timed_out, kill_group, phase, finished;
   int64_t status;
   int sig;
@@ -307,24 +306,23 @@ static void run_arm(runop *r, int phase, uint64_t ms);
 static void run_timer(uv_timer_t *h) {
   runop *r = h->data;
   switch (r->phase) {
-  case PHASE_TIMEOUT:
-    r->timed_out = 1;
-    if (!r->exited) {
-      signal_group(r->pid, 1, SIGTERM);
-      run_arm(r, PHASE_GRACE, r->grace_ms);
-      return;
-    }
-    signal_group(r->pid, 1, SIGKILL); /* exited, but strays hold the pipes */
-    break;
-  case PHASE_GRACE:
-    signal_group(r->pid, 1, SIGKILL);
-    if (!r->exited) {
-      run_arm(r, PHASE_DRAIN, r->grace_ms);
-      return;
-    }
-    break;
-  default:
-    break;
+    case PHASE_TIMEOUT:
+      r->timed_out = 1;
+      if (!r->exited) {
+        signal_group(r->pid, 1, SIGTERM);
+        run_arm(r, PHASE_GRACE, r->grace_ms);
+        return;
+      }
+      signal_group(r->pid, 1, SIGKILL); /* exited, but strays hold the pipes */
+      break;
+    case PHASE_GRACE:
+      signal_group(r->pid, 1, SIGKILL);
+      if (!r->exited) {
+        run_arm(r, PHASE_DRAIN, r->grace_ms);
+        return;
+      }
+      break;
+    default: break;
   }
   /* Whoever still holds the pipes escaped the group: stop waiting for them. */
   if (r->exited) {
@@ -364,9 +362,7 @@ static void run_exit(uv_process_t *p, int64_t status, int sig) {
   run_check_done(r);
 }
 
-static tail *run_tail(runop *r, uv_handle_t *h) {
-  return h == (uv_handle_t *)&r->pout ? &r->out : &r->err;
-}
+static tail *run_tail(runop *r, uv_handle_t *h) { return h == (uv_handle_t *)&r->pout ? &r->out : &r->err; }
 
 static void run_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   (void)suggested;
@@ -531,7 +527,8 @@ static void child_closed(uv_handle_t *h) {
 static void wait_unlink(waitop *w) {
   child *c = w->c;
   if (!c) return;
-  if (w->prev) w->prev->next = w->next; else c->waiters = w->next;
+  if (w->prev) w->prev->next = w->next;
+  else c->waiters = w->next;
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = NULL;
   w->c = NULL;
@@ -684,7 +681,8 @@ static int p_tostring(lua_State *L) {
 }
 
 /* 'inherit' | 'null' | a path (truncated, created 0644). */
-static int stdio_target(lua_State *L, int oidx, const char *key, int fd, uv_stdio_container_t *sc, int *opened) {
+static int stdio_target(lua_State *L, int oidx, const char *key, int fd, uv_stdio_container_t *sc,
+                        int *opened) {
   const char *v;
   int out = fd != 0;
   lua_getfield(L, oidx, key);
@@ -719,13 +717,15 @@ static int proc_spawn(lua_State *L) {
       const char *path;
       lua_getfield(L, 1, keys[i]);
       path = lua_tostring(L, -1);
-      for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+      for (i = 0; i < 3; i++)
+        if (fds[i] >= 0) close(fds[i]);
       return cs_fail(L, uv_err_name(rc), "%s: %s", path, uv_strerror(rc));
     }
   }
   c = calloc(1, sizeof *c);
   if (!c) {
-    for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+    for (i = 0; i < 3; i++)
+      if (fds[i] >= 0) close(fds[i]);
     return luaL_error(L, "out of memory");
   }
   c->kill_group = so.kill_group;
@@ -735,7 +735,8 @@ static int proc_spawn(lua_State *L) {
   so.o.exit_cb = child_exit;
   c->t0 = uv_hrtime();
   rc = uv_spawn(cs_loop(), &c->proc, &so.o);
-  for (i = 0; i < 3; i++) if (fds[i] >= 0) close(fds[i]);
+  for (i = 0; i < 3; i++)
+    if (fds[i] >= 0) close(fds[i]);
   if (rc != 0) {
     c->nopen = 2;
     uv_close((uv_handle_t *)&c->proc, child_closed);

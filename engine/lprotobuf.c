@@ -12,14 +12,13 @@
  *
  * Schema format (docs/ENGINE.md, "cseng.protobuf"):
  *   message = { name = 'pkg.Msg', fields = { field... } }
- *   field   = { number, name, [label,] type, [ref], [map value type, [value ref]], oneof = 'o', packed = false }
- *     label: 'repeated' | 'optional' (proto3 explicit presence); omitted: proto3 implicit presence
- *     type:  double float int64 uint64 int32 fixed64 fixed32 bool string bytes uint32 enum
- *            sfixed32 sfixed64 sint32 sint64 | 'message' (ref = message schema)
- *            | 'enum' (ref = enum schema, optional) | 'map' (ref = key type, then value type and its ref)
- *   enum    = { name = 'pkg.Enum', values = { NAME = number, ... } }
- * A schema is compiled once, on first use, and cached by table identity for the process's
- * life (schemas are module constants): do not change a schema table after its first use.
+ *   field   = { number, name, [label,] type, [ref], [map value type, [value ref]], oneof = 'o', packed =
+ * false } label: 'repeated' | 'optional' (proto3 explicit presence); omitted: proto3 implicit presence type:
+ * double float int64 uint64 int32 fixed64 fixed32 bool string bytes uint32 enum sfixed32 sfixed64 sint32
+ * sint64 | 'message' (ref = message schema) | 'enum' (ref = enum schema, optional) | 'map' (ref = key type,
+ * then value type and its ref) enum    = { name = 'pkg.Enum', values = { NAME = number, ... } } A schema is
+ * compiled once, on first use, and cached by table identity for the process's life (schemas are module
+ * constants): do not change a schema table after its first use.
  */
 #include "core.h"
 #include "protobuf.h"
@@ -73,7 +72,8 @@ static int check_type(lua_State *L, int idx, const char *mname, const char *fnam
   const char *t = lua_tostring(L, idx);
   int type;
   if (lua_type(L, idx) != LUA_TSTRING)
-    return luaL_error(L, "protobuf schema %s.%s: type must be a string, got %s", mname, fname, luaL_typename(L, idx));
+    return luaL_error(L, "protobuf schema %s.%s: type must be a string, got %s", mname, fname,
+                      luaL_typename(L, idx));
   if (strcmp(t, "message") == 0) type = PB_MESSAGE;
   else type = pb_type_from_name(t);
   if (!type || (type == PB_MESSAGE && !allow_message))
@@ -85,8 +85,8 @@ static int check_type(lua_State *L, int idx, const char *mname, const char *fnam
 static const pb_msg *ref_message(lua_State *L, int idx, const char *mname, const char *fname) {
   cmsg *c;
   if (!lua_istable(L, idx))
-    luaL_error(L, "protobuf schema %s.%s: a message field needs its message schema (a table), got %s", mname, fname,
-               luaL_typename(L, idx));
+    luaL_error(L, "protobuf schema %s.%s: a message field needs its message schema (a table), got %s", mname,
+               fname, luaL_typename(L, idx));
   c = compile(L, lua_absindex(L, idx)); /* pushes the cmsg userdata */
   return &c->m;
 }
@@ -95,7 +95,8 @@ static void check_enum(lua_State *L, int idx, const char *mname, const char *fna
   if (lua_isnil(L, idx)) return;
   lua_getfield(L, idx, "values");
   if (!lua_istable(L, idx) || !lua_istable(L, -1))
-    luaL_error(L, "protobuf schema %s.%s: an enum's schema is {name=, values={NAME=number...}}", mname, fname);
+    luaL_error(L, "protobuf schema %s.%s: an enum's schema is {name=, values={NAME=number...}}", mname,
+               fname);
   lua_pop(L, 1);
 }
 
@@ -155,7 +156,8 @@ static cmsg *compile(lua_State *L, int schema) {
   mname = schema_name(L, schema);
   lua_getfield(L, schema, "fields");
   if (!lua_istable(L, -1))
-    luaL_error(L, "protobuf schema %s: 'fields' must be a list of fields, got %s", mname, luaL_typename(L, -1));
+    luaL_error(L, "protobuf schema %s: 'fields' must be a list of fields, got %s", mname,
+               luaL_typename(L, -1));
   n = (lua_Integer)lua_rawlen(L, -1);
   lua_pop(L, 1);
   c = lua_newuserdatauv(L, sizeof(cmsg) + (size_t)n * sizeof(pb_field), 1);
@@ -173,7 +175,8 @@ static cmsg *compile(lua_State *L, int schema) {
   lua_rawset(L, -3);
   lua_pop(L, 1);
   lua_getfield(L, schema, "name");
-  if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "protobuf schema: 'name' must be a string (the message's full name)");
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "protobuf schema: 'name' must be a string (the message's full name)");
   keep(L, keepidx);
   c->m.name = lua_tostring(L, -1);
   lua_pop(L, 1);
@@ -190,23 +193,28 @@ static cmsg *compile(lua_State *L, int schema) {
     int at = 3, isnum;
     const char *fname;
     top = lua_gettop(L);
-    if (lua_rawgeti(L, -1, i) != LUA_TTABLE) luaL_error(L, "protobuf schema %s: fields[%d] must be a table", mname, (int)i);
+    if (lua_rawgeti(L, -1, i) != LUA_TTABLE)
+      luaL_error(L, "protobuf schema %s: fields[%d] must be a table", mname, (int)i);
     lua_rawgeti(L, -1, 2);
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "protobuf schema %s: fields[%d][2] must be the field's name", mname, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "protobuf schema %s: fields[%d][2] must be the field's name", mname, (int)i);
     keep(L, keepidx);
     fname = f->name = lua_tostring(L, -1);
     lua_pop(L, 1);
     lua_rawgeti(L, -1, 1);
     num = lua_tointegerx(L, -1, &isnum);
     if (!isnum || num < 1 || num > (lua_Integer)PB_MAX_FIELD || (num >= 19000 && num <= 19999))
-      luaL_error(L, "protobuf schema %s.%s: field number must be an integer in 1..2^29-1 (not 19000..19999)", mname, fname);
+      luaL_error(L, "protobuf schema %s.%s: field number must be an integer in 1..2^29-1 (not 19000..19999)",
+                 mname, fname);
     lua_pop(L, 1);
     f->number = (uint32_t)num;
     f->oneof = -1;
     f->label = PB_SINGULAR;
     lua_rawgeti(L, -1, 3);
-    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "repeated") == 0) f->label = PB_REPEATED, at = 4;
-    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "optional") == 0) f->label = PB_OPTIONAL, at = 4;
+    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "repeated") == 0)
+      f->label = PB_REPEATED, at = 4;
+    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "optional") == 0)
+      f->label = PB_OPTIONAL, at = 4;
     lua_pop(L, 1);
     lua_rawgeti(L, -1, at);
     if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "map") == 0) {
@@ -242,14 +250,17 @@ static cmsg *compile(lua_State *L, int schema) {
     lua_settop(L, top + 1); /* the field's table */
     if (lua_getfield(L, -1, "packed") != LUA_TNIL) {
       if (!(f->label == PB_REPEATED && pb_packable(f->type)))
-        luaL_error(L, "protobuf schema %s.%s: 'packed' applies to repeated numeric fields only", mname, fname);
+        luaL_error(L, "protobuf schema %s.%s: 'packed' applies to repeated numeric fields only", mname,
+                   fname);
       f->packed = (uint8_t)lua_toboolean(L, -1);
     }
     lua_pop(L, 1);
     if (lua_getfield(L, -1, "oneof") != LUA_TNIL) {
-      if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "protobuf schema %s.%s: 'oneof' must be a string", mname, fname);
-      if (f->label != PB_SINGULAR) luaL_error(L, "protobuf schema %s.%s: a oneof member cannot be %s", mname, fname,
-                                              f->label == PB_REPEATED ? "repeated or a map" : "optional");
+      if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "protobuf schema %s.%s: 'oneof' must be a string", mname, fname);
+      if (f->label != PB_SINGULAR)
+        luaL_error(L, "protobuf schema %s.%s: a oneof member cannot be %s", mname, fname,
+                   f->label == PB_REPEATED ? "repeated or a map" : "optional");
       lua_pushvalue(L, -1);
       if (lua_rawget(L, top - 1) == LUA_TNUMBER) {
         f->oneof = (int)lua_tointeger(L, -1);
@@ -384,73 +395,87 @@ static void enc_scalar_value(ectx *e, const pb_field *f, int idx, int keepidx) {
   lua_State *L = e->L;
   int rc = 0;
   switch (f->type) {
-  case PB_FLOAT: case PB_DOUBLE:
-    if (lua_type(L, idx) != LUA_TNUMBER) enc_error(e, "expected a number, got %s%s", luaL_typename(L, idx), "");
-    rc = pb_put_value(e->b, f->type, 0, lua_tonumber(L, idx));
-    break;
-  case PB_BOOL:
-    if (lua_type(L, idx) != LUA_TBOOLEAN) enc_error(e, "expected a boolean, got %s%s", luaL_typename(L, idx), "");
-    rc = pb_put_value(e->b, f->type, lua_toboolean(L, idx), 0);
-    break;
-  case PB_STRING: case PB_BYTES: {
-    size_t n;
-    const char *s;
-    if (lua_type(L, idx) != LUA_TSTRING) enc_error(e, "expected a string, got %s%s", luaL_typename(L, idx), "");
-    s = lua_tolstring(L, idx, &n);
-    rc = pb_put_varint(e->b, n);
-    if (!rc) rc = pb_put_raw(e->b, s, n);
-    break;
-  }
-  default: {
-    int isnum = 0;
-    lua_Integer v = lua_tointegerx(L, idx, &isnum);
-    if (lua_type(L, idx) == LUA_TSTRING) isnum = 0; /* no string coercion */
-    if (!isnum && f->type == PB_ENUM && lua_type(L, idx) == LUA_TSTRING && f->ud) {
-      lua_rawgeti(L, keepidx, (lua_Integer)(intptr_t)f->ud);
-      lua_getfield(L, -1, "values");
-      lua_pushvalue(L, idx);
-      lua_rawget(L, -2);
-      v = lua_tointegerx(L, -1, &isnum);
-      lua_pop(L, 3);
-      if (!isnum) enc_error(e, "'%s' is not a value of this enum%s", lua_tostring(L, idx), "");
-    }
-    if (!isnum) {
-      if (lua_type(L, idx) == LUA_TNUMBER) enc_error(e, "expected an integer, got a fractional number%s%s", "", "");
-      enc_error(e, "expected an integer, got %s%s", luaL_typename(L, idx), "");
-    }
-    switch (f->type) {
-    case PB_INT32: case PB_SINT32: case PB_SFIXED32: case PB_ENUM:
-      if (v < INT32_MIN || v > INT32_MAX) enc_error(e, "%s out of range for %s", lua_pushfstring(L, "%I", v), pb_type_name(f->type));
+    case PB_FLOAT:
+    case PB_DOUBLE:
+      if (lua_type(L, idx) != LUA_TNUMBER)
+        enc_error(e, "expected a number, got %s%s", luaL_typename(L, idx), "");
+      rc = pb_put_value(e->b, f->type, 0, lua_tonumber(L, idx));
       break;
-    case PB_UINT32: case PB_FIXED32:
-      if (v < 0 || v > (lua_Integer)UINT32_MAX) enc_error(e, "%s out of range for %s", lua_pushfstring(L, "%I", v), pb_type_name(f->type));
+    case PB_BOOL:
+      if (lua_type(L, idx) != LUA_TBOOLEAN)
+        enc_error(e, "expected a boolean, got %s%s", luaL_typename(L, idx), "");
+      rc = pb_put_value(e->b, f->type, lua_toboolean(L, idx), 0);
       break;
-    default: break;
+    case PB_STRING:
+    case PB_BYTES: {
+      size_t n;
+      const char *s;
+      if (lua_type(L, idx) != LUA_TSTRING)
+        enc_error(e, "expected a string, got %s%s", luaL_typename(L, idx), "");
+      s = lua_tolstring(L, idx, &n);
+      rc = pb_put_varint(e->b, n);
+      if (!rc) rc = pb_put_raw(e->b, s, n);
+      break;
     }
-    rc = pb_put_value(e->b, f->type, v, 0);
-  }
+    default: {
+      int isnum = 0;
+      lua_Integer v = lua_tointegerx(L, idx, &isnum);
+      if (lua_type(L, idx) == LUA_TSTRING) isnum = 0; /* no string coercion */
+      if (!isnum && f->type == PB_ENUM && lua_type(L, idx) == LUA_TSTRING && f->ud) {
+        lua_rawgeti(L, keepidx, (lua_Integer)(intptr_t)f->ud);
+        lua_getfield(L, -1, "values");
+        lua_pushvalue(L, idx);
+        lua_rawget(L, -2);
+        v = lua_tointegerx(L, -1, &isnum);
+        lua_pop(L, 3);
+        if (!isnum) enc_error(e, "'%s' is not a value of this enum%s", lua_tostring(L, idx), "");
+      }
+      if (!isnum) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+          enc_error(e, "expected an integer, got a fractional number%s%s", "", "");
+        enc_error(e, "expected an integer, got %s%s", luaL_typename(L, idx), "");
+      }
+      switch (f->type) {
+        case PB_INT32:
+        case PB_SINT32:
+        case PB_SFIXED32:
+        case PB_ENUM:
+          if (v < INT32_MIN || v > INT32_MAX)
+            enc_error(e, "%s out of range for %s", lua_pushfstring(L, "%I", v), pb_type_name(f->type));
+          break;
+        case PB_UINT32:
+        case PB_FIXED32:
+          if (v < 0 || v > (lua_Integer)UINT32_MAX)
+            enc_error(e, "%s out of range for %s", lua_pushfstring(L, "%I", v), pb_type_name(f->type));
+          break;
+        default: break;
+      }
+      rc = pb_put_value(e->b, f->type, v, 0);
+    }
   }
   oom(e, rc);
 }
 
 static int is_default(lua_State *L, const pb_field *f, int idx) {
   switch (f->type) {
-  case PB_FLOAT: case PB_DOUBLE: {
-    double d;
-    if (lua_type(L, idx) != LUA_TNUMBER) return 0;
-    d = lua_tonumber(L, idx);
-    return d == 0 && !signbit(d);
-  }
-  case PB_BOOL: return lua_type(L, idx) == LUA_TBOOLEAN && !lua_toboolean(L, idx);
-  case PB_STRING: case PB_BYTES: return lua_type(L, idx) == LUA_TSTRING && lua_rawlen(L, idx) == 0;
-  case PB_MESSAGE: return 0;
-  default: {
-    int isnum;
-    lua_Integer v;
-    if (lua_type(L, idx) != LUA_TNUMBER) return 0;
-    v = lua_tointegerx(L, idx, &isnum);
-    return isnum && v == 0;
-  }
+    case PB_FLOAT:
+    case PB_DOUBLE: {
+      double d;
+      if (lua_type(L, idx) != LUA_TNUMBER) return 0;
+      d = lua_tonumber(L, idx);
+      return d == 0 && !signbit(d);
+    }
+    case PB_BOOL: return lua_type(L, idx) == LUA_TBOOLEAN && !lua_toboolean(L, idx);
+    case PB_STRING:
+    case PB_BYTES: return lua_type(L, idx) == LUA_TSTRING && lua_rawlen(L, idx) == 0;
+    case PB_MESSAGE: return 0;
+    default: {
+      int isnum;
+      lua_Integer v;
+      if (lua_type(L, idx) != LUA_TNUMBER) return 0;
+      v = lua_tointegerx(L, idx, &isnum);
+      return isnum && v == 0;
+    }
   }
 }
 
@@ -459,7 +484,8 @@ static void enc_one(ectx *e, const pb_field *f, int idx, int keepidx) {
   int rc;
   if (f->type == PB_MESSAGE) {
     size_t mark;
-    if (!lua_istable(e->L, idx)) enc_error(e, "expected a table (message %s), got %s", f->msg->name, luaL_typename(e->L, idx));
+    if (!lua_istable(e->L, idx))
+      enc_error(e, "expected a table (message %s), got %s", f->msg->name, luaL_typename(e->L, idx));
     oom(e, pb_put_tag(e->b, f->number, PB_WT_LEN));
     mark = pb_begin_len(e->b);
     enc_msg(e, (const cmsg *)f->msg->ud, idx, keepidx);
@@ -670,10 +696,12 @@ typedef struct {
 
 static void push_value(lua_State *L, const pb_field *f, const pb_value *v) {
   switch (f->type) {
-  case PB_FLOAT: case PB_DOUBLE: lua_pushnumber(L, v->d); break;
-  case PB_BOOL: lua_pushboolean(L, v->i != 0); break;
-  case PB_STRING: case PB_BYTES: lua_pushlstring(L, (const char *)v->p, v->n); break;
-  default: lua_pushinteger(L, (lua_Integer)v->i); break;
+    case PB_FLOAT:
+    case PB_DOUBLE: lua_pushnumber(L, v->d); break;
+    case PB_BOOL: lua_pushboolean(L, v->i != 0); break;
+    case PB_STRING:
+    case PB_BYTES: lua_pushlstring(L, (const char *)v->p, v->n); break;
+    default: lua_pushinteger(L, (lua_Integer)v->i); break;
   }
 }
 
@@ -717,7 +745,8 @@ static void fill_defaults(lua_State *L, const pb_msg *m, int t) {
   size_t i;
   for (i = 0; i < m->nfields; i++) {
     const pb_field *f = &m->fields[i];
-    if (f->oneof >= 0 || f->label == PB_OPTIONAL || (f->type == PB_MESSAGE && f->label != PB_REPEATED)) continue;
+    if (f->oneof >= 0 || f->label == PB_OPTIONAL || (f->type == PB_MESSAGE && f->label != PB_REPEATED))
+      continue;
     if (lua_getfield(L, t, f->name) != LUA_TNIL) {
       lua_pop(L, 1);
       continue;
@@ -725,10 +754,12 @@ static void fill_defaults(lua_State *L, const pb_msg *m, int t) {
     lua_pop(L, 1);
     if (f->label == PB_REPEATED) lua_newtable(L);
     else switch (f->type) {
-      case PB_FLOAT: case PB_DOUBLE: lua_pushnumber(L, 0); break;
-      case PB_BOOL: lua_pushboolean(L, 0); break;
-      case PB_STRING: case PB_BYTES: lua_pushliteral(L, ""); break;
-      default: lua_pushinteger(L, 0); break;
+        case PB_FLOAT:
+        case PB_DOUBLE: lua_pushnumber(L, 0); break;
+        case PB_BOOL: lua_pushboolean(L, 0); break;
+        case PB_STRING:
+        case PB_BYTES: lua_pushliteral(L, ""); break;
+        default: lua_pushinteger(L, 0); break;
       }
     lua_setfield(L, t, f->name);
   }
@@ -752,11 +783,13 @@ static int d_begin(void *ud, const pb_field *f) {
 
 static void push_default(lua_State *L, const pb_field *f) {
   switch (f->type) {
-  case PB_FLOAT: case PB_DOUBLE: lua_pushnumber(L, 0); break;
-  case PB_BOOL: lua_pushboolean(L, 0); break;
-  case PB_STRING: case PB_BYTES: lua_pushliteral(L, ""); break;
-  case PB_MESSAGE: lua_newtable(L); break;
-  default: lua_pushinteger(L, 0); break;
+    case PB_FLOAT:
+    case PB_DOUBLE: lua_pushnumber(L, 0); break;
+    case PB_BOOL: lua_pushboolean(L, 0); break;
+    case PB_STRING:
+    case PB_BYTES: lua_pushliteral(L, ""); break;
+    case PB_MESSAGE: lua_newtable(L); break;
+    default: lua_pushinteger(L, 0); break;
   }
 }
 
@@ -838,7 +871,8 @@ static int pb_lframe(lua_State *L) {
   const char *p = luaL_checklstring(L, 1, &n);
   uint8_t hdr[GRPC_HEADER_LEN];
   luaL_Buffer b;
-  if (grpc_frame_header(hdr, lua_toboolean(L, 2), n) != 0) return luaL_argerror(L, 1, "payload longer than 4 GiB - 1");
+  if (grpc_frame_header(hdr, lua_toboolean(L, 2), n) != 0)
+    return luaL_argerror(L, 1, "payload longer than 4 GiB - 1");
   luaL_buffinit(L, &b);
   luaL_addlstring(&b, (const char *)hdr, sizeof hdr);
   luaL_addlstring(&b, p, n);
@@ -862,13 +896,15 @@ static int pb_ldeframe(lua_State *L) {
     if (r == PB_EWIRE) {
       char hx[8];
       snprintf(hx, sizeof hx, "0x%02x", (unsigned char)p[at]);
-      return cs_fail(L, "EPROTOBUF", "gRPC frame at byte %d: flags byte %s (only 0 and 1 exist)", (int)at, hx);
+      return cs_fail(L, "EPROTOBUF", "gRPC frame at byte %d: flags byte %s (only 0 and 1 exist)", (int)at,
+                     hx);
     }
     if (r == PB_ETOOBIG)
-      return cs_fail(L, "EPROTOBUF", "gRPC frame at byte %d: message larger than the %d-byte limit", (int)at, (int)max);
+      return cs_fail(L, "EPROTOBUF", "gRPC frame at byte %d: message larger than the %d-byte limit", (int)at,
+                     (int)max);
     if (flags & 1)
-      return cs_fail(L, "EPROTOBUF", "gRPC frame at byte %d: compressed message (no grpc-encoding is supported)",
-                     (int)at);
+      return cs_fail(L, "EPROTOBUF",
+                     "gRPC frame at byte %d: compressed message (no grpc-encoding is supported)", (int)at);
     lua_pushlstring(L, (const char *)payload, len);
     lua_rawseti(L, -2, ++k);
     at += (size_t)r;
@@ -878,7 +914,7 @@ static int pb_ldeframe(lua_State *L) {
 }
 
 int luaopen_cseng_protobuf(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"encode", pb_lencode}, {"decode", pb_ldecode}, {"compile", pb_lcompile},
+  static const luaL_Reg funcs[] = {{"encode", pb_lencode}, {"decode", pb_ldecode},   {"compile", pb_lcompile},
                                    {"frame", pb_lframe},   {"deframe", pb_ldeframe}, {NULL, NULL}};
   luaL_newmetatable(L, BUF_MT);
   lua_pushcfunction(L, buf_gc);

@@ -45,8 +45,8 @@ typedef struct {
 enum { R_PARSING, R_QUEUED, R_ACCEPTED, R_STREAMING, R_DONE };
 
 struct request {
-  conn *c;          /* NULL once the connection is gone */
-  request *qnext;   /* server queue */
+  conn *c;        /* NULL once the connection is gone */
+  request *qnext; /* server queue */
   int state, counted, keep_alive, chunked_out, head;
   int method;
   unsigned short major, minor;
@@ -63,7 +63,7 @@ struct conn {
   conn *prev, *next;
   http_parser parser;
   request *parsing, *active;
-  char *left;       /* bytes read while the parser was paused */
+  char *left; /* bytes read while the parser was paused */
   size_t leftlen;
   int closing, shutting, discard, read_eof, too_large, expect_continue;
   char remote[64];
@@ -135,7 +135,8 @@ static void conn_close(conn *c) {
     r->c = NULL; /* queued ones are dropped by accept; accepted ones belong to Lua */
     c->active = NULL;
   }
-  if (c->prev) c->prev->next = c->next; else s->conns = c->next;
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   s->connections--;
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
@@ -256,7 +257,7 @@ static int on_url(http_parser *p, const char *at, size_t n) {
 
 static int header_piece(request *r, const char *at, size_t n, int value) {
   hent *e;
-  if (!r) return -1; /* the connection closed under the parser */
+  if (!r) return -1;                             /* the connection closed under the parser */
   if (!value && (r->last_value || r->nh == 0)) { /* a new field */
     if (r->nh == r->hcap) {
       size_t cap = r->hcap ? r->hcap * 2 : 16;
@@ -273,7 +274,8 @@ static int header_piece(request *r, const char *at, size_t n, int value) {
   if (value && !r->last_value) e->vo = r->hdr.len;
   r->last_value = value;
   if (!cs_buf_add(&r->hdr, at, n)) return -1;
-  if (value) e->vl += n; else e->nl += n;
+  if (value) e->vl += n;
+  else e->nl += n;
   return 0;
 }
 
@@ -311,8 +313,7 @@ static int on_headers_complete(http_parser *p) {
     if (!r->body.p) return -1;
     r->body.cap = (size_t)p->content_length;
   }
-  if (c->expect_continue && r->major == 1 && r->minor >= 1)
-    conn_send_str(c, "HTTP/1.1 100 Continue\r\n\r\n");
+  if (c->expect_continue && r->major == 1 && r->minor >= 1) conn_send_str(c, "HTTP/1.1 100 Continue\r\n\r\n");
   return c->closing ? -1 : 0;
 }
 
@@ -338,7 +339,8 @@ static int on_message_complete(http_parser *p) {
   r->counted = 1;
   s->requests++;
   if (++s->in_flight > s->max_in_flight) s->max_in_flight = s->in_flight;
-  if (s->qtail) s->qtail->qnext = r; else s->qhead = r;
+  if (s->qtail) s->qtail->qnext = r;
+  else s->qhead = r;
   s->qtail = r;
   server_wake(s);
   http_parser_pause(p, 1); /* one request at a time: resume once it is answered */
@@ -378,11 +380,13 @@ static void conn_feed(conn *c, const char *data, size_t n) {
     c->parsing = NULL;
   }
   if (c->too_large)
-    conn_send_str(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: 25\r\nConnection: close\r\n\r\nrequest body is too large");
+    conn_send_str(c,
+                  "HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"
+                  "Content-Length: 25\r\nConnection: close\r\n\r\nrequest body is too large");
   else
-    conn_send_str(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: 19\r\nConnection: close\r\n\r\nmalformed request\r\n");
+    conn_send_str(c,
+                  "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                  "Content-Length: 19\r\nConnection: close\r\n\r\nmalformed request\r\n");
   conn_finish(c, 1);
 }
 
@@ -500,9 +504,7 @@ static void server_close(server *s) {
   while (s->waiters) server_wake(s);
 }
 
-static server *check_server(lua_State *L) {
-  return *(server **)luaL_checkudata(L, 1, SERVER_MT);
-}
+static server *check_server(lua_State *L) { return *(server **)luaL_checkudata(L, 1, SERVER_MT); }
 
 static server *check_open_server(lua_State *L) {
   server *s = check_server(L);
@@ -745,12 +747,14 @@ static void add_headers(lua_State *L, int parts, int *n, int idx, int *has_len, 
     if (nl == 0 || !valid_token(name, nl) || memchr(name, ':', nl) || memchr(name, ' ', nl))
       luaL_error(L, "invalid header name '%s'", name);
     for (i = 1; i <= count; i++) {
-      if (many) lua_rawgeti(L, -1, i); else lua_pushvalue(L, -1);
+      if (many) lua_rawgeti(L, -1, i);
+      else lua_pushvalue(L, -1);
       if (!lua_isstring(L, -1)) luaL_error(L, "header '%s' must be a string or a list of strings", name);
       v = lua_tolstring(L, -1, &vl);
       if (!valid_token(v, vl)) luaL_error(L, "header '%s' contains a line break", name);
       if (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0) *has_len = 1;
-      if (strcasecmp(name, "connection") == 0 && vl == 5 && strncasecmp(v, "close", 5) == 0) *has_conn_close = 1;
+      if (strcasecmp(name, "connection") == 0 && vl == 5 && strncasecmp(v, "close", 5) == 0)
+        *has_conn_close = 1;
       lua_pushfstring(L, "%s: %s\r\n", name, v);
       lua_rawseti(L, parts, ++*n);
       lua_pop(L, 1);
@@ -1032,9 +1036,9 @@ int luaopen_cseng_serve(lua_State *L) {
   static const luaL_Reg funcs[] = {{"listen", serve_listen}, {NULL, NULL}};
   static const luaL_Reg smeth[] = {{"port", srv_port},   {"url", srv_url},     {"accept", srv_accept},
                                    {"stats", srv_stats}, {"close", srv_close}, {NULL, NULL}};
-  static const luaL_Reg rmeth[] = {{"respond", req_respond}, {"start", req_start}, {"write", req_write},
-                                   {"finish", req_finish},   {"abort", req_abort}, {"state", req_state},
-                                   {NULL, NULL}};
+  static const luaL_Reg rmeth[] = {
+      {"respond", req_respond}, {"start", req_start}, {"write", req_write}, {"finish", req_finish},
+      {"abort", req_abort},     {"state", req_state}, {NULL, NULL}};
   settings.on_message_begin = on_message_begin;
   settings.on_url = on_url;
   settings.on_header_field = on_header_field;

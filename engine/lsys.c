@@ -120,18 +120,27 @@ static int sys_cwd(lua_State *L) {
 static int sys_kill(lua_State *L) {
   pid_t pid = (pid_t)luaL_checkinteger(L, 1);
   int sig = cs_check_signal(L, 2, SIGTERM); /* the names p:kill accepts: "TERM", "SIGTERM", ... */
-  if (kill(pid, sig) != 0) return cs_fail(L, errno == ESRCH ? "ESRCH" : "EPERM", "kill %d: %s", (int)pid, strerror(errno));
+  if (kill(pid, sig) != 0)
+    return cs_fail(L, errno == ESRCH ? "ESRCH" : "EPERM", "kill %d: %s", (int)pid, strerror(errno));
   lua_pushboolean(L, 1);
   return 1;
 }
 
 int luaopen_cseng_sys(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-      {"versions", sys_versions}, {"root", sys_root},       {"getenv", sys_getenv},
-      {"environ", sys_environ},   {"hostname", sys_hostname}, {"pid", sys_pid},
-      {"uid", sys_uid},           {"isatty", sys_isatty},   {"cpu_count", sys_cpu_count},
-      {"usage", sys_usage},       {"realpath", sys_realpath}, {"cwd", sys_cwd},
-      {"kill", sys_kill},         {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"versions", sys_versions},
+                                   {"root", sys_root},
+                                   {"getenv", sys_getenv},
+                                   {"environ", sys_environ},
+                                   {"hostname", sys_hostname},
+                                   {"pid", sys_pid},
+                                   {"uid", sys_uid},
+                                   {"isatty", sys_isatty},
+                                   {"cpu_count", sys_cpu_count},
+                                   {"usage", sys_usage},
+                                   {"realpath", sys_realpath},
+                                   {"cwd", sys_cwd},
+                                   {"kill", sys_kill},
+                                   {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

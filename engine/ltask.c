@@ -55,7 +55,7 @@ static struct {
   int nlive;
   cs_task *current;
   lua_Integer next_id;
-  int in_uv_run; /* inside uv_run: loop callbacks are running */
+  int in_uv_run;      /* inside uv_run: loop callbacks are running */
   uv_async_t sigwake; /* the signal handler wakes the loop through it */
   int sigseen;        /* signals the loop has acted on */
 } S;

@@ -41,22 +41,28 @@ const pb_field *pb_msg_field(const pb_msg *m, uint32_t number) {
 
 int pb_wire_type(int type) {
   switch (type) {
-  case PB_DOUBLE: case PB_FIXED64: case PB_SFIXED64: return PB_WT_I64;
-  case PB_FLOAT: case PB_FIXED32: case PB_SFIXED32: return PB_WT_I32;
-  case PB_STRING: case PB_BYTES: case PB_MESSAGE: return PB_WT_LEN;
-  case PB_GROUP: return PB_WT_SGROUP;
-  default: return PB_WT_VARINT;
+    case PB_DOUBLE:
+    case PB_FIXED64:
+    case PB_SFIXED64: return PB_WT_I64;
+    case PB_FLOAT:
+    case PB_FIXED32:
+    case PB_SFIXED32: return PB_WT_I32;
+    case PB_STRING:
+    case PB_BYTES:
+    case PB_MESSAGE: return PB_WT_LEN;
+    case PB_GROUP: return PB_WT_SGROUP;
+    default: return PB_WT_VARINT;
   }
 }
 
 int pb_packable(int type) {
-  return type != PB_STRING && type != PB_BYTES && type != PB_MESSAGE && type != PB_GROUP && type >= PB_DOUBLE &&
-         type <= PB_SINT64;
+  return type != PB_STRING && type != PB_BYTES && type != PB_MESSAGE && type != PB_GROUP &&
+         type >= PB_DOUBLE && type <= PB_SINT64;
 }
 
-static const char *const type_names[] = {NULL,      "double",   "float",  "int64", "uint64", "int32", "fixed64",
-                                         "fixed32", "bool",     "string", "group", "message", "bytes", "uint32",
-                                         "enum",    "sfixed32", "sfixed64", "sint32", "sint64"};
+static const char *const type_names[] = {
+    NULL,    "double",  "float", "int64",  "uint64", "int32",    "fixed64",  "fixed32", "bool",  "string",
+    "group", "message", "bytes", "uint32", "enum",   "sfixed32", "sfixed64", "sint32",  "sint64"};
 
 const char *pb_type_name(int type) {
   return (type >= PB_DOUBLE && type <= PB_SINT64) ? type_names[type] : "?";
@@ -95,35 +101,35 @@ int64_t pb_skip(const uint8_t *p, size_t n, uint32_t number, int wt, int depth) 
   uint64_t v;
   int k;
   switch (wt) {
-  case PB_WT_VARINT: return pb_read_varint(p, n, &v);
-  case PB_WT_I64: return n < 8 ? PB_ETRUNCATED : 8;
-  case PB_WT_I32: return n < 4 ? PB_ETRUNCATED : 4;
-  case PB_WT_LEN:
-    k = pb_read_varint(p, n, &v);
-    if (k < 0) return k;
-    if (v > n - (size_t)k) return PB_ETRUNCATED;
-    return (int64_t)k + (int64_t)v;
-  case PB_WT_SGROUP: {
-    size_t i = 0;
-    if (depth >= PB_MAX_DEPTH) return PB_EDEPTH;
-    for (;;) {
-      uint64_t key;
-      int64_t s;
-      if (i >= n) return PB_ETRUNCATED;
-      k = pb_read_varint(p + i, n - i, &key);
+    case PB_WT_VARINT: return pb_read_varint(p, n, &v);
+    case PB_WT_I64: return n < 8 ? PB_ETRUNCATED : 8;
+    case PB_WT_I32: return n < 4 ? PB_ETRUNCATED : 4;
+    case PB_WT_LEN:
+      k = pb_read_varint(p, n, &v);
       if (k < 0) return k;
-      i += (size_t)k;
-      if ((key >> 3) == 0 || (key >> 3) > PB_MAX_FIELD) return PB_EFIELD;
-      if ((key & 7) == PB_WT_EGROUP) {
-        if ((key >> 3) != number) return PB_EWIRE;
-        return (int64_t)i;
+      if (v > n - (size_t)k) return PB_ETRUNCATED;
+      return (int64_t)k + (int64_t)v;
+    case PB_WT_SGROUP: {
+      size_t i = 0;
+      if (depth >= PB_MAX_DEPTH) return PB_EDEPTH;
+      for (;;) {
+        uint64_t key;
+        int64_t s;
+        if (i >= n) return PB_ETRUNCATED;
+        k = pb_read_varint(p + i, n - i, &key);
+        if (k < 0) return k;
+        i += (size_t)k;
+        if ((key >> 3) == 0 || (key >> 3) > PB_MAX_FIELD) return PB_EFIELD;
+        if ((key & 7) == PB_WT_EGROUP) {
+          if ((key >> 3) != number) return PB_EWIRE;
+          return (int64_t)i;
+        }
+        s = pb_skip(p + i, n - i, (uint32_t)(key >> 3), (int)(key & 7), depth + 1);
+        if (s < 0) return s;
+        i += (size_t)s;
       }
-      s = pb_skip(p + i, n - i, (uint32_t)(key >> 3), (int)(key & 7), depth + 1);
-      if (s < 0) return s;
-      i += (size_t)s;
     }
-  }
-  default: return PB_EWIRE;
+    default: return PB_EWIRE;
   }
 }
 
@@ -160,39 +166,40 @@ static int read_scalar(const pb_field *f, const uint8_t *p, size_t n, pb_value *
   int k;
   memset(v, 0, sizeof *v);
   switch (pb_wire_type(f->type)) {
-  case PB_WT_VARINT:
-    k = pb_read_varint(p, n, &v->u);
-    if (k < 0) return k;
-    switch (f->type) {
-    case PB_INT32: case PB_ENUM: v->i = (int32_t)(uint32_t)v->u; break;
-    case PB_UINT32: v->i = (uint32_t)v->u; break;
-    case PB_BOOL: v->i = v->u != 0; break;
-    case PB_SINT32: v->i = pb_unzigzag32((uint32_t)v->u); break;
-    case PB_SINT64: v->i = pb_unzigzag64(v->u); break;
-    default: v->i = (int64_t)v->u; break; /* int64, uint64 */
+    case PB_WT_VARINT:
+      k = pb_read_varint(p, n, &v->u);
+      if (k < 0) return k;
+      switch (f->type) {
+        case PB_INT32:
+        case PB_ENUM: v->i = (int32_t)(uint32_t)v->u; break;
+        case PB_UINT32: v->i = (uint32_t)v->u; break;
+        case PB_BOOL: v->i = v->u != 0; break;
+        case PB_SINT32: v->i = pb_unzigzag32((uint32_t)v->u); break;
+        case PB_SINT64: v->i = pb_unzigzag64(v->u); break;
+        default: v->i = (int64_t)v->u; break; /* int64, uint64 */
+      }
+      return k;
+    case PB_WT_I32: {
+      uint32_t w;
+      float fl;
+      if (n < 4) return PB_ETRUNCATED;
+      w = rd32(p);
+      v->u = w;
+      if (f->type == PB_FLOAT) {
+        memcpy(&fl, &w, 4);
+        v->d = fl;
+      } else {
+        v->i = f->type == PB_SFIXED32 ? (int64_t)(int32_t)w : (int64_t)w;
+      }
+      return 4;
     }
-    return k;
-  case PB_WT_I32: {
-    uint32_t w;
-    float fl;
-    if (n < 4) return PB_ETRUNCATED;
-    w = rd32(p);
-    v->u = w;
-    if (f->type == PB_FLOAT) {
-      memcpy(&fl, &w, 4);
-      v->d = fl;
-    } else {
-      v->i = f->type == PB_SFIXED32 ? (int64_t)(int32_t)w : (int64_t)w;
-    }
-    return 4;
-  }
-  case PB_WT_I64:
-    if (n < 8) return PB_ETRUNCATED;
-    v->u = rd64(p);
-    if (f->type == PB_DOUBLE) memcpy(&v->d, &v->u, 8);
-    else v->i = (int64_t)v->u;
-    return 8;
-  default: return PB_EWIRE;
+    case PB_WT_I64:
+      if (n < 8) return PB_ETRUNCATED;
+      v->u = rd64(p);
+      if (f->type == PB_DOUBLE) memcpy(&v->d, &v->u, 8);
+      else v->i = (int64_t)v->u;
+      return 8;
+    default: return PB_EWIRE;
   }
 }
 
@@ -263,7 +270,8 @@ static int decode_msg(dctx *c, const pb_msg *m, const uint8_t *p, size_t n) {
     i += (size_t)k;
     f = pb_msg_field(m, number);
     if (f && f->type != PB_GROUP &&
-        (wt == pb_wire_type(f->type) || (wt == PB_WT_LEN && f->label == PB_REPEATED && pb_packable(f->type)))) {
+        (wt == pb_wire_type(f->type) ||
+         (wt == PB_WT_LEN && f->label == PB_REPEATED && pb_packable(f->type)))) {
       size_t used = 0;
       int rc = decode_field(c, f, wt, p + i, n - i, &used);
       if (rc != PB_OK) return rc;
@@ -292,17 +300,17 @@ int pb_decode(const pb_msg *m, const uint8_t *p, size_t n, const pb_callbacks *c
 void pb_error_message(const pb_error *err, char *out, size_t cap) {
   const char *why;
   switch (err->code) {
-  case PB_OK: why = "no error"; break;
-  case PB_ETRUNCATED: why = "truncated (a value runs past the end of its message)"; break;
-  case PB_EVARINT: why = "varint longer than 10 bytes"; break;
-  case PB_EFIELD: why = "invalid field number (0 or over 2^29-1)"; break;
-  case PB_EWIRE: why = "invalid wire type (6, 7, or an unmatched end-group)"; break;
-  case PB_EDEPTH: why = "nesting deeper than 64"; break;
-  case PB_ENOMEM: why = "out of memory"; break;
-  case PB_ESTOPPED: why = "stopped by the reader"; break;
-  case PB_ERANGE: why = "value out of range"; break;
-  case PB_ETOOBIG: why = "frame over the size limit"; break;
-  default: why = "error"; break;
+    case PB_OK: why = "no error"; break;
+    case PB_ETRUNCATED: why = "truncated (a value runs past the end of its message)"; break;
+    case PB_EVARINT: why = "varint longer than 10 bytes"; break;
+    case PB_EFIELD: why = "invalid field number (0 or over 2^29-1)"; break;
+    case PB_EWIRE: why = "invalid wire type (6, 7, or an unmatched end-group)"; break;
+    case PB_EDEPTH: why = "nesting deeper than 64"; break;
+    case PB_ENOMEM: why = "out of memory"; break;
+    case PB_ESTOPPED: why = "stopped by the reader"; break;
+    case PB_ERANGE: why = "value out of range"; break;
+    case PB_ETOOBIG: why = "frame over the size limit"; break;
+    default: why = "error"; break;
   }
   snprintf(out, cap, "%s: %s at byte %zu", err->path[0] ? err->path : "message", why, err->offset);
 }
@@ -355,7 +363,9 @@ int pb_put_varint(pb_buf *b, uint64_t v) {
   return PB_OK;
 }
 
-int pb_put_tag(pb_buf *b, uint32_t number, int wt) { return pb_put_varint(b, (uint64_t)number << 3 | (unsigned)wt); }
+int pb_put_tag(pb_buf *b, uint32_t number, int wt) {
+  return pb_put_varint(b, (uint64_t)number << 3 | (unsigned)wt);
+}
 
 int pb_put_fixed32(pb_buf *b, uint32_t v) {
   uint8_t q[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
@@ -374,25 +384,28 @@ int pb_put_bytes(pb_buf *b, uint32_t number, const void *p, size_t n) {
 
 int pb_put_value(pb_buf *b, int type, int64_t i, double d) {
   switch (type) {
-  case PB_DOUBLE: {
-    uint64_t w;
-    memcpy(&w, &d, 8);
-    return pb_put_fixed64(b, w);
-  }
-  case PB_FLOAT: {
-    float f = (float)d;
-    uint32_t w;
-    memcpy(&w, &f, 4);
-    return pb_put_fixed32(b, w);
-  }
-  case PB_FIXED64: case PB_SFIXED64: return pb_put_fixed64(b, (uint64_t)i);
-  case PB_FIXED32: case PB_SFIXED32: return pb_put_fixed32(b, (uint32_t)i);
-  case PB_BOOL: return pb_put_varint(b, i != 0);
-  case PB_UINT32: return pb_put_varint(b, (uint32_t)i);
-  case PB_SINT32: return pb_put_varint(b, pb_zigzag32((int32_t)i));
-  case PB_SINT64: return pb_put_varint(b, pb_zigzag64(i));
-  case PB_INT32: case PB_ENUM: return pb_put_varint(b, (uint64_t)(int64_t)(int32_t)i);
-  default: return pb_put_varint(b, (uint64_t)i); /* int64, uint64 */
+    case PB_DOUBLE: {
+      uint64_t w;
+      memcpy(&w, &d, 8);
+      return pb_put_fixed64(b, w);
+    }
+    case PB_FLOAT: {
+      float f = (float)d;
+      uint32_t w;
+      memcpy(&w, &f, 4);
+      return pb_put_fixed32(b, w);
+    }
+    case PB_FIXED64:
+    case PB_SFIXED64: return pb_put_fixed64(b, (uint64_t)i);
+    case PB_FIXED32:
+    case PB_SFIXED32: return pb_put_fixed32(b, (uint32_t)i);
+    case PB_BOOL: return pb_put_varint(b, i != 0);
+    case PB_UINT32: return pb_put_varint(b, (uint32_t)i);
+    case PB_SINT32: return pb_put_varint(b, pb_zigzag32((int32_t)i));
+    case PB_SINT64: return pb_put_varint(b, pb_zigzag64(i));
+    case PB_INT32:
+    case PB_ENUM: return pb_put_varint(b, (uint64_t)(int64_t)(int32_t)i);
+    default: return pb_put_varint(b, (uint64_t)i); /* int64, uint64 */
   }
 }
 

@@ -25,9 +25,24 @@
 
 /* FieldDescriptorProto.Type */
 enum {
-  PB_DOUBLE = 1, PB_FLOAT = 2, PB_INT64 = 3, PB_UINT64 = 4, PB_INT32 = 5, PB_FIXED64 = 6,
-  PB_FIXED32 = 7, PB_BOOL = 8, PB_STRING = 9, PB_GROUP = 10, PB_MESSAGE = 11, PB_BYTES = 12,
-  PB_UINT32 = 13, PB_ENUM = 14, PB_SFIXED32 = 15, PB_SFIXED64 = 16, PB_SINT32 = 17, PB_SINT64 = 18
+  PB_DOUBLE = 1,
+  PB_FLOAT = 2,
+  PB_INT64 = 3,
+  PB_UINT64 = 4,
+  PB_INT32 = 5,
+  PB_FIXED64 = 6,
+  PB_FIXED32 = 7,
+  PB_BOOL = 8,
+  PB_STRING = 9,
+  PB_GROUP = 10,
+  PB_MESSAGE = 11,
+  PB_BYTES = 12,
+  PB_UINT32 = 13,
+  PB_ENUM = 14,
+  PB_SFIXED32 = 15,
+  PB_SFIXED64 = 16,
+  PB_SINT32 = 17,
+  PB_SINT64 = 18
 };
 
 /* labels */
@@ -48,9 +63,9 @@ enum {
   PB_EWIRE = -4,      /* wire type 6 or 7, or an unmatched end-group */
   PB_EDEPTH = -5,     /* nesting deeper than PB_MAX_DEPTH */
   PB_ENOMEM = -6,
-  PB_ESTOPPED = -7,   /* a callback returned non-zero */
-  PB_ERANGE = -8,     /* encoding: a value out of its type's range (set by callers) */
-  PB_ETOOBIG = -9     /* a gRPC frame's declared length is over the limit */
+  PB_ESTOPPED = -7, /* a callback returned non-zero */
+  PB_ERANGE = -8,   /* encoding: a value out of its type's range (set by callers) */
+  PB_ETOOBIG = -9   /* a gRPC frame's declared length is over the limit */
 };
 
 typedef struct pb_msg pb_msg;
@@ -103,8 +118,8 @@ typedef struct {
 
 typedef struct {
   int code;
-  size_t offset;   /* absolute byte offset of the failure */
-  char path[256];  /* "Outer.field.inner" as far as known */
+  size_t offset;  /* absolute byte offset of the failure */
+  char path[256]; /* "Outer.field.inner" as far as known */
 } pb_error;
 
 /* Decode p[0..n) as message m. Returns PB_OK or a negative code, with err filled. */

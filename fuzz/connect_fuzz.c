@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (max_frame == 0) max_frame = CONNECT_MAX_FRAME_DEFAULT;
   ra = run(data + 1, size - 1, max_frame, 0, &a, &fa);
   rb = run(data + 1, size - 1, max_frame, (uint32_t)size * 2654435761u | 1u, &b, &fb);
-  if (ra != rb || fa != fb || a.frames != b.frames || a.bytes != b.bytes || a.hash != b.hash || a.ended != b.ended)
+  if (ra != rb || fa != fb || a.frames != b.frames || a.bytes != b.bytes || a.hash != b.hash ||
+      a.ended != b.ended)
     __builtin_trap();
   return 0;
 }

@@ -18,17 +18,28 @@ typedef struct pb_msg msg;
 static pb_field inner_f[3];
 static msg Inner = {"Inner", 3, inner_f, NULL};
 static pb_field all_f[] = {
-    {1, PB_DOUBLE, PB_SINGULAR, 0, 0, -1, "d", NULL, NULL},     {2, PB_FLOAT, PB_SINGULAR, 0, 0, -1, "f", NULL, NULL},
-    {3, PB_INT64, PB_SINGULAR, 0, 0, -1, "i64", NULL, NULL},    {4, PB_UINT64, PB_SINGULAR, 0, 0, -1, "u64", NULL, NULL},
-    {5, PB_INT32, PB_SINGULAR, 0, 0, -1, "i32", NULL, NULL},    {6, PB_FIXED64, PB_SINGULAR, 0, 0, -1, "x64", NULL, NULL},
-    {7, PB_FIXED32, PB_SINGULAR, 0, 0, -1, "x32", NULL, NULL},  {8, PB_BOOL, PB_SINGULAR, 0, 0, -1, "b", NULL, NULL},
-    {9, PB_STRING, PB_SINGULAR, 0, 0, -1, "s", NULL, NULL},     {10, PB_MESSAGE, PB_SINGULAR, 0, 0, -1, "m", &Inner, NULL},
-    {11, PB_BYTES, PB_SINGULAR, 0, 0, -1, "by", NULL, NULL},    {12, PB_UINT32, PB_SINGULAR, 0, 0, -1, "u32", NULL, NULL},
-    {13, PB_ENUM, PB_SINGULAR, 0, 0, -1, "e", NULL, NULL},      {14, PB_SFIXED32, PB_SINGULAR, 0, 0, -1, "sf32", NULL, NULL},
-    {15, PB_SFIXED64, PB_SINGULAR, 0, 0, -1, "sf64", NULL, NULL}, {16, PB_SINT32, PB_SINGULAR, 0, 0, -1, "s32", NULL, NULL},
-    {17, PB_SINT64, PB_SINGULAR, 0, 0, -1, "s64", NULL, NULL},  {20, PB_INT32, PB_REPEATED, 1, 0, -1, "ri", NULL, NULL},
-    {21, PB_DOUBLE, PB_REPEATED, 1, 0, -1, "rd", NULL, NULL},   {22, PB_FIXED32, PB_REPEATED, 1, 0, -1, "rf", NULL, NULL},
-    {23, PB_STRING, PB_REPEATED, 0, 0, -1, "rs", NULL, NULL},   {24, PB_MESSAGE, PB_REPEATED, 0, 0, -1, "rm", &Inner, NULL},
+    {1, PB_DOUBLE, PB_SINGULAR, 0, 0, -1, "d", NULL, NULL},
+    {2, PB_FLOAT, PB_SINGULAR, 0, 0, -1, "f", NULL, NULL},
+    {3, PB_INT64, PB_SINGULAR, 0, 0, -1, "i64", NULL, NULL},
+    {4, PB_UINT64, PB_SINGULAR, 0, 0, -1, "u64", NULL, NULL},
+    {5, PB_INT32, PB_SINGULAR, 0, 0, -1, "i32", NULL, NULL},
+    {6, PB_FIXED64, PB_SINGULAR, 0, 0, -1, "x64", NULL, NULL},
+    {7, PB_FIXED32, PB_SINGULAR, 0, 0, -1, "x32", NULL, NULL},
+    {8, PB_BOOL, PB_SINGULAR, 0, 0, -1, "b", NULL, NULL},
+    {9, PB_STRING, PB_SINGULAR, 0, 0, -1, "s", NULL, NULL},
+    {10, PB_MESSAGE, PB_SINGULAR, 0, 0, -1, "m", &Inner, NULL},
+    {11, PB_BYTES, PB_SINGULAR, 0, 0, -1, "by", NULL, NULL},
+    {12, PB_UINT32, PB_SINGULAR, 0, 0, -1, "u32", NULL, NULL},
+    {13, PB_ENUM, PB_SINGULAR, 0, 0, -1, "e", NULL, NULL},
+    {14, PB_SFIXED32, PB_SINGULAR, 0, 0, -1, "sf32", NULL, NULL},
+    {15, PB_SFIXED64, PB_SINGULAR, 0, 0, -1, "sf64", NULL, NULL},
+    {16, PB_SINT32, PB_SINGULAR, 0, 0, -1, "s32", NULL, NULL},
+    {17, PB_SINT64, PB_SINGULAR, 0, 0, -1, "s64", NULL, NULL},
+    {20, PB_INT32, PB_REPEATED, 1, 0, -1, "ri", NULL, NULL},
+    {21, PB_DOUBLE, PB_REPEATED, 1, 0, -1, "rd", NULL, NULL},
+    {22, PB_FIXED32, PB_REPEATED, 1, 0, -1, "rf", NULL, NULL},
+    {23, PB_STRING, PB_REPEATED, 0, 0, -1, "rs", NULL, NULL},
+    {24, PB_MESSAGE, PB_REPEATED, 0, 0, -1, "rm", &Inner, NULL},
 };
 static msg All = {"All", sizeof all_f / sizeof *all_f, all_f, NULL};
 static msg Empty = {"Empty", 0, NULL, NULL};
@@ -38,7 +49,7 @@ typedef struct {
   int depth, max_depth;
   uint64_t hash;
   size_t values;
-  pb_buf out;     /* re-encoding of what was reported: flat list of (number, wire value) */
+  pb_buf out; /* re-encoding of what was reported: flat list of (number, wire value) */
   int reencode;
 } st;
 

@@ -14,16 +14,16 @@
 
 static int passed, failed;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (cond) {                                                       \
-      passed++;                                                       \
-    } else {                                                          \
-      failed++;                                                       \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-      printf(__VA_ARGS__);                                            \
-      printf("\n");                                                   \
-    }                                                                 \
+#define CHECK(cond, ...)                                     \
+  do {                                                       \
+    if (cond) {                                              \
+      passed++;                                              \
+    } else {                                                 \
+      failed++;                                              \
+      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      printf(__VA_ARGS__);                                   \
+      printf("\n");                                          \
+    }                                                        \
   } while (0)
 
 typedef struct {
@@ -60,7 +60,8 @@ static int on_frame(void *ud, unsigned flags, const uint8_t *data, size_t len) {
 }
 
 /* Feed st in pieces given by cuts[] (ascending offsets), then finish. */
-static int feed_cut(const stream *st, const size_t *cuts, int ncuts, seen *out, size_t max_frame, int *finish_rc) {
+static int feed_cut(const stream *st, const size_t *cuts, int ncuts, seen *out, size_t max_frame,
+                    int *finish_rc) {
   connect_decoder d;
   size_t at = 0;
   int rc = CONNECT_OK;
@@ -104,7 +105,8 @@ static void test_whole_and_every_split(void) {
   int bad = 0;
   for (size_t c = 0; c <= st.n; c++) { /* one cut at every offset */
     size_t cuts[1] = {c};
-    if (feed_cut(&st, cuts, 1, &part, 0, &frc) != CONNECT_OK || frc != CONNECT_OK || strcmp(part.text, whole.text) != 0)
+    if (feed_cut(&st, cuts, 1, &part, 0, &frc) != CONNECT_OK || frc != CONNECT_OK ||
+        strcmp(part.text, whole.text) != 0)
       bad++;
   }
   CHECK(bad == 0, "%d single splits differ", bad);
@@ -112,7 +114,8 @@ static void test_whole_and_every_split(void) {
   for (size_t a = 0; a <= st.n; a += 3) /* two cuts */
     for (size_t b = a; b <= st.n; b += 7) {
       size_t cuts[2] = {a, b};
-      if (feed_cut(&st, cuts, 2, &part, 0, &frc) != CONNECT_OK || frc != CONNECT_OK || strcmp(part.text, whole.text) != 0)
+      if (feed_cut(&st, cuts, 2, &part, 0, &frc) != CONNECT_OK || frc != CONNECT_OK ||
+          strcmp(part.text, whole.text) != 0)
         bad++;
     }
   CHECK(bad == 0, "%d double splits differ", bad);
@@ -184,7 +187,8 @@ static void test_too_big(void) {
   memset(&st, 0, sizeof st);
   add_frame(&st, 0, "0123456789", 10);
   CHECK(feed_cut(&st, NULL, 0, &s, 10, &frc) == CONNECT_OK && s.frames == 1, "10 bytes with a limit of 10");
-  CHECK(feed_cut(&st, NULL, 0, &s, 9, &frc) == CONNECT_ETOOBIG && s.frames == 0, "10 bytes with a limit of 9");
+  CHECK(feed_cut(&st, NULL, 0, &s, 9, &frc) == CONNECT_ETOOBIG && s.frames == 0,
+        "10 bytes with a limit of 9");
 }
 
 static void test_flags(void) {
@@ -205,7 +209,8 @@ static void test_flags(void) {
   /* compressed (0x01) is a known flag: delivered, the caller decides */
   memset(&st, 0, sizeof st);
   add_frame(&st, CONNECT_FLAG_COMPRESSED, "z", 1);
-  CHECK(feed_cut(&st, NULL, 0, &s, 0, &frc) == CONNECT_OK && strcmp(s.text, "1:z|") == 0, "compressed: %s", s.text);
+  CHECK(feed_cut(&st, NULL, 0, &s, 0, &frc) == CONNECT_OK && strcmp(s.text, "1:z|") == 0, "compressed: %s",
+        s.text);
 }
 
 static void test_after_end(void) {
@@ -270,17 +275,20 @@ static void test_stop(void) {
   s.stop_after = 2;
   CHECK(connect_decoder_feed(&d, st.p, st.n, on_frame, &s) == CONNECT_ESTOPPED, "callback stops");
   CHECK(s.frames == 2, "two frames (%d)", s.frames);
-  CHECK(connect_decoder_feed(&d, st.p, 1, on_frame, &s) == CONNECT_ESTOPPED && s.frames == 2, "stays stopped");
+  CHECK(connect_decoder_feed(&d, st.p, 1, on_frame, &s) == CONNECT_ESTOPPED && s.frames == 2,
+        "stays stopped");
   connect_decoder_free(&d);
 }
 
 static void test_header(void) {
   uint8_t h[5];
-  CHECK(connect_header(h, 2, 258) == 0 && h[0] == 2 && h[1] == 0 && h[2] == 0 && h[3] == 1 && h[4] == 2, "bytes");
+  CHECK(connect_header(h, 2, 258) == 0 && h[0] == 2 && h[1] == 0 && h[2] == 0 && h[3] == 1 && h[4] == 2,
+        "bytes");
   CHECK(connect_header(h, 0, 0xffffffffull) == 0 && h[1] == 0xff && h[4] == 0xff, "max length");
   CHECK(connect_header(h, 0, 0x100000000ull) == -1, "length over 32 bits");
   CHECK(connect_header(h, 256, 1) == -1, "flags over a byte");
-  for (int c = CONNECT_ESTOPPED; c <= CONNECT_OK; c++) CHECK(connect_strerror(c)[0] != '\0', "strerror %d", c);
+  for (int c = CONNECT_ESTOPPED; c <= CONNECT_OK; c++)
+    CHECK(connect_strerror(c)[0] != '\0', "strerror %d", c);
 }
 
 int main(void) {

@@ -54,9 +54,11 @@ static int add(rec *r, const char *s) {
 static int on_scalar(void *ud, const pb_field *f, const pb_value *v) {
   char b[600];
   switch (f->type) {
-  case PB_STRING: case PB_BYTES: snprintf(b, sizeof b, "%s=%.*s;", f->name, (int)v->n, (const char *)v->p); break;
-  case PB_FLOAT: case PB_DOUBLE: snprintf(b, sizeof b, "%s=%g;", f->name, v->d); break;
-  default: snprintf(b, sizeof b, "%s=%lld;", f->name, (long long)v->i); break;
+    case PB_STRING:
+    case PB_BYTES: snprintf(b, sizeof b, "%s=%.*s;", f->name, (int)v->n, (const char *)v->p); break;
+    case PB_FLOAT:
+    case PB_DOUBLE: snprintf(b, sizeof b, "%s=%g;", f->name, v->d); break;
+    default: snprintf(b, sizeof b, "%s=%lld;", f->name, (long long)v->i); break;
   }
   return add(ud, b);
 }
@@ -126,7 +128,8 @@ static void test_known_encodings(void) {
   pb_put_value(&b, PB_DOUBLE, 0, 1.0);
   pb_put_value(&b, PB_FLOAT, 0, 1.0);
   CHECK(strcmp(hex(b.p, b.len), "01000000000000000000f03f0000803f") == 0, "fixed: %s", hex(b.p, b.len));
-  CHECK(pb_zigzag64(-1) == 1 && pb_unzigzag64(1) == -1 && pb_unzigzag64(pb_zigzag64(INT64_MIN)) == INT64_MIN, "zz64");
+  CHECK(pb_zigzag64(-1) == 1 && pb_unzigzag64(1) == -1 && pb_unzigzag64(pb_zigzag64(INT64_MIN)) == INT64_MIN,
+        "zz64");
   CHECK(pb_unzigzag32(pb_zigzag32(INT32_MIN)) == INT32_MIN && pb_zigzag32(INT32_MAX) == 0xfffffffeu, "zz32");
   pb_buf_free(&b);
 }
@@ -137,48 +140,76 @@ static void test_round_trip(void) {
   pb_error e;
   size_t mark, inner;
   int rc;
-  pb_put_tag(&b, 1, PB_WT_I64); pb_put_value(&b, PB_DOUBLE, 0, 2.5);
-  pb_put_tag(&b, 2, PB_WT_I32); pb_put_value(&b, PB_FLOAT, 0, -0.5);
-  pb_put_tag(&b, 3, PB_WT_VARINT); pb_put_value(&b, PB_INT64, INT64_MIN, 0);
-  pb_put_tag(&b, 4, PB_WT_VARINT); pb_put_value(&b, PB_UINT64, -1, 0);
-  pb_put_tag(&b, 5, PB_WT_VARINT); pb_put_value(&b, PB_INT32, -5, 0);
-  pb_put_tag(&b, 6, PB_WT_I64); pb_put_value(&b, PB_FIXED64, 42, 0);
-  pb_put_tag(&b, 7, PB_WT_I32); pb_put_value(&b, PB_FIXED32, 4000000000, 0);
-  pb_put_tag(&b, 8, PB_WT_VARINT); pb_put_value(&b, PB_BOOL, 7, 0);
+  pb_put_tag(&b, 1, PB_WT_I64);
+  pb_put_value(&b, PB_DOUBLE, 0, 2.5);
+  pb_put_tag(&b, 2, PB_WT_I32);
+  pb_put_value(&b, PB_FLOAT, 0, -0.5);
+  pb_put_tag(&b, 3, PB_WT_VARINT);
+  pb_put_value(&b, PB_INT64, INT64_MIN, 0);
+  pb_put_tag(&b, 4, PB_WT_VARINT);
+  pb_put_value(&b, PB_UINT64, -1, 0);
+  pb_put_tag(&b, 5, PB_WT_VARINT);
+  pb_put_value(&b, PB_INT32, -5, 0);
+  pb_put_tag(&b, 6, PB_WT_I64);
+  pb_put_value(&b, PB_FIXED64, 42, 0);
+  pb_put_tag(&b, 7, PB_WT_I32);
+  pb_put_value(&b, PB_FIXED32, 4000000000, 0);
+  pb_put_tag(&b, 8, PB_WT_VARINT);
+  pb_put_value(&b, PB_BOOL, 7, 0);
   pb_put_bytes(&b, 9, "str", 3);
   pb_put_tag(&b, 10, PB_WT_LEN);
   mark = pb_begin_len(&b);
-  pb_put_tag(&b, 1, PB_WT_VARINT); pb_put_value(&b, PB_INT32, 9, 0);
+  pb_put_tag(&b, 1, PB_WT_VARINT);
+  pb_put_value(&b, PB_INT32, 9, 0);
   pb_put_bytes(&b, 2, "in", 2);
   CHECK(pb_end_len(&b, mark) == PB_OK, "end_len");
   pb_put_bytes(&b, 11, "xb", 2);
-  pb_put_tag(&b, 12, PB_WT_VARINT); pb_put_value(&b, PB_UINT32, 4294967295, 0);
-  pb_put_tag(&b, 13, PB_WT_VARINT); pb_put_value(&b, PB_ENUM, -1, 0);
-  pb_put_tag(&b, 14, PB_WT_I32); pb_put_value(&b, PB_SFIXED32, -3, 0);
-  pb_put_tag(&b, 15, PB_WT_I64); pb_put_value(&b, PB_SFIXED64, -4, 0);
-  pb_put_tag(&b, 16, PB_WT_VARINT); pb_put_value(&b, PB_SINT32, INT32_MIN, 0);
-  pb_put_tag(&b, 17, PB_WT_VARINT); pb_put_value(&b, PB_SINT64, INT64_MAX, 0);
+  pb_put_tag(&b, 12, PB_WT_VARINT);
+  pb_put_value(&b, PB_UINT32, 4294967295, 0);
+  pb_put_tag(&b, 13, PB_WT_VARINT);
+  pb_put_value(&b, PB_ENUM, -1, 0);
+  pb_put_tag(&b, 14, PB_WT_I32);
+  pb_put_value(&b, PB_SFIXED32, -3, 0);
+  pb_put_tag(&b, 15, PB_WT_I64);
+  pb_put_value(&b, PB_SFIXED64, -4, 0);
+  pb_put_tag(&b, 16, PB_WT_VARINT);
+  pb_put_value(&b, PB_SINT32, INT32_MIN, 0);
+  pb_put_tag(&b, 17, PB_WT_VARINT);
+  pb_put_value(&b, PB_SINT64, INT64_MAX, 0);
   pb_put_tag(&b, 20, PB_WT_LEN); /* packed */
   mark = pb_begin_len(&b);
-  pb_put_value(&b, PB_INT32, 1, 0); pb_put_value(&b, PB_INT32, 300, 0); pb_put_value(&b, PB_INT32, -1, 0);
+  pb_put_value(&b, PB_INT32, 1, 0);
+  pb_put_value(&b, PB_INT32, 300, 0);
+  pb_put_value(&b, PB_INT32, -1, 0);
   pb_end_len(&b, mark);
-  pb_put_tag(&b, 20, PB_WT_VARINT); pb_put_value(&b, PB_INT32, 4, 0); /* and unpacked */
+  pb_put_tag(&b, 20, PB_WT_VARINT);
+  pb_put_value(&b, PB_INT32, 4, 0); /* and unpacked */
   pb_put_tag(&b, 21, PB_WT_LEN);
   mark = pb_begin_len(&b);
   pb_end_len(&b, mark); /* an empty message */
   /* unknown fields of each wire type, then a group holding a nested group */
-  pb_put_tag(&b, 99, PB_WT_VARINT); pb_put_varint(&b, 1);
-  pb_put_tag(&b, 98, PB_WT_I64); pb_put_fixed64(&b, 1);
-  pb_put_tag(&b, 97, PB_WT_I32); pb_put_fixed32(&b, 1);
+  pb_put_tag(&b, 99, PB_WT_VARINT);
+  pb_put_varint(&b, 1);
+  pb_put_tag(&b, 98, PB_WT_I64);
+  pb_put_fixed64(&b, 1);
+  pb_put_tag(&b, 97, PB_WT_I32);
+  pb_put_fixed32(&b, 1);
   pb_put_bytes(&b, 96, "zz", 2);
-  pb_put_tag(&b, 95, PB_WT_SGROUP); pb_put_tag(&b, 1, PB_WT_VARINT); pb_put_varint(&b, 5);
-  pb_put_tag(&b, 94, PB_WT_SGROUP); pb_put_tag(&b, 94, PB_WT_EGROUP); pb_put_tag(&b, 95, PB_WT_EGROUP);
-  pb_put_tag(&b, 5, PB_WT_LEN); pb_put_varint(&b, 0); /* a known field on a wrong wire type: skipped */
+  pb_put_tag(&b, 95, PB_WT_SGROUP);
+  pb_put_tag(&b, 1, PB_WT_VARINT);
+  pb_put_varint(&b, 5);
+  pb_put_tag(&b, 94, PB_WT_SGROUP);
+  pb_put_tag(&b, 94, PB_WT_EGROUP);
+  pb_put_tag(&b, 95, PB_WT_EGROUP);
+  pb_put_tag(&b, 5, PB_WT_LEN);
+  pb_put_varint(&b, 0); /* a known field on a wrong wire type: skipped */
   rc = decode(&All, b.p, b.len, &r, &e);
   CHECK(rc == PB_OK, "rc %d", rc);
-  CHECK(strcmp(r.text, "d=2.5;f=-0.5;i64=-9223372036854775808;u64=-1;i32=-5;fx64=42;fx32=4000000000;b=1;s=str;"
-                       "m{x=9;s=in;}by=xb;u32=4294967295;e=-1;sf32=-3;sf64=-4;s32=-2147483648;"
-                       "s64=9223372036854775807;ri=1;ri=300;ri=-1;ri=4;rm{}") == 0, "got %s", r.text);
+  CHECK(strcmp(r.text,
+               "d=2.5;f=-0.5;i64=-9223372036854775808;u64=-1;i32=-5;fx64=42;fx32=4000000000;b=1;s=str;"
+               "m{x=9;s=in;}by=xb;u32=4294967295;e=-1;sf32=-3;sf64=-4;s32=-2147483648;"
+               "s64=9223372036854775807;ri=1;ri=300;ri=-1;ri=4;rm{}") == 0,
+        "got %s", r.text);
   /* a long nested message: the length prefix takes several bytes */
   b.len = 0;
   pb_put_tag(&b, 10, PB_WT_LEN);
@@ -190,14 +221,16 @@ static void test_round_trip(void) {
     pb_put_bytes(&b, 2, big, sizeof big);
   }
   pb_end_len(&b, mark);
-  CHECK(b.len == 1 + 2 + (b.len - 3) && b.p[1] == (uint8_t)(0x80 | ((b.len - 3) & 0x7f)), "len prefix %s", hex(b.p, 4));
+  CHECK(b.len == 1 + 2 + (b.len - 3) && b.p[1] == (uint8_t)(0x80 | ((b.len - 3) & 0x7f)), "len prefix %s",
+        hex(b.p, 4));
   (void)inner;
   rc = decode(&All, b.p, b.len, &r, &e);
   CHECK(rc == PB_OK && strlen(r.text) == strlen("m{s=;}") + 300, "big nested %d %zu", rc, strlen(r.text));
   pb_buf_free(&b);
 }
 
-static void expect_fail(const char *what, const char *bytes, size_t n, int code, size_t offset, const char *path) {
+static void expect_fail(const char *what, const char *bytes, size_t n, int code, size_t offset,
+                        const char *path) {
   rec r;
   pb_error e;
   char msg[400];
@@ -211,8 +244,12 @@ static void expect_fail(const char *what, const char *bytes, size_t n, int code,
 static void test_malformed(void) {
   char deep[200];
   size_t i, n = 0;
-  expect_fail("length past the end", "\x4a\x05" "ab", 4, PB_ETRUNCATED, 1, "t.All.s");
-  expect_fail("11-byte varint", "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12, PB_EVARINT, 1, "t.All.i32");
+  expect_fail("length past the end",
+              "\x4a\x05"
+              "ab",
+              4, PB_ETRUNCATED, 1, "t.All.s");
+  expect_fail("11-byte varint", "\x28\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12, PB_EVARINT, 1,
+              "t.All.i32");
   expect_fail("varint cut", "\x28\xff", 2, PB_ETRUNCATED, 1, "t.All.i32");
   expect_fail("tag cut", "\xff", 1, PB_ETRUNCATED, 0, "t.All");
   expect_fail("field 0", "\x00\x01", 2, PB_EFIELD, 0, "t.All");
@@ -235,7 +272,8 @@ static void test_malformed(void) {
     uint8_t ok[] = {0x28, 0x01, 0x28, 0x02, 0x28, 0x03};
     memset(&r, 0, sizeof r);
     r.stop_at = 2;
-    CHECK(pb_decode(&All, ok, sizeof ok, &CB, &r, &e) == PB_ESTOPPED && e.offset == 3, "stop %d at %zu", e.code, e.offset);
+    CHECK(pb_decode(&All, ok, sizeof ok, &CB, &r, &e) == PB_ESTOPPED && e.offset == 3, "stop %d at %zu",
+          e.code, e.offset);
   }
 }
 
@@ -248,7 +286,8 @@ static void test_grpc_frames(void) {
   CHECK(grpc_frame_header(h, 1, 0x01020304) == 0 && memcmp(h, "\1\1\2\3\4", 5) == 0, "hdr2");
   CHECK(grpc_frame_header(h, 0, 1ull << 32) == -1, "too long");
   memcpy(buf, "\0\0\0\0\3abc\0", 9);
-  CHECK(grpc_frame_parse(buf, 9, 100, &flags, &pl, &len) == 8 && len == 3 && memcmp(pl, "abc", 3) == 0, "parse");
+  CHECK(grpc_frame_parse(buf, 9, 100, &flags, &pl, &len) == 8 && len == 3 && memcmp(pl, "abc", 3) == 0,
+        "parse");
   CHECK(grpc_frame_parse(buf, 7, 100, &flags, &pl, &len) == 0, "partial");
   CHECK(grpc_frame_parse(buf, 3, 100, &flags, &pl, &len) == 0, "partial header");
   CHECK(grpc_frame_parse(buf, 9, 2, &flags, &pl, &len) == PB_ETOOBIG, "limit");
@@ -257,16 +296,19 @@ static void test_grpc_frames(void) {
 }
 
 static void test_schema_helpers(void) {
-  pb_field f[] = {{5, PB_INT32, 0, 0, 0, -1, "a", NULL, NULL}, {1, PB_INT32, 0, 0, 0, -1, "b", NULL, NULL},
+  pb_field f[] = {{5, PB_INT32, 0, 0, 0, -1, "a", NULL, NULL},
+                  {1, PB_INT32, 0, 0, 0, -1, "b", NULL, NULL},
                   {3, PB_INT32, 0, 0, 0, -1, "c", NULL, NULL}};
   pb_msg m = {"m", 3, f, NULL};
   CHECK(pb_msg_sort(&m) == 0 && f[0].number == 1 && f[2].number == 5, "sort");
   CHECK(pb_msg_field(&m, 3) == &f[1] && pb_msg_field(&m, 4) == NULL, "lookup");
   f[1].number = 5;
   CHECK(pb_msg_sort(&m) == 5, "duplicate");
-  CHECK(pb_type_from_name("sfixed64") == PB_SFIXED64 && pb_type_from_name("group") == 0 && pb_type_from_name("x") == 0,
+  CHECK(pb_type_from_name("sfixed64") == PB_SFIXED64 && pb_type_from_name("group") == 0 &&
+            pb_type_from_name("x") == 0,
         "names");
-  CHECK(strcmp(pb_type_name(PB_SINT32), "sint32") == 0 && pb_packable(PB_ENUM) && !pb_packable(PB_BYTES), "types");
+  CHECK(strcmp(pb_type_name(PB_SINT32), "sint32") == 0 && pb_packable(PB_ENUM) && !pb_packable(PB_BYTES),
+        "types");
 }
 
 int main(void) {
