@@ -14,6 +14,8 @@ local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
+-- the base root filesystem and the unmount sweep are shared with the Modal fake
+local modal_fake = dofile(sys.root() .. '/spec/fakes/modal/fake.lua')
 
 local M = {}
 
@@ -41,7 +43,8 @@ function M.start(opts)
   assert(fs.write(dir .. '/config.json', cjson.encode(cfg)))
   local log = opts.log or (dir .. '/requests.jsonl')
   local p = assert(proc.spawn { argv = { M.PYTHON, sys.root() .. '/spec/fakes/aws/fake.py', '--agent', opts.agent,
-                                         '--log', log, '--config', dir .. '/config.json' },
+                                         '--log', log, '--config', dir .. '/config.json',
+                                         '--rootfs', modal_fake.rootfs(), '--work', dir .. '/work' },
                                 stdout = dir .. '/out', stderr = dir .. '/err' })
   local urls
   for _ = 1, 3000 do -- until it prints its URLs (or exits)
@@ -95,6 +98,7 @@ function M.start(opts)
     pcall(http.request, { method = 'POST', url = f.control .. '/_fake/shutdown', timeout = 5 })
     if not p:wait(10) then p:kill('KILL'); p:wait() end
     p:close()
+    modal_fake.umount_under(dir) -- a fake killed before it could unmount its microVMs' roots
     fs.remove_tree(dir)
   end
 

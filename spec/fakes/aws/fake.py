@@ -66,6 +66,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import secrets
 import shutil
 import signal
@@ -90,9 +91,20 @@ DEFAULTS = {
     'page_size': 100, 'client': None,
 }
 DEFAULT_PORT = 8080  # the endpoint's port without X-aws-proxy-port (Lambda developer guide, networking)
-ETC_BINDS = ['alternatives', 'ssl', 'ca-certificates', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
-             'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'magic', 'magic.mime', 'mime.types', 'protocols',
-             'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl']
+# Docker's default capability set: what root keeps inside a microVM's sandbox (no mounts, no modules)
+CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP', 'SETPCAP',
+        'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE']
+
+
+def rootfs_error(rootfs):
+    """Why the base root filesystem cannot back the microVMs, or None."""
+    if not rootfs or not os.path.isdir(os.path.join(rootfs, 'usr/bin')) or \
+            not os.path.exists(os.path.join(rootfs, 'etc/passwd')):
+        return ('the Debian base root filesystem is absent (%s): build it with `./cseng images rootfs` '
+                '(debootstrap, needs root), then pass --rootfs DIR' % (rootfs or 'no --rootfs given'))
+    if os.getuid() != 0:
+        return 'microVM roots are overlayfs mounts over the base root filesystem: run as root'
+    return None
 
 
 class Spawner:
@@ -146,7 +158,10 @@ class Fake:
         self.lock = threading.RLock()
         self.log_lock = threading.Lock()
         self.log = open(args.log, 'a', buffering=1) if args.log else None
-        self.work = tempfile.mkdtemp(prefix='cseng-aws-fake-')
+        if args.work:
+            os.makedirs(args.work, exist_ok=True)
+        self.work = args.work or tempfile.mkdtemp(prefix='cseng-aws-fake-')
+        self.mounted = set()
         self.microvms, self.tokens, self.images, self.objects, self.auth_tokens = {}, {}, {}, {}, {}
         self.counts = {}
         self.st = {'creates': 0, 'created': 0, 'terminates': 0, 'terminated': 0, 'bad_signatures': 0,
@@ -288,28 +303,62 @@ class Fake:
 
     # ---- microVM processes ----------------------------------------------------------------------
 
-    def make_root(self, root):
-        for d in ('tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'etc',
-                  'opt/cseng'):
-            os.makedirs(os.path.join(root, d), exist_ok=True)
+    def mount_root(self, name):
+        """The microVM's "/": an overlayfs whose lower layer is the Debian base root filesystem, with
+        upper, work and the merged root under work/NAME; a real, writable Debian root."""
+        d = os.path.join(self.work, name)
+        for sub in ('upper', 'work', 'root'):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        root = os.path.join(d, 'root')
+        r = subprocess.run(['mount', '-t', 'overlay', 'overlay', '-o', 'lowerdir=%s,upperdir=%s,workdir=%s' % (
+            self.args.rootfs, os.path.join(d, 'upper'), os.path.join(d, 'work')), root], capture_output=True, text=True)
+        if r.returncode != 0:
+            shutil.rmtree(d, ignore_errors=True)
+            raise ValueError('mounting the microVM root (overlayfs): %s' % (r.stderr or r.stdout).strip())
+        with self.lock:
+            self.mounted.add(root)
+        for sub in ('tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'opt/cseng'):
+            os.makedirs(os.path.join(root, sub), exist_ok=True)
         os.chmod(os.path.join(root, 'tmp'), 0o1777)
-        os.chmod(os.path.join(root, 'var/tmp'), 0o1777)
-        for target, name in (('usr/bin', 'bin'), ('usr/sbin', 'sbin'), ('usr/lib', 'lib'), ('usr/lib64', 'lib64')):
-            if not os.path.lexists(os.path.join(root, name)):
-                os.symlink(target, os.path.join(root, name))
-        with open(os.path.join(root, 'etc/passwd'), 'w') as f:
-            f.write('root:x:0:0:root:/root:/bin/bash\ncseng:x:1000:1000::/home/cseng:/bin/bash\n'
-                    'nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n')
-        with open(os.path.join(root, 'etc/group'), 'w') as f:
-            f.write('root:x:0:\ncseng:x:1000:\nnogroup:x:65534:\n')
+        os.chmod(os.path.join(root, 'home/cseng'), 0o777)
+        with open(os.path.join(root, 'etc/hostname'), 'w') as f:
+            f.write('microvm\n')
         with open(os.path.join(root, 'etc/hosts'), 'w') as f:
             f.write('127.0.0.1 localhost microvm\n::1 localhost\n')
+        return d, root
+
+    def umount_root(self, d):
+        root = os.path.join(d, 'root')
+        with self.lock:
+            was = root in self.mounted
+            self.mounted.discard(root)
+        if was:
+            subprocess.run(['umount', '-l', root], capture_output=True)
+
+    @staticmethod
+    def qemu_binds():
+        """qemu-aarch64 and the host libraries it links, bound under /opt/cseng/qemu (the base root
+        filesystem has no qemu): (bwrap arguments, the argv prefix that runs it)."""
+        qemu = shutil.which('qemu-aarch64') or '/usr/bin/qemu-aarch64'
+        out = subprocess.run(['ldd', qemu], capture_output=True, text=True).stdout
+        binds, loader = ['--ro-bind', qemu, '/opt/cseng/qemu/qemu-aarch64'], None
+        for line in out.splitlines():
+            m = re.search(r'(/\S+)\s+\(0x', line)
+            if not m:
+                continue
+            lib = m.group(1)
+            if 'ld-linux' in os.path.basename(lib):
+                loader = lib
+            binds += ['--ro-bind', os.path.realpath(lib), '/opt/cseng/qemu/lib/' + os.path.basename(lib)]
+        if not loader:
+            return binds, ['/opt/cseng/qemu/qemu-aarch64']
+        return binds, ['/opt/cseng/qemu/lib/' + os.path.basename(loader), '--library-path', '/opt/cseng/qemu/lib',
+                       '/opt/cseng/qemu/qemu-aarch64']
 
     def start_vm_process(self, img, name):
         """The image's agent in a bubblewrap sandbox of its own, on a free loopback port standing for
         the image's hooks port. Returns {root, proc, port (host), vm_port}."""
-        root = os.path.join(self.work, name)
-        self.make_root(root)
+        d, root = self.mount_root(name)
         s = socket.socket()
         s.bind(('127.0.0.1', 0))
         host_port = s.getsockname()[1]
@@ -317,22 +366,26 @@ class Fake:
         vm_port = int((img.get('hooks') or {}).get('port') or DEFAULT_PORT)
         args = [a.replace('{port}', str(host_port)) for a in img.get('agent_args') or []]
         args = [str(host_port) if a == str(vm_port) else a for a in args]  # the hooks port -> our loopback port
-        argv = ['bwrap', '--die-with-parent', '--new-session', '--unshare-all', '--share-net', '--hostname', 'microvm',
-                '--bind', root, '/', '--ro-bind', '/usr', '/usr', '--tmpfs', '/usr/local']
-        for e in ETC_BINDS:
-            if os.path.exists('/etc/' + e):
-                argv += ['--ro-bind', '/etc/' + e, '/etc/' + e]
+        # root without a user namespace (it would map only root; RUN steps need every id: useradd,
+        # chown, dpkg), Docker's default capabilities, the host's loopback (the hooks port)
+        argv = ['bwrap', '--die-with-parent', '--new-session', '--unshare-ipc', '--unshare-pid', '--unshare-uts',
+                '--unshare-cgroup-try', '--cap-drop', 'ALL']
+        for c in CAPS:
+            argv += ['--cap-add', 'CAP_' + c]
+        argv += ['--hostname', 'microvm', '--bind', root, '/']
         # the image's own aarch64 agent under qemu-user (run_artifact), else the native build
         binary, prog = self.args.agent, ['/opt/cseng/agent']
         if self.sw.get('run_artifact') and img.get('binary'):
-            binary, prog = img['binary'], [shutil.which('qemu-aarch64') or '/usr/bin/qemu-aarch64', '/opt/cseng/agent']
+            qbinds, qprog = self.qemu_binds()
+            binary, prog = img['binary'], qprog + ['/opt/cseng/agent']
+            argv += qbinds
         argv += ['--proc', '/proc', '--dev', '/dev', '--ro-bind', binary, '/opt/cseng/agent',
                  '--chdir', '/', '--setenv', 'PATH', '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
                  '--setenv', 'HOME', '/root'] + prog + args + ['--listen', '127.0.0.1']
         logf = open(os.path.join(self.work, name + '.agent.log'), 'wb')
         proc = SPAWNER.popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
                                 env={'PATH': '/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8'})
-        vm = {'root': root, 'proc': proc, 'port': host_port, 'vm_port': vm_port, 'log': logf}
+        vm = {'root': root, 'dir': d, 'name': name, 'proc': proc, 'port': host_port, 'vm_port': vm_port, 'log': logf}
         deadline = time.time() + 20
         while time.time() < deadline:  # setup, not a verdict: the agent is listening once it accepts
             if proc.poll() is not None:
@@ -347,7 +400,7 @@ class Fake:
 
     def agent_log(self, vm):
         try:
-            with open(os.path.join(self.work, os.path.basename(vm['root']) + '.agent.log'), 'rb') as f:
+            with open(os.path.join(self.work, vm['name'] + '.agent.log'), 'rb') as f:
                 return f.read()[-500:].decode(errors='replace')
         except OSError:
             return ''
@@ -363,8 +416,10 @@ class Fake:
         if vm.get('log'):
             vm['log'].close()
             vm['log'] = None
-        if remove and vm.get('root'):
-            shutil.rmtree(vm['root'], ignore_errors=True)
+        if remove and vm.get('dir'):
+            self.umount_root(vm['dir'])
+            shutil.rmtree(vm['dir'], ignore_errors=True)
+            vm['dir'] = None
             vm['root'] = None
 
     def call_hook(self, vm, hook, body):
@@ -582,6 +637,9 @@ class Fake:
         for m in list(self.microvms.values()):
             if m.get('vm'):
                 self.stop_vm_process(m['vm'])
+        for root in list(self.mounted):  # anything left (a microVM half started)
+            subprocess.run(['umount', '-l', root], capture_output=True)
+        self.mounted.clear()
         shutil.rmtree(self.work, ignore_errors=True)
 
 
@@ -976,7 +1034,14 @@ def main():
     ap.add_argument('--agent', required=True, help='the native build of the exec agent')
     ap.add_argument('--log', help='append the request log (JSON lines) to this file')
     ap.add_argument('--config', help='a JSON file: region, account, credentials, buckets, images, switches')
+    ap.add_argument('--rootfs', default=os.environ.get('CSENG_LOCAL_ROOTFS'),
+                    help='the Debian base root filesystem (`cseng images rootfs`) under every microVM\'s overlay root '
+                         '(default $CSENG_LOCAL_ROOTFS)')
+    ap.add_argument('--work', help='where microVM roots are mounted (default a new temporary directory)')
     args = ap.parse_args()
+    err = rootfs_error(args.rootfs)
+    if err:
+        sys.exit('fake.py: ' + err)
     cfg = {}
     if args.config:
         with open(args.config) as fh:

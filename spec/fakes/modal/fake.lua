@@ -22,6 +22,24 @@ local M = {}
 
 M.TOKEN_ID, M.TOKEN_SECRET = 'ak-cseng-fake', 'as-cseng-fake'
 
+--- The Debian base root filesystem the fake's sandboxes run on (CSENG_LOCAL_ROOTFS, else the one
+--- `cseng images rootfs` builds).
+function M.rootfs()
+  return os.getenv('CSENG_LOCAL_ROOTFS') or require('commands.images').rootfs_dir('bookworm')
+end
+
+--- Unmount whatever is still mounted under dir (a fake killed before it could), deepest first.
+function M.umount_under(dir)
+  local real = sys.realpath(dir) or dir
+  local found = {}
+  for line in (fs.read('/proc/self/mounts') or ''):gmatch('[^\n]+') do
+    local mp = line:match('^%S+ (%S+)')
+    if mp and (mp:sub(1, #real + 1) == real .. '/') then found[#found + 1] = mp end
+  end
+  table.sort(found, function(a, b) return #a > #b end)
+  for _, mp in ipairs(found) do proc.run { argv = { 'umount', '-l', mp }, timeout = 30 } end
+end
+
 function M.start(o)
   o = o or {}
   assert(proc.which('node'), 'the Modal fake needs node (make deps-test)')
@@ -30,6 +48,8 @@ function M.start(o)
   local log = o.log or (dir .. '/requests.jsonl')
   local argv = { 'node', sys.root() .. '/spec/fakes/modal/server.mjs', '--log', log, '--client', o.client or 'adapter',
                  '--dir', dir .. '/state', '--token-id', M.TOKEN_ID, '--token-secret', M.TOKEN_SECRET }
+  argv[#argv + 1] = '--rootfs'
+  argv[#argv + 1] = M.rootfs()
   if o.http1_only then argv[#argv + 1] = '--http1-only' end
   local p = assert(proc.spawn { argv = argv, stdout = out, stderr = dir .. '/stderr.log', kill_grace = 3 })
   local ports
@@ -77,6 +97,7 @@ function M.start(o)
     pcall(http.request, { method = 'POST', url = f.admin .. '/close', timeout = 10 })
     if not p:wait(5) then p:kill('KILL'); p:wait(5) end
     p:close()
+    M.umount_under(dir)
     if not o.keep then fs.remove_tree(dir) end
   end
   task.sleep(0) -- let the loop settle

@@ -5,17 +5,22 @@
 // in ../shared/specs/modal/ (loaded at run time; nothing is copied into this repository). The
 // official `modal` JS SDK runs against it (spec/sdk/modal.mjs): that is what keeps it honest.
 //
-// Sandboxes are real: each is a directory on this machine that becomes "/" of a bubblewrap sandbox
-// (the host's /usr read-only, no network), like the Lua fakes' sandboxes (spec/fakes/sandboxes.lua);
-// every exec is a new bwrap process whose stdout/stderr are kept for TaskExecStdioRead and whose
-// stdin is fed by TaskExecStdinWrite(Stream). Images are directories too: `FROM <tag>` is a fresh
-// root (the tag is recorded, nothing is pulled), RUN steps really run in the image's root, COPY
-// takes Image.context_files, ENV and WORKDIR are kept; a filesystem snapshot is a copy of the
-// sandbox's root, usable as an image id. /__modal/.bin/modal-sandbox-fs-tools (the tool the SDK's
-// sandbox.filesystem execs inside a Modal container) is a small stand-in written into every root.
-//
+// Sandboxes are real: each is an overlayfs mount on this machine (lower: the image's layers over the
+// Debian base root filesystem of `cseng images rootfs`; upper and work: the sandbox's own directory)
+// that becomes "/" of a bubblewrap sandbox (root without a user namespace, Docker's default
+// capabilities, no network), like the local provider's sandboxes (lua/providers/local.lua): a real,
+// writable Debian root with dpkg's database and /etc/passwd. Every exec is a new bwrap process whose
+// stdout/stderr are kept for TaskExecStdioRead and whose stdin is fed by TaskExecStdinWrite(Stream).
+// Images are layers: `FROM <tag>` is the base root filesystem (the tag is recorded, nothing is
+// pulled), RUN steps really run in an overlay over the parent's layers whose upper dir becomes the
+// image's top layer, COPY takes Image.context_files, ENV and WORKDIR are kept; a filesystem snapshot
+// is a copy of the sandbox's upper dir, a new top layer usable as an image id. Every mount is
+// unmounted when its sandbox terminates, its build ends, or the fake exits.
+// /__modal/.bin/modal-sandbox-fs-tools (the tool the SDK's sandbox.filesystem execs inside a Modal
+// container) is a small stand-in in the fake's own layer under every image.
 //   node spec/fakes/modal/server.mjs [--log FILE] [--client sdk|adapter] [--http1-only]
-//        [--token-id ID --token-secret SECRET] [--proto-root DIR] [--dir DIR]
+//        [--token-id ID --token-secret SECRET] [--proto-root DIR] [--dir DIR] [--rootfs DIR]
+//        (--rootfs: the base root filesystem; default $CSENG_LOCAL_ROOTFS; needs root)
 // prints one JSON line {"cp_port", "router_port", "admin_port", "dir"} when it listens, then serves
 // until POST /close on the admin port (or SIGTERM). The admin port (HTTP/1.1, JSON):
 //   GET  /stats  -> {connections: {cp, router}, rpcs: {Op: n}, creates, terminates, snapshots,
@@ -55,6 +60,18 @@ const flag = (name) => argv.includes('--' + name);
 const protoRoot = opt('proto-root', path.resolve(repo, '../shared/specs/modal'));
 const logFile = opt('log', null);
 const stateDir = opt('dir', fs.mkdtempSync(path.join(os.tmpdir(), 'cseng-modal-fake-')));
+// The Debian base root filesystem (`cseng images rootfs`): the lowest layer of every image, so a
+// sandbox has a real, writable Debian root (dpkg's database, /etc/passwd, gcc) like Modal's.
+const ROOTFS = opt('rootfs', process.env.CSENG_LOCAL_ROOTFS || '');
+if (!ROOTFS || !fs.existsSync(path.join(ROOTFS, 'usr/bin')) || !fs.existsSync(path.join(ROOTFS, 'etc/passwd'))) {
+  process.stderr.write(`modal fake: the Debian base root filesystem is absent (${ROOTFS || 'no --rootfs given'}): ` +
+    'build it with `./cseng images rootfs` (debootstrap, needs root), then pass --rootfs DIR\n');
+  process.exit(2);
+}
+if (process.getuid() !== 0) {
+  process.stderr.write('modal fake: sandboxes are overlayfs mounts over the base root filesystem: run as root\n');
+  process.exit(2);
+}
 const BWRAP = process.env.CSENG_BWRAP || '/usr/bin/bwrap';
 
 const settings = {
@@ -183,32 +200,46 @@ except NotADirectoryError: fail("NotDirectory", "Not a directory")
 except PermissionError: fail("PermissionDenied", "Permission denied")
 `;
 
-function makeRoot(root) {
-  for (const d of ['tmp', 'var/tmp', 'root', 'home', 'run', 'etc', '__modal/.bin']) fs.mkdirSync(path.join(root, d), { recursive: true });
-  fs.chmodSync(path.join(root, 'tmp'), 0o1777);
-  fs.chmodSync(path.join(root, 'var/tmp'), 0o1777);
-  for (const [target, name] of [['usr/bin', 'bin'], ['usr/sbin', 'sbin'], ['usr/lib', 'lib'], ['usr/lib64', 'lib64']]) {
-    try { fs.symlinkSync(target, path.join(root, name)); } catch { /* exists */ }
-  }
-  fs.writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n');
-  fs.writeFileSync(path.join(root, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
+// The fake's own layer over the base: Modal's fs tool, the hostname.
+function makeModalLayer(root) {
+  for (const d of ['etc', '__modal/.bin']) fs.mkdirSync(path.join(root, d), { recursive: true });
   fs.writeFileSync(path.join(root, 'etc/hostname'), 'modal\n');
   fs.writeFileSync(path.join(root, 'etc/hosts'), '127.0.0.1 localhost modal\n::1 localhost\n');
   fs.writeFileSync(path.join(root, '__modal/.bin/modal-sandbox-fs-tools'), FS_TOOL, { mode: 0o755 });
 }
-function copyRoot(from, to) { // cp -a keeps modes, symlinks and ownership
+const MODAL_LAYER = path.join(stateDir, 'modal-layer');
+makeModalLayer(MODAL_LAYER);
+const BASE_LOWERS = [MODAL_LAYER, ROOTFS];
+function copyDir(from, to) { // cp -a keeps modes, symlinks, ownership, xattrs and overlay whiteouts
   fs.mkdirSync(path.dirname(to), { recursive: true });
   const r = spawnSync('cp', ['-a', from, to]);
   if (r.status !== 0) throw new RpcError(S.INTERNAL, `copying ${from}: ${r.stderr}`);
 }
-const ETC_BINDS = ['alternatives', 'ssl', 'ca-certificates', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
-  'python3', 'python3.11', 'python3.12', 'bash.bashrc', 'inputrc', 'magic', 'magic.mime', 'mime.types', 'protocols',
-  'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl', 'gitconfig'];
+// Every image and sandbox root is an overlayfs at DIR/root: lowers (top first), DIR/upper, DIR/work.
+const mounted = new Set();
+function mountOverlay(dir, lowers) {
+  for (const d of ['upper', 'work', 'root']) fs.mkdirSync(path.join(dir, d), { recursive: true });
+  const r = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o',
+    `lowerdir=${lowers.join(':')},upperdir=${path.join(dir, 'upper')},workdir=${path.join(dir, 'work')}`, path.join(dir, 'root')]);
+  if (r.status !== 0) throw new RpcError(S.INTERNAL, `mounting the overlay at ${dir}/root: ${r.stderr}`);
+  mounted.add(path.join(dir, 'root'));
+  return path.join(dir, 'root');
+}
+function umountOverlay(dir) {
+  const m = path.join(dir, 'root');
+  if (!mounted.has(m)) return;
+  spawnSync('umount', ['-l', m]);
+  mounted.delete(m);
+}
+// Docker's default capability set (what a build step or a sandbox command keeps as root).
+const CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP', 'SETPCAP',
+  'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE'];
 function bwrapArgs(root, cwd) {
-  const a = ['--die-with-parent', '--new-session', '--unshare-all', '--hostname', 'modal', '--bind', root, '/',
-    '--ro-bind', '/usr', '/usr', '--tmpfs', '/usr/local'];
-  for (const e of ETC_BINDS) if (fs.existsSync('/etc/' + e)) a.push('--ro-bind', '/etc/' + e, '/etc/' + e);
-  a.push('--proc', '/proc', '--dev', '/dev', '--chdir', cwd || '/');
+  // no user namespace: it would map only root, and builds need every id (useradd, chown, dpkg)
+  const a = ['--die-with-parent', '--new-session', '--unshare-ipc', '--unshare-pid', '--unshare-net', '--unshare-uts',
+    '--unshare-cgroup-try', '--cap-drop', 'ALL'];
+  for (const c of CAPS) a.push('--cap-add', 'CAP_' + c);
+  a.push('--hostname', 'modal', '--bind', root, '/', '--proc', '/proc', '--dev', '/dev', '--chdir', cwd || '/');
   return a;
 }
 const BASE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', TERM: 'dumb' };
@@ -274,20 +305,23 @@ async function build(img, req) {
     const bases = new Map((req.image?.base_images || []).map((b) => [b.docker_tag, b.image_id]));
     const ctx = new Map((req.image?.context_files || []).map((f) => [f.filename.replace(/^\/+/, ''), f.data]));
     if (!steps.length || steps[0].op !== 'FROM') return fail('Dockerfile commands must start with FROM');
-    img.root = path.join(stateDir, 'images', img.id, 'root');
     const from = steps[0].arg.split(/\s+/)[0];
+    let parent;
     if (bases.has(from)) {
       const base = images.get(bases.get(from));
       if (!base || base.state !== 'ok') return fail(`base image ${bases.get(from)} is not built`);
-      copyRoot(base.root, img.root);
+      parent = base.lowers;
       img.env = { ...base.env };
       img.workdir = base.workdir;
     } else {
-      fs.mkdirSync(img.root, { recursive: true });
-      makeRoot(img.root);
+      parent = BASE_LOWERS;
       img.env = {};
       img.tag = from;
     }
+    // the build runs in an overlay over the parent's layers; its upper dir becomes the image's top layer
+    img.dir = path.join(stateDir, 'images', img.id);
+    img.root = mountOverlay(img.dir, parent);
+    img.parent = parent;
     log(`#1 FROM ${from}\n`);
     if (settings.build_ms) await sleep(settings.build_ms);
     if (settings.fail_image_build) return fail('Image build failed: a step exited with code 1 (forced by the fake: fail_image_build)');
@@ -322,11 +356,15 @@ async function build(img, req) {
         }
       } // USER, CMD, ENTRYPOINT, LABEL, EXPOSE, ARG, SHELL: recorded in the log only
     }
+    umountOverlay(img.dir);
+    img.lowers = [path.join(img.dir, 'upper'), ...img.parent];
     img.state = 'ok';
     img.result = { status: 1 };
     log(`built ${img.id} in ${Date.now() - t0} ms\n`);
   } catch (e) {
     fail('Image build failed: ' + e.message);
+  } finally {
+    if (img.dir) umountOverlay(img.dir);
   }
 }
 function wakeImage(img) { const w = img.waiters; img.waiters = []; for (const f of w) f(); }
@@ -340,6 +378,7 @@ function terminate(sb, status = 3, exception = '') {
   clearTimeout(sb.scheduler);
   for (const p of sb.execs.values()) kill(p);
   stats.terminates++;
+  umountOverlay(sb.dir);
   fs.rmSync(sb.dir, { recursive: true, force: true });
   const w = sb.waiters; sb.waiters = []; for (const f of w) f();
 }
@@ -426,11 +465,11 @@ const cp = {
     if (img.state !== 'ok') throw new RpcError(S.FAILED_PRECONDITION, `Image ${def.image_id} is not built (${img.state})`);
     const id = modalId('sb');
     const dir = path.join(stateDir, 'sandboxes', id);
-    copyRoot(img.root, path.join(dir, 'root'));
+    mountOverlay(dir, img.lowers);
     let created = Date.now() / 1000;
     if (created <= lastCreatedAt) created = lastCreatedAt + 1e-6;
     lastCreatedAt = created;
-    const sb = { id, dir, root: path.join(dir, 'root'), app_id: req.app_id, image_id: img.id, tags: req.tags || [],
+    const sb = { id, dir, root: path.join(dir, 'root'), lowers: img.lowers, app_id: req.app_id, image_id: img.id, tags: req.tags || [],
       definition: def, state: 'pending', created_at: created, execs: new Map(), waiters: [],
       env: { ...img.env, ...(def.environment_variables?.contents || {}) }, workdir: def.workdir || img.workdir || '/',
       timeout_secs: def.timeout_secs || 300, resources: def.resources || {} };
@@ -490,8 +529,10 @@ const cp = {
 function snapshot(sb) {
   const img = { id: modalId('im'), key: 'snapshot:' + sb.id, state: 'ok', log: [], waiters: [], env: { ...sb.env },
     workdir: sb.workdir, result: { status: 1 } };
-  img.root = path.join(stateDir, 'images', img.id, 'root');
-  copyRoot(sb.root, img.root);
+  // a snapshot of an overlay sandbox: a copy of its upper dir, a new top layer over its lowers
+  img.dir = path.join(stateDir, 'images', img.id);
+  copyDir(path.join(sb.dir, 'upper'), path.join(img.dir, 'layer'));
+  img.lowers = [path.join(img.dir, 'layer'), ...sb.lowers];
   images.set(img.id, img);
   stats.snapshots++;
   return img.id;
@@ -712,6 +753,8 @@ routerPort = routerListen.port;
 // ---- admin --------------------------------------------------------------------------------------
 function close() {
   for (const sb of sandboxes.values()) terminate(sb);
+  for (const m of mounted) spawnSync('umount', ['-l', m]); // builds still running
+  mounted.clear();
   fs.rmSync(stateDir, { recursive: true, force: true });
   process.exit(0);
 }
@@ -737,6 +780,7 @@ const admin = http.createServer((req, res) => {
   });
 });
 await new Promise((r) => admin.listen(0, '127.0.0.1', r));
+process.on('exit', () => { for (const m of mounted) spawnSync('umount', ['-l', m]); });
 process.on('SIGTERM', close);
 process.on('SIGINT', close);
 process.stdout.write(JSON.stringify({ cp_port: cpListen.port, router_port: routerPort, admin_port: admin.address().port,
