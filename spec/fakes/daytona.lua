@@ -66,11 +66,10 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
-local dockerfile = require 'cseng.task.dockerfile'
-local replay = require 'cseng.task.replay'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
+local NB = dofile(sys.root() .. '/spec/fakes/native_build.lua')
 local json = scaffold.json
 
 local fake = {}
@@ -119,60 +118,22 @@ function fake.start(opts)
                bucket = 'daytona-volume-builds', org = 'org-cseng-fake' }
   local s3_srv
 
-  -- The build of POST /snapshots: nil on success (artifact, env), else the errorReason.
+  -- The build of POST /snapshots (spec/fakes/native_build.lua): artifact, env, or nil, nil, why.
   local function run_build(name, info)
-    local text = info.dockerfileContent
-    local parsed, perr = dockerfile.parse(text, 'dockerfileContent')
-    if not parsed then return nil, nil, 'Dockerfile: ' .. tostring(perr) end
     local ctx = assert(fs.tempdir('cseng-fake-daytona-ctx-'))
-    local files = {}
-    local function cleanup() fs.remove_tree(ctx) end
     for _, h in ipairs(type(info.contextHashes) == 'table' and info.contextHashes or {}) do
       local tar = objects[s3.org .. '/' .. tostring(h) .. '/context.tar']
-      if not tar then cleanup(); return nil, nil, 'context ' .. tostring(h) .. ' was not uploaded' end
-      local ok, xerr = archive.extract(tar, ctx)
-      if not ok then cleanup(); return nil, nil, 'context ' .. tostring(h) .. ': ' .. tostring(xerr) end
-    end
-    for _, e in ipairs(fs.walk(ctx) or {}) do if e.type ~= 'dir' then files[#files + 1] = e.path end end
-    table.sort(files)
-    st.build_contexts[name] = files
-    for _, c in ipairs(parsed.copies or {}) do
-      if not c.from then
-        for _, src in ipairs(c.src) do
-          if not src:match('[%*%?%[]') and not src:match('^%a+://') and not fs.exists(ctx .. '/' .. src) then
-            cleanup()
-            return nil, nil, string.format('COPY %s (line %d): not in the build context', src, c.line)
-          end
-        end
+      local ok, xerr = false, ' was not uploaded'
+      if tar then ok, xerr = archive.extract(tar, ctx); xerr = ': ' .. tostring(xerr) end
+      if not ok then
+        fs.remove_tree(ctx)
+        return nil, nil, 'context ' .. tostring(h) .. xerr
       end
     end
-    local sb = host.create { env = {} }
-    local P = {
-      exec = function(_, hsb, cmd, o)
-        return host.run(hsb, { shell = cmd }, { cwd = o and o.cwd, env = o and o.env, timeout = o and o.timeout })
-      end,
-      put = function(_, hsb, dir, tar)
-        local tmp = '/tmp/cseng-fake-put-' .. common.uuid() .. '.tar'
-        local ok, werr = host.write(hsb, tmp, tar)
-        if not ok then return nil, werr end
-        local r = host.run(hsb, { argv = { 'sh', '-c', 'mkdir -p "$1" && tar -C "$1" -xf "$2"; rc=$?; rm -f "$2"; exit $rc', 'sh', dir, tmp } }, { cwd = '/' })
-        if r.code ~= 0 then return nil, r.stderr end
-        return true
-      end,
-    }
-    local okr, info_or_err, berr = pcall(replay.run, P, nil, sb, { steps = parsed.steps, context_dir = ctx },
-      { env = { PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' } })
-    cleanup()
-    if not okr or not info_or_err then
-      host.destroy(sb)
-      local e = okr and berr or info_or_err
-      if type(e) == 'table' then e = tostring(e.message) .. (e.log and ('\n' .. e.log) or '') end
-      return nil, nil, 'build failed: ' .. tostring(e)
-    end
-    local artifact, why = host.snapshot(sb, name)
-    host.destroy(sb)
-    if not artifact then return nil, nil, 'snapshot failed: ' .. tostring(why) end
-    return artifact, parsed.env or {}
+    local artifact, env, files, why = NB.build(host, name, info.dockerfileContent, ctx)
+    fs.remove_tree(ctx)
+    st.build_contexts[name] = files
+    return artifact, env, why
   end
 
   local function snapshot_state(snap)
