@@ -175,3 +175,32 @@ describe('daytona native builds (snapshots from buildInfo)', function()
     end,
   }
 end)
+
+describe('runloop native builds (blueprints from a Dockerfile and a build context object)', function()
+  native_suite {
+    fake = dofile(vendor.ROOT .. '/spec/fakes/runloop.lua'), provider = 'runloop',
+    unset = { RUNLOOP_API_KEY = false, RUNLOOP_BASE_URL = false, RUNLOOP_BLUEPRINT_ID = false, RUNLOOP_BLUEPRINT_NAME = false,
+              RUNLOOP_SNAPSHOT_ID = false },
+    builds = function(s) return s.build_bodies end,
+    sandbox_commands = function(s, before)
+      local out = {}
+      for i = #before.exec_bodies + 1, #s.exec_bodies do out[#out + 1] = s.exec_bodies[i].command end
+      return out
+    end,
+    check_build = function(_, id, rec, s)
+      local body = s.build_bodies[#s.build_bodies]
+      assert.equal('cseng-' .. rec.environment.content_key:sub(1, 16), body.name)
+      local want = assert(fs.read(task_dir(id) .. '/Dockerfile'))
+      assert.equal(without_from(want), without_from(body.dockerfile))
+      assert.truthy(body.dockerfile:find('FROM ' .. rec.image .. '\n', 1, true), body.dockerfile)
+      assert.equal('object', body.build_context.type)
+      -- the whole environment/ arrived as the build context
+      local got = s.build_contexts[body.name]
+      for _, p in ipairs(copy_files(id)) do assert.is_true(has(got, p), id .. ': ' .. p .. ' not in the context') end
+      assert.is_true(has(got, 'Dockerfile'))
+      assert.is_string(s.last_create.blueprint_id)
+      assert.is_nil(s.last_create.snapshot_id)
+      assert.equal(0, s.object_refused)
+    end,
+  }
+end)
