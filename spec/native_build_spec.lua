@@ -204,3 +204,40 @@ describe('runloop native builds (blueprints from a Dockerfile and a build contex
     end,
   }
 end)
+
+describe('e2b native builds (templates from the recipe steps, files uploaded by hash)', function()
+  native_suite {
+    fake = dofile(vendor.ROOT .. '/spec/fakes/e2b.lua'), provider = 'e2b',
+    unset = { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false, E2B_TEMPLATE = false },
+    builds = function(s) return s.build_bodies end,
+    sandbox_commands = function(s, before)
+      local out = {}
+      for i = #before.start_requests + 1, #s.start_requests do
+        local p = s.start_requests[i].process or {}
+        out[#out + 1] = tostring(p.cmd) .. ' ' .. table.concat(p.args or {}, ' ')
+      end
+      return out
+    end,
+    check_build = function(_, id, rec, s)
+      local alias = 'cseng-' .. rec.environment.content_key:sub(1, 16)
+      assert.equal(alias, s.template_requests[#s.template_requests].name)
+      local body = s.build_bodies[#s.build_bodies]
+      assert.equal(rec.image, body.fromImage)
+      -- every RUN of the Dockerfile is a RUN step, in order; every COPY source a COPY step
+      local runs = {}
+      for _, st in ipairs(body.steps) do
+        if st.type == 'RUN' then runs[#runs + 1] = st.args[1] end
+        if st.type == 'COPY' then assert.is_string(st.filesHash) end
+      end
+      local want = run_commands(id)
+      assert.equal(#want, #runs, id)
+      for i, r in ipairs(want) do
+        assert.truthy(runs[i]:find(r:gsub('%s+$', ''), 1, true) or runs[i]:find(r:gsub('\\?\n?%s+', ' '), 1, true), runs[i])
+      end
+      local got = s.build_contexts[alias]
+      for _, p in ipairs(copy_files(id)) do assert.is_true(has(got, p), id .. ': ' .. p .. ' not uploaded') end
+      assert.equal(alias, s.last_create.templateID)
+      assert.equal(0, s.upload_refused)
+    end,
+  }
+end)
