@@ -14,6 +14,10 @@
 ---                  (@daytonaio/sdk 0.218) sends them (docs/providers/CONFORMANCE.md)
 ---   destroy DELETE /sandbox/{id}   (404 = already gone)
 ---   list    GET    /sandbox?labels=<json>  -> {items, nextCursor}
+---   build   GET    /snapshots/cseng-<key16> (active = the cache hit), else the COPY sources' tars to
+---                  the object storage of GET /object-storage/push-access (S3, SigV4), then
+---                  POST /snapshots {name, buildInfo{dockerfileContent, contextHashes}} and
+---                  GET /snapshots/{name} until active; create then starts from {snapshot = name}
 ---   snapshot GET   /snapshots/{name} (reuse an active one), else POST /sandbox/{id}/snapshot {name},
 ---                  then GET /snapshots/{name} until state == "active" (warm mode; the artifact is
 ---                  the snapshot's name, created from with POST /sandbox {snapshot = name})
@@ -36,17 +40,20 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local adapter = require 'providers.shared.adapter'
+local archive = require 'cseng.archive'
+local fs = require 'cseng.fs'
+local sigv4 = require 'cseng.lib.aws.sigv4'
 
 local M = {
   name = 'daytona',
   version = '1.0',
   description = 'Daytona sandboxes (REST API + toolbox)',
   remote = true,
-  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  applies_dockerfile = true, -- env_mode native: the task's Dockerfile is built as a snapshot (M.build)
   credentials = { 'DAYTONA_API_KEY' },
   -- allocated resources, per second (PROVIDERS.md: secondary sources)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
-  capabilities = { non_root = false, network_policy = true, run_steps = false, warm = true },
+  capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
 }
 
 local DEFAULTS = {
@@ -109,6 +116,7 @@ function M.connect(cfg)
     build_timeout = num('build_timeout', 'DAYTONA_BUILD_TIMEOUT', DEFAULTS.build_timeout),
     snapshot_timeout = num('snapshot_timeout', 'DAYTONA_SNAPSHOT_TIMEOUT', DEFAULTS.snapshot_timeout),
     snapshot_prefix = setting('snapshot_prefix', 'DAYTONA_SNAPSHOT_PREFIX') or DEFAULTS.snapshot_prefix,
+    build_mode = setting('build', 'DAYTONA_BUILD'),
     shell = setting('shell', 'DAYTONA_SHELL') or DEFAULTS.shell,
     poll = cfg.poll or { first = DEFAULTS.poll_first, factor = DEFAULTS.poll_factor, max = DEFAULTS.poll_max },
   }
@@ -166,7 +174,7 @@ function M.create_body(client, spec)
     networkBlockAll = not spec.network,
   }
   -- warm mode: the snapshot M.snapshot made (its name) wins over a configured one
-  local snapshot = spec.warm_artifact or spec.snapshot or client.snapshot
+  local snapshot = spec.warm_artifact or spec.layer or spec.snapshot or client.snapshot
   if snapshot then
     body.snapshot = snapshot
   elseif spec.image then
@@ -459,6 +467,203 @@ function M.find_artifact(client, key)
   local snap = get_snapshot(client, name)
   if snap and str(snap.state) == 'active' then return name end
   return nil
+end
+
+-- ---- native builds (the task's recipe as a snapshot) --------------------------------------
+
+--- How the environment is made: a native build (a snapshot from the task's Dockerfile), unless
+--- every sandbox comes from a configured snapshot (DAYTONA_SNAPSHOT) or DAYTONA_BUILD=replay.
+function M.env_mode(client)
+  if client.snapshot or client.build_mode == 'replay' then return 'replay' end
+  return 'native'
+end
+
+--- The snapshot a recipe builds to: cseng-<the content key's first 16 hex digits>.
+function M.build_name(client, rcp)
+  return M.snapshot_name(client, rcp.key:sub(1, 16))
+end
+
+--- The Dockerfile sent as buildInfo.dockerfileContent: the task's own, with its last FROM's
+--- image set to the recipe's base (the image map applied); a task without a Dockerfile (only
+--- task.toml's docker_image) is FROM base alone.
+function M.build_dockerfile(rcp)
+  local base = rcp.base or rcp.from
+  if not base then return nil, 'the task has no base image (no FROM, no docker_image)' end
+  local text = rcp.dockerfile
+  if not text then return 'FROM ' .. base .. '\n' end
+  local lines, last = {}, nil
+  for line in (text:gsub('\r\n', '\n') .. (text:sub(-1) == '\n' and '' or '\n')):gmatch('([^\n]*)\n') do
+    lines[#lines + 1] = line
+    if line:match('^%s*[Ff][Rr][Oo][Mm]%s') then last = #lines end
+  end
+  if not last then return 'FROM ' .. base .. '\n' .. text end
+  local pre, rest = lines[last]:match('^(%s*[Ff][Rr][Oo][Mm]%s+)(.*)$')
+  local flags = {}
+  while rest:match('^%-%-%S+%s+') do
+    local f, r = rest:match('^(%-%-%S+)%s+(.*)$')
+    flags[#flags + 1] = f
+    rest = r
+  end
+  local stage = rest:match('^%S+(%s+[Aa][Ss]%s+%S+)%s*$') or ''
+  lines[last] = pre .. (#flags > 0 and (table.concat(flags, ' ') .. ' ') or '') .. base .. stage
+  return table.concat(lines, '\n') .. '\n'
+end
+
+local function glob_pattern(g)
+  return '^' .. g:gsub('[%^%$%(%)%%%.%[%]%+%-]', '%%%0'):gsub('%*', '[^/]*'):gsub('%?', '[^/]') .. '$'
+end
+
+--- The build contexts of a recipe, as @daytonaio/sdk's Image.fromDockerfile derives them: one per
+--- COPY/ADD source (relative to environment/, globs expanded), {archive_path, source}; sources
+--- that escape the context, URLs and COPY --from are not contexts.
+function M.build_contexts(rcp)
+  local out, seen = {}, {}
+  local function add(rel)
+    rel = rel:gsub('^%./', ''):gsub('/+$', '')
+    if rel == '' then rel = '.' end
+    if seen[rel] then return end
+    seen[rel] = true
+    out[#out + 1] = { archive_path = rel, source = rel == '.' and rcp.context_dir or (rcp.context_dir .. '/' .. rel) }
+  end
+  for _, s in ipairs(rcp.steps or {}) do
+    local c = s.op == 'COPY' and s.copy
+    if c and not c.from then
+      for _, src in ipairs(c.src) do
+        if not src:match('^%a+://') and not src:match('^/') and not src:match('%.%.') then
+          if src:match('[%*%?%[]') then
+            local dir, name = src:match('^(.-)/?([^/]*)$')
+            local list = fs.list(rcp.context_dir .. (dir ~= '' and ('/' .. dir) or '')) or {}
+            table.sort(list)
+            local pat = glob_pattern(name)
+            for _, n in ipairs(list) do
+              if n:match(pat) then add((dir ~= '' and (dir .. '/') or '') .. n) end
+            end
+          else
+            add(src)
+          end
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- A context's tar (entries under its archive path, sorted, as the SDK's tar.create of the path)
+-- and its hash: the SDK's computeHashForPathMd5 over the same inputs (the archive path, then
+-- each file's path relative to the source and its bytes, an empty directory's path), in sorted
+-- order and with SHA-256 (the engine has no MD5), cut to 32 hex digits.
+local function context_tar(ctx)
+  local st = fs.stat(ctx.source)
+  if not st then return nil, 'COPY source ' .. ctx.archive_path .. ' is not in environment/' end
+  local entries, h = {}, { ctx.archive_path }
+  local base = ctx.archive_path == '.' and '' or ctx.archive_path
+  if st.type ~= 'dir' then
+    local data = fs.read(ctx.source)
+    entries[1] = { path = base, data = data, mode = st.mode }
+    h[#h + 1] = data
+  else
+    if base ~= '' then entries[1] = { path = base, type = 'dir' } end
+    local list = fs.walk(ctx.source)
+    table.sort(list, function(a, b) return a.path < b.path end)
+    for _, e in ipairs(list) do
+      local path = base == '' and e.path or (base .. '/' .. e.path)
+      if e.type == 'dir' then
+        entries[#entries + 1] = { path = path, type = 'dir' }
+        local empty = #(fs.list(ctx.source .. '/' .. e.path) or {}) == 0
+        if empty then h[#h + 1] = e.path end
+      elseif e.type == 'link' then
+        entries[#entries + 1] = { path = path, type = 'symlink', target = fs.readlink(ctx.source .. '/' .. e.path) }
+      else
+        local data = fs.read(ctx.source .. '/' .. e.path)
+        entries[#entries + 1] = { path = path, data = data, mode = e.mode }
+        h[#h + 1] = e.path
+        h[#h + 1] = data
+      end
+    end
+  end
+  return archive.pack(entries, { format = 'tar' }), crypto.sha256_hex(table.concat(h)):sub(1, 32)
+end
+
+-- S3 (the push access GET /object-storage/push-access hands out): path-style URLs, SigV4.
+local function s3_call(creds, method, key, query, body)
+  local url = creds.storageUrl:gsub('/+$', '') .. '/' .. sigv4.uri_encode(creds.bucket) .. (key and ('/' .. sigv4.uri_encode(key, true)) or '')
+    .. (query and ('?' .. query) or '')
+  local headers = {}
+  if body then headers['Content-Type'] = 'application/octet-stream' end
+  local add = sigv4.sign { method = method, url = url, headers = headers, body = body or '', region = creds.region or 'us-east-1',
+    service = 's3', access_key_id = creds.accessKey, secret_access_key = creds.secret, session_token = creds.sessionToken }
+  for k, v in pairs(add) do headers[k] = v end
+  return adapter.request('daytona', method, url, { headers = headers, body = body or (method == 'PUT' and '' or nil), raw = true,
+    timeout = 300 })
+end
+
+-- Upload each context tar (ListObjectsV2 first: an existing prefix is not uploaded again, as
+-- the SDK's ObjectStorage.upload). Returns the list of hashes, or nil, err, code.
+local function upload_contexts(client, rcp)
+  local contexts = M.build_contexts(rcp)
+  if #contexts == 0 then return {} end
+  local creds, err, code = call(client, 'GET', api_url(client, '/object-storage/push-access'))
+  if not creds then return nil, err, code end
+  if type(creds) ~= 'table' or not str(creds.storageUrl) or not str(creds.accessKey) or not str(creds.organizationId) then
+    return nil, 'daytona: GET /object-storage/push-access: no storageUrl/accessKey/organizationId', 'EPROTO'
+  end
+  creds.bucket = str(creds.bucket) or 'daytona-volume-builds'
+  util.add_secret(creds.secret)
+  if str(creds.sessionToken) then util.add_secret(creds.sessionToken) end
+  local hashes = {}
+  for _, ctx in ipairs(contexts) do
+    local tar, hash = context_tar(ctx)
+    if not tar then return nil, 'daytona: build context: ' .. hash, 'ESTAGING' end
+    local prefix = creds.organizationId .. '/' .. hash .. '/'
+    local listing, lerr, lcode = s3_call(creds, 'GET', nil,
+      'list-type=2&max-keys=1&prefix=' .. sigv4.uri_encode(prefix))
+    if not listing then return nil, lerr, lcode end
+    if not tostring(listing):find('<Key>', 1, true) then
+      local ok, perr, pcode = s3_call(creds, 'PUT', prefix .. 'context.tar', nil, tar)
+      if not ok then return nil, perr, pcode end
+    end
+    hashes[#hashes + 1] = hash
+  end
+  return hashes
+end
+
+--- Build the task's recipe as a snapshot named cseng-<key16> (POST /snapshots with buildInfo:
+--- the full Dockerfile, FROM set to the recipe's base, and the hashes of its COPY sources
+--- uploaded to Daytona's object storage), then wait until it is active. A snapshot of that
+--- name that exists is the cache hit (waited for when still building). Returns {image, layer
+--- (the snapshot's name, what create starts from), cache_hit, snapshot, log_tail}.
+function M.build(client, req)
+  local rcp = req.recipe
+  local name = M.build_name(client, rcp)
+  local snap, err, code = get_snapshot(client, name)
+  if snap == nil then return nil, err, code end
+  local hit = snap and true or false
+  if not snap then
+    local dockerfile, derr = M.build_dockerfile(rcp)
+    if not dockerfile then return nil, 'daytona: build: ' .. derr, 'EBUILD' end
+    local hashes, uerr, ucode = upload_contexts(client, rcp)
+    if not hashes then return nil, uerr, ucode end
+    local body = { name = name, buildInfo = { dockerfileContent = dockerfile } }
+    if #hashes > 0 then body.buildInfo.contextHashes = hashes end -- cjson would send {} for an empty list
+    if client.target then body.regionId = client.target end
+    local data
+    data, err, code = call(client, 'POST', api_url(client, '/snapshots'), { json = body, timeout = client.request_timeout })
+    if not data then
+      if code ~= 'HTTP_409' then return nil, err, code end
+      hit = true -- another run started the same build: wait for it
+    elseif type(data) == 'table' then
+      snap = data
+    end
+  end
+  local timeout = client.snapshot_timeout
+  client.snapshot_timeout = math.max(timeout, req.timeout or 0, client.build_timeout)
+  local ok, werr, wcode = wait_snapshot(client, name, snap or nil)
+  client.snapshot_timeout = timeout
+  if not ok then
+    return nil, { message = (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), log = werr },
+      wcode == 'ESNAPSHOT' and 'EBUILD' or wcode
+  end
+  return { image = rcp.base, layer = name, snapshot = name, cache_hit = hit }
 end
 
 -- ---- destroy, list -------------------------------------------------------------------------

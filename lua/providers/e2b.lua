@@ -37,6 +37,10 @@
 local http = require 'cseng.http'
 local connect = require 'cseng.connect'
 local clock = require 'cseng.clock'
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
+local jsonl = require 'cseng.lib.jsonl'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
@@ -47,12 +51,12 @@ local M = {
   version = '1.0',
   description = 'E2B sandboxes (control-plane API + envd over Connect)',
   remote = true,
-  applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; RUN steps are fidelity gaps
+  applies_dockerfile = true, -- env_mode native: the recipe is built as a template (M.build)
   credentials = { 'E2B_API_KEY' },
   -- per second; matches E2B's billing example (8 vCPU + 4 GB = $0.468/h)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
-  capabilities = { non_root = true, network_policy = true, run_steps = false, warm = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
 }
 
 local DEFAULTS = {
@@ -116,6 +120,10 @@ function M.connect(cfg)
     envd_url_template = setting('envd_url_template', 'E2B_ENVD_URL_TEMPLATE') or DEFAULTS.envd_url_template,
     envd_port = adapter.int(setting('envd_port', 'E2B_ENVD_PORT')) or DEFAULTS.envd_port,
     templates = parse_templates(setting('template', 'E2B_TEMPLATE')),
+    template_pinned = setting('template', 'E2B_TEMPLATE') ~= nil,
+    build_mode = setting('build', 'E2B_BUILD'),
+    build_timeout = tonumber(setting('build_timeout', 'E2B_BUILD_TIMEOUT')) or 1800,
+    build_poll = tonumber(setting('build_poll')) or 0.2,
     user = setting('user', 'E2B_USER') or DEFAULTS.user,
     verifier_user = setting('verifier_user', 'E2B_VERIFIER_USER') or DEFAULTS.verifier_user,
     max_timeout = adapter.int(setting('max_timeout', 'E2B_MAX_TIMEOUT')) or DEFAULTS.max_timeout,
@@ -179,10 +187,167 @@ local function glob(p)
   return '^' .. p:gsub('[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0'):gsub('%*', '.*') .. '$'
 end
 
+-- ---- native builds (the task's recipe as a template) --------------------------------------
+
+--- How the environment is made: a native template build from the recipe's steps, unless
+--- E2B_TEMPLATE pins every sandbox's template or E2B_BUILD=replay.
+function M.env_mode(client)
+  if client.template_pinned or client.build_mode == 'replay' then return 'replay' end
+  return 'native'
+end
+
+--- The template alias a recipe builds to: cseng-<the content key's first 16 hex digits>.
+function M.build_name(rcp) return 'cseng-' .. rcp.key:sub(1, 16) end
+
+-- The sources of one COPY source (globs expanded), relative to the context.
+local function copy_sources(rcp, src)
+  return require('providers.daytona').build_contexts({ context_dir = rcp.context_dir,
+    steps = { { op = 'COPY', copy = { src = { src } } } } })
+end
+
+-- The files of one COPY step's source as the SDK's calculateFilesHash covers them (sha256 of
+-- "COPY src dest", then each file's relative path, mode, size and bytes; sorted) and its
+-- tar.gz (entries under their paths in the context, as the SDK's spoolTarArchive).
+local function copy_files(rcp, src, dest)
+  local h, entries = { 'COPY ' .. src .. ' ' .. dest }, {}
+  for _, c in ipairs(copy_sources(rcp, src)) do
+    local st = fs.stat(c.source)
+    if not st then return nil, 'COPY source ' .. src .. ' is not in environment/' end
+    local list = {}
+    if st.type == 'dir' then
+      for _, e in ipairs(fs.walk(c.source)) do
+        list[#list + 1] = { rel = c.archive_path == '.' and e.path or (c.archive_path .. '/' .. e.path), e = e,
+                            path = c.source .. '/' .. e.path }
+      end
+    else
+      list[1] = { rel = c.archive_path, e = { type = 'file', mode = st.mode }, path = c.source }
+    end
+    table.sort(list, function(a, b) return a.rel < b.rel end)
+    for _, f in ipairs(list) do
+      if f.e.type == 'dir' then
+        entries[#entries + 1] = { path = f.rel, type = 'dir' }
+      elseif f.e.type == 'link' then
+        local target = fs.readlink(f.path)
+        entries[#entries + 1] = { path = f.rel, type = 'symlink', target = target }
+        h[#h + 1] = f.rel .. tostring(target)
+      else
+        local data = fs.read(f.path)
+        entries[#entries + 1] = { path = f.rel, data = data, mode = f.e.mode }
+        h[#h + 1] = f.rel .. tostring(f.e.mode) .. #data .. data
+      end
+    end
+  end
+  if #entries == 0 then return nil, 'no files found for COPY ' .. src end
+  return crypto.sha256_hex(table.concat(h)), archive.pack(entries, { format = 'tar.gz' })
+end
+
+--- The template's steps for a recipe (exposed for the specs): {type, args, force[, filesHash]}
+--- in the recipe's order after a USER root (docker's RUN runs as root until a USER step); ARG
+--- values are exported in front of the RUN steps they are in effect for; each COPY source is a
+--- COPY step [src, dest, chown, chmod]. Returns the steps and the uploads {hash, tar}.
+function M.template_steps(rcp)
+  local steps, uploads = { { type = 'USER', args = { 'root' }, force = false } }, {}
+  for _, s in ipairs(rcp.steps or {}) do
+    if s.op == 'ENV' then
+      local args = {}
+      for _, kv in ipairs(s.vars) do args[#args + 1] = kv[1]; args[#args + 1] = kv[2] end
+      steps[#steps + 1] = { type = 'ENV', args = args, force = false }
+    elseif s.op == 'WORKDIR' then
+      steps[#steps + 1] = { type = 'WORKDIR', args = { s.path }, force = false }
+    elseif s.op == 'USER' then
+      steps[#steps + 1] = { type = 'USER', args = { s.user }, force = false }
+    elseif s.op == 'RUN' then
+      local pre = {}
+      for _, k in ipairs(util.keys(s.args or {})) do pre[#pre + 1] = 'export ' .. k .. '=' .. util.shell_quote(s.args[k]) .. '; ' end
+      steps[#steps + 1] = { type = 'RUN', args = { table.concat(pre) .. s.cmd }, force = false }
+    elseif s.op == 'COPY' and not s.copy.from then
+      local c = s.copy
+      local dest = c.dst
+      if #c.src > 1 and dest:sub(-1) ~= '/' then dest = dest .. '/' end
+      for _, src in ipairs(c.src) do
+        if src:match('^%a+://') then return nil, 'ADD of a URL is not supported by template builds: ' .. src end
+        local hash, tar = copy_files(rcp, src, dest)
+        if not hash then return nil, tar end
+        steps[#steps + 1] = { type = 'COPY', args = { src, dest, c.chown or '', c.chmod or '' }, force = false, filesHash = hash }
+        uploads[#uploads + 1] = { hash = hash, tar = tar }
+      end
+    end
+  end
+  return steps, uploads
+end
+
+-- Poll the build's status until ready or error (200 ms); the log lines gathered.
+local function await_build(client, tid, bid, timeout)
+  local deadline, offset, log = clock.now() + timeout * 1e9, 0, {}
+  local path = '/templates/' .. urlencode(tid) .. '/builds/' .. urlencode(bid) .. '/status'
+  while true do
+    local data, err, code = api(client, 'GET', path .. '?logsOffset=' .. offset)
+    if not data then
+      if code ~= 'ETIMEDOUT' and code ~= 'ECONNRESET' and not tostring(code):match('^HTTP_5') then return nil, err, code end
+    elseif type(data) == 'table' then
+      local entries = type(data.logEntries) == 'table' and data.logEntries or {}
+      offset = offset + #entries
+      for _, e in ipairs(entries) do if type(e) == 'table' and str(e.message) then log[#log + 1] = e.message end end
+      if data.status == 'ready' then return true end
+      if data.status == 'error' then
+        local reason = type(data.reason) == 'table' and str(data.reason.message) or 'no reason given'
+        return nil, { message = 'e2b: template build ' .. bid .. ' failed: ' .. reason, log = table.concat(log, '\n') }, 'EBUILD'
+      end
+    end
+    if clock.now() > deadline then
+      return nil, { message = 'e2b: template build ' .. bid .. ' not ready after ' .. timeout .. ' s', log = table.concat(log, '\n') },
+        'ETIMEDOUT'
+    end
+    task.sleep(client.build_poll)
+  end
+end
+
+--- Build the task's recipe as a template aliased cseng-<key16> (the SDK's Template.build):
+--- GET /templates/aliases/{alias} (it exists: the cache hit), else POST /v3/templates {name,
+--- } -> {templateID, buildID}; per COPY step GET /templates/{id}/files/{hash}
+--- -> {present, url} and a PUT of its tar.gz to url when absent; POST
+--- /v2/templates/{id}/builds/{buildID} {fromImage (the recipe's base), steps, force}; then
+--- GET .../status?logsOffset= until ready. Returns {image, layer (the alias: create's
+--- templateID), cache_hit, template_id}.
+function M.build(client, req)
+  local rcp = req.recipe
+  local alias = M.build_name(rcp)
+  local timeout = math.max(req.timeout or 0, client.build_timeout)
+  local found, ferr, fcode = api(client, 'GET', '/templates/aliases/' .. urlencode(alias))
+  if found then
+    return { image = rcp.base, layer = alias, cache_hit = true, template_id = type(found) == 'table' and str(found.templateID) or nil }
+  elseif fcode ~= 'HTTP_404' then
+    return nil, ferr, fcode
+  end
+  if not rcp.base then return nil, 'e2b: build: the task has no base image (no FROM, no docker_image)', 'EBUILD' end
+  local steps, uploads = M.template_steps(rcp)
+  if not steps then return nil, 'e2b: build: ' .. uploads, 'EBUILD' end
+  -- (cpuCount/memoryMB: the template's defaults; the sandbox's own come with create)
+  local created, cerr, ccode = api(client, 'POST', '/v3/templates', { json = { name = alias } })
+  if not created then return nil, cerr, ccode end
+  local tid, bid = type(created) == 'table' and str(created.templateID), type(created) == 'table' and str(created.buildID)
+  if not tid or not bid then return nil, 'e2b: POST /v3/templates: no templateID/buildID', 'EPROTO' end
+  for _, u in ipairs(uploads) do
+    local link, lerr, lcode = api(client, 'GET', '/templates/' .. urlencode(tid) .. '/files/' .. u.hash)
+    if not link then return nil, lerr, lcode end
+    if type(link) == 'table' and link.present ~= true and str(link.url) then
+      local ok, perr, pcode = request('PUT', link.url, {}, { body = u.tar, raw = true, timeout = 300 })
+      if not ok then return nil, perr, pcode end
+    end
+  end
+  local body = { fromImage = rcp.base, steps = jsonl.array(steps), force = false }
+  local ok, berr, bcode = api(client, 'POST', '/v2/templates/' .. urlencode(tid) .. '/builds/' .. urlencode(bid), { json = body })
+  if not ok then return nil, berr, bcode end
+  local done, werr, wcode = await_build(client, tid, bid, timeout)
+  if not done then return nil, werr, wcode end
+  return { image = rcp.base, layer = alias, cache_hit = false, template_id = tid }
+end
+
 --- The template for a spec: spec.warm_artifact (a snapshot), spec.template, else the first E2B_TEMPLATE pattern matching
 --- spec.image, else the default ("base").
 function M.template_for(client, spec)
   if spec.warm_artifact then return spec.warm_artifact end -- warm mode: a snapshot's id (M.snapshot)
+  if spec.layer then return spec.layer end -- M.build's template alias
   if spec.template then return spec.template end
   if spec.image then
     for _, e in ipairs(client.templates.map) do

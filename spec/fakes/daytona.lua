@@ -46,13 +46,30 @@
 ---   snapshot_end_state = 'error' | 'build_failed'  the state a snapshot reaches instead of "active"
 ---   toolbox_public_url                  the toolboxProxyUrl sandboxes report (a Prism proxy in front
 ---                                       of f.toolbox_url, in the conformance specs)
+--- Native builds (the adapter's env_mode native): GET /object-storage/push-access hands out
+--- credentials for an S3 listener of the fake (path-style: GET /{bucket}?list-type=2&prefix=,
+--- PUT /{bucket}/{org}/{hash}/context.tar; each request must carry a SigV4 Authorization with
+--- the access key, the session token and the body's x-amz-content-sha256). POST /snapshots
+--- {name, buildInfo{dockerfileContent, contextHashes}} BUILDS for real: the Dockerfile is parsed
+--- (lua/dockerfile.lua), every context tar is unpacked into one build context, every COPY
+--- source must be in it (else the snapshot is build_failed naming the missing source), then the
+--- steps run in a fresh sandbox (lua/replay.lua's semantics: RUN as the step's USER, COPY from
+--- the received context) and its root becomes the snapshot, with the Dockerfile's final ENV as
+--- the environment of sandboxes created from it. A failing step makes it build_failed with the
+--- step's error as errorReason. Counters: builds, build_bodies (every POST /snapshots body),
+--- build_contexts (name -> the received context's file list), s3_puts, s3_lists, s3_refused.
+--- Switch: build_delay (0.05) seconds from a build's end to "active".
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
 
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
+local NB = dofile(sys.root() .. '/spec/fakes/native_build.lua')
 local json = scaffold.json
 
 local fake = {}
@@ -89,11 +106,35 @@ function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_delay = 0.05 },
     { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
-      snapshots = 0, snapshot_gets = 0, snapshot_bodies = {} }, host)
+      snapshots = 0, snapshot_gets = 0, snapshot_bodies = {},
+      builds = 0, build_bodies = {}, build_contexts = {}, s3_puts = 0, s3_lists = 0, s3_refused = 0, push_access = 0 }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local toolbox_srv
   local snapshots = {} -- name -> {id, name, artifact, created, created_ns, delay, end_state}
   if cfg.snapshot_delay == nil then cfg.snapshot_delay = 0.05 end
+  if cfg.build_delay == nil then cfg.build_delay = 0.05 end
+  local objects = {} -- S3 key -> bytes
+  local s3 = { access_key = 'fake-push-key', secret = 'fake-push-secret', token = 'fake-push-token',
+               bucket = 'daytona-volume-builds', org = 'org-cseng-fake' }
+  local s3_srv
+
+  -- The build of POST /snapshots (spec/fakes/native_build.lua): artifact, env, or nil, nil, why.
+  local function run_build(name, info)
+    local ctx = assert(fs.tempdir('cseng-fake-daytona-ctx-'))
+    for _, h in ipairs(type(info.contextHashes) == 'table' and info.contextHashes or {}) do
+      local tar = objects[s3.org .. '/' .. tostring(h) .. '/context.tar']
+      local ok, xerr = false, ' was not uploaded'
+      if tar then ok, xerr = archive.extract(tar, ctx); xerr = ': ' .. tostring(xerr) end
+      if not ok then
+        fs.remove_tree(ctx)
+        return nil, nil, 'context ' .. tostring(h) .. xerr
+      end
+    end
+    local artifact, env, files, why = NB.build(host, name, info.dockerfileContent, ctx)
+    fs.remove_tree(ctx)
+    st.build_contexts[name] = files
+    return artifact, env, why
+  end
 
   local function snapshot_state(snap)
     if (clock.now() - snap.created_ns) / 1e9 >= (snap.delay or 0) then return snap.end_state or 'active' end
@@ -183,6 +224,38 @@ function fake.start(opts)
       return json(200, v)
     end
 
+    if path == '/object-storage/push-access' and method == 'GET' then
+      core.record(req, 'push_access', '/object-storage/push-access')
+      core.hit('push_access', 'push_access')
+      return json(200, { accessKey = s3.access_key, secret = s3.secret, sessionToken = s3.token, storageUrl = s3_srv:url(),
+                         organizationId = s3.org, bucket = s3.bucket, region = 'us-east-1' })
+    end
+
+    if path == '/snapshots' and method == 'POST' then
+      core.record(req, 'snapshot_create', '/snapshots')
+      core.hit('builds', 'build')
+      local body = decode_body(req)
+      if not body or type(body.name) ~= 'string' or body.name == '' then
+        core.count('bad_requests')
+        return err(400, 'name is required')
+      end
+      st.build_bodies[#st.build_bodies + 1] = body
+      if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
+      local info = body.buildInfo
+      if type(info) ~= 'table' or type(info.dockerfileContent) ~= 'string' then
+        core.count('bad_requests')
+        return err(400, 'buildInfo.dockerfileContent is required (no imageName in this fake)')
+      end
+      local artifact, env, why = run_build(body.name, info)
+      snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, env = env, created = os.time(),
+                               created_ns = clock.now(), delay = cfg.build_delay, end_state = (not artifact) and 'build_failed' or nil,
+                               reason = why, cpu = body.cpu or 1, memory = body.memory or 1, disk = body.disk or 3,
+                               build = info }
+      return json(200, { id = snapshots[body.name].id, name = body.name, state = 'pending', organizationId = s3.org,
+                         general = false, imageName = cjson.null, cpu = body.cpu or 1, gpu = 0, mem = body.memory or 1,
+                         disk = body.disk or 3, createdAt = iso(os.time()), updatedAt = iso(os.time()) })
+    end
+
     local snap_ref = path:match('^/snapshots/([^/]+)$')
     if snap_ref and method == 'GET' then
       core.record(req, 'snapshot_get', '/snapshots/{id}')
@@ -195,7 +268,7 @@ function fake.start(opts)
         id = snap.id, organizationId = 'org-cseng-fake', general = false, name = snap.name,
         imageName = 'cseng-fake/' .. snap.name, state = state, size = 0.1, entrypoint = cjson.null,
         cpu = snap.cpu, gpu = 0, mem = snap.memory, disk = snap.disk,
-        errorReason = (state == 'error' or state == 'build_failed') and ('injected by the fake: ' .. state) or cjson.null,
+        errorReason = (state == 'error' or state == 'build_failed') and (snap.reason or ('injected by the fake: ' .. state)) or cjson.null,
         createdAt = iso(snap.created), updatedAt = iso(os.time()), lastUsedAt = cjson.null,
       })
     end
@@ -216,6 +289,13 @@ function fake.start(opts)
       st.last_create = body
       local id = common.uuid()
       local env = type(body.env) == 'table' and body.env or {}
+      local from = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
+      if from and from.env then -- the built image's ENV, under the create's own
+        local merged = {}
+        for k, v in pairs(from.env) do merged[k] = v end
+        for k, v in pairs(env) do merged[k] = v end
+        env = merged
+      end
       local sb = {
         id = id, name = type(body.name) == 'string' and body.name or id, snapshot = body.snapshot or 'daytonaio/sandbox:fake',
         user = type(body.user) == 'string' and body.user or 'root', env = env,
@@ -425,6 +505,54 @@ function fake.start(opts)
     return err(404, 'no route ' .. method .. ' ' .. path)
   end
 
+  -- ---- S3 (the build contexts) --------------------------------------------------------------
+
+  local function s3_xml(status, code, message)
+    return status, { ['Content-Type'] = 'application/xml' },
+      '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' .. code .. '</Code><Message>' .. message .. '</Message></Error>'
+  end
+
+  local function s3_handler(req)
+    local method, path = req.method, req.path
+    core.request('s3 ' .. method .. ' ' .. path)
+    local a = req.headers.authorization or ''
+    local body = req.body or ''
+    local cred = a:match('^AWS4%-HMAC%-SHA256 Credential=([^,]+),')
+    if not cred or cred:sub(1, #s3.access_key + 1) ~= s3.access_key .. '/' or not cred:match('/%d+/[%w%-]+/s3/aws4_request$')
+      or req.headers['x-amz-security-token'] ~= s3.token
+      or (req.headers['x-amz-content-sha256'] ~= crypto.sha256_hex(body)) then
+      core.count('s3_refused')
+      return s3_xml(403, 'AccessDenied', 'bad SigV4 credentials, token or payload hash')
+    end
+    local bucket, key = path:match('^/([^/]+)/?(.*)$')
+    if bucket ~= s3.bucket then return s3_xml(404, 'NoSuchBucket', tostring(bucket)) end
+    key = common.urldecode(key or '')
+    if method == 'GET' and key == '' then
+      core.record(req, 's3_list', '/{bucket}')
+      core.hit('s3_lists', 's3_list')
+      local q = common.query(req.query)
+      local prefix = q.prefix or ''
+      local keys = {}
+      for k in pairs(objects) do if k:sub(1, #prefix) == prefix then keys[#keys + 1] = k end end
+      table.sort(keys)
+      local items = {}
+      for i = 1, math.min(#keys, tonumber(q['max-keys']) or 1000) do
+        items[#items + 1] = '<Contents><Key>' .. keys[i] .. '</Key><Size>' .. #objects[keys[i]] .. '</Size></Contents>'
+      end
+      return 200, { ['Content-Type'] = 'application/xml' }, '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+        .. '<Name>' .. s3.bucket .. '</Name><Prefix>' .. prefix .. '</Prefix><KeyCount>' .. #items .. '</KeyCount>'
+        .. '<IsTruncated>false</IsTruncated>' .. table.concat(items) .. '</ListBucketResult>'
+    end
+    if method == 'PUT' and key ~= '' then
+      core.record(req, 's3_put', '/{bucket}/{key}')
+      core.hit('s3_puts', 's3_put')
+      objects[key] = body
+      return 200, { ETag = '"' .. crypto.sha256_hex(body):sub(1, 32) .. '"' }, ''
+    end
+    return s3_xml(400, 'NotImplemented', method .. ' ' .. path)
+  end
+
+  s3_srv = scaffold.listen(s3_handler)
   local srv = scaffold.listen(api, cfg.port)
   toolbox_srv = scaffold.listen(toolbox)
   local f = { url = srv:url(), port = srv:port(), toolbox_url = toolbox_srv:url(), api_key = cfg.api_key }
@@ -440,7 +568,7 @@ function fake.start(opts)
     return scaffold.with({ DAYTONA_API_URL = f.url, DAYTONA_API_KEY = cfg.api_key }, extra)
   end
 
-  return core.finish(f, { srv, toolbox_srv })
+  return core.finish(f, { srv, toolbox_srv, s3_srv })
 end
 
 return fake

@@ -50,11 +50,45 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
+local NB = dofile(sys.root() .. '/spec/fakes/native_build.lua')
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 local json, pick = scaffold.json, scaffold.pick
 
 local fake = {}
+
+--- A template's steps (the v2 build body) as the Dockerfile they stand for, for the real build
+--- of spec/fakes/native_build.lua: USER, ENV k="v", WORKDIR, RUN (as the step's user when it
+--- names one), COPY --chown=user --chmod=mode src dest.
+function fake.steps_dockerfile(from, steps)
+  local out = { 'FROM ' .. from }
+  local user = 'root'
+  for _, st in ipairs(steps) do
+    local a = type(st.args) == 'table' and st.args or {}
+    if st.type == 'USER' then user = a[1]; out[#out + 1] = 'USER ' .. a[1]
+    elseif st.type == 'WORKDIR' then out[#out + 1] = 'WORKDIR ' .. a[1]
+    elseif st.type == 'ENV' then
+      local kv = {}
+      for i = 1, #a, 2 do kv[#kv + 1] = a[i] .. '=' .. cjson.encode(tostring(a[i + 1])):gsub('\\/', '/') end
+      out[#out + 1] = 'ENV ' .. table.concat(kv, ' ')
+    elseif st.type == 'RUN' then
+      if a[2] and a[2] ~= '' and a[2] ~= user then
+        out[#out + 1] = 'USER ' .. a[2]; out[#out + 1] = 'RUN ' .. a[1]; out[#out + 1] = 'USER ' .. user
+      else
+        out[#out + 1] = 'RUN ' .. a[1]
+      end
+    elseif st.type == 'COPY' then
+      out[#out + 1] = 'COPY ' .. ((a[3] and a[3] ~= '') and ('--chown=' .. a[3] .. ' ') or '')
+        .. ((a[4] and a[4] ~= '') and ('--chmod=' .. a[4] .. ' ') or '') .. a[1] .. ' ' .. a[2]
+    else
+      return nil, 'unknown step type ' .. tostring(st.type)
+    end
+  end
+  return table.concat(out, '\n') .. '\n'
+end
 
 local function api_error(status, message) return json(status, { code = status, message = message }) end
 
@@ -103,7 +137,12 @@ function fake.start(opts)
   local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7' }, {
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
+    builds = 0, build_bodies = {}, build_contexts = {}, build_dockerfiles = {}, file_uploads = 0, upload_refused = 0,
+    template_requests = {},
   }, host)
+  local templates, by_alias, tfiles = {}, {}, {} -- templateID -> template; alias -> templateID; hash -> tar
+  local tseq = 0
+  local api_url -- set once listening
   local snapshots, snapshot_order = {}, {} -- snapshotID -> {id, name, artifact}
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local seq = 0
@@ -123,6 +162,16 @@ function fake.start(opts)
     local method, path = req.method, req.path
     core.request(method .. ' ' .. path)
     local is_create = (path == '/v2/sandboxes' or path == '/sandboxes') and method == 'POST'
+    local up_hash = path:match('^/fake%-upload/(%x+)$')
+    if up_hash and method == 'PUT' then -- a presigned upload URL: its signature, no X-API-Key
+      core.record(req, 'template_file_upload', '/fake-upload/{hash}')
+      local q = common.query(req.query)
+      local want = tfiles[up_hash]
+      if not want or want.sig ~= q.sig then core.count('upload_refused'); return api_error(403, 'bad upload signature') end
+      want.tar = req.body or ''
+      core.hit('file_uploads', 'file_upload')
+      return 200, {}, ''
+    end
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
       core.refused(is_create)
       return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
@@ -150,6 +199,93 @@ function fake.start(opts)
       if not snapshots[id] then snapshot_order[#snapshot_order + 1] = id end
       snapshots[id] = { id = id, name = name, artifact = artifact }
       return json(201, { snapshotID = id, names = jsonl.array(name and { 'cseng-fake-team/' .. name .. ':default' } or {}) })
+    end
+
+    -- ---- template builds --------------------------------------------------------------------
+    local alias_ref = path:match('^/templates/aliases/([^/]+)$')
+    if alias_ref and method == 'GET' then
+      core.record(req, 'template_alias', '/templates/aliases/{alias}')
+      local t = templates[by_alias[common.urldecode(alias_ref)] or '']
+      if not t or t.status ~= 'ready' then return api_error(404, 'template alias not found') end
+      return json(200, { templateID = t.id, public = false })
+    end
+    if path == '/v3/templates' and method == 'POST' then
+      core.record(req, 'template_create', '/v3/templates')
+      local ok, body = pcall(cjson.decode, req.body or '')
+      if not ok or type(body) ~= 'table' or type(body.name) ~= 'string' or body.name == '' then
+        core.count('bad_requests')
+        return api_error(400, 'name is required')
+      end
+      st.template_requests[#st.template_requests + 1] = body
+      tseq = tseq + 1
+      local t = { id = string.format('tpl%04d%s', tseq, crypto.hex(crypto.random_bytes(4))), alias = body.name,
+                  build = 'bld-' .. crypto.hex(crypto.random_bytes(6)), status = 'waiting', log = {} }
+      templates[t.id] = t
+      return json(202, { templateID = t.id, buildID = t.build, names = jsonl.array { body.name }, tags = jsonl.array { 'default' },
+                         aliases = jsonl.array { body.name }, public = false })
+    end
+    local ft, fh = path:match('^/templates/([^/]+)/files/(%x+)$')
+    if ft and method == 'GET' then
+      core.record(req, 'template_files', '/templates/{templateID}/files/{hash}')
+      if not templates[common.urldecode(ft)] then return api_error(404, 'template not found') end
+      local f = tfiles[fh]
+      if f and f.tar then return json(201, { present = true }) end
+      f = f or { sig = crypto.hex(crypto.random_bytes(8)) }
+      tfiles[fh] = f
+      return json(201, { present = false, url = api_url .. '/fake-upload/' .. fh .. '?sig=' .. f.sig })
+    end
+    local bt, bb = path:match('^/v2/templates/([^/]+)/builds/([^/]+)$')
+    if bt and method == 'POST' then
+      core.record(req, 'template_build', '/v2/templates/{templateID}/builds/{buildID}')
+      core.hit('builds', 'build')
+      local t = templates[common.urldecode(bt)]
+      if not t or t.build ~= common.urldecode(bb) then return api_error(404, 'build not found') end
+      local ok, body = pcall(cjson.decode, req.body or '')
+      if not ok or type(body) ~= 'table' or type(body.fromImage) ~= 'string' or type(body.steps) ~= 'table' then
+        core.count('bad_requests')
+        return api_error(400, 'fromImage and steps are required')
+      end
+      st.build_bodies[#st.build_bodies + 1] = body
+      t.status = 'building'
+      task.spawn(function()
+        local function fail(msg)
+          t.status, t.reason = 'error', msg
+          t.log[#t.log + 1] = { level = 'error', message = msg, timestamp = iso(os.time()) }
+        end
+        local df, derr = fake.steps_dockerfile(body.fromImage, body.steps)
+        if not df then return fail(derr) end
+        st.build_dockerfiles[t.alias] = df
+        local ctx = assert(fs.tempdir('cseng-fake-e2b-ctx-'))
+        for _, step in ipairs(body.steps) do
+          if step.type == 'COPY' then
+            local f = tfiles[tostring(step.filesHash)]
+            if not f or not f.tar then fs.remove_tree(ctx); return fail('COPY ' .. tostring(step.args and step.args[1])
+              .. ': files ' .. tostring(step.filesHash) .. ' were not uploaded') end
+            local xok, xerr = archive.extract(f.tar, ctx)
+            if not xok then fs.remove_tree(ctx); return fail('COPY files: ' .. tostring(xerr)) end
+          end
+        end
+        local artifact, env, got, why = NB.build(host, t.id, df, ctx)
+        fs.remove_tree(ctx)
+        st.build_contexts[t.alias] = got
+        if not artifact then return fail(why) end
+        t.artifact, t.env, t.status = artifact, env, 'ready'
+        by_alias[t.alias] = t.id
+        t.log[#t.log + 1] = { level = 'info', message = 'built ' .. t.alias, timestamp = iso(os.time()) }
+      end)
+      return 202, {}, ''
+    end
+    local stt, stb = path:match('^/templates/([^/]+)/builds/([^/]+)/status$')
+    if stt and method == 'GET' then
+      core.record(req, 'template_build_status', '/templates/{templateID}/builds/{buildID}/status')
+      local t = templates[common.urldecode(stt)]
+      if not t or t.build ~= common.urldecode(stb) then return api_error(404, 'build not found') end
+      local q = common.query(req.query)
+      local from = (tonumber(q.logsOffset) or 0) + 1
+      local entries, lines = {}, {}
+      for i = from, #t.log do entries[#entries + 1] = t.log[i]; lines[#lines + 1] = t.log[i].message end
+      return json(200, { templateID = t.id, buildID = t.build, status = t.status, logEntries = jsonl.array(entries),
+                         logs = jsonl.array(lines), reason = t.reason and { message = t.reason } or nil })
     end
 
     if path == '/snapshots' and method == 'GET' then
@@ -190,7 +326,15 @@ function fake.start(opts)
       }
       local snap = snapshots[body.templateID]
       sb.from_snapshot = snap and snap.id or nil
-      sb.host = host.create { env = env, labels = sb.metadata, warm_artifact = snap and snap.artifact or nil }
+      local tpl = templates[by_alias[body.templateID] or body.templateID]
+      if tpl and tpl.status == 'ready' then -- a built template: its root, its ENV under envVars
+        local merged = {}
+        for k, v in pairs(tpl.env or {}) do merged[k] = v end
+        for k, v in pairs(env) do merged[k] = v end
+        env, sb.env, sb.from_template = merged, merged, tpl.alias
+      end
+      sb.host = host.create { env = env, labels = sb.metadata,
+                              warm_artifact = (snap and snap.artifact) or (tpl and tpl.artifact) or nil }
       core.add(id, sb)
       return json(201, {
         sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
@@ -417,6 +561,7 @@ function fake.start(opts)
   end
 
   local srv = scaffold.listen(api, cfg.port)
+  api_url = srv:url()
   envd_srv = scaffold.listen(envd)
   local f = { url = srv:url(), port = srv:port(), envd_url = envd_srv:url(), api_key = cfg.api_key }
 

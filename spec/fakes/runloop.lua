@@ -39,6 +39,17 @@
 ---        copied, host.snapshot); POST .../snapshot_disk -> the same, once complete
 ---   GET  /v1/devboxes/disk_snapshots?limit=&starting_after=&devbox_id= -> {snapshots, has_more}
 ---   GET  /v1/devboxes/disk_snapshots/{id}/status -> {status, snapshot} ; POST .../{id}/delete -> {}
+---   Native builds (blueprints): POST /v1/objects {name, content_type, ttl_ms, metadata} -> ObjectView
+---        with an upload_url on this fake (PUT /fake-storage/{id}?sig=..., no Authorization: a
+---        presigned URL), POST /v1/objects/{id}/complete -> READ_ONLY;
+---        POST /v1/blueprints {name, dockerfile, build_context{type object, object_id}, metadata}
+---        -> BlueprintView "queued", then it BUILDS for real (spec/fakes/native_build.lua: the
+---        object's tar is the build context, every COPY source must be in it, the steps run in a
+---        fresh sandbox whose root becomes the blueprint) -> "build_complete" or "failed" with
+---        failure_reason and GET /v1/blueprints/{id}/logs; GET /v1/blueprints?name= lists them;
+---        POST /v1/devboxes {blueprint_id | blueprint_name} starts from the built root with the
+---        Dockerfile's ENV under environment_variables. Counters: builds, build_bodies,
+---        build_contexts (name -> the context's files), object_uploads, object_refused.
 --- Switches (all optional, changeable by set):
 ---   api_key ('test-runloop-key'), boot (0.05 s), long_poll (25 s), snapshot_delay (0.05 s)
 ---   latency = seconds | {create=, exec=, delete=, list=, snapshot=}; values may be fn(n)
@@ -53,7 +64,11 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local sys = require 'cseng.sys'
 
+local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
+local crypto = require 'cseng.crypto'
 local common = dofile(sys.root() .. '/spec/fakes/sandboxes.lua')
+local NB = dofile(sys.root() .. '/spec/fakes/native_build.lua')
 local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 local json = scaffold.json
 
@@ -69,6 +84,13 @@ end
 
 local ROUTES = {
   { 'POST', '^/v1/devboxes$', 'create', '/v1/devboxes' },
+  { 'POST', '^/v1/objects$', 'object_create', '/v1/objects' },
+  { 'POST', '^/v1/objects/[^/]+/complete$', 'object_complete', '/v1/objects/{id}/complete' },
+  { 'PUT', '^/fake%-storage/[^/]+$', 'object_upload', '/fake-storage/{id}' },
+  { 'GET', '^/v1/blueprints$', 'blueprint_list', '/v1/blueprints' },
+  { 'POST', '^/v1/blueprints$', 'blueprint_create', '/v1/blueprints' },
+  { 'GET', '^/v1/blueprints/[^/]+/logs$', 'blueprint_logs', '/v1/blueprints/{id}/logs' },
+  { 'GET', '^/v1/blueprints/[^/]+$', 'blueprint_get', '/v1/blueprints/{id}' },
   { 'POST', '^/v1/devboxes/create_and_await_running$', 'create_and_await', '/v1/devboxes/create_and_await_running' },
   { 'GET', '^/v1/devboxes$', 'list', '/v1/devboxes' },
   { 'GET', '^/v1/devboxes/disk_snapshots$', 'snapshot_list', '/v1/devboxes/disk_snapshots' },
@@ -115,10 +137,15 @@ function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-runloop-key', boot = 0.05, long_poll = 25, snapshot_delay = 0.05 },
     { execs = 0, waits = 0, timeouts = 0, kills = 0, uploads = 0, downloads = 0, snapshots = 0, no_request_id = 0,
-      create_bodies = {}, exec_bodies = {} }, host)
+      create_bodies = {}, exec_bodies = {}, builds = 0, build_bodies = {}, build_contexts = {}, object_uploads = 0,
+      object_refused = 0 }, host)
   local cfg, st, live, forced = core.cfg, core.st, core.sandboxes, core.forced
   local boxes, order, snaps, snap_order, by_request = {}, {}, {}, {}, {}
   local seq, eseq = 0, 0
+  local objects, blueprints, bp_order = {}, {}, {}
+  local oseq, bseq = 0, 0
+  local base_url -- set once listening
+  local blueprint_ops -- below
 
   local function now_ms() return math.floor(clock.epoch() * 1000) end
 
@@ -215,17 +242,31 @@ function fake.start(opts)
       snap = snaps[body.snapshot_id]
       if not snap or snap.status ~= 'complete' then return nil, err(404, 'snapshot ' .. tostring(body.snapshot_id) .. ' not found') end
     end
-    if body.blueprint_id or body.blueprint_name then
-      return nil, err(404, 'blueprint ' .. tostring(body.blueprint_id or body.blueprint_name) .. ' not found (this fake has none)')
+    local bp
+    if body.blueprint_id then bp = blueprints[body.blueprint_id]
+    elseif body.blueprint_name then
+      for i = #bp_order, 1, -1 do
+        local b = blueprints[bp_order[i]]
+        if b.name == body.blueprint_name and b.status == 'build_complete' then bp = b; break end
+      end
+    end
+    if (body.blueprint_id or body.blueprint_name) and (not bp or bp.status ~= 'build_complete') then
+      return nil, err(404, 'blueprint ' .. tostring(body.blueprint_id or body.blueprint_name) .. ' not found or not built')
     end
     seq = seq + 1
     local root = lp and lp.user_parameters and lp.user_parameters.uid == 0
     local d = { id = string.format('dbx_fake%06d', seq), name = body.name, status = 'provisioning', created_ms = now_ms(),
                 metadata = body.metadata or {}, lp = lp or {}, snapshot_id = body.snapshot_id, transitions = {},
-                env = body.environment_variables or {}, user = root and 'root' or 'verifier',
+                env = body.environment_variables or {}, user = root and 'root' or 'verifier', blueprint_id = bp and bp.id,
                 home = root and '/root' or '/home/user', execs = {}, labels = body.metadata or {} }
     d.transitions[1] = { status = 'provisioning', transition_time_ms = d.created_ms }
-    d.host = host.create { labels = {}, warm_artifact = snap and snap.dir or nil }
+    if bp then -- the image's ENV, under the create's own variables
+      local env = {}
+      for k, v in pairs(bp.env or {}) do env[k] = v end
+      for k, v in pairs(d.env) do env[k] = v end
+      d.env = env
+    end
+    d.host = host.create { labels = {}, warm_artifact = (snap and snap.dir) or (bp and bp.artifact) or nil }
     host.run(d.host, { shell = 'mkdir -p /home/user && chown 1000:1000 /home/user' }, { cwd = '/' })
     boxes[d.id] = d
     order[#order + 1] = d.id
@@ -297,6 +338,108 @@ function fake.start(opts)
     return s
   end
 
+  -- ---- objects and blueprints (native builds) ----------------------------------------------
+
+  local function object_view(o)
+    return { id = o.id, name = o.name, content_type = o.content_type, state = o.state, create_time_ms = o.created_ms,
+             size_bytes = o.data and #o.data or cjson.null, metadata = o.metadata or {} }
+  end
+
+  local function bp_view(b)
+    return { id = b.id, name = b.name, status = b.status, state = 'created', create_time_ms = b.created_ms,
+             parameters = { name = b.name, dockerfile = b.dockerfile, build_context = b.build_context },
+             metadata = b.metadata or {}, failure_reason = b.failure_reason or cjson.null, is_public = false,
+             base_blueprint_id = cjson.null, containerized_services = jsonl.array() }
+  end
+
+  local function build_blueprint(b)
+    task.sleep(0.01)
+    b.status = 'building'
+    local o = objects[b.build_context.object_id]
+    local ctx = assert(fs.tempdir('cseng-fake-runloop-ctx-'))
+    local ok, xerr = archive.extract(o.data, ctx)
+    local artifact, env, files, why
+    if ok then
+      artifact, env, files, why = NB.build(host, b.id, b.dockerfile, ctx)
+    else
+      why = 'build context: ' .. tostring(xerr)
+    end
+    fs.remove_tree(ctx)
+    st.build_contexts[b.name] = files or {}
+    b.log = { { level = 'info', message = 'fake build of ' .. b.name, timestamp_ms = now_ms() } }
+    if artifact then
+      b.artifact, b.env, b.status = artifact, env, 'build_complete'
+    else
+      b.failure_reason, b.status = 'build_failed', 'failed'
+      b.log[#b.log + 1] = { level = 'error', message = tostring(why), timestamp_ms = now_ms() }
+    end
+  end
+
+  -- The objects/blueprints routes: the response, or nil for another route.
+  blueprint_ops = function(op, path, q, body)
+    if op == 'object_create' then
+      if type(body.name) ~= 'string' or body.name == '' or type(body.content_type) ~= 'string' then
+        core.count('bad_requests'); return err(400, 'name and content_type are required')
+      end
+      oseq = oseq + 1
+      local o = { id = string.format('obj_fake%06d', oseq), name = body.name, content_type = body.content_type,
+                  state = 'UPLOADING', created_ms = now_ms(), metadata = body.metadata, sig = crypto.hex(crypto.random_bytes(8)) }
+      objects[o.id] = o
+      local v = object_view(o)
+      v.upload_url = base_url .. '/fake-storage/' .. o.id .. '?sig=' .. o.sig
+      return json(200, v)
+    end
+    if op == 'object_complete' then
+      local o = objects[common.urldecode(path:match('^/v1/objects/([^/]+)/complete$'))]
+      if not o then return err(404, 'object not found') end
+      if not o.data then return err(400, 'nothing was uploaded') end
+      o.state = 'READ_ONLY'
+      return json(200, object_view(o))
+    end
+    if op == 'blueprint_create' then
+      core.hit('builds', 'build')
+      st.build_bodies[#st.build_bodies + 1] = body
+      local bc = body.build_context
+      if type(body.name) ~= 'string' or body.name == '' or type(body.dockerfile) ~= 'string' then
+        core.count('bad_requests'); return err(400, 'name and dockerfile are required')
+      end
+      if bc ~= nil and (type(bc) ~= 'table' or bc.type ~= 'object' or not objects[bc.object_id]
+        or objects[bc.object_id].state ~= 'READ_ONLY') then
+        core.count('bad_requests'); return err(400, 'build_context: {type = object, object_id} of a completed object')
+      end
+      bseq = bseq + 1
+      local b = { id = string.format('bpt_fake%06d', bseq), name = body.name, status = 'queued', created_ms = now_ms(),
+                  dockerfile = body.dockerfile, build_context = bc, metadata = body.metadata }
+      if not bc then b.build_context = nil end
+      blueprints[b.id] = b
+      bp_order[#bp_order + 1] = b.id
+      if bc then
+        task.spawn(function() build_blueprint(b) end)
+      else
+        b.status, b.failure_reason = 'failed', 'this fake builds only with a build_context'
+      end
+      return json(200, bp_view(b))
+    end
+    if op == 'blueprint_list' then
+      local items = {}
+      for i = #bp_order, 1, -1 do
+        local b = blueprints[bp_order[i]]
+        if (not q.name or b.name == q.name) and (not q.status or b.status == q.status) then items[#items + 1] = b end
+      end
+      local start = 1
+      if q.starting_after then for i, b in ipairs(items) do if b.id == q.starting_after then start = i + 1 end end end
+      local page, more = scaffold.page(items, start, math.min(tonumber(q.limit) or 20, cfg.page_size or 100), bp_view)
+      return json(200, { blueprints = jsonl.array(page), has_more = more ~= nil, total_count = #items })
+    end
+    if op == 'blueprint_get' or op == 'blueprint_logs' then
+      local b = blueprints[common.urldecode(path:match('^/v1/blueprints/([^/]+)'))]
+      if not b then return err(404, 'blueprint not found') end
+      if op == 'blueprint_logs' then return json(200, { blueprint_id = b.id, logs = jsonl.array(b.log or {}) }) end
+      return json(200, bp_view(b))
+    end
+    return nil
+  end
+
   local function handle(req)
     local method, path = req.method, req.path
     core.request(method .. ' ' .. path)
@@ -310,6 +453,14 @@ function fake.start(opts)
       for _, part in ipairs(parts) do form[part.name or '?'] = part.filename and #part.data or part.data end
     end
     core.record(req, op, route, form)
+    if op == 'object_upload' then -- a presigned URL: its signature, no Authorization
+      local o = objects[common.urldecode(path:match('^/fake%-storage/([^/]+)$'))]
+      if not o or q.sig ~= o.sig then core.count('object_refused'); return err(403, 'bad signature') end
+      if o.state ~= 'UPLOADING' then return err(400, 'object ' .. o.id .. ' is ' .. o.state) end
+      o.data = req.body or ''
+      core.hit('object_uploads', 'object_upload')
+      return 200, {}, ''
+    end
     if req.headers.authorization ~= 'Bearer ' .. cfg.api_key then
       core.refused(op == 'create' or op == 'create_and_await')
       return err(401, 'Unauthorized: a valid API key is required')
@@ -320,6 +471,8 @@ function fake.start(opts)
       body = decode_body(req)
       if not body then core.count('bad_requests'); return err(400, 'body must be a JSON object') end
     end
+    local r1, r2, r3 = blueprint_ops(op, path, q, body)
+    if r1 then return r1, r2, r3 end
     if op == 'create' or op == 'create_and_await' then
       local d, e1, e2, e3 = create(req, body)
       if not d then return e1, e2, e3 end
@@ -458,6 +611,7 @@ function fake.start(opts)
   end
 
   local srv = scaffold.listen(handle, cfg.port)
+  base_url = srv:url()
   local f = { url = srv:url(), port = srv:port(), api_key = cfg.api_key }
 
   --- The devbox record of an id (any status), and the snapshots not deleted by id.
