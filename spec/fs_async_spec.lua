@@ -41,9 +41,11 @@ describe('fs.append with sync inside tasks', function()
     assert.equal('waiting', t:status())
     t:cancel()
     t:join()
-    for _ = 1, 200 do
-      if fs.read(path) then break end
-      task.sleep(0.005)
+    -- the write finishes on the threadpool after the cancellation: wait for the whole line (the
+    -- file may exist, empty, before the write lands; a loaded machine may take seconds)
+    for _ = 1, 3000 do
+      if fs.read(path) == 'allocated sb-1\n' then break end
+      task.sleep(0.01)
     end
     assert.equal('allocated sb-1\n', fs.read(path))
   end)
