@@ -33,14 +33,19 @@ describe('the official modal SDK against the fake', function()
     assert.equal('hello from the sdk\n', seen.read_back)
     assert.same({ seen.sandbox_id }, seen.listed)
     assert.same({ stdout = 'warm\n', stderr = '', code = 0 }, seen.warm)
+    -- the SDK's image builder (RUN as a USER, ARG, ENV, WORKDIR) and a context mount build
+    assert.same({ stdout = 'built-by-modal as builder\n1\n/workspace\n', stderr = '', code = 0 }, seen.build_marker)
+    assert.same({ stdout = 'copied\n', stderr = '', code = 0 }, seen.context_build)
     local s = f.stats()
-    assert.equal(2, s.creates)
+    assert.equal(4, s.creates)
+    assert.equal(1, s.mount_puts)
+    assert.equal(0, s.mount_refused)
     assert.equal(0, s.live)
     assert.equal(1, s.connections.cp)
     assert.equal(1, s.connections.router)
     for _, op in ipairs({ 'AuthTokenGet', 'AppGetOrCreate', 'ImageGetOrCreate', 'ImageJoinStreaming', 'SandboxCreate',
                           'SandboxGetTaskId', 'TaskGetCommandRouterAccess', 'TaskExecStart', 'TaskExecStdioRead',
-                          'TaskExecWait', 'SandboxList', 'SandboxTerminate' }) do
+                          'TaskExecWait', 'SandboxList', 'SandboxTerminate', 'MountPutFile', 'MountGetOrCreate' }) do
       assert.is_true((s.rpcs[op] or 0) > 0, op)
     end
     -- the recorded requests: headers and bodies as the SDK sent them

@@ -1,4 +1,5 @@
--- Native builds of the task's recipe on the vendors that have them (issue 13), end to end:
+-- Native builds of the task's recipe on the vendors that have them (issue 13: daytona, runloop,
+-- e2b, modal), end to end:
 -- `cseng run --provider P` against the provider's fake, on the bundled tasks whose tests pass
 -- only if their Dockerfile's RUN steps ran (data/tasks/build-*, found in data/smoke.jsonl).
 -- The fakes build for real (the Dockerfile's steps in a fresh sandbox, from the context they
@@ -238,6 +239,41 @@ describe('e2b native builds (templates from the recipe steps, files uploaded by 
       for _, p in ipairs(copy_files(id)) do assert.is_true(has(got, p), id .. ': ' .. p .. ' not uploaded') end
       assert.equal(alias, s.last_create.templateID)
       assert.equal(0, s.upload_refused)
+    end,
+  }
+end)
+
+describe('modal native builds (ImageGetOrCreate from the Dockerfile, COPY sources as a context mount)', function()
+  native_suite {
+    fake = dofile(vendor.ROOT .. '/spec/fakes/modal/fake.lua'), provider = 'modal',
+    unset = { MODAL_SERVER_URL = false, MODAL_TOKEN_ID = false, MODAL_TOKEN_SECRET = false, MODAL_BUILD = false },
+    builds = function(s) return s.build_requests end,
+    sandbox_commands = function(s, before)
+      local out = {}
+      for i = #before.exec_commands + 1, #s.exec_commands do out[#out + 1] = s.exec_commands[i] end
+      return out
+    end,
+    check_build = function(_, id, rec, s)
+      local body = s.build_requests[#s.build_requests]
+      local df = table.concat(body.dockerfile_commands, '\n') .. '\n'
+      local want = assert(fs.read(task_dir(id) .. '/Dockerfile'))
+      -- the full Dockerfile, one command per line, its FROM set to the recipe's base
+      assert.equal(without_from(want), without_from(df))
+      assert.equal('FROM ' .. rec.image, body.dockerfile_commands[1])
+      assert.equal(0, #body.context_files)
+      -- every COPY source's files arrived in the context mount, uploaded by hash
+      local copies = copy_files(id)
+      if #copies > 0 then assert.truthy(body.context_mount_id:match('^mo%-'), body.context_mount_id) end
+      for _, p in ipairs(copies) do
+        assert.is_true(has(body.mount_files, '/' .. p), id .. ': ' .. p .. ' not in the mount')
+      end
+      -- the trial's sandbox started from the built image
+      local last
+      for _, sb in ipairs(s.sandboxes) do
+        if not last or sb.created_at > last.created_at then last = sb end
+      end
+      assert.equal(body.image_id, last.image_id)
+      assert.equal(0, s.mount_refused)
     end,
   }
 end)

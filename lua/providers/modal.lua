@@ -25,7 +25,7 @@ local M = {
   -- higher; unconfirmed): a physical core is 2 vCPU, so the vCPU-second is half the core rate.
   rates = { vcpu_s = 0.0000131 / 2, gib_s = 0.00000222, per_create = 0 },
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
-  applies_dockerfile = false,
+  applies_dockerfile = true, -- env_mode native: the task's Dockerfile is built as a Modal image (M.build)
   artifact_env = 'MODAL_IMAGE_ID',
   remote = true,
   version = '0.1',
@@ -44,6 +44,7 @@ M.DEFAULTS = {
   client_type = 7,                      -- x-modal-client-type: CLIENT_TYPE_LIBMODAL (assumed accepted)
   client_version = '1.0.0',             -- x-modal-client-version, as the JS SDK sends
   builder_version = nil,                -- [MODAL_IMAGE_BUILDER_VERSION]; default: the environment's
+  build = nil,                          -- [MODAL_BUILD] 'replay': no image builds, the recipe is replayed
   call_timeout = 60,                    -- seconds for one unary RPC
   retries = 3,                          -- more attempts of a unary RPC after a transient failure
   stream_grace = 5,                     -- seconds a stdio stream may outlast its command's end
@@ -208,6 +209,10 @@ function M.connect(cfg)
   if not scheme then
     error('modal provider: MODAL_SERVER_URL (or server_url) must be an http(s) URL, got ' .. tostring(server), 0)
   end
+  local build_mode = setting('build', 'MODAL_BUILD')
+  if build_mode ~= nil and build_mode ~= 'native' and build_mode ~= 'replay' then
+    error('modal provider: MODAL_BUILD (or build) must be native or replay, got ' .. tostring(build_mode), 0)
+  end
   local version = 'cseng/' .. M.version
   local client = {
     server_url = server:gsub('/$', ''), loopback = is_loopback(host),
@@ -219,6 +224,7 @@ function M.connect(cfg)
     region = setting('region', 'MODAL_REGION') or D.region,
     timeout_secs = tonumber(cfg.timeout_secs) or D.timeout_secs,
     builder_version = setting('builder_version', 'MODAL_IMAGE_BUILDER_VERSION'),
+    build_mode = build_mode,
     call_timeout = tonumber(cfg.call_timeout) or D.call_timeout,
     retries = tonumber(cfg.retries) or D.retries,
     stream_grace = tonumber(cfg.stream_grace) or D.stream_grace,
@@ -294,13 +300,26 @@ local function builder_version(client)
   end)
 end
 
---- The id of a built image. recipe: {commands = {"FROM tag", ...}, context_files = {{filename, data}},
---- base_images}. ImageGetOrCreate, then ImageJoinStreaming until the build has a result; a failed
---- build is "modal: image build <id> failed: <exception>" (EBUILD), with the log's tail.
+--- The id of a built image, and whether it was there already (a cache hit: Modal answered
+--- ImageGetOrCreate with a finished result, or this client built it before). recipe: {commands =
+--- {"FROM tag", ...}, context_files = {{filename, data}}, context_mount_id, base_images}.
+--- ImageGetOrCreate, then ImageJoinStreaming until the build has a result; a failed build is
+--- "modal: image build <id> failed: <exception>" (EBUILD), with the log's tail.
 function M.image_id(client, recipe)
-  local key = crypto.sha256_hex(require('cjson').encode({ recipe.commands, recipe.base_images or {},
-    recipe.context_files or {} }))
-  return once(client, 'image:' .. key, function() return M.build_image(client, recipe) end)
+  local key = 'image:' .. crypto.sha256_hex(require('cjson').encode({ recipe.commands, recipe.base_images or {},
+    recipe.context_files or {}, recipe.context_mount_id or '' }))
+  local waited = client.once[key] ~= nil
+  local v, err, code = once(client, key, function()
+    local id, hit, c = M.build_image(client, recipe)
+    if not id then return nil, hit, c end
+    return { id = id, hit = hit }
+  end)
+  if not v then return nil, err, code end
+  return v.id, waited or v.hit
+end
+
+local function finished(result)
+  return result and result.status and result.status ~= 'GENERIC_STATUS_UNSPECIFIED' and result.status ~= 0
 end
 
 function M.build_image(client, recipe)
@@ -310,21 +329,23 @@ function M.build_image(client, recipe)
   if not bv then return nil, berr, bcode end
   local r, err, code = call(client, client.cp, 'ImageGetOrCreate', {
     app_id = app, builder_version = bv,
-    image = { dockerfile_commands = recipe.commands, context_files = recipe.context_files, base_images = recipe.base_images },
+    image = { dockerfile_commands = recipe.commands, context_files = recipe.context_files, base_images = recipe.base_images,
+              context_mount_id = recipe.context_mount_id },
   })
   if not r then return nil, err, code end
   local id, result = r.image_id, r.result
+  local hit = finished(result) and true or false
   local log = adapter.tail_buffer(8192)
   local last = ''
   local rounds = 0
-  while not (result and result.status and result.status ~= 'GENERIC_STATUS_UNSPECIFIED' and result.status ~= 0) do
+  while not finished(result) do
     rounds = rounds + 1
     if rounds > 120 then return nil, 'modal: image build ' .. id .. ' has no result after ' .. rounds .. ' joins', 'ETIMEDOUT' end
     local joined, jerr, jcode = call(client, client.cp, 'ImageJoinStreaming', { image_id = id, timeout = 55, last_entry_id = last },
       { timeout = 90, on_message = function(item)
         if item.entry_id and item.entry_id ~= '' then last = item.entry_id end
         for _, l in ipairs(item.task_logs or {}) do log.add(l.data or '') end
-        if item.result and item.result.status and item.result.status ~= 'GENERIC_STATUS_UNSPECIFIED' and item.result.status ~= 0 then
+        if finished(item.result) then
           result = item.result
           return false
         end
@@ -336,7 +357,7 @@ function M.build_image(client, recipe)
     return nil, { message = string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
       util.trim(result.exception or tostring(status))), log = log.get() }, 'EBUILD'
   end
-  return id
+  return id, hit
 end
 
 --- A registry tag's image id (`FROM <tag>`).
@@ -344,15 +365,123 @@ function M.registry_image(client, tag)
   return M.image_id(client, { commands = { 'FROM ' .. tag } })
 end
 
---- build (runner's `build` phase is not used: applies_dockerfile = false). Exposed for specs and
---- tools: a Dockerfile's text (and its build-context files {path = data}) as an image Modal builds.
+--- A Dockerfile's text (and its build-context files {path = data}) as an image Modal builds
+--- (context files inline, Image.context_files). Exposed for specs and tools; task builds go
+--- through M.build (a context mount, as the Python SDK's Image.from_dockerfile).
 function M.dockerfile_image(client, dockerfile, context)
-  local commands = {}
-  for line in (dockerfile .. '\n'):gmatch('([^\n]*)\n') do commands[#commands + 1] = line end
   local files = {}
   for name, data in pairs(context or {}) do files[#files + 1] = { filename = name, data = data } end
   table.sort(files, function(a, b) return a.filename < b.filename end)
-  return M.image_id(client, { commands = { table.concat(commands, '\n') }, context_files = files })
+  return M.image_id(client, { commands = M.dockerfile_commands(dockerfile), context_files = files })
+end
+
+--- A Dockerfile's text as Image.dockerfile_commands: one entry per line, as the Python SDK's
+--- Image.from_dockerfile reads it (a trailing newline adds no empty command).
+function M.dockerfile_commands(text)
+  local out = {}
+  for line in (text:gsub('\r\n', '\n'):gsub('\n$', '') .. '\n'):gmatch('([^\n]*)\n') do out[#out + 1] = line end
+  return out
+end
+
+-- ---- native builds (the task's recipe as a Modal image) ---------------------------------------
+
+-- MountPutFile data above this goes through Modal's blob store in the Python SDK
+-- (LARGE_FILE_LIMIT), which cseng does not speak: such a build context is refused by name.
+M.INLINE_FILE_LIMIT = 4 << 20
+
+--- How the environment is made: native (the task's Dockerfile built by ImageGetOrCreate), unless
+--- MODAL_BUILD=replay (the runner replays the recipe in each sandbox).
+function M.env_mode(client)
+  if client.build_mode == 'replay' then return 'replay' end
+  return 'native'
+end
+
+--- The files of a recipe's COPY sources as a Modal mount's {filename = "/<path in environment/>",
+--- data, mode}, sorted (directories walked; symlinks followed inside the context).
+function M.context_files(rcp)
+  local fs = require 'cseng.fs'
+  local out, seen = {}, {}
+  local function add(rel, abs)
+    if seen[rel] then return true end
+    local st = fs.stat(abs)
+    if not st then return nil, 'COPY source ' .. rel .. ' is not in environment/' end
+    if st.type == 'dir' then
+      local list = fs.walk(abs)
+      table.sort(list, function(a, b) return a.path < b.path end)
+      for _, e in ipairs(list) do
+        if e.type ~= 'dir' then
+          local ok, err = add((rel == '.' and '' or (rel .. '/')) .. e.path, abs .. '/' .. e.path)
+          if not ok then return nil, err end
+        end
+      end
+      return true
+    end
+    seen[rel] = true
+    local data = fs.read(abs)
+    if not data then return nil, 'COPY source ' .. rel .. ' cannot be read' end
+    if #data > M.INLINE_FILE_LIMIT then
+      return nil, string.format('build context file %s is %d bytes: files over %d bytes need Modal\'s blob '
+        .. 'uploads, which cseng does not implement (use MODAL_BUILD=replay for this task)', rel, #data, M.INLINE_FILE_LIMIT)
+    end
+    out[#out + 1] = { filename = '/' .. rel, data = data, mode = (st.mode or 420) & 4095 }
+    return true
+  end
+  for _, c in ipairs(require('cseng.task.recipe').copy_sources(rcp)) do
+    local ok, err = add(c.archive_path, c.source)
+    if not ok then return nil, err end
+  end
+  table.sort(out, function(a, b) return a.filename < b.filename end)
+  return out
+end
+
+--- The build context as a mount owned by the App, as the Python SDK loads one: MountPutFile by
+--- hash (a file Modal already has is not sent), then MountGetOrCreate with the file list. '' for
+--- a recipe without COPY sources.
+function M.context_mount(client, app, rcp)
+  local files, ferr = M.context_files(rcp)
+  if not files then return nil, 'modal: build: ' .. ferr, 'EBUILD' end
+  if #files == 0 then return '' end
+  local listed, sent = {}, {}
+  for i, f in ipairs(files) do
+    local sha = crypto.sha256_hex(f.data)
+    listed[i] = { filename = f.filename, sha256_hex = sha, size = #f.data, mode = f.mode }
+    if not sent[sha] then
+      sent[sha] = true
+      local r, err, code = call(client, client.cp, 'MountPutFile', { sha256_hex = sha })
+      if not r then return nil, err, code end
+      if not r.exists then
+        r, err, code = call(client, client.cp, 'MountPutFile', { sha256_hex = sha, data = f.data })
+        if not r then return nil, err, code end
+      end
+    end
+  end
+  local r, err, code = call(client, client.cp, 'MountGetOrCreate', {
+    object_creation_type = 'OBJECT_CREATION_TYPE_ANONYMOUS_OWNED_BY_APP', files = listed, app_id = app,
+    environment_name = client.environment })
+  if not r then return nil, err, code end
+  if not r.mount_id or r.mount_id == '' then return nil, 'modal: MountGetOrCreate: no mount_id', 'EPROTO' end
+  return r.mount_id
+end
+
+--- Build the task's recipe as a Modal image: the task's Dockerfile (its last FROM set to the
+--- recipe's base) as dockerfile_commands, its COPY sources as the context mount, as the Python
+--- SDK's Image.from_dockerfile sends them. Modal caches images by definition, so an unchanged task
+--- is a cache hit (ImageGetOrCreate answers with a finished result). Returns {image, layer (the
+--- image id create starts from), cache_hit, image_id}.
+function M.build(client, req)
+  local rcp = req.recipe
+  local dockerfile, derr = require('cseng.task.recipe').dockerfile(rcp)
+  if not dockerfile then return nil, 'modal: build: ' .. derr, 'EBUILD' end
+  local app, err, code = M.app_id(client)
+  if not app then return nil, err, code end
+  local mount
+  mount, err, code = once(client, 'mount:' .. rcp.key, function() return M.context_mount(client, app, rcp) end)
+  if not mount then return nil, err, code end
+  local id, hit
+  id, hit, code = M.image_id(client, { commands = M.dockerfile_commands(dockerfile),
+    context_mount_id = mount ~= '' and mount or nil })
+  if not id then return nil, hit, code end
+  return { image = rcp.base, layer = id, image_id = id, cache_hit = hit }
 end
 
 -- ---- sandboxes -----------------------------------------------------------------------------
@@ -387,7 +516,7 @@ function M.create(client, spec)
   spec = spec or {}
   local app, err, code = M.app_id(client)
   if not app then return nil, err, code end
-  local image = spec.warm_artifact or spec.image_id
+  local image = spec.warm_artifact or spec.layer or spec.image_id
   if not image then
     image, err, code = M.registry_image(client, spec.image or client.image)
     if not image then

@@ -582,7 +582,7 @@ function M.build(client, req)
       break -- that build failed: build again
     end
   end
-  local dockerfile, derr = require('providers.daytona').build_dockerfile(rcp)
+  local dockerfile, derr = require('cseng.task.recipe').dockerfile(rcp)
   if not dockerfile then return nil, 'runloop: build: ' .. derr, 'EBUILD' end
   local object_id, uerr, ucode = upload_context(client, name, rcp)
   if not object_id then return nil, uerr, ucode end

@@ -9,6 +9,7 @@
 // object and exits non-zero on the first failure.
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 
 // SDK 0.11.1 defaults to Modal's experimental "V2" sandboxes (SandboxCreateV2, ...); the adapter
@@ -76,6 +77,48 @@ try {
   const warm = await execText(sb2, ['cat', '/root/marker']);
   seen.warm = warm;
   check(warm.code === 0 && warm.stdout === 'warm\n', 'sandbox from the snapshot has the file');
+
+  // A task's environment, built by Modal (issue 13). The SDK's own image builder: a registry image
+  // and the Dockerfile steps it accepts (RUN, ENV, ARG, USER, WORKDIR; it refuses COPY from a
+  // local context), one ImageGetOrCreate (+ ImageJoinStreaming), then a sandbox from it.
+  const built = await modal.images.fromRegistry('debian:bookworm-slim').dockerfileCommands([
+    'ARG GREETING=built-by-modal', 'ENV CSENG_BUILT=1',
+    'RUN useradd --create-home --shell /bin/bash builder', 'USER builder',
+    'RUN echo "$GREETING as $(id -un)" > "$HOME/marker"', 'USER root', 'WORKDIR /workspace',
+  ]).build(app);
+  seen.built_image_id = built.imageId;
+  const sb3 = await modal.sandboxes.create(app, built, { tags, timeoutMs: 300000 });
+  created.push(sb3);
+  const marker = await execText(sb3, ['sh', '-c', 'cat /home/builder/marker; echo "$CSENG_BUILT"; pwd']);
+  seen.build_marker = marker;
+  check(marker.code === 0 && marker.stdout === 'built-by-modal as builder\n1\n/workspace\n', 'the built image ran its steps');
+
+  // A build context (COPY), which the JS SDK has no builder for: the Python SDK's sequence
+  // (Image.from_dockerfile: MountPutFile by sha256, then with the data, MountGetOrCreate owned by
+  // the App, ImageGetOrCreate with context_mount_id) spoken through the JS SDK's generated client,
+  // so its encoder is the referee for these messages.
+  const data = Buffer.from('#!/bin/sh\necho copied\n');
+  const sha256Hex = createHash('sha256').update(data).digest('hex');
+  const have = await modal.cpClient.mountPutFile({ sha256Hex });
+  if (!have.exists) await modal.cpClient.mountPutFile({ sha256Hex, data });
+  const mount = await modal.cpClient.mountGetOrCreate({ objectCreationType: 4 /* ANONYMOUS_OWNED_BY_APP */,
+    files: [{ filename: '/bin/hello.sh', sha256Hex, size: data.length, mode: 0o755 }], appId: app.appId });
+  const env = await modal.cpClient.environmentGetOrCreate({ deploymentName: '' });
+  const ctxImage = await modal.cpClient.imageGetOrCreate({ appId: app.appId,
+    builderVersion: env.metadata?.settings?.imageBuilderVersion || '',
+    image: { dockerfileCommands: ['FROM debian:bookworm-slim', 'COPY bin/hello.sh /usr/local/bin/hello'], contextMountId: mount.mountId } });
+  let result = ctxImage.result;
+  while (!result?.status) {
+    for await (const item of modal.cpClient.imageJoinStreaming({ imageId: ctxImage.imageId, timeout: 55, lastEntryId: '' })) {
+      if (item.result?.status) { result = item.result; break; }
+    }
+  }
+  check(result.status === 1, 'the context build succeeded: ' + JSON.stringify(result));
+  const sb4 = await modal.sandboxes.create(app, await modal.images.fromId(ctxImage.imageId), { tags, timeoutMs: 300000 });
+  created.push(sb4);
+  const hello = await execText(sb4, ['hello']);
+  seen.context_build = hello;
+  check(hello.code === 0 && hello.stdout === 'copied\n', 'the COPY source arrived with its mode');
 
   for (const s of created) await s.terminate();
   seen.exit_after_terminate = await sb.wait();

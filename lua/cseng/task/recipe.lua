@@ -126,6 +126,72 @@ function recipe.of_task(t, o)
   return rec
 end
 
+-- A COPY source's glob (`*`, `?`) as an anchored pattern over one path component.
+local function glob_pattern(g)
+  return '^' .. g:gsub('[%^%$%(%)%%%.%[%]%+%-]', '%%%0'):gsub('%*', '[^/]*'):gsub('%?', '[^/]') .. '$'
+end
+
+--- The task's Dockerfile as a provider builds it (Daytona's buildInfo, Runloop's blueprint, Modal's
+--- dockerfile_commands): the task's own, with its last FROM's image set to the recipe's base (the
+--- image map applied); a task without a Dockerfile (only task.toml's docker_image) is FROM base alone.
+function recipe.dockerfile(rcp)
+  local base = rcp.base or rcp.from
+  if not base then return nil, 'the task has no base image (no FROM, no docker_image)' end
+  local text = rcp.dockerfile
+  if not text then return 'FROM ' .. base .. '\n' end
+  local lines, last = {}, nil
+  for line in (text:gsub('\r\n', '\n') .. (text:sub(-1) == '\n' and '' or '\n')):gmatch('([^\n]*)\n') do
+    lines[#lines + 1] = line
+    if line:match('^%s*[Ff][Rr][Oo][Mm]%s') then last = #lines end
+  end
+  if not last then return 'FROM ' .. base .. '\n' .. text end
+  local pre, rest = lines[last]:match('^(%s*[Ff][Rr][Oo][Mm]%s+)(.*)$')
+  local flags = {}
+  while rest:match('^%-%-%S+%s+') do
+    local f, r = rest:match('^(%-%-%S+)%s+(.*)$')
+    flags[#flags + 1] = f
+    rest = r
+  end
+  local stage = rest:match('^%S+(%s+[Aa][Ss]%s+%S+)%s*$') or ''
+  lines[last] = pre .. (#flags > 0 and (table.concat(flags, ' ') .. ' ') or '') .. base .. stage
+  return table.concat(lines, '\n') .. '\n'
+end
+
+--- The COPY/ADD sources of a recipe's steps, as @daytonaio/sdk's Image.fromDockerfile derives its
+--- build contexts: one per source (relative to environment/, globs expanded), {archive_path,
+--- source}; sources that escape the context, URLs and COPY --from are not contexts.
+function recipe.copy_sources(rcp)
+  local out, seen = {}, {}
+  local function add(rel)
+    rel = rel:gsub('^%./', ''):gsub('/+$', '')
+    if rel == '' then rel = '.' end
+    if seen[rel] then return end
+    seen[rel] = true
+    out[#out + 1] = { archive_path = rel, source = rel == '.' and rcp.context_dir or (rcp.context_dir .. '/' .. rel) }
+  end
+  for _, s in ipairs(rcp.steps or {}) do
+    local c = s.op == 'COPY' and s.copy
+    if c and not c.from then
+      for _, src in ipairs(c.src) do
+        if not src:match('^%a+://') and not src:match('^/') and not src:match('%.%.') then
+          if src:match('[%*%?%[]') then
+            local dir, name = src:match('^(.-)/?([^/]*)$')
+            local list = fs.list(rcp.context_dir .. (dir ~= '' and ('/' .. dir) or '')) or {}
+            table.sort(list)
+            local pat = glob_pattern(name)
+            for _, n in ipairs(list) do
+              if n:match(pat) then add((dir ~= '' and (dir .. '/') or '') .. n) end
+            end
+          else
+            add(src)
+          end
+        end
+      end
+    end
+  end
+  return out
+end
+
 --- The recipe of a task in a run, computed once per task (run.recipes caches it).
 function recipe.for_run(run, t)
   run.recipes = run.recipes or {}

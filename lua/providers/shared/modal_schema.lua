@@ -53,6 +53,7 @@ for _, n in ipairs({
   'TaskGetCommandRouterAccessRequest', 'TaskGetCommandRouterAccessResponse', 'SandboxTerminateRequest',
   'SandboxTerminateResponse', 'SandboxListRequest', 'SandboxListResponse', 'SandboxInfo',
   'SandboxSnapshotFsRequest', 'SandboxSnapshotFsResponse', 'SandboxWaitRequest', 'SandboxWaitResponse',
+  'MountFile', 'MountGetOrCreateRequest', 'MountGetOrCreateResponse', 'MountPutFileRequest', 'MountPutFileResponse',
 }) do M[n] = msg(C .. n) end
 
 M.GenericResult.fields = {
@@ -75,8 +76,19 @@ M.BaseImage.fields = { { 1, 'image_id', 'string' }, { 2, 'docker_tag', 'string' 
 M.ImageContextFile.fields = { { 1, 'filename', 'string' }, { 2, 'data', 'bytes' } }
 M.Image.fields = {
   { 5, 'base_images', 'repeated', 'message', M.BaseImage }, { 6, 'dockerfile_commands', 'repeated', 'string' },
-  { 7, 'context_files', 'repeated', 'message', M.ImageContextFile },
+  { 7, 'context_files', 'repeated', 'message', M.ImageContextFile }, { 15, 'context_mount_id', 'string' },
 }
+M.MountFile.fields = {
+  { 1, 'filename', 'string' }, { 3, 'sha256_hex', 'string' }, { 4, 'size', 'optional', 'uint64' },
+  { 5, 'mode', 'optional', 'uint32' },
+}
+M.MountGetOrCreateRequest.fields = {
+  { 3, 'environment_name', 'string' }, { 4, 'object_creation_type', 'enum', M.ObjectCreationType },
+  { 5, 'files', 'repeated', 'message', M.MountFile }, { 6, 'app_id', 'string' },
+}
+M.MountGetOrCreateResponse.fields = { { 1, 'mount_id', 'string' } }
+M.MountPutFileRequest.fields = { { 2, 'sha256_hex', 'string' }, { 3, 'data', 'bytes', oneof = 'data_oneof' } }
+M.MountPutFileResponse.fields = { { 2, 'exists', 'bool' } }
 M.ImageGetOrCreateRequest.fields = {
   { 2, 'image', 'message', M.Image }, { 4, 'app_id', 'string' }, { 7, 'force_build', 'bool' },
   { 9, 'builder_version', 'string' },
@@ -179,6 +191,8 @@ M.methods = {
   SandboxList = { 'modal.client.ModalClient', M.SandboxListRequest, M.SandboxListResponse },
   SandboxSnapshotFs = { 'modal.client.ModalClient', M.SandboxSnapshotFsRequest, M.SandboxSnapshotFsResponse },
   SandboxWait = { 'modal.client.ModalClient', M.SandboxWaitRequest, M.SandboxWaitResponse },
+  MountPutFile = { 'modal.client.ModalClient', M.MountPutFileRequest, M.MountPutFileResponse },
+  MountGetOrCreate = { 'modal.client.ModalClient', M.MountGetOrCreateRequest, M.MountGetOrCreateResponse },
   TaskExecStart = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecStartRequest, M.TaskExecStartResponse },
   TaskExecStdioRead = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecStdioReadRequest, M.TaskExecStdioReadResponse, stream = true },
   TaskExecWait = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecWaitRequest, M.TaskExecWaitResponse },

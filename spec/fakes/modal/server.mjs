@@ -13,7 +13,9 @@
 // stdout/stderr are kept for TaskExecStdioRead and whose stdin is fed by TaskExecStdinWrite(Stream).
 // Images are layers: `FROM <tag>` is the base root filesystem (the tag is recorded, nothing is
 // pulled), RUN steps really run in an overlay over the parent's layers whose upper dir becomes the
-// image's top layer, COPY takes Image.context_files, ENV and WORKDIR are kept; a filesystem snapshot
+// image's top layer (as the image's USER, ARG values in their environment), COPY takes
+// Image.context_files or the files of Image.context_mount_id (MountPutFile by sha256, then
+// MountGetOrCreate; modes and --chown applied), ENV and WORKDIR are kept; a filesystem snapshot
 // is a copy of the sandbox's upper dir, a new top layer usable as an image id. Every mount is
 // unmounted when its sandbox terminates, its build ends, or the fake exits.
 // /__modal/.bin/modal-sandbox-fs-tools (the tool the SDK's sandbox.filesystem execs inside a Modal
@@ -24,7 +26,10 @@
 // prints one JSON line {"cp_port", "router_port", "admin_port", "dir"} when it listens, then serves
 // until POST /close on the admin port (or SIGTERM). The admin port (HTTP/1.1, JSON):
 //   GET  /stats  -> {connections: {cp, router}, rpcs: {Op: n}, creates, terminates, snapshots,
-//                    builds, live, sandboxes: [{id, app_id, tags, state, ...}], apps, images}
+//                    builds, live, sandboxes: [{id, app_id, tags, state, ...}], apps, images,
+//                    build_requests: [{image_id, dockerfile_commands, context_files, mount_files}]
+//                    (every build started), exec_commands (every TaskExecStart's argv, joined),
+//                    mount_puts, mount_refused}
 //   POST /set    {latency_ms, latency: {Op: ms}, schedule_ms, build_ms, fail_image_build,
 //                 unknown_app, page_size, client, token_id, token_secret, fail: {Op: code}} (merged)
 //   POST /close  terminate every sandbox, remove the state directory, exit
@@ -90,10 +95,13 @@ const settings = {
 };
 
 // ---- state --------------------------------------------------------------------------------------
-const stats = { connections: { cp: 0, router: 0 }, rpcs: {}, creates: 0, terminates: 0, snapshots: 0, builds: 0, dedups: 0 };
+const stats = { connections: { cp: 0, router: 0 }, rpcs: {}, creates: 0, terminates: 0, snapshots: 0, builds: 0, dedups: 0,
+  build_requests: [], exec_commands: [], mount_puts: 0, mount_refused: 0 };
 const apps = new Map(); // name -> {app_id, name, environment}
 const images = new Map(); // image_id -> {id, key, state: building|ok|failed, root, env, workdir, log[], waiters, result}
 const imageByKey = new Map();
+const blobs = new Map(); // sha256 hex -> Buffer (MountPutFile)
+const mounts = new Map(); // mount_id -> {app_id, files: Map(filename -> {data, mode})}
 const sandboxes = new Map(); // sandbox_id -> sandbox
 const tasks = new Map(); // task_id -> sandbox
 const authTokens = new Set();
@@ -303,7 +311,13 @@ async function build(img, req) {
     stats.builds++;
     const steps = parseCommands(req.image?.dockerfile_commands || []);
     const bases = new Map((req.image?.base_images || []).map((b) => [b.docker_tag, b.image_id]));
-    const ctx = new Map((req.image?.context_files || []).map((f) => [f.filename.replace(/^\/+/, ''), f.data]));
+    const ctx = new Map((req.image?.context_files || []).map((f) => [f.filename.replace(/^\/+/, ''), { data: f.data }]));
+    if (req.image?.context_mount_id) {
+      const m = mounts.get(req.image.context_mount_id);
+      if (!m) return fail(`context mount ${req.image.context_mount_id} not found`);
+      for (const [name, f] of m.files) ctx.set(name.replace(/^\/+/, ''), f);
+    }
+    const args = {}; // ARG values in effect: environment variables of later RUN steps (ENV wins)
     if (!steps.length || steps[0].op !== 'FROM') return fail('Dockerfile commands must start with FROM');
     const from = steps[0].arg.split(/\s+/)[0];
     let parent;
@@ -313,6 +327,7 @@ async function build(img, req) {
       parent = base.lowers;
       img.env = { ...base.env };
       img.workdir = base.workdir;
+      img.user = base.user;
     } else {
       parent = BASE_LOWERS;
       img.env = {};
@@ -328,19 +343,35 @@ async function build(img, req) {
     for (const [i, s] of steps.slice(1).entries()) {
       log(`#${i + 2} ${s.op} ${s.arg}\n`);
       if (s.op === 'RUN') {
-        const cmd = s.arg.trim().startsWith('[') ? JSON.parse(s.arg) : ['/bin/sh', '-c', s.arg];
-        const p = runIn(img.root, cmd, { cwd: img.workdir || '/', env: img.env, timeoutSecs: 600 });
+        let cmd = s.arg.trim().startsWith('[') ? JSON.parse(s.arg) : ['/bin/sh', '-c', s.arg];
+        const env = { ...args, ...img.env };
+        if (img.user && !['root', '0', '0:0', 'root:root'].includes(img.user)) { // as the USER, HOME from passwd
+          const u = userOf(img.root, img.user);
+          if (!u) return fail(`USER ${img.user}: no such user in the image's /etc/passwd`);
+          cmd = ['setpriv', `--reuid=${u.uid}`, `--regid=${u.gid}`, u.name ? '--init-groups' : '--clear-groups', '--', ...cmd];
+          Object.assign(env, { HOME: u.home || '/', USER: u.name || String(u.uid) }, img.env);
+        }
+        const p = runIn(img.root, cmd, { cwd: img.workdir || '/', env, timeoutSecs: 600 });
         const exit = await finished(p);
         const out = Buffer.concat([...p.out, ...p.err]).toString();
         if (out) log(out);
         if (exit.code !== 0) return fail(`Image build failed: RUN ${s.arg} exited with ${JSON.stringify(exit)}`);
       } else if (s.op === 'ENV') {
         Object.assign(img.env, envPairs(s.arg));
+      } else if (s.op === 'ARG') {
+        const [, k, v] = s.arg.trim().match(/^(\w+)(?:=(.*))?$/) || [];
+        if (k) args[k] = (v ?? '').replace(/^"(.*)"$/, '$1').replace(/^'(.*)'$/, '$1');
+      } else if (s.op === 'USER') {
+        img.user = s.arg.trim();
       } else if (s.op === 'WORKDIR') {
         img.workdir = path.posix.resolve(img.workdir || '/', s.arg.trim());
         fs.mkdirSync(path.join(img.root, img.workdir), { recursive: true });
       } else if (s.op === 'COPY' || s.op === 'ADD') {
-        const parts = s.arg.split(/\s+/).filter((x) => !x.startsWith('--'));
+        const words = s.arg.trim().split(/\s+/);
+        const chown = (words.find((x) => x.startsWith('--chown=')) || '').slice(8);
+        const owner = chown ? ownerOf(img.root, chown) : null;
+        if (chown && !owner) return fail(`COPY --chown=${chown}: no such user or group in the image`);
+        const parts = words.filter((x) => !x.startsWith('--'));
         const dest = parts.pop();
         for (const src of parts) {
           const key = src.replace(/^\.?\/+/, '');
@@ -351,10 +382,14 @@ async function build(img, req) {
             const abs = path.posix.resolve(img.workdir || '/', dest);
             const target = dest.endsWith('/') || hits.length > 1 || k !== key ? path.posix.join(abs, rel) : abs;
             fs.mkdirSync(path.dirname(path.join(img.root, target)), { recursive: true });
-            fs.writeFileSync(path.join(img.root, target), ctx.get(k));
+            const f = ctx.get(k);
+            fs.writeFileSync(path.join(img.root, target), f.data);
+            fs.chmodSync(path.join(img.root, target), f.mode ?? 0o644);
+            if (owner) fs.chownSync(path.join(img.root, target), owner.uid, owner.gid);
           }
         }
-      } // USER, CMD, ENTRYPOINT, LABEL, EXPOSE, ARG, SHELL: recorded in the log only
+      } // CMD, ENTRYPOINT, LABEL, EXPOSE, SHELL: recorded in the log only (commands run as root,
+      //    whatever the image's last USER)
     }
     umountOverlay(img.dir);
     img.lowers = [path.join(img.dir, 'upper'), ...img.parent];
@@ -366,6 +401,36 @@ async function build(img, req) {
   } finally {
     if (img.dir) umountOverlay(img.dir);
   }
+}
+// A USER or --chown spec (name, uid, name:group, uid:gid) through the image's own passwd/group.
+function idTable(root, file) {
+  const rows = [];
+  for (const l of (fs.existsSync(path.join(root, file)) ? fs.readFileSync(path.join(root, file), 'utf8') : '').split('\n')) {
+    const f = l.split(':');
+    if (f.length >= 4) rows.push(f);
+  }
+  return rows;
+}
+function userOf(root, spec) {
+  const [u, g] = String(spec).split(':');
+  const row = idTable(root, 'etc/passwd').find((f) => f[0] === u || f[2] === u);
+  if (!row && !/^\d+$/.test(u)) return null;
+  let gid = row ? Number(row[3]) : Number(u);
+  if (g !== undefined) {
+    const grow = idTable(root, 'etc/group').find((f) => f[0] === g || f[2] === g);
+    if (!grow && !/^\d+$/.test(g)) return null;
+    gid = grow ? Number(grow[2]) : Number(g);
+  }
+  return { uid: row ? Number(row[2]) : Number(u), gid, name: row ? row[0] : null, home: row ? row[5] : '/' };
+}
+function ownerOf(root, spec) {
+  const [u, g] = String(spec).split(':');
+  const user = userOf(root, u);
+  if (!user) return null;
+  if (g === undefined) return user;
+  const grow = idTable(root, 'etc/group').find((f) => f[0] === g || f[2] === g);
+  if (!grow && !/^\d+$/.test(g)) return null;
+  return { uid: user.uid, gid: grow ? Number(grow[2]) : Number(g) };
 }
 function wakeImage(img) { const w = img.waiters; img.waiters = []; for (const f of w) f(); }
 
@@ -430,17 +495,63 @@ const cp = {
   ImageGetOrCreate(req) {
     if (!req.app_id || ![...apps.values()].some((a) => a.app_id === req.app_id)) throw new RpcError(S.NOT_FOUND, `App ${req.app_id} not found`);
     const im = req.image || {};
+    const mount = im.context_mount_id ? mounts.get(im.context_mount_id) : null;
+    if (im.context_mount_id && (!mount || mount.app_id !== req.app_id)) {
+      throw new RpcError(S.NOT_FOUND, `Mount ${im.context_mount_id} not found for app ${req.app_id}`);
+    }
+    const mountKey = mount ? [...mount.files].map(([n, f]) => [n, f.sha, f.mode]) : [];
     const key = crypto.createHash('sha256').update(JSON.stringify([im.dockerfile_commands || [], im.base_images || [],
-      (im.context_files || []).map((f) => [f.filename, Buffer.from(f.data || '').toString('base64')])])).digest('hex');
+      (im.context_files || []).map((f) => [f.filename, Buffer.from(f.data || '').toString('base64')]), mountKey])).digest('hex');
     const known = images.get(imageByKey.get(key));
     if (known && !req.force_build && known.state !== 'failed') {
       return known.state === 'ok' ? { image_id: known.id, result: known.result, metadata: {} } : { image_id: known.id };
     }
     const img = { id: modalId('im'), key, state: 'building', log: [], waiters: [], env: {} };
     images.set(img.id, img);
+    stats.build_requests.push({ image_id: img.id, dockerfile_commands: im.dockerfile_commands || [],
+      base_images: im.base_images || [], context_files: (im.context_files || []).map((f) => f.filename),
+      context_mount_id: im.context_mount_id || '', mount_files: mount ? [...mount.files.keys()] : [] });
     imageByKey.set(key, img.id);
     build(img, req);
     return { image_id: img.id };
+  },
+  ImageFromId(req) {
+    const img = images.get(req.image_id);
+    if (!img || img.state !== 'ok') throw new RpcError(S.NOT_FOUND, `Image ${req.image_id} not found`);
+    return { image_id: img.id, metadata: {} };
+  },
+  MountPutFile(req) { // by hash: {exists}; with data: stored once its sha256 checks
+    const sha = String(req.sha256_hex || '');
+    if (!/^[0-9a-f]{64}$/.test(sha)) throw new RpcError(S.INVALID_ARGUMENT, 'sha256_hex must be 64 lowercase hex digits');
+    if (req.data_oneof === 'data_blob_id') throw new RpcError(S.UNIMPLEMENTED, 'blob uploads are not implemented by the fake');
+    if (req.data_oneof === 'data') {
+      const data = Buffer.from(req.data || []);
+      if (crypto.createHash('sha256').update(data).digest('hex') !== sha) {
+        stats.mount_refused++;
+        throw new RpcError(S.INVALID_ARGUMENT, `data does not match sha256_hex ${sha}`);
+      }
+      blobs.set(sha, data);
+      stats.mount_puts++;
+      return { exists: true };
+    }
+    return { exists: blobs.has(sha) };
+  },
+  MountGetOrCreate(req) {
+    if (req.object_creation_type !== 4) { // ANONYMOUS_OWNED_BY_APP: what a build context is
+      throw new RpcError(S.UNIMPLEMENTED, 'only anonymous app-owned mounts are implemented by the fake');
+    }
+    if (!req.app_id || ![...apps.values()].some((a) => a.app_id === req.app_id)) throw new RpcError(S.NOT_FOUND, `App ${req.app_id} not found`);
+    const files = new Map();
+    for (const f of req.files || []) {
+      if (!f.filename || !f.filename.startsWith('/')) throw new RpcError(S.INVALID_ARGUMENT, `mount file name must be absolute: ${f.filename}`);
+      const data = blobs.get(f.sha256_hex);
+      if (!data) { stats.mount_refused++; throw new RpcError(S.FAILED_PRECONDITION, `${f.filename}: sha256 ${f.sha256_hex} was never uploaded (MountPutFile)`); }
+      files.set(f.filename, { data, sha: f.sha256_hex, mode: f.mode ?? 0o644 });
+    }
+    const id = modalId('mo');
+    mounts.set(id, { app_id: req.app_id, files });
+    return { mount_id: id, handle_metadata: { content_checksum_sha256_hex: crypto.createHash('sha256')
+      .update(JSON.stringify([...files].map(([n, f]) => [n, f.sha]))).digest('hex') } };
   },
   async *ImageJoinStreaming(req) {
     const img = images.get(req.image_id);
@@ -545,6 +656,7 @@ const router = {
     if (!req.exec_id) throw new RpcError(S.INVALID_ARGUMENT, 'exec_id is required');
     if (sb.execs.has(req.exec_id)) return {}; // idempotent on the client-chosen id
     if (!req.command_args?.length) throw new RpcError(S.INVALID_ARGUMENT, 'command_args is empty');
+    stats.exec_commands.push(req.command_args.join(' '));
     const p = runIn(sb.root, req.command_args, { cwd: req.workdir || sb.workdir, env: { ...sb.env, ...(req.env || {}) },
       timeoutSecs: req.timeout_secs || 0 });
     p.stdoutPiped = req.stdout_config === 1;
