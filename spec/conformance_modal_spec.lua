@@ -54,10 +54,42 @@ local ALLOW = {
   { op = 'TaskExecStart', what = 'body:workdir', reason = 'cseng runs in the task\'s workdir (the SDK script uses the sandbox\'s)' },
   { op = 'TaskExecStart', what = 'body:timeout_secs', reason = 'cseng gives every command its timeout; the SDK script gives none' },
   { op = 'SandboxGetTaskId', what = 'body:timeout', reason = 'cseng long-polls (timeout 10 s) instead of polling every 500 ms' },
+  { op = 'ImageFromId', what = 'op',
+    reason = 'the SDK script resolves a built image id to an Image before creating a sandbox from it; cseng creates from the id' },
 }
+
+-- The environment the SDK script builds (spec/sdk/modal.mjs), as a task: its Dockerfile's steps
+-- (the SDK's image builder takes them) and a COPY from the build context (the SDK script sends
+-- that one through the SDK's generated client, in the Python SDK's sequence).
+local BUILD_DOCKERFILE = table.concat({
+  'FROM debian:bookworm-slim', 'ARG GREETING=built-by-modal', 'ENV CSENG_BUILT=1',
+  'RUN useradd --create-home --shell /bin/bash builder', 'USER builder',
+  'RUN echo "$GREETING as $(id -un)" > "$HOME/marker"', 'USER root', 'WORKDIR /workspace',
+  'COPY bin/hello.sh /usr/local/bin/hello', '' }, '\n')
+
+local function build_recipe(dir)
+  local fs = require 'cseng.fs'
+  for _, d in ipairs({ '/environment/bin', '/tests' }) do assert(fs.mkdir_p(dir .. d)) end
+  assert(fs.write(dir .. '/task.toml', 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n'))
+  assert(fs.write(dir .. '/instruction.md', 'Nothing to do.\n'))
+  assert(fs.write(dir .. '/tests/test.sh', '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n'))
+  assert(fs.write(dir .. '/environment/Dockerfile', BUILD_DOCKERFILE))
+  assert(fs.write(dir .. '/environment/bin/hello.sh', '#!/bin/sh\necho copied\n'))
+  assert(fs.chmod(dir .. '/environment/bin/hello.sh', 493))
+  local t = assert(require('cseng.task.dataset').load(dir)[1])
+  return require('cseng.task.recipe').of_task(t)
+end
 
 local function lifecycle_adapter(f)
   local client = modal.connect(f.config())
+  local tmp = assert(require('cseng.fs').tempdir('modal-conformance-'))
+  local rcp = build_recipe(tmp .. '/build-task')
+  local b = assert(modal.build(client, { recipe = rcp }))
+  require('cseng.fs').remove_tree(tmp)
+  local bsb = assert(modal.create(client, { labels = { ['cseng.run'] = 'conformance-build' }, layer = b.layer }))
+  local out = assert(modal.exec(client, bsb, 'cat /home/builder/marker; echo "$CSENG_BUILT"; pwd; hello'))
+  assert(out.stdout == 'built-by-modal as builder\n1\n/workspace\ncopied\n', out.stdout .. out.stderr)
+  assert(modal.destroy(client, bsb))
   local tags = { ['cseng.run'] = 'conformance', ['cseng.launcher'] = 'adapter', ['cseng.task'] = 'lifecycle' }
   local sb = assert(modal.create(client, { labels = tags, env = { A = '1' }, workdir = '/workspace' }))
   assert(modal.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]], { env = { B = '2' }, timeout = 30 }))

@@ -239,6 +239,29 @@ describe('modal adapter: one clear error for each failure', function()
     assert.matches('MODAL_TOKEN_ID and MODAL_TOKEN_SECRET are not set', err)
   end)
 
+  it('MODAL_BUILD chooses native builds or replay, and names a bad value', function()
+    assert.equal('native', modal.env_mode(modal.connect(f.config())))
+    assert.equal('replay', modal.env_mode(modal.connect(f.config { build = 'replay' })))
+    local ok, err = pcall(modal.connect, f.config { build = 'fast' })
+    assert.is_false(ok)
+    assert.matches('MODAL_BUILD %(or build%) must be native or replay, got fast', err)
+  end)
+
+  it('a build context file over the inline limit is refused by name before anything is sent', function()
+    local dir = assert(fs.tempdir('modal-ctx-'))
+    assert(fs.write(dir .. '/big.bin', string.rep('x', modal.INLINE_FILE_LIMIT + 1)))
+    local before = f.stats().rpcs.MountPutFile or 0
+    local b, err, code = modal.build(modal.connect(f.config()), { recipe = {
+      key = string.rep('a', 64), base = 'debian:bookworm-slim', dockerfile = 'FROM x\nCOPY big.bin /big.bin\n',
+      context_dir = dir, steps = { { op = 'COPY', copy = { src = { 'big.bin' }, dst = '/big.bin' } } } } })
+    fs.remove_tree(dir)
+    assert.is_nil(b)
+    assert.equal('EBUILD', code)
+    assert.matches('build context file big.bin is %d+ bytes', err)
+    assert.matches('MODAL_BUILD=replay', err)
+    assert.equal(before, f.stats().rpcs.MountPutFile or 0)
+  end)
+
   it('an unknown app (lookup only) names the app', function()
     local client = modal.connect(f.config { app = 'no-such-app', create_app = false })
     local sb, msg, code = modal.create(client, {})

@@ -247,7 +247,12 @@ describe('modal native builds (ImageGetOrCreate from the Dockerfile, COPY source
   native_suite {
     fake = dofile(vendor.ROOT .. '/spec/fakes/modal/fake.lua'), provider = 'modal',
     unset = { MODAL_SERVER_URL = false, MODAL_TOKEN_ID = false, MODAL_TOKEN_SECRET = false, MODAL_BUILD = false },
-    builds = function(s) return s.build_requests end,
+    -- the task layers built (a registry image, `FROM <tag>` alone, is the shared base)
+    builds = function(s)
+      local out = {}
+      for _, b in ipairs(s.build_requests) do if #b.dockerfile_commands > 1 then out[#out + 1] = b end end
+      return out
+    end,
     sandbox_commands = function(s, before)
       local out = {}
       for i = #before.exec_commands + 1, #s.exec_commands do out[#out + 1] = s.exec_commands[i] end
@@ -255,11 +260,17 @@ describe('modal native builds (ImageGetOrCreate from the Dockerfile, COPY source
     end,
     check_build = function(_, id, rec, s)
       local body = s.build_requests[#s.build_requests]
+      assert.is_true(#body.dockerfile_commands > 1, id)
       local df = table.concat(body.dockerfile_commands, '\n') .. '\n'
       local want = assert(fs.read(task_dir(id) .. '/Dockerfile'))
-      -- the full Dockerfile, one command per line, its FROM set to the recipe's base
+      -- the full Dockerfile, one command per line, as a layer over the recipe's base image
+      -- (`FROM base`, base_images naming the registry image built from the base's tag)
       assert.equal(without_from(want), without_from(df))
-      assert.equal('FROM ' .. rec.image, body.dockerfile_commands[1])
+      assert.equal('FROM base', body.dockerfile_commands[1])
+      assert.equal('base', body.base_images[1].docker_tag)
+      local base_tag
+      for _, im in ipairs(s.images) do if im.id == body.base_images[1].image_id then base_tag = im.tag end end
+      assert.equal(rec.image, base_tag)
       assert.equal(0, #body.context_files)
       -- every COPY source's files arrived in the context mount, uploaded by hash
       local copies = copy_files(id)

@@ -463,11 +463,28 @@ function M.context_mount(client, app, rcp)
   return r.mount_id
 end
 
+--- The dockerfile_commands of a task's layer. A single-stage Dockerfile is built as the JS SDK
+--- builds `images.fromRegistry(base).dockerfileCommands(steps)`: the registry image is its own
+--- image (shared by every task on that base), and the task's steps a layer over it, `FROM base`
+--- with base_images naming it; returns the commands and true (base_images to fill in). A
+--- multi-stage Dockerfile is sent whole (Python's Image.from_dockerfile): commands, nil.
+function M.layer_commands(dockerfile, base)
+  local lines = M.dockerfile_commands(dockerfile)
+  local froms = {}
+  for i, l in ipairs(lines) do
+    if l:match('^%s*[Ff][Rr][Oo][Mm]%s') then froms[#froms + 1] = i end
+  end
+  if #froms ~= 1 or not base then return lines, nil end
+  local out = { 'FROM base' }
+  for i = froms[1] + 1, #lines do out[#out + 1] = lines[i] end
+  return out, true
+end
+
 --- Build the task's recipe as a Modal image: the task's Dockerfile (its last FROM set to the
---- recipe's base) as dockerfile_commands, its COPY sources as the context mount, as the Python
---- SDK's Image.from_dockerfile sends them. Modal caches images by definition, so an unchanged task
---- is a cache hit (ImageGetOrCreate answers with a finished result). Returns {image, layer (the
---- image id create starts from), cache_hit, image_id}.
+--- recipe's base) as dockerfile_commands (M.layer_commands), its COPY sources as the context
+--- mount, as the Python SDK's Image.from_dockerfile sends them. Modal caches images by
+--- definition, so an unchanged task is a cache hit (ImageGetOrCreate answers with a finished
+--- result). Returns {image, layer (the image id create starts from), cache_hit, image_id}.
 function M.build(client, req)
   local rcp = req.recipe
   local dockerfile, derr = require('cseng.task.recipe').dockerfile(rcp)
@@ -477,8 +494,14 @@ function M.build(client, req)
   local mount
   mount, err, code = once(client, 'mount:' .. rcp.key, function() return M.context_mount(client, app, rcp) end)
   if not mount then return nil, err, code end
+  local commands, base_images = M.layer_commands(dockerfile, rcp.base)
+  if base_images then
+    local base_id, berr, bcode = M.registry_image(client, rcp.base)
+    if not base_id then return nil, berr, bcode end
+    base_images = { { docker_tag = 'base', image_id = base_id } }
+  end
   local id, hit
-  id, hit, code = M.image_id(client, { commands = M.dockerfile_commands(dockerfile),
+  id, hit, code = M.image_id(client, { commands = commands, base_images = base_images,
     context_mount_id = mount ~= '' and mount or nil })
   if not id then return nil, hit, code end
   return { image = rcp.base, layer = id, image_id = id, cache_hit = hit }
