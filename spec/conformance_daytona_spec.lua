@@ -1,14 +1,18 @@
 -- Daytona against its official SDK (@daytonaio/sdk, spec/sdk/package.json): the SDK's lifecycle
 -- (spec/sdk/daytona.mjs) passes against the stateful fake (spec/fakes/daytona.lua), cseng's
 -- adapter runs the same lifecycle against the same fake, and the two request logs agree per
--- operation up to the differences listed below with their reasons. Writes the daytona section of
--- docs/providers/CONFORMANCE.md.
+-- operation up to the differences listed below with their reasons. Both lifecycles include a
+-- native build of a task's Dockerfile (the SDK: Image.fromDockerfile + snapshot.create; the
+-- adapter: daytona.build with the task's recipe), so push-access, the S3 calls and POST /snapshots
+-- are compared too. Writes the daytona section of docs/providers/CONFORMANCE.md.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local daytona = require 'providers.daytona'
+local dataset = require 'cseng.task.dataset'
+local recipe = require 'cseng.task.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
@@ -18,15 +22,64 @@ local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 local SDK_DIR = ROOT .. '/spec/sdk/node_modules/@daytonaio/sdk'
 
 -- How records are compared: labels and environments hold data, not schema. X-Daytona-Source
--- names the client ("sdk-typescript-legacy" / "cseng"): only its presence is compared.
+-- names the client ("sdk-typescript" / "cseng"): only its presence is compared. On the S3 calls
+-- the SigV4 headers must be there on both sides, and the flexible-checksum algorithm is compared
+-- by value.
 local OPTS = {
   maps = { 'labels', 'env', 'envs' },
-  headers = { ['x-daytona-source'] = 'present', ['x-daytona-organization-id'] = 'present' },
+  headers = { ['x-daytona-source'] = 'present', ['x-daytona-organization-id'] = 'present',
+              ['x-amz-date'] = 'present', ['x-amz-content-sha256'] = 'present', ['x-amz-security-token'] = 'present',
+              ['x-amz-sdk-checksum-algorithm'] = 'value' },
 }
 
 -- Every difference the comparison may find, with the reason it is acceptable.
 local ALLOW = {
+  { op = 's3_put', what = 'header:x-amz-sdk-checksum-algorithm',
+    reason = 'the AWS SDK for JavaScript adds a CRC32 flexible checksum (x-amz-sdk-checksum-algorithm, '
+      .. 'x-amz-checksum-crc32) to every PutObject by default; S3 treats it as optional, and the adapter\'s '
+      .. 'signed x-amz-content-sha256 (the body\'s SHA-256, checked by the storage) already guards the upload' },
 }
+
+-- The task both sides build: a Dockerfile with ARG, ENV, RUN as another USER, WORKDIR and a COPY
+-- of a file and of a directory. who goes into one context file, so the two contexts differ and
+-- each side uploads its own (an upload the other side made is skipped by design).
+local DOCKERFILE = table.concat({
+  'FROM debian:bookworm-slim',
+  'ARG GREETING=built-by-daytona',
+  'ENV CSENG_BUILT=1',
+  'RUN useradd --create-home --shell /bin/bash builder',
+  'USER builder',
+  'WORKDIR /home/builder',
+  'RUN echo "$GREETING as $(id -un) in $(pwd)" > marker',
+  'USER root',
+  'WORKDIR /workspace',
+  'COPY hello.txt /workspace/hello.txt',
+  'COPY data/ /workspace/data/',
+  'RUN cat data/a.txt data/sub/b.txt > joined',
+  '',
+}, '\n')
+
+local function write_task(dir, who)
+  local files = {
+    ['task.toml'] = 'version = "1.0"\n\n[environment]\ncpus = 1\nmemory_mb = 1024\nallow_internet = false\n',
+    ['instruction.md'] = 'Nothing to do: the environment is what is checked.\n',
+    ['tests/test.sh'] = '#!/bin/sh\nexit 0\n',
+    ['environment/Dockerfile'] = DOCKERFILE,
+    ['environment/hello.txt'] = 'copied file\n',
+    ['environment/data/a.txt'] = 'dir file a\n',
+    ['environment/data/sub/b.txt'] = 'dir file b of ' .. who .. '\n',
+  }
+  for rel, data in pairs(files) do
+    local parent = rel:match('^(.*)/[^/]*$')
+    assert(fs.mkdir_p(parent and (dir .. '/' .. parent) or dir))
+    assert(fs.write(dir .. '/' .. rel, data))
+  end
+  return dir
+end
+
+-- What the built sandbox shows: the COPY files, then the RUN steps' files and the image's ENV.
+local COPIED = 'copied file\ndir file a\ndir file b of %s\n'
+local RAN = 'built-by-daytona as builder in /home/builder\ndir file a\ndir file b of %s\n1\n'
 
 local function sdk_missing()
   if not proc.which('node') then return 'node is not installed (make deps-test)' end
@@ -41,24 +94,29 @@ local function sdk_version()
 end
 
 describe('daytona against its official SDK', function()
-  local f, why, run
+  local f, why, run, tmp
 
   setup(function()
     why = sdk_missing()
     if why then return end
     f = fake.start {}
     run = 'conf-' .. crypto.hex(crypto.random_bytes(4))
+    tmp = assert(fs.tempdir('cseng-conf-daytona-'))
+    write_task(tmp .. '/task-sdk', 'sdk')
+    write_task(tmp .. '/task-adapter', 'adapter')
   end)
 
   teardown(function()
     if f then f.close() end
+    if tmp then fs.remove_tree(tmp) end
   end)
 
   it('the SDK runs the lifecycle against the fake and gets the right answers', function()
     if why then pending(why) return end
     f.record('sdk')
     local r = assert(proc.run { argv = { 'node', ROOT .. '/spec/sdk/daytona.mjs' }, cwd = ROOT, timeout = 300,
-      env_add = { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = f.api_key, CSENG_CONF_RUN = run, DAYTONA_TARGET = false,
+      env_add = { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = f.api_key, CSENG_CONF_RUN = run,
+                  CSENG_CONF_BUILD_DIR = tmp .. '/task-sdk/environment', DAYTONA_TARGET = false,
                   DAYTONA_SERVER_URL = false, DAYTONA_JWT_TOKEN = false, DAYTONA_ORGANIZATION_ID = false } })
     f.record(false)
     assert.equal(0, r.code, 'spec/sdk/daytona.mjs failed:\n' .. r.stderr .. r.stdout)
@@ -70,11 +128,17 @@ describe('daytona against its official SDK', function()
     assert.equal('active', out.snapshot.state)
     assert.equal('prepared\n', out.warm.result)
     assert.equal(404, out.delete_again)
+    assert.same({ 'hello.txt', 'data/' }, out.build.contexts)
+    assert.equal('active', out.build.state)
+    assert.equal(RAN:format('sdk'), out.build.ran)
     local s = f.stats()
     assert.equal(0, s.live)
-    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
-    assert.equal(2, s.creates)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized + s.s3_refused)
+    assert.equal(3, s.creates)
     assert.equal(1, s.snapshots)
+    assert.same({ 1, 2, 2, 1 }, { s.builds, s.s3_lists, s.s3_puts, s.push_access })
+    assert.equal(DOCKERFILE, s.build_bodies[1].buildInfo.dockerfileContent)
+    assert.same({ 'data/a.txt', 'data/sub/b.txt', 'hello.txt' }, s.build_contexts[out.build.name])
   end)
 
   it('the adapter runs the same lifecycle against the same fake', function()
@@ -97,14 +161,28 @@ describe('daytona against its official SDK', function()
     local snap = assert(daytona.snapshot(client, sb, 'conf-a-' .. run)) -- not the SDK's name: no reuse
     local warm = assert(daytona.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 900, network = false }))
     assert.equal('prepared\n', assert(daytona.exec(client, warm, 'cat /workspace/mark')).stdout)
+    -- the task's environment, built natively from its recipe, then a sandbox from the snapshot
+    local rcp = recipe.of_task(dataset.load(tmp .. '/task-adapter')[1])
+    local b = assert(daytona.build(client, { recipe = rcp }))
+    assert.same({ daytona.build_name(client, rcp), false }, { b.layer, b.cache_hit })
+    local built = assert(daytona.create(client, { labels = labels, image = b.image, layer = b.layer, ttl_seconds = 900,
+      network = false, workdir = rcp.workdir }))
+    r = assert(daytona.exec(client, built, 'cat /workspace/hello.txt /workspace/data/a.txt /workspace/data/sub/b.txt'))
+    assert.same({ 0, COPIED:format('adapter') }, { r.code, r.stdout })
+    r = assert(daytona.exec(client, built, 'cat /home/builder/marker /workspace/joined; echo "$CSENG_BUILT"'))
+    assert.same({ 0, RAN:format('adapter') }, { r.code, r.stdout })
     assert.is_true(daytona.destroy(client, sb))
     assert.is_true(daytona.destroy(client, warm))
+    assert.is_true(daytona.destroy(client, built))
     assert.is_true(daytona.destroy(client, sb)) -- 404: already gone
     f.record(false)
     local s = f.stats()
     assert.equal(0, s.live)
-    assert.equal(before.creates + 2, s.creates)
-    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+    assert.equal(before.creates + 3, s.creates)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized + s.s3_refused)
+    assert.same({ before.builds + 1, before.s3_puts + 2, before.push_access + 1 }, { s.builds, s.s3_puts, s.push_access })
+    assert.equal(DOCKERFILE, s.build_bodies[#s.build_bodies].buildInfo.dockerfileContent)
+    assert.same({ 'data/a.txt', 'data/sub/b.txt', 'hello.txt' }, s.build_contexts[b.layer])
   end)
 
   it('sends what the SDK sends, operation by operation, up to the listed differences', function()
@@ -118,17 +196,47 @@ describe('daytona against its official SDK', function()
       intro = 'SDK lifecycle: `spec/sdk/daytona.mjs` (DAYTONA_API_URL points the SDK at `spec/fakes/daytona.lua`; '
         .. 'toolbox calls follow the sandbox\'s `toolboxProxyUrl`; `useDeprecatedPolling`, so the SDK polls '
         .. '`GET /sandbox/{id}` as cseng does instead of its socket.io event stream); adapter lifecycle and comparison: '
-        .. '`spec/conformance_daytona_spec.lua`. Compared headers: Authorization (Bearer), Content-Type, '
-        .. 'X-Daytona-Source (presence), X-Daytona-Organization-ID (presence). Maps whose keys are data: labels, env, envs.',
+        .. '`spec/conformance_daytona_spec.lua`. Both build the same task natively (the SDK: `Image.fromDockerfile` + '
+        .. '`snapshot.create`; the adapter: `build` with the task\'s recipe), so push-access, the S3 calls and '
+        .. '`POST /snapshots` are compared. Compared headers: Authorization (Bearer, or the SigV4 scheme on S3), '
+        .. 'Content-Type, X-Daytona-Source (presence), X-Daytona-Organization-ID (presence), X-Amz-Date, '
+        .. 'X-Amz-Content-Sha256, X-Amz-Security-Token (presence), X-Amz-Sdk-Checksum-Algorithm (value). '
+        .. 'Maps whose keys are data: labels, env, envs.',
     }, rows))
     assert.same({}, unused, 'allow-list entries that matched nothing (stale reasons)')
     assert.equal('', C.describe(diffs), 'differences with no reason in the allow-list')
     local ops = {}
     for _, row in ipairs(rows) do ops[row.op] = true end
     for _, op in ipairs({ 'create', 'create_from_snapshot', 'get', 'exec', 'upload', 'download', 'list', 'snapshot',
-                          'snapshot_get', 'destroy' }) do
+                          'snapshot_get', 'destroy', 'push_access', 's3_list', 's3_put', 'snapshot_create' }) do
       assert.is_true(ops[op], op)
     end
+  end)
+end)
+
+-- The fake's object storage checks what the SDK's PutObject adds: its CRC32 flexible checksum.
+describe('the fake\'s object storage (the build contexts)', function()
+  local http = require 'cseng.http'
+  local sigv4 = require 'cseng.lib.aws.sigv4'
+
+  it('stores a PUT whose x-amz-checksum-crc32 matches the body, refuses one that does not (BadDigest)', function()
+    local f = fake.start {}
+    local creds = assert(daytona._call(daytona.connect(f.config()), 'GET', f.url .. '/object-storage/push-access'))
+    local function put(key, crc)
+      local url = creds.storageUrl .. '/' .. creds.bucket .. '/' .. creds.organizationId .. '/' .. key .. '/context.tar'
+      local h = { ['x-amz-checksum-crc32'] = crc, ['x-amz-sdk-checksum-algorithm'] = 'CRC32' }
+      local add = sigv4.sign { method = 'PUT', url = url, headers = h, body = 'tar bytes', region = creds.region, service = 's3',
+        access_key_id = creds.accessKey, secret_access_key = creds.secret, session_token = creds.sessionToken }
+      for k, v in pairs(add) do h[k] = v end
+      return assert(http.request { method = 'PUT', url = url, headers = h, body = 'tar bytes' })
+    end
+    local good, bad = put('good', fake.crc32_b64('tar bytes')), put('bad', fake.crc32_b64('other bytes'))
+    local s = f.stats()
+    f.close()
+    assert.equal(200, good.status, good.body)
+    assert.equal(400, bad.status)
+    assert.matches('<Code>BadDigest</Code>', bad.body)
+    assert.same({ 2, 1 }, { s.s3_puts, s.s3_refused })
   end)
 end)
 

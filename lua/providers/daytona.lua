@@ -563,7 +563,8 @@ local function upload_contexts(client, rcp)
       'list-type=2&max-keys=1&prefix=' .. sigv4.uri_encode(prefix))
     if not listing then return nil, lerr, lcode end
     if not tostring(listing):find('<Key>', 1, true) then
-      local ok, perr, pcode = s3_call(creds, 'PUT', prefix .. 'context.tar', nil, tar)
+      -- x-id=PutObject: the operation hint AWS's S3 clients add (the SDK's upload sends it)
+      local ok, perr, pcode = s3_call(creds, 'PUT', prefix .. 'context.tar', 'x-id=PutObject', tar)
       if not ok then return nil, perr, pcode end
     end
     hashes[#hashes + 1] = hash

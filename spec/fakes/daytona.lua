@@ -49,7 +49,8 @@
 --- Native builds (the adapter's env_mode native): GET /object-storage/push-access hands out
 --- credentials for an S3 listener of the fake (path-style: GET /{bucket}?list-type=2&prefix=,
 --- PUT /{bucket}/{org}/{hash}/context.tar; each request must carry a SigV4 Authorization with
---- the access key, the session token and the body's x-amz-content-sha256). POST /snapshots
+--- the access key, the session token and the body's x-amz-content-sha256; a PUT's optional
+--- x-amz-checksum-crc32, which the AWS SDK adds, must match the body, else 400 BadDigest). POST /snapshots
 --- {name, buildInfo{dockerfileContent, contextHashes}} BUILDS for real: the Dockerfile is parsed
 --- (lua/dockerfile.lua), every context tar is unpacked into one build context, every COPY
 --- source must be in it (else the snapshot is build_failed naming the missing source), then the
@@ -57,7 +58,7 @@
 --- the received context) and its root becomes the snapshot, with the Dockerfile's final ENV as
 --- the environment of sandboxes created from it. A failing step makes it build_failed with the
 --- step's error as errorReason. Counters: builds, build_bodies (every POST /snapshots body),
---- build_contexts (name -> the received context's file list), s3_puts, s3_lists, s3_refused.
+--- build_contexts (name -> the received context's file list), s3_puts, s3_lists, s3_refused, push_access.
 --- Switch: build_delay (0.05) seconds from a build's end to "active".
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
@@ -101,6 +102,20 @@ function fake.parse_command(command)
 end
 
 local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%S.000Z', t) end
+
+local CRC_TABLE = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do c = (c & 1) ~= 0 and (0xEDB88320 ~ (c >> 1)) or (c >> 1) end
+  CRC_TABLE[i] = c
+end
+
+--- S3's x-amz-checksum-crc32 of a body: the CRC-32 (IEEE) as 4 big-endian bytes, base64.
+function fake.crc32_b64(s)
+  local c = 0xFFFFFFFF
+  for i = 1, #s do c = CRC_TABLE[(c ~ s:byte(i)) & 0xFF] ~ (c >> 8) end
+  return crypto.base64(string.pack('>I4', c ~ 0xFFFFFFFF))
+end
 
 function fake.start(opts)
   local host = common.host()
@@ -546,6 +561,11 @@ function fake.start(opts)
     if method == 'PUT' and key ~= '' then
       core.record(req, 's3_put', '/{bucket}/{key}')
       core.hit('s3_puts', 's3_put')
+      local crc = req.headers['x-amz-checksum-crc32']
+      if crc and crc ~= fake.crc32_b64(body) then -- a flexible checksum, when sent, is checked (S3 does)
+        core.count('s3_refused')
+        return s3_xml(400, 'BadDigest', 'The CRC32 you specified did not match the calculated checksum.')
+      end
       objects[key] = body
       return 200, { ETag = '"' .. crypto.sha256_hex(body):sub(1, 32) .. '"' }, ''
     end

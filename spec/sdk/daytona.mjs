@@ -1,18 +1,25 @@
 // The sandbox lifecycle of the conformance specs, run through Daytona's official SDK
 // (@daytonaio/sdk, pinned in spec/sdk/package.json) against a loopback fake. Run by
 // spec/conformance_daytona_spec.lua:
-//   DAYTONA_API_URL=<fake API> DAYTONA_API_KEY=<key> CSENG_CONF_RUN=<label> node spec/sdk/daytona.mjs
+//   DAYTONA_API_URL=<fake API> DAYTONA_API_KEY=<key> CSENG_CONF_RUN=<label> \
+//   CSENG_CONF_BUILD_DIR=<a build context with its Dockerfile> node spec/sdk/daytona.mjs
 // The SDK reads DAYTONA_API_URL from the process environment (Daytona's constructor) for every
 // control-plane call; toolbox calls go to the sandbox's toolboxProxyUrl + "/" + id, taken from
 // the sandbox the API returns (the fake answers with its toolbox listener). useDeprecatedPolling:
 // the SDK then waits for states by polling GET /sandbox/{id}, as cseng does, instead of its
 // default socket.io event stream ({api}/socket.io/), which the fake does not serve.
+// A native build the SDK's own way: Image.fromDockerfile over the spec's build context, then
+// daytona.snapshot.create (GET /object-storage/push-access, per COPY source an S3 ListObjectsV2
+// and, when absent, a PUT of its tar, POST /snapshots {name, buildInfo{dockerfileContent,
+// contextHashes}}, GET /snapshots/{name} until active), then a sandbox from that snapshot.
 // Prints what it observed as one JSON object; exits non-zero on any failure.
-import { Daytona } from '@daytonaio/sdk'
+import { Daytona, Image } from '@daytonaio/sdk'
+import fs from 'node:fs'
+import path from 'node:path'
 
 const run = process.env.CSENG_CONF_RUN
-if (!process.env.DAYTONA_API_URL || !run) {
-  console.error('daytona.mjs: DAYTONA_API_URL and CSENG_CONF_RUN are required')
+if (!process.env.DAYTONA_API_URL || !run || !process.env.CSENG_CONF_BUILD_DIR) {
+  console.error('daytona.mjs: DAYTONA_API_URL, CSENG_CONF_RUN and CSENG_CONF_BUILD_DIR are required')
   process.exit(2)
 }
 
@@ -83,9 +90,31 @@ try {
   check(mark.result === 'prepared\n', 'the snapshot holds the prepared file, got ' + JSON.stringify(mark.result))
   out.warm = { id: warm.id, result: mark.result }
 
-  // destroy both; deleting again is a 404
+  // a task's environment, built by Daytona: the Dockerfile of CSENG_CONF_BUILD_DIR (written by the
+  // spec: ARG, ENV, RUN as another USER, WORKDIR, COPY of a file and of a directory) with that
+  // directory as its build context
+  const dir = process.env.CSENG_CONF_BUILD_DIR
+  const image = Image.fromDockerfile(path.join(dir, 'Dockerfile'))
+  const contexts = image.contextList.map((c) => c.archivePath)
+  check(contexts.length === 2, 'two build contexts (a file, a directory), got ' + JSON.stringify(image.contextList))
+  const built = await daytona.snapshot.create({ name: 'cseng-conf-build-' + run.replace(/[^A-Za-z0-9_.-]/g, '-'), image },
+    { timeout: 120 })
+  check(built.state === 'active', 'the built snapshot is active, got ' + built.state)
+  const bsb = await daytona.create({ ...common, snapshot: built.name }, { timeout: 60 })
+  created.push(bsb)
+  const copied = await bsb.process.executeCommand('cat /workspace/hello.txt /workspace/data/a.txt /workspace/data/sub/b.txt',
+    '/workspace', undefined, 60)
+  const ctx = (rel) => fs.readFileSync(path.join(dir, rel), 'utf8')
+  check(copied.exitCode === 0 && copied.result === ctx('hello.txt') + ctx('data/a.txt') + ctx('data/sub/b.txt'),
+    'the COPY files arrived, got ' + JSON.stringify(copied))
+  const ran = await bsb.process.executeCommand('sh -c "cat /home/builder/marker /workspace/joined; echo $CSENG_BUILT"',
+    '/workspace', undefined, 60)
+  check(ran.exitCode === 0, 'the RUN steps\' files, got ' + JSON.stringify(ran))
+  out.build = { name: built.name, state: built.state, contexts, ran: ran.result }
+
+  // destroy all three; deleting again is a 404
   for (const s of created.splice(0)) await s.delete()
-  out.destroyed = 2
+  out.destroyed = 3
   try {
     await sbx.delete()
     out.delete_again = 'no error'
