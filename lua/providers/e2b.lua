@@ -205,36 +205,43 @@ local function copy_sources(rcp, src)
     steps = { { op = 'COPY', copy = { src = { src } } } } })
 end
 
--- The files of one COPY step's source as the SDK's calculateFilesHash covers them (sha256 of
--- "COPY src dest", then each file's relative path, mode, size and bytes; sorted) and its
--- tar.gz (entries under their paths in the context, as the SDK's spoolTarArchive).
+-- st_mode's file type bits, which the SDK's hash includes (node's stats.mode; fs gives 07777).
+local S_IFMT = { file = 0x8000, dir = 0x4000, link = 0xA000 }
+
+-- The files of one COPY step's source as the SDK's calculateFilesHash covers them: sha256 of
+-- "COPY src dest", then per path (the source itself, and a directory's whole tree; sorted by
+-- path) its path relative to the context, its st_mode and size in decimal, then a file's bytes
+-- or a symlink's target. Also their tar.gz (entries under their paths in the context, as the
+-- SDK's spoolTarArchive). A symlink named as the source itself is followed (docker's COPY), and
+-- hashed as the SDK's resolveSymlinks option hashes it; links inside a directory stay links.
 local function copy_files(rcp, src, dest)
-  local h, entries = { 'COPY ' .. src .. ' ' .. dest }, {}
+  local list = {}
   for _, c in ipairs(copy_sources(rcp, src)) do
     local st = fs.stat(c.source)
     if not st then return nil, 'COPY source ' .. src .. ' is not in environment/' end
-    local list = {}
+    local top = c.archive_path == '.' and '' or c.archive_path
+    list[#list + 1] = { rel = top, type = st.type, mode = st.mode, size = st.size, path = c.source }
     if st.type == 'dir' then
       for _, e in ipairs(fs.walk(c.source)) do
-        list[#list + 1] = { rel = c.archive_path == '.' and e.path or (c.archive_path .. '/' .. e.path), e = e,
+        list[#list + 1] = { rel = top == '' and e.path or (top .. '/' .. e.path), type = e.type, mode = e.mode, size = e.size,
                             path = c.source .. '/' .. e.path }
       end
-    else
-      list[1] = { rel = c.archive_path, e = { type = 'file', mode = st.mode }, path = c.source }
     end
-    table.sort(list, function(a, b) return a.rel < b.rel end)
-    for _, f in ipairs(list) do
-      if f.e.type == 'dir' then
-        entries[#entries + 1] = { path = f.rel, type = 'dir' }
-      elseif f.e.type == 'link' then
-        local target = fs.readlink(f.path)
-        entries[#entries + 1] = { path = f.rel, type = 'symlink', target = target }
-        h[#h + 1] = f.rel .. tostring(target)
-      else
-        local data = fs.read(f.path)
-        entries[#entries + 1] = { path = f.rel, data = data, mode = f.e.mode }
-        h[#h + 1] = f.rel .. tostring(f.e.mode) .. #data .. data
-      end
+  end
+  table.sort(list, function(a, b) return a.rel < b.rel end)
+  local h, entries = { 'COPY ' .. src .. ' ' .. dest }, {}
+  for _, f in ipairs(list) do
+    h[#h + 1] = f.rel .. tostring((S_IFMT[f.type] or 0) | f.mode) .. tostring(f.size)
+    if f.type == 'dir' then
+      if f.rel ~= '' then entries[#entries + 1] = { path = f.rel, type = 'dir', mode = f.mode } end
+    elseif f.type == 'link' then
+      local target = fs.readlink(f.path)
+      entries[#entries + 1] = { path = f.rel, type = 'symlink', target = target }
+      h[#h + 1] = tostring(target)
+    else
+      local data = fs.read(f.path)
+      entries[#entries + 1] = { path = f.rel, data = data, mode = f.mode }
+      h[#h + 1] = data
     end
   end
   if #entries == 0 then return nil, 'no files found for COPY ' .. src end
@@ -276,6 +283,21 @@ function M.template_steps(rcp)
   return steps, uploads
 end
 
+-- The headers of a COPY files upload: those the upload link asks for (as the SDK sends them,
+-- Content-Length aside), and a Content-Type (application/octet-stream unless the link names one)
+-- because libcurl would otherwise label the body application/x-www-form-urlencoded.
+local function upload_headers(asked)
+  local h, typed = {}, false
+  for k, v in pairs(type(asked) == 'table' and asked or {}) do
+    if type(k) == 'string' and type(v) == 'string' and k:lower() ~= 'content-length' then
+      h[k] = v
+      if k:lower() == 'content-type' then typed = true end
+    end
+  end
+  if not typed then h['Content-Type'] = 'application/octet-stream' end
+  return h
+end
+
 -- Poll the build's status until ready or error (200 ms); the log lines gathered.
 local function await_build(client, tid, bid, timeout)
   local deadline, offset, log = clock.now() + timeout * 1e9, 0, {}
@@ -305,7 +327,7 @@ end
 --- Build the task's recipe as a template aliased cseng-<key16> (the SDK's Template.build):
 --- GET /templates/aliases/{alias} (it exists: the cache hit), else POST /v3/templates {name,
 --- } -> {templateID, buildID}; per COPY step GET /templates/{id}/files/{hash}
---- -> {present, url} and a PUT of its tar.gz to url when absent; POST
+--- -> {present, url, headers} and a PUT of its tar.gz to url (with those headers) when absent; POST
 --- /v2/templates/{id}/builds/{buildID} {fromImage (the recipe's base), steps, force}; then
 --- GET .../status?logsOffset= until ready. Returns {image, layer (the alias: create's
 --- templateID), cache_hit, template_id}.
@@ -331,7 +353,7 @@ function M.build(client, req)
     local link, lerr, lcode = api(client, 'GET', '/templates/' .. urlencode(tid) .. '/files/' .. u.hash)
     if not link then return nil, lerr, lcode end
     if type(link) == 'table' and link.present ~= true and str(link.url) then
-      local ok, perr, pcode = request('PUT', link.url, {}, { body = u.tar, raw = true, timeout = 300 })
+      local ok, perr, pcode = request('PUT', link.url, upload_headers(link.headers), { body = u.tar, raw = true, timeout = 300 })
       if not ok then return nil, perr, pcode end
     end
   end

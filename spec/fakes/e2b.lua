@@ -29,6 +29,18 @@
 --- them; POST /sandboxes {templateID = a snapshotID} starts from the copy. Counters: snapshots
 --- (POST calls), snapshot_lists, last_snapshot.
 ---
+--- Template builds (native builds; what the SDK's Template.build and Template.exists send):
+--- GET /templates/aliases/{alias} (404 until a build of that name is ready); POST /v3/templates
+--- {name} -> 202 {templateID, buildID, names, tags, aliases, public}; GET /templates/{id}/files/{hash}
+--- (hash: 64 lowercase hex digits, else 400) -> 201 {present, url, headers}, the file cache per team
+--- as E2B's (one team here: a hash once uploaded is present for every template), url a presigned
+--- PUT whose ?sig and whose headers (X-Cseng-Fake-Upload) are checked, else 403 (upload_refused);
+--- POST /v2/templates/{id}/builds/{buildID} {fromImage, steps, force} -> 202, then the steps are
+--- built for real (fake.steps_dockerfile, spec/fakes/native_build.lua) from the uploaded tars; GET
+--- .../status?logsOffset= -> {status (waiting, building, ready, error), logEntries, logs, reason}.
+--- POST /v2/sandboxes {templateID = the alias or the id} starts from the built root with its ENV.
+--- Counters: builds, build_bodies, build_dockerfiles, build_contexts, template_requests, file_uploads.
+---
 --- Switches (optional, changeable by set):
 ---   api_key ('test-e2b-key')             X-API-Key required (else 401)
 ---   latency = seconds | {create=, delete=, list=, start=, files=}; values may be fn(n)
@@ -59,6 +71,10 @@ local scaffold = dofile(sys.root() .. '/spec/fakes/common.lua')
 local json, pick = scaffold.json, scaffold.pick
 
 local fake = {}
+
+-- The header an upload link requires (TemplateBuildFileUpload.headers: "Request headers that
+-- must be sent with the upload request"); a PUT without it is refused.
+local UPLOAD_HEADER = 'X-Cseng-Fake-Upload'
 
 --- A template's steps (the v2 build body) as the Dockerfile they stand for, for the real build
 --- of spec/fakes/native_build.lua: USER, ENV k="v", WORKDIR, RUN (as the step's user when it
@@ -163,11 +179,15 @@ function fake.start(opts)
     core.request(method .. ' ' .. path)
     local is_create = (path == '/v2/sandboxes' or path == '/sandboxes') and method == 'POST'
     local up_hash = path:match('^/fake%-upload/(%x+)$')
-    if up_hash and method == 'PUT' then -- a presigned upload URL: its signature, no X-API-Key
+    if up_hash and method == 'PUT' then -- a presigned upload URL: its signature and headers, no X-API-Key
       core.record(req, 'template_file_upload', '/fake-upload/{hash}')
       local q = common.query(req.query)
       local want = tfiles[up_hash]
       if not want or want.sig ~= q.sig then core.count('upload_refused'); return api_error(403, 'bad upload signature') end
+      if req.headers[UPLOAD_HEADER:lower()] ~= want.token then
+        core.count('upload_refused')
+        return api_error(403, 'the upload link\'s headers were not sent')
+      end
       want.tar = req.body or ''
       core.hit('file_uploads', 'file_upload')
       return 200, {}, ''
@@ -224,15 +244,18 @@ function fake.start(opts)
       return json(202, { templateID = t.id, buildID = t.build, names = jsonl.array { body.name }, tags = jsonl.array { 'default' },
                          aliases = jsonl.array { body.name }, public = false })
     end
-    local ft, fh = path:match('^/templates/([^/]+)/files/(%x+)$')
+    local ft, fh = path:match('^/templates/([^/]+)/files/([^/]+)$')
     if ft and method == 'GET' then
       core.record(req, 'template_files', '/templates/{templateID}/files/{hash}')
+      if not fh:match('^' .. ('[0-9a-f]'):rep(64) .. '$') then
+        core.count('bad_requests')
+        return api_error(400, 'Invalid files hash')
+      end
       if not templates[common.urldecode(ft)] then return api_error(404, 'template not found') end
-      local f = tfiles[fh]
-      if f and f.tar then return json(201, { present = true }) end
-      f = f or { sig = crypto.hex(crypto.random_bytes(8)) }
+      local f = tfiles[fh] or { sig = crypto.hex(crypto.random_bytes(8)), token = crypto.hex(crypto.random_bytes(8)) }
       tfiles[fh] = f
-      return json(201, { present = false, url = api_url .. '/fake-upload/' .. fh .. '?sig=' .. f.sig })
+      return json(201, { present = f.tar ~= nil, url = api_url .. '/fake-upload/' .. fh .. '?sig=' .. f.sig,
+                         headers = { [UPLOAD_HEADER] = f.token } })
     end
     local bt, bb = path:match('^/v2/templates/([^/]+)/builds/([^/]+)$')
     if bt and method == 'POST' then
@@ -309,7 +332,10 @@ function fake.start(opts)
       local s = forced('create_status', n)
       if s then return api_error(s, 'forced failure ' .. s) end
       local ok, body = pcall(cjson.decode, req.body or '')
-      core.record(req, ok and type(body) == 'table' and snapshots[body.templateID] and 'create_from_snapshot' or 'create', path)
+      local from = ok and type(body) == 'table' and type(body.templateID) == 'string' and body.templateID or ''
+      local built = templates[by_alias[from] or from]
+      core.record(req, (snapshots[from] and 'create_from_snapshot') or (built and built.status == 'ready' and 'create_from_template')
+        or 'create', path)
       if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
         core.count('bad_requests')
         return api_error(400, 'templateID is required')

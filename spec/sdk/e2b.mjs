@@ -1,15 +1,27 @@
 // The sandbox lifecycle of the conformance specs, run through E2B's official SDK (e2b, pinned in
 // spec/sdk/package.json) against a loopback fake. Run by spec/conformance_e2b_spec.lua:
-//   E2B_API_URL=<fake API> E2B_SANDBOX_URL=<fake envd> E2B_API_KEY=<key> CSENG_CONF_RUN=<label> node spec/sdk/e2b.mjs
+//   E2B_API_URL=<fake API> E2B_SANDBOX_URL=<fake envd> E2B_API_KEY=<key> CSENG_CONF_RUN=<label> \
+//   [CSENG_CONF_BUILD_CONTEXT=<a task's environment/> CSENG_CONF_BUILD_CHECK=<command>] node spec/sdk/e2b.mjs
 // The SDK reads E2B_API_URL (ConnectionConfig.apiUrl: every control-plane call) and
 // E2B_SANDBOX_URL (getSandboxUrl: envd for every sandbox; the SDK adds E2b-Sandbox-Id, so one
 // fake serves them all). E2B_DEBUG must stay unset: in debug mode Sandbox.create makes no request.
+// With CSENG_CONF_BUILD_CONTEXT (and CSENG_CONF_BUILD_CHECK) it also builds natively, the SDK's
+// own way: Template().fromDockerfile on that environment/'s Dockerfile with it as the file
+// context, Template.exists (the cache lookup), Template.build (template request, an upload link
+// per COPY by files hash, the uploads, build start, status polling), then a sandbox from the
+// template, in which CSENG_CONF_BUILD_CHECK runs (its stdout is reported as build.stdout).
 // Prints what it observed as one JSON object; exits non-zero on any failure.
-import { Sandbox, CommandExitError } from 'e2b'
+import { Sandbox, CommandExitError, Template } from 'e2b'
 
 const run = process.env.CSENG_CONF_RUN
+const buildContext = process.env.CSENG_CONF_BUILD_CONTEXT
+const buildCheck = process.env.CSENG_CONF_BUILD_CHECK
 if (!process.env.E2B_API_URL || !process.env.E2B_SANDBOX_URL || !run) {
   console.error('e2b.mjs: E2B_API_URL, E2B_SANDBOX_URL and CSENG_CONF_RUN are required')
+  process.exit(2)
+}
+if (buildContext && !buildCheck) {
+  console.error('e2b.mjs: CSENG_CONF_BUILD_CONTEXT needs CSENG_CONF_BUILD_CHECK (the command run in the built sandbox)')
   process.exit(2)
 }
 if (process.env.E2B_DEBUG) {
@@ -79,7 +91,21 @@ try {
   check(mark.stdout === 'prepared\n', 'the snapshot holds the prepared file, got ' + JSON.stringify(mark.stdout))
   out.warm = { sandboxId: warm.sandboxId, stdout: mark.stdout }
 
-  // destroy both; a second kill finds nothing
+  // native build: no template of that name yet, build it from the Dockerfile, then it exists
+  if (buildContext) {
+    const alias = 'cseng-conf-sdk-' + run.replace(/[^A-Za-z0-9_-]/g, '-')
+    check(await Template.exists(alias) === false, 'no template named ' + alias + ' yet')
+    const template = Template({ fileContextPath: buildContext }).fromDockerfile(buildContext + '/Dockerfile')
+    const built = await Template.build(template, alias)
+    check(typeof built.templateId === 'string' && built.templateId !== '', 'a templateId')
+    check(await Template.exists(alias) === true, 'the template ' + alias + ' exists once built')
+    const tsbx = await Sandbox.create(alias, { metadata, timeoutMs: 900_000, allowInternetAccess: false })
+    created.push(tsbx.sandboxId)
+    const inside = await tsbx.commands.run(buildCheck, { ...root, timeoutMs: 60_000 })
+    out.build = { alias, templateId: built.templateId, buildId: built.buildId, sandboxId: tsbx.sandboxId, stdout: inside.stdout }
+  }
+
+  // destroy every sandbox; a second kill finds nothing
   out.destroy = []
   for (const id of created.splice(0)) out.destroy.push(await Sandbox.kill(id))
   check(out.destroy.every((x) => x === true), 'kill returned true')
