@@ -41,7 +41,9 @@
 ---   GET  /v1/devboxes/disk_snapshots/{id}/status -> {status, snapshot} ; POST .../{id}/delete -> {}
 ---   Native builds (blueprints): POST /v1/objects {name, content_type, ttl_ms, metadata} -> ObjectView
 ---        with an upload_url on this fake (PUT /fake-storage/{id}?sig=..., no Authorization: a
----        presigned URL), POST /v1/objects/{id}/complete -> READ_ONLY;
+---        presigned URL, signed without a Content-Type: a PUT with a non-empty one is refused, 403),
+---        POST /v1/objects/{id}/complete -> READ_ONLY; the context may be a tar or a gzipped tar
+---        (the SDK's build_context_dir packs a tgz);
 ---        POST /v1/blueprints {name, dockerfile, build_context{type object, object_id}, metadata}
 ---        -> BlueprintView "queued", then it BUILDS for real (spec/fakes/native_build.lua: the
 ---        object's tar is the build context, every COPY source must be in it, the steps run in a
@@ -456,6 +458,10 @@ function fake.start(opts)
     if op == 'object_upload' then -- a presigned URL: its signature, no Authorization
       local o = objects[common.urldecode(path:match('^/fake%-storage/([^/]+)$'))]
       if not o or q.sig ~= o.sig then core.count('object_refused'); return err(403, 'bad signature') end
+      -- signed without a Content-Type (the SDK's uploads send no headers): one given is refused
+      if (req.headers['content-type'] or '') ~= '' then
+        core.count('object_refused'); return err(403, 'signature does not match: Content-Type ' .. req.headers['content-type'])
+      end
       if o.state ~= 'UPLOADING' then return err(400, 'object ' .. o.id .. ' is ' .. o.state) end
       o.data = req.body or ''
       core.hit('object_uploads', 'object_upload')

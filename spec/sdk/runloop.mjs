@@ -2,15 +2,26 @@
 // loopback fake: create a devbox with metadata and wait until it runs, the arena's python3
 // command (stdout, exit status 0), a command exiting 3, upload a file and download it back,
 // list and find it by metadata, snapshot the disk (async, polled to complete), create from the
-// snapshot (the file is there), shut both down, delete the snapshot. Prints what it observed as
-// JSON and exits non-zero on any failure.
+// snapshot (the file is there), shut both down, delete the snapshot; then a native build: a
+// blueprint from a task's Dockerfile with its environment/ as the build context, the SDK's own
+// way (RunloopSDK.blueprint.create with build_context_dir: the directory packed as a gzipped tar,
+// objects.create, a PUT to the returned upload_url, objects.complete, blueprints.create, its status
+// polled to build_complete), looked up by name first, and a devbox from it in which the RUN
+// step's output and the COPY file are checked. Prints what it observed as JSON and exits non-zero
+// on any failure.
 //
 //   RUNLOOP_BASE_URL=http://127.0.0.1:PORT RUNLOOP_API_KEY=... node spec/sdk/runloop.mjs
+//
+// The task built is data/tasks/build-generated-config (CSENG_BUILD_DIR names another environment/
+// with the same Dockerfile and files).
 //
 // `baseURL` points the SDK at the fake. `http2: false`: since 1.25 the SDK speaks HTTP/2 by
 // default (node:http2, cleartext with prior knowledge on http://), and the fakes' server
 // (cseng.serve) is HTTP/1.1 only; every path, body and header is the same on both transports.
-import Runloop, { toFile } from '@runloop/api-client';
+import Runloop, { RunloopSDK, toFile } from '@runloop/api-client';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const BASE = process.env.RUNLOOP_BASE_URL;
 const KEY = process.env.RUNLOOP_API_KEY;
@@ -20,6 +31,9 @@ if (!BASE || !KEY) {
 }
 
 const client = new Runloop({ bearerToken: KEY, baseURL: BASE, http2: false, maxRetries: 0 });
+const sdk = new RunloopSDK({ bearerToken: KEY, baseURL: BASE, http2: false, maxRetries: 0 });
+const BUILD_DIR = process.env.CSENG_BUILD_DIR ||
+  fileURLToPath(new URL('../../data/tasks/build-generated-config/environment', import.meta.url));
 const MARK = 'arena-startup-ready-20261001';
 const RUN = process.env.CSENG_RUN || `sdk-${process.pid}`;
 const metadata = { 'cseng.run': RUN, 'cseng.launcher': 'sdk@spec', 'cseng.task': 'sdk-task' };
@@ -93,6 +107,37 @@ async function main() {
   const left = await live();
   check(left.length === 0, `no live devbox left (got ${left})`);
   out.steps.destroy = { status: down2.status, live: left.length };
+
+  // the native build: nothing of that name is built yet (the lookup cseng's build cache does)
+  const name = `cseng-sdk-build-${RUN}`;
+  const named = [];
+  for await (const b of client.blueprints.list({ name, limit: 100 })) named.push(b.id);
+  check(named.length === 0, `no blueprint named ${name} yet (got ${named})`);
+  const dockerfile = readFileSync(join(BUILD_DIR, 'Dockerfile'), 'utf8');
+  const bp = await sdk.blueprint.create({ name, dockerfile, build_context_dir: BUILD_DIR,
+                                          metadata: { 'cseng.content_key': RUN } });
+  const info = await bp.getInfo();
+  check(info.status === 'build_complete', `blueprint built (got ${info.status})`);
+  check(info.parameters?.build_context?.type === 'object', 'the blueprint has an object build context');
+  out.steps.build = { id: bp.id, status: info.status, object_id: info.parameters.build_context.object_id };
+
+  const built = await client.devboxes.create({ blueprint_id: bp.id, metadata, launch_parameters });
+  const box3 = await client.devboxes.awaitRunning(built.id);
+  check(box3.status === 'running', `the devbox from the blueprint runs (got ${box3.status})`);
+  // the RUN step ran with the ARG defaults and the ENV: its generated file is there
+  const ini = await client.devboxes.executeAndAwaitCompletion(box3.id, { command: 'cat /etc/cseng-app/app.ini' });
+  check(ini.exit_status === 0, `the RUN step's file exists (exit ${ini.exit_status}, ${ini.stderr})`);
+  check(ini.stdout.includes('port = 8125\n') && ini.stdout.includes('host = api-staging.eu-north.internal\n'),
+    `the RUN step's file (got ${JSON.stringify(ini.stdout)})`);
+  // the COPY source arrived byte for byte
+  const want = readFileSync(join(BUILD_DIR, 'gen_config.py'));
+  const copied = Buffer.from(await (await client.devboxes.downloadFile(box3.id, { path: '/opt/gen/gen_config.py' })).arrayBuffer());
+  check(Buffer.compare(copied, want) === 0, 'the COPY file in the devbox is the context\'s');
+  const down3 = await client.devboxes.shutdown(box3.id);
+  check(down3.status === 'shutdown', `shutdown (got ${down3.status})`);
+  const gone = await live();
+  check(gone.length === 0, `no live devbox left after the build (got ${gone})`);
+  out.steps.from_blueprint = { id: box3.id, run_step: true, copy: want.length };
   out.ok = true;
 }
 
