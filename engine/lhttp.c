@@ -4,7 +4,9 @@
  *
  *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
  *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=,
- *                http_version='1.1'|'2'|'2-prior-knowledge'}
+ *                http_version='1.1'|'2'|'2-prior-knowledge', omit_headers={names}}
+ *     (a header whose value is "" is sent empty; omit_headers are not sent at all,
+ *     not even curl's own, such as the Content-Type it gives a request body)
  *     -> {status=, headers=, trailers=, body=, http_version=, timings={dns, connect, tls,
  *         ttfb, total}}  (timings: seconds from the start, curl's *_TIME_T)
  *     |  nil, message, CODE  (ETIMEDOUT, ECONNREFUSED, ENOENT, EACCES, EHOSTUNREACH,
@@ -700,6 +702,19 @@ static int http_request(lua_State *L) {
   if (!lua_isnil(L, -1) && !lua_isfunction(L, -1)) opt_error(L, "stream", "a function");
   stream = !lua_isnil(L, -1);
   lua_pop(L, 1);
+  lua_getfield(L, 1, "omit_headers");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) opt_error(L, "omit_headers", "a list of header names");
+    for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n; i++) {
+      size_t nl;
+      lua_rawgeti(L, -1, i);
+      const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &nl) : NULL;
+      if (!name || nl == 0 || strpbrk(name, ":;\r\n ") != NULL)
+        luaL_error(L, "http.request: opts.omit_headers[%d] must be a header name", (int)i);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   lua_getfield(L, 1, "headers");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) opt_error(L, "headers", "a table");
@@ -805,6 +820,26 @@ static int http_request(lua_State *L) {
         }
         add_header(r, k, kl, v, vl);
         lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  /* omit_headers: "Name:" (nothing after the colon) stops curl sending its own header of that
+   * name, e.g. the Content-Type it gives every request body (checked above) */
+  lua_getfield(L, 1, "omit_headers");
+  if (lua_istable(L, -1)) {
+    for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n; i++) {
+      size_t nl;
+      lua_rawgeti(L, -1, i);
+      const char *name = lua_tolstring(L, -1, &nl);
+      char *line = malloc(nl + 2);
+      if (line) {
+        memcpy(line, name, nl);
+        line[nl] = ':';
+        line[nl + 1] = '\0';
+        r->hdrs = curl_slist_append(r->hdrs, line);
+        free(line);
       }
       lua_pop(L, 1);
     }

@@ -33,10 +33,6 @@ local OPTS = {
 
 -- Every difference the comparison may find, with the reason it is acceptable.
 local ALLOW = {
-  { op = 'template_file_upload', what = 'header:content-type',
-    reason = 'the SDK streams the tar.gz with no Content-Type; libcurl labels any request body '
-      .. 'application/x-www-form-urlencoded unless one is given, and cseng.http cannot drop a header, so the '
-      .. 'adapter names the bytes application/octet-stream (or sends the type the upload link asks for)' },
 }
 
 -- The build both sides make: ARG, ENV, WORKDIR, a file and a directory COPY (an executable in a

@@ -34,10 +34,6 @@ local ALLOW = {
   { op = 'exec_wait', what = 'query:last_n', reason = LAST_N },
   { op = 'object_create', what = 'body:metadata', reason = OBJECT_META },
   { op = 'object_create', what = 'body:metadata.*', reason = OBJECT_META },
-  { op = 'object_upload', what = 'header:content-type', reason = 'the SDK\'s PUT to the presigned `upload_url` is a ' ..
-    '`fetch` with no headers (no Content-Type); libcurl adds `application/x-www-form-urlencoded` to a request body ' ..
-    'unless a Content-Type is given, and cseng.http can send a header empty but not drop one, so cseng sends ' ..
-    '`Content-Type:` empty, which a URL signature reads as absent (the fake refuses a non-empty one)' },
 }
 
 -- Bodies whose keys are data, not field names; x-request-id is compared as present or not.

@@ -10,6 +10,10 @@ describe('cseng.http', function()
     srv = assert(serve.listen { handler = function(req)
       if req.path == '/hold' then task.sleep(0.2); return 200, {}, 'held' end
       if req.path == '/slow' then task.sleep(2); return 200, {}, 'late' end
+      if req.path == '/ctype' then
+        local ct = req.headers['content-type']
+        return 200, {}, ct == nil and '(absent)' or ('[' .. ct .. ']')
+      end
       if req.path == '/echo' then
         return 201, { ['X-Method'] = req.method, ['X-Len'] = tostring(#req.body) }, req.body
       end
@@ -26,6 +30,19 @@ describe('cseng.http', function()
     end })
   end)
   teardown(function() srv:close() end)
+
+  it('labels a body as curl does, sends an empty header, and omits one when asked', function()
+    local function ctype(o)
+      o.url, o.method, o.body = srv:url() .. '/ctype', 'PUT', 'bytes'
+      return assert(http.request(o)).body
+    end
+    assert.equal('[application/x-www-form-urlencoded]', ctype {})
+    assert.equal('[]', ctype { headers = { ['Content-Type'] = '' } })
+    assert.equal('(absent)', ctype { omit_headers = { 'Content-Type' } })
+    local ok, err = pcall(http.request, { url = srv:url() .. '/ctype', omit_headers = { 'Content-Type: x' } })
+    assert.is_false(ok)
+    assert.matches('opts.omit_headers%[1%] must be a header name', err)
+  end)
 
   it('runs 500 requests at once: the server sees at least 400 in flight', function()
     local before = srv:stats().max_in_flight

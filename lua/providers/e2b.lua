@@ -151,7 +151,7 @@ end
 local function request(method, url, headers, o)
   o = o or {}
   return adapter.request('e2b', method, url, { headers = headers, json = o.json, body = o.body, raw = o.raw,
-    timeout = o.timeout or DEFAULTS.request_timeout, message = error_text })
+    timeout = o.timeout or DEFAULTS.request_timeout, message = error_text, omit_headers = o.omit_headers })
 end
 
 local function api(client, method, path, o)
@@ -284,8 +284,8 @@ function M.template_steps(rcp)
 end
 
 -- The headers of a COPY files upload: those the upload link asks for (as the SDK sends them,
--- Content-Length aside), and a Content-Type (application/octet-stream unless the link names one)
--- because libcurl would otherwise label the body application/x-www-form-urlencoded.
+-- Content-Length aside), and the names not to send: no Content-Type unless the link names one,
+-- as the SDK's upload (libcurl would otherwise label the body application/x-www-form-urlencoded).
 local function upload_headers(asked)
   local h, typed = {}, false
   for k, v in pairs(type(asked) == 'table' and asked or {}) do
@@ -294,8 +294,7 @@ local function upload_headers(asked)
       if k:lower() == 'content-type' then typed = true end
     end
   end
-  if not typed then h['Content-Type'] = 'application/octet-stream' end
-  return h
+  return h, not typed and { 'Content-Type' } or nil
 end
 
 -- Poll the build's status until ready or error (200 ms); the log lines gathered.
@@ -353,7 +352,8 @@ function M.build(client, req)
     local link, lerr, lcode = api(client, 'GET', '/templates/' .. urlencode(tid) .. '/files/' .. u.hash)
     if not link then return nil, lerr, lcode end
     if type(link) == 'table' and link.present ~= true and str(link.url) then
-      local ok, perr, pcode = request('PUT', link.url, upload_headers(link.headers), { body = u.tar, raw = true, timeout = 300 })
+      local headers, omit = upload_headers(link.headers)
+      local ok, perr, pcode = request('PUT', link.url, headers, { body = u.tar, raw = true, timeout = 300, omit_headers = omit })
       if not ok then return nil, perr, pcode end
     end
   end

@@ -551,11 +551,11 @@ local function upload_context(client, name, rcp)
   if type(obj) ~= 'table' or not str(obj.id) or not str(obj.upload_url) then
     return nil, 'runloop: POST /v1/objects: no id/upload_url', 'EPROTO'
   end
-  -- as the SDK's uploads (a fetch with no headers): no Content-Type of its own. curl would add
-  -- application/x-www-form-urlencoded to a body, so it is sent empty, which a presigned URL's
-  -- signature reads as absent (a Content-Type it was not signed with can be refused).
+  -- as the SDK's uploads (a fetch with no headers): no Content-Type at all (curl would add
+  -- application/x-www-form-urlencoded to a body; a presigned URL's signature can refuse a
+  -- Content-Type it was not signed with).
   local ok, perr, pcode = adapter.request('runloop', 'PUT', obj.upload_url, { body = rcp.context, raw = true, timeout = 300,
-    what = 'PUT the build context', headers = { ['Content-Type'] = '' } })
+    what = 'PUT the build context', omit_headers = { 'Content-Type' } })
   if not ok then return nil, perr, pcode end
   local done, cerr, ccode = call(client, 'POST', '/v1/objects/' .. urlencode(obj.id) .. '/complete', { json = {} })
   if not done then return nil, cerr, ccode end

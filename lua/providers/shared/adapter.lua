@@ -112,7 +112,8 @@ function adapter.body(o)
   return headers, cjson.encode(o.json)
 end
 
---- One REST call. o: {headers, json (encoded, with Content-Type), body, raw (do not decode),
+--- One REST call. o: {headers, omit_headers (names not sent at all, not even curl's own),
+--- json (encoded, with Content-Type), body, raw (do not decode),
 --- timeout, what (the call in messages; default "METHOD url-without-query"), message =
 --- fn(body) -> the error text of a body (default adapter.snippet)}. Returns data (decoded JSON,
 --- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE
@@ -125,7 +126,8 @@ function adapter.request(provider, method, url, o)
   local message = o.message or adapter.snippet
   local max_body = o.max_body or adapter.max_body
   local res, err, code = http.request { method = method, url = url, headers = headers, body = body,
-                                        timeout = o.timeout, max_body = max_body > 0 and max_body or nil }
+                                        timeout = o.timeout, max_body = max_body > 0 and max_body or nil,
+                                        omit_headers = o.omit_headers }
   if not res then
     if code == 'EBODY' then err = string.format('response body larger than %d bytes (CSENG_MAX_RESPONSE_BYTES)', max_body) end
     return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code
