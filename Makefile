@@ -127,12 +127,14 @@ conformance: cseng $(SDKS)
 
 # dockerd is started for the docker specs when absent (and stopped again); where it cannot
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.
+# The last line printed is the total (`N passed, N failed`): docker-down's note goes to
+# build/docker/down.log.
 check: deps deps-test deps-slurm
 	@$(MAKE) --no-print-directory all $(C_TESTS) $(FUZZERS)
 	@$(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"
 	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
 	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/check.sh; rc=$$?; \
-	  tools/docker-down.sh; exit $$rc
+	  mkdir -p build/docker; tools/docker-down.sh >>build/docker/down.log; exit $$rc
 
 asan: deps cseng-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
