@@ -39,20 +39,22 @@ local function assert_accounted(by, n)
 end
 
 -- A create latency that counts the creates being handled and holds each until `k` are in flight
--- (a barrier, so the count does not depend on timing); `limit` seconds is a safety net only: a
+-- (a barrier, so the count does not depend on timing), or until all `n` creates still to come
+-- are (the last wave of a run may be smaller than k); `limit` seconds is a safety net only: a
 -- create that waited that long goes on, and the spec fails on the count.
-local function gate(k, limit)
-  local g = { cur = 0, max = 0, total = 0, log = {} }
-  g.latency = function(n)
+local function gate(k, n, limit)
+  local g = { cur = 0, max = 0, total = 0, done = 0, log = {} }
+  g.latency = function(i)
     g.cur, g.total = g.cur + 1, g.total + 1
-    g.log[#g.log + 1] = n .. ':' .. g.cur
+    g.log[#g.log + 1] = i .. ':' .. g.cur
     if g.cur > g.max then g.max = g.cur end
+    local function full() return g.cur >= math.min(k, n - g.done) end
     local waited = 0
-    while g.cur < k and not g.open and waited < limit do task.sleep(0.005); waited = waited + 0.005 end
-    g.open = g.open or g.cur >= k -- the k-th arrival opens the gate for this wave
+    while not full() and not g.open and waited < limit do task.sleep(0.005); waited = waited + 0.005 end
+    g.open = g.open or full() -- the wave's last arrival opens the gate for it
     task.sleep(0.01)
-    g.cur = g.cur - 1
-    if g.cur == 0 then g.open = false end -- the wave is done: the next one waits for k again
+    g.cur, g.done = g.cur - 1, g.done + 1
+    if g.cur == 0 then g.open = false end -- the wave is done: the next one waits for a full wave again
     return 0
   end
   return g
@@ -61,7 +63,7 @@ end
 describe('arena --mode burst --burst 50', function()
   local status, by, errtext, info, f, g
   setup(function()
-    g = gate(50, 60)
+    g = gate(50, 50, 60)
     f = fake.start { latency = { create = g.latency } }
     started[#started + 1] = f
     status, by, errtext, info = run_arena { providers = { 'liz' }, provider_config = { liz = f.config() },
@@ -110,7 +112,7 @@ end)
 
 describe('arena --mode burst: the cap', function()
   it('never has more than --burst creates in flight; the queued ones run as places open', function()
-    local g = gate(4, 60)
+    local g = gate(4, 12, 60)
     local f = fake.start { latency = { create = g.latency } }
     started[#started + 1] = f
     local status, by, errtext = run_arena { providers = { 'liz' }, provider_config = { liz = f.config() },
