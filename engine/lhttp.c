@@ -81,6 +81,7 @@ typedef struct req {
   int os_errno;
   long status;
   long http_version;
+  long new_conns; /* connections this transfer opened (CURLINFO_NUM_CONNECTS): 0 = reused one */
   curl_off_t t_dns, t_connect, t_tls, t_ttfb, t_total;
   char errbuf[CURL_ERROR_SIZE];
   char *url;
@@ -300,6 +301,7 @@ static void check_done(void) {
     curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &r->http_version);
     curl_easy_getinfo(r->easy, CURLINFO_OS_ERRNO, &oserr);
+    curl_easy_getinfo(r->easy, CURLINFO_NUM_CONNECTS, &r->new_conns);
     curl_easy_getinfo(r->easy, CURLINFO_NAMELOOKUP_TIME_T, &r->t_dns);
     curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &r->t_connect);
     curl_easy_getinfo(r->easy, CURLINFO_APPCONNECT_TIME_T, &r->t_tls);
@@ -509,9 +511,14 @@ static int push_done(lua_State *L, req *r) {
     const char *code = error_code(r);
     const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
     if (r->result == CURLE_FILESIZE_EXCEEDED) msg = "response body larger than max_body";
+    /* HTTP/2 required and not one response byte: an HTTP/1.1-only server answers the preface
+     * with a 400 or closes, and which of the two curl sees (a reply it cannot read, nothing,
+     * or a reset while it still sends its SETTINGS) is a race; a reset of a reused connection
+     * is left as ECONNRESET */
     if (r->want_h2 && r->status == 0 && !r->head_done &&
         (strcmp(code, "EHTTP2") == 0 || r->result == CURLE_GOT_NOTHING ||
-         r->result == CURLE_UNSUPPORTED_PROTOCOL)) {
+         r->result == CURLE_UNSUPPORTED_PROTOCOL ||
+         (r->new_conns > 0 && (r->result == CURLE_RECV_ERROR || r->result == CURLE_SEND_ERROR)))) {
       code = "EHTTP2"; /* no HTTP/2 response at all */
       lua_pushnil(L);
       lua_pushfstring(L, "%s: no HTTP/2 response (is the server HTTP/1.1 only?): %s", r->url, msg);
