@@ -30,6 +30,8 @@ local is_auth = errors.is_auth or require('providers.shared.adapter').is_auth
 local function registered(code) return code or errors.EINTERNAL end
 
 local frame = {}
+frame.is_auth = is_auth
+frame.is_transient = errors.is_transient or require('providers.shared.adapter').is_transient
 
 local Frame = {}
 Frame.__index = Frame
@@ -415,6 +417,8 @@ end
 ---@return integer reclaimed
 function Frame:reclaim()
   if self.reclaimed then return self.reclaimed end
+  -- with credentials refused, a list is refused too: `cseng cleanup` sweeps once they are fixed
+  if self.session.auth_failed then self.reclaimed = 0; return 0 end
   local rok, n = pcall(self.session.reconcile, self.session)
   self.reclaimed = rok and n or 0
   return self.reclaimed
