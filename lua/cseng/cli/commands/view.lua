@@ -35,8 +35,9 @@ function cmd.run(args)
     if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end
   end
   local app = require 'cseng.view.app'
-  local cat = index.new(pos):refresh()
+  local cat = index.new(pos)
   if f.export then
+    cat:refresh()
     local pairs_list
     if f.compare then
       pairs_list = {}
@@ -69,9 +70,12 @@ function cmd.run(args)
     return 1
   end
   local url = string.format('http://%s:%d/', host:find(':') and ('[' .. host .. ']') or host, srv:port())
-  io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
   io.stdout:write(lb and 'view: listening on loopback only\n' or 'view: listening on ' .. host .. ' (token required)\n')
   io.stdout:write('view: ', url, f.token and '?token=<the token>' or '', '\n')
+  io.stdout:flush()
+  -- listening first: the index of big logs is read meanwhile (a request waits for it)
+  cat:refresh()
+  io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
   io.stdout:flush()
   while true do task.sleep(3600) end
 end

@@ -91,6 +91,9 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// replaceChildren without the nulls of optional parts (it would insert the text "null")
+function fill(node, ...kids) { node.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)); }
+
 function svgEl(tag, attrs, ...kids) {
   const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
@@ -328,7 +331,7 @@ async function openTrial(runId, i, panel) {
   if (!d || d.error) { panel.replaceChildren(el('p', { class: 'err' }, (d && d.error) || 'no trial')); return; }
   const r = d.record, row = d.row;
   const total = (row.phases || []).reduce((a, p) => a + p[1], 0);
-  panel.replaceChildren(
+  fill(panel,
     el('h3', { id: 'trial-title' }, `trial ${i}: ${row.task}`, ' ', badge(row.outcome)),
     kv([['provider', row.provider], ['mode', row.mode], ['attempt', row.attempt], ['reward', r.reward ?? ''],
       ['reward rule', r.reward_rule], ['return code', r.return_code], ['error', r.error],
@@ -429,7 +432,7 @@ async function pageCompare(root) {
   const doc = await api('/api/compare?a=' + encodeURIComponent(a) + '&b=' + encodeURIComponent(b));
   const rep = el('section', { class: 'report', id: 'compare-report' });
   if (doc.html) rep.innerHTML = doc.html; // rendered and escaped by the server
-  root.replaceChildren(
+  fill(root,
     el('p', {}, el('a', { href: link.home() }, '← every run')),
     el('h1', {}, 'Compare'),
     doc.a ? kv([['A (baseline)', el('a', { href: link.run(doc.a) }, doc.a.id)], ['B', el('a', { href: link.run(doc.b) }, doc.b.id)]]) : null,

@@ -1,0 +1,175 @@
+-- `cseng view` without a browser: the incremental byte-offset index (appended bytes only, a torn
+-- last line left for later, a rewritten file read again), bad logs listed with their error, the
+-- JSON API (paging, filters, one trial, compare), the token and Host checks, the refusal of a
+-- non-loopback --host without --token, the markdown's escaping, and the export's files.
+local fs = require 'cseng.fs'
+local http = require 'cseng.http'
+local jsonl = require 'cseng.lib.jsonl'
+local serve = require 'cseng.serve'
+local sys = require 'cseng.sys'
+local app = require 'cseng.view.app'
+local index = require 'cseng.view.index'
+local markdown = require 'cseng.view.markdown'
+local view = require 'cseng.cli.commands.view'
+
+package.path = sys.root() .. '/spec/browser/?.lua;' .. package.path
+local fixtures = require 'fixtures'
+
+local tmp
+setup(function() tmp = assert(fs.tempdir('cseng-view-spec-')) end)
+teardown(function() fs.remove_tree(tmp) end)
+
+local function line(rec) return jsonl.encode(rec) .. '\n' end
+
+describe('the index', function()
+  it('reads only what was appended, and leaves a torn last line until its newline arrives', function()
+    local dir = fs.join(tmp, 'inc')
+    assert(fs.mkdir_p(dir))
+    local p = fs.join(dir, 'r.jsonl')
+    local head = line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z', plan = 'p', provider = 'x', mode = 'cold' }
+      .. line { event = 'trial', run_id = 'r', task_id = 't1', provider = 'x', outcome = 'passed', phases = { start_seconds = 0.5 } }
+      .. line { event = 'trial', run_id = 'r', task_id = 't2', provider = 'x', outcome = 'error', error_code = 'ECREATE', error_stage = 'start' }
+    assert(fs.write(p, head))
+    local cat = index.new({ dir }):refresh()
+    local log = cat:find('r')
+    assert.equal(2, log.n)
+    assert.equal(#head, log.offset)
+    local third = line { event = 'trial', run_id = 'r', task_id = 't3', provider = 'y', outcome = 'failed', reward = 0 }
+    assert(fs.append(p, third:sub(1, 20)))
+    cat:refresh()
+    assert.equal(2, log.n)
+    assert.equal(#head, log.offset)
+    assert.same({ offset = #head, bytes = 20 }, log.torn)
+    assert(fs.append(p, third:sub(21)))
+    cat:refresh()
+    assert.equal(3, log.n) -- 3, not 5: the first two lines were not read again
+    assert.is_nil(log.torn)
+    assert.equal(#head + #third, log.offset)
+    assert.same({ passed = 1, failed = 1, error = 1 }, log.counts)
+    assert.equal('t3', log:record(3).task_id)
+    assert.equal(0.5, log.phase_sum.start)
+    -- a file rewritten shorter is read again from the start
+    assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z' }))
+    cat:refresh()
+    assert.equal(0, log.n)
+  end)
+
+  it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
+    local dir = fs.join(tmp, 'bad')
+    assert(fs.mkdir_p(dir))
+    local fx = fixtures.folder(dir)
+    local doc = app.runs_doc(index.new({ dir }):refresh())
+    local by = {}
+    for _, r in ipairs(doc.runs) do by[r.id] = r end
+    assert.equal(5, #doc.runs)
+    assert.matches('notes%.jsonl:1: malformed JSON', by.notes.error)
+    assert.matches('other%-tool%.jsonl: no run_started event; not a cseng run log', by['other-tool'].error)
+    local cut = by[fx.ids.a .. ' (cut-short.jsonl)']
+    assert.is_nil(cut.error)
+    assert.is_false(cut.live)
+    assert.equal('incomplete', cut.status)
+    assert.matches('a torn last line %(%d+ bytes at byte %d+%): the run was cut short', cut.torn)
+    assert.equal(6, by[fx.ids.a].trials)
+    assert.equal('finished', by[fx.ids.a].status)
+  end)
+end)
+
+describe('the server', function()
+  local dir, fx, srv, tsrv
+  setup(function()
+    dir = fs.join(tmp, 'srv')
+    assert(fs.mkdir_p(dir))
+    fx = fixtures.folder(dir)
+    srv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), loopback = true } })
+    tsrv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), token = 's3cret-token' } })
+  end)
+  teardown(function() srv:close(); tsrv:close() end)
+
+  local function get(base, path, headers)
+    local r = assert(http.request { url = base .. path, headers = headers })
+    return r.status, r.status < 500 and r.headers['content-type'] and r.headers['content-type']:find('json') and jsonl.decode(r.body) or r.body, r
+  end
+
+  it('pages and filters trials, and reads one back with its transcript', function()
+    local st, page = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?limit=2&offset=1')
+    assert.equal(200, st)
+    assert.equal(6, page.total)
+    assert.same({ 'bravo', 'charlie' }, { page.rows[1].task, page.rows[2].task })
+    local _, errs = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?outcome=error')
+    assert.equal(1, errs.total)
+    assert.equal('ETIMEDOUT', errs.rows[1].code)
+    local _, bycode = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?code=ETIMEDOUT')
+    assert.equal('delta', bycode.rows[1].task)
+    local _, one = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials/1')
+    assert.equal('alpha', one.record.task_id)
+    assert.equal(5, #one.transcript)
+    assert.equal('ls /app', one.transcript[4].command)
+    local st404 = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials/99')
+    assert.equal(404, st404)
+  end)
+
+  it('computes what cseng compare does, and warns that the solvers differ', function()
+    local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
+    assert.equal(200, st)
+    assert.equal(2, doc.regressions)
+    local compare = require 'cseng.cli.commands.compare'
+    local helpers = require 'cseng.report.helpers'
+    assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
+    assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
+  end)
+
+  it('answers loopback names only when it has no token', function()
+    assert.equal(200, (get(srv:url(), '/api/version')))
+    assert.equal(403, (get(srv:url(), '/api/version', { Host = 'rebound.example:80' })))
+  end)
+
+  it('checks the token on every request', function()
+    assert.equal(401, (get(tsrv:url(), '/')))
+    assert.equal(401, (get(tsrv:url(), '/api/runs')))
+    assert.equal(401, (get(tsrv:url(), '/api/runs?token=wrong')))
+    local st, _, r = get(tsrv:url(), '/?token=s3cret-token')
+    assert.equal(200, st)
+    assert.matches('cseng_view_token=s3cret%-token; HttpOnly', r.headers['set-cookie'])
+    assert.equal(200, (get(tsrv:url(), '/api/runs', { Cookie = 'cseng_view_token=s3cret-token' })))
+    assert.equal(200, (get(tsrv:url(), '/api/runs', { Authorization = 'Bearer s3cret-token' })))
+    assert.equal(401, (get(tsrv:url(), '/assets/app.js', { Cookie = 'cseng_view_token=nope' })))
+  end)
+
+  it('refuses a non-loopback --host without --token', function()
+    local err = { text = '' }
+    local real = io.stderr
+    -- luacheck: ignore 122
+    io.stderr = { write = function(_, ...) for _, s in ipairs({ ... }) do err.text = err.text .. s end end }
+    local ok, code = pcall(view.run, { dir, '--host', '0.0.0.0', '--port', '0' })
+    io.stderr = real
+    assert.is_true(ok)
+    assert.equal(2, code)
+    assert.matches('%-%-host 0%.0%.0%.0 is not a loopback address: give %-%-token', err.text)
+  end)
+end)
+
+describe('the pages', function()
+  it('escape what the logs hold', function()
+    local html = markdown.html('| task | x |\n| :--- | ---: |\n| `<script>` | **<b>** |\n\n<img src=x onerror=1>')
+    assert.not_matches('<script>', html)
+    assert.not_matches('<img', html)
+    assert.matches('<code>&lt;script&gt;</code>', html)
+    assert.matches('<td class="right"><strong>&lt;b&gt;</strong></td>', html)
+  end)
+
+  it('export writes every run page, the data scripts and the comparison', function()
+    local dir = fs.join(tmp, 'exp')
+    assert(fs.mkdir_p(dir))
+    local fx = fixtures.folder(dir)
+    local out = fs.join(tmp, 'exported')
+    local r = app.export(index.new({ dir }):refresh(), out, { compare = { { fx.ids.a, fx.ids.b } } })
+    assert.equal(1 + 5 + 1, r.pages)
+    for _, f in ipairs({ 'index.html', 'assets/app.js', 'assets/app.css', 'data/runs.js', 'runs/' .. fx.ids.b .. '.html',
+      'data/run-' .. fx.ids.b .. '.js', 'data/rec-' .. fx.ids.b .. '-0.js', 'compare/' .. fx.ids.a .. '--' .. fx.ids.b .. '.html' }) do
+      assert.is_true(fs.exists(fs.join(out, f)), f)
+    end
+    local page = assert(fs.read(fs.join(out, 'runs', fx.ids.b .. '.html')))
+    assert.matches('<script src="%.%./data/run%-' .. fx.ids.b:gsub('%-', '%%-') .. '%.js"></script>', page)
+    assert.not_matches('http://', page)
+  end)
+end)
