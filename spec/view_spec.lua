@@ -54,6 +54,31 @@ describe('the index', function()
     assert.equal(0, log.n)
   end)
 
+  it('reads a big log in slices of a budget, each ending at a line end', function()
+    local dir = fs.join(tmp, 'slices')
+    assert(fs.mkdir_p(dir))
+    local trials = {}
+    for i = 1, 60 do trials[i] = { task_id = string.format('t%02d', i), outcome = 'passed' } end
+    local _, p = fixtures.task_run(dir, 'sliced', trials)
+    local size = fs.stat(p).size
+    local cat = index.new({ dir })
+    local seen, steps = {}, 0
+    repeat
+      cat:refresh(8192)
+      local log = cat:find('sliced')
+      steps = steps + 1
+      seen[#seen + 1] = log.n
+      assert.is_true(log.offset == size or log.pending)
+      if log.pending then assert.is_nil(log.torn) end
+    until not cat.pending or steps > 100
+    local log = cat:find('sliced')
+    assert.equal(60, log.n)
+    assert.equal(size, log.offset)
+    assert.is_true(steps >= math.floor(size / 8192), 'steps: ' .. steps)
+    assert.is_true(seen[1] > 0 and seen[1] < 60, 'first slice: ' .. seen[1])
+    assert.same({ passed = 60, failed = 0, error = 0 }, log.counts)
+  end)
+
   it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
     local dir = fs.join(tmp, 'bad')
     assert(fs.mkdir_p(dir))

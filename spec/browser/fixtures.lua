@@ -100,7 +100,8 @@ function fixtures.folder(dir)
   assert(results.write_transcript(fs.join(dir, out.ids.b, 'transcripts', 'alpha.jsonl'), {
     { role = 'system', content = 'You are in a sandbox.' },
     { role = 'user', content = 'Solve the task in /app.' },
-    { role = 'assistant', turn = 1, content = 'Looking around first.', tool_calls = jsonl.array({ { id = 'c1', name = 'bash', arguments = '{"command":"ls /app"}' } }),
+    { role = 'assistant', turn = 1, content = 'Looking around first.',
+      tool_calls = jsonl.array({ { id = 'c1', name = 'bash', arguments = '{"command":"ls /app"}' } }),
       usage = { prompt_tokens = 600, completion_tokens = 40 }, cost = 0.001 },
     { role = 'tool', turn = 1, tool_call_id = 'c1', command = 'ls /app', exit_code = 0, seconds = 0.02, output = 'input.txt\nsolve-me.sh\n' },
     { role = 'assistant', turn = 2, content = 'Done.', finish_reason = 'stop', usage = { prompt_tokens = 600, completion_tokens = 40 }, cost = 0.0011 },

@@ -83,6 +83,7 @@ function app.run_row(log)
     torn = log.torn and string.format('a torn last line (%d bytes at byte %d): %s', log.torn.bytes, log.torn.offset,
       live and 'being written' or 'the run was cut short') or nil,
     source = log.summary and 'summary' or 'log',
+    indexing = log.pending and { read = log.offset, bytes = log.size } or nil,
     bytes = log.size,
   }
   return row
@@ -306,7 +307,9 @@ local function equal_secret(a, b)
   return crypto.sha256(a) == crypto.sha256(b)
 end
 
---- The request handler for serve.listen. opts: {catalogue, token?, loopback}.
+--- The request handler for serve.listen. opts: {catalogue, token?, loopback, budget?}: each
+--- request (at most every 200 ms) reads up to `budget` bytes of what the logs gained (default:
+--- all of it; `cseng view` reads big logs in slices from a task of its own as well).
 function app.handler(opts)
   local cat = opts.catalogue
   local last_refresh = nil
@@ -314,7 +317,7 @@ function app.handler(opts)
     -- at most every 200 ms: a page polls, and several requests arrive at once
     local now = clock.now()
     if not last_refresh or now - last_refresh > 200 * 1000000 then
-      cat:refresh()
+      cat:refresh(opts.budget)
       last_refresh = clock.now()
     end
   end

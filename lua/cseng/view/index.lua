@@ -169,25 +169,34 @@ function Log:add_event(e, off, len)
   end
 end
 
---- Read what was appended since the last refresh. Returns true when something changed.
-function Log:refresh()
+--- Read what was appended since the last refresh, at most about `budget` bytes (default: all),
+--- so a server can index a big log in slices and answer requests in between. Returns true when
+--- something changed; self.pending says whether unread bytes remain.
+---@param budget? integer
+function Log:refresh(budget)
   local st = fs.stat(self.path)
   if not st then
+    self.pending = false
     if self.error == 'the file is gone' then return false end
     self:reset(); self.error = 'the file is gone'
     return true
   end
   if st.size < self.offset or (self.inode_mtime and st.mtime_ns < self.inode_mtime) then self:reset() end
   self.mtime, self.inode_mtime, self.size = st.mtime, st.mtime_ns, st.size
-  if st.size == self.offset or (self.error and not self.torn) then return false end
+  self.pending = false
+  if st.size == self.offset or self.error then return false end
   local f, err = io.open(self.path, 'rb')
   if not f then self.error = tostring(err); return true end
   f:seek('set', self.offset)
-  local carry, base = '', self.offset
+  local carry, base, read = '', self.offset, 0
   local changed = false
-  while not self.error do
-    local chunk = f:read(BLOCK)
+  budget = budget or math.huge
+  local start = self.offset
+  -- past the budget only while no line was complete yet (a line longer than the budget)
+  while not self.error and (read < budget or self.offset == start) do
+    local chunk = f:read(math.min(BLOCK, math.max(4096, budget - read)))
     if not chunk then break end
+    read = read + #chunk
     local text = carry .. chunk
     local pos = 1
     while true do
@@ -212,8 +221,11 @@ function Log:refresh()
     base = base + pos - 1
   end
   f:close()
-  self.torn = (#carry > 0 and not self.error) and { offset = self.offset, bytes = #carry } or nil
-  if not self.error and self.offset > 0 and not self.started then
+  local at_end = self.offset + #carry >= st.size
+  self.pending = not self.error and not at_end
+  -- a last line without its newline, at the end of the file: still being written, or cut short
+  self.torn = (at_end and #carry > 0 and not self.error) and { offset = self.offset, bytes = #carry } or nil
+  if at_end and not self.error and self.offset > 0 and not self.started then
     self.error = self.path .. ': no run_started event; not a cseng run log'
   end
   if changed then self.version = self.version + 1 end
@@ -304,8 +316,10 @@ local function files_of(input, out)
   end
 end
 
---- Find new files and read what every log gained. Returns the catalogue.
-function Catalogue:refresh()
+--- Find new files and read what every log gained (at most about `budget` bytes in all; default:
+--- everything). self.pending says whether a log has unread bytes left. Returns the catalogue.
+---@param budget? integer
+function Catalogue:refresh(budget)
   local files = {}
   for _, input in ipairs(self.inputs) do files_of(input, files) end
   local logs_seen = {}
@@ -322,11 +336,20 @@ function Catalogue:refresh()
       end
     end
   end
-  local changed = false
+  local changed, left = false, budget or math.huge
+  self.pending = false
   for _, path in ipairs(self.order) do
-    local ok, c = pcall(self.logs[path].refresh, self.logs[path])
-    if not ok then self.logs[path].error = tostring(c); c = true end
-    changed = changed or c
+    local log = self.logs[path]
+    if left > 0 then
+      local before = log.offset
+      local ok, c = pcall(log.refresh, log, left)
+      if not ok then log.error = tostring(c); c = true end
+      changed = changed or c
+      left = left - math.max(0, log.offset - before)
+      self.pending = self.pending or log.pending or false
+    else
+      self.pending = true -- not looked at this time
+    end
   end
   if changed then self.version = self.version + 1 end
   return self

@@ -11,7 +11,8 @@ local SPEC = {
   ['host'] = { key = 'host', type = 'string', arg = 'ADDR', help = 'address to bind (default 127.0.0.1; another needs --token)' },
   ['token'] = { key = 'token', type = 'string', arg = 'T', help = 'require this token on every request (?token=T once, then a cookie)' },
   ['export'] = { key = 'export', type = 'string', arg = 'OUT', help = 'write the pages as static files into OUT and exit' },
-  ['compare'] = { key = 'compare', type = 'multi', arg = 'A:B', help = 'with --export: also write the comparison of runs A and B (repeatable; default: each run against the previous run of its plan)' },
+  ['compare'] = { key = 'compare', type = 'multi', arg = 'A:B',
+    help = 'with --export: write the comparison of runs A and B (repeatable; default: each run against the previous run of its plan)' },
 }
 
 local cmd = {
@@ -22,6 +23,9 @@ local cmd = {
     'unless --host says otherwise; a non-loopback address needs --token.\n\noptions:\n' ..
     flags.help(SPEC, { 'port', 'host', 'token', 'export', 'compare' }),
 }
+
+-- bytes of logs read between two looks at the pending requests
+local BUDGET = 4 * 1024 * 1024
 
 local function loopback(host)
   return host == '127.0.0.1' or host == '::1' or host == 'localhost' or host:match('^127%.%d+%.%d+%.%d+$') ~= nil
@@ -64,7 +68,7 @@ function cmd.run(args)
   local serve = require 'cseng.serve'
   local task = require 'cseng.task'
   local srv, err, code = serve.listen { host = host, port = f.port or 8765,
-    handler = app.handler { catalogue = cat, token = f.token, loopback = lb } }
+    handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET } }
   if not srv then
     io.stderr:write(string.format('cseng: view: cannot listen on %s:%d: %s (%s)\n', host, f.port or 8765, tostring(err), tostring(code)))
     return 1
@@ -73,11 +77,18 @@ function cmd.run(args)
   io.stdout:write(lb and 'view: listening on loopback only\n' or 'view: listening on ' .. host .. ' (token required)\n')
   io.stdout:write('view: ', url, f.token and '?token=<the token>' or '', '\n')
   io.stdout:flush()
-  -- listening first: the index of big logs is read meanwhile (a request waits for it)
-  cat:refresh()
-  io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
-  io.stdout:flush()
-  while true do task.sleep(3600) end
+  -- the logs are read in slices, requests answered in between: a big log's page opens at once
+  -- and fills in as its index grows; then every half second for what the logs gained
+  local said = false
+  while true do
+    cat:refresh(BUDGET)
+    if not cat.pending and not said then
+      said = true
+      io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
+      io.stdout:flush()
+    end
+    task.sleep(cat.pending and 0 or 0.5)
+  end
 end
 
 return cmd

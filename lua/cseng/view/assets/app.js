@@ -183,7 +183,8 @@ const RUN_COLUMNS = [
 function runCell(r, key) {
   switch (key) {
     case 'id': return el('td', {}, r.error && !r.started ? el('span', {}, r.id) : el('a', { href: link.run(r), class: 'run-link' }, r.id),
-      r.error ? el('div', { class: 'err' }, r.error) : null, r.torn ? el('div', { class: 'warn-text' }, r.torn) : null);
+      r.error ? el('div', { class: 'err' }, r.error) : null, r.torn ? el('div', { class: 'warn-text' }, r.torn) : null,
+      r.indexing ? el('div', { class: 'muted' }, `reading the log: ${Math.floor((100 * r.indexing.read) / r.indexing.bytes)}%`) : null);
     case 'providers': return el('td', {}, (r.providers || []).join(', '));
     case 'solver': return el('td', {}, [r.solver, r.model].filter(Boolean).join(' / '));
     case 'started': return el('td', { class: 'nowrap' }, fmt.time(r.started));
@@ -263,6 +264,8 @@ function runHeader(doc) {
     el('h1', {}, r.id, ' ', statusBadge(r)),
     r.error ? el('p', { class: 'err' }, r.error) : null,
     r.torn ? el('p', { class: 'warn-text' }, r.torn) : null,
+    r.indexing ? el('p', { class: 'muted', id: 'indexing' }, `reading the log: ${Math.floor((100 * r.indexing.read) / r.indexing.bytes)}% ` +
+      `of ${(r.indexing.bytes / 1048576).toFixed(0)} MiB; the counts grow as it goes`) : null,
     kv([['kind', r.kind], ['plan', r.plan], ['providers', (r.providers || []).join(', ')], ['mode', r.mode],
       ['solver', [r.solver, r.model].filter(Boolean).join(' / ')], ['dataset', r.dataset], ['dataset digest', r.dataset_digest],
       ['started', fmt.time(r.started)], ['finished', fmt.time(r.finished)], ['duration', fmt.dur(r.duration_s)],
