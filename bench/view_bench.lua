@@ -60,18 +60,30 @@ local size = fs.stat(path).size
 
 local port = 20000 + sys.pid() % 20000
 local base = string.format('http://127.0.0.1:%d', port)
--- from the server's start to the run document answered: the process starts, listens, reads and
--- indexes the whole log (the first request waits for that)
-local t_spawn = clock.now()
-local server = assert(proc.spawn { argv = { root .. '/cseng', 'view', dir, '--port', port }, stdout = fs.join(dir, 'view.out'),
-  stderr = fs.join(dir, 'view.err') })
-local first_ms
-for _ = 1, 600 do
-  local r = http.request { url = base .. '/api/runs/' .. RUN, timeout = 300 }
-  if r and r.status == 200 then first_ms = (clock.now() - t_spawn) / 1e6; break end
-  task.sleep(0.02)
+
+-- the page in headless Chromium, from navigation until it has drawn its first page of trials;
+-- `rounds` loads in a row (the first one of a fresh browser pays its start-up)
+local probe = fs.join(dir, 'probe.mjs')
+assert(fs.write(probe, [[
+import { launch } from ']] .. root .. [[/spec/browser/launch.mjs';
+const { page, close } = await launch();
+const times = [], totals = [];
+for (let k = 0; k < Number(process.argv[3]); k++) {
+  const t = Date.now();
+  await page.goto(process.argv[2]);
+  await page.waitForSelector('body[data-ready="1"] #trials tbody tr', { timeout: 120000 });
+  times.push(Date.now() - t);
+  totals.push(await page.getAttribute('#trial-count', 'data-total'));
+}
+await close();
+console.log(JSON.stringify({ times, totals }));
+]]))
+local have_browser = fs.exists('/usr/bin/chromium') and fs.exists(root .. '/spec/browser/node_modules/playwright-core')
+local function browser(rounds)
+  if not have_browser then return nil end
+  local r = proc.run { argv = { 'node', probe, base .. '/runs/' .. RUN, rounds }, timeout = 600 }
+  return r and jsonl.decode(r.stdout:match('[^\n]*\n?$') or '') or { error = r and r.stderr:sub(-400) }
 end
-assert(first_ms, 'the viewer did not answer')
 
 local function get(p)
   local s = clock.now()
@@ -80,13 +92,13 @@ local function get(p)
   return (clock.now() - s) / 1e6, r
 end
 
+local server
 local function rss()
   local st = fs.read('/proc/' .. server:pid() .. '/status') or ''
   return tonumber(st:match('VmRSS:%s*(%d+)')) / 1024, tonumber(st:match('VmHWM:%s*(%d+)')) / 1024
 end
-
 -- the server's CPU seconds (utime + stime, clock ticks of 1/100 s): on a shared, loaded machine
--- the wall times above include waiting for a core; this does not
+-- the wall times include waiting for a core; this does not
 local function cpu_s()
   local st = fs.read('/proc/' .. server:pid() .. '/stat') or ''
   local rest = st:match('%) (.*)$') or ''
@@ -96,11 +108,39 @@ local function cpu_s()
 end
 local function loadavg() return (fs.read('/proc/loadavg') or ''):match('^(%S+)') end
 
-local m = { trials = N, log_bytes = size, write_s = write_s, loadavg_1min = loadavg(), cpus = sys.cpu_count() }
-m.start_to_run_doc_ms = first_ms
--- the server lists the log at startup (a stat); the first /api/ request reads it: timed here
-m.index_cpu_s = cpu_s() -- startup and the index: all the server did so far
+local m = { trials = N, log_bytes = size, write_s = write_s, loadavg_1min_before = loadavg(), cpus = sys.cpu_count() }
+
+-- 1. a fresh server: the first run document (the log is read in slices: partial counts), the
+-- page in a fresh Chromium at once, and the time until the whole log is indexed
+local t_spawn = clock.now()
+server = assert(proc.spawn { argv = { root .. '/cseng', 'view', dir, '--port', port }, stdout = fs.join(dir, 'view.out'),
+  stderr = fs.join(dir, 'view.err') })
+for _ = 1, 1000 do
+  local r = http.request { url = base .. '/api/runs/' .. RUN, timeout = 60 }
+  if r and r.status == 200 then
+    m.start_to_first_run_doc_ms = (clock.now() - t_spawn) / 1e6
+    m.first_run_doc_trials = jsonl.decode(r.body).run.trials
+    break
+  end
+  task.sleep(0.01)
+end
+assert(m.start_to_first_run_doc_ms, 'the viewer did not answer')
+local cold = browser(1)
+if cold then m.cold_browser_open_ms, m.cold_browser_trials_shown = cold.times and cold.times[1], cold.totals and cold.totals[1] end
+while true do
+  local _, r = get('/api/runs/' .. RUN)
+  local doc = jsonl.decode(r.body)
+  if not doc.run.indexing then
+    m.start_to_indexed_ms = (clock.now() - t_spawn) / 1e6
+    m.indexed_trials = doc.run.trials
+    break
+  end
+  task.sleep(0.05)
+end
+m.index_cpu_s = cpu_s() -- the server's start, the index, and the requests so far
 m.rss_indexed_mib = rss()
+
+-- 2. the indexed server: the requests a run page makes, pages deep in the log, one trial
 local c1 = cpu_s()
 m.shell_ms = get('/runs/' .. RUN)
 m.run_doc_ms = get('/api/runs/' .. RUN)
@@ -110,43 +150,20 @@ m.trials_filtered_ms = get('/api/runs/' .. RUN .. '/trials?outcome=error&offset=
 m.trial_ms = get('/api/runs/' .. RUN .. '/trials/77777')
 m.run_list_ms = get('/api/runs')
 m.requests_cpu_s = cpu_s() - c1
+local warm = browser(3)
+if warm then m.browser_open_ms, m.browser_error = warm.times, warm.error end
 m.rss_mib, m.peak_rss_mib = rss()
-
--- the page in headless Chromium, from navigation to drawn (its first page of trials shown)
-local probe = fs.join(dir, 'probe.mjs')
-assert(fs.write(probe, [[
-import { chromium } from ']] .. root .. [[/spec/browser/node_modules/playwright-core/index.mjs';
-import fs from 'node:fs'; import os from 'node:os'; import path from 'node:path';
-const prof = fs.mkdtempSync(path.join(os.tmpdir(), 'cseng-view-bench-'));
-const ctx = await chromium.launchPersistentContext(prof, { executablePath: '/usr/bin/chromium', headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'] });
-const page = ctx.pages()[0] || await ctx.newPage();
-const times = [];
-for (let k = 0; k < 3; k++) {
-  const t = Date.now();
-  await page.goto(process.argv[2]);
-  await page.waitForSelector('body[data-ready="1"] #trials tbody tr', { timeout: 60000 });
-  times.push(Date.now() - t);
-}
-const rows = await page.$$eval('#trials tbody tr', (r) => r.length);
-await ctx.close(); fs.rmSync(prof, { recursive: true, force: true });
-console.log(JSON.stringify({ times, rows }));
-]]))
-if fs.exists('/usr/bin/chromium') and fs.exists(root .. '/spec/browser/node_modules/playwright-core') then
-  local r = proc.run { argv = { 'node', probe, base .. '/runs/' .. RUN }, timeout = 300 }
-  local doc = r and jsonl.decode(r.stdout:match('[^\n]*\n?$') or '')
-  if doc then m.browser_open_ms, m.browser_rows = doc.times, doc.rows
-  else m.browser_error = r and (r.stderr:sub(-400)) or 'node did not run' end
-end
-m.rss_after_browser_mib, m.peak_rss_after_browser_mib = rss()
+m.loadavg_1min_after = loadavg()
 server:kill('TERM')
 server:wait(10)
 if not f.keep then fs.remove_tree(dir) else m.dir = dir end
 
 print(jsonl.encode(m))
-print(string.format('view bench: %d trials, %.0f MiB log; start to run document %.0f ms (%.2f s CPU); run page data %.0f + %.0f ms; ' ..
-  'trials page %.0f ms (deep %.0f, filtered %.0f); one trial %.1f ms; Chromium open %s ms; RSS %.0f MiB (peak %.0f)',
-  N, size / 1048576, m.start_to_run_doc_ms, m.index_cpu_s, m.run_doc_ms, m.trials_page_ms, m.trials_page_ms, m.trials_deep_ms, m.trials_filtered_ms,
-  m.trial_ms, m.browser_open_ms and table.concat(m.browser_open_ms, '/') or '?', m.rss_after_browser_mib,
-  m.peak_rss_after_browser_mib) .. string.format('; load average %s on %d CPUs', m.loadavg_1min, m.cpus))
+print(string.format('view bench: %d trials, %.0f MiB log. Fresh server: first run document after %.0f ms (%s trials read), ' ..
+  'page drawn in a fresh Chromium in %s ms, whole log indexed after %.0f ms (%.2f s CPU). Indexed: run document %.0f ms, ' ..
+  'first page of trials %.0f ms (deep %.0f, filtered %.0f), one trial %.1f ms, page drawn in %s ms. RSS %.0f MiB (peak %.0f). ' ..
+  'Load average %s / %s on %d CPUs.',
+  N, size / 1048576, m.start_to_first_run_doc_ms, tostring(m.first_run_doc_trials), tostring(m.cold_browser_open_ms),
+  m.start_to_indexed_ms, m.index_cpu_s, m.run_doc_ms, m.trials_page_ms, m.trials_deep_ms, m.trials_filtered_ms, m.trial_ms,
+  m.browser_open_ms and table.concat(m.browser_open_ms, '/') or '?', m.rss_mib, m.peak_rss_mib,
+  m.loadavg_1min_before, m.loadavg_1min_after, m.cpus))

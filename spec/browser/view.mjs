@@ -2,23 +2,14 @@
 // serves the fixtures and reads the JSON this prints: one {name, value} per observation, so the
 // verdicts stay in the spec. Screenshots of every page go to cfg.shots.
 // usage: node view.mjs '<json config>'
-import { chromium } from 'playwright-core';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { launch } from './launch.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const out = {};
 const note = (name, value) => { out[name] = value; };
 
-const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'cseng-view-chromium-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1400, height: 900 },
-});
+const { ctx, page, close } = await launch();
 const errors = [];
 // nothing but the viewer itself (and file:// for the export) may be fetched
 const offsite = [];
@@ -26,7 +17,6 @@ ctx.on('request', (r) => {
   const u = r.url();
   if (!u.startsWith(cfg.base) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
 });
-const page = ctx.pages()[0] || await ctx.newPage();
 page.on('pageerror', (e) => errors.push(String(e)));
 page.setDefaultTimeout(20000);
 
@@ -118,7 +108,6 @@ try {
 } finally {
   note('page_errors', errors);
   note('offsite_requests', offsite);
-  await ctx.close();
-  fs.rmSync(profile, { recursive: true, force: true });
+  await close();
   process.stdout.write(JSON.stringify(out) + '\n');
 }

@@ -25,7 +25,7 @@ local cmd = {
 }
 
 -- bytes of logs read between two looks at the pending requests
-local BUDGET = 4 * 1024 * 1024
+local BUDGET = 1024 * 1024
 
 local function loopback(host)
   return host == '127.0.0.1' or host == '::1' or host == 'localhost' or host:match('^127%.%d+%.%d+%.%d+$') ~= nil
