@@ -52,6 +52,12 @@ describe('the index', function()
     assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z' }))
     cat:refresh()
     assert.equal(0, log.n)
+    -- and so is one replaced by a longer one
+    cat:refresh()
+    assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:01Z' } .. head))
+    cat:refresh()
+    assert.equal(2, log.n)
+    assert.equal('2026-12-01T00:00:01Z', log.started.time)
   end)
 
   it('reads a big log in slices of a budget, each ending at a line end', function()
@@ -141,6 +147,25 @@ describe('the server', function()
     local helpers = require 'cseng.report.helpers'
     assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
     assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
+  end)
+
+  it('shows the status endpoint of a live run started with --status-port', function()
+    local status = assert(serve.listen { port = 0, handler = function(req)
+      if req.path ~= '/status' then return 404, {}, '' end
+      return 200, { ['Content-Type'] = 'application/json' }, '{"phase":"trials","live":{"local":2}}'
+    end })
+    local w = fixtures.task_run(dir, 'with-status', { { task_id = 'one', outcome = 'passed' } }, { unfinished = true, pid = sys.pid() })
+    -- fixtures.task_run's argv has no --status-port: a second run_started is ignored, so rewrite
+    local text = assert(fs.read(w.path)):gsub('"argv":%["cseng","run"%]',
+      '"argv":["cseng","run","--status-port","' .. status:port() .. '"]', 1)
+    assert(fs.write(w.path, text))
+    local st, doc = get(srv:url(), '/api/runs/with-status')
+    status:close()
+    assert.equal(200, st)
+    assert.is_true(doc.run.live)
+    assert.same({ phase = 'trials', live = { ['local'] = 2 } }, doc.status)
+    local _, finished = get(srv:url(), '/api/runs/' .. fx.ids.a)
+    assert.is_nil(finished.status)
   end)
 
   it('answers loopback names only when it has no token', function()

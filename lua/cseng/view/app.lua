@@ -313,10 +313,11 @@ end
 function app.handler(opts)
   local cat = opts.catalogue
   local last_refresh = nil
-  local function refresh()
-    -- at most every 200 ms: a page polls, and several requests arrive at once
+  local function refresh(force)
+    -- at most every 200 ms (a page polls, and several requests arrive at once), unless a run
+    -- asked for is not known yet
     local now = clock.now()
-    if not last_refresh or now - last_refresh > 200 * 1000000 then
+    if force or not last_refresh or now - last_refresh > 200 * 1000000 then
       cat:refresh(opts.budget)
       last_refresh = clock.now()
     end
@@ -362,6 +363,7 @@ function app.handler(opts)
       if path == '/api/version' then return json(200, { version = cat.version }, extra) end
       if path == '/api/compare' then
         local la, lb = cat:find(q.a or ''), cat:find(q.b or '')
+        if not la or not lb then refresh(true); la, lb = cat:find(q.a or ''), cat:find(q.b or '') end
         if not la or not lb then return json(404, { error = 'no run ' .. tostring(not la and q.a or q.b) }, extra) end
         local ok, doc = pcall(app.compare_doc, la, lb)
         if not ok then return json(422, { error = tostring(doc) }, extra) end
@@ -370,6 +372,7 @@ function app.handler(opts)
       local id, rest = path:match('^/api/runs/([^/]+)(.*)$')
       if id then
         local log = cat:find(decode_path(id))
+        if not log then refresh(true); log = cat:find(decode_path(id)) end
         if not log then return json(404, { error = 'no run ' .. decode_path(id) }, extra) end
         if rest == '' then return json(200, app.run_doc(cat, log), extra) end
         if rest == '/trials' then return json(200, app.trials_doc(log, q), extra) end

@@ -187,6 +187,9 @@ function Log:refresh(budget)
   if st.size == self.offset or self.error then return false end
   local f, err = io.open(self.path, 'rb')
   if not f then self.error = tostring(err); return true end
+  -- a file replaced by another (a rename over it) that is longer: its first bytes differ
+  if self.offset > 0 and f:read(#self.head) ~= self.head then self:reset() end
+  if self.offset == 0 then self.head = f:read(256) or ''; f:seek('set', 0) end
   f:seek('set', self.offset)
   local carry, base, read = '', self.offset, 0
   local changed = false

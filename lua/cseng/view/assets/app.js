@@ -175,9 +175,9 @@ function hbars(items, unit) {
 // ---- page: run list ------------------------------------------------------------------------
 
 const RUN_COLUMNS = [
-  ['id', 'run'], ['kind', 'kind'], ['plan', 'plan'], ['providers', 'providers'], ['mode', 'mode'],
+  ['id', 'run'], ['status', 'status'], ['kind', 'kind'], ['plan', 'plan'], ['providers', 'providers'], ['mode', 'mode'],
   ['solver', 'solver / model'], ['dataset', 'dataset'], ['started', 'started'], ['duration_s', 'duration'],
-  ['passed', 'passed'], ['failed', 'failed'], ['errors', 'errors'], ['cost_usd', 'cost'], ['status', 'status'],
+  ['passed', 'passed'], ['failed', 'failed'], ['errors', 'errors'], ['cost_usd', 'cost'],
 ];
 
 function runCell(r, key) {
