@@ -464,13 +464,13 @@ function app.export(cat, dir, opts)
 end
 
 --- The comparison pairs an export writes by default: each run against the previous run of the same
---- plan and kind (by start time).
+--- plan and kind (by start time); runs without a plan (the seed's summaries) or trials are left out.
 function app.default_pairs(cat)
   local prev, pairs_out = {}, {}
   local list = cat:list()
   for k = #list, 1, -1 do -- list is newest first
     local log = list[k]
-    if not log.error and log.started then
+    if not log.error and log.started and log.started.plan and log.n > 0 then
       local key = tostring(log.kind) .. '\0' .. tostring(log.started.plan)
       if prev[key] then pairs_out[#pairs_out + 1] = { prev[key], index.id_of(log) } end
       prev[key] = index.id_of(log)

@@ -322,6 +322,8 @@ function transcriptView(list) {
     if (tok) meta.push(Object.entries(tok).map(([k, v]) => `${k} ${v}`).join(', '));
     if (e.cost !== undefined || e.cost_usd !== undefined) meta.push(fmt.usd(e.cost ?? e.cost_usd));
     if (e.finish_reason) meta.push('finish: ' + e.finish_reason);
+    if (e.stop_reason) meta.push('stop: ' + e.stop_reason);
+    if (e.wait_seconds !== undefined) meta.push('retry after ' + fmt.s(e.wait_seconds) + ' s');
     return el('li', { class: 'step ' + role }, el('div', { class: 'step-head' }, el('b', {}, `${k + 1}. ${role}`),
       e.turn !== undefined ? ` (turn ${e.turn})` : '', meta.length ? el('span', { class: 'muted' }, '  ' + meta.join(' · ')) : ''), parts);
   });
