@@ -85,6 +85,18 @@ describe('the index', function()
     assert.same({ passed = 60, failed = 0, error = 0 }, log.counts)
   end)
 
+  it('reads run_started.identity when the log has one, and its objects by their names', function()
+    local dir = fs.join(tmp, 'ident')
+    assert(fs.mkdir_p(dir))
+    assert(fs.write(fs.join(dir, 'i.jsonl'), line { event = 'run_started', run_id = 'i', time = '2026-12-01T00:00:00Z',
+      solver = 'gold', mode = 'cold', dataset = 'data/smoke.jsonl', provider = 'local',
+      identity = { solver = { name = 'agent', model = 'm-1' }, providers = jsonl.array({ 'local', 'docker' }), mode = 'warm',
+        dataset = { path = 'data/other.jsonl', digest = 'sha256:abc' } } }))
+    local row = app.runs_doc(index.new({ dir }):refresh()).runs[1]
+    assert.same({ 'agent', 'm-1', 'warm', 'data/other.jsonl', 'sha256:abc' }, { row.solver, row.model, row.mode, row.dataset, row.dataset_digest })
+    assert.same({ 'local', 'docker' }, row.providers)
+  end)
+
   it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
     local dir = fs.join(tmp, 'bad')
     assert(fs.mkdir_p(dir))

@@ -61,9 +61,18 @@ function app.run_row(log)
   local started, last = s.time, log.finished and log.finished.time or log.last_time
   local t0, t1 = iso_seconds(started), iso_seconds(last)
   local live = log:is_live()
-  local solver = id.solver or s.solver
-  if type(solver) == 'table' then solver = solver.name or jsonl.encode(solver) end
-  local model = id.model or s.model or (type(s.solver_config) == 'table' and s.solver_config.model) or nil
+  -- the identity's fields may be objects ({name, model}, {path, digest}): shown by their name
+  local function named(v, ...)
+    if type(v) ~= 'table' then return v end
+    for _, k in ipairs({ ... }) do if type(v[k]) ~= 'table' and v[k] ~= nil then return v[k] end end
+    return jsonl.encode(v)
+  end
+  local solver = named(id.solver or s.solver, 'name', 'id')
+  local model = named(id.model or (type(id.solver) == 'table' and id.solver.model) or s.model
+    or (type(s.solver_config) == 'table' and s.solver_config.model) or nil, 'name', 'id')
+  local dataset = named(id.dataset or s.dataset, 'path', 'name', 'file')
+  local digest = id.dataset_digest or id.dataset_sha256
+    or (type(id.dataset) == 'table' and (id.dataset.digest or id.dataset.sha256)) or nil
   local sandboxes = {}
   for p, n in pairs(log.live_by_provider) do if n > 0 then sandboxes[p] = n end end
   local row = {
@@ -71,9 +80,9 @@ function app.run_row(log)
     kind = log.kind or (log.error and 'unreadable' or '?'),
     plan = id.plan or s.plan, providers = jsonl.array(util.copy(log.provider_order)),
     modes = jsonl.array(keys_sorted(log.modes)),
-    mode = id.mode or s.mode, solver = solver, model = model,
-    dataset = id.dataset or s.dataset, dataset_digest = id.dataset_digest or id.dataset_sha256,
-    tasks = id.tasks or id.task_selection or s.task_count,
+    mode = named(id.mode or s.mode, 'name'), solver = solver, model = model,
+    dataset = dataset, dataset_digest = named(digest, 'sha256', 'digest'),
+    tasks = named(id.tasks or id.task_selection or s.task_count, 'count', 'n'),
     started = started, finished = log.finished and log.finished.time or nil,
     duration_s = (t0 and t1) and (t1 - t0) or nil,
     trials = log.n, passed = log.counts.passed, failed = log.counts.failed, errors = log.counts.error,
