@@ -225,8 +225,11 @@ end
 local function transcript(log, rec)
   local p = type(rec.solver_transcript_path) == 'string' and rec.solver_transcript_path
   if not p then return nil end
-  local candidates = { p, fs.join(util.dirname(log.path), p),
-    fs.join(util.dirname(log.path), util.basename(log.path):gsub('%.jsonl$', ''), 'transcripts', util.basename(p)) }
+  -- beside the log first (a results folder that was copied or moved), then the recorded path
+  local dir = util.dirname(log.path)
+  local candidates = { fs.join(dir, (util.basename(log.path):gsub('%.jsonl$', '')), 'transcripts', util.basename(p)) }
+  if p:sub(1, 1) ~= '/' then candidates[#candidates + 1] = fs.join(dir, p) end
+  candidates[#candidates + 1] = p
   for _, c in ipairs(candidates) do
     if fs.exists(c) then
       local ok, list = pcall(jsonl.read_all, c)
