@@ -47,6 +47,13 @@ describe('the index', function()
     assert.equal(#head + #third, log.offset)
     assert.same({ passed = 1, failed = 1, error = 1 }, log.counts)
     assert.equal('t3', log:record(3).task_id)
+    -- a rerun (--resume --rerun-errors) replaces the task's record
+    local rerun = line { event = 'trial', run_id = 'r', task_id = 't2', provider = 'x', outcome = 'passed', rerun = true }
+    assert(fs.append(p, rerun))
+    cat:refresh()
+    assert.equal(3, log.n)
+    assert.same({ passed = 2, failed = 1, error = 0 }, log.counts)
+    assert.equal('passed', log.cols.outcome[2])
     assert.equal(0.5, log.phase_sum.start)
     -- a file rewritten shorter is read again from the start
     assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z' }))

@@ -94,6 +94,7 @@ function Log:add_trial(e, off, len)
     -- cseng run --resume --rerun-errors: the task's new record replaces its earlier one
     i = self.rerun_at[key]
     count_outcome(self, { provider = self.cols.provider[i] }, self.cols.outcome[i], -1)
+    self.cost = self.cost - (self.cols.cost[i] or 0)
   else
     self.n = self.n + 1
     i = self.n
