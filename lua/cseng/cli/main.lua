@@ -56,6 +56,7 @@ function cli.fail(err, what)
   if errors.is_cancel(err) then return 130 end
   -- io.stderr:write redacts and escapes (util.guard_console)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  if type(err) == 'table' and err.code == 'EUSAGE' then return 2 end -- the command line was wrong
   return 1
 end
 
