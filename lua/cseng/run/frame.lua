@@ -79,9 +79,24 @@ end
 ---@return table|nil
 function frame.endpoint(client)
   if type(client) ~= 'table' then return nil end
-  local url
-  for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'base' }) do
-    if type(client[k]) == 'string' and client[k]:match('^%a[%w+.-]*://') then url = client[k] break end
+  if type(client.endpoint_url) == 'function' then client = { base_url = client.endpoint_url(client) } end
+  local function is_url(v) return type(v) == 'string' and v:match('^%a[%w+.-]*://') ~= nil end
+  -- the adapter's own settings: its client, or one table inside it (cfg, settings, ...)
+  local function scan(t)
+    for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'server_url', 'base' }) do
+      if is_url(t[k]) then return t[k] end
+    end
+    local keys = {}
+    for k, v in pairs(t) do if type(k) == 'string' and k:match('url$') and is_url(v) then keys[#keys + 1] = k end end
+    table.sort(keys)
+    return keys[1] and t[keys[1]] or nil
+  end
+  local url = scan(client)
+  if not url then
+    local names = {}
+    for k, v in pairs(client) do if type(k) == 'string' and type(v) == 'table' then names[#names + 1] = k end end
+    table.sort(names)
+    for _, k in ipairs(names) do url = scan(client[k]); if url then break end end
   end
   if not url and type(client.socket) == 'string' then return { scheme = 'unix', host = client.socket, loopback = true } end
   if not url then return nil end
