@@ -262,6 +262,18 @@ describe('exit status and stop rules', function()
     end)
   end)
 
+  it('--retry-errors reruns a timed-out trial (the watchdog cancels the trial body, never the worker)', function()
+    with_fake({ latency = { exec = function(n) return n == 1 and 30 or 0 end } }, function(f)
+      local r = cseng({ 'run', plan_file(f, 'tasks'), '--env-file', env_file(), '--output', tmp .. '/retry-timeout',
+        '--task-limit', '1', '--timeout-seconds', '2', '--retry-errors', '1', '--quiet' })
+      local by = by_event(only_log(tmp .. '/retry-timeout'))
+      assert.equal(1, #by.trial_attempt, r.stderr)
+      assert.equal('ETIMEDOUT', by.trial_attempt[1].error_code)
+      assert.equal(2, by.trial[1].attempt)
+      assert.equal(0, f.stats().live)
+    end)
+  end)
+
   it('an arena run that measured nothing exits 1', function()
     with_fake({ exec_status = 500 }, function(f)
       local r = cseng({ 'run', plan_file(f, 'startup'), '--env-file', env_file(), '--output', tmp .. '/arena-none',
