@@ -468,7 +468,7 @@ function runner.run_tasks(opts)
   F:emit('serve', nil, true)
   F:emit('plan', { run_id = s.id, total = #todo, provider = provider.name, mode = opts.mode, solver = solver.name,
     concurrency = opts.concurrency, resumed = prior and (#selected - #todo) or nil, log = s.jsonl, status_url = F.status_url })
-  if opts.on_start and F.status_url then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
+  if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
 
   local records, passes = {}, 0
   F:pool(todo, {
