@@ -25,6 +25,7 @@ local replay = require 'cseng.task.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
 local adapter = require 'providers.shared.adapter'
+local agent_hooks = require 'cseng.agent.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
 
 local runner = {}
 
@@ -89,9 +90,9 @@ local function verify(run, ctx, rec)
   rec.passed = reward ~= nil and reward >= 1 - 1e-9
 end
 
---- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>.jsonl.
-function runner.save_transcript(run, t, transcript)
-  local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. t.id:gsub('[^%w%._-]', '_') .. '.jsonl'
+--- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>[.a<N>].jsonl.
+function runner.save_transcript(run, t, transcript, attempt)
+  local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. agent_hooks.trial_name(run, t.id, attempt) .. '.jsonl'
   local ok = results.write_transcript(path, transcript)
   return ok and path or nil
 end
@@ -174,6 +175,7 @@ local function trial_body(run, t, rec, state)
     phases.start_seconds = math.max(0, phases.start_seconds - rec.queue_seconds)
   end
   local ctx = staging.context(run, t, state.lease.sb)
+  agent_hooks.context(run, ctx, rec, state.key) -- agent hook: ATIF session id, the budget of its turns
   phase('upload', function()
     if not spec.warm_artifact and not replay_now then staging.upload_environment(ctx, rec) end
   end)
@@ -185,11 +187,12 @@ local function trial_body(run, t, rec, state)
   phase('solve', function()
     local s = clock.now()
     local ok, r = pcall(run.solver.solve, ctx)
+    ok, r = agent_hooks.after_solve(run, ctx, rec, ok, r) -- agent hook: trajectory, health probe (ESANDBOX)
     if not ok then
       -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
       if type(r) == 'table' then
         rec.solver_usage = r.usage
-        if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
+        if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript, rec.attempt) end
       end
       error(r, 0)
     end
@@ -201,18 +204,19 @@ local function trial_body(run, t, rec, state)
     rec.solve_timed_out = r.timed_out or nil
     rec.solve_note = r.note
     rec.solver_usage = r.usage
-    if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
+    if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript, rec.attempt) end
   end)
   phase('verify', function() verify(run, ctx, rec) end)
 end
 
---- Run one trial to completion (never raises): phases, then stop on every path.
-function runner.trial(run, t)
+--- Run one trial to completion (never raises): phases, then stop on every path. attempt: its
+--- number among the task's --attempts (default 1); key: its entry in the run's budget.
+function runner.trial(run, t, attempt, key)
   local rec = {
     task_id = t.id, provider = run.provider.name, mode = run.opts.mode, solver = run.solver.name,
-    phases = {}, started_at = clock.wall(), task_sha256 = t.sha256,
+    phases = {}, started_at = clock.wall(), task_sha256 = t.sha256, attempt = attempt or 1,
   }
-  local state = {}
+  local state = { key = key }
   local t0 = clock.now()
   local me = task.current()
   local watchdog
@@ -262,6 +266,7 @@ function runner.trial(run, t)
   end
   rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
+  agent_hooks.after_trial(run, rec, key) -- agent hook: cost ledger, model, budget settled
   return rec, state.interrupted
 end
 
@@ -279,28 +284,29 @@ end
 
 --- A trial with --retry-errors N: a trial whose outcome is `error` (an infrastructure failure,
 --- never a `failed` verdict) runs again, up to N more times, after retry_delay_seconds (default
---- 1). Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
---- (its `attempt` numbers it, `attempts` counts them), so summaries count the final outcome.
+--- 1). Every try but the last is recorded as a `trial_attempt` event; the last is the trial
+--- (its `try` numbers it, `tries` counts them), so summaries count the final outcome. (`attempt`
+--- is the trial's number among --attempts K, the same on every try.)
 --- No retry after an interrupt or once the session stopped allocating.
 ---@return table rec, boolean|nil interrupted
-function runner.attempts(run, t, progress)
+function runner.attempts(run, t, progress, attempt, key)
   local max = math.tointeger(run.opts.retry_errors) or 0
-  local attempt = 0
+  local try = 0
   while true do
-    attempt = attempt + 1
-    local rec, interrupted = runner.trial(run, t)
-    rec.attempt = attempt
-    local again = not interrupted and rec.outcome == 'error' and attempt <= max and not run.session.cleanup_failed
+    try = try + 1
+    local rec, interrupted = runner.trial(run, t, attempt, key)
+    rec.try = try
+    local again = not interrupted and rec.outcome == 'error' and try <= max and not run.session.cleanup_failed
       and task.interrupted() == 0 and not task.cancelled()
     if not again then
-      if attempt > 1 then rec.attempts = attempt end
+      if try > 1 then rec.tries = try end
       return rec, interrupted
     end
     run.writer:event('trial_attempt', rec)
     if progress then progress:attempt(rec, max + 1) end
     local delay = tonumber(run.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
-      rec.attempts = attempt
+      rec.tries = try
       return rec, true
     end
   end
@@ -476,7 +482,7 @@ function Progress:attempt(rec, of)
   self.retried = self.retried + 1
   self:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
     string.rep(' ', 2 * self.width + 1), rec.task_id, 'error', rec.elapsed_seconds, rec.error_stage or '?',
-    util.tail(rec.error or '', 120), rec.attempt, of))
+    util.tail(rec.error or '', 120), rec.try, of))
 end
 
 function Progress:trial(rec)
@@ -487,7 +493,8 @@ function Progress:trial(rec)
   else self.failed = self.failed + 1 end
   local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
     string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
-  if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
+  if (rec.tries or 1) > 1 then detail = detail .. string.format(' (try %d)', rec.try) end
+  if (rec.attempt or 1) > 1 then detail = detail .. string.format(' [attempt %d]', rec.attempt) end
   -- a task id or an error is data: its control characters are escaped (util.console)
   local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
     util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds, util.escape(detail, true))
@@ -614,10 +621,12 @@ end
 ---@param solver table|nil
 ---@return table run
 function runner.run_of(s, p, solver)
-  return {
+  local run = {
     session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver,
     writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher,
   }
+  agent_hooks.init(run) -- agent hook: the spend ceiling (--max-cost-usd)
+  return run
 end
 
 --- Run a tasks plan. opts: provider, provider_config, dataset, solver, mode, task_index,
@@ -666,7 +675,9 @@ function runner.run_tasks(opts)
     -- --rerun-errors: a task whose last recorded outcome is `error` runs again (its new trial
     -- record says rerun = true and replaces the old one in results.trials)
     for _, e in ipairs(prior.events) do
-      if e.event == 'trial' then done[e.task_id] = not (opts.rerun_errors and e.outcome == 'error') end
+      if e.event == 'trial' then
+        done[agent_hooks.trial_id(e.task_id, e.attempt)] = not (opts.rerun_errors and e.outcome == 'error')
+      end
     end
     for id, d in pairs(done) do if not d then rerun[id] = true; done[id] = nil end end
     -- sandboxes the killed process left behind are destroyed before anything new starts; a
@@ -685,17 +696,19 @@ function runner.run_tasks(opts)
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
+        attempts = opts.attempts, max_cost_usd = opts.max_cost_usd,
       },
     }, true)
   end
   for _, b in ipairs(bad) do io.stderr:write('cseng: skipped bad row: ', b.error, '\n') end
 
-  local todo = {}
-  for _, t in ipairs(selected) do if not done[t.id] then todo[#todo + 1] = t end end
+  -- agent hook: each task --attempts times, interleaved; a recorded (task, attempt) is done
+  local todo = agent_hooks.expand(selected, opts.attempts, function(id, a) return done[agent_hooks.trial_id(id, a)] end)
   local progress = runner.progress(#todo, opts)
   if not opts.quiet then
     io.stdout:write(string.format('run %s: %d task(s) on %s (%s, solver %s, concurrency %d)%s\n', s.id, #todo,
-      provider.name, opts.mode, solver.name, opts.concurrency, prior and string.format(', resuming: %d already recorded', #selected - #todo) or ''))
+      provider.name, opts.mode, solver.name, opts.concurrency, prior and string.format(', resuming: %d already recorded',
+        #selected * math.max(1, math.tointeger(opts.attempts) or 1) - #todo) or ''))
     io.stdout:write('log: ', s.jsonl, '\n')
   end
 
@@ -711,16 +724,18 @@ function runner.run_tasks(opts)
   local sem = task.semaphore(opts.concurrency or 1)
   local workers, records, passes = {}, {}, 0
   local interrupted = false
-  for _, t in ipairs(todo) do
+  for _, item in ipairs(todo) do
+    local t = item.t
     if s:halted() then break end
     local aok = pcall(sem.acquire, sem)
     if not aok or task.interrupted() > 0 then interrupted = true; if aok then sem:release() end; break end
     if s:halted() then sem:release(); break end
     if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
+    if not agent_hooks.admit(run, item) then sem:release(); break end -- agent hook: --max-cost-usd
     workers[#workers + 1] = task.spawn(function()
       progress.running = (progress.running or 0) + 1
-      local rec, was_interrupted = runner.attempts(run, t, progress)
-      if rerun[t.id] then rec.rerun = true end
+      local rec, was_interrupted = runner.attempts(run, t, progress, item.attempt, item)
+      if rerun[agent_hooks.trial_id(t.id, item.attempt)] then rec.rerun = true end
       progress.running = progress.running - 1
       sem:release()
       if was_interrupted then
@@ -754,7 +769,9 @@ function runner.run_tasks(opts)
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
   local reclaimed = 0
   if not interrupted then reclaimed = s:reconcile() end
-  local status = interrupted and 'interrupted' or (s.auth_failed and 'stopped') or (s.cleanup_failed and 'cleanup_failed') or 'finished'
+  local budget_stop = agent_hooks.stop_reason(run) -- agent hook: the spend ceiling stopped dispatch
+  local status = interrupted and 'interrupted' or (s.auth_failed and 'stopped') or (s.cleanup_failed and 'cleanup_failed')
+    or (budget_stop and 'stopped') or 'finished'
   run.status_state.status = status
   if srv then srv:close() end
   local all = results.read(s.jsonl)
@@ -762,7 +779,7 @@ function runner.run_tasks(opts)
   all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it
     status = status, passed = summary.passed, failed = summary.failed, errors = summary.errors,
     recorded = summary.task_count, selected = #selected, cleanup_error = s.cleanup_failed,
-    stop_reason = s.auth_failed, reclaimed = reclaimed > 0 and reclaimed or nil,
+    stop_reason = s.auth_failed or budget_stop, reclaimed = reclaimed > 0 and reclaimed or nil,
   }, true)
   results.write_summary(all, s.json)
   if not opts.quiet then
@@ -774,9 +791,10 @@ function runner.run_tasks(opts)
     io.stderr:write('cseng: stopped allocating: ', s:stop_reason(), '\n')
     if s.cleanup_failed then io.stderr:write('  run `cseng cleanup ', s.jsonl, '` to retry the cleanup\n') end
   end
+  if budget_stop then io.stderr:write('cseng: stopped dispatching: ', budget_stop.message, '\n') end
   local info = { run_id = s.id, jsonl = s.jsonl, json = s.json, records = records, summary = summary }
   if interrupted then return 130, info end
-  if s:halted() or summary.errors > 0 then return 1, info end
+  if s:halted() or budget_stop or summary.errors > 0 then return 1, info end
   return 0, info
 end
 
