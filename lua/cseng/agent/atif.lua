@@ -261,7 +261,7 @@ function atif.validate(doc)
       local sums = atif.totals(steps)
       for _, f in ipairs({ 'total_prompt_tokens', 'total_completion_tokens', 'total_cached_tokens' }) do
         if is_int(fm[f]) and fm[f] ~= sums[f] then
-          bad('final_metrics.' .. f, string.format('%d, but the steps sum to %d', fm[f], sums[f]))
+          bad('final_metrics.' .. f, string.format('%d, but the steps sum to %s', fm[f], tostring(sums[f])))
         end
       end
       if is_int(fm.total_steps) and fm.total_steps ~= #steps and type(doc.notes) ~= 'string' then
