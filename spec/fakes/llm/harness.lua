@@ -74,10 +74,14 @@ function M.new(name)
     return status, results.summary(events), info, events
   end
 
-  --- The first n task ids (sorted).
+  -- bundled tasks whose verifiers are quick (the specs' run time is mostly verify)
+  local QUICK = { 'awk-fixed-width-to-csv', 'csv-sales-report', 'python-fix-roman-numerals' }
+
+  --- n task ids (n <= 3), quick ones first, sorted.
   function H.ids(n)
     local out = {}
-    for i = 1, n do out[i] = H.tasks[i].id end
+    for i = 1, n do out[i] = assert(QUICK[i]) end
+    table.sort(out)
     return out
   end
 
