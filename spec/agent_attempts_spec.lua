@@ -62,7 +62,7 @@ describe('--attempts', function()
       if c then return { tool_calls = { { command = c } } } end
       return { content = 'Done.' }
     end }
-    local status, s = H.run({ tasks = ids, attempts = 3 }, H.openrouter_env(f))
+    local status, s, info = H.run({ tasks = ids, attempts = 3 }, H.openrouter_env(f))
     assert.equal(0, status)
     assert.equal(6, #s.results)
     -- interleaved: every task's attempt 1, then every task's attempt 2, ...
@@ -86,6 +86,17 @@ describe('--attempts', function()
     assert.near(0.5, row.pass_at['1'].value, 1e-12)
     assert.near(5 / 6, row.pass_at['2'].value, 1e-12)
     assert.near(1, row.pass_at['3'].value, 1e-12)
+    -- every task template shows the same numbers, with solver and model as dimensions
+    local helpers = require 'cseng.report.helpers'
+    for _, tpl in ipairs({ 'cross_vendor', 'per_task', 'per_provider', 'failure_modes' }) do
+      local out = H.tmp .. '/report-' .. tpl .. '.md'
+      local md = helpers.render({ inputs = { info.jsonl }, template = tpl, output = out }).markdown
+      assert.matches('## pass@k by solver, model, provider and mode', md, 1, true)
+      assert.matches('| openrouter | ' .. H.MODEL .. ' | local | cold | 2 | 6 | 3 | 0 | 0 | 50.0% [33.3, 66.7] (2) | '
+        .. '83.3% [66.7, 100.0] (2) | 100.0% [100.0, 100.0] (2) |', md, 1, true)
+    end
+    local md = helpers.render({ inputs = { info.jsonl }, template = 'cross_vendor', output = H.tmp .. '/cv.md' }).markdown
+    assert.matches('| local | cold · openrouter:' .. H.MODEL .. ' |', md, 1, true) -- the column names the agent
   end)
 
   it('resumes by task and attempt: only the missing attempts run', function()

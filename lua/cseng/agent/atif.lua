@@ -88,7 +88,7 @@ function Trajectory:agent(s)
 end
 
 --- The result of one tool call of an agent step (call_id nil: an action without a tool call).
-function Trajectory:observe(step, call_id, content)
+function Trajectory:observe(step, call_id, content) -- luacheck: ignore 212/self (a method, for symmetry)
   step.observation = step.observation or { results = jsonl.array() }
   local r = step.observation.results
   r[#r + 1] = { source_call_id = call_id, content = content }
@@ -233,7 +233,8 @@ function atif.validate(doc)
           if r.source_call_id ~= nil then
             if type(r.source_call_id) ~= 'string' then bad(rat .. '.source_call_id', 'not a string')
             elseif ids[r.source_call_id] ~= i then
-              bad(rat .. '.source_call_id', (ids[r.source_call_id] and 'refers to a tool call of another step: ' or 'refers to no tool call: ') .. r.source_call_id)
+              local why = ids[r.source_call_id] and 'refers to a tool call of another step: ' or 'refers to no tool call: '
+              bad(rat .. '.source_call_id', why .. r.source_call_id)
             end
           end
           if r.content ~= nil and type(r.content) ~= 'string' then bad(rat .. '.content', 'not a string') end
