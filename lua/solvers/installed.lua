@@ -1,0 +1,65 @@
+--- Shared by the installed-agent solvers (lua/solvers/codex.lua): a coding-agent CLI from npm,
+--- pinned in lua/solvers/installed/package-lock.json and installed on the host by `make
+--- deps-agents`, is uploaded into the sandbox (once per sandbox: a sandbox made from a warm artifact
+--- that holds it already skips the upload), run there against the solver's endpoint, and its output
+--- converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
+local archive = require 'cseng.archive'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local errors = require 'cseng.lib.errors'
+local util = require 'cseng.lib.util'
+
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex)' }
+
+--- Where `make deps-agents` installs the CLIs.
+installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
+
+--- Where agents live in the sandbox.
+installed.PREFIX = '/cseng/agents'
+
+local tars = {} -- host path -> tar bytes, packed once per process
+
+--- The host path of an installed file, or an ECONFIG error naming `make deps-agents`.
+---@param rel string path below node_modules
+function installed.host_file(rel)
+  local p = installed.NODE_MODULES .. '/' .. rel
+  if not fs.exists(p) then
+    errors.raise(errors.ECONFIG, string.format('%s is not installed: run `make deps-agents` (pinned in ' ..
+      'lua/solvers/installed/package-lock.json)', p), { stage = 'solve' })
+  end
+  return p
+end
+
+--- Make `<PREFIX>/<name>/<bin>` exist in the sandbox. Returns "present" or "uploaded".
+---@param ctx SolveContext
+---@param name string
+---@param host string the executable on the host
+---@param bin string its name in the sandbox
+function installed.ensure(ctx, name, host, bin)
+  local dir = installed.PREFIX .. '/' .. name
+  local target = dir .. '/' .. bin
+  local res = ctx:exec('test -x ' .. util.shell_quote(target), { cwd = '/', timeout = 30 })
+  if res and res.code == 0 then return 'present', target end
+  local tar = tars[host]
+  if not tar then
+    local err, code
+    tar, err, code = archive.pack({ { path = bin, file = host, mode = '0755' } }, { format = 'tar' })
+    if not tar then errors.raise(code or errors.EPREPARE, 'packing ' .. host .. ': ' .. tostring(err), { stage = 'solve' }) end
+    tars[host] = tar
+  end
+  errors.check({ stage = 'solve', prefix = 'uploading ' .. name .. ': ' }, ctx:put(dir, tar))
+  return 'uploaded', target
+end
+
+--- Write a file into the sandbox (a one-entry tar).
+function installed.write(ctx, dir, name, data, mode)
+  local tar = assert(archive.pack({ { path = name, data = data, mode = mode or '0644' } }, { format = 'tar' }))
+  errors.check({ stage = 'solve', prefix = 'writing ' .. dir .. '/' .. name .. ': ' }, ctx:put(dir, tar))
+end
+
+--- A solver over an installed agent never works without its endpoint: solve() says which to use.
+function installed.solve()
+  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex", { stage = 'solve' })
+end
+
+return installed
