@@ -9,7 +9,7 @@ local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 
-local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex)' }
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
 
 --- Where `make deps-agents` installs the CLIs.
 installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
@@ -59,7 +59,7 @@ end
 
 --- A solver over an installed agent never works without its endpoint: solve() says which to use.
 function installed.solve()
-  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex", { stage = 'solve' })
+  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex or claude_code", { stage = 'solve' })
 end
 
 return installed
