@@ -11,7 +11,6 @@ local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local clock = require 'cseng.clock'
 local atif = require 'cseng.agent.atif'
-local prices = require 'cseng.agent.prices'
 local installed = require 'solvers.installed'
 
 local claude = {
@@ -32,13 +31,7 @@ function claude.config(options, getenv)
   return { base_url = getenv('ANTHROPIC_BASE_URL') or 'https://api.anthropic.com', api_key = key, model = model }
 end
 
-function claude.check(options, getenv)
-  local cfg, err, code = claude.config(options or {}, getenv)
-  if not cfg then return nil, err, code end
-  util.add_secret(cfg.api_key)
-  installed.host_file(claude.BINARY)
-  return true
-end
+function claude.check(options, getenv) return installed.check(claude, options, getenv) end
 
 local function int(v) return math.tointeger(v) or 0 end
 
@@ -145,34 +138,13 @@ function claude.solve(ctx)
     model = cfg.model, instruction = ctx.task.instruction or '' })
   if res.timed_out then usage.stop_reason = 'timeout' end
   usage.install, usage.exit_code = install, res.code
-  -- cost: the price table when it knows the model, else what the CLI itself computed (source "agent")
-  local price, psrc = prices.lookup(ctx.options, ctx.getenv, cfg.model)
-  if price then
-    usage.cost_usd = prices.cost({ input = usage.prompt_tokens, cached = usage.cached_tokens,
-      cache_creation = usage.cache_creation_tokens, output = usage.completion_tokens }, price)
-    usage.cost_source, usage.price_source = 'prices', psrc
-  elseif usage.agent_cost_usd then
-    usage.cost_usd, usage.cost_source = usage.agent_cost_usd, 'agent'
-  else
-    usage.cost_source = 'unknown'
-  end
-  -- the CLI's per-message usage is partial while streaming; the session totals are exact, so they
-  -- are the metrics of the last step
-  for _, s in ipairs(tr.doc.steps) do s.metrics = nil end
-  if usage.stop_reason ~= 'incomplete' then
-    last = last or tr:agent { message = '' }
-    last.metrics = { prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens,
-      cached_tokens = usage.cached_tokens, cost_usd = usage.cost_usd, extra = { reasoning_tokens = usage.reasoning_tokens,
-        cache_creation_input_tokens = usage.cache_creation_tokens, cost_source = usage.cost_source, scope = 'claude session' } }
-  end
+  -- the CLI's per-message usage is partial while streaming; the session totals (every model) are exact
+  installed.account(ctx, tr, last, usage, cfg.model, 'claude session')
   usage.elapsed_seconds = (clock.now() - t0) / 1e9
   local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
   doc.notes = 'Converted from `claude -p --output-format stream-json`; per-message usage is partial while streaming, '
     .. 'so the session totals (every model, sub-agents included) are the metrics of the last step.'
-  return {
-    return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = usage.elapsed_seconds,
-    timed_out = res.timed_out or nil, note = 'claude_code ' .. usage.stop_reason, usage = usage, trajectory = doc,
-  }
+  return installed.result('claude_code', res, usage, doc)
 end
 
 return claude

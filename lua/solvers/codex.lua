@@ -12,7 +12,6 @@ local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local clock = require 'cseng.clock'
 local atif = require 'cseng.agent.atif'
-local prices = require 'cseng.agent.prices'
 local installed = require 'solvers.installed'
 
 local codex = {
@@ -32,13 +31,7 @@ function codex.config(options, getenv)
   return { base_url = getenv('CODEX_BASE_URL') or 'https://api.openai.com/v1', api_key = key, model = model }
 end
 
-function codex.check(options, getenv)
-  local cfg, err, code = codex.config(options or {}, getenv)
-  if not cfg then return nil, err, code end
-  util.add_secret(cfg.api_key)
-  installed.host_file(codex.BINARY)
-  return true
-end
+function codex.check(options, getenv) return installed.check(codex, options, getenv) end
 
 local function toml_string(s) return '"' .. tostring(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 
@@ -131,24 +124,11 @@ function codex.solve(ctx)
   if res.timed_out then usage.stop_reason = 'timeout' end
   usage.install = install
   usage.exit_code = res.code
-  -- Codex reports tokens per turn, not per request: the turn's usage is the metrics of its last step
-  local price, psrc = prices.lookup(ctx.options, ctx.getenv, cfg.model)
-  local cost = price and prices.cost({ input = usage.prompt_tokens, cached = usage.cached_tokens,
-    cache_creation = usage.cache_creation_tokens, output = usage.completion_tokens }, price) or nil
-  usage.cost_usd, usage.cost_source, usage.price_source = cost, cost and 'prices' or 'unknown', psrc
-  if usage.turns > 0 then
-    last = last or tr:agent { message = '' }
-    last.metrics = { prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens,
-      cached_tokens = usage.cached_tokens, cost_usd = cost, extra = { reasoning_tokens = usage.reasoning_tokens,
-        cache_creation_input_tokens = usage.cache_creation_tokens, cost_source = usage.cost_source, scope = 'codex turn' } }
-  end
+  installed.account(ctx, tr, last, usage, cfg.model, 'codex turn')
   usage.elapsed_seconds = (clock.now() - t0) / 1e9
   local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
   doc.notes = 'Converted from `codex exec --json` events; Codex reports usage per turn, so a turn\'s tokens are the metrics of its last step.'
-  return {
-    return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = usage.elapsed_seconds,
-    timed_out = res.timed_out or nil, note = 'codex ' .. usage.stop_reason, usage = usage, trajectory = doc,
-  }
+  return installed.result('codex', res, usage, doc)
 end
 
 return codex

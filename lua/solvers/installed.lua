@@ -8,6 +8,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local prices = require 'cseng.agent.prices'
 
 local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
 
@@ -55,6 +56,51 @@ end
 function installed.write(ctx, dir, name, data, mode)
   local tar = assert(archive.pack({ { path = name, data = data, mode = mode or '0644' } }, { format = 'tar' }))
   errors.check({ stage = 'solve', prefix = 'writing ' .. dir .. '/' .. name .. ': ' }, ctx:put(dir, tar))
+end
+
+--- The solver's check (before any sandbox): its configuration, and the CLI installed on the host.
+---@param def {config: function, BINARY: string}
+function installed.check(def, options, getenv)
+  local cfg, err, code = def.config(options or {}, getenv)
+  if not cfg then return nil, err, code end
+  util.add_secret(cfg.api_key)
+  installed.host_file(def.BINARY)
+  return true
+end
+
+--- Price the session's tokens (usage: prompt/cached/cache_creation/completion tokens) and make
+--- them the metrics of the trajectory's last agent step: the CLIs report usage per session (or
+--- turn), not per request, so no other step has metrics. A model the price table does not know
+--- keeps `agent_cost_usd` (what the CLI computed, source "agent") when there is one.
+---@param tr table the ATIF builder
+---@param last table|nil the last agent step
+---@param scope string what the totals cover ("codex turn", "claude session")
+function installed.account(ctx, tr, last, usage, model, scope)
+  local price, psrc = prices.lookup(ctx.options, ctx.getenv, model)
+  if price then
+    usage.cost_usd = prices.cost({ input = usage.prompt_tokens, cached = usage.cached_tokens,
+      cache_creation = usage.cache_creation_tokens, output = usage.completion_tokens }, price)
+    usage.cost_source, usage.price_source = 'prices', psrc
+  elseif usage.agent_cost_usd then
+    usage.cost_usd, usage.cost_source = usage.agent_cost_usd, 'agent'
+  else
+    usage.cost_source = 'unknown'
+  end
+  for _, st in ipairs(tr.doc.steps) do st.metrics = nil end
+  if usage.stop_reason ~= 'incomplete' then
+    last = last or tr:agent { message = '' }
+    last.metrics = { prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens,
+      cached_tokens = usage.cached_tokens, cost_usd = usage.cost_usd, extra = { reasoning_tokens = usage.reasoning_tokens,
+        cache_creation_input_tokens = usage.cache_creation_tokens, cost_source = usage.cost_source, scope = scope } }
+  end
+end
+
+--- The solver's result from the CLI's exec result.
+function installed.result(name, res, usage, doc)
+  return {
+    return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = usage.elapsed_seconds,
+    timed_out = res.timed_out or nil, note = name .. ' ' .. usage.stop_reason, usage = usage, trajectory = doc,
+  }
 end
 
 --- A solver over an installed agent never works without its endpoint: solve() says which to use.
