@@ -10,7 +10,6 @@ local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local clock = require 'cseng.clock'
-local atif = require 'cseng.agent.atif'
 local installed = require 'solvers.installed'
 
 local claude = {
@@ -44,12 +43,7 @@ end
 
 --- stream-json events -> ATIF trajectory builder, usage, the last agent step.
 function claude.convert(stdout, meta)
-  local tr = atif.new { session_id = meta.session_id, agent = { name = 'claude-code', version = claude.VERSION,
-    extra = { cli = 'claude -p --output-format stream-json' } }, model_name = meta.model }
-  tr:user(meta.instruction)
-  local usage = { provider = 'claude_code', model = meta.model, turns = 0, tool_calls = 0, commands = 0, prompt_tokens = 0,
-    completion_tokens = 0, total_tokens = 0, cached_tokens = 0, cache_creation_tokens = 0, reasoning_tokens = 0,
-    events = 0, stop_reason = 'incomplete' }
+  local tr, usage = installed.start('claude_code', 'claude-code', claude.VERSION, 'claude -p --output-format stream-json', meta)
   local by_msg, by_call, last = {}, {}, nil
   for line in stdout:gmatch('[^\n]+') do
     local e = jsonl.decode(line)

@@ -11,7 +11,6 @@ local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local clock = require 'cseng.clock'
-local atif = require 'cseng.agent.atif'
 local installed = require 'solvers.installed'
 
 local codex = {
@@ -55,12 +54,7 @@ end
 ---@param stdout string
 ---@param meta {session_id: string, model: string, instruction: string}
 function codex.convert(stdout, meta)
-  local tr = atif.new { session_id = meta.session_id, agent = { name = 'codex', version = codex.VERSION,
-    extra = { cli = 'codex exec --json' } }, model_name = meta.model }
-  tr:user(meta.instruction)
-  local usage = { provider = 'codex', model = meta.model, turns = 0, tool_calls = 0, commands = 0, prompt_tokens = 0,
-    completion_tokens = 0, total_tokens = 0, cached_tokens = 0, cache_creation_tokens = 0, reasoning_tokens = 0,
-    events = 0, stop_reason = 'incomplete' }
+  local tr, usage = installed.start('codex', 'codex', codex.VERSION, 'codex exec --json', meta)
   local reasoning, last, thread
   for line in stdout:gmatch('[^\n]+') do
     local e = jsonl.decode(line)

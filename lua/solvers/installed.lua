@@ -9,6 +9,7 @@ local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 local prices = require 'cseng.agent.prices'
+local atif = require 'cseng.agent.atif'
 
 local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
 
@@ -56,6 +57,19 @@ end
 function installed.write(ctx, dir, name, data, mode)
   local tar = assert(archive.pack({ { path = name, data = data, mode = mode or '0644' } }, { format = 'tar' }))
   errors.check({ stage = 'solve', prefix = 'writing ' .. dir .. '/' .. name .. ': ' }, ctx:put(dir, tar))
+end
+
+--- A new trajectory (the instruction as its user step) and an empty usage record for a CLI's run.
+---@param meta {session_id: string, model: string, instruction: string}
+---@return table tr, table usage
+function installed.start(provider, agent_name, version, cli, meta)
+  local tr = atif.new { session_id = meta.session_id, agent = { name = agent_name, version = version, extra = { cli = cli } },
+    model_name = meta.model }
+  tr:user(meta.instruction)
+  local usage = { provider = provider, model = meta.model, turns = 0, tool_calls = 0, commands = 0, prompt_tokens = 0,
+    completion_tokens = 0, total_tokens = 0, cached_tokens = 0, cache_creation_tokens = 0, reasoning_tokens = 0,
+    events = 0, stop_reason = 'incomplete' }
+  return tr, usage
 end
 
 --- The solver's check (before any sandbox): its configuration, and the CLI installed on the host.
