@@ -96,6 +96,25 @@ for _, A in ipairs(AGENTS) do
       end
     end)
 
+    if A.solver == 'codex' then
+      it('warm: the CLI is part of the warm artifact (named with its tag), so no trial uploads it', function()
+        local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+        local f = fk.start { api_key = H.KEY, model = H.MODEL, script = gold_script }
+        local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(2), mode = 'warm', concurrency = 2 }, A.env(f))
+        f.close()
+        assert.equal(0, status, tostring(s.results[1] and s.results[1].error))
+        for _, r in ipairs(s.results) do
+          assert.equal('passed', r.outcome, tostring(r.error))
+          assert.equal('present', r.solver_usage.install)
+          assert.equal('warm_artifact', r.environment.method)
+          assert.matches('-' .. mod.artifact_tag, tostring(r.warm_artifact), 1, true)
+        end
+        local prewarmed = 0
+        for _, e in ipairs(events) do if e.event == 'prewarmed' then prewarmed = prewarmed + 1 end end
+        assert.equal(2, prewarmed)
+      end)
+    end
+
     it('fails before any sandbox without its key', function()
       local ok, err = pcall(H.run, { solver = A.solver, tasks = H.ids(1) }, { [A.model_var] = 'm' })
       assert.is_false(ok)

@@ -112,13 +112,17 @@ function claude.convert(stdout, meta)
   return tr, usage, last
 end
 
+--- Warm mode (runner hook): the CLI goes into the warm artifact, named with this tag.
+claude.artifact_tag = 'claude-' .. claude.VERSION
+function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.host_file(claude.BINARY), 'claude') end
+
 ---@param ctx SolveContext
 function claude.solve(ctx)
   local cfg, err, code = claude.config(ctx.options or {}, ctx.getenv)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
   util.add_secret(cfg.api_key)
   local t0 = clock.now()
-  local install = installed.ensure(ctx, 'claude', installed.host_file(claude.BINARY), 'claude')
+  local install = claude.install(ctx)
   installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
   local timeout = tonumber(ctx.timeout) or 900
   local cmd = string.format('%s/claude/claude -p --output-format stream-json --verbose --dangerously-skip-permissions'

@@ -97,13 +97,17 @@ function codex.convert(stdout, meta)
   return tr, usage, last
 end
 
+--- Warm mode (runner hook): the CLI goes into the warm artifact, named with this tag.
+codex.artifact_tag = 'codex-' .. codex.VERSION
+function codex.install(ctx) return installed.ensure(ctx, 'codex', installed.host_file(codex.BINARY), 'codex') end
+
 ---@param ctx SolveContext
 function codex.solve(ctx)
   local cfg, err, code = codex.config(ctx.options or {}, ctx.getenv)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
   util.add_secret(cfg.api_key)
   local t0 = clock.now()
-  local install = installed.ensure(ctx, 'codex', installed.host_file(codex.BINARY), 'codex')
+  local install = codex.install(ctx)
   local home = installed.PREFIX .. '/codex-home'
   installed.write(ctx, home, 'config.toml', codex.config_toml(cfg))
   installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')

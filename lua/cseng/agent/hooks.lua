@@ -84,6 +84,18 @@ function hooks.after_trial(run, rec, key)
   if run.budget then run.budget:settle(key or rec, rec.cost.total_usd) end
 end
 
+--- Warm mode: the artifact of a solver that installs something (an installed agent) holds it, so its
+--- name carries the solver's tag (an artifact without the CLI is never mistaken for one with it).
+function hooks.artifact_key(run, key)
+  local tag = run.solver and run.solver.install and run.solver.artifact_tag
+  return tag and (key .. '-' .. tag) or key
+end
+
+--- Warm mode: before the snapshot, the solver installs into the prepared sandbox (solver.install).
+function hooks.prepare_artifact(run, ctx)
+  if run.solver and run.solver.install then run.solver.install(ctx) end
+end
+
 --- The run's stop reason from the budget, or nil.
 function hooks.stop_reason(run)
   return run.budget and run.budget.stop or nil

@@ -351,7 +351,7 @@ function runner.warm_artifact(run, t)
     return given, true
   end
   local cache = run.warm_cache
-  local key = recipe.for_run(run, t).key:sub(1, 24)
+  local key = agent_hooks.artifact_key(run, recipe.for_run(run, t).key:sub(1, 24)) -- agent hook: the solver's install tag
   -- --fresh-artifacts: a new artifact under a new name, whatever exists for this content
   if run.opts.fresh_artifacts then key = key .. '-fresh' .. (run.session.stamp or ''):gsub('%D', '') end
   while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
@@ -403,6 +403,7 @@ function runner.prepare_artifact(run, t, key)
     local ctx = staging.context(run, t, sb.sb)
     if replay_now then runner.replay(run, t, rcp, sb.sb) else staging.upload_environment(ctx, {}) end
     staging.prepare(ctx)
+    agent_hooks.prepare_artifact(run, ctx) -- agent hook: an installed agent's CLI goes into the artifact
     artifact = errors.check({ prefix = 'snapshot: ' }, provider.snapshot(client, sb.sb, key))
   end
   run.writer:event('prewarmed', { task_id = t.id, artifact = artifact, provider = provider.name })
