@@ -76,13 +76,14 @@ describe('--retry-errors', function()
     assert.equal(2, #trials)
     for _, t in ipairs(trials) do
       assert.equal('passed', t.outcome, t.task_id .. ': ' .. tostring(t.error))
-      assert.equal(2, t.attempt)
-      assert.equal(2, t.attempts)
+      assert.equal(2, t.try)
+      assert.equal(2, t.tries)
+      assert.equal(1, t.attempt)
     end
     local attempts = events_of(info, 'trial_attempt')
     assert.equal(2, #attempts)
     for _, a in ipairs(attempts) do
-      assert.equal(1, a.attempt)
+      assert.equal(1, a.try)
       assert.equal('error', a.outcome)
       assert.equal('start', a.error_stage)
       assert.truthy(tostring(a.error):find('injected', 1, true))
@@ -111,7 +112,7 @@ describe('--retry-errors', function()
     assert.equal(0, status)
     for _, t in ipairs(results.trials(results.read(info.jsonl))) do
       assert.equal('failed', t.outcome)
-      assert.equal(1, t.attempt)
+      assert.equal(1, t.try)
     end
     assert.equal(0, #events_of(info, 'trial_attempt'))
   end)

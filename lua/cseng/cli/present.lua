@@ -204,7 +204,7 @@ function Tasks:on(F, name, d)
     self.retried = self.retried + 1
     r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
       string.rep(' ', 2 * self.width + 1), util.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
-      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.attempt, d.of))
+      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.try, d.of))
   elseif name == 'trial_gone' then
     self.running = self.running - 1
     self.live[d.task_id] = nil
@@ -218,7 +218,8 @@ function Tasks:on(F, name, d)
     else self.failed = self.failed + 1 end
     local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
       string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
-    if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
+    if (rec.tries or 1) > 1 then detail = detail .. string.format(' (try %d)', rec.try) end
+    if (rec.attempt or 1) > 1 then detail = detail .. string.format(' [attempt %d]', rec.attempt) end
     -- a task id or an error is data: its control characters are escaped
     local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
       util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds or 0, util.escape(detail, true))

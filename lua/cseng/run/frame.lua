@@ -333,20 +333,21 @@ end
 --- A trial with --retry-errors N (opts.retry_errors): run_one() -> rec, interrupted runs
 --- again while its outcome is `error` (an infrastructure failure, a timed-out trial included,
 --- never a `failed` verdict), up to N more times, after opts.retry_delay_seconds (default 1).
---- Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
---- (`attempt` numbers it, `attempts` counts them). No retry after an interrupt or a halt.
+--- Every try but the last is recorded as a `trial_attempt` event; the last is the trial (`try`
+--- numbers it, `tries` counts them; `attempt` is the sample's number among --attempts K, the
+--- same on every try). No retry after an interrupt or a halt.
 ---@return table rec, boolean|nil interrupted
 function Frame:attempts(run_one, is_error)
   local max = math.tointeger(self.opts.retry_errors) or 0
   is_error = is_error or function(r) return r.outcome == 'error' end
-  local attempt = 0
+  local try = 0
   while true do
-    attempt = attempt + 1
-    local rec, interrupted = run_one(attempt)
-    rec.attempt = attempt
-    local again = not interrupted and is_error(rec) and attempt <= max and not self:halted()
+    try = try + 1
+    local rec, interrupted = run_one(try)
+    rec.try = try
+    local again = not interrupted and is_error(rec) and try <= max and not self:halted()
     if not again then
-      if attempt > 1 then rec.attempts = attempt end
+      if try > 1 then rec.tries = try end
       return rec, interrupted
     end
     self.counts.retried = self.counts.retried + 1
@@ -354,7 +355,7 @@ function Frame:attempts(run_one, is_error)
     self:emit('attempt', { rec = rec, of = max + 1 })
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
-      rec.attempts = attempt
+      rec.tries = try
       self.interrupted = true
       return rec, true
     end
@@ -374,7 +375,7 @@ function Frame:pool(items, o)
     if self:halted() or (o.more and not o.more()) then break end
     local aok = pcall(sem.acquire, sem)
     if not aok then self.interrupted = true; break end
-    if self:halted() or (o.more and not o.more()) then sem:release(); break end
+    if self:halted() or (o.more and not o.more(item)) then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       local ok, err = pcall(o.each, item)
       sem:release()

@@ -61,6 +61,11 @@ local SPEC = {
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
+  -- agent evals (lua/cseng/agent/): repeated attempts for pass@k, and the run's spend ceiling
+  ['attempts'] = { key = 'attempts', type = 'int', min = 1, arg = 'K',
+    help = 'tasks: run each task K times (fresh sandbox each, interleaved); pass@1..K in the summary' },
+  ['max-cost-usd'] = { key = 'max_cost_usd', type = 'number', arg = 'X',
+    help = 'tasks: dispatch no new trial or agent turn once committed + in-flight spend would pass X USD' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
@@ -70,7 +75,8 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'fail-on-error', 'stop-after-create-failures',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
+  'stop-after-create-failures',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
