@@ -11,8 +11,9 @@
 --- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
 --- the host's /usr bound read-only, a synthetic /etc, cseng stages COPY/ENV/WORKDIR and the
 --- runner records RUN steps as fidelity gaps.
---- Every exec is a new bwrap process in new namespaces (no network unless the task allows it
---- and the user asks), with --die-with-parent, inside a cgroup with the task's memory/CPU
+--- Every exec is a new bwrap process in new namespaces (a trial has no network unless the task
+--- allows it and the user asks; the build sandbox has the host's, as docker build gives it, unless
+--- --build-network off), with --die-with-parent, inside a cgroup with the task's memory/CPU
 --- limits when the machine lets us. Warm: the prepared sandbox's upper directory (base mode) or
 --- root (host mode) becomes one more lower layer of later trials.
 local fs = require 'cseng.fs'
@@ -302,8 +303,8 @@ local bwrap_argv -- defined below
 local exec_env
 
 --- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
---- in a build sandbox (no network), its upper directory kept under the content key. req:
---- {recipe, timeout}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
+--- in a build sandbox (the host's network unless req.network == false), its upper directory kept
+--- under the content key. req: {recipe, timeout, network}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
 --- {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local rcp = req.recipe
@@ -320,9 +321,14 @@ function M.build(client, req)
     local t0 = clock.now()
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
     if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
-    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
+    -- RUN steps get the host's network, as `docker build` gives it (and its resolv.conf, bound
+    -- read-only: it never lands in the layer); --build-network off (req.network == false) keeps
+    -- the build in its own empty network namespace
+    local net = req.network ~= false
+    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = net, base_mode = true,
+      resolv = net and sys.realpath('/etc/resolv.conf') or nil }
     local replay = require 'cseng.task.replay'
-    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600 })
+    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = net, enforced = true })
     proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
     if not info then fs.remove_tree(bdir); return nil, rerr, rcode end
     fs.write(bdir .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
@@ -439,6 +445,9 @@ bwrap_argv = function(client, sb, opts)
     for _, c in ipairs(DOCKER_CAPS) do a[#a + 1] = '--cap-add'; a[#a + 1] = 'CAP_' .. c end
     for _, x in ipairs({ '--hostname', 'sandbox', '--bind', sb.root, '/', '--proc', '/proc', '--dev', '/dev',
       '--chdir', opts.cwd or sb.workdir }) do a[#a + 1] = x end
+    if sb.resolv then -- the build sandbox: the host's resolver, read-only, over the root's own
+      for _, x in ipairs({ '--ro-bind', sb.resolv, '/etc/resolv.conf' }) do a[#a + 1] = x end
+    end
     local user = opts.user
     if user and user ~= 'root' and user ~= 0 then
       local uid = tostring(user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID)

@@ -29,6 +29,8 @@ local SPEC = {
   ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE', help = 'KEY=VALUE file of credentials (never written to results)' },
   ['image-map'] = { key = 'image_map', type = 'multi', arg = 'PAT=IMAGE', help = 'substitute base images (glob * allowed); repeatable' },
   ['allow-network'] = { key = 'allow_network', type = 'bool', help = 'let tasks with allow_internet=true reach the network' },
+  ['build-network'] = { key = 'build_network', type = 'string', choices = { 'on', 'off' }, arg = 'on|off',
+    help = "the network of the task's build steps (RUN): on (default, as docker build) or off" },
   ['verifier-user'] = { key = 'verifier_user', type = 'string', choices = { 'root', 'verifier' }, arg = 'root|verifier',
     help = 'who runs tests/test.sh (default: non-root where possible)' },
   ['warm-artifact'] = { key = 'warm_artifact', type = 'string', arg = 'ID', help = 'warm artifact for every task (else prepared per task)' },
@@ -63,7 +65,7 @@ local SPEC = {
 local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
-  'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
+  'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
   'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts',

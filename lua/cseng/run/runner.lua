@@ -268,7 +268,8 @@ end
 --- Replay a recipe in a sandbox (lua/cseng/task/replay.lua); a failing step raises a build error whose
 --- log tail goes to the record (build_log_tail).
 function runner.replay(run, t, rcp, sb, rec)
-  local info, err, code = replay.run(run.provider, run.client, sb, rcp, { timeout = t.config.build_timeout })
+  local info, err, code = replay.run(run.provider, run.client, sb, rcp,
+    { timeout = t.config.build_timeout, network = run.opts.build_network ~= 'off' })
   if not info then
     if rec then rec.build_log_tail = err.log end
     error({ stage = 'build', message = err.message, code = code or 'EBUILD' })
