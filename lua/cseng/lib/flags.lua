@@ -109,6 +109,36 @@ function flags.parse(args, spec)
   return out, pos
 end
 
+--- The modules of lua/<dir>/ (one level) that export a function named fn: their names as a
+--- user types them ('_' as '-' when dash is true), sorted. What an "unknown NAME" error lists.
+---@param dir string e.g. 'solvers'
+---@param fn string e.g. 'solve'
+---@param dash? boolean
+---@return string[]
+function flags.modules(dir, fn, dash)
+  local fs, sys = require 'cseng.fs', require 'cseng.sys'
+  local out = {}
+  for _, f in ipairs(fs.list(sys.root() .. '/lua/' .. dir) or {}) do
+    local n = f:match('^(.-)%.lua$')
+    local ok, m = false, nil
+    if n then ok, m = pcall(require, dir .. '.' .. n) end
+    if ok and type(m) == 'table' and type(m[fn]) == 'function' then out[#out + 1] = dash and (n:gsub('_', '-')) or n end
+  end
+  table.sort(out)
+  return out
+end
+
+--- "unknown KIND 'name'; did you mean X? (KINDs: a, b, c)".
+---@param kind string
+---@param name string
+---@param names string[]
+---@return string
+function flags.unknown(kind, name, names)
+  local near = flags.closest(tostring(name), names)
+  return string.format("unknown %s '%s'%s (%ss: %s)", kind, tostring(name), near and ('; did you mean ' .. near .. '?') or '',
+    kind, table.concat(names, ', '))
+end
+
 --- Help text lines for a spec.
 function flags.help(spec, order)
   local lines = {}

@@ -43,7 +43,8 @@ function runner.solver(name)
   local ok, mod = pcall(require, mod_name)
   if not ok then
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      error(string.format("unknown solver '%s'", name), 0)
+      local flags = require 'cseng.lib.flags'
+      error(flags.unknown('solver', name, flags.modules('solvers', 'solve')), 0)
     end
     -- the first line says what failed (the rest is require's search path)
     error(string.format("solver '%s' failed to load: %s", name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
@@ -477,7 +478,7 @@ function Progress:attempt(rec, of)
   self.retried = self.retried + 1
   self:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
     string.rep(' ', 2 * self.width + 1), rec.task_id, 'error', rec.elapsed_seconds, rec.error_stage or '?',
-    util.tail(rec.error or '', 120), rec.attempt, of))
+    util.head(rec.error or '', 120), rec.attempt, of))
 end
 
 function Progress:trial(rec)
@@ -486,7 +487,7 @@ function Progress:trial(rec)
   if rec.outcome == 'passed' then self.passed = self.passed + 1
   elseif rec.outcome == 'error' then self.errors = self.errors + 1
   else self.failed = self.failed + 1 end
-  local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
+  local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.head(rec.error or '', 160)) or
     string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
   if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
   -- a task id or an error is data: its control characters are escaped (util.console)

@@ -66,13 +66,7 @@ end
 
 local function one_line(s) return (tostring(s):gsub('%s+', ' ')) end
 
---- The head of a string (at most n bytes, not cut inside a UTF-8 sequence), with "..." when cut.
-local function head(s, n)
-  if #s <= n then return s end
-  local cut = n
-  while cut > 0 and (s:byte(cut + 1) or 0) >= 0x80 and (s:byte(cut + 1) or 0) < 0xC0 do cut = cut - 1 end
-  return s:sub(1, cut) .. '...'
-end
+local head = util.head
 
 --- The shell command of a RUN step: as root, or dropped to the step's USER.
 function replay.run_command(cmd, cwd, user)
