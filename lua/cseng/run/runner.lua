@@ -109,6 +109,14 @@ local function build(run, t, stage)
   return b
 end
 
+--- The run id's name part: the plan's name, with a "gold" in it naming the solver the run
+--- really uses (`cold-gold --solver nop` is a cold-nop run).
+function runner.id_name(opts)
+  local name = opts.name or 'run'
+  if opts.solver and opts.solver ~= 'gold' then name = name:gsub('%f[%w]gold%f[%W]', (opts.solver:gsub('%%', ''))) end
+  return name
+end
+
 --- One trial of one task. Returns the trial record.
 local function trial_body(run, t, rec, state)
   local phases = rec.phases
@@ -656,7 +664,7 @@ function runner.run_tasks(opts)
       selected = sh.selected
       s = session.open { kind = 'tasks', opts = opts, run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json }
     else
-      s = session.open { kind = 'tasks', opts = opts, id_parts = { opts.name or 'run', opts.provider, opts.mode or 'cold' } }
+      s = session.open { kind = 'tasks', opts = opts, id_parts = { runner.id_name(opts), opts.provider, opts.mode or 'cold' } }
     end
   end
   local p = s:connect(opts.provider, opts.provider_config)
