@@ -621,12 +621,46 @@ local function snapshot_on_base(client, sb, key)
   assert(fs.mkdir_p(tmp))
   local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
   if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
-  fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time() }))
+  fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time(),
+    task_id = (sb.labels or {})['cseng.task'] }))
   if not fs.rename(tmp, dest) then
     fs.remove_tree(tmp)
     if not fs.exists(dest .. '/artifact.json') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
   end
   return dest
+end
+
+--- The warm artifacts under this client's root (what `cseng prewarm --list --provider local` shows,
+--- whoever made them: cseng prewarm or a warm run): {{id (the directory), created_at, task_id}}.
+function M.list_artifacts(client)
+  local out = {}
+  local dir = client.base .. '/warm'
+  local names = fs.list(dir) or {}
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local path = dir .. '/' .. name
+    if not name:find('.tmp-', 1, true) then
+      local ok, meta = pcall(cjson.decode, fs.read(path .. '/artifact.json') or '')
+      if ok and type(meta) == 'table' then
+        out[#out + 1] = { id = path, task_id = meta.task_id, created_at = meta.created and os.date('!%Y-%m-%dT%H:%M:%SZ', meta.created) }
+      elseif fs.exists(path .. '/etc/passwd') then -- host mode: the prepared root itself
+        out[#out + 1] = { id = path }
+      end
+    end
+  end
+  return out
+end
+
+--- Remove a warm artifact (a directory M.list_artifacts gave). A trial that still has it as a
+--- lower layer keeps its mount; later trials prepare it again.
+function M.delete_artifact(client, id)
+  local dir = client.base .. '/warm/'
+  if type(id) ~= 'string' or id:sub(1, #dir) ~= dir or id:find('/%.%./') or id:sub(#dir + 1):find('/') then
+    return nil, 'not a warm artifact of this root: ' .. tostring(id), 'EINVAL'
+  end
+  local ok, err = fs.remove_tree(id)
+  if not ok then return nil, err, 'EIO' end
+  return true
 end
 
 --- Artifacts are named by the task's content hash, so an existing one is the same root: it is

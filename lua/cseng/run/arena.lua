@@ -506,8 +506,9 @@ local function progress(run)
   end
   local done = s.phase == 'warmup' and s.round or run.rounds_done.measured
   local w = #tostring(s.rounds)
-  local mode = s.phase == 'warmup' and 'lockstep' or run.opts.mode -- warmups always run in lockstep rounds
-  local line = string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
+  -- warmups run as rounds whatever the mode: they are labelled warmups, not by a mode they do not have
+  local label = s.phase == 'warmup' and 'warmup' or ('measured ' .. tostring(run.opts.mode))
+  local line = string.format('%s [%' .. w .. 'd/%d]%s: %s', label, done, s.rounds,
     (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', '))
   if run.tty then
     io.stdout:write('\r\27[K', line)
