@@ -17,7 +17,7 @@ local recipe = require 'cseng.task.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local fake = dofile(ROOT .. '/spec/fakes/e2b/fake.lua')
+local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('e2b')
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 
 local SDK_DIR = ROOT .. '/spec/sdk/node_modules/e2b'

@@ -12,7 +12,7 @@ local lizard = require 'providers.lizard'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local fake = dofile(ROOT .. '/spec/fakes/lizard/fake.lua')
+local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local PROVIDERS = ROOT .. '/../shared/docs/PROVIDERS.md'
 

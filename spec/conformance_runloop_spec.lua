@@ -15,7 +15,7 @@ local recipe = require 'cseng.task.recipe'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(sys.root() .. '/spec/fakes/runloop/fake.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('runloop')
 
 local SDK_VERSION = cjson.decode((assert(fs.read(
   sys.root() .. '/spec/sdk/node_modules/@runloop/api-client/package.json')))).version

@@ -10,7 +10,7 @@ local vercel = require 'providers.vercel'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(sys.root() .. '/spec/fakes/vercel/fake.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('vercel')
 
 local SDK_VERSION = cjson.decode((assert(require('cseng.fs').read(
   sys.root() .. '/spec/sdk/node_modules/@vercel/sandbox/package.json')))).version

@@ -14,7 +14,7 @@ local cjson = require 'cjson'
 local daytona = require 'providers.daytona'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/daytona/fake.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('daytona')
 local prism = vendor.prism
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 

@@ -17,7 +17,7 @@ local util = require 'cseng.lib.util'
 local e2b = require 'providers.e2b'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/e2b/fake.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('e2b')
 local prism = vendor.prism
 local labels, tar_of, sorted_ids = vendor.labeller('cseng@spec host'), vendor.tar_of, vendor.sorted_ids
 

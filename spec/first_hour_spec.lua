@@ -120,3 +120,26 @@ describe('cseng dataset info', function()
     assert.equal(16, n)
   end)
 end)
+
+describe('a task with no gold solution', function()
+  it('is marked no_solution in its record and its progress line', function()
+    local d = tmp .. '/tasks/no-solution'
+    for _, sub in ipairs({ 'environment', 'tests' }) do assert(fs.mkdir_p(d .. '/' .. sub)) end
+    fs.write(d .. '/task.toml', 'version = "1.0"\n')
+    fs.write(d .. '/instruction.md', 'write /x\n')
+    fs.write(d .. '/environment/Dockerfile', 'FROM debian:bookworm-slim\n')
+    fs.write(d .. '/tests/test.sh', 'test -f /x && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n')
+    local r = cseng({ 'run', ROOT .. '/plans/cold-gold.lua', '--dataset', d, '--output', tmp .. '/nosol' })
+    assert.equal(0, r.code, r.stderr)
+    assert.matches('failed .*%(no gold solution: nothing was solved%)', r.stdout)
+    local log
+    for _, n in ipairs(fs.list(tmp .. '/nosol')) do if n:match('%.jsonl$') then log = fs.read(tmp .. '/nosol/' .. n) end end
+    local trial
+    for line in log:gmatch('[^\n]+') do
+      local ev = require('cjson').decode(line)
+      if ev.event == 'trial' then trial = ev end
+    end
+    assert.equal('failed', trial.outcome)
+    assert.is_true(trial.no_solution)
+  end)
+end)

@@ -16,7 +16,7 @@ local adapter = require 'providers.shared.adapter'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard/fake.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-reliability')) end)

@@ -9,7 +9,7 @@ local crypto = require 'cseng.crypto'
 local vercel = require 'providers.vercel'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/vercel/fake.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('vercel')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 describe('vercel lifecycle (stateful fake)', function()

@@ -205,6 +205,7 @@ local function trial_body(run, t, rec, state)
     r = r or {}
     rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
     rec.solve_return_code = r.return_code
+    if r.skipped then rec.no_solution = true end -- gold on a task without solution/solve.sh: not a real failure
     rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
     rec.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
     rec.solve_timed_out = r.timed_out or nil
@@ -497,6 +498,7 @@ function Progress:trial(rec)
   else self.failed = self.failed + 1 end
   local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.head(rec.error or '', 160)) or
     string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
+  if rec.no_solution then detail = detail .. ' (no gold solution: nothing was solved)' end
   if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
   -- a task id or an error is data: its control characters are escaped (util.console)
   local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
