@@ -264,4 +264,16 @@ function DOCT.run_doc(doc, o)
   return failures, ran, marked
 end
 
+--- One busted test per document: every command of its sh blocks as documented, or marked.
+function DOCT.describe_docs(title, docs)
+  describe(title, function()
+    for _, doc in ipairs(docs) do
+      it(doc, function()
+        local failures = DOCT.run_doc(doc)
+        assert.equal(0, #failures, '\n' .. table.concat(failures, '\n'))
+      end)
+    end
+  end)
+end
+
 return DOCT

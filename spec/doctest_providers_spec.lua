@@ -8,11 +8,4 @@ local DOCT = dofile(sys.root() .. '/spec/doctest.lua')
 setup(function() DOCT.open() end)
 teardown(function() DOCT.close() end)
 
-describe('doctest: the provider pages', function()
-  for _, doc in ipairs(DOCT.provider_pages()) do
-    it(doc, function()
-      local failures = DOCT.run_doc(doc)
-      assert.equal(0, #failures, '\n' .. table.concat(failures, '\n'))
-    end)
-  end
-end)
+DOCT.describe_docs('doctest: the provider pages', DOCT.provider_pages())

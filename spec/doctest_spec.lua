@@ -50,14 +50,7 @@ describe('doctest: parsing the docs', function()
   end)
 end)
 
-describe('doctest: every documented command', function()
-  for _, doc in ipairs(DOCS) do
-    it(doc, function()
-      local failures = DOCT.run_doc(doc)
-      assert.equal(0, #failures, '\n' .. table.concat(failures, '\n'))
-    end)
-  end
-end)
+DOCT.describe_docs('doctest: every documented command', DOCS)
 
 describe('doctest: every --help option is documented', function()
   it('appears in README.md or docs/', function()

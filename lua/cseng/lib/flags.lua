@@ -2,12 +2,6 @@
 --- values are one-line errors (the caller exits 2).
 local flags = {}
 
-local function util_keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
 
 -- The edit distance of a and b (insertions, deletions, substitutions, adjacent swaps).
 local function distance(a, b)
@@ -60,7 +54,10 @@ function flags.parse(args, spec)
       name = name or a:gsub('^%-%-?', '')
       local s = spec[name]
       if not s then
-        local near = flags.closest(name, util_keys(spec))
+        local names = {}
+        for k in pairs(spec) do names[#names + 1] = k end
+        table.sort(names)
+        local near = flags.closest(name, names)
         return nil, string.format("unknown option '%s'%s", a:match('^[^=]*'), near and ("; did you mean --" .. near .. '?') or '')
       end
       if s.type == 'bool' then
