@@ -6,4 +6,4 @@ local DOCT = dofile(sys.root() .. '/spec/doctest.lua')
 setup(function() DOCT.open() end)
 teardown(function() DOCT.close() end)
 
-DOCT.describe_docs('doctest: docs/PLANS.md', { 'docs/PLANS.md' })
+DOCT.describe_docs({ describe = describe, it = it }, 'doctest: docs/PLANS.md', { 'docs/PLANS.md' })

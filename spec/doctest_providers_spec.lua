@@ -8,4 +8,4 @@ local DOCT = dofile(sys.root() .. '/spec/doctest.lua')
 setup(function() DOCT.open() end)
 teardown(function() DOCT.close() end)
 
-DOCT.describe_docs('doctest: the provider pages', DOCT.provider_pages())
+DOCT.describe_docs({ describe = describe, it = it }, 'doctest: the provider pages', DOCT.provider_pages())

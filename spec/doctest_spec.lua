@@ -50,7 +50,7 @@ describe('doctest: parsing the docs', function()
   end)
 end)
 
-DOCT.describe_docs('doctest: every documented command', DOCS)
+DOCT.describe_docs({ describe = describe, it = it }, 'doctest: every documented command', DOCS)
 
 describe('doctest: every --help option is documented', function()
   it('appears in README.md or docs/', function()
