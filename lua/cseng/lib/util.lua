@@ -39,6 +39,17 @@ function util.tail(s, n)
   return s:sub(-n)
 end
 
+--- Keep the first n bytes of s (an error line: its head says what failed), "..." in place of the
+--- rest; never cut inside a UTF-8 sequence.
+function util.head(s, n)
+  s = s or ''
+  n = n or 4000
+  if #s <= n then return s end
+  local cut = n
+  while cut > 0 and (s:byte(cut + 1) or 0) >= 0x80 and (s:byte(cut + 1) or 0) < 0xC0 do cut = cut - 1 end
+  return s:sub(1, cut) .. '...'
+end
+
 -- Secret values: environment variables whose names say TOKEN, KEY, SECRET or PASSWORD (a
 -- value of 6 or more bytes that is not an absolute path), plus anything registered with
 -- util.add_secret (--env-file credentials, tokens a provider returned).

@@ -44,7 +44,8 @@ function runner.solver(name)
   local ok, mod = pcall(require, mod_name)
   if not ok then
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      error(string.format("unknown solver '%s'", name), 0)
+      local flags = require 'cseng.lib.flags'
+      error(flags.unknown('solver', name, flags.modules('solvers', 'solve')), 0)
     end
     -- the first line says what failed (the rest is require's search path)
     error(string.format("solver '%s' failed to load: %s", name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
@@ -53,6 +54,14 @@ function runner.solver(name)
 end
 
 local function ns_to_s(ns) return ns / 1e9 end
+
+--- The run id's name part: the plan's name, with a "gold" in it naming the solver the run
+--- really uses (`cold-gold --solver nop` is a cold-nop run).
+function runner.id_name(opts)
+  local name = opts.name or 'run'
+  if opts.solver and opts.solver ~= 'gold' then name = name:gsub('%f[%w]gold%f[%W]', (opts.solver:gsub('%%', ''))) end
+  return name
+end
 
 local function cost_of(run, task_, lifetime_s)
   local rates = run.provider.rates or {}
@@ -199,6 +208,7 @@ local function trial_body(run, t, rec, state)
     r = r or {}
     rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
     rec.solve_return_code = r.return_code
+    if r.skipped then rec.no_solution = true end -- gold on a task without solution/solve.sh: not a real failure
     rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
     rec.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
     rec.solve_timed_out = r.timed_out or nil
@@ -241,9 +251,6 @@ function runner.trial(run, t, attempt, key)
   else
     rec.outcome = rec.passed and 'passed' or 'failed'
   end
-  if rec.outcome == 'failed' and not t.has_solution and run.solver.name == 'gold' then
-    rec.no_solution = true -- gold with nothing to apply: a task without solution/solve.sh
-  end
   rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
   agent_hooks.after_trial(run, rec, key) -- agent hook: cost ledger, model, budget settled
@@ -253,7 +260,8 @@ end
 --- Replay a recipe in a sandbox (lua/cseng/task/replay.lua); a failing step raises a build error whose
 --- log tail goes to the record (build_log_tail).
 function runner.replay(run, t, rcp, sb, rec)
-  local info, err, code = replay.run(run.provider, run.client, sb, rcp, { timeout = t.config.build_timeout })
+  local info, err, code = replay.run(run.provider, run.client, sb, rcp,
+    { timeout = t.config.build_timeout, network = run.opts.build_network ~= 'off' })
   if not info then
     if rec then rec.build_log_tail = err.log end
     error({ stage = 'build', message = err.message, code = code or 'EBUILD' })
@@ -421,10 +429,8 @@ function runner.run_tasks(opts)
       selected = sh.selected
       F = frame.open { kind = 'tasks', opts = opts, session = { run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json } }
     else
-      -- the run id names what ran: the plan, and the solver when it is not the plan's own
-      local name = opts.name or 'run'
-      if opts.solver and opts.plan_solver and opts.solver ~= opts.plan_solver then name = name .. '-' .. opts.solver end
-      F = frame.open { kind = 'tasks', opts = opts, session = { id_parts = { name, opts.provider, opts.mode or 'cold' } } }
+      F = frame.open { kind = 'tasks', opts = opts, session = { id_parts = { runner.id_name(opts), opts.provider,
+        opts.mode or 'cold' } } }
     end
   end
   local s = F.session
