@@ -495,7 +495,7 @@ function runner.run_tasks(opts)
       if opts.stop_after_passes and passes >= opts.stop_after_passes then return false end
       if item and not agent_hooks.admit(run, item) then -- agent hook: --max-cost-usd
         local b = agent_hooks.stop_reason(run)
-        F:stop('max_cost', b and b.message or 'the spend ceiling (--max-cost-usd) would be passed')
+        F:stop('max_cost', b and b.message or 'the spend ceiling (--max-cost-usd) would be passed', nil, b)
         return false
       end
       return true
@@ -522,6 +522,9 @@ function runner.run_tasks(opts)
       F:emit('trial', { rec = rec })
     end,
   })
+  -- the ceiling may have stopped an agent's turn in the last trial: the run stopped there too
+  local budget_stop = agent_hooks.stop_reason(run)
+  if budget_stop then F:stop('max_cost', budget_stop.message or 'the spend ceiling (--max-cost-usd)', nil, budget_stop) end
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
   local reclaimed = F:reclaim()
   local all = results.read(s.jsonl)
