@@ -89,6 +89,15 @@ function Renderer:warn(text)
   if self.tty then self:draw() end
 end
 
+--- Why the run stopped allocating, if it did (and how to finish a failed cleanup): stderr,
+--- under --quiet too.
+function Renderer:stopped(F, prefix)
+  local why = F:stop_message()
+  if not why then return end
+  self:warn(prefix .. 'stopped allocating: ' .. why)
+  if F.session.cleanup_failed then self:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
+end
+
 -- ---- what a task run shows -----------------------------------------------------------------
 
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
@@ -234,11 +243,7 @@ function Tasks:on(F, name, d)
       r:line('results: ' .. F.jsonl)
       r:line('summary: ' .. F.json)
     end
-    local why = F:stop_message()
-    if why then
-      r:warn('cseng: stopped allocating: ' .. why)
-      if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
-    end
+    r:stopped(F, 'cseng: ')
   end
 end
 
@@ -354,11 +359,7 @@ local function prewarm_view(r)
       r:warn(string.format('cseng: prewarm %s: %s', util.escape(d.task_id, true), d.error))
     elseif name == 'finished' then
       r:finish()
-      local why = F:stop_message()
-      if why then
-        r:warn('cseng: prewarm: stopped allocating: ' .. why)
-        if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
-      end
+      r:stopped(F, 'cseng: prewarm: ')
     end
   end }
 end
