@@ -916,7 +916,8 @@ static int task_guard(lua_State *L) {
   if (t) t->strict++;
   lua_pushboolean(L, 1);
   lua_insert(L, 1);
-  return guard_k(L, lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, (lua_KContext)t, guard_k), (lua_KContext)t);
+  return guard_k(L, lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, (lua_KContext)t, guard_k),
+                 (lua_KContext)t);
 }
 
 /* Installs pcall, xpcall, coroutine.resume and coroutine.wrap (above) over the standard ones. */
@@ -1065,12 +1066,18 @@ void cs_sched_shutdown(void) {
 }
 
 int luaopen_cseng_task(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"spawn", task_spawn},         {"join", task_join},
-                                   {"sleep", task_sleep},         {"yield", task_yield},
-                                   {"current", task_current},     {"cancel", task_cancel_l},
-                                   {"cancelled", task_cancelled}, {"interrupted", task_interrupted},
-                                   {"count", task_count},         {"semaphore", task_semaphore},
-                                   {"error", task_error_l},       {"guard", task_guard},
+  static const luaL_Reg funcs[] = {{"spawn", task_spawn},
+                                   {"join", task_join},
+                                   {"sleep", task_sleep},
+                                   {"yield", task_yield},
+                                   {"current", task_current},
+                                   {"cancel", task_cancel_l},
+                                   {"cancelled", task_cancelled},
+                                   {"interrupted", task_interrupted},
+                                   {"count", task_count},
+                                   {"semaphore", task_semaphore},
+                                   {"error", task_error_l},
+                                   {"guard", task_guard},
                                    {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;

@@ -87,6 +87,32 @@ fs.write(out .. '/closed', tostring(done))
     assert.equal('2', fs.read(dir .. '/closed'))
   end)
 
+  it('reaches the next task of the pass when the task the signal hit yields before its hook fires', function()
+    local dir = script('same_pass_yield', [[
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local out = arg[1]
+local a = task.spawn(function()
+  task.sleep(0.2)
+  fs.write(out .. '/waiting', 'x')
+  io.popen('sleep 1'):read('a') -- blocks in C: the signal lands here
+  task.yield() -- and the task yields before 10000 more instructions
+end)
+local b = task.spawn(function()
+  local _ <close> = setmetatable({}, { __close = function() fs.write(out .. '/closed', 'ran') end })
+  task.sleep(0.2) -- its timer fires with a's: b runs right after a, in the same pass
+  local x = 0
+  while true do x = x + 1 end
+end)
+pcall(a.join, a)
+pcall(b.join, b)
+]])
+    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/waiting', 'INT', dir)
+    assert.is_table(r, 'exited after SIGINT: ' .. tostring(err))
+    assert.equal(130, r.code)
+    assert.equal('ran', fs.read(dir .. '/closed'))
+  end)
+
   it('interrupts a spin inside a coroutine the task resumed, with wrap and with resume', function()
     local dir = script('nested', [[
 local task = require 'cseng.task'
