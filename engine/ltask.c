@@ -718,17 +718,26 @@ static int s_count(lua_State *L) {
  * yields (`while true do end`, also inside a coroutine the task resumed) is interrupted
  * too and unwinds through its cleanup (__close, pcall handlers). The signal handler arms
  * it on the coroutine executing at that instant; the scheduler (task_step) and
- * coroutine.resume/wrap arm it on every coroutine a cancelled task runs afterwards, until
- * the cancellation has been raised once (outside task.guard: it is delivered once, and a
- * task already cancelled is running its cleanup) or, inside task.guard, for as long as
- * the task is there (the cancellation stays raised). */
+ * coroutine.resume/wrap arm it on every coroutine a task a signal cancelled runs
+ * afterwards, until the cancellation has been raised once (outside task.guard it is
+ * delivered once: a task already cancelled is running its cleanup), and, inside
+ * task.guard, on every coroutine of any cancelled task for as long as it is there (the
+ * cancellation stays raised). */
 #define INTERRUPT_COUNT 10000
+
+/* Whether t has a cancellation the hook must raise: one a signal brought that it has not
+ * had yet, or any, inside task.guard. (Without a signal, a task.cancel() is raised at the
+ * task's next yielding call, as always.) */
+static int wants_hook(const cs_task *t) {
+  return t->cancelled && ((!t->delivered && sig_count) || t->strict > 0);
+}
+
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
   cs_task *t = task_of(L);
   (void)ar;
   if (!t) t = S.current; /* a coroutine the task resumed */
   if (sig_count > S.sigseen) process_signal();
-  if (!t || t != S.current || t->state == T_DONE || !t->cancelled || (t->delivered && t->strict == 0)) {
+  if (!t || t != S.current || t->state == T_DONE || !wants_hook(t)) {
     lua_sethook(L, NULL, 0, 0);
     return;
   }
@@ -737,9 +746,9 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar) {
 }
 
 /* Arms the interrupt hook on co, a coroutine the task t is about to run, when t has a
- * cancellation to raise; removes it (ours only) otherwise. */
+ * cancellation for it to raise; removes it (ours only) otherwise. */
 static void arm_hook(lua_State *co, cs_task *t) {
-  if (t->cancelled && (!t->delivered || t->strict > 0)) {
+  if (wants_hook(t)) {
     lua_sethook(co, interrupt_hook, LUA_MASKCOUNT, INTERRUPT_COUNT);
   } else if (lua_gethook(co) == interrupt_hook) {
     lua_sethook(co, NULL, 0, 0);
