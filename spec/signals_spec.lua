@@ -54,15 +54,19 @@ local function median(xs)
 end
 
 describe('an interrupt in the engine', function()
-  local function script(name, body)
+  -- Run a `cseng lua` script (its arg[1] is its folder) and interrupt it with sig once `marker`
+  -- exists in that folder: its exit status (an expired watchdog fails the test) and the folder.
+  local function interrupt_script(name, body, marker, sig)
     local dir = tmp .. '/' .. name
     assert(fs.mkdir_p(dir))
     assert(fs.write(dir .. '/s.lua', body))
-    return dir
+    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/' .. marker, sig, dir)
+    assert.is_table(r, 'exited after SIG' .. sig .. ': ' .. tostring(err))
+    return r.code, dir
   end
 
   it('reaches a second task made ready in the same pass as the one that was spinning', function()
-    local dir = script('same_pass', [[
+    local code, dir = interrupt_script('same_pass', [[
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local out = arg[1]
@@ -80,15 +84,13 @@ local a, b = spinner(1), spinner(2)
 pcall(a.join, a)
 pcall(b.join, b)
 fs.write(out .. '/closed', tostring(done))
-]])
-    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/spinning.1', 'INT', dir)
-    assert.is_table(r, 'exited after SIGINT: ' .. tostring(err))
-    assert.equal(130, r.code)
+]], 'spinning.1', 'INT')
+    assert.equal(130, code)
     assert.equal('2', fs.read(dir .. '/closed'))
   end)
 
   it('reaches the next task of the pass when the task the signal hit yields before its hook fires', function()
-    local dir = script('same_pass_yield', [[
+    local code, dir = interrupt_script('same_pass_yield', [[
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local out = arg[1]
@@ -106,15 +108,13 @@ local b = task.spawn(function()
 end)
 pcall(a.join, a)
 pcall(b.join, b)
-]])
-    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/waiting', 'INT', dir)
-    assert.is_table(r, 'exited after SIGINT: ' .. tostring(err))
-    assert.equal(130, r.code)
+]], 'waiting', 'INT')
+    assert.equal(130, code)
     assert.equal('ran', fs.read(dir .. '/closed'))
   end)
 
   it('interrupts a spin inside a coroutine the task resumed, with wrap and with resume', function()
-    local dir = script('nested', [[
+    local code, dir = interrupt_script('nested', [[
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local out = arg[1]
@@ -131,10 +131,8 @@ local r = task.spawn(function()
 end)
 pcall(w.join, w)
 pcall(r.join, r)
-]])
-    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/spinning', 'INT', dir)
-    assert.is_table(r, 'exited after SIGINT: ' .. tostring(err))
-    assert.equal(130, r.code)
+]], 'spinning', 'INT')
+    assert.equal(130, code)
     assert.equal('ran', fs.read(dir .. '/closed.wrap'))
     assert.equal('ran', fs.read(dir .. '/closed.resume'))
     -- outside task.guard the cancellation is delivered once: resume returns it
@@ -142,7 +140,7 @@ pcall(r.join, r)
   end)
 
   it('inside task.guard a cancellation stays raised: pcall, xpcall and resume retries end', function()
-    local dir = script('guard', [[
+    local code, dir = interrupt_script('guard', [[
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local out = arg[1]
@@ -164,10 +162,8 @@ for name, fn in pairs(kinds) do
   end)
 end
 for _, t in ipairs(tasks) do pcall(t.join, t) end
-]])
-    local r, _, err = interrupt({ CSENG, 'lua', dir .. '/s.lua', dir }, nil, dir .. '/spinning', 'TERM', dir)
-    assert.is_table(r, 'exited after SIGTERM: ' .. tostring(err))
-    assert.equal(143, r.code)
+]], 'spinning', 'TERM')
+    assert.equal(143, code)
     for _, name in ipairs({ 'pcall', 'xpcall', 'resume', 'sleep' }) do
       assert.equal('false ECANCELED', fs.read(dir .. '/' .. name), name)
     end
