@@ -293,7 +293,7 @@ while true do end
     assert.matches('interrupted', fs.read(errf))
   end)
 
-  it('SIGTERM too, inside a spawned task', function()
+  it('SIGTERM too, inside a spawned task (status 143)', function()
     local p, marker = spawn_script('spin_task', [[
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
@@ -311,7 +311,7 @@ t:join()
     local r = p:wait(60)
     if not r then p:kill('KILL'); p:wait() end
     assert.is_table(r)
-    assert.equal(130, r.code)
+    assert.equal(143, r.code) -- 128 + SIGTERM
     assert.equal('ran', fs.read(marker .. '.cleanup'))
   end)
 

@@ -195,7 +195,8 @@ local function trial_body(run, t, rec, state)
   phase('instruction_write', function() staging.write_instruction(ctx) end)
   phase('solve', function()
     local s = clock.now()
-    local ok, r = pcall(run.solver.solve, ctx)
+    -- task.guard: a solver cannot swallow an interrupt (its pcall or resume raises it again)
+    local ok, r = task.guard(run.solver.solve, ctx)
     ok, r = agent_hooks.after_solve(run, ctx, rec, ok, r) -- agent hook: trajectory, health probe (ESANDBOX)
     if not ok then
       -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
