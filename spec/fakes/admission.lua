@@ -5,7 +5,8 @@
 ---
 ---   local f = dofile(ROOT .. '/spec/fakes/admission.lua').start { rate = 20, latency = 0.05 }
 ---   f.set { rate = 200 }         -- the limit rises (or retry_after = 1: bans)
----   f.stats() --> { creates =, created =, throttled =, banned =, deletes =, live =, max_in_flight = }
+---   f.stats() --> { creates =, created =, throttled =, bans =, banned = (429s during a ban), deletes =,
+---                   live =, max_in_flight = }
 ---   f.close()
 local serve = require 'cseng.serve'
 local clock = require 'cseng.clock'
@@ -17,7 +18,7 @@ M.API_KEY, M.PROJECT = 'adm-key', 'adm-proj'
 
 function M.start(o)
   local cfg = { rate = o.rate or 20, latency = o.latency or 0.05, retry_after = o.retry_after }
-  local st = { creates = 0, created = 0, throttled = 0, banned = 0, deletes = 0, live = 0, in_flight = 0, max_in_flight = 0 }
+  local st = { creates = 0, created = 0, throttled = 0, banned = 0, bans = 0, deletes = 0, live = 0, in_flight = 0, max_in_flight = 0 }
   local tokens, last, ban_until, seq = 1, clock.now(), 0, 0
   local JSON = { ['Content-Type'] = 'application/json' }
 
@@ -48,6 +49,7 @@ function M.start(o)
         if cfg.retry_after then
           h['Retry-After'] = tostring(cfg.retry_after)
           ban_until = now + math.floor(cfg.retry_after * 1e9)
+          st.bans = st.bans + 1
         end
         return 429, h, '{"error":"rate limited"}'
       end
