@@ -63,7 +63,7 @@ end
 describe('adaptive admission', function()
   it('converges below a hidden create rate without failed trials, and recovers when it rises', function()
     local f = fake_mod.start { rate = 20, latency = 0.05 }
-    local s = open(f, { concurrency = 16 })
+    local s = open(f, { concurrency = 16, admission_start = 4 })
     local failed = trials(s, 60, 16)
     local st1 = f.stats()
     local ev1 = events(s)
@@ -136,6 +136,7 @@ describe('adaptive admission', function()
   it("an adapter's declared creates_per_minute and --concurrency bound the limit", function()
     local c = admission.new('x', { bound = 3, start = 10 })
     assert.equal(3, c.limit)
+    assert.equal(5, admission.new('z', { bound = 5 }).limit) -- starts at the bound
     local ctl = admission.new('y', { bound = 2, creates_per_minute = 600, adaptive = false })
     assert.equal(2, ctl.limit)
     assert.equal(100000000, ctl.interval_ns)

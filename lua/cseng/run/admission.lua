@@ -26,6 +26,7 @@
 --- Every change of the limit, every pause and every retry is an `admission` event in the run log
 --- ({provider, limit, in_flight, reason, retry_after_s?}).
 ---
+--- The run's option `admission_start` (a plan field) sets the first limit (default --concurrency).
 --- Pinned off by the plan field / option `admission = 'off'` (a measurement run: the startup
 --- arena's burst must stay a true burst, and startup runs default to off), or `'fixed'` (the
 --- bound only: --concurrency and the adapter's declared limits, no adaptation).
@@ -43,13 +44,14 @@ Ctl.__index = Ctl
 local controllers = setmetatable({}, { __mode = 'k' }) -- per session: key -> controller
 
 --- A controller for key. o: bound (creates in flight at most), creates_per_minute, adaptive
---- (default true), event = fn(fields) (the run log), start (the first limit; default min(bound, 4)).
+--- (default true), event = fn(fields) (the run log), start (the first limit; default the bound:
+--- a healthy provider sees the run exactly as without admission until it throttles).
 ---@return table
 function admission.new(key, o)
   local bound = math.max(1, math.tointeger(o.bound) or 1)
   local c = setmetatable({
     key = key, bound = bound, adaptive = o.adaptive ~= false, event = o.event or function() end,
-    limit = o.adaptive == false and bound or math.min(bound, o.start or 4),
+    limit = o.adaptive == false and bound or math.max(1, math.min(bound, math.tointeger(o.start) or bound)),
     in_flight = 0, waiting = 0, signals = 0, gate = task.semaphore(0),
     paused_until = 0, next_start = 0, started = 0, decreased_at = 0,
     interval_ns = o.creates_per_minute and math.floor(60e9 / o.creates_per_minute) or nil,
