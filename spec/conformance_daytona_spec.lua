@@ -221,7 +221,8 @@ describe('the fake\'s object storage (the build contexts)', function()
 
   it('stores a PUT whose x-amz-checksum-crc32 matches the body, refuses one that does not (BadDigest)', function()
     local f = fake.start {}
-    local creds = assert(daytona._call(daytona.connect(f.config()), 'GET', f.url .. '/object-storage/push-access'))
+    local creds = assert(require('providers.shared.adapter').request('daytona', 'GET', f.url .. '/object-storage/push-access',
+      { headers = { Authorization = 'Bearer ' .. f.config().api_key } }))
     local function put(key, crc)
       local url = creds.storageUrl .. '/' .. creds.bucket .. '/' .. creds.organizationId .. '/' .. key .. '/context.tar'
       local h = { ['x-amz-checksum-crc32'] = crc, ['x-amz-sdk-checksum-algorithm'] = 'CRC32' }

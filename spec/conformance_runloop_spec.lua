@@ -111,8 +111,8 @@ describe('runloop: @runloop/api-client against the adapter (differential)', func
     local contexts = f.stats().build_contexts
     assert.same(contexts[bodies[1].name], contexts[bodies[2].name])
     -- the fake's upload_url refuses a Content-Type it was not signed with (curl's default, say)
-    local client = runloop.connect(f.config())
-    local obj = assert(runloop._call(client, 'POST', '/v1/objects', { json = { name = 'refused', content_type = 'tar' } }))
+    local obj = assert(adapter.request('runloop', 'POST', f.url .. '/v1/objects', { json = { name = 'refused', content_type = 'tar' },
+      headers = { Authorization = 'Bearer ' .. f.config().api_key } }))
     local _, _, code = adapter.request('runloop', 'PUT', obj.upload_url,
       { body = 'x', raw = true, headers = { ['Content-Type'] = 'application/x-tar' } })
     assert.equal('HTTP_403', code)

@@ -154,7 +154,6 @@ local function call(client, method, url, o)
   return adapter.request('daytona', method, url, { headers = headers_for(client, o.headers), json = o.json,
     body = o.body, raw = o.raw, timeout = o.timeout or client.request_timeout, message = api_message })
 end
-M._call = call
 
 local function api_url(client, path) return client.base .. path end
 
@@ -342,7 +341,7 @@ end
 
 -- The toolbox's UploadFiles form (what the SDK's fs.uploadFile sends): the destination as the
 -- field files[0].path, the data as the part files[0].file (filename = the destination).
-function M._upload_form(path, data)
+local function upload_form(path, data)
   return adapter.form {
     { name = 'files[0].path', data = path },
     { name = 'files[0].file', filename = path, content_type = 'application/octet-stream', data = data },
@@ -350,7 +349,7 @@ function M._upload_form(path, data)
 end
 
 upload = function(client, sb, path, data)
-  local body, ctype = M._upload_form(path, data)
+  local body, ctype = upload_form(path, data)
   local ok, err, code = call(client, 'POST', toolbox(client, sb, '/files/bulk-upload'),
     { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true })
   if not ok then return nil, err, code end

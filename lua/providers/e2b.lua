@@ -159,7 +159,6 @@ local function api(client, method, path, o)
   local headers = { ['X-API-Key'] = client.key, Accept = 'application/json' }
   return request(method, client.base .. path, headers, { json = o.json, timeout = o.timeout or client.request_timeout })
 end
-M._api = api
 
 --- The envd base URL of a sandbox (exposed for the specs).
 function M.envd_url(client, sb)

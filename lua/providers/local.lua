@@ -123,7 +123,7 @@ function M.connect(cfg)
   assert(fs.mkdir_p(base .. '/sandboxes'))
   assert(fs.mkdir_p(base .. '/warm'))
   local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
-  local images = require 'cseng.cli.commands.images'
+  local images = require 'cseng.images.rootfs'
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
   local base_root
   if host_root then

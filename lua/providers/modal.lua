@@ -165,7 +165,6 @@ local function call(client, target, method, message, o)
   end
   return nil, util.redact(string.format('modal: %s: %s', method, tostring(err))), code or 'EGRPC', info
 end
-M._call = call
 
 --- The x-modal-auth-token (AuthTokenGet once per client; again when it is about to expire).
 function M.auth_token(client)

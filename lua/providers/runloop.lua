@@ -172,7 +172,6 @@ local function call(client, method, path, o)
     what = method .. ' ' .. path, message = api_message,
   })
 end
-M._call = call
 
 local function devbox_path(id, rest) return '/v1/devboxes/' .. urlencode(id) .. (rest or '') end
 
@@ -350,7 +349,6 @@ upload = function(client, sb, path, data)
   if not ok then return nil, err, code end
   return true
 end
-M._upload = upload
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the devbox: uploaded as one
 --- file (upload_file), then extracted by a command (adapter.put_by_upload).

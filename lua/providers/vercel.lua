@@ -123,7 +123,6 @@ local function api_message(body)
   end
   return adapter.snippet(body)
 end
-M._api_message = api_message
 
 local function url_for(client, path, query)
   local q = 'teamId=' .. urlencode(client.team)
@@ -147,7 +146,6 @@ local function call(client, method, path, o)
     timeout = o.timeout or client.request_timeout, what = method .. ' ' .. path, message = api_message,
   })
 end
-M._call = call
 
 --- An NDJSON request: on_record(value) for each line as it arrives. Returns the response, or
 --- nil, message, CODE (HTTP statuses outside 2xx as HTTP_<status>, with the body's message).
@@ -311,7 +309,6 @@ upload = function(client, sb, path, data)
   if not ok then return nil, err, code end
   return true
 end
-M._upload = upload
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded as one
 --- file through fs/write, then extracted by a command (adapter.put_by_upload), so a symlink the

@@ -88,24 +88,9 @@ function helpers.group(list, key)
 end
 
 --- Allocations with no destroyed record, keyed by provider and sandbox id (two providers of
---- one run may hand out the same id). A cleanup_failed record leaves the sandbox live.
----@param events table[]
----@return table[] the allocated events, in order
-function helpers.live_allocations(events)
-  local live, order = {}, {}
-  for _, e in ipairs(events) do
-    local k = tostring(e.provider) .. '\0' .. tostring(e.sandbox_id)
-    if e.event == 'allocated' then
-      if not live[k] then order[#order + 1] = k end
-      live[k] = e
-    elseif e.event == 'destroyed' then
-      live[k] = nil
-    end
-  end
-  local out = {}
-  for _, k in ipairs(order) do if live[k] then out[#out + 1] = live[k] end end
-  return out
-end
+--- one run may hand out the same id); a cleanup_failed record leaves the sandbox live. The run
+--- log's own reader (cseng.results.log).
+helpers.live_allocations = results.live_allocations
 
 local function new_run(id, path)
   return { id = id, path = path, kind = '?', source = 'log', events = {}, trials = {}, startup_trials = {},

@@ -273,10 +273,8 @@ function adapter.tail_buffer(cap)
   return b
 end
 
---- A fresh path in the sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>.
-function adapter.tmp_path(kind, ext, nbytes)
-  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
-end
+--- A fresh path in the sandbox's /tmp (cseng.lib.util.sandbox_tmp_path).
+adapter.tmp_path = util.sandbox_tmp_path
 
 --- put by upload: the archive is uploaded (upload(client, sb, path, bytes) -> true | nil, err,
 --- CODE) to a fresh /tmp/cseng-put-*.tar of the sandbox, then extracted into dir as
