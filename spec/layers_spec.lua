@@ -68,7 +68,7 @@ local function tokens(src)
     elseif src:sub(i, i + 1) == '--' then
       local level, body = long_bracket(i + 2)
       local stop
-      if level then _, stop = skip_long(level, body) else stop = (src:find('\n', i, true) or n + 1) end
+      if level then stop = select(2, skip_long(level, body)) else stop = (src:find("\n", i, true) or n + 1) end
       for _ in src:sub(i, stop - 1):gmatch('\n') do line = line + 1 end
       i = stop
     elseif c == '[' and long_bracket(i) then

@@ -81,19 +81,8 @@ local TOKEN_VARS = { 'VERCEL_TOKEN', 'VERCEL_ACCESS_TOKEN', 'VERCEL_API_KEY', 'V
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
-  local token = setting('token')
-  for _, var in ipairs(TOKEN_VARS) do token = token or setting(nil, var) end
-  local team, project = setting('team_id', 'VERCEL_TEAM_ID'), setting('project_id', 'VERCEL_PROJECT_ID')
-  local missing = {}
-  if not token then missing[#missing + 1] = table.concat(TOKEN_VARS, ' or ', 1, 3) .. ' (or VERCEL_OIDC_TOKEN)' end
-  if not team then missing[#missing + 1] = 'VERCEL_TEAM_ID' end
-  if not project then missing[#missing + 1] = 'VERCEL_PROJECT_ID' end
-  if #missing > 0 then
-    local many = #missing > 1
-    error(string.format('vercel provider: %s %s not set (export %s, or put %s in an --env-file)',
-      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
-  end
-  util.add_secret(token)
+  local token, team, project = adapter.credentials('vercel', setting, { { 'token', TOKEN_VARS, secret = true },
+    { 'team_id', 'VERCEL_TEAM_ID' }, { 'project_id', 'VERCEL_PROJECT_ID' } })
   local image = setting('image', 'VERCEL_IMAGE')
   return {
     base = tostring(setting('api_url', 'VERCEL_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),

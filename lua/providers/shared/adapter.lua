@@ -17,32 +17,41 @@ local adapter = {}
 -- ---- settings ----------------------------------------------------------------------------
 
 --- The settings reader of an adapter's connect: setting(key, var) is cfg[key], else the
---- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset.
+--- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset. var may
+--- be a list of alternative names ({'A_TOKEN', 'A_API_KEY'}, as an adapter's `credentials` lists
+--- them): the first one set wins.
 ---@param cfg table
----@return fun(key: string, var?: string): any
+---@return fun(key?: string, var?: string|string[]): any
 function adapter.settings(cfg)
   local getenv = cfg.getenv or os.getenv
   return function(key, var)
-    local v = cfg[key]
-    if v == nil and var then v = getenv(var) end
+    local v
+    if key ~= nil then v = cfg[key] end
     if v == '' then v = nil end
+    for _, name in ipairs(type(var) == 'table' and var or { var }) do
+      if v ~= nil then break end
+      v = getenv(name)
+      if v == '' then v = nil end
+    end
     return v
   end
 end
 
 --- The credentials of an adapter's connect: each {key, var, secret = bool} read with
---- setting(key, var); returns their values in order, the secret ones registered with
---- util.add_secret. Raises the one-line error naming every missing variable, e.g.
---- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)";
---- makes no request.
+--- setting(key, var) (var a name, or a list of alternative names); returns their values in
+--- order, the secret ones registered with util.add_secret. Raises the one-line error naming
+--- every missing variable, e.g. "lizard provider: LIZARD_API_KEY is not set (export it, or put
+--- it in an --env-file)", alternatives as "A_TOKEN or A_API_KEY"; makes no request.
 ---@param provider string
----@param setting fun(key: string, var?: string): any from adapter.settings
+---@param setting fun(key?: string, var?: string|string[]): any from adapter.settings
 ---@param creds table[]
 function adapter.credentials(provider, setting, creds)
   local values, missing = {}, {}
   for i, c in ipairs(creds) do
     values[i] = setting(c[1], c[2])
-    if not values[i] then missing[#missing + 1] = c[2] end
+    if not values[i] then
+      missing[#missing + 1] = type(c[2]) == 'table' and table.concat(c[2], ' or ') or c[2]
+    end
   end
   if #missing > 0 then
     local many = #missing > 1
