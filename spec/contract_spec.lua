@@ -186,3 +186,48 @@ describe('the skeleton of docs/providers/README.md', function()
     assert.equal('acme provider: ACME_API_KEY or ACME_TOKEN is not set (export it, or put it in an --env-file)', e)
   end)
 end)
+
+describe('the shared adapter helpers the contract leans on', function()
+  local adapter = require 'providers.shared.adapter'
+
+  it('settings and credentials take alternative variable names', function()
+    local env = { B_KEY = 'b', EMPTY = '' }
+    local setting = adapter.settings { getenv = function(k) return env[k] end, given = 'cfg' }
+    assert.equal('b', setting(nil, { 'EMPTY', 'A_TOKEN', 'B_KEY' }))
+    assert.equal('cfg', setting('given', { 'B_KEY' }))
+    assert.is_nil(setting('absent', { 'A_TOKEN', 'EMPTY' }))
+    local ok, err = pcall(adapter.credentials, 'x', setting, { { 'k', { 'A_TOKEN', 'A_KEY' } }, { 'p', 'P_ID' } })
+    assert.is_false(ok)
+    assert.equal('x provider: A_TOKEN or A_KEY and P_ID are not set (export them, or put them in an --env-file)', err)
+    assert.equal('b', adapter.credentials('x', setting, { { 'k', { 'A_TOKEN', 'B_KEY' } } }))
+  end)
+
+  it('message_from reads the first non-empty field of an error body, else a snippet', function()
+    local m = adapter.message_from { 'error.message', 'error', 'message' }
+    assert.equal('deep', m('{"error":{"message":"deep"},"message":"top"}'))
+    assert.equal('flat', m('{"error":"flat"}'))
+    assert.equal('a; b', m('{"message":["a","b"]}'))
+    assert.equal('top', m('{"error":{"message":""},"message":"top"}'))
+    assert.equal('<html>oops</html>', m('<html>oops</html>'))
+  end)
+
+  it('stdin_upload, put_via and done', function()
+    local wrote, ran = {}, {}
+    local function upload(_, _, path, data)
+      if data == 'refuse' then return nil, 'no space', 'EIO' end
+      wrote[path] = data
+      return true
+    end
+    assert.is_nil(adapter.stdin_upload(upload, nil, {}, nil))
+    local path = adapter.stdin_upload(upload, nil, {}, 'input')
+    assert.matches('^/tmp/cseng%-stdin%-%x+$', path)
+    assert.equal('input', wrote[path])
+    assert.same({ false, 'no space', 'EIO' }, { adapter.stdin_upload(upload, nil, {}, 'refuse') })
+    local P = { name = 'p', exec = function(_, _, cmd) ran[#ran + 1] = cmd; return { code = 0, stdout = '', stderr = '' } end }
+    assert.is_true(adapter.put_via(P, upload)(nil, {}, '/dst', 'tarbytes'))
+    assert.matches("^mkdir %-p '?/dst'? && tar %-xf /tmp/cseng%-put%-%x+%.tar %-C '?/dst'?", ran[1])
+    assert.same({ nil, 'no space', 'EIO' }, { adapter.put_via(P, upload)(nil, {}, '/dst', 'refuse') })
+    assert.is_true(adapter.done({ any = 'data' }))
+    assert.same({ nil, 'm', 'HTTP_500' }, { adapter.done(nil, 'm', 'HTTP_500') })
+  end)
+end)

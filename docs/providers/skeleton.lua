@@ -51,16 +51,12 @@ end
 
 -- A file upload: the bytes as the body of PUT /sandboxes/{id}/files?path=...
 local function upload(client, sb, path, bytes)
-  local ok, err, code = call(client, 'PUT', '/sandboxes/' .. adapter.urlencode(sb.id) .. '/files?path='
-    .. adapter.urlencode(path), { body = bytes, raw = true })
-  if ok == nil then return nil, err, code end
-  return true
+  return adapter.done(call(client, 'PUT', '/sandboxes/' .. adapter.urlencode(sb.id) .. '/files?path='
+    .. adapter.urlencode(path), { body = bytes, raw = true }))
 end
 
 --- Unpack a tar (or tar.gz) into dir: uploaded to the sandbox's /tmp, then `tar -xf` there.
-function M.put(client, sb, dir, tar)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar)
-end
+M.put = adapter.put_via(M, upload)
 
 function M.get(client, sb, path)
   local data, err, code = call(client, 'GET', '/sandboxes/' .. adapter.urlencode(sb.id) .. '/files?path='

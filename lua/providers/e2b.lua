@@ -584,10 +584,7 @@ end
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded to /tmp
 --- through envd's file API, extracted by exec, removed.
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- Read a file of the sandbox.
 ---@return string|nil data, string? err, string? code

@@ -102,16 +102,7 @@ end
 local urlencode, str = adapter.urlencode, adapter.str
 
 -- Vercel answers errors as {"error": {"code", "message"}}.
-local function api_message(body)
-  local ok, j = pcall(cjson.decode, body or '')
-  if ok and type(j) == 'table' then
-    local e = j.error
-    if type(e) == 'table' and type(e.message) == 'string' then return e.message end
-    if type(e) == 'string' then return e end
-    if type(j.message) == 'string' then return j.message end
-  end
-  return adapter.snippet(body)
-end
+local api_message = adapter.message_from { 'error.message', 'error', 'message' }
 
 local function url_for(client, path, query)
   local q = 'teamId=' .. urlencode(client.team)
@@ -241,12 +232,8 @@ function M.exec(client, sb, cmd, opts)
   opts = opts or {}
   local timeout = opts.timeout or DEFAULTS.exec_timeout
   local env = util.merge(sb.env, opts.env)
-  local stdin_path
-  if opts.stdin then
-    stdin_path = adapter.tmp_path('stdin')
-    local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
-    if not ok then return nil, err, code end
-  end
+  local stdin_path, serr, scode = adapter.stdin_upload(upload, client, sb, opts.stdin)
+  if stdin_path == false then return nil, serr, scode end
   local body = { command = 'bash', args = { '-c', M.wrap_command(cmd, timeout, stdin_path) }, env = env,
                  sudo = true, wait = true, logs = true,
                  timeout = math.tointeger(math.ceil(timeout + DEFAULTS.backstop)) * 1000 }
@@ -302,10 +289,7 @@ end
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded as one
 --- file through fs/write, then extracted by a command (adapter.put_by_upload), so a symlink the
 --- sandbox planted is never followed by the upload itself.
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- Read a file of the sandbox (ENOENT when it is missing): POST fs/read {path}.
 ---@return string|nil data, string? err, string? code

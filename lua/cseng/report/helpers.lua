@@ -519,6 +519,19 @@ end
 ---@field height? integer
 ---@field log? boolean log x axis; default: when max/min >= 20
 
+-- The frame and value scale of a chart over series' values in a W x H box with margins L, R,
+-- T, B (log when opts.log, or by default when the values span 20x and are positive): returns
+-- the SVG lines so far, the scale and the plot area, or the whole "no samples" chart alone.
+local function value_axis(series, opts, W, H, L, R, T, B)
+  local lo, hi, n = data_range(series)
+  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
+  local log = opts.log
+  if log == nil then log = lo > 0 and hi / lo >= 20 end
+  if lo <= 0 then log = false end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  return frame(W, H, opts.title), scale(lo, hi, x0, x1, log), x0, x1, y0, y1
+end
+
 --- Empirical CDFs of several series on one chart (x: value, y: fraction of samples <= x), with
 --- each median marked. Returns the SVG text.
 ---@param series svg.series[]
@@ -529,15 +542,9 @@ function svg.ecdf(series, opts)
   local W, H = opts.width or 820, opts.height or 380
   local L, R, T, B = 64, 260, 40, 56
   series = prepare_series(series)
-  local lo, hi, n = data_range(series)
-  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
-  local log = opts.log
-  if log == nil then log = lo > 0 and hi / lo >= 20 end
-  if lo <= 0 then log = false end
-  local x0, x1, y0, y1 = L, W - R, T, H - B
-  local sx = scale(lo, hi, x0, x1, log)
+  local out, sx, x0, x1, y0, y1 = value_axis(series, opts, W, H, L, R, T, B)
+  if not sx then return out end
   local function sy(p) return y1 - p * (y1 - y0) end
-  local out = frame(W, H, opts.title)
   for _, p in ipairs({ 0, 0.25, 0.5, 0.75, 0.9, 1 }) do
     local y = r1(sy(p))
     out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, y, x1, y,
@@ -591,14 +598,8 @@ function svg.box(series, opts)
   for _, s in ipairs(series) do longest = math.max(longest, utf8.len(tostring(s.name)) or #tostring(s.name)) end
   local L, R, T, B = math.max(140, 16 + 7 * longest), 30, 40, 56
   local H = opts.height or (T + B + row * math.max(1, #series))
-  local lo, hi, n = data_range(series)
-  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
-  local log = opts.log
-  if log == nil then log = lo > 0 and hi / lo >= 20 end
-  if lo <= 0 then log = false end
-  local x0, x1, y0, y1 = L, W - R, T, H - B
-  local sx = scale(lo, hi, x0, x1, log)
-  local out = frame(W, H, opts.title)
+  local out, sx, x0, x1, y0, y1 = value_axis(series, opts, W, H, L, R, T, B)
+  if not sx then return out end
   x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
   for i, s in ipairs(series) do
     local cy = y0 + (i - 0.5) * row

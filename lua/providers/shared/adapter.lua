@@ -112,6 +112,30 @@ function adapter.is_transient(code)
     or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED' or code == 'EBADRESPONSE' or code == 'EPROTO'
 end
 
+--- The error text of a service's JSON error bodies: a function(body) giving the first of the
+--- fields (dotted paths, e.g. {'error.message', 'error', 'message'}) that holds a non-empty
+--- string (a list of strings is joined with '; '), else adapter.snippet(body). For o.message.
+---@param fields string[]
+---@return fun(body: string?): string
+function adapter.message_from(fields)
+  return function(body)
+    local ok, j = pcall(cjson.decode, body or '')
+    if ok and type(j) == 'table' then
+      for _, f in ipairs(fields) do
+        local v = j
+        for k in f:gmatch('[^.]+') do v = type(v) == 'table' and v[k] or nil end
+        if type(v) == 'table' then
+          local parts = {}
+          for _, x in ipairs(v) do if type(x) == 'string' then parts[#parts + 1] = x end end
+          v = table.concat(parts, '; ')
+        end
+        if type(v) == 'string' and v ~= '' then return v end
+      end
+    end
+    return adapter.snippet(body)
+  end
+end
+
 --- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
 --- Content-Type, else o.body.
 function adapter.body(o)
@@ -294,6 +318,32 @@ function adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o)
   local ok, err, code = upload(client, sb, tmp, tar_bytes)
   if not ok then return nil, err, code end
   return adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
+end
+
+--- A command's stdin for services that take none: the bytes uploaded (upload(client, sb, path,
+--- bytes) -> true | nil, err, CODE) to a fresh /tmp/cseng-stdin-* of the sandbox, which the
+--- command then reads. Returns the path (nil when there is no stdin), or false, message, CODE.
+---@return string|false|nil path, string? err, string? code
+function adapter.stdin_upload(upload, client, sb, stdin)
+  if not stdin then return nil end
+  local path = adapter.tmp_path('stdin')
+  local ok, err, code = upload(client, sb, path, stdin)
+  if not ok then return false, err, code end
+  return path
+end
+
+--- The put of an adapter whose service writes one file: adapter.put_by_upload with upload
+--- (and o), as a function put(client, sb, dir, tar_bytes).
+---@return fun(client: any, sb: table, dir: string, tar_bytes: string): true|nil, string?, string?
+function adapter.put_via(P, upload, o)
+  return function(client, sb, dir, tar_bytes) return adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o) end
+end
+
+--- A call's outcome when its data does not matter: true, or nil, message, CODE.
+---@return true|nil ok, string? err, string? code
+function adapter.done(ok, err, code)
+  if not ok then return nil, err, code end
+  return true
 end
 
 --- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:
