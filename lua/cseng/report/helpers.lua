@@ -628,6 +628,19 @@ end
 ---@field ylabel? string
 ---@field unit? string appended to the values in the bars' tooltips
 
+-- The series of a bar chart with their colours, the largest finite value, and whether any is.
+local function bar_series(categories, series)
+  local ser, hi, any = {}, 0, false
+  for i, s in ipairs(series) do
+    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    for j = 1, #categories do
+      local v = ser[i].values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
+    end
+  end
+  return ser, hi, any
+end
+
 --- Grouped vertical bars: one group per category along x, one bar per series in each group;
 --- series[i].values[j] is series i's value in category j (nil or NaN: no bar). The y axis is
 --- linear from 0; each bar carries a tooltip with its exact value. Returns the SVG text.
@@ -646,14 +659,7 @@ function svg.bars(categories, series, opts)
   end
   local W, H = opts.width or 820, opts.height or 380
   local L, R, T, B = 64, 260, 40, 64
-  local ser, hi, any = {}, 0, false
-  for i, s in ipairs(series) do
-    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
-    for j = 1, #categories do
-      local v = ser[i].values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
-    end
-  end
+  local ser, hi, any = bar_series(categories, series)
   if not any or #categories == 0 then return empty_chart(W, H, opts.title, 'no data') end
   local x0, x1, y0, y1 = L, W - R, T, H - B
   local sy = scale(0, hi, y1, y0, false)
@@ -705,15 +711,9 @@ end
 ---@return string
 function svg.hbars(categories, series, opts)
   opts = opts or {}
-  local ser, hi, any, widest = {}, 0, false, 0
+  local widest = 0
   for _, c in ipairs(categories) do widest = math.max(widest, #tostring(c)) end
-  for i, s in ipairs(series) do
-    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
-    for j = 1, #categories do
-      local v = ser[i].values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
-    end
-  end
+  local ser, hi, any = bar_series(categories, series)
   local bh = 12                               -- one bar's height
   local gh = bh * math.max(1, #ser) + 8       -- a category's group
   local L = math.min(420, 16 + widest * 7)    -- room for the labels
