@@ -19,6 +19,8 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
+-- busted's globals are not visible in a dofile'd helper: its checks use luassert (callable as assert)
+local assert = require 'luassert'
 
 local C = {}
 
