@@ -91,6 +91,29 @@ describe('the adapter contract', function()
     end
   end)
 
+  it('is the one docs/providers/README.md describes (its Fields and Functions tables)', function()
+    local readme = assert(fs.read(ROOT .. '/docs/providers/README.md'))
+    local fields = assert(readme:match('\n### Fields\n(.-)\n### '))
+    local functions = assert(readme:match('\n### Functions\n(.-)\n### ')):gsub('\\|', '/') -- `a \| b` in a cell
+    local doc_fields, doc_functions = {}, {}
+    for cell, req in fields:gmatch('\n| (`[^|]*`) | (%a+)') do
+      for name in cell:gmatch('`([%w_]+)') do doc_fields[name] = req == 'yes' end
+    end
+    for name, called in functions:gmatch('\n| `([%w_]+)%([^|]*| ([^|]*)|') do
+      doc_functions[name] = not called:match('^optional')
+    end
+    doc_fields.list_by_label, doc_fields.replay = false, false -- described under list and env_mode
+    local ours_f, ours_fn = {}, {}
+    for _, f in ipairs(contract.FIELDS) do ours_f[f[1]] = f.required == true end
+    for _, f in ipairs(contract.FUNCTIONS) do ours_fn[f[1]] = f.required == true end
+    -- env_mode and fidelity_gaps are functions the Fields table lists
+    doc_functions.env_mode, doc_functions.fidelity_gaps = doc_fields.env_mode, doc_fields.fidelity_gaps
+    doc_fields.env_mode, doc_fields.fidelity_gaps = nil, nil
+    doc_functions.snapshot = false -- "without snapshot, warm mode fails with ENOWARM"
+    assert.same(doc_fields, ours_f)
+    assert.same(doc_functions, ours_fn)
+  end)
+
   it('`cseng providers` reports a violation and exits 1', function()
     local cmd = require 'cseng.cli.commands.providers'
     for _, p in ipairs(cmd.list(function() return nil end)) do
