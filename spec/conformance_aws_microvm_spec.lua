@@ -84,9 +84,7 @@ describe('aws-microvm against its official SDK', function()
     local sb, other = C.lifecycle(aws, client, { spec = { labels = { ['cseng.run'] = run }, ttl_seconds = 900 }, exit3 = false,
       put_dir = '/workspace', file = 'hello.txt', data = 'written by cseng\n',
       other = { labels = { ['cseng.run'] = 'other' }, ttl_seconds = 900 }, list_labels = { ['cseng.run'] = run } })
-    assert.is_true(aws.destroy(client, sb))
-    assert.is_true(aws.destroy(client, sb)) -- idempotent
-    assert.is_true(aws.destroy(client, other))
+    C.destroy_all(aws, client, { sb, other })
     local arn = assert(aws.prewarm_image(client, { bucket = f.bucket, build_role_arn = ROLE, agent = AGENT_ARM }))
     assert.matches(':microvm%-image:', arn)
     f.set { client = false }

@@ -132,10 +132,8 @@ describe('daytona against its official SDK', function()
       exit3_stream = 'stdout', -- combined, as the toolbox answers
       put_dir = '/workspace', file = 'hello.txt', data = 'written by cseng\n', list_labels = { ['cseng.run'] = run .. '-a' } })
     local r
-    assert.equal(0, assert(daytona.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
-    local snap = assert(daytona.snapshot(client, sb, 'conf-a-' .. run)) -- not the SDK's name: no reuse
-    local warm = assert(daytona.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 900, network = false }))
-    assert.equal('prepared\n', assert(daytona.exec(client, warm, 'cat /workspace/mark')).stdout)
+    -- the snapshot is not named as the SDK's: no reuse
+    local warm = C.warm(daytona, client, sb, 'conf-a-' .. run, { spec = { labels = labels, ttl_seconds = 900, network = false } })
     -- the task's environment, built natively from its recipe, then a sandbox from the snapshot
     local rcp = recipe.of_task(dataset.load(tmp .. '/task-adapter')[1])
     local b = assert(daytona.build(client, { recipe = rcp }))
@@ -146,10 +144,7 @@ describe('daytona against its official SDK', function()
     assert.same({ 0, COPIED:format('adapter') }, { r.code, r.stdout })
     r = assert(daytona.exec(client, built, 'cat /home/builder/marker /workspace/joined; echo "$CSENG_BUILT"'))
     assert.same({ 0, RAN:format('adapter') }, { r.code, r.stdout })
-    assert.is_true(daytona.destroy(client, sb))
-    assert.is_true(daytona.destroy(client, warm))
-    assert.is_true(daytona.destroy(client, built))
-    assert.is_true(daytona.destroy(client, sb)) -- 404: already gone
+    C.destroy_all(daytona, client, { sb, warm, built })
     f.record(false)
     local s = f.stats()
     assert.equal(0, s.live)

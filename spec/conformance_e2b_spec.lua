@@ -139,10 +139,8 @@ describe('e2b against its official SDK', function()
     local sb = C.lifecycle(e2b, client, { spec = { labels = labels, env = { GREETING = 'hello world' }, ttl_seconds = 900,
       network = false, workdir = '/workspace' }, put_dir = '/workspace', file = 'hello.txt', data = 'written by cseng\n',
       list_labels = { ['cseng.run'] = run .. '-a' } })
-    assert.equal(0, assert(e2b.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
-    local snap = assert(e2b.snapshot(client, sb, 'conf-a-' .. run)) -- not the SDK's name: no reuse
-    local warm = assert(e2b.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 900, network = false }))
-    assert.equal('prepared\n', assert(e2b.exec(client, warm, 'cat /workspace/mark')).stdout)
+    -- the snapshot is not named as the SDK's: no reuse
+    local warm = C.warm(e2b, client, sb, 'conf-a-' .. run, { spec = { labels = labels, ttl_seconds = 900, network = false } })
     -- native build of the task's recipe (nothing cached under its name yet), then a cache hit,
     -- then a sandbox from the template
     local rcp = recipe.of_task(dataset.load(tmp .. '/adapter-task')[1])
@@ -152,10 +150,7 @@ describe('e2b against its official SDK', function()
     assert.same({ true, built.layer, built.template_id }, { again.cache_hit, again.layer, again.template_id })
     local tsb = assert(e2b.create(client, { labels = labels, layer = built.layer, ttl_seconds = 900, network = false }))
     assert.equal(build_output(ADAPTER_NOTES), assert(e2b.exec(client, tsb, BUILD.check)).stdout)
-    assert.is_true(e2b.destroy(client, sb))
-    assert.is_true(e2b.destroy(client, warm))
-    assert.is_true(e2b.destroy(client, tsb))
-    assert.is_true(e2b.destroy(client, sb)) -- 404: already gone
+    C.destroy_all(e2b, client, { sb, warm, tsb })
     f.record(false)
     local s = f.stats()
     assert.equal(0, s.live)

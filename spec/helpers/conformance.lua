@@ -592,6 +592,26 @@ function C.lifecycle(P, client, o)
   return sb, other
 end
 
+--- The warm step of the lifecycle: sb prepared (a marker file in o.dir, default /workspace),
+--- snapshotted as key, a sandbox created from the snapshot (o.spec plus warm_artifact) that
+--- holds the marker. Returns the warm sandbox.
+---@return table warm
+function C.warm(P, client, sb, key, o)
+  local dir = o.dir or '/workspace'
+  assert.equal(0, assert(P.exec(client, sb, 'mkdir -p ' .. dir .. ' && echo prepared > ' .. dir .. '/mark')).code)
+  local spec = { warm_artifact = assert(P.snapshot(client, sb, key)) }
+  for k, v in pairs(o.spec or {}) do spec[k] = v end
+  local warm = assert(P.create(client, spec))
+  assert.equal('prepared\n', assert(P.exec(client, warm, 'cat ' .. dir .. '/mark')).stdout)
+  return warm
+end
+
+--- Destroy every sandbox of list, then the first once more: already gone is success (idempotent).
+function C.destroy_all(P, client, list)
+  for _, sb in ipairs(list) do assert.is_true(P.destroy(client, sb)) end
+  assert.is_true(P.destroy(client, list[1]))
+end
+
 --- The adapter's records with one body key of operation op renamed (from -> to): what a
 --- mutated adapter would send, so a spec shows the comparison can fail.
 ---@return table[]
