@@ -320,10 +320,16 @@ function Arena:on(F, name, d)
   elseif name == 'finished' then
     r:finish()
     r:line(present.arena_table(F))
-    if d.report then r:line('report: ' .. d.report) end
-    if d.report_error then
-      r:warn('cseng: the report failed (the log is complete; retry with cseng report ' .. F.jsonl .. '): ' .. d.report_error)
+    -- the report: rendered here, by the command line, from the log the run wrote
+    local rok, rerr = pcall(function()
+      return require('cseng.report.helpers').render { inputs = { F.jsonl }, template = 'startup', output = d.report_path }
+    end)
+    if rok then r:line('report: ' .. d.report_path)
+    else
+      r:warn('cseng: the report failed (the log is complete; retry with cseng report ' .. F.jsonl .. '): ' ..
+        require('cseng.lib.errors').describe(rerr))
     end
+    if d.summary_error then r:warn('cseng: the summary could not be written: ' .. d.summary_error) end
     r:line('results: ' .. F.jsonl)
     if F.json and d.summary_written then r:line('summary: ' .. F.json) end
     if F.stopped then r:warn('cseng: stopped: ' .. F.stopped.message) end

@@ -30,6 +30,8 @@ local is_auth = errors.is_auth or require('providers.shared.adapter').is_auth
 local function registered(code) return code or errors.EINTERNAL end
 
 local frame = {}
+frame.is_auth = is_auth
+frame.is_transient = errors.is_transient or require('providers.shared.adapter').is_transient
 
 local Frame = {}
 Frame.__index = Frame
@@ -77,9 +79,24 @@ end
 ---@return table|nil
 function frame.endpoint(client)
   if type(client) ~= 'table' then return nil end
-  local url
-  for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'base' }) do
-    if type(client[k]) == 'string' and client[k]:match('^%a[%w+.-]*://') then url = client[k] break end
+  if type(client.endpoint_url) == 'function' then client = { base_url = client.endpoint_url(client) } end
+  local function is_url(v) return type(v) == 'string' and v:match('^%a[%w+.-]*://') ~= nil end
+  -- the adapter's own settings: its client, or one table inside it (cfg, settings, ...)
+  local function scan(t)
+    for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'server_url', 'base' }) do
+      if is_url(t[k]) then return t[k] end
+    end
+    local keys = {}
+    for k, v in pairs(t) do if type(k) == 'string' and k:match('url$') and is_url(v) then keys[#keys + 1] = k end end
+    table.sort(keys)
+    return keys[1] and t[keys[1]] or nil
+  end
+  local url = scan(client)
+  if not url then
+    local names = {}
+    for k, v in pairs(client) do if type(k) == 'string' and type(v) == 'table' then names[#names + 1] = k end end
+    table.sort(names)
+    for _, k in ipairs(names) do url = scan(client[k]); if url then break end end
   end
   if not url and type(client.socket) == 'string' then return { scheme = 'unix', host = client.socket, loopback = true } end
   if not url then return nil end
@@ -415,6 +432,8 @@ end
 ---@return integer reclaimed
 function Frame:reclaim()
   if self.reclaimed then return self.reclaimed end
+  -- with credentials refused, a list is refused too: `cseng cleanup` sweeps once they are fixed
+  if self.session.auth_failed then self.reclaimed = 0; return 0 end
   local rok, n = pcall(self.session.reconcile, self.session)
   self.reclaimed = rok and n or 0
   return self.reclaimed
