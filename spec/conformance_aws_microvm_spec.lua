@@ -11,7 +11,7 @@ local aws = require 'providers.aws_microvm'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local awsfake = dofile(ROOT .. '/spec/fakes/aws/fake.lua')
+local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 
 local SDK, S3 = '@aws-sdk/client-lambda-microvms', '@aws-sdk/client-s3'
 local AGENT, AGENT_ARM = ROOT .. '/build/agent/microvm-agent', ROOT .. '/build/agent/microvm-agent-aarch64'

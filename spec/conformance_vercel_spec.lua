@@ -1,6 +1,6 @@
 -- Differential conformance of the vercel adapter with @vercel/sandbox 3.5.0: the seed's lifecycle
 -- runs once through the official SDK (spec/sdk/vercel.mjs, which must pass) and once through
--- lua/providers/vercel.lua against one recording fake (spec/fakes/vercel.lua); every operation is
+-- lua/providers/vercel.lua against one recording fake (spec/fakes/vercel/fake.lua); every operation is
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md.
 local sys = require 'cseng.sys'
@@ -8,7 +8,7 @@ local vercel = require 'providers.vercel'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(sys.root() .. '/spec/fakes/vercel.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('vercel')
 
 -- The differences cseng keeps on purpose, each with its reason: none left on this lifecycle.
 local ALLOW = {}

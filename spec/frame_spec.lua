@@ -18,8 +18,8 @@ local util = require 'cseng.lib.util'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
-local daytona_fake = dofile(ROOT .. '/spec/fakes/daytona.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
+local daytona_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-frame')) end)
@@ -143,6 +143,37 @@ describe('lost create answers (30%, the connection closed after the create)', fu
   end)
 end)
 
+describe('the arena summary', function()
+  it('results/<run-id>.json per provider and mode: n, ok, TTI percentiles with CIs, the computesdk score; compare reads it', function()
+    with_fake({}, function(f)
+      local plan = plan_file(f, 'startup')
+      local jsons = {}
+      for i = 1, 2 do
+        local dir = tmp .. '/arena-json' .. i
+        local r = cseng({ 'run', plan, '--env-file', env_file(), '--output', dir, '--quiet', '--samples', '6' })
+        assert.equal(0, r.code, r.stderr)
+        local log = only_log(dir)
+        jsons[i] = log:gsub('%.jsonl$', '.json')
+        local doc = require('cjson').decode((assert(fs.read(jsons[i]))))
+        assert.equal('cseng-startup-summary', doc.kind)
+        local p = doc.providers[1]
+        assert.equal('lizard', p.provider)
+        assert.equal('lockstep', p.mode)
+        assert.equal(6, p.n)
+        assert.equal(6, p.ok)
+        assert.is_number(p.ready_ms.p50)
+        assert.equal(2, #p.ready_ms.p50_ci)
+        assert.is_number(p.computesdk.score)
+        assert.is_true(p.endpoint.loopback)
+      end
+      local r = cseng({ 'compare', jsons[1], jsons[2] })
+      assert.equal(0, r.code, r.stderr)
+      assert.matches('ready', r.stdout)
+      assert.matches('lizard', r.stdout)
+    end)
+  end)
+end)
+
 describe('an authentication failure', function()
   it('stops prewarm from allocating, as it stops a task run', function()
     with_daytona({ auth_fail = 'create' }, function(d)
@@ -204,7 +235,9 @@ describe('--resume restores the run', function()
     with_fake({}, function(f)
       local log = killed_nop_run(f, tmp .. '/resume-nop')
       local r = cseng({ 'run', plan_file(f, 'tasks'), '--resume', log, '--env-file', env_file(), '--quiet' })
-      assert.equal(0, r.code, r.stderr)
+      local outcomes = {}
+      for _, t in ipairs(by_event(log).trial) do outcomes[#outcomes + 1] = t.outcome .. ':' .. tostring(t.error) end
+      assert.equal(0, r.code, r.stderr .. table.concat(outcomes, '\n'))
       local by = by_event(log)
       local solvers = {}
       for _, t in ipairs(by.trial) do solvers[t.solver] = true end
@@ -269,7 +302,7 @@ describe('exit status and stop rules', function()
       local by = by_event(only_log(tmp .. '/retry-timeout'))
       assert.equal(1, #by.trial_attempt, r.stderr)
       assert.equal('ETIMEDOUT', by.trial_attempt[1].error_code)
-      assert.equal(2, by.trial[1].attempt)
+      assert.equal(2, by.trial[1].try)
       assert.equal(0, f.stats().live)
     end)
   end)

@@ -233,10 +233,10 @@ end
 
 --- Stop the run (the first reason wins): no trial starts after this. The message is redacted
 --- (it reaches stderr, the status document and the log).
-function Frame:stop(reason, message, code)
+function Frame:stop(reason, message, code, detail)
   if self.stopped then return end
   message = util.redact(message)
-  self.stopped = { reason = reason, message = message, code = code }
+  self.stopped = { reason = reason, message = message, code = code, detail = detail }
   self.state.status, self.state.stop_reason, self.state.last_error = 'stopping', reason, message
   self:emit('stopping', self.stopped)
 end
@@ -333,20 +333,21 @@ end
 --- A trial with --retry-errors N (opts.retry_errors): run_one() -> rec, interrupted runs
 --- again while its outcome is `error` (an infrastructure failure, a timed-out trial included,
 --- never a `failed` verdict), up to N more times, after opts.retry_delay_seconds (default 1).
---- Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
---- (`attempt` numbers it, `attempts` counts them). No retry after an interrupt or a halt.
+--- Every try but the last is recorded as a `trial_attempt` event; the last is the trial (`try`
+--- numbers it, `tries` counts them; `attempt` is the sample's number among --attempts K, the
+--- same on every try). No retry after an interrupt or a halt.
 ---@return table rec, boolean|nil interrupted
 function Frame:attempts(run_one, is_error)
   local max = math.tointeger(self.opts.retry_errors) or 0
   is_error = is_error or function(r) return r.outcome == 'error' end
-  local attempt = 0
+  local try = 0
   while true do
-    attempt = attempt + 1
-    local rec, interrupted = run_one(attempt)
-    rec.attempt = attempt
-    local again = not interrupted and is_error(rec) and attempt <= max and not self:halted()
+    try = try + 1
+    local rec, interrupted = run_one(try)
+    rec.try = try
+    local again = not interrupted and is_error(rec) and try <= max and not self:halted()
     if not again then
-      if attempt > 1 then rec.attempts = attempt end
+      if try > 1 then rec.tries = try end
       return rec, interrupted
     end
     self.counts.retried = self.counts.retried + 1
@@ -354,7 +355,7 @@ function Frame:attempts(run_one, is_error)
     self:emit('attempt', { rec = rec, of = max + 1 })
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
-      rec.attempts = attempt
+      rec.tries = try
       self.interrupted = true
       return rec, true
     end
@@ -374,7 +375,7 @@ function Frame:pool(items, o)
     if self:halted() or (o.more and not o.more()) then break end
     local aok = pcall(sem.acquire, sem)
     if not aok then self.interrupted = true; break end
-    if self:halted() or (o.more and not o.more()) then sem:release(); break end
+    if self:halted() or (o.more and not o.more(item)) then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       local ok, err = pcall(o.each, item)
       sem:release()
@@ -455,6 +456,7 @@ function Frame:close(fields, extra)
   fields.stop_reason = fields.stop_reason or (self.stopped and self.stopped.reason) or self.session.auth_failed
   fields.stop_message = fields.stop_message or (self.stopped and self.stopped.message) or nil
   fields.stop_code = fields.stop_code or (self.stopped and self.stopped.code) or nil
+  fields.stop_detail = fields.stop_detail or (self.stopped and self.stopped.detail) or nil
   fields.cleanup_error = fields.cleanup_error or self.session.cleanup_failed
   fields.reclaimed = reclaimed > 0 and reclaimed or nil
   fields.elapsed_s = fields.elapsed_s or self:elapsed()

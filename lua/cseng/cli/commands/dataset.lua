@@ -81,7 +81,9 @@ function cmd.run(args)
         local text, ierr = require('cseng.task.parquet').info_text(pos[1])
         if not text then error(ierr, 0) end
         io.write(text)
-      else
+        print('tasks:')
+      end
+      do -- the tasks, for parquet as for JSONL and task folders
         local tasks = dataset.load(pos[1], { skip_bad_rows = true })
         for _, t in ipairs(tasks) do
           print(string.format('%3d  %-44s %-13s workdir %-12s verifier %4ss  RUN steps %d%s', t.index, t.id, t.format,

@@ -45,7 +45,7 @@ local function log_files(inputs)
   for _, p in ipairs(inputs) do
     local st = fs.stat(p)
     if not st then error(p .. ': no such file or directory', 0) end
-    if st.type == 'directory' then
+    if st.type == 'dir' then
       local names = fs.list(p) or {}
       table.sort(names)
       for _, n in ipairs(names) do if n:match('%.jsonl$') then out[#out + 1] = util.join(p, n) end end

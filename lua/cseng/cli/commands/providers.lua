@@ -8,13 +8,15 @@ local contract = require 'providers.shared.contract'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
+  ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
+    help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
 }
 
 local cmd = {
   summary = 'list provider adapters and whether their credentials are set',
-  usage = 'usage: cseng providers [--json]\n\nLists lua/providers/*.lua with their description and credential variables, and what an\n' ..
-    'adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n\noptions:\n' ..
-    flags.help(SPEC, { 'json' }),
+  usage = 'usage: cseng providers [--json] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables, and\n' ..
+    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n\noptions:\n' ..
+    flags.help(SPEC, { 'json', 'env-file' }),
 }
 
 --- Every adapter: {name, ready, missing[], credentials[], description, remote, violations[], error}.
@@ -53,7 +55,13 @@ function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
   if not f then io.stderr:write('cseng: providers: ', pos, ' (see cseng providers --help)\n'); return 2 end
   if #pos > 0 then io.stderr:write("cseng: providers: unexpected argument '", pos[1], "' (see cseng providers --help)\n"); return 2 end
-  local list = cmd.list()
+  local getenv
+  if f.env_file then
+    local ok, env = pcall(require('cseng.run.options').read_env_files, f.env_file)
+    if not ok then io.stderr:write('cseng: providers: ', tostring(env), '\n'); return 2 end
+    getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
+  end
+  local list = cmd.list(getenv)
   local broken = 0
   for _, p in ipairs(list) do if p.error or #(p.violations or {}) > 0 then broken = broken + 1 end end
   if f.json then
