@@ -22,6 +22,7 @@ local LAYER_OF = {
   { '^cseng%.task%.', 'task' },
   { '^cseng%.images%.', 'images' },
   { '^cseng%.results%.', 'results' },
+  { '^cseng%.agent%.', 'agent' },
   { '^cseng%.lib%.', 'lib' },
   { '^cseng%.serve_dispatch$', 'engine' },
 }
@@ -29,16 +30,17 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'task', 'images', 'results', 'lib' },
-  run = { 'solvers', 'providers', 'task', 'images', 'results', 'lib' },
-  view = { 'report', 'results', 'lib' }, -- the results viewer (cseng view)
-  report = { 'results', 'lib' },
-  reports = { 'report', 'results', 'lib' }, -- the markdown templates
-  solvers = { 'lib' },
+  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'task', 'images', 'results', 'agent', 'lib' },
+  run = { 'solvers', 'providers', 'task', 'images', 'results', 'agent', 'lib' },
+  view = { 'report', 'results', 'agent', 'lib' }, -- the results viewer (cseng view)
+  report = { 'results', 'agent', 'lib' },
+  reports = { 'report', 'results', 'agent', 'lib' }, -- the markdown templates
+  solvers = { 'agent', 'lib' },
   providers = { 'task', 'images', 'lib' },
   task = { 'images', 'lib' },
   images = { 'lib' },
-  results = { 'lib' },
+  results = { 'agent', 'lib' },
+  agent = { 'lib' }, -- agent evals' records: ATIF, pass@k, the cost ledger, prices
   lib = {},
   engine = {},
 }
