@@ -355,7 +355,7 @@ describe('aws-microvm prewarm (the image) against the fake', function()
     -- a microVM of that image: its agent is the aarch64 build, under qemu-aarch64
     local c2 = aws.connect(f.config { image_id = arn })
     local sb = assert(aws.create(c2, {}))
-    local r = assert(aws._agent(c2, sb, 'GET', '/health'))
+    local r = assert(aws.agent(c2, sb, 'GET', '/health'))
     assert.equal('aarch64', cjson.decode(r.body).arch)
     assert.equal('ok\n', assert(aws.exec(c2, sb, 'echo ok')).stdout)
     assert(aws.destroy(c2, sb))

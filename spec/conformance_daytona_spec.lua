@@ -17,9 +17,6 @@ local recipe = require 'cseng.task.recipe'
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
 local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
-local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
-
-local SDK_DIR = ROOT .. '/spec/sdk/node_modules/@daytonaio/sdk'
 
 -- How records are compared: labels and environments hold data, not schema. X-Daytona-Source
 -- names the client ("sdk-typescript" / "cseng"): only its presence is compared. On the S3 calls
@@ -81,23 +78,11 @@ end
 local COPIED = 'copied file\ndir file a\ndir file b of %s\n'
 local RAN = 'built-by-daytona as builder in /home/builder\ndir file a\ndir file b of %s\n1\n'
 
-local function sdk_missing()
-  if not proc.which('node') then return 'node is not installed (make deps-test)' end
-  if not fs.exists(SDK_DIR .. '/package.json') then
-    return 'the Daytona SDK is not installed: make deps-test (npm ci --prefix spec/sdk)'
-  end
-  return nil
-end
-
-local function sdk_version()
-  return cjson.decode((assert(fs.read(SDK_DIR .. '/package.json')))).version
-end
-
 describe('daytona against its official SDK', function()
   local f, why, run, tmp
 
   setup(function()
-    why = sdk_missing()
+    why = C.sdk_missing('@daytonaio/sdk')
     if why then return end
     f = fake.start {}
     run = 'conf-' .. crypto.hex(crypto.random_bytes(4))
@@ -113,14 +98,9 @@ describe('daytona against its official SDK', function()
 
   it('the SDK runs the lifecycle against the fake and gets the right answers', function()
     if why then pending(why) return end
-    f.record('sdk')
-    local r = assert(proc.run { argv = { 'node', ROOT .. '/spec/sdk/daytona.mjs' }, cwd = ROOT, timeout = 300,
-      env_add = { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = f.api_key, CSENG_CONF_RUN = run,
-                  CSENG_CONF_BUILD_DIR = tmp .. '/task-sdk/environment', DAYTONA_TARGET = false,
-                  DAYTONA_SERVER_URL = false, DAYTONA_JWT_TOKEN = false, DAYTONA_ORGANIZATION_ID = false } })
-    f.record(false)
-    assert.equal(0, r.code, 'spec/sdk/daytona.mjs failed:\n' .. r.stderr .. r.stdout)
-    local out = cjson.decode(r.stdout)
+    local out = C.run_sdk('daytona.mjs', { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = f.api_key, CSENG_CONF_RUN = run,
+      CSENG_CONF_BUILD_DIR = tmp .. '/task-sdk/environment', DAYTONA_TARGET = false, DAYTONA_SERVER_URL = false,
+      DAYTONA_JWT_TOKEN = false, DAYTONA_ORGANIZATION_ID = false }, { fake = f })
     assert.same({ exitCode = 0, result = 'arena-startup-ready-20261001\n' }, out.exec)
     assert.same({ exitCode = 3, result = 'to-stderr\n' }, out.exit3)
     assert.equal('written by the daytona sdk\n', out.file.content)
@@ -147,20 +127,13 @@ describe('daytona against its official SDK', function()
     local client = daytona.connect(f.config())
     local labels = { ['cseng.run'] = run .. '-a', ['cseng.launcher'] = 'cseng@conformance', ['cseng.task'] = 'task-a' }
     f.record('adapter')
-    local sb = assert(daytona.create(client, { labels = labels, env = { GREETING = 'hello world' }, ttl_seconds = 900,
-      network = false, workdir = '/workspace', cpus = 1, memory_mb = 1024, disk_mb = 3072 }))
-    local r = assert(daytona.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]], { timeout = 60 }))
-    assert.same({ 0, 'arena-startup-ready-20261001\n' }, { r.code, r.stdout })
-    r = assert(daytona.exec(client, sb, 'echo to-stderr >&2; exit 3', { timeout = 60 }))
-    assert.same({ 3, 'to-stderr\n' }, { r.code, r.stdout }) -- combined, as the toolbox answers
-    assert(daytona.put(client, sb, '/workspace', vendor.tar_of({ ['hello.txt'] = 'written by cseng\n' }, 'tar')))
-    assert.equal('written by cseng\n', assert(daytona.get(client, sb, '/workspace/hello.txt')))
-    local found = assert(daytona.list(client, { labels = { ['cseng.run'] = run .. '-a' } }))
-    assert.same({ sb.id }, vendor.sorted_ids(found))
-    assert.equal(0, assert(daytona.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
-    local snap = assert(daytona.snapshot(client, sb, 'conf-a-' .. run)) -- not the SDK's name: no reuse
-    local warm = assert(daytona.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 900, network = false }))
-    assert.equal('prepared\n', assert(daytona.exec(client, warm, 'cat /workspace/mark')).stdout)
+    local sb = C.lifecycle(daytona, client, { spec = { labels = labels, env = { GREETING = 'hello world' }, ttl_seconds = 900,
+      network = false, workdir = '/workspace', cpus = 1, memory_mb = 1024, disk_mb = 3072 },
+      exit3_stream = 'stdout', -- combined, as the toolbox answers
+      put_dir = '/workspace', file = 'hello.txt', data = 'written by cseng\n', list_labels = { ['cseng.run'] = run .. '-a' } })
+    local r
+    -- the snapshot is not named as the SDK's: no reuse
+    local warm = C.warm(daytona, client, sb, 'conf-a-' .. run, { spec = { labels = labels, ttl_seconds = 900, network = false } })
     -- the task's environment, built natively from its recipe, then a sandbox from the snapshot
     local rcp = recipe.of_task(dataset.load(tmp .. '/task-adapter')[1])
     local b = assert(daytona.build(client, { recipe = rcp }))
@@ -171,10 +144,7 @@ describe('daytona against its official SDK', function()
     assert.same({ 0, COPIED:format('adapter') }, { r.code, r.stdout })
     r = assert(daytona.exec(client, built, 'cat /home/builder/marker /workspace/joined; echo "$CSENG_BUILT"'))
     assert.same({ 0, RAN:format('adapter') }, { r.code, r.stdout })
-    assert.is_true(daytona.destroy(client, sb))
-    assert.is_true(daytona.destroy(client, warm))
-    assert.is_true(daytona.destroy(client, built))
-    assert.is_true(daytona.destroy(client, sb)) -- 404: already gone
+    C.destroy_all(daytona, client, { sb, warm, built })
     f.record(false)
     local s = f.stats()
     assert.equal(0, s.live)
@@ -187,12 +157,9 @@ describe('daytona against its official SDK', function()
 
   it('sends what the SDK sends, operation by operation, up to the listed differences', function()
     if why then pending(why) return end
-    local sdk, ad = f.records('sdk'), f.records('adapter')
-    assert.is_true(#sdk > 0 and #ad > 0, 'both lifecycles ran')
-    local diffs, rows, unused = C.compare(sdk, ad, ALLOW, OPTS)
-    C.write_section('daytona', C.markdown({
+    C.verdict('daytona', {
       title = 'Daytona',
-      sdk = '@daytonaio/sdk ' .. sdk_version(),
+      sdk = '@daytonaio/sdk ' .. C.sdk_version('@daytonaio/sdk'),
       intro = 'SDK lifecycle: `spec/sdk/daytona.mjs` (DAYTONA_API_URL points the SDK at `spec/fakes/daytona/fake.lua`; '
         .. 'toolbox calls follow the sandbox\'s `toolboxProxyUrl`; `useDeprecatedPolling`, so the SDK polls '
         .. '`GET /sandbox/{id}` as cseng does instead of its socket.io event stream); adapter lifecycle and comparison: '
@@ -202,15 +169,9 @@ describe('daytona against its official SDK', function()
         .. 'Content-Type, X-Daytona-Source (presence), X-Daytona-Organization-ID (presence), X-Amz-Date, '
         .. 'X-Amz-Content-Sha256, X-Amz-Security-Token (presence), X-Amz-Sdk-Checksum-Algorithm (value). '
         .. 'Maps whose keys are data: labels, env, envs.',
-    }, rows))
-    assert.same({}, unused, 'allow-list entries that matched nothing (stale reasons)')
-    assert.equal('', C.describe(diffs), 'differences with no reason in the allow-list')
-    local ops = {}
-    for _, row in ipairs(rows) do ops[row.op] = true end
-    for _, op in ipairs({ 'create', 'create_from_snapshot', 'get', 'exec', 'upload', 'download', 'list', 'snapshot',
-                          'snapshot_get', 'destroy', 'push_access', 's3_list', 's3_put', 'snapshot_create' }) do
-      assert.is_true(ops[op], op)
-    end
+    }, f.records('sdk'), f.records('adapter'), { allow = ALLOW, opts = OPTS,
+      ops = { 'create', 'create_from_snapshot', 'get', 'exec', 'upload', 'download', 'list', 'snapshot', 'snapshot_get',
+              'destroy', 'push_access', 's3_list', 's3_put', 'snapshot_create' } })
   end)
 end)
 
@@ -221,7 +182,8 @@ describe('the fake\'s object storage (the build contexts)', function()
 
   it('stores a PUT whose x-amz-checksum-crc32 matches the body, refuses one that does not (BadDigest)', function()
     local f = fake.start {}
-    local creds = assert(daytona._call(daytona.connect(f.config()), 'GET', f.url .. '/object-storage/push-access'))
+    local creds = assert(require('providers.shared.adapter').request('daytona', 'GET', f.url .. '/object-storage/push-access',
+      { headers = { Authorization = 'Bearer ' .. f.config().api_key } }))
     local function put(key, crc)
       local url = creds.storageUrl .. '/' .. creds.bucket .. '/' .. creds.organizationId .. '/' .. key .. '/context.tar'
       local h = { ['x-amz-checksum-crc32'] = crc, ['x-amz-sdk-checksum-algorithm'] = 'CRC32' }
@@ -284,10 +246,8 @@ const cases = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'))
   end
 
   it('reads what busboy reads, byte for byte', function()
-    if not proc.which('node') or not fs.exists(SDK_DIR .. '/../../busboy/package.json') then
-      pending('node or busboy is not installed (make deps-test)')
-      return
-    end
+    local missing = C.sdk_missing('busboy')
+    if missing then pending(missing) return end
     local cases, expect = {}, {}
     for i = 1, 60 do
       local parts = {}

@@ -6,11 +6,9 @@
 -- side): the SDK's Template().fromDockerfile + Template.build, the adapter's e2b.build of the task's
 -- recipe (cseng.task.recipe), each followed by a sandbox from the template that shows the RUN step
 -- ran and the COPY files arrived.
-local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
 local e2b = require 'providers.e2b'
 local dataset = require 'cseng.task.dataset'
 local recipe = require 'cseng.task.recipe'
@@ -18,9 +16,6 @@ local recipe = require 'cseng.task.recipe'
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
 local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('e2b')
-local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
-
-local SDK_DIR = ROOT .. '/spec/sdk/node_modules/e2b'
 
 -- How records are compared: label, metadata and environment maps hold data, not schema; the
 -- envd headers that select the sandbox, the user and the stream's deadline matter, and so does
@@ -76,23 +71,13 @@ local function build_output(notes)
   return 'built at level 3: hello-build\n' .. BUILD.app_ini .. notes .. '755\napp.ini\ngreeting=hello-build\n'
 end
 
-local function sdk_missing()
-  if not proc.which('node') then return 'node is not installed (make deps-test)' end
-  if not fs.exists(SDK_DIR .. '/package.json') then return 'the e2b SDK is not installed: make deps-test (npm ci --prefix spec/sdk)' end
-  return nil
-end
-
-local function sdk_version()
-  return cjson.decode((assert(fs.read(SDK_DIR .. '/package.json')))).version
-end
-
 describe('e2b against its official SDK', function()
   local f, why, run, sdk_out, tmp
   local client
   local SDK_NOTES, ADAPTER_NOTES = 'notes of the sdk build\n', 'notes of the adapter build\n'
 
   setup(function()
-    why = sdk_missing()
+    why = C.sdk_missing('e2b')
     if why then return end
     f = fake.start {}
     run = 'conf-' .. crypto.hex(crypto.random_bytes(4))
@@ -108,14 +93,9 @@ describe('e2b against its official SDK', function()
 
   it('the SDK runs the lifecycle against the fake and gets the right answers', function()
     if why then pending(why) return end
-    f.record('sdk')
-    local r = assert(proc.run { argv = { 'node', ROOT .. '/spec/sdk/e2b.mjs' }, cwd = ROOT, timeout = 300,
-      env_add = { E2B_API_URL = f.url, E2B_SANDBOX_URL = f.envd_url, E2B_API_KEY = f.api_key, CSENG_CONF_RUN = run,
-                  CSENG_CONF_BUILD_CONTEXT = tmp .. '/sdk-task/environment', CSENG_CONF_BUILD_CHECK = BUILD.check,
-                  E2B_DEBUG = false, E2B_DOMAIN = false } })
-    f.record(false)
-    assert.equal(0, r.code, 'spec/sdk/e2b.mjs failed:\n' .. r.stderr .. r.stdout)
-    sdk_out = cjson.decode(r.stdout)
+    sdk_out = C.run_sdk('e2b.mjs', { E2B_API_URL = f.url, E2B_SANDBOX_URL = f.envd_url, E2B_API_KEY = f.api_key,
+      CSENG_CONF_RUN = run, CSENG_CONF_BUILD_CONTEXT = tmp .. '/sdk-task/environment', CSENG_CONF_BUILD_CHECK = BUILD.check,
+      E2B_DEBUG = false, E2B_DOMAIN = false }, { fake = f })
     assert.same({ exitCode = 0, stdout = 'arena-startup-ready-20261001\n' }, sdk_out.exec)
     assert.same({ exitCode = 3, stderr = 'to-stderr\n' }, sdk_out.exit3)
     assert.equal('written by the e2b sdk\n', sdk_out.file.content)
@@ -156,20 +136,11 @@ describe('e2b against its official SDK', function()
     client = e2b.connect(f.config())
     local labels = { ['cseng.run'] = run .. '-a', ['cseng.launcher'] = 'cseng@conformance', ['cseng.task'] = 'task-a' }
     f.record('adapter')
-    local sb = assert(e2b.create(client, { labels = labels, env = { GREETING = 'hello world' }, ttl_seconds = 900,
-                                           network = false, workdir = '/workspace' }))
-    local r = assert(e2b.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]], { timeout = 60 }))
-    assert.same({ 0, 'arena-startup-ready-20261001\n' }, { r.code, r.stdout })
-    r = assert(e2b.exec(client, sb, 'echo to-stderr >&2; exit 3', { timeout = 60 }))
-    assert.same({ 3, 'to-stderr\n' }, { r.code, r.stderr })
-    assert(e2b.put(client, sb, '/workspace', vendor.tar_of({ ['hello.txt'] = 'written by cseng\n' }, 'tar')))
-    assert.equal('written by cseng\n', assert(e2b.get(client, sb, '/workspace/hello.txt')))
-    local found = assert(e2b.list(client, { labels = { ['cseng.run'] = run .. '-a' } }))
-    assert.same({ sb.id }, vendor.sorted_ids(found))
-    assert.equal(0, assert(e2b.exec(client, sb, 'mkdir -p /workspace && echo prepared > /workspace/mark')).code)
-    local snap = assert(e2b.snapshot(client, sb, 'conf-a-' .. run)) -- not the SDK's name: no reuse
-    local warm = assert(e2b.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 900, network = false }))
-    assert.equal('prepared\n', assert(e2b.exec(client, warm, 'cat /workspace/mark')).stdout)
+    local sb = C.lifecycle(e2b, client, { spec = { labels = labels, env = { GREETING = 'hello world' }, ttl_seconds = 900,
+      network = false, workdir = '/workspace' }, put_dir = '/workspace', file = 'hello.txt', data = 'written by cseng\n',
+      list_labels = { ['cseng.run'] = run .. '-a' } })
+    -- the snapshot is not named as the SDK's: no reuse
+    local warm = C.warm(e2b, client, sb, 'conf-a-' .. run, { spec = { labels = labels, ttl_seconds = 900, network = false } })
     -- native build of the task's recipe (nothing cached under its name yet), then a cache hit,
     -- then a sandbox from the template
     local rcp = recipe.of_task(dataset.load(tmp .. '/adapter-task')[1])
@@ -179,10 +150,7 @@ describe('e2b against its official SDK', function()
     assert.same({ true, built.layer, built.template_id }, { again.cache_hit, again.layer, again.template_id })
     local tsb = assert(e2b.create(client, { labels = labels, layer = built.layer, ttl_seconds = 900, network = false }))
     assert.equal(build_output(ADAPTER_NOTES), assert(e2b.exec(client, tsb, BUILD.check)).stdout)
-    assert.is_true(e2b.destroy(client, sb))
-    assert.is_true(e2b.destroy(client, warm))
-    assert.is_true(e2b.destroy(client, tsb))
-    assert.is_true(e2b.destroy(client, sb)) -- 404: already gone
+    C.destroy_all(e2b, client, { sb, warm, tsb })
     f.record(false)
     local s = f.stats()
     assert.equal(0, s.live)
@@ -194,12 +162,9 @@ describe('e2b against its official SDK', function()
 
   it('sends what the SDK sends, operation by operation, up to the listed differences', function()
     if why then pending(why) return end
-    local sdk, ad = f.records('sdk'), f.records('adapter')
-    assert.is_true(#sdk > 0 and #ad > 0, 'both lifecycles ran')
-    local diffs, rows, unused = C.compare(sdk, ad, ALLOW, OPTS)
-    C.write_section('e2b', C.markdown({
+    C.verdict('e2b', {
       title = 'E2B',
-      sdk = 'e2b ' .. sdk_version(),
+      sdk = 'e2b ' .. C.sdk_version('e2b'),
       intro = 'SDK lifecycle: `spec/sdk/e2b.mjs` (E2B_API_URL and E2B_SANDBOX_URL point the SDK at `spec/fakes/e2b/fake.lua`); '
         .. 'adapter lifecycle and comparison: `spec/conformance_e2b_spec.lua`. Compared headers: X-API-Key, Authorization '
         .. '(envd Basic user), X-Access-Token, E2b-Sandbox-Id, Content-Type, Connect-Protocol-Version, '
@@ -208,16 +173,9 @@ describe('e2b against its official SDK', function()
         .. 'the SDK\'s `Template().fromDockerfile` + `Template.exists` + `Template.build` and the adapter\'s `e2b.build` '
         .. 'of the same Dockerfile\'s recipe (`spec/conformance_e2b_spec.lua` BUILD), each followed by a sandbox from '
         .. 'the template; COPY files hashes agree with the SDK\'s.',
-    }, rows))
-    assert.same({}, unused, 'allow-list entries that matched nothing (stale reasons)')
-    assert.equal('', C.describe(diffs), 'differences with no reason in the allow-list')
-    -- every operation of the lifecycle was compared
-    local ops = {}
-    for _, row in ipairs(rows) do ops[row.op] = true end
-    for _, op in ipairs({ 'create', 'create_from_snapshot', 'create_from_template', 'exec', 'upload', 'download', 'list',
-                          'snapshot', 'snapshot_lookup', 'template_alias', 'template_create', 'template_files',
-                          'template_file_upload', 'template_build', 'template_build_status', 'destroy' }) do
-      assert.is_true(ops[op], op)
-    end
+    }, f.records('sdk'), f.records('adapter'), { allow = ALLOW, opts = OPTS,
+      ops = { 'create', 'create_from_snapshot', 'create_from_template', 'exec', 'upload', 'download', 'list', 'snapshot',
+              'snapshot_lookup', 'template_alias', 'template_create', 'template_files', 'template_file_upload',
+              'template_build', 'template_build_status', 'destroy' } })
   end)
 end)

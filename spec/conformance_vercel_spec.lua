@@ -4,16 +4,11 @@
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md.
 local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local cjson = require 'cjson'
 local vercel = require 'providers.vercel'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('vercel')
-
-local SDK_VERSION = cjson.decode((assert(require('cseng.fs').read(
-  sys.root() .. '/spec/sdk/node_modules/@vercel/sandbox/package.json')))).version
 
 -- The differences cseng keeps on purpose, each with its reason: none left on this lifecycle.
 local ALLOW = {}
@@ -25,21 +20,10 @@ local OPTS = { maps = { 'tags', 'env' }, headers = { ['x-cwd'] = 'value' } }
 local function adapter_lifecycle(f)
   local client = vercel.connect(f.config())
   local labels = vendor.labeller('cseng@spec')('conformance-adapter', 'sdk-task')
-  local sb = assert(vercel.create(client, { labels = labels, cpus = 2, ttl_seconds = 600 }))
-  local r = assert(vercel.exec(client, sb, [[python3 -c "print('arena-startup-ready-20261001')"]],
-    { timeout = 30, env = { CSENG_TRIAL = '1' } }))
-  assert.equal(0, r.code)
-  assert.equal('arena-startup-ready-20261001\n', r.stdout)
-  r = assert(vercel.exec(client, sb, 'echo to-stderr >&2; exit 3', { timeout = 30 }))
-  assert.equal(3, r.code)
-  assert.equal('to-stderr\n', r.stderr)
-  assert(vercel.put(client, sb, '/tmp/cseng-adapter', vendor.tar_of({ ['file.bin'] = 'written by the adapter\n\0\255' }, 'tar')))
-  assert.equal('written by the adapter\n\0\255', assert(vercel.get(client, sb, '/tmp/cseng-adapter/file.bin')))
-  local none, _, code = vercel.get(client, sb, '/tmp/cseng-adapter/no-such-file')
-  assert.is_nil(none)
-  assert.equal('ENOENT', code)
-  local found = assert(vercel.list(client, { labels = { ['cseng.run'] = 'conformance-adapter' } }))
-  assert.equal(1, #found)
+  local sb = C.lifecycle(vercel, client, { spec = { labels = labels, cpus = 2, ttl_seconds = 600 },
+    exec = { timeout = 30, env = { CSENG_TRIAL = '1' } }, put_dir = '/tmp/cseng-adapter', file = 'file.bin',
+    data = 'written by the adapter\n\0\255', missing = true, list_labels = { ['cseng.run'] = 'conformance-adapter' } })
+  local r
   local snap = assert(vercel.snapshot(client, sb, 'key'))
   assert.equal('created', assert(vercel.get_snapshot(client, snap)).status)
   local sb2 = assert(vercel.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 600 }))
@@ -53,15 +37,13 @@ end
 
 describe('vercel: @vercel/sandbox against the adapter (differential)', function()
   it('the SDK lifecycle passes on the fake, and the adapter sends what the SDK sends', function()
+    local why = C.sdk_missing('@vercel/sandbox')
+    if why then pending(why) return end
     local f = fake.start {}
     finally(f.close)
-    f.record('sdk')
-    local r = assert(proc.run { argv = { 'node', sys.root() .. '/spec/sdk/vercel.mjs' }, cwd = sys.root(), timeout = 300,
-      env_add = { VERCEL_FAKE_URL = f.url, VERCEL_TOKEN = f.token, VERCEL_TEAM_ID = f.team_id,
-                  VERCEL_PROJECT_ID = f.project_id, CSENG_RUN = 'conformance-sdk' } })
-    local ok, seen = pcall(cjson.decode, r.stdout)
-    assert.equal(0, r.code, r.stdout .. r.stderr)
-    assert.is_true(ok and seen.ok, r.stdout)
+    local seen = C.run_sdk('vercel.mjs', { VERCEL_FAKE_URL = f.url, VERCEL_TOKEN = f.token, VERCEL_TEAM_ID = f.team_id,
+      VERCEL_PROJECT_ID = f.project_id, CSENG_RUN = 'conformance-sdk' }, { fake = f })
+    assert.is_true(seen.ok)
     assert.equal('arena-startup-ready-20261001\n', seen.steps.exec.stdout)
     assert.equal(3, seen.steps.exit3.exitCode)
     f.record('adapter')
@@ -71,25 +53,12 @@ describe('vercel: @vercel/sandbox against the adapter (differential)', function(
 
     local sdk, ours = f.records('sdk'), f.records('adapter')
     assert.is_true(#sdk >= 12 and #ours >= 12)
-    local diffs, rows, unused = C.compare(sdk, ours, ALLOW, OPTS)
-    assert.same({}, diffs, C.describe(diffs))
-    assert.same({}, unused, 'an allow-list entry matched nothing: drop it')
     -- the check can fail: the adapter's create with persistent renamed is reported
-    local mutated = {}
-    for i, rec in ipairs(ours) do
-      mutated[i] = rec
-      if rec.op == 'create' and rec.body and rec.body.persistent ~= nil then
-        local b = {}
-        for k, v in pairs(rec.body) do b[k] = v end
-        b.persistant, b.persistent = b.persistent, nil
-        mutated[i] = setmetatable({ body = b }, { __index = rec })
-      end
-    end
-    local bad = C.compare(sdk, mutated, ALLOW, OPTS)
+    local bad = C.compare(sdk, C.renamed(ours, 'create', 'persistent', 'persistant'), ALLOW, OPTS)
     assert.matches('body:persistant', C.describe(bad), 1, true)
-    C.write_section('vercel', C.markdown({
+    C.verdict('vercel', {
       title = 'vercel',
-      sdk = '@vercel/sandbox ' .. SDK_VERSION,
+      sdk = '@vercel/sandbox ' .. C.sdk_version('@vercel/sandbox'),
       intro = 'The lifecycle of `spec/sdk/vercel.mjs` (the SDK, pointed at the fake through its `fetch` option, ' ..
         'which rewrites `https://vercel.com/api` to the fake\'s URL) and the same steps through ' ..
         '`lua/providers/vercel.lua`: create with tags (`/v2/sandboxes` with a runtime, `/v3/sandboxes` from a ' ..
@@ -101,6 +70,6 @@ describe('vercel: @vercel/sandbox against the adapter (differential)', function(
         'with a command, so a symlink the sandbox planted is never followed by the upload). The adapter also ' ..
         'wraps each command in `timeout -s KILL` and sends the body `timeout` 30 s later as a backstop; ' ..
         'the SDK sends `timeout` when given `timeoutMs`, as the lifecycle does.',
-    }, rows))
+    }, sdk, ours, { allow = ALLOW, opts = OPTS })
   end)
 end)

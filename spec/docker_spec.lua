@@ -13,6 +13,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local docker = require 'providers.docker'
+local wire = require 'providers.shared.docker_wire'
 
 local BASE = 'cseng/debian:bookworm'
 local MAP = { 'debian:bookworm*=' .. BASE }
@@ -78,7 +79,7 @@ describe('docker provider helpers', function()
   it('demultiplexes the exec stream wherever the chunks are cut', function()
     local stream = frame(1, 'hello ') .. frame(2, 'oops\n') .. frame(1, '') .. frame(1, 'world\n') .. frame(2, string.rep('e', 300))
     for cut = 1, #stream do
-      local d = docker._demuxer(1 << 20)
+      local d = wire.demuxer(1 << 20)
       d.feed(stream:sub(1, cut - 1))
       d.feed(stream:sub(cut))
       assert.equal('hello world\n', d.out.get())
@@ -86,14 +87,14 @@ describe('docker provider helpers', function()
       assert.is_true(d.complete())
     end
     -- byte by byte
-    local d = docker._demuxer(1 << 20)
+    local d = wire.demuxer(1 << 20)
     for i = 1, #stream do d.feed(stream:sub(i, i)) end
     assert.equal('hello world\n', d.out.get())
     assert.equal(5, d.frames)
   end)
 
   it('keeps only the tail of each stream and counts what it dropped', function()
-    local d = docker._demuxer(10)
+    local d = wire.demuxer(10)
     for i = 1, 50000 do d.feed(frame(1, string.format('%05d\n', i))) end
     assert.equal(10, #d.out.get())
     assert.equal('9\n50000\n', d.out.get():sub(-8))
@@ -107,15 +108,15 @@ describe('docker provider helpers', function()
   it('reads the first file of a tar and refuses directories', function()
     local data = 'bin\0ary' .. string.rep('x', 1000)
     local tar = assert(archive.pack({ { path = 'f.bin', data = data } }, { format = 'tar' }))
-    assert.equal(data, docker._tar_first_file(tar))
+    assert.equal(data, wire.tar_first_file(tar))
     -- a name longer than ustar's 100 bytes: a pax header comes first
     tar = assert(archive.pack({ { path = string.rep('n', 150), data = 'long name' } }, { format = 'tar' }))
-    assert.equal('long name', docker._tar_first_file(tar))
+    assert.equal('long name', wire.tar_first_file(tar))
     tar = assert(archive.pack({ { path = 'd', type = 'dir' } }, { format = 'tar' }))
-    local v, err, code = docker._tar_first_file(tar)
+    local v, err, code = wire.tar_first_file(tar)
     assert.is_nil(v)
     assert.equal('EISDIR', code, err)
-    assert.equal('EARCHIVE', select(3, docker._tar_first_file(string.rep('\0', 1024))))
+    assert.equal('EARCHIVE', select(3, wire.tar_first_file(string.rep('\0', 1024))))
   end)
 
   it('maps FROM lines, leaving stage names, ARG images and RUN continuations alone', function()
@@ -146,13 +147,13 @@ describe('docker provider helpers', function()
   end)
 
   it('makes valid repository names of task ids', function()
-    assert.equal('tinystats-median-even-floor', docker._repo_component('tinystats__median_even_floor'))
-    assert.equal('r-package-dependency-missing-medium', docker._repo_component('R_package_dependency_missing_medium'))
-    assert.equal('task', docker._repo_component('___'))
+    assert.equal('tinystats-median-even-floor', wire.repo_component('tinystats__median_even_floor'))
+    assert.equal('r-package-dependency-missing-medium', wire.repo_component('R_package_dependency_missing_medium'))
+    assert.equal('task', wire.repo_component('___'))
   end)
 
   it('counts build steps served from the cache in the build stream', function()
-    local s = docker._build_stream()
+    local s = wire.build_stream()
     local lines = {
       { stream = 'Step 1/3 : FROM x\n' }, { stream = ' ---> abc\n' },
       { stream = 'Step 2/3 : RUN true\n' }, { stream = ' ---> Using cache\n' },

@@ -8,7 +8,7 @@ local cjson = require 'cjson'
 local dataset = require 'cseng.task.dataset'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
-local images = require 'cseng.cli.commands.images'
+local images = require 'cseng.images.rootfs'
 local base = require 'providers.local'
 
 local ROOT = sys.root()

@@ -204,7 +204,7 @@ describe('modal adapter lifecycle (stateful fake)', function()
     f.set { latency = { SandboxList = 300 } } -- so that all 100 are in flight together
     local tasks = {}
     for i = 1, 100 do
-      tasks[i] = task.spawn(function() return modal._call(client, client.cp, 'SandboxList', { tags = {} }) end)
+      tasks[i] = task.spawn(function() return modal.list(client, { labels = {} }) end)
     end
     for _, t in ipairs(tasks) do
       local ok, r, err = t:join()

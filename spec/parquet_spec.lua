@@ -22,33 +22,7 @@ local function tmpname()
   return p
 end
 
--- Deep equality that also insists integers stay integers and floats stay floats,
--- and names the first difference.
-local function diff(a, b, path)
-  path = path or 'row'
-  if type(a) ~= type(b) then
-    return string.format('%s: %s (%s) vs %s (%s)', path, tostring(a), type(a), tostring(b), type(b))
-  end
-  if type(a) == 'number' then
-    if math.type(a) ~= math.type(b) then
-      return string.format('%s: %s is %s, expected %s', path, tostring(a), math.type(a), math.type(b))
-    end
-    if a ~= b and not (a ~= a and b ~= b) then return string.format('%s: %s vs %s', path, a, b) end
-    return nil
-  end
-  if type(a) ~= 'table' then
-    if a ~= b then return string.format('%s: %q vs %q', path, tostring(a), tostring(b)) end
-    return nil
-  end
-  for k, v in pairs(b) do
-    local d = diff(a[k], v, path .. '.' .. tostring(k))
-    if d then return d end
-  end
-  for k in pairs(a) do
-    if b[k] == nil then return path .. '.' .. tostring(k) .. ': unexpected key' end
-  end
-  return nil
-end
+local diff = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua').diff
 
 local manifest = dofile(FIX .. 'manifest.lua')
 

@@ -106,28 +106,7 @@ local function hex(s)
   return (s:gsub('.', function(c) return string.format('%02x', c:byte()) end))
 end
 
--- Deep equality, integers vs floats kept apart, naming the first difference.
-local function diff(a, b, path)
-  path = path or 'value'
-  if type(a) ~= type(b) then return string.format('%s: %s vs %s', path, tostring(a), tostring(b)) end
-  if type(a) == 'number' then
-    if math.type(a) ~= math.type(b) then return path .. ': ' .. math.type(a) .. ' vs ' .. math.type(b) end
-    if a ~= b and not (a ~= a and b ~= b) then return string.format('%s: %s vs %s', path, a, b) end
-    return nil
-  end
-  if type(a) ~= 'table' then
-    if a ~= b then return string.format('%s: %q vs %q', path, tostring(a), tostring(b)) end
-    return nil
-  end
-  for k, v in pairs(b) do
-    local d = diff(a[k], v, path .. '.' .. tostring(k))
-    if d then return d end
-  end
-  for k in pairs(a) do
-    if b[k] == nil then return path .. '.' .. tostring(k) .. ': unexpected' end
-  end
-  return nil
-end
+local diff = dofile(sys.root() .. '/spec/helpers/common.lua').diff
 
 local CASES = {
   { 'empty message', {} },

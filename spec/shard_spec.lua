@@ -9,20 +9,13 @@ local results = require 'cseng.results.log'
 local shard = require 'cseng.run.shard'
 
 local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-shard-spec')) end)
 teardown(function() fs.remove_tree(tmp) end)
 
-local function cseng(args, env)
-  local argv = { CSENG }
-  for _, a in ipairs(args) do argv[#argv + 1] = a end
-  local e = {}
-  for _, k in ipairs { 'PATH', 'HOME', 'TMPDIR' } do e[k] = os.getenv(k) end
-  for k, v in pairs(env or {}) do e[k] = v end
-  return assert(proc.run { argv = argv, cwd = ROOT, env = e, timeout = 900 })
-end
+local H = dofile(ROOT .. '/spec/helpers/common.lua')
+local function cseng(args, env) return H.cseng(args, { env = env or {} }) end
 
 -- The trial identities of a plan the way `cseng run` forms them: tasks x providers x modes.
 local function trials(task_ids, providers, modes)

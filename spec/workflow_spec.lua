@@ -9,17 +9,13 @@ local dataset = require 'cseng.task.dataset'
 local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-workflow-spec')) end)
 teardown(function() fs.remove_tree(tmp) end)
 
-local function cseng(args, stdin)
-  local argv = { CSENG }
-  for _, a in ipairs(args) do argv[#argv + 1] = a end
-  return assert(proc.run { argv = argv, cwd = ROOT, timeout = 600, stdin = stdin })
-end
+local H = dofile(ROOT .. '/spec/helpers/common.lua')
+local function cseng(args, stdin) return H.cseng(args, { stdin = stdin, timeout = 600 }) end
 
 local function ids_of(log)
   local out = {}

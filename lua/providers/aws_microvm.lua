@@ -207,7 +207,6 @@ local function call(client, method, path, o)
     task.sleep(backoff(client, attempt, retry_after))
   end
 end
-M._call = call
 
 local function microvm_path(id, rest) return API .. '/microvms/' .. urlencode(id) .. (rest or '') end
 
@@ -386,7 +385,11 @@ local function agent(client, sb, method, path, body, o)
   end
   return res
 end
-M._agent = agent
+--- One request to cseng's exec agent in a microVM (its protocol: docs/providers/aws_microvm.md):
+--- the endpoint token fetched or refreshed as needed, a non-2xx answer (but o.ok_statuses) a
+--- failure. exec, put and get go through it; `GET /health` names the agent's architecture.
+---@return table|nil res, string? err, string? code
+M.agent = agent
 
 --- Run a shell command. opts: {timeout (s, default 600), cwd, env, stdin, tail_bytes}. Returns
 --- {code, stdout, stderr, timed_out, elapsed, stdout_dropped, stderr_dropped} or nil, message, CODE.

@@ -131,16 +131,7 @@ end
 local urlencode, str = adapter.urlencode, adapter.str
 
 -- The error text of a response: Daytona answers {"statusCode", "message", "error"}.
-local function api_message(body)
-  local ok, j = pcall(cjson.decode, body or '')
-  if ok and type(j) == 'table' then
-    local m = j.message
-    if type(m) == 'table' then m = table.concat(m, '; ') end
-    if type(m) == 'string' and m ~= '' then return m end
-    if type(j.error) == 'string' then return j.error end
-  end
-  return adapter.snippet(body)
-end
+local api_message = adapter.message_from { 'message', 'error' }
 
 local function headers_for(client, extra)
   local h = { Authorization = 'Bearer ' .. client.key, Accept = 'application/json',
@@ -157,7 +148,6 @@ local function call(client, method, url, o)
   return adapter.request('daytona', method, url, { headers = headers_for(client, o.headers), json = o.json,
     body = o.body, raw = o.raw, timeout = o.timeout or client.request_timeout, message = api_message })
 end
-M._call = call
 
 local function api_url(client, path) return client.base .. path end
 
@@ -305,12 +295,8 @@ function M.exec(client, sb, cmd, opts)
   local timeout = opts.timeout or DEFAULTS.exec_timeout
   local env = util.merge(sb.env, opts.env)
   local cwd = opts.cwd or sb.workdir
-  local stdin_path
-  if opts.stdin then
-    stdin_path = adapter.tmp_path('stdin')
-    local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
-    if not ok then return nil, err, code end
-  end
+  local stdin_path, serr, scode = adapter.stdin_upload(upload, client, sb, opts.stdin)
+  if stdin_path == false then return nil, serr, scode end
   local command = M.wrap_command(client, cmd, env, cwd, stdin_path)
   local body = { command = command, timeout = math.max(1, ceil_int(timeout)) }
   if cwd then body.cwd = cwd end
@@ -345,7 +331,7 @@ end
 
 -- The toolbox's UploadFiles form (what the SDK's fs.uploadFile sends): the destination as the
 -- field files[0].path, the data as the part files[0].file (filename = the destination).
-function M._upload_form(path, data)
+local function upload_form(path, data)
   return adapter.form {
     { name = 'files[0].path', data = path },
     { name = 'files[0].file', filename = path, content_type = 'application/octet-stream', data = data },
@@ -353,20 +339,15 @@ function M._upload_form(path, data)
 end
 
 upload = function(client, sb, path, data)
-  local body, ctype = M._upload_form(path, data)
-  local ok, err, code = call(client, 'POST', toolbox(client, sb, '/files/bulk-upload'),
-    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true })
-  if not ok then return nil, err, code end
-  return true
+  local body, ctype = upload_form(path, data)
+  return adapter.done(call(client, 'POST', toolbox(client, sb, '/files/bulk-upload'),
+    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true }))
 end
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: the archive is
 --- uploaded to /tmp, then extracted there by exec and removed.
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  -- the toolbox returns stdout and stderr combined, in stdout
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes, { output = 'stdout' })
-end
+--- (The toolbox returns stdout and stderr combined, in stdout.)
+M.put = adapter.put_via(M, upload, { output = 'stdout' })
 
 --- Read a file of the sandbox.
 ---@return string|nil data, string? err, string? code

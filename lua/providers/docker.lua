@@ -22,6 +22,7 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
 local adapter = require 'providers.shared.adapter'
+local wire = require 'providers.shared.docker_wire'
 
 local M = {
   name = 'docker',
@@ -107,75 +108,12 @@ end
 
 -- ---- the exec stream -------------------------------------------------------------------------
 
---- A tail buffer: keeps the last cap bytes of what it is given, counting what it dropped.
-local tail_buffer = adapter.tail_buffer
-M._tail_buffer = tail_buffer
+local demuxer = wire.demuxer
 
---- Demultiplexer of docker's attach stream: frames of an 8-byte header [stream (1 stdout,
---- 2 stderr), 0, 0, 0, payload size uint32 big-endian] and the payload. feed() takes chunks cut
---- anywhere; only tails (cap bytes per stream) are kept.
-local function demuxer(cap)
-  local d = { out = tail_buffer(cap), err = tail_buffer(cap), head = '', remaining = 0, target = nil, frames = 0 }
-  function d.feed(chunk)
-    local pos, n = 1, #chunk
-    while pos <= n do
-      if d.remaining == 0 then
-        local need = 8 - #d.head
-        d.head = d.head .. chunk:sub(pos, pos + need - 1)
-        pos = pos + need
-        if #d.head == 8 then
-          local kind, size = string.unpack('>B xxx I4', d.head)
-          d.head = ''
-          d.target = kind == 2 and d.err or d.out
-          d.remaining = size
-          d.frames = d.frames + 1
-        end
-      else
-        local take = math.min(d.remaining, n - pos + 1)
-        d.target.add(chunk:sub(pos, pos + take - 1))
-        pos = pos + take
-        d.remaining = d.remaining - take
-      end
-    end
-  end
-  --- true when the stream ended on a frame boundary
-  function d.complete() return d.remaining == 0 and d.head == '' end
-  return d
-end
-M._demuxer = demuxer
 
 -- ---- tar reading (GET archive answers with a tar of the path) --------------------------------
 
-local function tar_octal(field)
-  local digits = field:match('^[%s%z]*([0-7]+)')
-  return digits and tonumber(digits, 8) or 0
-end
-
---- The first real entry of a tar: returns data, or nil, message, CODE ("EISDIR", "ESYMLINK").
-local function tar_first_file(bytes)
-  local pos, pax_size = 1, nil
-  while pos + 511 <= #bytes do
-    local hdr = bytes:sub(pos, pos + 511)
-    if not hdr:find('[^%z]') then break end
-    local size = tar_octal(hdr:sub(125, 136))
-    local kind = hdr:sub(157, 157)
-    local start = pos + 512
-    if kind == 'x' then
-      local meta = bytes:sub(start, start + size - 1)
-      pax_size = tonumber(meta:match('%d+ size=(%d+)\n') or '')
-    end
-    if kind ~= 'x' and kind ~= 'g' and kind ~= 'L' and kind ~= 'K' then
-      if pax_size then size = pax_size end
-      if kind == '0' or kind == '\0' or kind == '7' then return bytes:sub(start, start + size - 1) end
-      if kind == '5' then return nil, 'is a directory', 'EISDIR' end
-      if kind == '2' or kind == '1' then return nil, 'is a link', 'ESYMLINK' end
-      return nil, 'not a regular file (tar type ' .. kind .. ')', 'EARCHIVE'
-    end
-    pos = start + math.ceil(size / 512) * 512
-  end
-  return nil, 'empty archive', 'EARCHIVE'
-end
-M._tar_first_file = tar_first_file
+local tar_first_file = wire.tar_first_file
 
 -- ---- connect ---------------------------------------------------------------------------------
 
@@ -284,13 +222,6 @@ function M.rewrite_from(text, map)
   return table.concat(out, '\n') .. '\n', bases
 end
 
---- A repository path component from a task id (lowercase letters, digits, '-').
-local function repo_component(id)
-  local s = tostring(id):lower():gsub('[^a-z0-9]+', '-'):gsub('^%-+', ''):gsub('%-+$', '')
-  if s == '' then s = 'task' end
-  return s:sub(1, 100)
-end
-M._repo_component = repo_component
 
 --- The deterministic build context: environment/ with the rewritten Dockerfile.
 local function build_context(dir, dockerfile_name, dockerfile_text)
@@ -307,49 +238,6 @@ local function build_context(dir, dockerfile_name, dockerfile_text)
   return archive.pack(entries, { format = 'tar' })
 end
 
---- Parse the JSON-lines progress stream of POST /build as it arrives.
-local function build_stream()
-  local s = { log = tail_buffer(64 * 1024), pending = '', steps = 0, counted = 0, cached = 0, step = nil }
-  local function line(l)
-    if not l:find('%S') then return end
-    local ok, m = pcall(cjson.decode, l)
-    if not ok or type(m) ~= 'table' then s.log.add(l .. '\n'); return end
-    if type(m.stream) == 'string' then
-      s.log.add((m.stream:gsub('\27%[[%d;]*m', ''))) -- the builder colours RUN steps' stderr
-      for text in m.stream:gmatch('[^\n]+') do
-        local instr = text:match('^Step %d+/%d+ : (%S+)')
-        if instr then
-          s.steps = s.steps + 1
-          s.step = util.trim(text)
-          local up = instr:upper()
-          s.last_counts = up == 'RUN' or up == 'COPY' or up == 'ADD'
-          if s.last_counts then s.counted = s.counted + 1 end
-        elseif text:match('^%s*%-%-%-> Using cache') and s.last_counts then
-          s.cached = s.cached + 1
-        end
-      end
-    end
-    if type(m.status) == 'string' then s.log.add(m.status .. '\n') end
-    if m.error ~= nil and m.error ~= cjson.null then
-      local detail = type(m.errorDetail) == 'table' and m.errorDetail.message or nil
-      s.error = tostring(detail or m.error)
-      s.log.add('ERROR: ' .. s.error .. '\n')
-    end
-    if type(m.aux) == 'table' and type(m.aux.ID) == 'string' then s.image_id = m.aux.ID end
-  end
-  function s.feed(chunk)
-    s.pending = s.pending .. chunk
-    while true do
-      local a, b = s.pending:find('\r?\n')
-      if not a then break end
-      line(s.pending:sub(1, a - 1))
-      s.pending = s.pending:sub(b + 1)
-    end
-  end
-  function s.finish() if s.pending ~= '' then line(s.pending); s.pending = '' end end
-  return s
-end
-M._build_stream = build_stream
 
 local function build_failure(msg, log, code)
   return nil, { message = msg, log = util.tail(log or '', LOG_TAIL) }, code or 'EBUILD'
@@ -384,7 +272,7 @@ function M.build(client, req)
   local base_ids = table.concat(ids, ' ')
   local sha = crypto.sha256_hex(tar .. '\0' .. table.concat(ids, '\0'))
   local key = req.recipe and req.recipe.key or sha
-  local tag = 'cseng-task/' .. repo_component(req.task_id) .. ':' .. key:sub(1, 16)
+  local tag = 'cseng-task/' .. wire.repo_component(req.task_id) .. ':' .. key:sub(1, 16)
   local result = { image = tag, context_sha256 = sha, content_key = key, bases = bases }
   local from_note = {}
   for _, b in ipairs(bases) do
@@ -401,7 +289,7 @@ function M.build(client, req)
   local labels = util.merge(req.labels, { ['cseng.kind'] = 'task-image', ['cseng.context_sha256'] = sha,
     ['cseng.content_key'] = key, ['cseng.base_ids'] = base_ids })
   client.build_sem:acquire()
-  local stream = build_stream()
+  local stream = wire.build_stream()
   local ok, res, err, code = pcall(api, client, 'POST', '/build', {
     query = { t = tag, rm = true, forcerm = true, dockerfile = df_name, labels = cjson.encode(labels),
       networkmode = req.network == false and 'none' or nil }, -- --build-network off
@@ -441,7 +329,7 @@ end
 function M.snapshot(client, sb, key)
   local labels = util.merge(sb.labels, { ['cseng.kind'] = 'warm', ['cseng.created'] = tostring(os.time()) })
   local task_id = (sb.labels or {})['cseng.task'] or 'task'
-  local repo = 'cseng-warm/' .. repo_component(task_id)
+  local repo = 'cseng-warm/' .. wire.repo_component(task_id)
   local tag = tostring(key or 'latest'):lower():gsub('[^a-z0-9_.-]', '-')
   local res, err, code = api(client, 'POST', '/commit', {
     query = { container = sb.id, repo = repo, tag = tag, pause = true },

@@ -159,7 +159,6 @@ local function api(client, method, path, o)
   local headers = { ['X-API-Key'] = client.key, Accept = 'application/json' }
   return request(method, client.base .. path, headers, { json = o.json, timeout = o.timeout or client.request_timeout })
 end
-M._api = api
 
 --- The envd base URL of a sandbox (exposed for the specs).
 function M.envd_url(client, sb)
@@ -585,10 +584,7 @@ end
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded to /tmp
 --- through envd's file API, extracted by exec, removed.
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- Read a file of the sandbox.
 ---@return string|nil data, string? err, string? code

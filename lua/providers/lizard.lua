@@ -72,7 +72,6 @@ local function call(client, method, path, body, timeout)
     timeout = timeout or client.request_timeout, what = method .. ' ' .. path,
   })
 end
-M._call = call
 
 --- Create a sandbox. spec: {template, size, region, ttl_seconds, labels}. The sandbox's
 --- reported allocation is in sb.allocation, the create call's HTTP timings in sb.http_timings.

@@ -124,7 +124,7 @@ function M.connect(cfg)
   assert(fs.mkdir_p(base .. '/sandboxes'))
   assert(fs.mkdir_p(base .. '/warm'))
   local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
-  local images = require 'cseng.cli.commands.images'
+  local images = require 'cseng.images.rootfs'
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
   local base_root
   if host_root then
@@ -168,6 +168,16 @@ function M.connect(cfg)
   return client
 end
 
+-- /etc/hostname and /etc/hosts naming the sandbox, and with the network the host's resolv.conf.
+local function write_host_files(root, hostname, network)
+  fs.write(root .. '/etc/hostname', hostname .. '\n')
+  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost ' .. hostname .. '\n::1 localhost\n')
+  if network then
+    local resolv = fs.read('/etc/resolv.conf')
+    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
+  end
+end
+
 local function write_etc(root, hostname, network)
   assert(fs.mkdir_p(root .. '/etc'))
   fs.write(root .. '/etc/passwd', table.concat({
@@ -176,13 +186,8 @@ local function write_etc(root, hostname, network)
     'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', '' }, '\n'))
   fs.write(root .. '/etc/group', table.concat({
     'root:x:0:', 'cseng:x:' .. VERIFIER_UID .. ':', 'nogroup:x:65534:', '' }, '\n'))
-  fs.write(root .. '/etc/hostname', hostname .. '\n')
-  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost ' .. hostname .. '\n::1 localhost\n')
   fs.write(root .. '/etc/nsswitch.conf', 'passwd: files\ngroup: files\nhosts: files dns\n')
-  if network then
-    local resolv = fs.read('/etc/resolv.conf')
-    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
-  end
+  write_host_files(root, hostname, network)
 end
 
 local function make_root(root, hostname, network)
@@ -251,12 +256,7 @@ local function base_root_files(root, network)
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
-  fs.write(root .. '/etc/hostname', 'sandbox\n')
-  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost sandbox\n::1 localhost\n')
-  if network then
-    local resolv = fs.read('/etc/resolv.conf')
-    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
-  end
+  write_host_files(root, 'sandbox', network)
 end
 
 --- The layer directory of a recipe on this client's base (complete when layer.json exists).

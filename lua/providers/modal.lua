@@ -165,7 +165,6 @@ local function call(client, target, method, message, o)
   end
   return nil, util.redact(string.format('modal: %s: %s', method, tostring(err))), code or 'EGRPC', info
 end
-M._call = call
 
 --- The x-modal-auth-token (AuthTokenGet once per client; again when it is about to expire).
 function M.auth_token(client)
@@ -693,9 +692,7 @@ local function upload(client, sb, path, data)
 end
 
 --- Unpack a tar (or tar.gz) into dir, creating it: uploaded to /tmp, then `tar -xf`.
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- A file's contents (`cat`), ENOENT when it is missing.
 function M.get(client, sb, path)

@@ -38,7 +38,6 @@
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local adapter = require 'providers.shared.adapter'
@@ -130,15 +129,7 @@ end
 local urlencode, str = adapter.urlencode, adapter.str
 
 -- Runloop's error bodies: {"message": ...} or {"error": ...}.
-local function api_message(body)
-  local ok, j = pcall(cjson.decode, body or '')
-  if ok and type(j) == 'table' then
-    if type(j.message) == 'string' then return j.message end
-    if type(j.error) == 'string' then return j.error end
-    if type(j.error) == 'table' and type(j.error.message) == 'string' then return j.error.message end
-  end
-  return adapter.snippet(body)
-end
+local api_message = adapter.message_from { 'message', 'error', 'error.message' }
 
 --- A UUIDv7 (48-bit Unix ms, version 7, variant 10, random rest): the execute call's
 --- command_id, as the SDK makes one.
@@ -172,7 +163,6 @@ local function call(client, method, path, o)
     what = method .. ' ' .. path, message = api_message,
   })
 end
-M._call = call
 
 local function devbox_path(id, rest) return '/v1/devboxes/' .. urlencode(id) .. (rest or '') end
 
@@ -285,12 +275,8 @@ end
 function M.exec(client, sb, cmd, opts)
   opts = opts or {}
   local timeout = opts.timeout or DEFAULTS.exec_timeout
-  local stdin_path
-  if opts.stdin then
-    stdin_path = adapter.tmp_path('stdin')
-    local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
-    if not ok then return nil, err, code end
-  end
+  local stdin_path, serr, scode = adapter.stdin_upload(upload, client, sb, opts.stdin)
+  if stdin_path == false then return nil, serr, scode end
   local line = M.wrap_command(cmd, { cwd = opts.cwd or sb.workdir, env = util.merge(sb.env, opts.env),
                                      timeout = timeout, stdin_path = stdin_path })
   local query = { { 'last_n', tostring(client.last_n) } }
@@ -350,14 +336,10 @@ upload = function(client, sb, path, data)
   if not ok then return nil, err, code end
   return true
 end
-M._upload = upload
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the devbox: uploaded as one
 --- file (upload_file), then extracted by a command (adapter.put_by_upload).
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- Read a file of the devbox (download_file); ENOENT when it is missing (a refused download
 --- of a path that `test -e` does not find).

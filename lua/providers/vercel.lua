@@ -81,19 +81,8 @@ local TOKEN_VARS = { 'VERCEL_TOKEN', 'VERCEL_ACCESS_TOKEN', 'VERCEL_API_KEY', 'V
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
-  local token = setting('token')
-  for _, var in ipairs(TOKEN_VARS) do token = token or setting(nil, var) end
-  local team, project = setting('team_id', 'VERCEL_TEAM_ID'), setting('project_id', 'VERCEL_PROJECT_ID')
-  local missing = {}
-  if not token then missing[#missing + 1] = table.concat(TOKEN_VARS, ' or ', 1, 3) .. ' (or VERCEL_OIDC_TOKEN)' end
-  if not team then missing[#missing + 1] = 'VERCEL_TEAM_ID' end
-  if not project then missing[#missing + 1] = 'VERCEL_PROJECT_ID' end
-  if #missing > 0 then
-    local many = #missing > 1
-    error(string.format('vercel provider: %s %s not set (export %s, or put %s in an --env-file)',
-      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
-  end
-  util.add_secret(token)
+  local token, team, project = adapter.credentials('vercel', setting, { { 'token', TOKEN_VARS, secret = true },
+    { 'team_id', 'VERCEL_TEAM_ID' }, { 'project_id', 'VERCEL_PROJECT_ID' } })
   local image = setting('image', 'VERCEL_IMAGE')
   return {
     base = tostring(setting('api_url', 'VERCEL_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
@@ -113,17 +102,7 @@ end
 local urlencode, str = adapter.urlencode, adapter.str
 
 -- Vercel answers errors as {"error": {"code", "message"}}.
-local function api_message(body)
-  local ok, j = pcall(cjson.decode, body or '')
-  if ok and type(j) == 'table' then
-    local e = j.error
-    if type(e) == 'table' and type(e.message) == 'string' then return e.message end
-    if type(e) == 'string' then return e end
-    if type(j.message) == 'string' then return j.message end
-  end
-  return adapter.snippet(body)
-end
-M._api_message = api_message
+local api_message = adapter.message_from { 'error.message', 'error', 'message' }
 
 local function url_for(client, path, query)
   local q = 'teamId=' .. urlencode(client.team)
@@ -147,7 +126,6 @@ local function call(client, method, path, o)
     timeout = o.timeout or client.request_timeout, what = method .. ' ' .. path, message = api_message,
   })
 end
-M._call = call
 
 --- An NDJSON request: on_record(value) for each line as it arrives. Returns the response, or
 --- nil, message, CODE (HTTP statuses outside 2xx as HTTP_<status>, with the body's message).
@@ -254,12 +232,8 @@ function M.exec(client, sb, cmd, opts)
   opts = opts or {}
   local timeout = opts.timeout or DEFAULTS.exec_timeout
   local env = util.merge(sb.env, opts.env)
-  local stdin_path
-  if opts.stdin then
-    stdin_path = adapter.tmp_path('stdin')
-    local ok, err, code = upload(client, sb, stdin_path, opts.stdin)
-    if not ok then return nil, err, code end
-  end
+  local stdin_path, serr, scode = adapter.stdin_upload(upload, client, sb, opts.stdin)
+  if stdin_path == false then return nil, serr, scode end
   local body = { command = 'bash', args = { '-c', M.wrap_command(cmd, timeout, stdin_path) }, env = env,
                  sudo = true, wait = true, logs = true,
                  timeout = math.tointeger(math.ceil(timeout + DEFAULTS.backstop)) * 1000 }
@@ -311,15 +285,11 @@ upload = function(client, sb, path, data)
   if not ok then return nil, err, code end
   return true
 end
-M._upload = upload
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded as one
 --- file through fs/write, then extracted by a command (adapter.put_by_upload), so a symlink the
 --- sandbox planted is never followed by the upload itself.
----@return true|nil ok, string? err, string? code
-function M.put(client, sb, dir, tar_bytes)
-  return adapter.put_by_upload(M, upload, client, sb, dir, tar_bytes)
-end
+M.put = adapter.put_via(M, upload)
 
 --- Read a file of the sandbox (ENOENT when it is missing): POST fs/read {path}.
 ---@return string|nil data, string? err, string? code

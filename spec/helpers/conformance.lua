@@ -19,6 +19,8 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
+-- busted's globals are not visible in a dofile'd helper: its checks use luassert (callable as assert)
+local assert = require 'luassert'
 
 local C = {}
 
@@ -510,6 +512,142 @@ function C.write_section(provider, markdown, path)
     out[#out + 1] = string.format('\n<!-- conformance:%s -->\n%s\n<!-- /conformance:%s -->\n', name, sections[name], name)
   end
   assert(fs.write(path, table.concat(out)))
+end
+
+-- ---- the per-provider lifecycle -----------------------------------------------------------------
+-- What every spec/conformance_<provider>_spec.lua shares: whether the SDK can run here, running
+-- its script (spec/sdk/<provider>.mjs) against the recording fake, the adapter's side of the
+-- common lifecycle, a mutated copy of the adapter's records (the comparison can fail), and the
+-- verdict with the CONFORMANCE.md section.
+
+C.SDK_ROOT = sys.root() .. '/spec/sdk'
+C.READY_CMD = [[python3 -c "print('arena-startup-ready-20261001')"]]
+C.READY_OUT = 'arena-startup-ready-20261001\n'
+
+--- Why the SDK side cannot run here (node missing, a package of spec/sdk not installed), or nil.
+---@param ... string packages under spec/sdk/node_modules ('e2b', '@daytonaio/sdk')
+---@return string|nil
+function C.sdk_missing(...)
+  if not require('cseng.proc').which('node') then return 'node is not installed (make deps-test)' end
+  for _, pkg in ipairs({ ... }) do
+    if not fs.exists(C.SDK_ROOT .. '/node_modules/' .. pkg .. '/package.json') then
+      return pkg .. ' is not installed: make deps-test (npm ci --prefix spec/sdk)'
+    end
+  end
+  return nil
+end
+
+--- The version of an installed SDK package.
+---@param pkg string
+function C.sdk_version(pkg)
+  return require('cjson').decode((assert(fs.read(C.SDK_ROOT .. '/node_modules/' .. pkg .. '/package.json')))).version
+end
+
+--- Run spec/sdk/<script> (node) with env_add and o.args; the script must exit 0 and print JSON,
+--- which is returned decoded. With o.fake, the fake records the run as 'sdk'.
+---@param script string e.g. 'e2b.mjs'
+---@param env_add table
+---@param o? {fake?: table, args?: string[], timeout?: number}
+function C.run_sdk(script, env_add, o)
+  o = o or {}
+  local argv = { 'node', C.SDK_ROOT .. '/' .. script }
+  for _, a in ipairs(o.args or {}) do argv[#argv + 1] = a end
+  if o.fake then o.fake.record('sdk') end
+  local r = assert(require('cseng.proc').run { argv = argv, cwd = sys.root(), timeout = o.timeout or 300, env_add = env_add })
+  if o.fake then o.fake.record(false) end
+  assert.equal(0, r.code, 'spec/sdk/' .. script .. ' failed:\n' .. r.stderr .. r.stdout)
+  local ok, out = pcall(require('cjson').decode, r.stdout)
+  assert.is_true(ok, 'spec/sdk/' .. script .. ' printed no JSON:\n' .. r.stdout)
+  return out
+end
+
+--- The adapter's side of the lifecycle every SDK script starts with: create (o.spec), the
+--- arena's python3 command, a command exiting 3 (unless o.exit3 == false; its text read from
+--- o.exit3_stream, default stderr), an archive put into o.put_dir and its file read back (a
+--- missing file read as ENOENT with o.missing), a second sandbox (o.other, a create spec), and
+--- a list by o.list_labels that finds exactly the first sandbox. Returns the sandboxes.
+---@param P table the adapter
+---@param client any
+---@param o table {spec, exec?, exit3?, exit3_stream?, put_dir, file, data, missing?, other?, list_labels}
+---@return table sb, table|nil other
+function C.lifecycle(P, client, o)
+  local sb = assert(P.create(client, o.spec))
+  local r = assert(P.exec(client, sb, C.READY_CMD, o.exec or { timeout = 60 }))
+  assert.same({ 0, C.READY_OUT }, { r.code, r.stdout })
+  if o.exit3 ~= false then
+    r = assert(P.exec(client, sb, 'echo to-stderr >&2; exit 3', { timeout = (o.exec or {}).timeout or 60 }))
+    assert.same({ 3, 'to-stderr\n' }, { r.code, r[o.exit3_stream or 'stderr'] })
+  end
+  local entries = { { path = o.file, data = o.data } }
+  assert(P.put(client, sb, o.put_dir, assert(require('cseng.archive').pack(entries, { format = 'tar' }))))
+  assert.equal(o.data, assert(P.get(client, sb, o.put_dir .. '/' .. o.file)))
+  if o.missing then
+    local none, _, code = P.get(client, sb, o.put_dir .. '/no-such-file')
+    assert.same({ nil, 'ENOENT' }, { none, code })
+  end
+  local other = o.other and assert(P.create(client, o.other)) or nil
+  local found = assert(P.list(client, { labels = o.list_labels }))
+  assert.equal(1, #found)
+  assert.equal(sb.id, found[1].id)
+  return sb, other
+end
+
+--- The warm step of the lifecycle: sb prepared (a marker file in o.dir, default /workspace),
+--- snapshotted as key, a sandbox created from the snapshot (o.spec plus warm_artifact) that
+--- holds the marker. Returns the warm sandbox.
+---@return table warm
+function C.warm(P, client, sb, key, o)
+  local dir = o.dir or '/workspace'
+  assert.equal(0, assert(P.exec(client, sb, 'mkdir -p ' .. dir .. ' && echo prepared > ' .. dir .. '/mark')).code)
+  local spec = { warm_artifact = assert(P.snapshot(client, sb, key)) }
+  for k, v in pairs(o.spec or {}) do spec[k] = v end
+  local warm = assert(P.create(client, spec))
+  assert.equal('prepared\n', assert(P.exec(client, warm, 'cat ' .. dir .. '/mark')).stdout)
+  return warm
+end
+
+--- Destroy every sandbox of list, then the first once more: already gone is success (idempotent).
+function C.destroy_all(P, client, list)
+  for _, sb in ipairs(list) do assert.is_true(P.destroy(client, sb)) end
+  assert.is_true(P.destroy(client, list[1]))
+end
+
+--- The adapter's records with one body key of operation op renamed (from -> to): what a
+--- mutated adapter would send, so a spec shows the comparison can fail.
+---@return table[]
+function C.renamed(recs, op, from, to)
+  local out = {}
+  for i, rec in ipairs(recs) do
+    out[i] = rec
+    if rec.op == op and type(rec.body) == 'table' and rec.body[from] ~= nil then
+      local b = {}
+      for k, v in pairs(rec.body) do b[k] = v end
+      b[to], b[from] = b[from], nil
+      out[i] = setmetatable({ body = b }, { __index = rec })
+    end
+  end
+  return out
+end
+
+--- The verdict of one provider: compare the SDK's and the adapter's records, write the
+--- provider's CONFORMANCE.md section (info: C.markdown's), and fail on a difference with no
+--- reason, on an allow entry that matched nothing, or on an operation of o.ops not compared.
+---@param provider string
+---@param info table
+---@param sdk table[]
+---@param ours table[]
+---@param o {allow?: table[], opts?: table, ops?: string[]}
+---@return table[] rows
+function C.verdict(provider, info, sdk, ours, o)
+  assert.is_true(#sdk > 0 and #ours > 0, 'both lifecycles ran')
+  local diffs, rows, unused = C.compare(sdk, ours, o.allow, o.opts)
+  C.write_section(provider, C.markdown(info, rows))
+  assert.same({}, unused, 'allow-list entries that matched nothing (stale reasons)')
+  assert.equal('', C.describe(diffs), 'differences with no reason in the allow-list')
+  local ops = {}
+  for _, row in ipairs(rows) do ops[row.op] = true end
+  for _, op in ipairs(o.ops or {}) do assert.is_true(ops[op], 'operation not compared: ' .. op) end
+  return rows
 end
 
 return C

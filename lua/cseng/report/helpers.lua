@@ -93,24 +93,9 @@ function helpers.group(list, key)
 end
 
 --- Allocations with no destroyed record, keyed by provider and sandbox id (two providers of
---- one run may hand out the same id). A cleanup_failed record leaves the sandbox live.
----@param events table[]
----@return table[] the allocated events, in order
-function helpers.live_allocations(events)
-  local live, order = {}, {}
-  for _, e in ipairs(events) do
-    local k = tostring(e.provider) .. '\0' .. tostring(e.sandbox_id)
-    if e.event == 'allocated' then
-      if not live[k] then order[#order + 1] = k end
-      live[k] = e
-    elseif e.event == 'destroyed' then
-      live[k] = nil
-    end
-  end
-  local out = {}
-  for _, k in ipairs(order) do if live[k] then out[#out + 1] = live[k] end end
-  return out
-end
+--- one run may hand out the same id); a cleanup_failed record leaves the sandbox live. The run
+--- log's own reader (cseng.results.log).
+helpers.live_allocations = results.live_allocations
 
 local function new_run(id, path)
   return { id = id, path = path, kind = '?', source = 'log', events = {}, trials = {}, startup_trials = {},
@@ -539,6 +524,19 @@ end
 ---@field height? integer
 ---@field log? boolean log x axis; default: when max/min >= 20
 
+-- The frame and value scale of a chart over series' values in a W x H box with margins L, R,
+-- T, B (log when opts.log, or by default when the values span 20x and are positive): returns
+-- the SVG lines so far, the scale and the plot area, or the whole "no samples" chart alone.
+local function value_axis(series, opts, W, H, L, R, T, B)
+  local lo, hi, n = data_range(series)
+  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
+  local log = opts.log
+  if log == nil then log = lo > 0 and hi / lo >= 20 end
+  if lo <= 0 then log = false end
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  return frame(W, H, opts.title), scale(lo, hi, x0, x1, log), x0, x1, y0, y1
+end
+
 --- Empirical CDFs of several series on one chart (x: value, y: fraction of samples <= x), with
 --- each median marked. Returns the SVG text.
 ---@param series svg.series[]
@@ -549,15 +547,9 @@ function svg.ecdf(series, opts)
   local W, H = opts.width or 820, opts.height or 380
   local L, R, T, B = 64, 260, 40, 56
   series = prepare_series(series)
-  local lo, hi, n = data_range(series)
-  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
-  local log = opts.log
-  if log == nil then log = lo > 0 and hi / lo >= 20 end
-  if lo <= 0 then log = false end
-  local x0, x1, y0, y1 = L, W - R, T, H - B
-  local sx = scale(lo, hi, x0, x1, log)
+  local out, sx, x0, x1, y0, y1 = value_axis(series, opts, W, H, L, R, T, B)
+  if not sx then return out end
   local function sy(p) return y1 - p * (y1 - y0) end
-  local out = frame(W, H, opts.title)
   for _, p in ipairs({ 0, 0.25, 0.5, 0.75, 0.9, 1 }) do
     local y = r1(sy(p))
     out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, y, x1, y,
@@ -611,14 +603,8 @@ function svg.box(series, opts)
   for _, s in ipairs(series) do longest = math.max(longest, utf8.len(tostring(s.name)) or #tostring(s.name)) end
   local L, R, T, B = math.max(140, 16 + 7 * longest), 30, 40, 56
   local H = opts.height or (T + B + row * math.max(1, #series))
-  local lo, hi, n = data_range(series)
-  if n == 0 then return empty_chart(W, H, opts.title, 'no successful samples') end
-  local log = opts.log
-  if log == nil then log = lo > 0 and hi / lo >= 20 end
-  if lo <= 0 then log = false end
-  local x0, x1, y0, y1 = L, W - R, T, H - B
-  local sx = scale(lo, hi, x0, x1, log)
-  local out = frame(W, H, opts.title)
+  local out, sx, x0, x1, y0, y1 = value_axis(series, opts, W, H, L, R, T, B)
+  if not sx then return out end
   x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
   for i, s in ipairs(series) do
     local cy = y0 + (i - 0.5) * row
@@ -647,6 +633,19 @@ end
 ---@field ylabel? string
 ---@field unit? string appended to the values in the bars' tooltips
 
+-- The series of a bar chart with their colours, the largest finite value, and whether any is.
+local function bar_series(categories, series)
+  local ser, hi, any = {}, 0, false
+  for i, s in ipairs(series) do
+    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    for j = 1, #categories do
+      local v = ser[i].values[j]
+      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
+    end
+  end
+  return ser, hi, any
+end
+
 --- Grouped vertical bars: one group per category along x, one bar per series in each group;
 --- series[i].values[j] is series i's value in category j (nil or NaN: no bar). The y axis is
 --- linear from 0; each bar carries a tooltip with its exact value. Returns the SVG text.
@@ -665,14 +664,7 @@ function svg.bars(categories, series, opts)
   end
   local W, H = opts.width or 820, opts.height or 380
   local L, R, T, B = 64, 260, 40, 64
-  local ser, hi, any = {}, 0, false
-  for i, s in ipairs(series) do
-    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
-    for j = 1, #categories do
-      local v = ser[i].values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
-    end
-  end
+  local ser, hi, any = bar_series(categories, series)
   if not any or #categories == 0 then return empty_chart(W, H, opts.title, 'no data') end
   local x0, x1, y0, y1 = L, W - R, T, H - B
   local sy = scale(0, hi, y1, y0, false)
@@ -724,15 +716,9 @@ end
 ---@return string
 function svg.hbars(categories, series, opts)
   opts = opts or {}
-  local ser, hi, any, widest = {}, 0, false, 0
+  local widest = 0
   for _, c in ipairs(categories) do widest = math.max(widest, #tostring(c)) end
-  for i, s in ipairs(series) do
-    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
-    for j = 1, #categories do
-      local v = ser[i].values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
-    end
-  end
+  local ser, hi, any = bar_series(categories, series)
   local bh = 12                               -- one bar's height
   local gh = bh * math.max(1, #ser) + 8       -- a category's group
   local L = math.min(420, 16 + widest * 7)    -- room for the labels

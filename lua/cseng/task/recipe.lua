@@ -16,7 +16,7 @@ local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local staging = require 'cseng.task.staging'
+local dockerfile = require 'cseng.task.dockerfile'
 
 local recipe = {}
 
@@ -108,7 +108,7 @@ function recipe.of_task(t, o)
     context = assert(archive.pack({}, { format = 'tar' }))
   end
   local rec = {
-    task_id = t.id, from = from, base = staging.map_image(from, map), image_map = map,
+    task_id = t.id, from = from, base = dockerfile.map_image(from, map), image_map = map,
     steps = r.steps or {}, env = r.env or {}, env_order = r.env_order or {}, workdir = t.workdir, user = r.user,
     stages = r.stages, context = context, context_sha256 = crypto.sha256_hex(context), context_dir = ctx_dir,
     dockerfile = fs.read(ctx_dir .. '/Dockerfile'),
@@ -192,13 +192,19 @@ function recipe.copy_sources(rcp)
   return out
 end
 
---- The recipe of a task in a run, computed once per task (run.recipes caches it).
+-- Recipes of a run's tasks, by run then task id. Weak keys: a finished run's recipes go with it;
+-- the run object itself is never written.
+local by_run = setmetatable({}, { __mode = 'k' })
+
+--- The recipe of a task in a run (its --image-map and its provider's image_map), computed once
+--- per task and run.
 function recipe.for_run(run, t)
-  run.recipes = run.recipes or {}
-  local r = run.recipes[t.id]
+  local cache = by_run[run]
+  if not cache then cache = {}; by_run[run] = cache end
+  local r = cache[t.id]
   if not r then
     r = recipe.of_task(t, { image_map = run.opts.image_map, provider_map = run.provider.image_map })
-    run.recipes[t.id] = r
+    cache[t.id] = r
   end
   return r
 end

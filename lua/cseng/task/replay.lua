@@ -21,7 +21,6 @@ local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
 local staging = require 'cseng.task.staging'
-local adapter = require 'providers.shared.adapter'
 
 local replay = {}
 
@@ -120,7 +119,7 @@ function replay.run(P, client, sb, rcp, o)
       -- docker's COPY, directories that exist keep their owner and mode (an archive carries every
       -- parent directory, as root's)
       local tar = archive.pack(entries, { format = 'tar' })
-      local stage = adapter.tmp_path('copy')
+      local stage = util.sandbox_tmp_path('copy')
       local ok, err, code = P.put(client, sb, stage, tar)
       if not ok then return fail('replay: COPY: uploading: ' .. tostring(err), nil, code) end
       local r, xerr, xcode = P.exec(client, sb, 'tar -C ' .. q(stage) .. ' -cf - . | tar -C / --no-overwrite-dir -xpf -; rc=$?; rm -rf -- '

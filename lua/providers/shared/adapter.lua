@@ -17,32 +17,41 @@ local adapter = {}
 -- ---- settings ----------------------------------------------------------------------------
 
 --- The settings reader of an adapter's connect: setting(key, var) is cfg[key], else the
---- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset.
+--- environment variable var (through cfg.getenv, default os.getenv); '' counts as unset. var may
+--- be a list of alternative names ({'A_TOKEN', 'A_API_KEY'}, as an adapter's `credentials` lists
+--- them): the first one set wins.
 ---@param cfg table
----@return fun(key: string, var?: string): any
+---@return fun(key?: string, var?: string|string[]): any
 function adapter.settings(cfg)
   local getenv = cfg.getenv or os.getenv
   return function(key, var)
-    local v = cfg[key]
-    if v == nil and var then v = getenv(var) end
+    local v
+    if key ~= nil then v = cfg[key] end
     if v == '' then v = nil end
+    for _, name in ipairs(type(var) == 'table' and var or { var }) do
+      if v ~= nil then break end
+      v = getenv(name)
+      if v == '' then v = nil end
+    end
     return v
   end
 end
 
 --- The credentials of an adapter's connect: each {key, var, secret = bool} read with
---- setting(key, var); returns their values in order, the secret ones registered with
---- util.add_secret. Raises the one-line error naming every missing variable, e.g.
---- "lizard provider: LIZARD_API_KEY is not set (export it, or put it in an --env-file)";
---- makes no request.
+--- setting(key, var) (var a name, or a list of alternative names); returns their values in
+--- order, the secret ones registered with util.add_secret. Raises the one-line error naming
+--- every missing variable, e.g. "lizard provider: LIZARD_API_KEY is not set (export it, or put
+--- it in an --env-file)", alternatives as "A_TOKEN or A_API_KEY"; makes no request.
 ---@param provider string
----@param setting fun(key: string, var?: string): any from adapter.settings
+---@param setting fun(key?: string, var?: string|string[]): any from adapter.settings
 ---@param creds table[]
 function adapter.credentials(provider, setting, creds)
   local values, missing = {}, {}
   for i, c in ipairs(creds) do
     values[i] = setting(c[1], c[2])
-    if not values[i] then missing[#missing + 1] = c[2] end
+    if not values[i] then
+      missing[#missing + 1] = type(c[2]) == 'table' and table.concat(c[2], ' or ') or c[2]
+    end
   end
   if #missing > 0 then
     local many = #missing > 1
@@ -101,6 +110,30 @@ function adapter.is_transient(code)
   if st then return st >= 500 or st == 429 or st == 408 end
   return code == 'ECONNRESET' or code == 'ETIMEDOUT' or code == 'ECONNREFUSED' or code == 'EHOSTUNREACH'
     or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED' or code == 'EBADRESPONSE' or code == 'EPROTO'
+end
+
+--- The error text of a service's JSON error bodies: a function(body) giving the first of the
+--- fields (dotted paths, e.g. {'error.message', 'error', 'message'}) that holds a non-empty
+--- string (a list of strings is joined with '; '), else adapter.snippet(body). For o.message.
+---@param fields string[]
+---@return fun(body: string?): string
+function adapter.message_from(fields)
+  return function(body)
+    local ok, j = pcall(cjson.decode, body or '')
+    if ok and type(j) == 'table' then
+      for _, f in ipairs(fields) do
+        local v = j
+        for k in f:gmatch('[^.]+') do v = type(v) == 'table' and v[k] or nil end
+        if type(v) == 'table' then
+          local parts = {}
+          for _, x in ipairs(v) do if type(x) == 'string' then parts[#parts + 1] = x end end
+          v = table.concat(parts, '; ')
+        end
+        if type(v) == 'string' and v ~= '' then return v end
+      end
+    end
+    return adapter.snippet(body)
+  end
 end
 
 --- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
@@ -273,10 +306,8 @@ function adapter.tail_buffer(cap)
   return b
 end
 
---- A fresh path in the sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>.
-function adapter.tmp_path(kind, ext, nbytes)
-  return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
-end
+--- A fresh path in the sandbox's /tmp (cseng.lib.util.sandbox_tmp_path).
+adapter.tmp_path = util.sandbox_tmp_path
 
 --- put by upload: the archive is uploaded (upload(client, sb, path, bytes) -> true | nil, err,
 --- CODE) to a fresh /tmp/cseng-put-*.tar of the sandbox, then extracted into dir as
@@ -287,6 +318,32 @@ function adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o)
   local ok, err, code = upload(client, sb, tmp, tar_bytes)
   if not ok then return nil, err, code end
   return adapter.extract_tar_in_sandbox(P, client, sb, tmp, dir, o)
+end
+
+--- A command's stdin for services that take none: the bytes uploaded (upload(client, sb, path,
+--- bytes) -> true | nil, err, CODE) to a fresh /tmp/cseng-stdin-* of the sandbox, which the
+--- command then reads. Returns the path (nil when there is no stdin), or false, message, CODE.
+---@return string|false|nil path, string? err, string? code
+function adapter.stdin_upload(upload, client, sb, stdin)
+  if not stdin then return nil end
+  local path = adapter.tmp_path('stdin')
+  local ok, err, code = upload(client, sb, path, stdin)
+  if not ok then return false, err, code end
+  return path
+end
+
+--- The put of an adapter whose service writes one file: adapter.put_by_upload with upload
+--- (and o), as a function put(client, sb, dir, tar_bytes).
+---@return fun(client: any, sb: table, dir: string, tar_bytes: string): true|nil, string?, string?
+function adapter.put_via(P, upload, o)
+  return function(client, sb, dir, tar_bytes) return adapter.put_by_upload(P, upload, client, sb, dir, tar_bytes, o) end
+end
+
+--- A call's outcome when its data does not matter: true, or nil, message, CODE.
+---@return true|nil ok, string? err, string? code
+function adapter.done(ok, err, code)
+  if not ok then return nil, err, code end
+  return true
 end
 
 --- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:

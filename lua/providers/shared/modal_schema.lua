@@ -178,26 +178,30 @@ M.TaskExecStdinWriteRequest.fields = {
 
 --- The gRPC methods the adapter calls: service, request and response schemas, and whether the
 --- response is a server stream.
-M.methods = {
-  AuthTokenGet = { 'modal.client.ModalClient', M.AuthTokenGetRequest, M.AuthTokenGetResponse },
-  EnvironmentGetOrCreate = { 'modal.client.ModalClient', M.EnvironmentGetOrCreateRequest, M.EnvironmentGetOrCreateResponse },
-  AppGetOrCreate = { 'modal.client.ModalClient', M.AppGetOrCreateRequest, M.AppGetOrCreateResponse },
-  ImageGetOrCreate = { 'modal.client.ModalClient', M.ImageGetOrCreateRequest, M.ImageGetOrCreateResponse },
-  ImageJoinStreaming = { 'modal.client.ModalClient', M.ImageJoinStreamingRequest, M.ImageJoinStreamingResponse, stream = true },
-  SandboxCreate = { 'modal.client.ModalClient', M.SandboxCreateRequest, M.SandboxCreateResponse },
-  SandboxGetTaskId = { 'modal.client.ModalClient', M.SandboxGetTaskIdRequest, M.SandboxGetTaskIdResponse },
-  TaskGetCommandRouterAccess = { 'modal.client.ModalClient', M.TaskGetCommandRouterAccessRequest, M.TaskGetCommandRouterAccessResponse },
-  SandboxTerminate = { 'modal.client.ModalClient', M.SandboxTerminateRequest, M.SandboxTerminateResponse },
-  SandboxList = { 'modal.client.ModalClient', M.SandboxListRequest, M.SandboxListResponse },
-  SandboxSnapshotFs = { 'modal.client.ModalClient', M.SandboxSnapshotFsRequest, M.SandboxSnapshotFsResponse },
-  SandboxWait = { 'modal.client.ModalClient', M.SandboxWaitRequest, M.SandboxWaitResponse },
-  MountPutFile = { 'modal.client.ModalClient', M.MountPutFileRequest, M.MountPutFileResponse },
-  MountGetOrCreate = { 'modal.client.ModalClient', M.MountGetOrCreateRequest, M.MountGetOrCreateResponse },
-  TaskExecStart = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecStartRequest, M.TaskExecStartResponse },
-  TaskExecStdioRead = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecStdioReadRequest, M.TaskExecStdioReadResponse, stream = true },
-  TaskExecWait = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecWaitRequest, M.TaskExecWaitResponse },
-  TaskExecStdinWrite = { 'modal.task_command_router.TaskCommandRouter', M.TaskExecStdinWriteRequest, M.TaskExecStdinWriteResponse },
-}
+local CLIENT, ROUTER = 'modal.client.ModalClient', 'modal.task_command_router.TaskCommandRouter'
+M.methods = {}
+for _, m in ipairs {
+  { CLIENT, 'AuthTokenGet' },
+  { CLIENT, 'EnvironmentGetOrCreate' },
+  { CLIENT, 'AppGetOrCreate' },
+  { CLIENT, 'ImageGetOrCreate' },
+  { CLIENT, 'ImageJoinStreaming', stream = true },
+  { CLIENT, 'SandboxCreate' },
+  { CLIENT, 'SandboxGetTaskId' },
+  { CLIENT, 'TaskGetCommandRouterAccess' },
+  { CLIENT, 'SandboxTerminate' },
+  { CLIENT, 'SandboxList' },
+  { CLIENT, 'SandboxSnapshotFs' },
+  { CLIENT, 'SandboxWait' },
+  { CLIENT, 'MountPutFile' },
+  { CLIENT, 'MountGetOrCreate' },
+  { ROUTER, 'TaskExecStart' },
+  { ROUTER, 'TaskExecStdioRead', stream = true },
+  { ROUTER, 'TaskExecWait' },
+  { ROUTER, 'TaskExecStdinWrite' },
+} do
+  M.methods[m[2]] = { m[1], assert(M[m[2] .. 'Request']), assert(M[m[2] .. 'Response']), stream = m.stream }
+end
 M.AuthTokenGetRequest.fields = {}
 M.TaskExecStartResponse.fields = {}
 M.TaskExecStdinWriteResponse.fields = {}

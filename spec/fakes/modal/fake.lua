@@ -25,7 +25,7 @@ M.TOKEN_ID, M.TOKEN_SECRET = 'ak-cseng-fake', 'as-cseng-fake'
 --- The Debian base root filesystem the fake's sandboxes run on (CSENG_LOCAL_ROOTFS, else the one
 --- `cseng images rootfs` builds).
 function M.rootfs()
-  return os.getenv('CSENG_LOCAL_ROOTFS') or require('cseng.cli.commands.images').rootfs_dir('bookworm')
+  return os.getenv('CSENG_LOCAL_ROOTFS') or require('cseng.images.rootfs').rootfs_dir('bookworm')
 end
 
 --- Unmount whatever is still mounted under dir (a fake killed before it could), deepest first.

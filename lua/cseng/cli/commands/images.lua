@@ -9,15 +9,8 @@
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
 local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
-
--- What the bundled tasks need in their image (data/README.md), plus TLS roots and ps/kill.
-local PACKAGES = {
-  'bash', 'coreutils', 'findutils', 'grep', 'sed', 'gawk', 'diffutils', 'patch', 'tar', 'gzip',
-  'python3', 'python3-pytest', 'gcc', 'libc6-dev', 'make', 'git', 'sqlite3', 'ca-certificates', 'procps',
-}
+local rootfs_image = require 'cseng.images.rootfs'
 
 local SPEC = {
   ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
@@ -48,60 +41,7 @@ local cmd = {
     'options:',
     flags.help(SPEC, { 'mirror', 'suite', 'tag', 'include', 'force', 'older-than', 'dry-run' }),
   }, '\n'),
-  PACKAGES = PACKAGES,
 }
-
---- The cache directory (CSENG_CACHE, else ~/.cache/cseng).
-function cmd.cache_dir()
-  return os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')
-end
-
---- Where the Debian base root filesystem of a suite lives (complete when <dir>/.cseng-rootfs exists).
-function cmd.rootfs_dir(suite)
-  return cmd.cache_dir() .. '/rootfs/debian-' .. (suite or 'bookworm')
-end
-
---- The Debian mirror of a suite, read from the machine's apt sources: one-line "deb URL SUITE ..."
---- entries of /etc/apt/sources.list and sources.list.d/*.list, and deb822 stanzas (Types: deb,
---- URIs:, Suites:) of sources.list.d/*.sources. Returns the URL, or nil and why.
-function cmd.apt_mirror(suite, root)
-  root = root or '/etc/apt'
-  suite = suite or 'bookworm'
-  local files = { root .. '/sources.list' }
-  local names = fs.list(root .. '/sources.list.d') or {}
-  table.sort(names)
-  for _, n in ipairs(names) do
-    if n:match('%.list$') or n:match('%.sources$') then files[#files + 1] = root .. '/sources.list.d/' .. n end
-  end
-  for _, path in ipairs(files) do
-    local text = fs.read(path)
-    if text and path:match('%.sources$') then
-      for stanza in (text .. '\n\n'):gmatch('(.-)\n%s*\n') do
-        local f = {}
-        for line in stanza:gmatch('[^\n]+') do
-          local k, v = line:match('^([%w%-]+):%s*(.-)%s*$')
-          if k and not line:match('^%s*#') then f[k:lower()] = v end
-        end
-        local enabled = (f.enabled or 'yes'):lower() ~= 'no'
-        if enabled and f.types and (' ' .. f.types .. ' '):find(' deb ', 1, true) and f.uris and f.suites then
-          for s in f.suites:gmatch('%S+') do
-            if s == suite then return (f.uris:match('^(%S+)'):gsub('/+$', '')) end
-          end
-        end
-      end
-    elseif text then
-      for line in text:gmatch('[^\n]+') do
-        local rest = line:match('^%s*deb%s+(.*)$')
-        if rest then
-          rest = rest:gsub('^%[[^%]]*%]%s*', '') -- [arch=amd64 signed-by=...]
-          local url, s = rest:match('^(%S+)%s+(%S+)')
-          if url and s == suite then return (url:gsub('/+$', '')) end
-        end
-      end
-    end
-  end
-  return nil, 'no "deb" source for suite ' .. suite .. ' in ' .. root .. '/sources.list or ' .. root .. '/sources.list.d/ (pass --mirror URL)'
-end
 
 local function connect()
   local docker = require 'providers.docker'
@@ -116,62 +56,8 @@ local function fmt_size(n)
   return string.format('%.0f MB', n / 1e6)
 end
 
-local function tail_of(path, n)
-  return util.tail(fs.read(path) or '', n or 3000)
-end
-
---- Build the Debian base root filesystem (once): returns its directory, or nil and why.
---- o: {suite, mirror, include, force, quiet}.
-function cmd.build_rootfs(o)
-  o = o or {}
-  local suite = o.suite or 'bookworm'
-  local dest = cmd.rootfs_dir(suite)
-  if fs.exists(dest .. '/.cseng-rootfs') and not o.force then return dest, nil, true end
-  if sys.uid() ~= 0 then return nil, 'debootstrap needs root' end
-  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-rootfs)' end
-  local mirror, merr = o.mirror, nil
-  if not mirror then mirror, merr = cmd.apt_mirror(suite) end
-  if not mirror then return nil, merr end
-  local pkgs = util.copy(PACKAGES)
-  for _, p in ipairs(o.include or {}) do pkgs[#pkgs + 1] = p end
-  local cache = cmd.cache_dir() .. '/debootstrap'
-  assert(fs.mkdir_p(cache))
-  assert(fs.mkdir_p(util.dirname(dest)))
-  local work = dest .. '.tmp-' .. sys.pid()
-  fs.remove_tree(work)
-  assert(fs.mkdir_p(work))
-  local root, log = work .. '/rootfs', work .. '/debootstrap.log'
-  local t0 = clock.now()
-  local argv = { 'debootstrap', '--variant=minbase', '--include=' .. table.concat(pkgs, ','), '--cache-dir=' .. cache,
-    suite, root, mirror }
-  if not o.quiet then
-    print('cseng images rootfs: ' .. util.shell_join(argv))
-    print('  (log: ' .. log .. '; a few minutes)')
-  end
-  local p, perr = proc.spawn { argv = argv, stdout = log, stderr = log, env_add = { DEBIAN_FRONTEND = 'noninteractive' } }
-  if not p then fs.remove_tree(work); return nil, 'cannot start debootstrap: ' .. tostring(perr) end
-  local r = p:wait()
-  if r.code ~= 0 then
-    local why = 'debootstrap failed (exit ' .. tostring(r.code) .. '):\n' .. tail_of(log)
-    fs.remove_tree(work)
-    return nil, why
-  end
-  -- smaller: no downloaded .debs or package lists (builds run apt-get update anyway)
-  proc.run { argv = { 'sh', '-c', 'rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* "$1"/var/log/*.log', 'sh', root } }
-  fs.write(root .. '/.cseng-rootfs', string.format('debian %s (debootstrap --variant=minbase) from %s\n', suite, mirror))
-  if o.force then fs.remove_tree(dest) end
-  if not fs.rename(root, dest) then
-    fs.remove_tree(work)
-    if fs.exists(dest .. '/.cseng-rootfs') then return dest end -- another build got there first
-    return nil, 'cannot place the root filesystem at ' .. dest
-  end
-  fs.remove_tree(work)
-  if not o.quiet then print(string.format('%s (debootstrap %s from %s, %.0f s)', dest, suite, mirror, (clock.now() - t0) / 1e9)) end
-  return dest
-end
-
 local function rootfs(f)
-  local dest, err, existed = cmd.build_rootfs({ suite = f.suite, mirror = f.mirror, include = f.include, force = f.force })
+  local dest, err, existed = rootfs_image.build({ suite = f.suite, mirror = f.mirror, include = f.include, force = f.force, log = print })
   if not dest then io.stderr:write('cseng: images rootfs: ', tostring(err), '\n'); return 1 end
   if existed then print(string.format('%s exists; --force rebuilds it', dest)) end
   return 0
@@ -190,7 +76,7 @@ local function base(f)
     return 0
   end
   local t0 = clock.now()
-  local root, rerr = cmd.build_rootfs({ suite = suite, mirror = f.mirror, include = f.include, force = f.force })
+  local root, rerr = rootfs_image.build({ suite = suite, mirror = f.mirror, include = f.include, force = f.force, log = print })
   if not root then io.stderr:write('cseng: images base: ', tostring(rerr), '\n'); return 1 end
   local work = assert(fs.tempdir('cseng-base-'))
   local tarball = work .. '/rootfs.tar'

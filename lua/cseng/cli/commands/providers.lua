@@ -1,23 +1,25 @@
---- `cseng providers [--json]`: which adapters exist (lua/providers/*.lua that define create) and
---- which have their credentials.
+--- `cseng providers [--json]`: which adapters exist (every lua/providers/*.lua), which have their
+--- credentials, and what each breaks of the adapter contract (lua/providers/shared/contract.lua).
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
 local jsonl = require 'cseng.lib.jsonl'
+local contract = require 'providers.shared.contract'
 
 local SPEC = {
-  ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, error}]' },
+  ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
   ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
     help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
 }
 
 local cmd = {
   summary = 'list provider adapters and whether their credentials are set',
-  usage = 'usage: cseng providers [--json] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables.\n\noptions:\n' ..
+  usage = 'usage: cseng providers [--json] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables, and\n' ..
+    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n\noptions:\n' ..
     flags.help(SPEC, { 'json', 'env-file' }),
 }
 
---- Every adapter: {name, ready, missing[], credentials[], description, remote, error}.
+--- Every adapter: {name, ready, missing[], credentials[], description, remote, violations[], error}.
 function cmd.list(getenv)
   getenv = getenv or os.getenv
   local dir = sys.root() .. '/lua/providers'
@@ -32,17 +34,18 @@ function cmd.list(getenv)
     local ok, p = pcall(require, 'providers.' .. n)
     if not ok then
       out[#out + 1] = { name = n, ready = false, error = tostring(p), missing = jsonl.array(), credentials = jsonl.array() }
-    elseif type(p) == 'table' and type(p.create) == 'function' then -- helpers beside the adapters are not providers
+    else -- the helpers beside the adapters are in lua/providers/shared/, not listed
+      local violations = jsonl.array(contract.check(p, n))
       local missing, creds = jsonl.array(), jsonl.array()
-      for _, v in ipairs(p.credentials or {}) do
-        local alts = type(v) == 'table' and v or { v }
+      for _, alts in ipairs(type(p) == 'table' and contract.credential_alternatives(p) or {}) do
         local have = false
         for _, a in ipairs(alts) do if getenv(a) and getenv(a) ~= '' then have = true end end
         creds[#creds + 1] = table.concat(alts, '|')
         if not have then missing[#missing + 1] = table.concat(alts, '|') end
       end
-      out[#out + 1] = { name = n:gsub('_', '-'), module = n, ready = #missing == 0, missing = missing, credentials = creds,
-        description = p.description, remote = p.remote == true }
+      out[#out + 1] = { name = n:gsub('_', '-'), module = n, ready = #missing == 0 and #violations == 0, missing = missing,
+        credentials = creds, description = type(p) == 'table' and p.description or nil,
+        remote = type(p) == 'table' and p.remote == true, violations = violations }
     end
   end
   return out
@@ -59,19 +62,22 @@ function cmd.run(args)
     getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
   end
   local list = cmd.list(getenv)
+  local broken = 0
+  for _, p in ipairs(list) do if p.error or #(p.violations or {}) > 0 then broken = broken + 1 end end
   if f.json then
     io.stdout:write(jsonl.encode(list), '\n')
-    return 0
+    return broken > 0 and 1 or 0
   end
   for _, p in ipairs(list) do
     if p.error then
       print(string.format('%-12s (fails to load: %s)', p.name, p.error))
     else
-      local cred = p.ready and 'ready' or ('needs ' .. table.concat(p.missing, ', '))
+      local cred = #p.missing > 0 and ('needs ' .. table.concat(p.missing, ', ')) or (p.ready and 'ready' or 'breaks the contract')
       print(string.format('%-12s %-34s %s', p.name, cred, p.description or ''))
+      for _, v in ipairs(p.violations) do print(string.format('%-12s   contract: %s', '', v)) end
     end
   end
-  return 0
+  return broken > 0 and 1 or 0
 end
 
 return cmd

@@ -12,8 +12,8 @@ primitives that yield. Paths default to spec/. The last line is
 }
 
 function cmd.run(args)
-  -- test support lives with the specs (spec/support/), not in the runtime tree
-  local output = sys.root() .. '/spec/support/busted_output.lua'
+  -- test support lives with the specs (spec/helpers/), not in the runtime tree
+  local output = sys.root() .. '/spec/helpers/busted_output.lua'
   if not require('cseng.fs').exists(output) then
     io.stderr:write('cseng test: ', output, ' is missing (cseng test runs specs from a checkout)\n')
     return 1

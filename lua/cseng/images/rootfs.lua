@@ -1,0 +1,124 @@
+--- The Debian base root filesystem: built once with debootstrap into the cache directory
+--- (<cache>/rootfs/debian-<suite>), the local provider's sandbox root and the content of the
+--- docker base image. A lower layer than the CLI: providers (local) and `cseng images` use it.
+--- Progress lines go to o.log (a function; nothing is printed without it).
+local fs = require 'cseng.fs'
+local proc = require 'cseng.proc'
+local sys = require 'cseng.sys'
+local clock = require 'cseng.clock'
+local util = require 'cseng.lib.util'
+
+local rootfs = {}
+
+-- What the bundled tasks need in their image (data/README.md), plus TLS roots and ps/kill.
+rootfs.PACKAGES = {
+  'bash', 'coreutils', 'findutils', 'grep', 'sed', 'gawk', 'diffutils', 'patch', 'tar', 'gzip',
+  'python3', 'python3-pytest', 'gcc', 'libc6-dev', 'make', 'git', 'sqlite3', 'ca-certificates', 'procps',
+}
+
+--- The cache directory (CSENG_CACHE, else ~/.cache/cseng).
+function rootfs.cache_dir()
+  return os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')
+end
+
+--- Where the Debian base root filesystem of a suite lives (complete when <dir>/.cseng-rootfs exists).
+function rootfs.rootfs_dir(suite)
+  return rootfs.cache_dir() .. '/rootfs/debian-' .. (suite or 'bookworm')
+end
+
+--- The Debian mirror of a suite, read from the machine's apt sources: one-line "deb URL SUITE ..."
+--- entries of /etc/apt/sources.list and sources.list.d/*.list, and deb822 stanzas (Types: deb,
+--- URIs:, Suites:) of sources.list.d/*.sources. Returns the URL, or nil and why.
+function rootfs.apt_mirror(suite, root)
+  root = root or '/etc/apt'
+  suite = suite or 'bookworm'
+  local files = { root .. '/sources.list' }
+  local names = fs.list(root .. '/sources.list.d') or {}
+  table.sort(names)
+  for _, n in ipairs(names) do
+    if n:match('%.list$') or n:match('%.sources$') then files[#files + 1] = root .. '/sources.list.d/' .. n end
+  end
+  for _, path in ipairs(files) do
+    local text = fs.read(path)
+    if text and path:match('%.sources$') then
+      for stanza in (text .. '\n\n'):gmatch('(.-)\n%s*\n') do
+        local f = {}
+        for line in stanza:gmatch('[^\n]+') do
+          local k, v = line:match('^([%w%-]+):%s*(.-)%s*$')
+          if k and not line:match('^%s*#') then f[k:lower()] = v end
+        end
+        local enabled = (f.enabled or 'yes'):lower() ~= 'no'
+        if enabled and f.types and (' ' .. f.types .. ' '):find(' deb ', 1, true) and f.uris and f.suites then
+          for s in f.suites:gmatch('%S+') do
+            if s == suite then return (f.uris:match('^(%S+)'):gsub('/+$', '')) end
+          end
+        end
+      end
+    elseif text then
+      for line in text:gmatch('[^\n]+') do
+        local rest = line:match('^%s*deb%s+(.*)$')
+        if rest then
+          rest = rest:gsub('^%[[^%]]*%]%s*', '') -- [arch=amd64 signed-by=...]
+          local url, s = rest:match('^(%S+)%s+(%S+)')
+          if url and s == suite then return (url:gsub('/+$', '')) end
+        end
+      end
+    end
+  end
+  return nil, 'no "deb" source for suite ' .. suite .. ' in ' .. root .. '/sources.list or ' .. root .. '/sources.list.d/ (pass --mirror URL)'
+end
+
+local function tail_of(path, n)
+  return util.tail(fs.read(path) or '', n or 3000)
+end
+
+--- Build the Debian base root filesystem (once): returns its directory, or nil and why.
+--- o: {suite, mirror, include, force, log}; returns dir, nil, true when it existed already.
+function rootfs.build(o)
+  o = o or {}
+  local suite = o.suite or 'bookworm'
+  local dest = rootfs.rootfs_dir(suite)
+  if fs.exists(dest .. '/.cseng-rootfs') and not o.force then return dest, nil, true end
+  if sys.uid() ~= 0 then return nil, 'debootstrap needs root' end
+  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-rootfs)' end
+  local mirror, merr = o.mirror, nil
+  if not mirror then mirror, merr = rootfs.apt_mirror(suite) end
+  if not mirror then return nil, merr end
+  local pkgs = util.copy(rootfs.PACKAGES)
+  for _, p in ipairs(o.include or {}) do pkgs[#pkgs + 1] = p end
+  local cache = rootfs.cache_dir() .. '/debootstrap'
+  assert(fs.mkdir_p(cache))
+  assert(fs.mkdir_p(util.dirname(dest)))
+  local work = dest .. '.tmp-' .. sys.pid()
+  fs.remove_tree(work)
+  assert(fs.mkdir_p(work))
+  local root, log = work .. '/rootfs', work .. '/debootstrap.log'
+  local t0 = clock.now()
+  local argv = { 'debootstrap', '--variant=minbase', '--include=' .. table.concat(pkgs, ','), '--cache-dir=' .. cache,
+    suite, root, mirror }
+  local say = o.log or function() end
+  say('cseng images rootfs: ' .. util.shell_join(argv))
+  say('  (log: ' .. log .. '; a few minutes)')
+  local p, perr = proc.spawn { argv = argv, stdout = log, stderr = log, env_add = { DEBIAN_FRONTEND = 'noninteractive' } }
+  if not p then fs.remove_tree(work); return nil, 'cannot start debootstrap: ' .. tostring(perr) end
+  local r = p:wait()
+  if r.code ~= 0 then
+    local why = 'debootstrap failed (exit ' .. tostring(r.code) .. '):\n' .. tail_of(log)
+    fs.remove_tree(work)
+    return nil, why
+  end
+  -- smaller: no downloaded .debs or package lists (builds run apt-get update anyway)
+  proc.run { argv = { 'sh', '-c', 'rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* "$1"/var/log/*.log', 'sh', root } }
+  fs.write(root .. '/.cseng-rootfs', string.format('debian %s (debootstrap --variant=minbase) from %s\n', suite, mirror))
+  if o.force then fs.remove_tree(dest) end
+  if not fs.rename(root, dest) then
+    fs.remove_tree(work)
+    if fs.exists(dest .. '/.cseng-rootfs') then return dest end -- another build got there first
+    return nil, 'cannot place the root filesystem at ' .. dest
+  end
+  fs.remove_tree(work)
+  say(string.format('%s (debootstrap %s from %s, %.0f s)', dest, suite, mirror, (clock.now() - t0) / 1e9))
+  return dest
+end
+
+return rootfs

@@ -1,0 +1,256 @@
+-- The adapter contract (docs/providers/README.md, lua/providers/shared/contract.lua) for every
+-- adapter in lua/providers/, for the doc's skeleton (docs/providers/skeleton.lua, which the README
+-- shows verbatim), and for `cseng providers`, which reports what an adapter breaks.
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local serve = require 'cseng.serve'
+local cjson = require 'cjson'
+local archive = require 'cseng.archive'
+local contract = require 'providers.shared.contract'
+
+local ROOT = sys.root()
+local SKELETON = ROOT .. '/docs/providers/skeleton.lua'
+
+local function adapters()
+  local names = {}
+  for _, f in ipairs(fs.list(ROOT .. '/lua/providers') or {}) do
+    local n = f:match('^(.-)%.lua$')
+    if n then names[#names + 1] = n end
+  end
+  table.sort(names)
+  return names
+end
+
+-- A shallow copy of an adapter with some fields changed (false removes one).
+local function mutated(P, changes)
+  local c = {}
+  for k, v in pairs(P) do c[k] = v end
+  for k, v in pairs(changes) do if v == false then c[k] = nil else c[k] = v end end
+  return c
+end
+
+-- Adapters whose connect names only the first missing entry, and why.
+local FIRST_ONLY = {
+  aws_microvm = 'the AWS credential chain (lua/cseng/lib/aws/credentials.lua) reports its first failure; '
+    .. 'AWS_MICROVM_IMAGE_ID is checked at create, since `cseng prewarm` connects to build that image',
+}
+
+describe('the adapter contract', function()
+  it('every adapter in lua/providers/ keeps it', function()
+    local names = adapters()
+    assert.is_true(#names >= 9, table.concat(names, ' '))
+    for _, n in ipairs(names) do
+      local P = require('providers.' .. n)
+      assert.same({}, contract.check(P, n), n .. ': ' .. table.concat(contract.check(P, n), '; '))
+    end
+  end)
+
+  it('finds what an adapter breaks, one line each', function()
+    local P = require 'providers.lizard'
+    assert.same({ 'description is required (string)' }, contract.check(mutated(P, { description = false }), 'lizard'))
+    assert.same({ 'create must be a function, not a string' }, contract.check(mutated(P, { create = 'x' }), 'lizard'))
+    assert.same({ 'destroy is required (a function)' }, contract.check(mutated(P, { destroy = false }), 'lizard'))
+    assert.same({ 'credentials entry 2 must be a variable name or a list of alternative names' },
+      contract.check(mutated(P, { credentials = { 'A', { 'B', 3 } } }), 'lizard'))
+    assert.same({ 'rates vcpu_s must be a number >= 0' }, contract.check(mutated(P, { rates = { vcpu_s = -1 } }), 'lizard'))
+    assert.same({ 'max_concurrency must be an integer >= 1' }, contract.check(mutated(P, { max_concurrency = 0.5 }), 'lizard'))
+    assert.same({ '_call: adapters export no underscore internals' },
+      contract.check(mutated(P, { _call = function() end }), 'lizard'))
+    assert.same({ 'name "lizzard" does not match its file lizard.lua (--provider loads it by file)' },
+      contract.check(mutated(P, { name = 'lizzard' }), 'lizard'))
+    assert.same({ 'the file must return a table, not a boolean' }, contract.check(true, 'x'))
+  end)
+
+  it('fills the optional fields with their defaults', function()
+    local P = { description = 'x', credentials = {} }
+    assert.equal('aws-microvm', contract.get(P, 'name', 'aws_microvm'))
+    assert.same({ vcpu_s = 0, gib_s = 0, per_create = 0 }, contract.get(P, 'rates'))
+    assert.is_true(contract.get(P, 'list_by_label'))
+    assert.is_false(contract.get(P, 'remote'))
+    assert.is_nil(contract.get(P, 'max_concurrency'))
+    assert.same({ { 'A' }, { 'B', 'C' } }, contract.credential_alternatives({ credentials = { 'A', { 'B', 'C' } } }))
+  end)
+
+  it('connect without credentials raises one line naming each variable (no request, no traceback)', function()
+    for _, n in ipairs(adapters()) do
+      local P = require('providers.' .. n)
+      if #P.credentials > 0 then
+        local ok, err = pcall(P.connect, { getenv = function() return nil end })
+        assert.is_false(ok, n)
+        assert.equal('string', type(err), n)
+        assert.not_matches('\n', err, n)
+        assert.not_matches('traceback', err, n)
+        local entries = contract.credential_alternatives(P)
+        if FIRST_ONLY[n] then entries = { entries[1] } end
+        for _, alts in ipairs(entries) do
+          local named = false
+          for _, a in ipairs(alts) do if err:find(a, 1, true) then named = true end end
+          assert.is_true(named, n .. ': ' .. err .. ' does not name ' .. table.concat(alts, '|'))
+        end
+      end
+    end
+  end)
+
+  it('is the one docs/providers/README.md describes (its Fields and Functions tables)', function()
+    local readme = assert(fs.read(ROOT .. '/docs/providers/README.md'))
+    local fields = assert(readme:match('\n### Fields\n(.-)\n### '))
+    local functions = assert(readme:match('\n### Functions\n(.-)\n### ')):gsub('\\|', '/') -- `a \| b` in a cell
+    local doc_fields, doc_functions = {}, {}
+    for cell, req in fields:gmatch('\n| (`[^|]*`) | (%a+)') do
+      for name in cell:gmatch('`([%w_]+)') do doc_fields[name] = req == 'yes' end
+    end
+    for name, called in functions:gmatch('\n| `([%w_]+)%([^|]*| ([^|]*)|') do
+      doc_functions[name] = not called:match('^optional')
+    end
+    doc_fields.list_by_label, doc_fields.replay = false, false -- described under list and env_mode
+    local ours_f, ours_fn = {}, {}
+    for _, f in ipairs(contract.FIELDS) do ours_f[f[1]] = f.required == true end
+    for _, f in ipairs(contract.FUNCTIONS) do ours_fn[f[1]] = f.required == true end
+    -- env_mode and fidelity_gaps are functions the Fields table lists
+    doc_functions.env_mode, doc_functions.fidelity_gaps = doc_fields.env_mode, doc_fields.fidelity_gaps
+    doc_fields.env_mode, doc_fields.fidelity_gaps = nil, nil
+    doc_functions.snapshot = false -- "without snapshot, warm mode fails with ENOWARM"
+    assert.same(doc_fields, ours_f)
+    assert.same(doc_functions, ours_fn)
+  end)
+
+  it('`cseng providers` reports a violation and exits 1', function()
+    local cmd = require 'cseng.cli.commands.providers'
+    for _, p in ipairs(cmd.list(function() return nil end)) do
+      assert.same({}, p.violations, p.name)
+    end
+    local real = package.loaded['providers.lizard']
+    package.loaded['providers.lizard'] = mutated(real, { list = false, description = 42 })
+    local ok, rows = pcall(cmd.list, function() return nil end)
+    package.loaded['providers.lizard'] = real
+    assert(ok, rows)
+    local row
+    for _, p in ipairs(rows) do if p.module == 'lizard' then row = p end end
+    assert.same({ 'description must be a string, not a number', 'list is required (a function)' }, row.violations)
+    assert.is_false(row.ready)
+  end)
+end)
+
+describe('the skeleton of docs/providers/README.md', function()
+  it('is docs/providers/skeleton.lua, verbatim', function()
+    local readme = assert(fs.read(ROOT .. '/docs/providers/README.md'))
+    local block = readme:match('\n### A skeleton\n.-```lua\n(.-)```\n')
+    assert.is_string(block, 'no ```lua block under "### A skeleton"')
+    assert.equal(assert(fs.read(SKELETON)), block)
+  end)
+
+  it('keeps the contract and runs its lifecycle on a loopback Acme', function()
+    local P = dofile(SKELETON)
+    assert.same({}, contract.check(P, 'acme'))
+    -- a small Acme: sandboxes with labels, exec recorded (tar extraction answered 0), files
+    local key = 'acme-key-' .. require('cseng.crypto').hex(require('cseng.crypto').random_bytes(8))
+    local boxes, files, execs, seq = {}, {}, {}, 0
+    local srv <close> = assert(serve.listen { handler = function(req)
+      if req.headers.authorization ~= 'Bearer ' .. key then
+        return 401, { ['Content-Type'] = 'application/json' }, '{"error":"bad key ' .. tostring(req.headers.authorization) .. '"}'
+      end
+      local json = { ['Content-Type'] = 'application/json' }
+      local id, rest = req.path:match('^/sandboxes/([^/]+)(.*)$')
+      if req.path == '/sandboxes' and req.method == 'POST' then
+        seq = seq + 1
+        local b = cjson.decode(req.body)
+        boxes['sb-' .. seq] = { labels = b.labels }
+        return 201, json, cjson.encode { id = 'sb-' .. seq }
+      elseif req.path == '/sandboxes' and req.method == 'GET' then
+        local list = {}
+        for i, b in pairs(boxes) do list[#list + 1] = { id = i, labels = b.labels, created = 1700000000 } end
+        return 200, json, cjson.encode { sandboxes = list }
+      elseif id and not boxes[id] then
+        return 404, json, '{"error":"no such sandbox"}'
+      elseif rest == '' and req.method == 'DELETE' then
+        boxes[id] = nil
+        return 204, {}, ''
+      elseif rest == '/exec' then
+        local b = cjson.decode(req.body)
+        execs[#execs + 1] = b.cmd[3]
+        return 200, json, cjson.encode { exit_code = 0, stdout = 'ran\n', stderr = '' }
+      elseif rest == '/files' then
+        local path = req.query:match('path=([^&]*)'):gsub('%%(%x%x)', function(h) return string.char(tonumber(h, 16)) end)
+        if req.method == 'PUT' then files[path] = req.body; return 204, {}, '' end
+        if files[path] then return 200, {}, files[path] end
+        return 404, json, '{"error":"no such file"}'
+      end
+      return 400, json, '{"error":"unexpected ' .. req.method .. ' ' .. req.path .. '"}'
+    end })
+    local env = { ACME_TOKEN = key, ACME_API_URL = srv:url() }
+    local client = P.connect { getenv = function(k) return env[k] end } -- the second alternative name
+    local labels = { ['cseng.run'] = 'r1', ['cseng.task'] = 't' }
+    local sb = assert(P.create(client, { image = 'debian', labels = labels }))
+    local other = assert(P.create(client, { image = 'debian', labels = { ['cseng.run'] = 'r2' } }))
+    local r = assert(P.exec(client, sb, 'echo hi', { cwd = '/app', timeout = 5 }))
+    assert.same({ code = 0, stdout = 'ran\n', stderr = '' }, r)
+    local tar = assert(archive.pack({ { path = 'a.txt', data = 'A' } }, { format = 'tar' }))
+    assert.is_true(P.put(client, sb, '/cseng', tar))
+    assert.matches("^mkdir %-p '?/cseng'? && tar %-xf /tmp/cseng%-put%-%x+%.tar %-C '?/cseng'?", execs[#execs])
+    local uploaded = execs[#execs]:match('(/tmp/cseng%-put%-%x+%.tar)')
+    assert.equal(tar, assert(P.get(client, sb, uploaded)))
+    assert.equal('ENOENT', select(3, P.get(client, sb, '/nope')))
+    local listed = assert(P.list(client, { labels = { ['cseng.run'] = 'r1' } }))
+    assert.equal(1, #listed)
+    assert.same({ id = sb.id, labels = labels, created = 1700000000 }, listed[1])
+    assert.is_true(P.destroy(client, sb))
+    assert.is_true(P.destroy(client, sb)) -- already gone: idempotent
+    assert.is_true(P.destroy(client, other))
+    -- a wrong key: one line, HTTP_401, the key redacted from the echoed body
+    local bad = P.connect { getenv = function(k) return ({ ACME_API_KEY = 'wrong-key-123456', ACME_API_URL = srv:url() })[k] end }
+    local _, err, code = P.create(bad, { labels = {} })
+    assert.equal('HTTP_401', code)
+    assert.not_matches('\n', err)
+    assert.not_matches('wrong%-key%-123456', err)
+    assert.matches('^acme: POST /sandboxes: HTTP 401', err)
+    -- no key at all: both alternatives named
+    local ok, e = pcall(P.connect, { getenv = function() return nil end })
+    assert.is_false(ok)
+    assert.equal('acme provider: ACME_API_KEY or ACME_TOKEN is not set (export it, or put it in an --env-file)', e)
+  end)
+end)
+
+describe('the shared adapter helpers the contract leans on', function()
+  local adapter = require 'providers.shared.adapter'
+
+  it('settings and credentials take alternative variable names', function()
+    local env = { B_KEY = 'b', EMPTY = '' }
+    local setting = adapter.settings { getenv = function(k) return env[k] end, given = 'cfg' }
+    assert.equal('b', setting(nil, { 'EMPTY', 'A_TOKEN', 'B_KEY' }))
+    assert.equal('cfg', setting('given', { 'B_KEY' }))
+    assert.is_nil(setting('absent', { 'A_TOKEN', 'EMPTY' }))
+    local ok, err = pcall(adapter.credentials, 'x', setting, { { 'k', { 'A_TOKEN', 'A_KEY' } }, { 'p', 'P_ID' } })
+    assert.is_false(ok)
+    assert.equal('x provider: A_TOKEN or A_KEY and P_ID are not set (export them, or put them in an --env-file)', err)
+    assert.equal('b', adapter.credentials('x', setting, { { 'k', { 'A_TOKEN', 'B_KEY' } } }))
+  end)
+
+  it('message_from reads the first non-empty field of an error body, else a snippet', function()
+    local m = adapter.message_from { 'error.message', 'error', 'message' }
+    assert.equal('deep', m('{"error":{"message":"deep"},"message":"top"}'))
+    assert.equal('flat', m('{"error":"flat"}'))
+    assert.equal('a; b', m('{"message":["a","b"]}'))
+    assert.equal('top', m('{"error":{"message":""},"message":"top"}'))
+    assert.equal('<html>oops</html>', m('<html>oops</html>'))
+  end)
+
+  it('stdin_upload, put_via and done', function()
+    local wrote, ran = {}, {}
+    local function upload(_, _, path, data)
+      if data == 'refuse' then return nil, 'no space', 'EIO' end
+      wrote[path] = data
+      return true
+    end
+    assert.is_nil(adapter.stdin_upload(upload, nil, {}, nil))
+    local path = adapter.stdin_upload(upload, nil, {}, 'input')
+    assert.matches('^/tmp/cseng%-stdin%-%x+$', path)
+    assert.equal('input', wrote[path])
+    assert.same({ false, 'no space', 'EIO' }, { adapter.stdin_upload(upload, nil, {}, 'refuse') })
+    local P = { name = 'p', exec = function(_, _, cmd) ran[#ran + 1] = cmd; return { code = 0, stdout = '', stderr = '' } end }
+    assert.is_true(adapter.put_via(P, upload)(nil, {}, '/dst', 'tarbytes'))
+    assert.matches("^mkdir %-p '?/dst'? && tar %-xf /tmp/cseng%-put%-%x+%.tar %-C '?/dst'?", ran[1])
+    assert.same({ nil, 'no space', 'EIO' }, { adapter.put_via(P, upload)(nil, {}, '/dst', 'refuse') })
+    assert.is_true(adapter.done({ any = 'data' }))
+    assert.same({ nil, 'm', 'HTTP_500' }, { adapter.done(nil, 'm', 'HTTP_500') })
+  end)
+end)

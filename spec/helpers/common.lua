@@ -1,0 +1,63 @@
+--- What many specs share (not a spec: no _spec in the name):
+---   local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+---   H.diff(got, want, 'row 3')      -- the first difference, or nil (integers and floats apart)
+---   H.cseng({ 'run', ... }, { env = {...}, stdin = '...', timeout = 600 })   -- the binary
+local proc = require 'cseng.proc'
+local sys = require 'cseng.sys'
+
+local H = {}
+
+H.ROOT = sys.root()
+H.CSENG = H.ROOT .. '/cseng'
+
+--- Deep equality that insists integers stay integers and floats stay floats (NaN equals NaN),
+--- naming the first difference ("row.a.b: 1 vs 2"), or nil when a and b are the same.
+---@param a any what was read
+---@param b any what was expected
+---@param path? string the name of the value in messages (default "value")
+---@return string|nil
+function H.diff(a, b, path)
+  path = path or 'value'
+  if type(a) ~= type(b) then
+    return string.format('%s: %s (%s) vs %s (%s)', path, tostring(a), type(a), tostring(b), type(b))
+  end
+  if type(a) == 'number' then
+    if math.type(a) ~= math.type(b) then
+      return string.format('%s: %s is %s, expected %s', path, tostring(a), math.type(a), math.type(b))
+    end
+    if a ~= b and not (a ~= a and b ~= b) then return string.format('%s: %s vs %s', path, a, b) end
+    return nil
+  end
+  if type(a) ~= 'table' then
+    if a ~= b then return string.format('%s: %q vs %q', path, tostring(a), tostring(b)) end
+    return nil
+  end
+  for k, v in pairs(b) do
+    local d = H.diff(a[k], v, path .. '.' .. tostring(k))
+    if d then return d end
+  end
+  for k in pairs(a) do
+    if b[k] == nil then return path .. '.' .. tostring(k) .. ': unexpected key' end
+  end
+  return nil
+end
+
+--- Run ./cseng with args in the repository root; returns proc.run's result. o.env: run with
+--- only PATH, HOME and TMPDIR of this process plus these (else the whole environment is
+--- inherited); o.stdin; o.timeout (default 900 s).
+---@param args string[]
+---@param o? {env?: table, stdin?: string, timeout?: number}
+function H.cseng(args, o)
+  o = o or {}
+  local argv = { H.CSENG }
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local env
+  if o.env then
+    env = {}
+    for _, k in ipairs { 'PATH', 'HOME', 'TMPDIR' } do env[k] = os.getenv(k) end
+    for k, v in pairs(o.env) do env[k] = v end
+  end
+  return assert(proc.run { argv = argv, cwd = H.ROOT, env = env, stdin = o.stdin, timeout = o.timeout or 900 })
+end
+
+return H
