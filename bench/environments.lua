@@ -13,8 +13,8 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
 local stats = require 'cseng.lib.stats'
-local dataset = require 'cseng.task.dataset'
-local recipe = require 'cseng.task.recipe'
+local dataset = require 'cseng.workload.dataset'
+local recipe = require 'cseng.workload.recipe'
 local L = require 'providers.local'
 
 local opts, perr = flags.parse(arg, {

@@ -1,12 +1,12 @@
 -- The network of build steps (issue 23): RUN steps get the network as `docker build` gives it,
 -- `--build-network off` forbids it, the trial keeps its own policy; a RUN step that cannot reach
--- a host says which (lua/cseng/task/replay.lua's replay.unreachable). Only loopback is used: the
+-- a host says which (lua/cseng/workload/replay.lua's replay.unreachable). Only loopback is used: the
 -- "reachable" host is a listener on 127.0.0.1, which the build sandbox reaches when it shares
 -- the host's network namespace and cannot when it has its own.
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local serve = require 'cseng.serve'
-local replay = require 'cseng.task.replay'
+local replay = require 'cseng.workload.replay'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
 local images = require 'cseng.cli.commands.images'

@@ -11,8 +11,8 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local daytona = require 'providers.daytona'
-local dataset = require 'cseng.task.dataset'
-local recipe = require 'cseng.task.recipe'
+local dataset = require 'cseng.workload.dataset'
+local recipe = require 'cseng.workload.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')

@@ -4,14 +4,14 @@
 -- differences listed below with their reasons. Writes the e2b section of docs/providers/CONFORMANCE.md.
 -- The lifecycle includes a native build of one Dockerfile (BUILD below, in a task directory per
 -- side): the SDK's Template().fromDockerfile + Template.build, the adapter's e2b.build of the task's
--- recipe (cseng.task.recipe), each followed by a sandbox from the template that shows the RUN step
+-- recipe (cseng.workload.recipe), each followed by a sandbox from the template that shows the RUN step
 -- ran and the COPY files arrived.
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local e2b = require 'providers.e2b'
-local dataset = require 'cseng.task.dataset'
-local recipe = require 'cseng.task.recipe'
+local dataset = require 'cseng.workload.dataset'
+local recipe = require 'cseng.workload.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')

@@ -76,8 +76,8 @@ local function build_recipe(dir)
   assert(fs.write(dir .. '/environment/Dockerfile', BUILD_DOCKERFILE))
   assert(fs.write(dir .. '/environment/bin/hello.sh', '#!/bin/sh\necho copied\n'))
   assert(fs.chmod(dir .. '/environment/bin/hello.sh', 493))
-  local t = assert(require('cseng.task.dataset').load(dir)[1])
-  return require('cseng.task.recipe').of_task(t)
+  local t = assert(require('cseng.workload.dataset').load(dir)[1])
+  return require('cseng.workload.recipe').of_task(t)
 end
 
 local function lifecycle_adapter(f)

@@ -8,8 +8,8 @@ local sys = require 'cseng.sys'
 local runloop = require 'providers.runloop'
 local adapter = require 'providers.shared.adapter'
 local fs = require 'cseng.fs'
-local dataset = require 'cseng.task.dataset'
-local recipe = require 'cseng.task.recipe'
+local dataset = require 'cseng.workload.dataset'
+local recipe = require 'cseng.workload.recipe'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')

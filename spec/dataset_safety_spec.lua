@@ -6,7 +6,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 
 local ROOT = sys.root()
 

@@ -380,7 +380,7 @@ describe('docker provider on dockerd', function()
 
   local function tasks_with_run_steps()
     local out = {}
-    for _, t in ipairs(require('cseng.task.dataset').load(ROOT .. '/data/smoke.jsonl')) do
+    for _, t in ipairs(require('cseng.workload.dataset').load(ROOT .. '/data/smoke.jsonl')) do
       if #t.recipe.runs > 0 then out[#out + 1] = t end
     end
     return out
@@ -388,7 +388,7 @@ describe('docker provider on dockerd', function()
 
   it('passes every bundled task with gold, cold and warm; nop scores 0; no RUN fidelity gap', function()
     local client = need_docker()
-    local n_tasks = #require('cseng.task.dataset').load(ROOT .. '/data/smoke.jsonl')
+    local n_tasks = #require('cseng.workload.dataset').load(ROOT .. '/data/smoke.jsonl')
     local status, trials = run_tasks({})
     for _, r in ipairs(trials) do
       if r.outcome ~= 'passed' then print(r.task_id, r.error, r.build_log_tail, r.stdout_tail) end

@@ -9,8 +9,8 @@ local sys = require 'cseng.sys'
 local ROOT = sys.root()
 
 -- The layers, by module name prefix (first match wins). `engine` is the C modules (luaopen_cseng_*
--- in engine/) and the engine's own Lua (cseng.serve_dispatch); `cseng.task` alone is the C
--- scheduler, `cseng.task.*` the benchmark tasks' modules.
+-- in engine/) and the engine's own Lua (cseng.serve_dispatch); `cseng.task` is the C scheduler,
+-- `cseng.workload.*` the benchmark tasks' modules (datasets, staging, recipes, replay).
 local LAYER_OF = {
   { '^cseng%.cli%.', 'cli' },
   { '^cseng%.run%.', 'run' },
@@ -19,7 +19,7 @@ local LAYER_OF = {
   { '^reports%.', 'reports' },
   { '^solvers%.', 'solvers' },
   { '^providers%.', 'providers' },
-  { '^cseng%.task%.', 'task' },
+  { '^cseng%.workload%.', 'workload' },
   { '^cseng%.images%.', 'images' },
   { '^cseng%.results%.', 'results' },
   { '^cseng%.agent%.', 'agent' },
@@ -30,14 +30,14 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'task', 'images', 'results', 'agent', 'lib' },
-  run = { 'solvers', 'providers', 'task', 'images', 'results', 'agent', 'lib' },
+  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
+  run = { 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
   view = { 'report', 'results', 'agent', 'lib' }, -- the results viewer (cseng view)
   report = { 'results', 'agent', 'lib' },
   reports = { 'report', 'results', 'agent', 'lib' }, -- the markdown templates
   solvers = { 'agent', 'lib' },
-  providers = { 'task', 'images', 'lib' },
-  task = { 'images', 'lib' },
+  providers = { 'workload', 'images', 'lib' },
+  workload = { 'images', 'lib' },
   images = { 'lib' },
   results = { 'agent', 'lib' },
   agent = { 'lib' }, -- agent evals' records: ATIF, pass@k, the cost ledger, prices

@@ -5,7 +5,7 @@
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
 local images = require 'cseng.images.rootfs'

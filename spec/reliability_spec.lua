@@ -445,7 +445,7 @@ print('rss_growth_kb', rss() - before)
   end)
 
   it('refuses nan, negative and huge task.toml timeouts, naming the file and field', function()
-    local dataset = require 'cseng.task.dataset'
+    local dataset = require 'cseng.workload.dataset'
     for _, v in ipairs({ 'nan', '-1', '1e12', 'inf', '0' }) do
       local ok, e = pcall(dataset.config, '[verifier]\ntimeout_sec = ' .. v .. '\n', 'tasks/x')
       assert.is_false(ok, v)

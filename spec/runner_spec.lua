@@ -6,7 +6,7 @@ local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
 

@@ -4,7 +4,7 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local results = require 'cseng.results.log'
 local shard = require 'cseng.run.shard'
 

@@ -4,7 +4,7 @@
 -- and cseng prewarm --list / --prune.
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local http = require 'cseng.http'

@@ -43,7 +43,7 @@ local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
 local sigv4 = require 'cseng.lib.aws.sigv4'
-local recipe = require 'cseng.task.recipe'
+local recipe = require 'cseng.workload.recipe'
 
 local M = {
   name = 'daytona',

@@ -3,7 +3,7 @@
 ---
 --- Cold: the task's environment/ is the build context of POST /build (a deterministic tar, its
 --- FROM lines passed through the image map); the image tag is the recipe's content key
---- (lua/cseng/task/recipe.lua), and the image's cseng.base_ids label names the base images' ids, so an
+--- (lua/cseng/workload/recipe.lua), and the image's cseng.base_ids label names the base images' ids, so an
 --- unchanged task on unchanged bases finds its tag and skips the build (a cache hit), and a
 --- re-imported base rebuilds it.
 --- Then a fresh container: sleep infinity under docker-init, the task's cpus/memory as limits,
@@ -44,7 +44,7 @@ local SANDBOX_LABEL = 'cseng.sandbox' -- on containers cseng created, never on i
 --- Substitutions applied after the user's --image-map (first match wins). SWE-smith rows name
 --- per-repository images (cseng/swesmith.<repo>) that exist nowhere; the repository is staged
 --- by COPY on top of the Debian base, which has python3 and pytest.
-M.DEFAULT_IMAGE_MAP = require('cseng.task.recipe').DEFAULT_IMAGE_MAP
+M.DEFAULT_IMAGE_MAP = require('cseng.workload.recipe').DEFAULT_IMAGE_MAP
 
 -- ---- the Engine API ------------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ local function image_map_of(client, map)
 end
 
 local function map_image(image, map)
-  return require('cseng.task.dockerfile').map_image(image, map)
+  return require('cseng.workload.dockerfile').map_image(image, map)
 end
 
 --- Rewrite the FROM lines of a Dockerfile through the image map. Stage names (FROM x AS name)

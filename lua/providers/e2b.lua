@@ -200,7 +200,7 @@ function M.build_name(rcp) return 'cseng-' .. rcp.key:sub(1, 16) end
 
 -- The sources of one COPY source (globs expanded), relative to the context.
 local function copy_sources(rcp, src)
-  return require('cseng.task.recipe').copy_sources({ context_dir = rcp.context_dir,
+  return require('cseng.workload.recipe').copy_sources({ context_dir = rcp.context_dir,
     steps = { { op = 'COPY', copy = { src = { src } } } } })
 end
 

@@ -4,8 +4,8 @@
 --- is the Debian base root filesystem `cseng images rootfs` builds with debootstrap (the content
 --- of docker's cseng/debian:bookworm), above it the task's layer, above that the trial's own
 --- upper directory (state persists between the exec calls of one trial). The task's layer is
---- its build: the recipe's steps (lua/cseng/task/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
---- (lua/cseng/task/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
+--- its build: the recipe's steps (lua/cseng/workload/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
+--- (lua/cseng/workload/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
 --- the recipe's content key (<cache>/local-layers/<key>), so a later run of an unchanged task
 --- starts from the cached layer (build cache hit). Needs root (overlayfs mounts).
 --- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
@@ -281,7 +281,7 @@ function M.fidelity_gaps(client, t, run)
     end
     return gaps
   end
-  local rcp = require('cseng.task.recipe').for_run(run, t)
+  local rcp = require('cseng.workload.recipe').for_run(run, t)
   if rcp.base and rcp.base ~= M.BASE_IMAGE then
     gaps[1] = { kind = 'FROM', text = 'base image ' .. rcp.base .. ' is not available here: the sandbox runs on the Debian '
       .. 'base root filesystem (' .. M.BASE_IMAGE .. '; map the image with --image-map)' }
@@ -327,7 +327,7 @@ function M.build(client, req)
     local net = req.network ~= false
     local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = net, base_mode = true,
       resolv = net and sys.realpath('/etc/resolv.conf') or nil }
-    local replay = require 'cseng.task.replay'
+    local replay = require 'cseng.workload.replay'
     local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = net, enforced = true })
     proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
     if not info then fs.remove_tree(bdir); return nil, rerr, rcode end

@@ -425,7 +425,7 @@ function M.context_files(rcp)
     out[#out + 1] = { filename = '/' .. rel, data = data, mode = (st.mode or 420) & 4095 }
     return true
   end
-  for _, c in ipairs(require('cseng.task.recipe').copy_sources(rcp)) do
+  for _, c in ipairs(require('cseng.workload.recipe').copy_sources(rcp)) do
     local ok, err = add(c.archive_path, c.source)
     if not ok then return nil, err end
   end
@@ -486,7 +486,7 @@ end
 --- result). Returns {image, layer (the image id create starts from), cache_hit, image_id}.
 function M.build(client, req)
   local rcp = req.recipe
-  local dockerfile, derr = require('cseng.task.recipe').dockerfile(rcp)
+  local dockerfile, derr = require('cseng.workload.recipe').dockerfile(rcp)
   if not dockerfile then return nil, 'modal: build: ' .. derr, 'EBUILD' end
   local app, err, code = M.app_id(client)
   if not app then return nil, err, code end

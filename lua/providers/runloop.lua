@@ -567,7 +567,7 @@ function M.build(client, req)
       break -- that build failed: build again
     end
   end
-  local dockerfile, derr = require('cseng.task.recipe').dockerfile(rcp)
+  local dockerfile, derr = require('cseng.workload.recipe').dockerfile(rcp)
   if not dockerfile then return nil, 'runloop: build: ' .. derr, 'EBUILD' end
   local object_id, uerr, ucode = upload_context(client, name, rcp)
   if not object_id then return nil, uerr, ucode end

@@ -13,8 +13,8 @@
 --- the Dockerfile's final ENV (what a container of the image starts with). files: the context's
 --- file list (sorted, relative), for the specs.
 local fs = require 'cseng.fs'
-local dockerfile = require 'cseng.task.dockerfile'
-local replay = require 'cseng.task.replay'
+local dockerfile = require 'cseng.workload.dockerfile'
+local replay = require 'cseng.workload.replay'
 
 local NB = {}
 

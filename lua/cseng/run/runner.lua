@@ -15,13 +15,13 @@ local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local archive = require 'cseng.archive'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
-local staging = require 'cseng.task.staging'
-local recipe = require 'cseng.task.recipe'
-local replay = require 'cseng.task.replay'
+local staging = require 'cseng.workload.staging'
+local recipe = require 'cseng.workload.recipe'
+local replay = require 'cseng.workload.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
 local frame = require 'cseng.run.frame'
@@ -258,7 +258,7 @@ function runner.trial(run, t, attempt, key)
   return rec, state.interrupted
 end
 
---- Replay a recipe in a sandbox (lua/cseng/task/replay.lua); a failing step raises a build error whose
+--- Replay a recipe in a sandbox (lua/cseng/workload/replay.lua); a failing step raises a build error whose
 --- log tail goes to the record (build_log_tail).
 function runner.replay(run, t, rcp, sb, rec)
   local info, err, code = replay.run(run.provider, run.client, sb, rcp,

@@ -9,7 +9,7 @@
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
 

@@ -3,7 +3,7 @@ local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local jsonl = require 'cseng.lib.jsonl'
 
 local SPEC = {
@@ -72,13 +72,13 @@ function cmd.run(args)
       pack(pos, f.output)
     elseif sub == 'convert' then
       if #pos ~= 1 or not f.output then error({ usage = 'dataset convert needs IN.parquet and -o OUT.jsonl' }) end
-      local n, cerr = require('cseng.task.parquet').to_jsonl(pos[1], f.output)
+      local n, cerr = require('cseng.workload.parquet').to_jsonl(pos[1], f.output)
       if not n then error(cerr, 0) end
       print(string.format('%s: %d rows', f.output, n))
     elseif sub == 'info' then
       if #pos ~= 1 then error({ usage = 'dataset info needs FILE' }) end
       if pos[1]:lower():match('%.parquet$') then
-        local text, ierr = require('cseng.task.parquet').info_text(pos[1])
+        local text, ierr = require('cseng.workload.parquet').info_text(pos[1])
         if not text then error(ierr, 0) end
         io.write(text)
         print('tasks:')

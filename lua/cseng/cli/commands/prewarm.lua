@@ -8,7 +8,7 @@ local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local dataset = require 'cseng.task.dataset'
+local dataset = require 'cseng.workload.dataset'
 local errors = require 'cseng.lib.errors'
 local runner = require 'cseng.run.runner'
 local session = require 'cseng.run.session'
@@ -193,7 +193,7 @@ function cmd.run(args)
     -- the run frame's worker loop: no new allocation once the run halts (a failed cleanup, an
     -- authentication failure, an interrupt), then the same end as every run kind
     F:pool(selected, { concurrency = o.concurrency or 1, each = function(t)
-      local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.task.recipe').for_run(run, t).key:sub(1, 24))
+      local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.workload.recipe').for_run(run, t).key:sub(1, 24))
       if pok then
         artifacts[t.id] = art
         F:emit('artifact', { task_id = t.id, artifact = art, many = #selected > 1 })

@@ -16,7 +16,7 @@ local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local proc = require 'cseng.proc'
 local toml = require 'cseng.lib.toml'
-local dockerfile = require 'cseng.task.dockerfile'
+local dockerfile = require 'cseng.workload.dockerfile'
 local util = require 'cseng.lib.util'
 local confine = require 'cseng.lib.confine'
 
@@ -342,7 +342,7 @@ end
 local function load_rows(path, push)
   local lower = path:lower()
   if lower:match('%.parquet$') then
-    local parquet = require 'cseng.task.parquet'
+    local parquet = require 'cseng.workload.parquet'
     local rows, err = parquet.rows(path)
     if not rows then error(path .. ': ' .. tostring(err), 0) end
     for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end

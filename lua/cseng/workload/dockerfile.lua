@@ -1,6 +1,6 @@
 --- Dockerfile reading: FROM, WORKDIR, ENV, ARG, USER, COPY/ADD of build-context files, RUN,
 --- CMD/ENTRYPOINT. Besides the final state (env, workdir, user, copies, runs) the parse keeps
---- the last stage's instructions in order (steps), which lua/cseng/task/recipe.lua turns into the build
+--- the last stage's instructions in order (steps), which lua/cseng/workload/recipe.lua turns into the build
 --- recipe every provider uses (native build or replay).
 local dockerfile = {}
 

@@ -8,7 +8,7 @@
 ---     pytest would read from / are removed;
 ---   * the environment is made one of three ways (staging.env_mode): "native" (the provider
 ---     builds the recipe: docker's image build, local's cached overlay layer), "replay" (a
----     provider without builds: cseng replays the recipe's steps in the sandbox, lua/cseng/task/replay.lua;
+---     provider without builds: cseng replays the recipe's steps in the sandbox, lua/cseng/workload/replay.lua;
 ---     a recipe without RUN/USER steps is staged with one upload of the COPY sources, as
 ---     before), "host" (local --host-root: COPY/ENV/WORKDIR staged by cseng, RUN steps recorded
 ---     as fidelity gaps).
@@ -50,7 +50,7 @@ function staging.parse_reward(out, exit_code)
 end
 
 --- Map an image through user substitutions (dockerfile.map_image).
-staging.map_image = require('cseng.task.dockerfile').map_image
+staging.map_image = require('cseng.workload.dockerfile').map_image
 
 function staging.labels(run, t)
   return {
@@ -100,10 +100,10 @@ function staging.sandbox_spec(run, t)
   }
 end
 
---- What a provider that builds images needs (recipe: the task's BuildRecipe, lua/cseng/task/recipe.lua).
+--- What a provider that builds images needs (recipe: the task's BuildRecipe, lua/cseng/workload/recipe.lua).
 function staging.build_request(run, t)
   return {
-    recipe = require('cseng.task.recipe').for_run(run, t),
+    recipe = require('cseng.workload.recipe').for_run(run, t),
     task_id = t.id,
     context_dir = t.dir .. '/environment',
     dockerfile = 'Dockerfile',

@@ -1,4 +1,4 @@
---- Replay of a build recipe (lua/cseng/task/recipe.lua) inside a running sandbox, for providers without a
+--- Replay of a build recipe (lua/cseng/workload/recipe.lua) inside a running sandbox, for providers without a
 --- native image build: the steps run in order through the adapter's own exec and put.
 ---   ENV      sets the variables of the later steps (the sandbox's own ENV comes from create);
 ---   ARG      its value is in the environment of the RUN steps after it (as docker does);
@@ -20,7 +20,7 @@
 local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
-local staging = require 'cseng.task.staging'
+local staging = require 'cseng.workload.staging'
 
 local replay = {}
 

@@ -16,7 +16,7 @@ local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local dockerfile = require 'cseng.task.dockerfile'
+local dockerfile = require 'cseng.workload.dockerfile'
 
 local recipe = {}
 
@@ -79,7 +79,7 @@ end
 ---@field from string|nil the Dockerfile's FROM (last stage), or task.toml's docker_image
 ---@field base string|nil from, through the image map
 ---@field image_map string[] the map that gave base
----@field steps table[] ordered {op='RUN'|'COPY'|'ENV'|'WORKDIR'|'USER'|'ARG', line, ...} (lua/cseng/task/dockerfile.lua)
+---@field steps table[] ordered {op='RUN'|'COPY'|'ENV'|'WORKDIR'|'USER'|'ARG', line, ...} (lua/cseng/workload/dockerfile.lua)
 ---@field env table<string,string> final ENV
 ---@field env_order string[]
 ---@field workdir string the task's workdir
