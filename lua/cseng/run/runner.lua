@@ -39,19 +39,7 @@ runner.provider = session.adapter
 --- solver": a solver whose own require fails is reported with that error.
 ---@param name string
 ---@return table
-function runner.solver(name)
-  local mod_name = 'solvers.' .. tostring(name):gsub('%-', '_')
-  local ok, mod = pcall(require, mod_name)
-  if not ok then
-    if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      local flags = require 'cseng.lib.flags'
-      error(flags.unknown('solver', name, flags.modules('solvers', 'solve')), 0)
-    end
-    -- the first line says what failed (the rest is require's search path)
-    error(string.format("solver '%s' failed to load: %s", name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
-  end
-  return mod
-end
+function runner.solver(name) return session.plugin('solvers', 'solver', name, 'solve') end
 
 local function ns_to_s(ns) return ns / 1e9 end
 

@@ -53,20 +53,29 @@ local Session = {}
 Session.__index = Session
 session.Session = Session
 
---- Load a provider adapter by name (lua/providers/<name>.lua): an unknown name is a one-line
---- error; an adapter that fails to load reports its own error.
+--- Load a module of a folder of plug-ins by name (lua/<folder>/<name>.lua, '-' read as '_'):
+--- only a missing module is "unknown <kind>" (one line listing the valid names, those exporting
+--- `fn`); a module whose own require fails is reported with that error's first line.
+---@return table
+function session.plugin(folder, kind, name, fn, hint)
+  local mod_name = folder .. '.' .. tostring(name):gsub('%-', '_')
+  local ok, mod = pcall(require, mod_name)
+  if not ok then
+    local flags = require 'cseng.lib.flags'
+    if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
+      error(flags.unknown(kind, name, flags.modules(folder, fn, folder == 'providers')) .. (hint or ''), 0)
+    end
+    -- the first line says what failed (the rest is require's search path)
+    error(string.format("%s '%s' failed to load: %s", kind, name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
+  end
+  return mod
+end
+
+--- Load a provider adapter by name (lua/providers/<name>.lua): session.plugin.
 ---@param name string
 ---@return table
 function session.adapter(name)
-  local mod_name = 'providers.' .. tostring(name):gsub('%-', '_')
-  local ok, mod = pcall(require, mod_name)
-  if not ok then
-    if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      local flags = require 'cseng.lib.flags'
-      error(flags.unknown('provider', name, flags.modules('providers', 'create', true)) .. ' (see cseng providers)', 0)
-    end
-    error(mod, 0)
-  end
+  local mod = session.plugin('providers', 'provider', name, 'create', ' (see cseng providers)')
   mod.name = mod.name or name
   return mod
 end

@@ -187,11 +187,7 @@ function shard.for_tasks(opts, tasks, getenv, fixed)
   else
     s = shard.detect(opts, getenv)
     if not s then return nil end
-    s.job_id = shard.job_id(opts, getenv)
-    if not s.job_id then
-      error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
-        '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
-    end
+    s.job_id = shard.required_job_id(opts, getenv)
   end
   local ids = {}
   for i, t in ipairs(tasks) do ids[i] = t.id end
@@ -207,16 +203,22 @@ function shard.for_tasks(opts, tasks, getenv, fixed)
   return s
 end
 
+--- The job id of a sharded run (shard.job_id), or a one-line refusal: every shard must share it.
+function shard.required_job_id(opts, getenv)
+  local id = shard.job_id(opts, getenv)
+  if not id then
+    error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
+      '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
+  end
+  return id
+end
+
 --- A startup run's shard: whole providers, never one provider's rounds split (they are lockstep).
 --- Returns nil or the shard as for_tasks, with .providers instead of .selected.
 function shard.for_startup(opts, providers, getenv)
   local s = shard.detect(opts, getenv)
   if not s then return nil end
-  s.job_id = shard.job_id(opts, getenv)
-  if not s.job_id then
-    error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..
-      '(Slurm job arrays provide SLURM_ARRAY_JOB_ID)', 0)
-  end
+  s.job_id = shard.required_job_id(opts, getenv)
   s.run_id = shard.run_id { name = opts.name, provider = 'arena', mode = 'startup', solver = '',
     task_ids = providers, job_id = s.job_id }
   s.total = #providers
