@@ -11,6 +11,7 @@ local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 
 local adapter = {}
 
@@ -84,24 +85,12 @@ end
 adapter.MAX_BODY_DEFAULT = 32 * 1024 * 1024
 adapter.max_body = math.tointeger(tonumber(os.getenv('CSENG_MAX_RESPONSE_BYTES') or '')) or adapter.MAX_BODY_DEFAULT
 
---- Whether an error code is an authentication or permission failure (no retry helps; a run
---- stops allocating on it).
----@param code string|nil
-function adapter.is_auth(code)
-  return code == 'HTTP_401' or code == 'HTTP_403' or code == 'GRPC_UNAUTHENTICATED' or code == 'GRPC_PERMISSION_DENIED'
-    or code == 'EAUTH'
-end
+--- Whether an error code is an authentication or permission failure: errors.is_auth (the
+--- classification lives with the error type).
+adapter.is_auth = errors.is_auth
 
---- Whether an error code is transient (a retry may succeed): 5xx, 429, resets, timeouts,
---- refused connections. Not DNS (ENOTFOUND), auth, or other 4xx.
----@param code string|nil
-function adapter.is_transient(code)
-  if type(code) ~= 'string' then return false end
-  local st = tonumber(code:match('^HTTP_(%d+)$'))
-  if st then return st >= 500 or st == 429 or st == 408 end
-  return code == 'ECONNRESET' or code == 'ETIMEDOUT' or code == 'ECONNREFUSED' or code == 'EHOSTUNREACH'
-    or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED' or code == 'EBADRESPONSE' or code == 'EPROTO'
-end
+--- Whether an error code is transient (a retry may succeed): errors.is_transient.
+adapter.is_transient = errors.is_transient
 
 --- The headers (o.headers, default {}) and body of a request: o.json encoded, with its
 --- Content-Type, else o.body.
