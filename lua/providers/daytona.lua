@@ -39,6 +39,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
@@ -605,8 +606,8 @@ function M.build(client, req)
   local ok, werr, wcode = wait_snapshot(client, name, snap or nil)
   client.snapshot_timeout = timeout
   if not ok then
-    return nil, { message = (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), log = werr },
-      wcode == 'ESNAPSHOT' and 'EBUILD' or wcode
+    local bcode = (wcode == 'ESNAPSHOT' or not wcode) and errors.EBUILD or wcode
+    return nil, errors.new(code, (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), { log = werr }), bcode
   end
   return { image = rcp.base, layer = name, snapshot = name, cache_hit = hit }
 end

@@ -21,6 +21,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -352,7 +353,8 @@ end
 M._build_stream = build_stream
 
 local function build_failure(msg, log, code)
-  return nil, { message = msg, log = util.tail(log or '', LOG_TAIL) }, code or 'EBUILD'
+  code = code or errors.EBUILD
+  return nil, errors.new(code, msg, { log = util.tail(log or '', LOG_TAIL) }), code
 end
 
 -- The labels of a local image, or nil when it is absent.

@@ -44,6 +44,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -312,12 +313,13 @@ local function await_build(client, tid, bid, timeout)
       if data.status == 'ready' then return true end
       if data.status == 'error' then
         local reason = type(data.reason) == 'table' and str(data.reason.message) or 'no reason given'
-        return nil, { message = 'e2b: template build ' .. bid .. ' failed: ' .. reason, log = table.concat(log, '\n') }, 'EBUILD'
+        return nil, errors.new(errors.EBUILD, 'e2b: template build ' .. bid .. ' failed: ' .. reason,
+          { log = table.concat(log, '\n') }), errors.EBUILD
       end
     end
     if clock.now() > deadline then
-      return nil, { message = 'e2b: template build ' .. bid .. ' not ready after ' .. timeout .. ' s', log = table.concat(log, '\n') },
-        'ETIMEDOUT'
+      return nil, errors.new(errors.ETIMEDOUT, 'e2b: template build ' .. bid .. ' not ready after ' .. timeout .. ' s',
+        { log = table.concat(log, '\n') }), errors.ETIMEDOUT
     end
     task.sleep(client.build_poll)
   end

@@ -22,6 +22,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 
@@ -319,7 +320,7 @@ function M.build(client, req)
   local ok, res, err, code = pcall(function()
     local t0 = clock.now()
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
-    if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
+    if not mok then fs.remove_tree(bdir); return nil, errors.new(mcode or errors.EMOUNT, merr), mcode end
     local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
     local replay = require 'cseng.task.replay'
     local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600 })
@@ -331,7 +332,7 @@ function M.build(client, req)
     fs.remove(bdir .. '/root')
     if not fs.rename(bdir, dir) then -- another process got there first: the same content
       fs.remove_tree(bdir)
-      if not fs.exists(dir .. '/layer.json') then return nil, { message = 'cannot place the layer at ' .. dir }, 'EIO' end
+      if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
     end
     return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
       log_tail = string.format('cseng: built layer %s (%d steps, %d RUN) in %.2f s\n', dir, info.steps, info.runs,

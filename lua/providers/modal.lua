@@ -14,6 +14,7 @@ local crypto = require 'cseng.crypto'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local S = require 'providers.shared.modal_schema'
 
@@ -354,8 +355,8 @@ function M.build_image(client, recipe)
   end
   local status = result.status
   if status ~= 'GENERIC_STATUS_SUCCESS' and status ~= 1 then
-    return nil, { message = string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
-      util.trim(result.exception or tostring(status))), log = log.get() }, 'EBUILD'
+    return nil, errors.new(errors.EBUILD, string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
+      util.trim(result.exception or tostring(status))), { log = log.get() }), errors.EBUILD
   end
   return id, hit
 end

@@ -41,6 +41,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 -- third-party transcription of runloop.ai/pricing (per-second compute); settings override them
@@ -536,8 +537,8 @@ local function await_build(client, bp, timeout)
   end
   if bp.status ~= 'build_complete' then
     local log = build_log(client, bp.id)
-    return nil, { message = string.format('runloop: blueprint %s (%s) is %s%s', bp.name or '?', bp.id, tostring(bp.status),
-      str(bp.failure_reason) and (': ' .. bp.failure_reason) or ''), log = log }, 'EBUILD'
+    return nil, errors.new(errors.EBUILD, string.format('runloop: blueprint %s (%s) is %s%s', bp.name or '?', bp.id,
+      tostring(bp.status), str(bp.failure_reason) and (': ' .. bp.failure_reason) or ''), { log = log }), errors.EBUILD
   end
   return bp
 end

@@ -7,6 +7,7 @@ local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
@@ -122,8 +123,8 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: export: ', pos, ' (see cseng export --help)\n'); return 2 end
-  if #pos == 0 then io.stderr:write('cseng: export needs at least one RUN.jsonl or directory (see cseng export --help)\n'); return 2 end
+  if not f then return cli.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
+  if #pos == 0 then return cli.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   local ok, rows = pcall(cmd.rows, pos)
   if not ok then io.stderr:write('cseng: export: ', tostring(rows), '\n'); return 1 end
   local text

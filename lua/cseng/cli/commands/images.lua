@@ -12,6 +12,7 @@ local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
+local cli = require 'cseng.cli.main'
 
 -- What the bundled tasks need in their image (data/README.md), plus TLS roots and ps/kill.
 local PACKAGES = {
@@ -238,7 +239,7 @@ end
 
 local function prune(f)
   local min_age = f.older_than and age_seconds(f.older_than)
-  if f.older_than and not min_age then io.stderr:write('cseng: images prune: --older-than: expected e.g. 30m, 2h, 7d\n'); return 2 end
+  if f.older_than and not min_age then return cli.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
   local docker, client = connect()
   if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
   local images, err = docker.list_images(client)
@@ -267,14 +268,13 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: images: ', pos, '\n'); return 2 end
+  if not f then return cli.usage_error('images: ' .. pos) end
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end
   if sub == 'list' or sub == nil then return list() end
   if sub == 'prune' then return prune(f) end
-  io.stderr:write("cseng: images: unknown subcommand '", tostring(sub), "' (rootfs, base, list, prune)\n")
-  return 2
+  return cli.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
 end
 
 return cmd

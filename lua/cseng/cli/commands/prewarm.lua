@@ -14,6 +14,7 @@ local errors = require 'cseng.lib.errors'
 local runner = require 'cseng.run.runner'
 local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
+local cli = require 'cseng.cli.main'
 
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
@@ -148,11 +149,11 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: prewarm: ', pos, ' (see cseng prewarm --help)\n'); return 2 end
+  if not f then return cli.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
   if f.list or f.prune then
-    if #pos > 0 then io.stderr:write('cseng: prewarm --list/--prune take no PLAN.lua\n'); return 2 end
+    if #pos > 0 then return cli.usage_error('prewarm --list/--prune take no PLAN.lua') end
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
-    if not ok then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
+    if not ok then return cli.usage_error(o) end
     local lok, st = pcall(list_or_prune, o, f.prune)
     if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
     return st
@@ -161,15 +162,15 @@ function cmd.run(args)
     local okp, provider = pcall(session.adapter, f.provider)
     if okp and provider.prewarm_image then return prewarm_image(provider, f) end
   end
-  if #pos > 1 then io.stderr:write('cseng: prewarm takes at most one PLAN.lua\n'); return 2 end
+  if #pos > 1 then return cli.usage_error('prewarm takes at most one PLAN.lua') end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)
-  if not ok then io.stderr:write('cseng: ', tostring(p), '\n'); return 2 end
+  if not ok then return cli.usage_error(p) end
   local argv = { 'cseng', 'prewarm', table.unpack(args) }
   local ok2, o = pcall(options.merge, p, f, argv)
-  if not ok2 then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
+  if not ok2 then return cli.usage_error(o) end
   o.mode = 'warm'
-  if not f.provider then io.stderr:write('cseng: prewarm needs --provider NAME\n'); return 2 end
+  if not f.provider then return cli.usage_error('prewarm needs --provider NAME') end
 
   local status = 0
   local rok, rerr = pcall(function()

@@ -4,6 +4,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
 local jsonl = require 'cseng.lib.jsonl'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, error}]' },
@@ -48,8 +49,8 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
-  if not f then io.stderr:write('cseng: providers: ', pos, ' (see cseng providers --help)\n'); return 2 end
-  if #pos > 0 then io.stderr:write("cseng: providers: unexpected argument '", pos[1], "' (see cseng providers --help)\n"); return 2 end
+  if not f then return cli.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
+  if #pos > 0 then return cli.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
   local list = cmd.list()
   if f.json then
     io.stdout:write(jsonl.encode(list), '\n')
