@@ -607,7 +607,7 @@ function M.build(client, req)
   client.snapshot_timeout = timeout
   if not ok then
     local bcode = (wcode == 'ESNAPSHOT' or not wcode) and errors.EBUILD or wcode
-    return nil, errors.new(code, (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), { log = werr }), bcode
+    return nil, errors.new(bcode, (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), { log = werr }), bcode
   end
   return { image = rcp.base, layer = name, snapshot = name, cache_hit = hit }
 end
