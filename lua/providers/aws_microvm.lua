@@ -28,6 +28,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local sigv4 = require 'cseng.lib.aws.sigv4'
 local awscreds = require 'cseng.lib.aws.credentials'
@@ -88,7 +89,7 @@ function M.connect(cfg)
   local getenv = cfg.getenv or os.getenv
   local c, err = awscreds.resolve { getenv = getenv, profile = setting('profile'), require_region = true }
   if not c then
-    error('aws-microvm provider: ' .. tostring(err) .. ' (export them, or put them in an --env-file)', 0)
+    errors.raise(errors.ECONFIG, 'aws-microvm provider: ' .. tostring(err) .. ' (export them, or put them in an --env-file)')
   end
   util.add_secret(c.secret_access_key)
   if c.session_token then util.add_secret(c.session_token) end

@@ -280,7 +280,7 @@ function M.wrap_command(client, cmd, env, cwd, stdin_path)
   local parts = {}
   for _, k in ipairs(util.keys(env or {})) do
     if not tostring(k):match('^[%a_][%w_]*$') then
-      error('daytona: invalid environment variable name ' .. string.format('%q', tostring(k)), 0)
+      errors.raise(errors.EINVAL, 'daytona: invalid environment variable name ' .. string.format('%q', tostring(k)))
     end
     parts[#parts + 1] = string.format('export %s="$(echo %s | base64 -d)"', k, b64(tostring(env[k])))
   end

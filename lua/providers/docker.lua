@@ -188,7 +188,7 @@ local function socket_from(cfg, getenv)
     if path then return path, nil end
     local hp = host:match('^tcp://(.+)$') or host:match('^http://(.+)$')
     if hp then return nil, 'http://' .. hp:gsub('/+$', '') end
-    error('docker provider: DOCKER_HOST=' .. host .. ' is not unix://PATH or tcp://HOST:PORT (TLS is not supported)', 0)
+    errors.raise(errors.ECONFIG, 'docker provider: DOCKER_HOST=' .. host .. ' is not unix://PATH or tcp://HOST:PORT (TLS is not supported)')
   end
   return DEFAULT_SOCKET, nil
 end
@@ -206,11 +206,11 @@ function M.connect(cfg)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
     image_map = cfg.image_map,
   }
-  local res, err = api(client, 'GET', '/_ping', { timeout = cfg.connect_timeout or 10 })
+  local res, err, code = api(client, 'GET', '/_ping', { timeout = cfg.connect_timeout or 10 })
   if not res then
     local hint = socket and not fs.exists(socket) and ' (no such socket: is dockerd running? try tools/docker-up.sh)'
     hint = hint or ''
-    error(string.format('docker provider: cannot reach dockerd at %s: %s%s', where, tostring(err), hint), 0)
+    errors.raise(code or errors.EDOCKER, string.format('docker provider: cannot reach dockerd at %s: %s%s', where, tostring(err), hint))
   end
   local v = api(client, 'GET', '/version', {})
   local info = api(client, 'GET', '/info', {})

@@ -118,7 +118,7 @@ function M.connect(cfg)
   cfg = cfg or {}
   local bwrap = cfg.bwrap or os.getenv('CSENG_BWRAP') or '/usr/bin/bwrap'
   if not fs.exists(bwrap) then
-    error('local provider: bubblewrap is not installed (' .. bwrap .. '); run make deps or apt-get install bubblewrap', 0)
+    errors.raise(errors.ECONFIG, 'local provider: bubblewrap is not installed (' .. bwrap .. '); run make deps or apt-get install bubblewrap')
   end
   local base = cfg.root or os.getenv('CSENG_LOCAL_ROOT') or '/tmp/cseng-local'
   assert(fs.mkdir_p(base .. '/sandboxes'))
@@ -130,19 +130,19 @@ function M.connect(cfg)
   if host_root then
     -- host mode: /usr from the host, or from a user-given root filesystem
     if rootfs and not fs.exists(rootfs .. '/usr') then
-      error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
+      errors.raise(errors.ECONFIG, 'local provider: rootfs ' .. rootfs .. ' has no usr/ directory')
     end
   else
     base_root = rootfs or images.rootfs_dir('bookworm')
     rootfs = nil
     if not fs.exists(base_root .. '/usr/bin') or not fs.exists(base_root .. '/etc/passwd') then
-      error('local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
+      errors.raise(errors.ECONFIG, 'local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
         .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
-        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)", 0)
+        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)")
     end
     if sys.uid() ~= 0 then
-      error('local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
-        .. "--host-root to run on the host's /usr", 0)
+      errors.raise(errors.ECONFIG, 'local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
+        .. "--host-root to run on the host's /usr")
     end
   end
   local layers = cfg.layers or os.getenv('CSENG_LOCAL_LAYERS') or (images.cache_dir() .. '/local-layers')

@@ -208,11 +208,11 @@ function M.connect(cfg)
   local server = setting('server_url', 'MODAL_SERVER_URL') or D.server_url
   local scheme, host = parse_url(server)
   if not scheme then
-    error('modal provider: MODAL_SERVER_URL (or server_url) must be an http(s) URL, got ' .. tostring(server), 0)
+    errors.raise(errors.ECONFIG, 'modal provider: MODAL_SERVER_URL (or server_url) must be an http(s) URL, got ' .. tostring(server))
   end
   local build_mode = setting('build', 'MODAL_BUILD')
   if build_mode ~= nil and build_mode ~= 'native' and build_mode ~= 'replay' then
-    error('modal provider: MODAL_BUILD (or build) must be native or replay, got ' .. tostring(build_mode), 0)
+    errors.raise(errors.ECONFIG, 'modal provider: MODAL_BUILD (or build) must be native or replay, got ' .. tostring(build_mode))
   end
   local version = 'cseng/' .. M.version
   local client = {

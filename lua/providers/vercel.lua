@@ -38,6 +38,7 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -90,8 +91,8 @@ function M.connect(cfg)
   if not project then missing[#missing + 1] = 'VERCEL_PROJECT_ID' end
   if #missing > 0 then
     local many = #missing > 1
-    error(string.format('vercel provider: %s %s not set (export %s, or put %s in an --env-file)',
-      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+    errors.raise(errors.ECONFIG, string.format('vercel provider: %s %s not set (export %s, or put %s in an --env-file)',
+      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'))
   end
   util.add_secret(token)
   local image = setting('image', 'VERCEL_IMAGE')

@@ -248,15 +248,15 @@ function Parser:parse()
   end
 end
 
---- Parse TOML text. Returns the table, or nil and "name:line: message".
+--- Parse TOML text. Returns the table, or nil, "name:line: message", "EPARSE".
 ---@param text string
 ---@param name? string shown in errors (a file name)
----@return table|nil, string|nil
+---@return table|nil, string|nil, string|nil
 function toml.parse(text, name)
   local p = setmetatable({ src = text, pos = 1, line = 1, name = name or 'toml', aot = {} }, Parser)
   local ok, res = pcall(p.parse, p)
   if ok then return res end
-  return nil, res
+  return nil, res, 'EPARSE'
 end
 
 return toml

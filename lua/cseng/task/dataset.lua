@@ -18,6 +18,7 @@ local proc = require 'cseng.proc'
 local toml = require 'cseng.lib.toml'
 local dockerfile = require 'cseng.task.dockerfile'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local sys = require 'cseng.sys'
 
 local dataset = {}
@@ -53,7 +54,7 @@ local dataset = {}
 local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 600 }
 
 local function bad(where, field, msg)
-  error(string.format('%s: %s: %s', where, field, msg), 0)
+  errors.raise(errors.EDATASET, string.format('%s: %s: %s', where, field, msg))
 end
 
 local function num(where, t, path, default)
@@ -328,13 +329,13 @@ local function load_rows(path, push)
   local lower = path:lower()
   if lower:match('%.parquet$') then
     local parquet = require 'cseng.task.parquet'
-    local rows, err = parquet.rows(path)
-    if not rows then error(path .. ': ' .. tostring(err), 0) end
+    local rows, err, code = parquet.rows(path)
+    if not rows then errors.raise(code or errors.EDATASET, path .. ': ' .. tostring(err)) end
     for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end
     return
   end
-  local data, err = fs.read(path)
-  if not data then error(err, 0) end
+  local data, err, code = fs.read(path)
+  if not data then errors.raise(code or errors.EIO, err) end
   local n = 0
   for line in data:gmatch('([^\n]*)\n?') do
     n = n + 1
@@ -362,13 +363,13 @@ function dataset.load(path, opts)
       t.index = #tasks
       tasks[#tasks + 1] = t
     elseif opts.skip_bad_rows then
-      bads[#bads + 1] = { where = select(2, ...), error = tostring(t) }
+      bads[#bads + 1] = { where = select(2, ...), error = errors.line(t) }
     else
       error(t, 0)
     end
   end
   local st = fs.stat(path)
-  if not st then error(path .. ': no such dataset file or directory', 0) end
+  if not st then errors.raise(errors.ENOENT, path .. ': no such dataset file or directory') end
   if st.type == 'dir' then
     if fs.exists(path .. '/task.toml') then
       add(function(d, w)
@@ -381,13 +382,13 @@ function dataset.load(path, opts)
           add(function(dd, w) return from_dir(dd, w, { id = name, sha256 = crypto.sha256_hex(archive.pack_dir(dd, { modes = 'normalize' })) }) end, d, d)
         end
       end
-      if #tasks == 0 and #bads == 0 then error(path .. ': no task directories (with task.toml) inside', 0) end
+      if #tasks == 0 and #bads == 0 then errors.raise(errors.EDATASET, path .. ': no task directories (with task.toml) inside') end
     end
   else
     load_rows(path, function(row, where, err)
       if err then
         if opts.skip_bad_rows then bads[#bads + 1] = { where = where, error = where .. ': ' .. err }
-        else error(where .. ': ' .. err, 0) end
+        else errors.raise(errors.EDATASET, where .. ': ' .. err) end
         return
       end
       add(dataset.from_row, row, where, opts)
@@ -395,7 +396,7 @@ function dataset.load(path, opts)
   end
   local seen = {}
   for _, t in ipairs(tasks) do
-    if seen[t.id] then error(string.format('%s: task id %s repeats %s', t.where, t.id, seen[t.id]), 0) end
+    if seen[t.id] then errors.raise(errors.EDATASET, string.format('%s: task id %s repeats %s', t.where, t.id, seen[t.id])) end
     seen[t.id] = t.where
   end
   return tasks, bads
@@ -438,7 +439,7 @@ function dataset.select(tasks, index, limit, names)
   else
     local i = math.tointeger(tonumber(index))
     if not i or i < 0 or i >= #tasks then
-      error(string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1), 0)
+      errors.raise(errors.EUSAGE, string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1))
     end
     out[1] = tasks[i + 1]
   end
@@ -455,8 +456,8 @@ function dataset.select(tasks, index, limit, names)
     end
     for k, n in ipairs(names) do
       if hits[k] == 0 then
-        error(string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
-          n, #out), 0)
+        errors.raise(errors.EUSAGE, string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
+          n, #out))
       end
     end
     out = kept

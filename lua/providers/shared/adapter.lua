@@ -47,8 +47,8 @@ function adapter.credentials(provider, setting, creds)
   end
   if #missing > 0 then
     local many = #missing > 1
-    error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
-      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+    errors.raise(errors.ECONFIG, string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
+      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'))
   end
   for i, c in ipairs(creds) do
     if c.secret then util.add_secret(values[i]) end

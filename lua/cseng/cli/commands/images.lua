@@ -107,7 +107,7 @@ end
 local function connect()
   local docker = require 'providers.docker'
   local ok, client = pcall(docker.connect, {})
-  if not ok then return nil, tostring(client) end
+  if not ok then return nil, require('cseng.lib.errors').line(client) end
   return docker, client
 end
 
