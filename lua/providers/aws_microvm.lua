@@ -426,7 +426,7 @@ local function plain_tar(bytes)
   if bytes:sub(1, 2) ~= '\31\139' then return bytes end
   local fs = require 'cseng.fs'
   local archive = require 'cseng.archive'
-  local tmp = assert(fs.tempdir('cseng-aws-put-'))
+  local tmp = errors.check(nil, fs.tempdir('cseng-aws-put-'))
   local ok, err, code = archive.extract(bytes, tmp, { from = 'bytes' })
   local tar
   if ok then tar, err, code = archive.pack_dir(tmp, { format = 'tar' }) end

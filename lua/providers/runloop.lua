@@ -107,7 +107,9 @@ function M.connect(cfg)
   if size then
     local known = false
     for _, s in ipairs(SIZES) do if s[1] == size then known = true end end
-    if not known then errors.raise(errors.ECONFIG, 'runloop provider: resource_size ' .. size .. ' is not one of X_SMALL, SMALL, MEDIUM, LARGE, X_LARGE, XX_LARGE') end
+    if not known then
+      errors.raise(errors.ECONFIG, 'runloop provider: resource_size ' .. size .. ' is not one of X_SMALL, SMALL, MEDIUM, LARGE, X_LARGE, XX_LARGE')
+    end
   end
   return {
     base = tostring(setting('base_url', 'RUNLOOP_BASE_URL') or DEFAULTS.base_url):gsub('/+$', ''),

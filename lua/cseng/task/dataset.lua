@@ -145,7 +145,7 @@ end
 
 local function cache_dir(opts)
   local d = opts.cache_dir or (os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/tasks'
-  assert(fs.mkdir_p(d))
+  errors.check(nil, fs.mkdir_p(d))
   return d
 end
 
@@ -169,7 +169,7 @@ local function from_seed_row(row, where, opts)
   if not fs.exists(dir .. '/.complete') then
     local tmp = dir .. '.tmp' .. tostring(require('cseng.sys').pid())
     fs.remove_tree(tmp)
-    assert(fs.mkdir_p(tmp))
+    errors.check(nil, fs.mkdir_p(tmp))
     -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
     local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes })
     if not ok then
@@ -178,7 +178,7 @@ local function from_seed_row(row, where, opts)
     end
     fs.write(tmp .. '/.complete', sha .. '\n')
     fs.remove_tree(dir)
-    assert(fs.rename(tmp, dir))
+    errors.check(nil, fs.rename(tmp, dir))
   end
   local instruction = row.instruction or row.prompt
   if instruction ~= nil and type(instruction) ~= 'string' then bad(where, 'instruction', 'not a string') end
@@ -241,8 +241,8 @@ local function from_swesmith_row(row, where, opts)
   if not fs.exists(dir .. '/.complete') then
     fs.remove_tree(dir)
     local testbed = dir .. '/environment/testbed'
-    assert(fs.mkdir_p(dir .. '/environment'))
-    assert(fs.copy_tree(src, testbed))
+    errors.check(nil, fs.mkdir_p(dir .. '/environment'))
+    errors.check(nil, fs.copy_tree(src, testbed))
     local res = proc.run { argv = { 'patch', '-p1', '--forward', '--batch', '-d', testbed }, stdin = patch, timeout = 60 }
     if not res or res.code ~= 0 then
       fs.remove_tree(dir)
@@ -261,8 +261,8 @@ local function from_swesmith_row(row, where, opts)
     for _, f in ipairs(files) do
       local data = fs.read(src .. '/' .. f)
       if not data then fs.remove_tree(dir); bad(where, 'FAIL_TO_PASS', 'test file ' .. f .. ' is not in the repository') end
-      assert(fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f)))
-      assert(fs.write(dir .. '/tests/files/' .. f, data))
+      errors.check(nil, fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f)))
+      errors.check(nil, fs.write(dir .. '/tests/files/' .. f, data))
     end
     local ids = {}
     for _, list in ipairs({ f2p, p2p }) do for _, t in ipairs(list) do ids[#ids + 1] = shell_quote(t) end end
@@ -272,7 +272,7 @@ local function from_swesmith_row(row, where, opts)
       'COPY testbed/ /testbed/',
       '',
     }, '\n'))
-    assert(fs.mkdir_p(dir .. '/solution'))
+    errors.check(nil, fs.mkdir_p(dir .. '/solution'))
     fs.write(dir .. '/solution/fix.patch', patch)
     fs.write(dir .. '/solution/solve.sh', table.concat({
       '#!/bin/bash',

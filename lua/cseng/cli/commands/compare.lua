@@ -210,7 +210,7 @@ function cmd.run(args)
   local sides = {}
   for i = 1, 2 do
     local ok, d = pcall(helpers.load, { pos[i] })
-    if not ok then io.stderr:write('cseng: compare: ', tostring(d), '\n'); return 1 end
+    if not ok then return cli.fail(d, 'compare') end
     if #d.runs == 0 then io.stderr:write('cseng: compare: no runs in ', pos[i], '\n'); return 1 end
     sides[i] = d
   end

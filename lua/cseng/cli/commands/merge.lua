@@ -187,7 +187,7 @@ function cmd.run(args)
   local ok, err = pcall(function()
     local shards, run_id, count = cmd.collect(pos[1], f.run)
     local events = cmd.merge_events(shards, run_id, f)
-    assert(fs.mkdir_p(util.dirname(f.output)))
+    errors.check(nil, fs.mkdir_p(util.dirname(f.output)))
     local lines = {}
     for i, e in ipairs(events) do lines[i] = jsonl.encode(e) end
     local wok, werr = fs.write(f.output, table.concat(lines, '\n') .. '\n')

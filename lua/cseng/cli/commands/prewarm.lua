@@ -105,7 +105,7 @@ local function list_or_prune(o, prune)
     end
   end
   if adapter and adapter.list_artifacts then
-    local list = assert(adapter.list_artifacts(client))
+    local list = errors.check(nil, adapter.list_artifacts(client))
     for _, a in ipairs(list) do
       n_art = n_art + 1
       rows[#rows + 1] = string.format('%-10s %-44s %-8s %s', adapter.name, tostring(a.task_id or '-'),
@@ -220,8 +220,8 @@ function cmd.run(args)
       dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
       errors = next(failed) and failed or nil,
     }
-    assert(fs.mkdir_p(util.dirname(out_json)))
-    assert(fs.write(out_json, util.json_sorted(doc) .. '\n'))
+    errors.check(nil, fs.mkdir_p(util.dirname(out_json)))
+    errors.check(nil, fs.write(out_json, util.json_sorted(doc) .. '\n'))
     local env_name = provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')
     if #selected == 1 and artifacts[selected[1].id] then
       print(env_name .. '=' .. artifacts[selected[1].id])

@@ -31,7 +31,7 @@ function cmd.run(args)
     return cli.usage_error('report needs at least one RESULTS path (see cseng report --help)')
   end
   local ok, data = pcall(helpers.load, pos)
-  if not ok then io.stderr:write('cseng: report: ', tostring(data), '\n'); return 1 end
+  if not ok then return cli.fail(data, 'report') end
   for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end
   if #data.runs == 0 then io.stderr:write('cseng: report: no runs in ', table.concat(pos, ' '), '\n'); return 1 end
   local template = f.template
@@ -50,7 +50,7 @@ function cmd.run(args)
     else return cli.usage_error('report: give -o OUT.md for several inputs or a directory') end
   end
   local rok, res = pcall(helpers.render, { data = data, template = template, output = out })
-  if not rok then io.stderr:write('cseng: report: ', tostring(res), '\n'); return 1 end
+  if not rok then return cli.fail(res, 'report') end
   if out ~= '-' then
     io.stdout:write('report: ', out, '\n')
     for _, file in ipairs(res.files) do io.stdout:write('chart: ', file, '\n') end
