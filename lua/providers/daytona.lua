@@ -499,7 +499,7 @@ function M.build_contexts(rcp) return recipe.copy_sources(rcp) end
 -- order and with SHA-256 (the engine has no MD5), cut to 32 hex digits.
 local function context_tar(ctx)
   local st = fs.stat(ctx.source)
-  if not st then return nil, 'COPY source ' .. ctx.archive_path .. ' is not in environment/' end
+  if not st then return nil, 'COPY source ' .. ctx.archive_path .. ' is not in environment/', 'EBUILD' end
   local entries, h = {}, { ctx.archive_path }
   local base = ctx.archive_path == '.' and '' or ctx.archive_path
   if st.type ~= 'dir' then

@@ -93,7 +93,7 @@ local function cg_remove(dir)
     if fs.remove(dir) then return true end
     task.sleep(0.025)
   end
-  return nil, 'cgroup ' .. dir .. ' stays busy'
+  return nil, 'cgroup ' .. dir .. ' stays busy', 'EBUSY'
 end
 
 -- A sandbox's cgroup name: "sb-<tag of the sandboxes' root>-<id>", so a sweep by a client with
@@ -513,13 +513,13 @@ end
 local function safe_target(root, path)
   local cur = root
   for part in path:gmatch('[^/]+') do
-    if part == '..' then return nil, path .. ': ".." in a target path' end
+    if part == '..' then return nil, path .. ': ".." in a target path', 'EUNSAFE' end
     cur = cur .. '/' .. part
     local st = fs.lstat(cur)
-    if st and st.type ~= 'dir' then return nil, path .. ': ' .. part .. ' is a ' .. st.type .. ', not a directory' end
+    if st and st.type ~= 'dir' then return nil, path .. ': ' .. part .. ' is a ' .. st.type .. ', not a directory', 'EUNSAFE' end
     if not st then
-      local ok, err = fs.mkdir_p(cur)
-      if not ok then return nil, err end
+      local ok, err, code = fs.mkdir_p(cur)
+      if not ok then return nil, err, code end
     end
   end
   return cur
@@ -552,8 +552,8 @@ local function rm_cgroups(client, sb)
     for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. cg_name(client, sb.id) end
   end
   for _, d in ipairs(dirs) do
-    local ok, err = cg_remove(d)
-    if not ok then return nil, err end
+    local ok, err, code = cg_remove(d)
+    if not ok then return nil, err, code end
   end
   return true
 end

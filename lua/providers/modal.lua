@@ -405,31 +405,32 @@ function M.context_files(rcp)
   local function add(rel, abs)
     if seen[rel] then return true end
     local st = fs.stat(abs)
-    if not st then return nil, 'COPY source ' .. rel .. ' is not in environment/' end
+    if not st then return nil, 'COPY source ' .. rel .. ' is not in environment/', 'EBUILD' end
     if st.type == 'dir' then
       local list = fs.walk(abs)
       table.sort(list, function(a, b) return a.path < b.path end)
       for _, e in ipairs(list) do
         if e.type ~= 'dir' then
-          local ok, err = add((rel == '.' and '' or (rel .. '/')) .. e.path, abs .. '/' .. e.path)
-          if not ok then return nil, err end
+          local ok, err, code = add((rel == '.' and '' or (rel .. '/')) .. e.path, abs .. '/' .. e.path)
+          if not ok then return nil, err, code end
         end
       end
       return true
     end
     seen[rel] = true
     local data = fs.read(abs)
-    if not data then return nil, 'COPY source ' .. rel .. ' cannot be read' end
+    if not data then return nil, 'COPY source ' .. rel .. ' cannot be read', 'EBUILD' end
     if #data > M.INLINE_FILE_LIMIT then
       return nil, string.format('build context file %s is %d bytes: files over %d bytes need Modal\'s blob '
-        .. 'uploads, which cseng does not implement (use MODAL_BUILD=replay for this task)', rel, #data, M.INLINE_FILE_LIMIT)
+        .. 'uploads, which cseng does not implement (use MODAL_BUILD=replay for this task)', rel, #data, M.INLINE_FILE_LIMIT),
+        'EBUILD'
     end
     out[#out + 1] = { filename = '/' .. rel, data = data, mode = (st.mode or 420) & 4095 }
     return true
   end
   for _, c in ipairs(require('cseng.task.recipe').copy_sources(rcp)) do
-    local ok, err = add(c.archive_path, c.source)
-    if not ok then return nil, err end
+    local ok, err, code = add(c.archive_path, c.source)
+    if not ok then return nil, err, code end
   end
   table.sort(out, function(a, b) return a.filename < b.filename end)
   return out

@@ -123,7 +123,7 @@ function helpers.read_summary(path)
   if not text then errors.raise(code or errors.EIO, tostring(err)) end
   local s, derr = jsonl.decode(text)
   if s == nil then errors.raise(errors.EPARSE, path .. ': not valid JSON: ' .. tostring(derr)) end
-  if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)' end
+  if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)', 'ENOTRUN' end
   for i, r in ipairs(s.results) do
     if type(r) ~= 'table' or type(r.task_id) ~= 'string' then
       errors.raise(errors.ENOTRUN, path .. ': results[' .. i .. ']: not a trial record (no task_id)')

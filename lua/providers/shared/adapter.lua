@@ -201,16 +201,16 @@ end
 ---@return table[]|nil parts, string? err
 function adapter.multipart_parts(body, content_type)
   local ct = tostring(content_type or '')
-  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')' end
+  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')', 'EPROTO' end
   local boundary = header_param(ct, 'boundary')
-  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct end
+  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct, 'EPROTO' end
   local delim = '--' .. boundary
   local pos
   if body:sub(1, #delim) == delim then
     pos = 1
   else
     pos = body:find('\r\n' .. delim, 1, true)
-    if not pos then return nil, 'no opening boundary' end
+    if not pos then return nil, 'no opening boundary', 'EPROTO' end
     pos = pos + 2
   end
   local parts = {}
@@ -218,17 +218,17 @@ function adapter.multipart_parts(body, content_type)
     pos = pos + #delim
     if body:sub(pos, pos + 1) == '--' then return parts end
     local eol = body:find('\r\n', pos, true)
-    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1) end
+    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1), 'EPROTO' end
     local hend = body:find('\r\n\r\n', eol, true)
-    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers' end
+    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers', 'EPROTO' end
     local headers = {}
     for line in body:sub(eol + 2, hend + 1):gmatch('([^\r\n]*)\r\n') do
       local k, v = line:match('^([^:%s]+)%s*:%s*(.-)%s*$')
-      if not k then return nil, 'malformed header line in part ' .. (#parts + 1) end
+      if not k then return nil, 'malformed header line in part ' .. (#parts + 1), 'EPROTO' end
       headers[k:lower()] = v
     end
     local nextb = body:find('\r\n' .. delim, hend + 2, true)
-    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary' end
+    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary', 'EPROTO' end
     local disp = headers['content-disposition'] or ''
     parts[#parts + 1] = { name = header_param(disp, 'name'), filename = header_param(disp, 'filename'),
                           headers = headers, data = body:sub(hend + 4, nextb - 1) }

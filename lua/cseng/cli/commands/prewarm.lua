@@ -56,13 +56,11 @@ local function prewarm_image(provider, f)
     local log = not f.quiet and function(line) io.stderr:write('prewarm ', provider.name, ': ', line, '\n') end or nil
     local id, perr, code = provider.prewarm_image(client, { bucket = f.aws_bucket, build_role_arn = f.aws_build_role_arn,
                                                             log = log })
-    if not id then error(tostring(perr) .. (code and (' (' .. code .. ')') or ''), 0) end
+    if not id then error(errors.returned(perr, code, { default_code = errors.EPREPARE }), 0) end
     print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
   end)
   if ok then return 0 end
-  if type(err) == 'table' and err.code == 'ECANCELED' then return 130 end
-  io.stderr:write('cseng: prewarm: ', type(err) == 'table' and tostring(err.message) or tostring(err), '\n')
-  return 1
+  return cli.fail(err, 'prewarm')
 end
 
 -- The prewarm files in dir (newest first): {path, doc}, for one provider or all.
@@ -175,7 +173,7 @@ function cmd.run(args)
   local status = 0
   local rok, rerr = pcall(function()
     local provider = session.adapter(o.provider)
-    if not provider.snapshot then error(string.format("provider '%s' has no warm mode (no snapshot)", provider.name), 0) end
+    if not provider.snapshot then errors.raise(errors.ENOTSUP, string.format("provider '%s' has no warm mode (no snapshot)", provider.name)) end
     local tasks = dataset.load(o.dataset)
     local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
     -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it

@@ -47,7 +47,7 @@ function cmd.run(args)
     elseif o.kind == 'startup' then
       return (require('cseng.run.arena').run(o))
     end
-    error('unknown plan kind ' .. tostring(o.kind), 0)
+    require('cseng.lib.errors').raise('EPLAN', 'unknown plan kind ' .. tostring(o.kind))
   end)
   if not runok then return require('cseng.cli.main').fail(status) end
   return status
