@@ -83,7 +83,7 @@ local function headers_of(opts)
 end
 
 local function check_opts(opts)
-  assert(type(opts) == 'table', 'grpc: opts must be a table')
+  if type(opts) ~= 'table' then errors.raise(errors.EINVAL, 'grpc: opts must be a table') end
   for _, k in ipairs({ 'url', 'service', 'method' }) do
     if type(opts[k]) ~= 'string' then errors.raise(errors.EINVAL, 'grpc: opts.' .. k .. ' must be a string, got ' .. type(opts[k])) end
   end

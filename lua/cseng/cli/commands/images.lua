@@ -12,6 +12,7 @@ local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local cli = require 'cseng.cli.main'
 
 -- What the bundled tasks need in their image (data/README.md), plus TLS roots and ps/kill.
@@ -136,11 +137,11 @@ function cmd.build_rootfs(o)
   local pkgs = util.copy(PACKAGES)
   for _, p in ipairs(o.include or {}) do pkgs[#pkgs + 1] = p end
   local cache = cmd.cache_dir() .. '/debootstrap'
-  assert(fs.mkdir_p(cache))
-  assert(fs.mkdir_p(util.dirname(dest)))
+  errors.check(nil, fs.mkdir_p(cache))
+  errors.check(nil, fs.mkdir_p(util.dirname(dest)))
   local work = dest .. '.tmp-' .. sys.pid()
   fs.remove_tree(work)
-  assert(fs.mkdir_p(work))
+  errors.check(nil, fs.mkdir_p(work))
   local root, log = work .. '/rootfs', work .. '/debootstrap.log'
   local t0 = clock.now()
   local argv = { 'debootstrap', '--variant=minbase', '--include=' .. table.concat(pkgs, ','), '--cache-dir=' .. cache,
@@ -193,7 +194,7 @@ local function base(f)
   local t0 = clock.now()
   local root, rerr = cmd.build_rootfs({ suite = suite, mirror = f.mirror, include = f.include, force = f.force })
   if not root then io.stderr:write('cseng: images base: ', tostring(rerr), '\n'); return 1 end
-  local work = assert(fs.tempdir('cseng-base-'))
+  local work = errors.check(nil, fs.tempdir('cseng-base-'))
   local tarball = work .. '/rootfs.tar'
   local function fail(msg)
     io.stderr:write('cseng: images base: ', msg, '\n')
