@@ -102,13 +102,13 @@ function cmd.apt_mirror(suite, root)
       end
     end
   end
-  return nil, 'no "deb" source for suite ' .. suite .. ' in ' .. root .. '/sources.list or ' .. root .. '/sources.list.d/ (pass --mirror URL)'
+  return nil, 'no "deb" source for suite ' .. suite .. ' in ' .. root .. '/sources.list or ' .. root .. '/sources.list.d/ (pass --mirror URL)', 'ECONFIG'
 end
 
 local function connect()
   local docker = require 'providers.docker'
   local ok, client = pcall(docker.connect, {})
-  if not ok then return nil, require('cseng.lib.errors').line(client) end
+  if not ok then return nil, errors.line(client), errors.from(client).code end
   return docker, client
 end
 
@@ -129,11 +129,11 @@ function cmd.build_rootfs(o)
   local suite = o.suite or 'bookworm'
   local dest = cmd.rootfs_dir(suite)
   if fs.exists(dest .. '/.cseng-rootfs') and not o.force then return dest, nil, true end
-  if sys.uid() ~= 0 then return nil, 'debootstrap needs root' end
-  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-rootfs)' end
-  local mirror, merr = o.mirror, nil
-  if not mirror then mirror, merr = cmd.apt_mirror(suite) end
-  if not mirror then return nil, merr end
+  if sys.uid() ~= 0 then return nil, 'debootstrap needs root', 'EPERM' end
+  if not proc.which('debootstrap') then return nil, 'debootstrap is not installed (make deps-rootfs)', 'ENOENT' end
+  local mirror, merr, mcode = o.mirror, nil, nil
+  if not mirror then mirror, merr, mcode = cmd.apt_mirror(suite) end
+  if not mirror then return nil, merr, mcode end
   local pkgs = util.copy(PACKAGES)
   for _, p in ipairs(o.include or {}) do pkgs[#pkgs + 1] = p end
   local cache = cmd.cache_dir() .. '/debootstrap'
@@ -151,12 +151,12 @@ function cmd.build_rootfs(o)
     print('  (log: ' .. log .. '; a few minutes)')
   end
   local p, perr = proc.spawn { argv = argv, stdout = log, stderr = log, env_add = { DEBIAN_FRONTEND = 'noninteractive' } }
-  if not p then fs.remove_tree(work); return nil, 'cannot start debootstrap: ' .. tostring(perr) end
+  if not p then fs.remove_tree(work); return nil, 'cannot start debootstrap: ' .. tostring(perr), 'ENOENT' end
   local r = p:wait()
   if r.code ~= 0 then
     local why = 'debootstrap failed (exit ' .. tostring(r.code) .. '):\n' .. tail_of(log)
     fs.remove_tree(work)
-    return nil, why
+    return nil, why, 'EBUILD'
   end
   -- smaller: no downloaded .debs or package lists (builds run apt-get update anyway)
   proc.run { argv = { 'sh', '-c', 'rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/tmp/* "$1"/var/log/*.log', 'sh', root } }
@@ -165,7 +165,7 @@ function cmd.build_rootfs(o)
   if not fs.rename(root, dest) then
     fs.remove_tree(work)
     if fs.exists(dest .. '/.cseng-rootfs') then return dest end -- another build got there first
-    return nil, 'cannot place the root filesystem at ' .. dest
+    return nil, 'cannot place the root filesystem at ' .. dest, 'EIO'
   end
   fs.remove_tree(work)
   if not o.quiet then print(string.format('%s (debootstrap %s from %s, %.0f s)', dest, suite, mirror, (clock.now() - t0) / 1e9)) end
