@@ -271,7 +271,7 @@ function runner.replay(run, t, rcp, sb, rec)
   local info, err, code = replay.run(run.provider, run.client, sb, rcp, { timeout = t.config.build_timeout })
   if not info then
     if rec then rec.build_log_tail = err.log end
-    error({ stage = 'build', message = err.message, code = code or 'EBUILD' })
+    error(errors.returned(err, code, { stage = 'build', default_code = errors.EBUILD }), 0)
   end
   if rec then rec.environment.replayed_steps = info.steps end
   return info
