@@ -169,7 +169,7 @@ function M.connect(cfg)
 end
 
 local function write_etc(root, hostname, network)
-  assert(fs.mkdir_p(root .. '/etc'))
+  errors.check(nil, fs.mkdir_p(root .. '/etc'))
   fs.write(root .. '/etc/passwd', table.concat({
     'root:x:0:0:root:/root:/bin/bash',
     'cseng:x:' .. VERIFIER_UID .. ':' .. VERIFIER_UID .. ':cseng verifier:/home/cseng:/bin/bash',
@@ -187,7 +187,7 @@ end
 
 local function make_root(root, hostname, network)
   for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'cseng' }) do
-    assert(fs.mkdir_p(root .. '/' .. d))
+    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/var/tmp', tonumber('1777', 8))
@@ -234,7 +234,7 @@ end
 
 -- Mount an overlayfs of lowers (top first) with dir/upper and dir/work at dir/root.
 local function mount_overlay(dir, lowers)
-  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do assert(fs.mkdir_p(d)) end
+  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do errors.check(nil, fs.mkdir_p(d)) end
   local res = proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
     'lowerdir=' .. table.concat(lowers, ':') .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', dir .. '/root' },
     timeout = 30 }
@@ -247,7 +247,7 @@ end
 -- What every sandbox on the base root filesystem gets in its own upper layer.
 local function base_root_files(root, network)
   for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'cseng' }) do
-    assert(fs.mkdir_p(root .. '/' .. d))
+    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
@@ -363,7 +363,7 @@ function M.create(client, spec)
   local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
   local dir = client.base .. '/sandboxes/' .. id
   local root = dir .. '/root'
-  assert(fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(dir))
   local sb = {
     id = id, dir = dir, root = root, env = spec.env or {}, workdir = spec.workdir or '/workspace',
     network = spec.network and true or false, labels = spec.labels or {},
@@ -375,7 +375,7 @@ function M.create(client, spec)
     if not fs.exists(lower .. '/etc/passwd') then
       return nil, 'warm artifact ' .. lower .. ' is not a prepared root (run cseng prewarm --provider local)', 'EARTIFACT'
     end
-    assert(fs.mkdir_p(root)); assert(fs.mkdir_p(dir .. '/upper')); assert(fs.mkdir_p(dir .. '/work'))
+    errors.check(nil, fs.mkdir_p(root)); errors.check(nil, fs.mkdir_p(dir .. '/upper')); errors.check(nil, fs.mkdir_p(dir .. '/work'))
     local res = client.is_root and proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
       'lowerdir=' .. lower .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', root }, timeout = 30 }
     if res and res.code == 0 then
@@ -389,7 +389,7 @@ function M.create(client, spec)
   else
     make_root(root, 'sandbox', sb.network)
   end
-  assert(fs.mkdir_p(root .. sb.workdir))
+  errors.check(nil, fs.mkdir_p(root .. sb.workdir))
   setup_cgroup(client, sb, spec)
   return sb
 end
@@ -399,7 +399,7 @@ end
 function M.create_on_base(client, spec)
   local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
   local dir = client.base .. '/sandboxes/' .. id
-  assert(fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(dir))
   local rcp = spec.recipe or {}
   local sb = {
     id = id, dir = dir, root = dir .. '/root', env = util.merge(rcp.env, spec.env),
@@ -422,7 +422,7 @@ function M.create_on_base(client, spec)
   if not ok then fs.remove_tree(dir); return nil, err, code end
   sb.overlay = true
   base_root_files(sb.root, sb.network)
-  assert(fs.mkdir_p(sb.root .. sb.workdir))
+  errors.check(nil, fs.mkdir_p(sb.root .. sb.workdir))
   setup_cgroup(client, sb, spec)
   return sb
 end
@@ -610,7 +610,7 @@ local function snapshot_on_base(client, sb, key)
   if fs.exists(dest .. '/artifact.json') then return dest end
   local tmp = dest .. '.tmp-' .. sb.id
   fs.remove_tree(tmp)
-  assert(fs.mkdir_p(tmp))
+  errors.check(nil, fs.mkdir_p(tmp))
   local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
   if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
   fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time() }))
