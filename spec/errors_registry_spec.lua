@@ -242,7 +242,12 @@ describe('raised errors', function()
       assert.equal(2, r.code, table.concat(argv, ' ') .. ': ' .. r.stderr)
       assert.matches('^cseng: [^\n]+\n$', r.stderr)
     end
-    assert.equal(2, cli.fail(errors.usage('x')))
-    assert.equal(1, cli.fail(errors.new('EIO', 'x')))
+    local stderr, said = io.stderr, {}
+    io.stderr = { write = function(_, ...) for _, s in ipairs({ ... }) do said[#said + 1] = s end end } -- luacheck: ignore 122
+    local usage_status, other_status = cli.fail(errors.usage('x')), cli.fail(errors.new('EIO', 'y'))
+    io.stderr = stderr -- luacheck: ignore 122
+    assert.equal(2, usage_status)
+    assert.equal(1, other_status)
+    assert.equal('cseng: x\ncseng: y\n', table.concat(said))
   end)
 end)
