@@ -27,7 +27,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
 DOCKER_DEBS := docker.io debootstrap
 ROOTFS_DEBS := debootstrap
 
-.PHONY: all deps deps-docker deps-rootfs rootfs deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
+.PHONY: all deps deps-docker deps-rootfs rootfs deps-agents deps-test deps-slurm deps-bench check test conformance asan fuzz fuzzers demo bench clean
 all: cseng
 
 define install_missing
@@ -63,7 +63,26 @@ rootfs: deps-rootfs all
 PRISM := spec/fakes/prism/node_modules/.bin/prism
 # The vendors' official SDKs (referees for the conformance specs) and grpc-js for the Modal fake.
 SDKS := spec/sdk/node_modules/.package-lock.json
-deps-test: $(PRISM) $(SDKS)
+# The viewer's browser spec (spec/view_browser_spec.lua): Debian's chromium, driven by playwright-core
+# (no browser download: it launches /usr/bin/chromium).
+BROWSER_DEBS := chromium
+BROWSER_SPEC := spec/browser/node_modules/.package-lock.json
+.PHONY: deps-browser
+deps-browser:
+	$(call install_missing,$(BROWSER_DEBS))
+deps-test: deps-browser $(BROWSER_SPEC)
+$(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
+	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
+	@touch $@
+# Coding-agent CLIs run as solvers (lua/solvers/codex.lua; pinned in lua/solvers/installed/package-lock.json).
+AGENTS := lua/solvers/installed/node_modules/.package-lock.json
+deps-agents: $(AGENTS)
+$(AGENTS): lua/solvers/installed/package.json lua/solvers/installed/package-lock.json
+	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix lua/solvers/installed --no-audit --no-fund --loglevel=error
+	@touch $@
+deps-test: $(PRISM) $(SDKS) $(AGENTS)
 $(SDKS): spec/sdk/package.json spec/sdk/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/sdk --no-audit --no-fund --loglevel=error

@@ -1,11 +1,15 @@
 -- Solve with an LLM: the openrouter agent (lua/solvers/agent.lua, one bash tool) on every bundled
--- task until 10 pass, as the seed's proof run ("until 10 TerminalBench smoke tasks pass").
+-- task. No task limit and no stop after N passes by default: stopping at the 10th pass (the seed's
+-- proof run: --stop-after-passes 10) biases a pass rate upwards. Repeat with --attempts K for pass@k.
 -- Needs OPENROUTER_API_KEY and OPENROUTER_MODEL (in the environment or --env-file .env).
 --   cseng run plans/solve-llm.lua --env-file .env
 --   cseng run plans/solve-llm.lua --env-file .env --solver ai_gateway      # AI_GATEWAY_API_KEY or
 --                                                 # VERCEL_OIDC_TOKEN, and AI_GATEWAY_MODEL
 --   the seed's exact run: --provider docker --dataset ../shared/data/terminalbench_2026_03_05_smoke16.jsonl
--- Token counts and cost land in each trial's solver_usage (docs/SOLVERS.md).
+--   the seed's proof run exactly: ... --stop-after-passes 10 --task-limit 16
+--   a ceiling on the whole run's spend: --max-cost-usd 5
+-- Token counts and cost land in each trial's solver_usage and cost ledger, its trajectory in
+-- results/<run>/trajectories/ (ATIF; docs/SOLVERS.md).
 local plan = require 'cseng.run.plan'
 
 return plan.tasks {
@@ -15,8 +19,6 @@ return plan.tasks {
   solver = 'openrouter',
   mode = 'cold',
   task_index = 'all',
-  task_limit = 16,
-  stop_after_passes = 10,
   concurrency = 2,
   timeout_seconds = 900,
   solve_timeout_seconds = 420,

@@ -34,6 +34,7 @@ return function(data, h)
 
   add('## Runs\n')
   add(rt.runs_table(data, h))
+  add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
 
   -- outcomes, time, cost
   add('## Outcomes, trial time and cost\n')

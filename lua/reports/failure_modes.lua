@@ -103,6 +103,7 @@ return function(data, h)
       h.pct(c.failed / c.n) }
   end
   add(h.table({ 'provider', 'trials', 'passed', 'failed', 'errors', 'error rate', '95% CI', 'failed rate' }, prows))
+  add(rt.pass_at_k_section(data, h)) -- agent failures and infra errors (ESANDBOX) apart, per solver and model
   add('Error rate = errors / trials, over every trial read (a retried task counts each time); the interval is ' ..
     'Wilson\'s.\n')
 

@@ -226,6 +226,7 @@ return function(data, h)
     return table.concat(out, '\n')
   end
   add('Providers: ' .. table.concat(providers, ', ') .. '.\n')
+  add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
   for _, p in ipairs(providers) do section(p, data, ev, h, add) end
   return table.concat(out, '\n')
 end

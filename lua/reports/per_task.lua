@@ -46,6 +46,7 @@ return function(data, h)
     add('No trial records in ' .. table.concat(data.inputs, ', ') .. '.\n')
     return table.concat(out, '\n')
   end
+  add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
   add('Cells: ✓ passed (reward 1), ✗ failed (the verifier ran, reward below 1), `error: <stage>` (an ' ..
     'infrastructure error in that phase, no verdict), – not run there. "(k/n passed)" when the column ran the ' ..
     'task n times. Seconds are the evidence trial\'s `elapsed_seconds`.\n')

@@ -15,6 +15,8 @@ local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local atif = require 'cseng.agent.atif'
+local price_table = require 'cseng.agent.prices'
 
 local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers' }
 
@@ -30,17 +32,12 @@ agent.DEFAULTS = {
   llm_transcript_bytes = 2 * 1024 * 1024, -- bound of the returned transcript
 }
 
---- List prices in USD per 1M tokens {input, output}, used only when the response carries no
---- `usage.cost` and no price is configured (llm_price_in/out, CSENG_LLM_PRICE_IN/OUT). Public list
---- prices when written; they change: configure a price for anything that matters.
-agent.PRICES = {
-  ['openai/gpt-4o'] = { 2.50, 10.00 },
-  ['openai/gpt-4o-mini'] = { 0.15, 0.60 },
-  ['openai/gpt-4.1'] = { 2.00, 8.00 },
-  ['openai/gpt-4.1-mini'] = { 0.40, 1.60 },
-  ['anthropic/claude-sonnet-4'] = { 3.00, 15.00 },
-  ['google/gemini-2.5-flash'] = { 0.30, 2.50 },
-}
+--- The agent's name and version in its ATIF trajectories (agent.name / agent.version).
+agent.ATIF_NAME, agent.VERSION = 'cseng-agent', '1.1'
+
+--- List prices: lua/cseng/agent/prices.lua (input, cached input, cache write, output per 1M
+--- tokens), used only when the response carries no `usage.cost`.
+agent.PRICES = price_table.TABLE
 
 --- The system prompt: a string.format template (workdir, command timeout, output bytes).
 agent.SYSTEM_PROMPT = table.concat({
@@ -100,7 +97,7 @@ local RETRY_CODES = {
 ---@field total_tokens integer
 ---@field cost_usd number|nil nil when no response could be priced
 ---@field cost_source string provider | prices | mixed | partial | unknown
----@field stop_reason string done | max_turns | timeout | error
+---@field stop_reason string done | max_turns | timeout | max_cost | error
 
 local function num_option(ctx, key)
   local v = ctx.options and ctx.options[key]
@@ -113,25 +110,13 @@ local function num_option(ctx, key)
   return n
 end
 
---- Prices per 1M tokens from the options or CSENG_LLM_PRICE_IN/OUT, else the table, else nil.
+--- Prices per 1M tokens {in, out} from the options or CSENG_LLM_PRICE_IN/OUT, else the table, else
+--- nil (lua/cseng/agent/prices.lua has the cached and cache-write prices too).
 ---@return number[]|nil prices {in, out}, string|nil where
 function agent.prices(ctx, model)
-  local o = ctx.options or {}
-  local pin = o.llm_price_in or ctx.getenv('CSENG_LLM_PRICE_IN')
-  local pout = o.llm_price_out or ctx.getenv('CSENG_LLM_PRICE_OUT')
-  if pin ~= nil or pout ~= nil then
-    local a, b = tonumber(pin), tonumber(pout)
-    if not a or not b or a < 0 or b < 0 then
-      errors.raise(errors.ECONFIG, string.format(
-        'LLM prices: set both CSENG_LLM_PRICE_IN and CSENG_LLM_PRICE_OUT (USD per 1M tokens,'
-          .. ' or llm_price_in/out), got %s and %s',
-        tostring(pin), tostring(pout)), { stage = 'solve' })
-    end
-    return { a, b }, 'configured'
-  end
-  local p = agent.PRICES[model]
-  if p then return p, 'table' end
-  return nil
+  local p, src = price_table.lookup(ctx.options, ctx.getenv, model)
+  if not p then return nil end
+  return { p.input, p.output }, src
 end
 
 --- Parse a Retry-After value into seconds (>= 0), or nil (util.retry_after).
@@ -196,7 +181,8 @@ local function fail(state, message, code)
   state.usage.stop_reason = 'error'
   state.usage.error = message
   state.log:add({ event = 'stop', stop_reason = 'error', error = message, code = code })
-  errors.raise(code or errors.EAPI, message, { stage = 'solve', usage = state.usage, transcript = state.log.entries })
+  errors.raise(code or errors.EAPI, message, { stage = 'solve', usage = state.usage, transcript = state.log.entries,
+    trajectory = state.tr:finish({ stop_reason = 'error', error = message }) })
 end
 
 -- One completion, with retries. Returns the decoded response, or nil, msg, CODE; CODE
@@ -285,20 +271,28 @@ local function account(state, resp)
   usage.completion_tokens = usage.completion_tokens + c
   usage.total_tokens = usage.total_tokens + t
   local pd, cd = u.prompt_tokens_details, u.completion_tokens_details
-  if type(pd) == 'table' then usage.cached_tokens = usage.cached_tokens + int(pd.cached_tokens) end
-  if type(cd) == 'table' then usage.reasoning_tokens = usage.reasoning_tokens + int(cd.reasoning_tokens) end
-  local cost
+  -- cache reads and writes: OpenAI's cached_tokens, OpenRouter's cache_write_tokens, Anthropic-style
+  -- cache_creation_input_tokens (all inside prompt_tokens on a chat-completions API)
+  local cached = type(pd) == 'table' and int(pd.cached_tokens) or 0
+  local creation = type(pd) == 'table' and int(pd.cache_write_tokens) or 0
+  if creation == 0 then creation = int(u.cache_creation_input_tokens) end
+  local reasoning = type(cd) == 'table' and int(cd.reasoning_tokens) or 0
+  usage.cached_tokens = usage.cached_tokens + cached
+  usage.cache_creation_tokens = usage.cache_creation_tokens + creation
+  usage.reasoning_tokens = usage.reasoning_tokens + reasoning
+  local cost, source
   if type(u.cost) == 'number' then
-    cost = u.cost
+    cost, source = u.cost, 'provider'
     state.provider_priced = state.provider_priced + 1
   elseif state.prices then
-    cost = (p * state.prices[1] + c * state.prices[2]) / 1e6
+    cost, source = price_table.cost({ input = p, cached = cached, cache_creation = creation, output = c }, state.prices), 'prices'
     state.table_priced = state.table_priced + 1
   else
     state.unpriced = state.unpriced + 1
   end
   if cost then state.cost = state.cost + cost end
-  return { prompt_tokens = p, completion_tokens = c, total_tokens = t, cost_usd = cost }
+  return { prompt_tokens = p, completion_tokens = c, total_tokens = t, cost_usd = cost, cached_tokens = cached,
+    cache_creation_tokens = creation, reasoning_tokens = reasoning, cost_source = source or 'unpriced' }
 end
 
 local function finish_cost(state)
@@ -420,13 +414,17 @@ function agent.run(ctx, cfg)
   local usage = {
     provider = cfg.name, model = cfg.model, turns = 0, tool_calls = 0, tool_errors = 0, commands = 0,
     prompt_tokens = 0, completion_tokens = 0, total_tokens = 0, cached_tokens = 0, reasoning_tokens = 0,
-    api_requests = 0, retries = 0, responses_without_usage = 0,
+    cache_creation_tokens = 0, api_requests = 0, retries = 0, responses_without_usage = 0,
   }
-  local prices, price_source = agent.prices(ctx, cfg.model)
+  local prices, price_source = price_table.lookup(ctx.options, ctx.getenv, cfg.model)
   if prices then
-    usage.price_in_per_mtok, usage.price_out_per_mtok, usage.price_source = prices[1], prices[2], price_source
+    usage.price_in_per_mtok, usage.price_out_per_mtok, usage.price_source = prices.input, prices.output, price_source
+    usage.price_cached_per_mtok, usage.price_cache_write_per_mtok = prices.cached_input, prices.cache_write
   end
+  local tr = atif.new { session_id = ctx.session_id or tostring(ctx.task.id),
+    agent = { name = agent.ATIF_NAME, version = agent.VERSION, extra = { solver = cfg.name } }, model_name = cfg.model }
   local state = {
+    tr = tr,
     cfg = cfg, o = o, usage = usage, log = Transcript.new(o.llm_transcript_bytes), prices = prices,
     cost = 0, provider_priced = 0, table_priced = 0, unpriced = 0,
     left = function() return (deadline - clock.now()) / 1e9 end,
@@ -441,12 +439,16 @@ function agent.run(ctx, cfg)
   local messages = jsonl.array { { role = 'system', content = system }, { role = 'user', content = user } }
   state.log:add({ role = 'system', content = system })
   state.log:add({ role = 'user', content = clip(user, 65536) })
+  tr:system(system)
+  tr:user(user)
   say(string.format('%s agent: model %s, up to %d turns, %g s', cfg.name, cfg.model, o.max_turns, solve_timeout))
 
   local final
   while true do
     if usage.turns >= o.max_turns then usage.stop_reason = 'max_turns' break end
     if state.left() <= 0 then usage.stop_reason = 'timeout' break end
+    -- the run's spend ceiling (--max-cost-usd): a turn is expected to cost what the last one did
+    if ctx.budget and not ctx.budget.admit(state.last_turn_cost or 0) then usage.stop_reason = 'max_cost' break end
     local body = { model = cfg.model, messages = messages, tools = TOOLS }
     for k, v in pairs(cfg.body or {}) do body[k] = v end
     local opts = ctx.options or {}
@@ -464,6 +466,8 @@ function agent.run(ctx, cfg)
     end
     usage.turns = usage.turns + 1
     local cost = account(state, resp)
+    state.last_turn_cost = cost and cost.cost_usd or state.last_turn_cost
+    if ctx.budget and cost and cost.cost_usd then ctx.budget.spend(cost.cost_usd) end
     local choice = resp.choices[1]
     local msg = type(choice.message) == 'table' and choice.message or {}
     local calls = tool_calls_of(msg, usage.turns)
@@ -490,6 +494,16 @@ function agent.run(ctx, cfg)
       role = 'assistant', turn = usage.turns, content = clip(content, 16384), tool_calls = #calls > 0 and logged or nil,
       finish_reason = choice.finish_reason, usage = cost, seconds = (clock.now() - r0) / 1e9,
     })
+    local reasoning = type(msg.reasoning) == 'string' and msg.reasoning
+      or type(msg.reasoning_content) == 'string' and msg.reasoning_content or nil
+    local step = tr:agent { message = content or '', reasoning = reasoning ~= '' and reasoning or nil,
+      model_name = type(resp.model) == 'string' and resp.model or nil, tool_calls = calls,
+      metrics = cost and {
+        prompt_tokens = cost.prompt_tokens, completion_tokens = cost.completion_tokens, cached_tokens = cost.cached_tokens,
+        cost_usd = cost.cost_usd, extra = { reasoning_tokens = cost.reasoning_tokens,
+          cache_creation_input_tokens = cost.cache_creation_tokens, cost_source = cost.cost_source },
+      } or { extra = { usage = 'not reported' } },
+      extra = { finish_reason = choice.finish_reason } }
     if #calls == 0 then
       usage.stop_reason = 'done'
       final = content
@@ -498,6 +512,7 @@ function agent.run(ctx, cfg)
     for _, c in ipairs(calls) do
       usage.tool_calls = usage.tool_calls + 1
       local text, entry = run_tool(state, ctx, c)
+      tr:observe(step, c.id, text)
       messages[#messages + 1] = { role = 'tool', tool_call_id = c.id, content = text }
       state.log:add(entry)
       if entry.command then
@@ -520,7 +535,7 @@ function agent.run(ctx, cfg)
     usage.cost_usd and string.format('$%.6f', usage.cost_usd) or 'unknown', usage.cost_source))
   local note = ({
     done = 'the model finished', max_turns = 'stopped after max_turns=' .. o.max_turns,
-    timeout = 'stopped: the solve time ran out',
+    timeout = 'stopped: the solve time ran out', max_cost = 'stopped: the run\'s spend ceiling (--max-cost-usd)',
   })[usage.stop_reason]
   return {
     return_code = usage.stop_reason == 'done' and 0 or 1,
@@ -531,6 +546,7 @@ function agent.run(ctx, cfg)
     note = note,
     usage = usage,
     transcript = state.log.entries,
+    trajectory = tr:finish({ stop_reason = usage.stop_reason, turns = usage.turns, cost_source = usage.cost_source }),
   }
 end
 

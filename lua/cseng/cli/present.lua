@@ -205,7 +205,7 @@ function Tasks:on(F, name, d)
     self.retried = self.retried + 1
     r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
       string.rep(' ', 2 * self.width + 1), util.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
-      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.attempt, d.of))
+      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.try, d.of))
   elseif name == 'trial_gone' then
     self.running = self.running - 1
     self.live[d.task_id] = nil
@@ -219,7 +219,8 @@ function Tasks:on(F, name, d)
     else self.failed = self.failed + 1 end
     local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
       string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
-    if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
+    if (rec.tries or 1) > 1 then detail = detail .. string.format(' (try %d)', rec.try) end
+    if (rec.attempt or 1) > 1 then detail = detail .. string.format(' [attempt %d]', rec.attempt) end
     -- a task id or an error is data: its control characters are escaped
     local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
       util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds or 0, util.escape(detail, true))
@@ -321,10 +322,16 @@ function Arena:on(F, name, d)
   elseif name == 'finished' then
     r:finish()
     r:line(present.arena_table(F))
-    if d.report then r:line('report: ' .. d.report) end
-    if d.report_error then
-      r:warn('cseng: the report failed (the log is complete; retry with cseng report ' .. F.jsonl .. '): ' .. d.report_error)
+    -- the report: rendered here, by the command line, from the log the run wrote
+    local rok, rerr = pcall(function()
+      return require('cseng.report.helpers').render { inputs = { F.jsonl }, template = 'startup', output = d.report_path }
+    end)
+    if rok then r:line('report: ' .. d.report_path)
+    else
+      r:warn('cseng: the report failed (the log is complete; retry with cseng report ' .. F.jsonl .. '): ' ..
+        require('cseng.lib.errors').describe(rerr))
     end
+    if d.summary_error then r:warn('cseng: the summary could not be written: ' .. d.summary_error) end
     r:line('results: ' .. F.jsonl)
     if F.json and d.summary_written then r:line('summary: ' .. F.json) end
     if F.stopped then r:warn('cseng: stopped: ' .. F.stopped.message) end

@@ -99,6 +99,7 @@ errors.registry = {
   { 'EREADY', 'the readiness check did not print its marker' },
   { 'ENOWARM', 'warm mode without a warm artifact' },
   { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
+  { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },
   { 'EINTERNAL', 'an error that carried no code (a bug, or a raised string)' },
 }
 

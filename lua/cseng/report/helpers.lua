@@ -56,6 +56,11 @@ local function input_files(input, logs, summaries)
   if not st then errors.raise(code or errors.ENOENT, tostring(err)) end -- the message names the path
   if st.type ~= 'dir' then
     local list = input:match('%.json$') and summaries or logs
+    -- an arena's summary (results/<run-id>.json) stands for its run: the log beside it is read
+    local log = input:gsub('%.json$', '.jsonl')
+    if list == summaries and fs.exists(log) and (fs.read(input) or ''):find('"cseng%-startup%-summary"') then
+      list, input = logs, log
+    end
     list[#list + 1] = { path = input, in_dir = false }
     return
   end

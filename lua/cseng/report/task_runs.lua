@@ -5,6 +5,7 @@
 --- Every function takes `data` (report_helpers.load's result) or trial records; nothing here
 --- writes files.
 local stats = require 'cseng.lib.stats'
+local passk = require 'cseng.agent.passk'
 
 local M = {}
 
@@ -26,12 +27,76 @@ function M.column(t)
   return tostring(t.provider or 'unknown') .. '/' .. M.mode_of(t)
 end
 
---- A trial's mode as columns show it: the mode, and the run's --label when it has one
---- ("cold [nightly]"), so two labelled runs of one provider and mode are two columns.
+--- A trial's mode as columns show it: the mode, the run's --label when it has one
+--- ("cold [nightly]"), so two labelled runs of one provider and mode are two columns, and the
+--- agent (solver:model) of a solver that has a model ("cold · openrouter:deepseek/deepseek-chat"),
+--- so two models are two contestants; gold, nop and command trials keep the provider/mode column.
 function M.mode_of(t)
   local m = tostring(t.mode or 'unknown')
   if t.run_label ~= nil then m = m .. ' [' .. tostring(t.run_label) .. ']' end
+  local agent = M.agent_of(t)
+  if agent then m = m .. ' · ' .. agent end
   return m
+end
+
+--- "solver:model" for a trial whose solver reported a model, else nil.
+function M.agent_of(t)
+  local model = passk.model_of(t)
+  return model and (tostring(t.solver or '?') .. ':' .. model) or nil
+end
+
+--- Whether pass@k says more than the pass rate: some trial is a repeated attempt or has a model.
+function M.has_agent_trials(data)
+  for _, t in ipairs(data.trials) do
+    if (math.tointeger(t.attempt) or 1) > 1 or passk.model_of(t) then return true end
+  end
+  return false
+end
+
+--- The pass@k section (every template renders it when M.has_agent_trials): one row per solver,
+--- model, provider and mode over EVERY trial read (not the evidence rule, which would keep the
+--- best attempt), pass@1..K with 95% bootstrap intervals over tasks; agent failures and
+--- infrastructure errors (ESANDBOX among them: the sandbox died under the agent) counted apart.
+---@return string|nil markdown
+function M.pass_at_k_section(data, h)
+  if not M.has_agent_trials(data) then return nil end
+  local rows = passk.table(data.trials)
+  local kmax = 0
+  for _, r in ipairs(rows) do kmax = math.max(kmax, r.k_max) end
+  local sandbox_errors = {}
+  for _, t in ipairs(data.trials) do
+    if t.error_code == 'ESANDBOX' then
+      local key = table.concat({ tostring(t.solver or '-'), passk.model_of(t) or '-', tostring(t.provider or '-'),
+        tostring(t.mode or '-') }, '\0')
+      sandbox_errors[key] = (sandbox_errors[key] or 0) + 1
+    end
+  end
+  local head = { 'solver', 'model', 'provider', 'mode', 'tasks', 'graded attempts', 'agent failures', 'infra errors',
+    'of which ESANDBOX' }
+  local align = 'llllrrrrr'
+  for k = 1, kmax do head[#head + 1] = 'pass@' .. k; align = align .. 'r' end
+  local out = {}
+  for _, r in ipairs(rows) do
+    local failed = 0
+    for _, t in ipairs(data.trials) do
+      if t.outcome == 'failed' and tostring(t.solver or '-') == r.solver and (passk.model_of(t) or '-') == r.model
+        and tostring(t.provider or '-') == r.provider and tostring(t.mode or '-') == r.mode then failed = failed + 1 end
+    end
+    local key = table.concat({ r.solver, r.model, r.provider, r.mode }, '\0')
+    local row = { r.solver, r.model, r.provider, r.mode, r.tasks, r.attempts, failed, r.errors, sandbox_errors[key] or 0 }
+    for k = 1, kmax do
+      local p = r.pass_at[k]
+      row[#row + 1] = p and string.format('%.1f%% [%.1f, %.1f] (%d)', 100 * p.value, 100 * p.lo, 100 * p.hi, p.tasks) or DASH
+    end
+    out[#out + 1] = row
+  end
+  return table.concat({
+    '## pass@k by solver, model, provider and mode\n',
+    'Over every trial read (each `--attempts` sample counts), the unbiased estimator 1 − C(n−c, k)/C(n, k) per ' ..
+      'task (n graded attempts, c passed), averaged over the tasks with n ≥ k; [95% bootstrap interval over tasks] ' ..
+      '(tasks). Infrastructure errors are not samples of the solver: they are left out of n and counted apart.\n',
+    h.table(head, out, align),
+  }, '\n')
 end
 
 --- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
@@ -218,6 +283,18 @@ function M.run_date(run)
   return d
 end
 
+--- A run's provider as the report shows it: its name, and the endpoint it talked to when the
+--- log records one ("lizard @ 127.0.0.1:8080, loopback: a local fake?"), so a run against a
+--- bundled fake never reads like one against the real service.
+function M.provider_with_endpoint(st)
+  local name = tostring(st.provider or '?')
+  local ep = st.endpoint or (type(st.identity) == 'table' and type(st.identity.endpoints) == 'table'
+    and st.identity.endpoints[name]) or nil
+  if type(ep) ~= 'table' or not ep.host then return name end
+  local where = ep.scheme == 'unix' and ep.host or (tostring(ep.host) .. (ep.port and (':' .. ep.port) or ''))
+  return name .. ' @ ' .. where .. (ep.loopback and ep.scheme ~= 'unix' and ' (loopback: a local fake?)' or '')
+end
+
 --- The table of task runs read: id, source, provider, mode, solver, dataset, date, counts, status.
 ---@param data table
 ---@param h table the template's helpers
@@ -234,7 +311,7 @@ function M.runs_table(data, h)
       table.sort(l)
       return l
     end)(), ',')
-    rows[#rows + 1] = { { raw = h.code(run.id) }, run.source or 'log', st.provider or '?', mode ~= '' and mode or '?',
+    rows[#rows + 1] = { { raw = h.code(run.id) }, run.source or 'log', M.provider_with_endpoint(st), mode ~= '' and mode or '?',
       st.solver or (st.solve_enabled == false and 'none (verifier only)' or '?'), st.dataset or '?', M.run_date(run),
       c.n, c.passed, c.failed, c.errors, run.finished and run.finished.status or 'incomplete' }
   end

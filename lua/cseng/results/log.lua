@@ -126,9 +126,10 @@ function results.trials(events)
   local out, at = {}, {}
   for _, e in ipairs(events) do
     if e.event == 'trial' then
-      -- a rerun (cseng run --resume --rerun-errors) replaces the task's earlier record
-      local i = e.rerun and at[e.task_id]
-      if i then out[i] = e else out[#out + 1] = e; at[e.task_id] = #out end
+      -- a rerun (cseng run --resume --rerun-errors) replaces the earlier record of its task and attempt
+      local id = tostring(e.task_id) .. '\0' .. tostring(e.attempt or 1)
+      local i = e.rerun and at[id]
+      if i then out[i] = e else out[#out + 1] = e; at[id] = #out end
     end
   end
   return out
@@ -171,6 +172,10 @@ function results.summary(events)
     r.event, r.run_id, r.time = nil, nil, nil
     s.results[#s.results + 1] = r
   end
+  -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
+  s.pass_at_k = jsonl.array(require('cseng.agent.passk').summary(trials))
+  s.cost = require('cseng.agent.ledger').run(trials)
+  if finished and type(finished.stop_reason) == 'table' then s.stop_reason = finished.stop_reason end
   return s
 end
 

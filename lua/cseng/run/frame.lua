@@ -30,6 +30,8 @@ local is_auth = errors.is_auth or require('providers.shared.adapter').is_auth
 local function registered(code) return code or errors.EINTERNAL end
 
 local frame = {}
+frame.is_auth = is_auth
+frame.is_transient = errors.is_transient or require('providers.shared.adapter').is_transient
 
 local Frame = {}
 Frame.__index = Frame
@@ -77,9 +79,24 @@ end
 ---@return table|nil
 function frame.endpoint(client)
   if type(client) ~= 'table' then return nil end
-  local url
-  for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'base' }) do
-    if type(client[k]) == 'string' and client[k]:match('^%a[%w+.-]*://') then url = client[k] break end
+  if type(client.endpoint_url) == 'function' then client = { base_url = client.endpoint_url(client) } end
+  local function is_url(v) return type(v) == 'string' and v:match('^%a[%w+.-]*://') ~= nil end
+  -- the adapter's own settings: its client, or one table inside it (cfg, settings, ...)
+  local function scan(t)
+    for _, k in ipairs({ 'base_url', 'api_url', 'url', 'endpoint', 'server_url', 'base' }) do
+      if is_url(t[k]) then return t[k] end
+    end
+    local keys = {}
+    for k, v in pairs(t) do if type(k) == 'string' and k:match('url$') and is_url(v) then keys[#keys + 1] = k end end
+    table.sort(keys)
+    return keys[1] and t[keys[1]] or nil
+  end
+  local url = scan(client)
+  if not url then
+    local names = {}
+    for k, v in pairs(client) do if type(k) == 'string' and type(v) == 'table' then names[#names + 1] = k end end
+    table.sort(names)
+    for _, k in ipairs(names) do url = scan(client[k]); if url then break end end
   end
   if not url and type(client.socket) == 'string' then return { scheme = 'unix', host = client.socket, loopback = true } end
   if not url then return nil end
@@ -316,20 +333,21 @@ end
 --- A trial with --retry-errors N (opts.retry_errors): run_one() -> rec, interrupted runs
 --- again while its outcome is `error` (an infrastructure failure, a timed-out trial included,
 --- never a `failed` verdict), up to N more times, after opts.retry_delay_seconds (default 1).
---- Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
---- (`attempt` numbers it, `attempts` counts them). No retry after an interrupt or a halt.
+--- Every try but the last is recorded as a `trial_attempt` event; the last is the trial (`try`
+--- numbers it, `tries` counts them; `attempt` is the sample's number among --attempts K, the
+--- same on every try). No retry after an interrupt or a halt.
 ---@return table rec, boolean|nil interrupted
 function Frame:attempts(run_one, is_error)
   local max = math.tointeger(self.opts.retry_errors) or 0
   is_error = is_error or function(r) return r.outcome == 'error' end
-  local attempt = 0
+  local try = 0
   while true do
-    attempt = attempt + 1
-    local rec, interrupted = run_one(attempt)
-    rec.attempt = attempt
-    local again = not interrupted and is_error(rec) and attempt <= max and not self:halted()
+    try = try + 1
+    local rec, interrupted = run_one(try)
+    rec.try = try
+    local again = not interrupted and is_error(rec) and try <= max and not self:halted()
     if not again then
-      if attempt > 1 then rec.attempts = attempt end
+      if try > 1 then rec.tries = try end
       return rec, interrupted
     end
     self.counts.retried = self.counts.retried + 1
@@ -337,7 +355,7 @@ function Frame:attempts(run_one, is_error)
     self:emit('attempt', { rec = rec, of = max + 1 })
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
-      rec.attempts = attempt
+      rec.tries = try
       self.interrupted = true
       return rec, true
     end
@@ -357,7 +375,7 @@ function Frame:pool(items, o)
     if self:halted() or (o.more and not o.more()) then break end
     local aok = pcall(sem.acquire, sem)
     if not aok then self.interrupted = true; break end
-    if self:halted() or (o.more and not o.more()) then sem:release(); break end
+    if self:halted() or (o.more and not o.more(item)) then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       local ok, err = pcall(o.each, item)
       sem:release()
@@ -415,6 +433,8 @@ end
 ---@return integer reclaimed
 function Frame:reclaim()
   if self.reclaimed then return self.reclaimed end
+  -- with credentials refused, a list is refused too: `cseng cleanup` sweeps once they are fixed
+  if self.session.auth_failed then self.reclaimed = 0; return 0 end
   local rok, n = pcall(self.session.reconcile, self.session)
   self.reclaimed = rok and n or 0
   return self.reclaimed

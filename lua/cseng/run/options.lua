@@ -51,7 +51,8 @@ local SPEC = {
   ['stagger-ms'] = { key = 'stagger_ms', type = 'number', arg = 'M', help = 'startup --mode staggered: one create every M ms (default 200)' },
   ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
-  ['fail-on-error'] = { key = 'fail_on_error', type = 'bool', help = 'exit 1 when any trial errored (CI); else only when the run stopped early or every trial errored' },
+  ['fail-on-error'] = { key = 'fail_on_error', type = 'bool',
+    help = 'exit 1 when any trial errored (CI); else only when the run stopped early or every trial errored' },
   ['stop-after-create-failures'] = { key = 'stop_after_create_failures', type = 'int', min = 0, arg = 'N',
     help = 'stop the run when N creates in a row fail with the same code (a dead endpoint; default 5, 0 never)' },
   ['retry-errors'] = { key = 'retry_errors', type = 'int', min = 0, arg = 'N', help = "tasks: rerun a trial whose outcome is 'error' up to N times" },
@@ -60,6 +61,11 @@ local SPEC = {
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
+  -- agent evals (lua/cseng/agent/): repeated attempts for pass@k, and the run's spend ceiling
+  ['attempts'] = { key = 'attempts', type = 'int', min = 1, arg = 'K',
+    help = 'tasks: run each task K times (fresh sandbox each, interleaved); pass@1..K in the summary' },
+  ['max-cost-usd'] = { key = 'max_cost_usd', type = 'number', arg = 'X',
+    help = 'tasks: dispatch no new trial or agent turn once committed + in-flight spend would pass X USD' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
@@ -69,7 +75,8 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'fail-on-error', 'stop-after-create-failures',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
+  'stop-after-create-failures',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC

@@ -25,6 +25,7 @@ local replay = require 'cseng.task.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
 local frame = require 'cseng.run.frame'
+local agent_hooks = require 'cseng.agent.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
 
 local runner = {}
 
@@ -89,9 +90,9 @@ local function verify(run, ctx, rec)
   rec.passed = reward ~= nil and reward >= 1 - 1e-9
 end
 
---- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>.jsonl.
-function runner.save_transcript(run, t, transcript)
-  local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. t.id:gsub('[^%w%._-]', '_') .. '.jsonl'
+--- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>[.a<N>].jsonl.
+function runner.save_transcript(run, t, transcript, attempt)
+  local path = run.writer.path:gsub('%.jsonl$', '') .. '/transcripts/' .. agent_hooks.trial_name(run, t.id, attempt) .. '.jsonl'
   local ok = results.write_transcript(path, transcript)
   return ok and path or nil
 end
@@ -174,6 +175,7 @@ local function trial_body(run, t, rec, state)
     phases.start_seconds = math.max(0, phases.start_seconds - rec.queue_seconds)
   end
   local ctx = staging.context(run, t, state.lease.sb)
+  agent_hooks.context(run, ctx, rec, state.key) -- agent hook: ATIF session id, the budget of its turns
   phase('upload', function()
     if not spec.warm_artifact and not replay_now then staging.upload_environment(ctx, rec) end
   end)
@@ -185,11 +187,12 @@ local function trial_body(run, t, rec, state)
   phase('solve', function()
     local s = clock.now()
     local ok, r = pcall(run.solver.solve, ctx)
+    ok, r = agent_hooks.after_solve(run, ctx, rec, ok, r) -- agent hook: trajectory, health probe (ESANDBOX)
     if not ok then
       -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
       if type(r) == 'table' then
         rec.solver_usage = r.usage
-        if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
+        if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript, rec.attempt) end
       end
       error(r, 0)
     end
@@ -201,20 +204,21 @@ local function trial_body(run, t, rec, state)
     rec.solve_timed_out = r.timed_out or nil
     rec.solve_note = r.note
     rec.solver_usage = r.usage
-    if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript) end
+    if r.transcript then rec.solver_transcript_path = runner.save_transcript(run, t, r.transcript, rec.attempt) end
   end)
   phase('verify', function() verify(run, ctx, rec) end)
 end
 
 --- Run one trial to completion (never raises): phases under the frame's trial wrapper
 --- (watchdog, cancellation, the error mapped with a registered code), then stop on every path.
-function runner.trial(run, t)
+--- attempt: its number among the task's --attempts (default 1); key: its entry in the run's budget.
+function runner.trial(run, t, attempt, key)
   local rec = {
     task_id = t.id, provider = run.provider.name, mode = run.opts.mode, solver = run.solver.name,
-    phases = {}, started_at = clock.wall(), task_sha256 = t.sha256,
+    phases = {}, started_at = clock.wall(), task_sha256 = t.sha256, attempt = attempt or 1,
   }
   local t0 = clock.now()
-  local state = run.frame:guard(rec, function(r, st) trial_body(run, t, r, st) end,
+  local state = run.frame:guard(rec, function(r, st) st.key = key; trial_body(run, t, r, st) end,
     { timeout = run.opts.timeout_seconds })
   -- stop, on every path
   local lease = state.lease
@@ -242,6 +246,7 @@ function runner.trial(run, t)
   end
   rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
+  agent_hooks.after_trial(run, rec, key) -- agent hook: cost ledger, model, budget settled
   return rec, state.interrupted
 end
 
@@ -260,8 +265,8 @@ end
 --- A trial with --retry-errors N (Frame:attempts): an `error` outcome, a timed-out trial
 --- included, runs again up to N more times; the last attempt is the trial.
 ---@return table rec, boolean|nil interrupted
-function runner.attempts(run, t)
-  return run.frame:attempts(function() return runner.trial(run, t) end)
+function runner.attempts(run, t, attempt, key)
+  return run.frame:attempts(function() return runner.trial(run, t, attempt, key) end)
 end
 
 --- Seconds since an artifact was made: from a prewarm file's created_at (ISO-8601 UTC), else
@@ -303,7 +308,7 @@ function runner.warm_artifact(run, t)
     return given, true
   end
   local cache = run.warm_cache
-  local key = recipe.for_run(run, t).key:sub(1, 24)
+  local key = agent_hooks.artifact_key(run, recipe.for_run(run, t).key:sub(1, 24)) -- agent hook: the solver's install tag
   -- --fresh-artifacts: a new artifact under a new name, whatever exists for this content
   if run.opts.fresh_artifacts then key = key .. '-fresh' .. (run.session.stamp or ''):gsub('%D', '') end
   while type(cache[key]) == 'table' do -- another trial is preparing it: wait to be woken
@@ -355,6 +360,7 @@ function runner.prepare_artifact(run, t, key)
     local ctx = staging.context(run, t, sb.sb)
     if replay_now then runner.replay(run, t, rcp, sb.sb) else staging.upload_environment(ctx, {}) end
     staging.prepare(ctx)
+    agent_hooks.prepare_artifact(run, ctx) -- agent hook: an installed agent's CLI goes into the artifact
     artifact = errors.check({ prefix = 'snapshot: ' }, provider.snapshot(client, sb.sb, key))
   end
   run.writer:event('prewarmed', { task_id = t.id, artifact = artifact, provider = provider.name })
@@ -369,10 +375,12 @@ end
 ---@param solver table|nil
 ---@return table run
 function runner.run_of(s, p, solver, F)
-  return {
+  local run = {
     session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver, p = p,
     writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher, frame = F,
   }
+  agent_hooks.init(run) -- agent hook: the spend ceiling (--max-cost-usd)
+  return run
 end
 
 --- Run a tasks plan (a matrix runs one per provider x mode; --resume continues one) through
@@ -429,7 +437,9 @@ function runner.run_tasks(opts)
     -- --rerun-errors: a task whose last recorded outcome is `error` runs again (its new trial
     -- record says rerun = true and replaces the old one in results.trials)
     for _, e in ipairs(prior.events) do
-      if e.event == 'trial' then done[e.task_id] = not (opts.rerun_errors and e.outcome == 'error') end
+      if e.event == 'trial' then
+        done[agent_hooks.trial_id(e.task_id, e.attempt)] = not (opts.rerun_errors and e.outcome == 'error')
+      end
     end
     for id, d in pairs(done) do if not d then rerun[id] = true; done[id] = nil end end
     -- sandboxes the killed process left behind are destroyed before anything new starts; a
@@ -452,6 +462,7 @@ function runner.run_tasks(opts)
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
+        attempts = opts.attempts, max_cost_usd = opts.max_cost_usd,
       },
     }, frame.identity(opts, {
       kind = 'tasks', solver = solver.name, provider = provider.name, providers = { provider.name },
@@ -463,21 +474,31 @@ function runner.run_tasks(opts)
   end
   for _, b in ipairs(bad) do F:emit('bad_row', b); io.stderr:write('cseng: skipped bad row: ', b.error, '\n') end
 
-  local todo = {}
-  for _, t in ipairs(selected) do if not done[t.id] then todo[#todo + 1] = t end end
+  -- agent hook: each task --attempts times, interleaved; a recorded (task, attempt) is done
+  local todo = agent_hooks.expand(selected, opts.attempts, function(id, a) return done[agent_hooks.trial_id(id, a)] end)
   F:emit('serve', nil, true)
   F:emit('plan', { run_id = s.id, total = #todo, provider = provider.name, mode = opts.mode, solver = solver.name,
-    concurrency = opts.concurrency, resumed = prior and (#selected - #todo) or nil, log = s.jsonl, status_url = F.status_url })
-  if opts.on_start and F.status_url then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
+    concurrency = opts.concurrency, log = s.jsonl, status_url = F.status_url,
+    resumed = prior and (#selected * math.max(1, math.tointeger(opts.attempts) or 1) - #todo) or nil })
+  if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
 
   local records, passes = {}, 0
   F:pool(todo, {
     concurrency = opts.concurrency,
-    more = function() return not (opts.stop_after_passes and passes >= opts.stop_after_passes) end,
-    each = function(t)
+    more = function(item)
+      if opts.stop_after_passes and passes >= opts.stop_after_passes then return false end
+      if item and not agent_hooks.admit(run, item) then -- agent hook: --max-cost-usd
+        local b = agent_hooks.stop_reason(run)
+        F:stop('max_cost', b and b.message or 'the spend ceiling (--max-cost-usd) would be passed')
+        return false
+      end
+      return true
+    end,
+    each = function(item)
+      local t = item.t
       F:emit('trial_start', { task_id = t.id })
-      local rec, was_interrupted = runner.attempts(run, t)
-      if rerun[t.id] then rec.rerun = true end
+      local rec, was_interrupted = runner.attempts(run, t, item.attempt, item)
+      if rerun[agent_hooks.trial_id(t.id, item.attempt)] then rec.rerun = true end
       if was_interrupted then
         F:emit('trial_gone', { task_id = t.id })
         writer:event('trial_interrupted', { task_id = t.id, sandbox_id = rec.sandbox_id, stage = rec.error_stage })

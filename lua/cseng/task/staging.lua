@@ -92,7 +92,8 @@ function staging.sandbox_spec(run, t)
     image = staging.map_image(c.docker_image or t.recipe.from, run.opts.image_map),
     env = applies and {} or util.copy(t.recipe.env),
     workdir = t.workdir,
-    network = c.allow_internet and run.opts.allow_network or false,
+    -- an installed agent (lua/solvers/codex.lua) runs in the sandbox and calls its model endpoint from there
+    network = (c.allow_internet and run.opts.allow_network) or (run.solver and run.solver.needs_network) or false,
     cpus = c.cpus, memory_mb = c.memory_mb, disk_mb = c.storage_mb,
     ttl_seconds = math.ceil(ttl),
     mode = run.opts.mode,

@@ -8,7 +8,9 @@ local cli = require 'cseng.cli.main'
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
   usage = 'usage: cseng run PLAN.lua [options]\n\nRuns the plan; options override its fields.\n\noptions:\n' ..
-    flags.help(options.SPEC, options.ORDER),
+    flags.help(options.SPEC, options.ORDER) .. '\n\nexit status (every run kind): 0 the run finished (failed and ' ..
+    'errored trials are results); 1 it stopped early (cleanup failure, authentication, a dead endpoint, a stop ' ..
+    'rule), every trial errored, or any errored under --fail-on-error; 2 usage; 128+N after signal N (130: Ctrl-C).',
   SPEC = options.SPEC, -- kept for callers of the older name (lua/cseng/run/options.lua owns it)
 }
 

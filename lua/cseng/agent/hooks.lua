@@ -1,0 +1,104 @@
+--- What the runner calls for agent evals (lua/cseng/run/runner.lua marks each call "agent hook"):
+--- attempts (`--attempts K`), ATIF trajectories, the health probe after a failed solve, the cost
+--- ledger and the spend ceiling (`--max-cost-usd`). Kept out of the runner so the run frame can
+--- call the same functions.
+local atif = require 'cseng.agent.atif'
+local ledger = require 'cseng.agent.ledger'
+local probe = require 'cseng.agent.probe'
+local errors = require 'cseng.lib.errors'
+
+local hooks = {}
+
+--- The run's state: the budget when --max-cost-usd is set. Call once per run (runner.run_of).
+function hooks.init(run)
+  local max = run.opts.max_cost_usd
+  if max ~= nil then run.budget = ledger.budget(tonumber(max)) end
+end
+
+--- The trials of a run: each task `attempts` times, attempts interleaved across tasks (every
+--- task's attempt 1, then every task's attempt 2, ...), so a run cut short (a ceiling, Ctrl-C)
+--- still has a balanced sample. `done(task_id, attempt)` says a trial is already recorded (resume).
+---@return table[] items {t, attempt, key}
+function hooks.expand(tasks, attempts, done)
+  local out = {}
+  for a = 1, math.max(1, math.tointeger(attempts) or 1) do
+    for _, t in ipairs(tasks) do
+      if not (done and done(t.id, a)) then out[#out + 1] = { t = t, attempt = a } end
+    end
+  end
+  return out
+end
+
+--- The identity of a recorded trial for resume: "task_id" + attempt.
+function hooks.trial_id(task_id, attempt) return tostring(task_id) .. '\0' .. tostring(attempt or 1) end
+
+--- The file-name stem of a trial: the task id (made safe), plus ".a<N>" in a run of several attempts.
+function hooks.trial_name(run, task_id, attempt)
+  local name = tostring(task_id):gsub('[^%w%._-]', '_')
+  if (math.tointeger(run.opts.attempts) or 1) > 1 then name = name .. '.a' .. tostring(attempt or 1) end
+  return name
+end
+
+--- Before the solve: the context learns its session id (the ATIF session_id) and its budget.
+function hooks.context(run, ctx, rec, key)
+  ctx.session_id = string.format('%s/%s', tostring(run.id), hooks.trial_name(run, rec.task_id, rec.attempt))
+  if run.budget then ctx.budget = run.budget:for_trial(key or rec) end
+end
+
+--- May another trial be dispatched? False once the ceiling would be passed (run.budget.stop says why).
+function hooks.admit(run, key)
+  if not run.budget then return true end
+  return run.budget:admit_trial(key)
+end
+
+-- Write a solver's trajectory: results/<run-id>/trajectories/<trial>.trajectory.json.
+local function save_trajectory(run, rec, doc)
+  local dir = run.writer.path:gsub('%.jsonl$', '') .. '/trajectories/'
+  local path = dir .. hooks.trial_name(run, rec.task_id, rec.attempt) .. '.trajectory.json'
+  local ok, err = pcall(atif.write, path, doc)
+  if ok then rec.trajectory_path = path else rec.trajectory_error = errors.line(err) end
+end
+
+--- After the solver returned (ok, r) or raised (not ok, r): the trajectory is written, and a failed
+--- or timed-out solve is followed by the health probe; a dead sandbox turns the outcome into an
+--- ESANDBOX error (retriable), keeping what the solver spent. Returns the (possibly new) ok, r.
+function hooks.after_solve(run, ctx, rec, ok, r)
+  local doc = type(r) == 'table' and r.trajectory or nil
+  if type(doc) == 'table' then save_trajectory(run, rec, doc) end
+  if not probe.needed(ok, r) then return ok, r end
+  local alive, detail = probe.alive(ctx)
+  rec.probe = { alive = alive, detail = detail }
+  if alive then return ok, r end
+  local e = probe.error(detail, not ok and r or nil)
+  if type(r) == 'table' then e.usage, e.transcript = r.usage, r.transcript end
+  return false, e
+end
+
+--- After the trial's sandbox is gone: the trial's cost ledger, its model, its retriable flag, and
+--- the budget settled.
+function hooks.after_trial(run, rec, key)
+  rec.cost = ledger.trial(rec, run.provider.rates)
+  local u = rec.solver_usage
+  rec.model = rec.model or (type(u) == 'table' and type(u.model) == 'string' and u.model or nil)
+  if rec.error_code == errors.ESANDBOX then rec.retriable = true end
+  if run.budget then run.budget:settle(key or rec, rec.cost.total_usd) end
+end
+
+--- Warm mode: the artifact of a solver that installs something (an installed agent) holds it, so its
+--- name carries the solver's tag (an artifact without the CLI is never mistaken for one with it).
+function hooks.artifact_key(run, key)
+  local tag = run.solver and run.solver.install and run.solver.artifact_tag
+  return tag and (key .. '-' .. tag) or key
+end
+
+--- Warm mode: before the snapshot, the solver installs into the prepared sandbox (solver.install).
+function hooks.prepare_artifact(run, ctx)
+  if run.solver and run.solver.install then run.solver.install(ctx) end
+end
+
+--- The run's stop reason from the budget, or nil.
+function hooks.stop_reason(run)
+  return run.budget and run.budget.stop or nil
+end
+
+return hooks

@@ -1,0 +1,125 @@
+--- Shared by the installed-agent solvers (lua/solvers/codex.lua): a coding-agent CLI from npm,
+--- pinned in lua/solvers/installed/package-lock.json and installed on the host by `make
+--- deps-agents`, is uploaded into the sandbox (once per sandbox: a sandbox made from a warm artifact
+--- that holds it already skips the upload), run there against the solver's endpoint, and its output
+--- converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
+local archive = require 'cseng.archive'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local errors = require 'cseng.lib.errors'
+local util = require 'cseng.lib.util'
+local prices = require 'cseng.agent.prices'
+local atif = require 'cseng.agent.atif'
+
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
+
+--- Where `make deps-agents` installs the CLIs.
+installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
+
+--- Where agents live in the sandbox.
+installed.PREFIX = '/cseng/agents'
+
+local tars = {} -- host path -> tar bytes, packed once per process
+
+--- The host path of an installed file, or an ECONFIG error naming `make deps-agents`.
+---@param rel string path below node_modules
+function installed.host_file(rel)
+  local p = installed.NODE_MODULES .. '/' .. rel
+  if not fs.exists(p) then
+    errors.raise(errors.ECONFIG, string.format('%s is not installed: run `make deps-agents` (pinned in ' ..
+      'lua/solvers/installed/package-lock.json)', p), { stage = 'solve' })
+  end
+  return p
+end
+
+--- Make `<PREFIX>/<name>/<bin>` exist in the sandbox. Returns "present" or "uploaded".
+---@param ctx SolveContext
+---@param name string
+---@param host string the executable on the host
+---@param bin string its name in the sandbox
+function installed.ensure(ctx, name, host, bin)
+  local dir = installed.PREFIX .. '/' .. name
+  local target = dir .. '/' .. bin
+  local res = ctx:exec('test -x ' .. util.shell_quote(target), { cwd = '/', timeout = 30 })
+  if res and res.code == 0 then return 'present', target end
+  local tar = tars[host]
+  if not tar then
+    local err, code
+    tar, err, code = archive.pack({ { path = bin, file = host, mode = '0755' } }, { format = 'tar' })
+    if not tar then errors.raise(code or errors.EPREPARE, 'packing ' .. host .. ': ' .. tostring(err), { stage = 'solve' }) end
+    tars[host] = tar
+  end
+  errors.check({ stage = 'solve', prefix = 'uploading ' .. name .. ': ' }, ctx:put(dir, tar))
+  return 'uploaded', target
+end
+
+--- Write a file into the sandbox (a one-entry tar).
+function installed.write(ctx, dir, name, data, mode)
+  local tar = assert(archive.pack({ { path = name, data = data, mode = mode or '0644' } }, { format = 'tar' }))
+  errors.check({ stage = 'solve', prefix = 'writing ' .. dir .. '/' .. name .. ': ' }, ctx:put(dir, tar))
+end
+
+--- A new trajectory (the instruction as its user step) and an empty usage record for a CLI's run.
+---@param meta {session_id: string, model: string, instruction: string}
+---@return table tr, table usage
+function installed.start(provider, agent_name, version, cli, meta)
+  local tr = atif.new { session_id = meta.session_id, agent = { name = agent_name, version = version, extra = { cli = cli } },
+    model_name = meta.model }
+  tr:user(meta.instruction)
+  local usage = { provider = provider, model = meta.model, turns = 0, tool_calls = 0, commands = 0, prompt_tokens = 0,
+    completion_tokens = 0, total_tokens = 0, cached_tokens = 0, cache_creation_tokens = 0, reasoning_tokens = 0,
+    events = 0, stop_reason = 'incomplete' }
+  return tr, usage
+end
+
+--- The solver's check (before any sandbox): its configuration, and the CLI installed on the host.
+---@param def {config: function, BINARY: string}
+function installed.check(def, options, getenv)
+  local cfg, err, code = def.config(options or {}, getenv)
+  if not cfg then return nil, err, code end
+  util.add_secret(cfg.api_key)
+  installed.host_file(def.BINARY)
+  return true
+end
+
+--- Price the session's tokens (usage: prompt/cached/cache_creation/completion tokens) and make
+--- them the metrics of the trajectory's last agent step: the CLIs report usage per session (or
+--- turn), not per request, so no other step has metrics. A model the price table does not know
+--- keeps `agent_cost_usd` (what the CLI computed, source "agent") when there is one.
+---@param tr table the ATIF builder
+---@param last table|nil the last agent step
+---@param scope string what the totals cover ("codex turn", "claude session")
+function installed.account(ctx, tr, last, usage, model, scope)
+  local price, psrc = prices.lookup(ctx.options, ctx.getenv, model)
+  if price then
+    usage.cost_usd = prices.cost({ input = usage.prompt_tokens, cached = usage.cached_tokens,
+      cache_creation = usage.cache_creation_tokens, output = usage.completion_tokens }, price)
+    usage.cost_source, usage.price_source = 'prices', psrc
+  elseif usage.agent_cost_usd then
+    usage.cost_usd, usage.cost_source = usage.agent_cost_usd, 'agent'
+  else
+    usage.cost_source = 'unknown'
+  end
+  for _, st in ipairs(tr.doc.steps) do st.metrics = nil end
+  if usage.stop_reason ~= 'incomplete' then
+    last = last or tr:agent { message = '' }
+    last.metrics = { prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens,
+      cached_tokens = usage.cached_tokens, cost_usd = usage.cost_usd, extra = { reasoning_tokens = usage.reasoning_tokens,
+        cache_creation_input_tokens = usage.cache_creation_tokens, cost_source = usage.cost_source, scope = scope } }
+  end
+end
+
+--- The solver's result from the CLI's exec result.
+function installed.result(name, res, usage, doc)
+  return {
+    return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = usage.elapsed_seconds,
+    timed_out = res.timed_out or nil, note = name .. ' ' .. usage.stop_reason, usage = usage, trajectory = doc,
+  }
+end
+
+--- A solver over an installed agent never works without its endpoint: solve() says which to use.
+function installed.solve()
+  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex or claude_code", { stage = 'solve' })
+end
+
+return installed

@@ -1,0 +1,95 @@
+--- What the agent-eval specs share (spec/atif_spec.lua, spec/agent_*_spec.lua): the bundled tasks,
+--- the gold-replaying "model" for the chat-completions fake (spec/fakes/llm.lua), and a runner call
+--- on the local provider whose results go to a temporary directory.
+---
+---   local H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-atif-spec')
+---   local f = H.start { script = H.llm.replay(H.gold_commands) }
+---   local status, summary, info = H.run({ task_limit = 2 }, H.openrouter_env(f))
+---   H.close()
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local crypto = require 'cseng.crypto'
+local dataset = require 'cseng.task.dataset'
+local runner = require 'cseng.run.runner'
+local results = require 'cseng.results.log'
+
+local ROOT = sys.root()
+local M = {}
+
+function M.new(name)
+  local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = dofile(ROOT .. '/spec/fakes/llm.lua'),
+    KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12)), MODEL = 'fake/model-1' }
+  H.tmp = assert(fs.tempdir(name))
+  H.tasks = dataset.load(H.SMOKE)
+  table.sort(H.tasks, function(a, b) return a.id < b.id end)
+  local by_instruction = {}
+  for _, t in ipairs(H.tasks) do by_instruction[t.instruction] = t end
+  local fakes, run_no = {}, 0
+
+  --- A fake on loopback with the harness's key and model.
+  function H.start(opts)
+    opts.api_key = opts.api_key or H.KEY
+    opts.model = opts.model or H.MODEL
+    local f = H.llm.start(opts)
+    fakes[#fakes + 1] = f
+    return f
+  end
+
+  --- The task a conversation is about, from its user message.
+  function H.task_of(conv)
+    local instruction = conv.user:match('^Working directory: [^\n]*\n\n(.*)$')
+    return assert(by_instruction[instruction], 'the user message carries no known instruction')
+  end
+
+  --- The gold solution as two bash calls: write it into the sandbox, run it.
+  function H.gold_commands(conv)
+    local solve = assert(fs.read(H.task_of(conv).dir .. '/solution/solve.sh'))
+    return {
+      "mkdir -p /tmp/replay && cat > /tmp/replay/solve.sh <<'CSENG_REPLAY_EOF'\n" .. solve .. '\nCSENG_REPLAY_EOF',
+      'bash /tmp/replay/solve.sh && echo replayed',
+    }
+  end
+
+  function H.openrouter_env(f, extra)
+    local env = { OPENROUTER_API_KEY = H.KEY, OPENROUTER_BASE_URL = f.url, OPENROUTER_MODEL = H.MODEL }
+    for k, v in pairs(extra or {}) do env[k] = v end
+    return env
+  end
+
+  --- runner.run_tasks on local (cold, concurrency 1 unless given), quiet; returns status, summary, info.
+  function H.run(opts, env)
+    run_no = run_no + 1
+    opts.provider = opts.provider or 'local'
+    opts.dataset = opts.dataset or H.SMOKE
+    opts.solver = opts.solver or 'openrouter'
+    opts.mode = opts.mode or 'cold'
+    opts.concurrency = opts.concurrency or 1
+    opts.output = opts.output or (H.tmp .. '/results-' .. run_no)
+    opts.quiet = true
+    opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
+    opts.retry_delay_seconds = 0
+    opts.env = env
+    local status, info = runner.run_tasks(opts)
+    local events = results.read(info.jsonl)
+    return status, results.summary(events), info, events
+  end
+
+  -- bundled tasks whose verifiers are quick (the specs' run time is mostly verify)
+  local QUICK = { 'awk-fixed-width-to-csv', 'csv-sales-report', 'python-fix-roman-numerals' }
+
+  --- n task ids (n <= 3), quick ones first, sorted.
+  function H.ids(n)
+    local out = {}
+    for i = 1, n do out[i] = assert(QUICK[i]) end
+    table.sort(out)
+    return out
+  end
+
+  function H.close()
+    for _, f in ipairs(fakes) do f.close() end
+    fs.remove_tree(H.tmp)
+  end
+  return H
+end
+
+return M

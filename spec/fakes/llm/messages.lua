@@ -1,0 +1,160 @@
+--- A loopback fake of the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent
+--- events), the API Claude Code speaks, on cseng.serve; a scripted model that counts what it was
+--- asked, like spec/fakes/llm.lua:
+---
+---   local mf = dofile(sys.root() .. '/spec/fakes/llm/messages.lua')
+---   local f = mf.start { api_key = 'sk-ant-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
+---   -- ANTHROPIC_BASE_URL = f.url; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
+---
+--- The agent's requests carry the `Bash` tool; a conversation is keyed by its first user text that
+--- is not a <system-reminder>, its turn is 1 + the tool_result blocks it carries. Requests without
+--- the Bash tool (a CLI's side queries: titles, summaries) are answered with a short text and counted
+--- in side_requests. Checks (a failed one is a 400): the x-api-key (or bearer), `stream = true`,
+--- `model`, `max_tokens`, user/assistant messages alternating from a user one (system messages may sit
+--- between them), and every tool_use answered by a
+--- tool_result with its id in the next user message.
+local serve = require 'cseng.serve'
+local jsonl = require 'cseng.lib.jsonl'
+
+local fake = {}
+
+local function sse(events)
+  local out = {}
+  for _, e in ipairs(events) do out[#out + 1] = 'event: ' .. e.type .. '\ndata: ' .. jsonl.encode(e) .. '\n\n' end
+  return table.concat(out)
+end
+
+local function blocks(content)
+  if type(content) == 'string' then return { { type = 'text', text = content } } end
+  return type(content) == 'table' and content or {}
+end
+
+local function check(body, cfg)
+  if type(body) ~= 'table' then return 'body is not a JSON object' end
+  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
+  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
+  if body.stream ~= true then return 'stream is not true' end
+  if math.type(body.max_tokens) ~= 'integer' then return 'no max_tokens' end
+  local ms = body.messages
+  if type(ms) ~= 'table' or #ms == 0 or ms[1].role ~= 'user' then return 'messages: must start with a user message' end
+  -- system messages (Claude Code sends its environment as one) sit between turns; the rest alternate
+  local turns = {}
+  for _, m in ipairs(ms) do if m.role ~= 'system' then turns[#turns + 1] = m end end
+  ms = turns
+  for i, m in ipairs(ms) do
+    local want = i % 2 == 1 and 'user' or 'assistant'
+    if m.role ~= want then return string.format('messages[%d]: %s, expected %s', i, tostring(m.role), want) end
+    if m.role == 'assistant' then
+      local ids = {}
+      for _, b in ipairs(blocks(m.content)) do if b.type == 'tool_use' then ids[b.id] = true end end
+      if next(ids) then
+        local nxt = ms[i + 1]
+        if not nxt then return string.format('messages[%d]: a tool_use is not answered', i) end
+        for _, b in ipairs(blocks(nxt.content)) do if b.type == 'tool_result' then ids[b.tool_use_id] = nil end end
+        if next(ids) then return 'tool_use ' .. tostring(next(ids)) .. ' has no tool_result' end
+      end
+    end
+  end
+  return nil
+end
+
+--- Start the fake on 127.0.0.1.
+---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('Bash'), usage? = fun(conv): table}
+function fake.start(opts)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  cfg.api_key = cfg.api_key or 'sk-ant-test'
+  cfg.tool = cfg.tool or 'Bash'
+  assert(cfg.script, 'messages fake: a script is required')
+  local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
+    problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
+
+  local function answer(req)
+    st.requests = st.requests + 1
+    local n = st.requests
+    if req.method ~= 'POST' or req.path ~= '/v1/messages' then
+      st.not_found = st.not_found + 1
+      return 404, { ['Content-Type'] = 'application/json' }, '{"type":"error","error":{"type":"not_found_error","message":"no route"}}'
+    end
+    local key = req.headers['x-api-key'] or (req.headers['authorization'] or ''):match('^Bearer (.*)$')
+    if key ~= cfg.api_key then
+      st.unauthorized = st.unauthorized + 1
+      return 401, { ['Content-Type'] = 'application/json' }, '{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'
+    end
+    local body = jsonl.decode(req.body or '')
+    local problem = check(body, cfg)
+    if problem then
+      st.bad_requests = st.bad_requests + 1
+      st.problems[#st.problems + 1] = problem
+      return 400, { ['Content-Type'] = 'application/json' },
+        jsonl.encode({ type = 'error', error = { type = 'invalid_request_error', message = problem } })
+    end
+    local has_tool = false
+    for _, t in ipairs(body.tools or {}) do if t.name == cfg.tool then has_tool = true end end
+    local user, turn, results = nil, 1, {}
+    for _, m in ipairs(body.messages) do
+      if m.role == 'user' then
+        for _, b in ipairs(blocks(m.content)) do
+          if b.type == 'text' and not user and not b.text:match('^%s*<system%-reminder>') then user = b.text end
+          if b.type == 'tool_result' then
+            turn = turn + 1
+            local c = b.content
+            if type(c) == 'table' then
+              local parts = {}
+              for _, x in ipairs(c) do parts[#parts + 1] = tostring(x.text or '') end
+              c = table.concat(parts, '\n')
+            end
+            results[#results + 1] = tostring(c)
+          end
+        end
+      end
+    end
+    user = user or ''
+    local reply
+    if not has_tool then
+      st.side_requests = st.side_requests + 1
+      reply = { content = 'ok' }
+    else
+      local c = st.convs[user]
+      if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
+      c.requests = c.requests + 1
+      c.tool_results = results
+      reply = cfg.script({ key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results })
+      st.completions = st.completions + 1
+    end
+    local u = has_tool and cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
+    local events = { { type = 'message_start', message = { id = 'msg_' .. n, type = 'message', role = 'assistant',
+      model = body.model, content = jsonl.array(), stop_reason = jsonl.null, stop_sequence = jsonl.null,
+      usage = { input_tokens = u.input_tokens, output_tokens = 1, cache_creation_input_tokens = u.cache_creation_input_tokens or 0,
+        cache_read_input_tokens = u.cache_read_input_tokens or 0 } } } }
+    local stop = 'end_turn'
+    if reply.tool_calls and #reply.tool_calls > 0 then
+      stop = 'tool_use'
+      for i, tc in ipairs(reply.tool_calls) do
+        local id = string.format('toolu_%d_%d', n, i)
+        events[#events + 1] = { type = 'content_block_start', index = i - 1,
+          content_block = { type = 'tool_use', id = id, name = tc.name or cfg.tool, input = setmetatable({}, nil) } }
+        events[#events + 1] = { type = 'content_block_delta', index = i - 1,
+          delta = { type = 'input_json_delta', partial_json = tc.arguments or jsonl.encode({ command = tc.command }) } }
+        events[#events + 1] = { type = 'content_block_stop', index = i - 1 }
+        st.tool_calls_issued = st.tool_calls_issued + 1
+      end
+    else
+      events[#events + 1] = { type = 'content_block_start', index = 0, content_block = { type = 'text', text = '' } }
+      events[#events + 1] = { type = 'content_block_delta', index = 0, delta = { type = 'text_delta', text = reply.content or 'Done.' } }
+      events[#events + 1] = { type = 'content_block_stop', index = 0 }
+    end
+    events[#events + 1] = { type = 'message_delta', delta = { stop_reason = stop, stop_sequence = jsonl.null },
+      usage = { output_tokens = u.output_tokens } }
+    events[#events + 1] = { type = 'message_stop' }
+    return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, sse(events)
+  end
+
+  local srv = assert(serve.listen { handler = answer })
+  local self = { url = srv:url(), api_key = cfg.api_key }
+  function self.stats() return st end
+  function self.close() srv:close() end
+  return self
+end
+
+return fake
