@@ -21,6 +21,9 @@
  * it must stop the work and release everything; after it the binding must not
  * call cs_op_ready for that op. The task then raises a cancellation error
  * (code "ECANCELED") from the primitive that was waiting.
+ *
+ * A binding's diagnostic on stderr goes through cs_diag (redact.h), never fprintf: it is
+ * redacted with the secret set the Lua redactor feeds.
  */
 #ifndef CSENG_CORE_H
 #define CSENG_CORE_H

@@ -11,6 +11,7 @@
  * queues its task; the scheduler resumes queued tasks from the main loop.
  */
 #include "core.h"
+#include "redact.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -34,6 +35,8 @@ struct cs_task {
   int co_ref, self_ref, result_ref;
   int state, nargs;
   int cancel_pending, cancelled, ok, joined, in_ready;
+  int delivered; /* the cancellation has been raised in the task at least once */
+  int strict;    /* depth of task.guard calls: inside, the cancellation stays raised */
   lua_Integer id;
   cs_op *op;
   cs_task *rnext;       /* ready queue */
@@ -62,10 +65,14 @@ static struct {
 
 /* What the signal handler and the hook share. The handler runs on whatever the
  * process was doing, Lua code included: it only counts, arms a count hook on the
- * running task's coroutine (lua_sethook is async-signal-safe, as lua.c uses it),
- * and wakes the loop (uv_async_send is too). */
+ * coroutine executing Lua at that instant (a task's, or one a task resumed:
+ * lua_sethook is async-signal-safe, as lua.c uses it), and wakes the loop
+ * (uv_async_send is too). */
 static volatile sig_atomic_t sig_count, sig_last;
 static lua_State *volatile running_co;
+
+static void process_signal(void);
+static void arm_hook(lua_State *co, cs_task *t);
 
 uv_loop_t *cs_loop(void) { return &S.loop; }
 int cs_interrupted(void) { return (int)sig_count; }
@@ -176,6 +183,17 @@ static cs_task *dequeue(void) {
 
 static cs_task *task_of(lua_State *L) { return *(cs_task **)lua_getextraspace(L); }
 
+/* Raise the cancellation in the task t (on L: its coroutine or one it resumed). */
+static int deliver(lua_State *L, cs_task *t) {
+  t->cancel_pending = 0;
+  t->delivered = 1;
+  return cs_raise_cancelled(L);
+}
+
+/* Whether the running task's cancellation must be raised again wherever it is caught: it
+ * was cancelled and runs inside task.guard. */
+static int sticky(void) { return S.current && S.current->cancelled && S.current->strict > 0; }
+
 cs_task *cs_task_current(lua_State *L) {
   cs_task *t = task_of(L);
   if (t == NULL || t != S.current || t->co != L)
@@ -186,10 +204,7 @@ cs_task *cs_task_current(lua_State *L) {
     luaL_error(L,
                "this operation cannot run here: it would yield across a C call "
                "(require, table.sort, string.gsub callbacks and __tostring cannot yield)");
-  if (t->cancel_pending) {
-    t->cancel_pending = 0;
-    cs_raise_cancelled(L);
-  }
+  if (t->cancel_pending || (t->cancelled && t->strict > 0)) deliver(L, t);
   return t;
 }
 
@@ -204,10 +219,7 @@ static int yield_k(lua_State *L, int status, lua_KContext ctx) {
   cs_op *op = t->op;
   (void)status;
   t->op = NULL;
-  if (t->cancel_pending || op == NULL) {
-    t->cancel_pending = 0;
-    return cs_raise_cancelled(L);
-  }
+  if (t->cancel_pending || op == NULL) return deliver(L, t);
   op->ready = 0;
   return op->push(L, op);
 }
@@ -233,8 +245,9 @@ void cs_op_ready(cs_op *op) {
   }
 }
 
-/* Cancellation is delivered once: a task already cancelled is running its cleanup, which
- * must not be interrupted again (a second Ctrl-C exits the process instead). */
+/* A task is cancelled once: outside task.guard the cancellation is delivered once (a task
+ * already cancelled is running its cleanup, which must not be interrupted again; a second
+ * Ctrl-C exits the process instead); inside a guard it stays raised (see task_guard). */
 static void task_cancel(cs_task *t) {
   if (t->state == T_DONE || t->cancelled) return;
   t->cancelled = 1;
@@ -281,6 +294,8 @@ static void task_step(cs_task *t) {
   t->nargs = 0;
   t->state = T_RUNNING;
   S.current = t;
+  if (sig_count > S.sigseen) process_signal(); /* before any task runs Lua again */
+  arm_hook(co, t);
   running_co = co;
   st = lua_resume(co, L, nargs, &nres);
   running_co = NULL;
@@ -596,8 +611,8 @@ static int t_gc(lua_State *L) {
         lua_getfield(L, err, "traceback");
         tb = lua_tostring(L, -1);
       }
-      fprintf(stderr, "cseng: task %d failed and was never joined: %s%s%s\n", (int)t->id, what,
-              tb ? "\n" : "", tb ? tb : "");
+      cs_diag("cseng: task %d failed and was never joined: %s%s%s\n", (int)t->id, what, tb ? "\n" : "",
+              tb ? tb : "");
     }
     lua_settop(L, 1);
   }
@@ -698,50 +713,235 @@ static int s_count(lua_State *L) {
 
 /* ---- signals and the run loop ------------------------------------------ */
 
-/* The count hook a signal arms: the running task gets the cancellation after
- * INTERRUPT_COUNT more instructions without yielding, so Lua code that never yields
- * (`while true do end`) is interrupted too and unwinds through its cleanup (__close,
- * pcall handlers). Code that reaches a wait before that gets the cancellation there, from
- * the loop, as always (the hook then finds the task cancelled and only removes itself). A
- * task already cancelled is running its cleanup and is left alone (cancellation is
- * delivered once). */
+/* The count hook: a cancelled task gets the cancellation after INTERRUPT_COUNT more
+ * instructions without yielding, in whichever coroutine it runs, so Lua code that never
+ * yields (`while true do end`, also inside a coroutine the task resumed) is interrupted
+ * too and unwinds through its cleanup (__close, pcall handlers). The signal handler arms
+ * it on the coroutine executing at that instant; the scheduler (task_step) and
+ * coroutine.resume/wrap arm it on every coroutine a task a signal cancelled runs
+ * afterwards, until the cancellation has been raised once (outside task.guard it is
+ * delivered once: a task already cancelled is running its cleanup), and, inside
+ * task.guard, on every coroutine of any cancelled task for as long as it is there (the
+ * cancellation stays raised). */
 #define INTERRUPT_COUNT 10000
+
+/* Whether t has a cancellation the hook must raise: one a signal brought that it has not
+ * had yet, or any, inside task.guard. (Without a signal, a task.cancel() is raised at the
+ * task's next yielding call, as always.) */
+static int wants_hook(const cs_task *t) {
+  return t->cancelled && ((!t->delivered && sig_count) || t->strict > 0);
+}
+
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
   cs_task *t = task_of(L);
   (void)ar;
-  lua_sethook(L, NULL, 0, 0);
   if (!t) t = S.current; /* a coroutine the task resumed */
-  if (!t || t->cancelled || t->state == T_DONE) return;
-  t->cancelled = 1;
-  t->cancel_pending = 0;
-  cs_raise_cancelled(L);
+  if (sig_count > S.sigseen) process_signal();
+  if (!t || t != S.current || t->state == T_DONE || !wants_hook(t)) {
+    lua_sethook(L, NULL, 0, 0);
+    return;
+  }
+  if (t->strict == 0) lua_sethook(L, NULL, 0, 0);
+  deliver(L, t);
 }
 
-/* SIGINT / SIGTERM (async-signal context): the second one exits at once. */
+/* Arms the interrupt hook on co, a coroutine the task t is about to run, when t has a
+ * cancellation for it to raise; removes it (ours only) otherwise. */
+static void arm_hook(lua_State *co, cs_task *t) {
+  if (wants_hook(t)) {
+    lua_sethook(co, interrupt_hook, LUA_MASKCOUNT, INTERRUPT_COUNT);
+  } else if (lua_gethook(co) == interrupt_hook) {
+    lua_sethook(co, NULL, 0, 0);
+  }
+}
+
+/* SIGINT / SIGTERM (async-signal context): the second one exits at once, with status
+ * 128 + the signal's number. */
 static void on_signal(int signum) {
   lua_State *co = running_co;
   sig_count = sig_count + 1;
   if (sig_count >= 2) {
-    static const char msg[] = "\ncseng: interrupted again, exiting now (status 130)\n";
+    char msg[] = "\ncseng: interrupted again, exiting now (status 1NN)\n";
+    int code = 128 + signum, i = (int)sizeof msg - 4;
+    msg[i--] = (char)('0' + code % 10);
+    msg[i--] = (char)('0' + code / 10 % 10);
+    msg[i] = (char)('0' + code / 100 % 10);
     if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to do */
     }
-    _exit(130);
+    _exit(code);
   }
   sig_last = signum;
   if (co) lua_sethook(co, interrupt_hook, LUA_MASKCOUNT, INTERRUPT_COUNT);
   uv_async_send(&S.sigwake);
 }
 
-/* On the loop, after a signal: say so, and cancel every task so their cleanup runs. */
-static void on_sigwake(uv_async_t *h) {
-  (void)h;
+/* After a signal, before any Lua runs again (the loop's wakeup, the next task step, the
+ * hook, a coroutine resume, whichever comes first): say so, and cancel every task so
+ * their cleanup runs. */
+static void process_signal(void) {
   if (S.sigseen >= (int)sig_count) return;
   S.sigseen = (int)sig_count;
-  fprintf(stderr,
-          "\ncseng: %s: cancelling %d task(s) so their cleanup runs; "
-          "interrupt again to exit at once\n",
+  cs_diag("\ncseng: %s: cancelling %d task(s) so their cleanup runs; interrupt again to exit at once\n",
           sig_last == SIGINT ? "interrupted" : "terminated", S.nlive);
   cancel_all();
+}
+
+static void on_sigwake(uv_async_t *h) {
+  (void)h;
+  process_signal();
+}
+
+/* ---- coroutines and pcall inside tasks ------------------------------------ */
+
+/* The base library's pcall/xpcall and the coroutine library's resume/wrap, as Lua 5.4
+ * defines them, with two additions: a coroutine a cancelled task resumes gets the
+ * interrupt hook (arm_hook), and inside task.guard a cancelled task cannot swallow its
+ * cancellation: pcall, xpcall and resume raise it again where they would return false. */
+
+static int finish_pcall(lua_State *L, int status, lua_KContext extra) {
+  if (status != LUA_OK && status != LUA_YIELD) {
+    if (sticky()) return deliver(L, S.current);
+    lua_pushboolean(L, 0);
+    lua_pushvalue(L, -2);
+    return 2;
+  }
+  return lua_gettop(L) - (int)extra;
+}
+
+static int co_pcall(lua_State *L) {
+  luaL_checkany(L, 1);
+  lua_pushboolean(L, 1);
+  lua_insert(L, 1);
+  return finish_pcall(L, lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall), 0);
+}
+
+static int co_xpcall(lua_State *L) {
+  int n = lua_gettop(L);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushboolean(L, 1);
+  lua_pushvalue(L, 1);
+  lua_rotate(L, 3, 2);
+  return finish_pcall(L, lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall), 2);
+}
+
+/* Resumes co with narg values from L; returns the number of results moved to L, or -1
+ * with the error on top of L. */
+static int auxresume(lua_State *L, lua_State *co, int narg) {
+  lua_State *prev = running_co;
+  int status, nres;
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+  lua_xmove(L, co, narg);
+  if (S.current) {
+    if (sig_count > S.sigseen) process_signal();
+    arm_hook(co, S.current);
+  }
+  running_co = co;
+  status = lua_resume(co, L, narg, &nres);
+  running_co = prev;
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1);
+  return -1;
+}
+
+static int co_resume(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  int r;
+  luaL_argexpected(L, co, 1, "coroutine");
+  r = auxresume(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    if (sticky()) return deliver(L, S.current);
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+static int auxwrap(lua_State *L) {
+  lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+  int r = auxresume(L, co, lua_gettop(L));
+  if (r < 0) {
+    int stat = lua_status(co);
+    if (stat != LUA_OK && stat != LUA_YIELD) { /* an error in the coroutine: close its tbc variables */
+      stat = lua_resetthread(co);
+      lua_xmove(co, L, 1);
+    }
+    if (sticky()) return deliver(L, S.current);
+    if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+      luaL_where(L, 1);
+      lua_insert(L, -2);
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
+  return r;
+}
+
+static int co_wrap(lua_State *L) {
+  lua_State *co;
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  co = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, co, 1);
+  lua_pushcclosure(L, auxwrap, 1);
+  return 1;
+}
+
+static int guard_k(lua_State *L, int status, lua_KContext ctx) {
+  cs_task *t = (cs_task *)ctx;
+  if (t) t->strict--;
+  if (status != LUA_OK && status != LUA_YIELD) {
+    if (sticky()) return deliver(L, S.current); /* an outer guard holds it */
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  return lua_gettop(L);
+}
+
+/** task.guard(fn, ...) -> true, results... | false, err: pcall, and the cancellation boundary
+ * for code that must not outlive an interrupt (the runner's solvers): once the task is
+ * cancelled, inside fn the cancellation stays raised: pcall, xpcall and coroutine.resume
+ * raise it again where they would catch it, every wait raises it, and Lua code that spins
+ * is interrupted again, in any coroutine, until it has left fn (which then returns false,
+ * the cancellation). Outside any guard a cancellation is delivered once. */
+static int task_guard(lua_State *L) {
+  cs_task *t = task_of(L);
+  luaL_checkany(L, 1);
+  if (!t || t != S.current || t->co != L) t = NULL; /* only a task's own coroutine counts */
+  if (t) t->strict++;
+  lua_pushboolean(L, 1);
+  lua_insert(L, 1);
+  return guard_k(L, lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, (lua_KContext)t, guard_k),
+                 (lua_KContext)t);
+}
+
+/* Installs pcall, xpcall, coroutine.resume and coroutine.wrap (above) over the standard ones. */
+static void install_coroutine_guards(lua_State *L) {
+  lua_pushcfunction(L, co_pcall);
+  lua_setglobal(L, "pcall");
+  lua_pushcfunction(L, co_xpcall);
+  lua_setglobal(L, "xpcall");
+  if (lua_getglobal(L, "coroutine") == LUA_TTABLE) {
+    lua_pushcfunction(L, co_resume);
+    lua_setfield(L, -2, "resume");
+    lua_pushcfunction(L, co_wrap);
+    lua_setfield(L, -2, "wrap");
+  }
+  lua_pop(L, 1);
 }
 
 void cs_sched_init(lua_State *L) {
@@ -766,6 +966,7 @@ void cs_sched_init(lua_State *L) {
   lua_pushcfunction(L, s_release);
   lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
+  install_coroutine_guards(L);
   uv_async_init(&S.loop, &S.sigwake, on_sigwake);
   uv_unref((uv_handle_t *)&S.sigwake);
   {
@@ -820,9 +1021,7 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     }
     if (loop_run(UV_RUN_ONCE) == 0 && !S.ready_head) {
       if (stuck++) break;
-      fprintf(stderr,
-              "cseng: deadlock: %d task(s) wait on each other with nothing in flight; "
-              "cancelling them\n",
+      cs_diag("cseng: deadlock: %d task(s) wait on each other with nothing in flight; cancelling them\n",
               S.nlive);
       cancel_all();
     } else {
@@ -837,20 +1036,20 @@ int cs_sched_run_main(lua_State *L, int nargs) {
     if (lua_isinteger(L, -1)) code = (int)lua_tointeger(L, -1);
     else if (lua_isboolean(L, -1)) code = lua_toboolean(L, -1) ? 0 : 1;
     lua_pop(L, 2);
-    if (code == 0 && sig_count) code = 130;
   } else {
     lua_rawgeti(L, LUA_REGISTRYINDEX, m->result_ref);
-    if (sig_count && is_cancellation(L, -1)) {
-      code = 130;
-    } else {
-      fprintf(stderr, "cseng: %s\n", describe_error(L, -1));
-      code = sig_count ? 130 : 1;
+    if (!sig_count || !is_cancellation(L, -1)) {
+      cs_diag("cseng: %s\n", describe_error(L, -1));
+      code = 1;
       lua_pop(L, 1);
     }
     m->joined = 1;
     lua_pop(L, 1);
   }
   luaL_unref(L, LUA_REGISTRYINDEX, main_ref);
+  /* interrupted: the status a shell expects of a process a signal stopped, whatever the
+   * command returned after its cleanup */
+  if (sig_count) code = 128 + (int)sig_last;
   return code;
 }
 
@@ -876,12 +1075,19 @@ void cs_sched_shutdown(void) {
 }
 
 int luaopen_cseng_task(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"spawn", task_spawn},         {"join", task_join},
-                                   {"sleep", task_sleep},         {"yield", task_yield},
-                                   {"current", task_current},     {"cancel", task_cancel_l},
-                                   {"cancelled", task_cancelled}, {"interrupted", task_interrupted},
-                                   {"count", task_count},         {"semaphore", task_semaphore},
-                                   {"error", task_error_l},       {NULL, NULL}};
+  static const luaL_Reg funcs[] = {{"spawn", task_spawn},
+                                   {"join", task_join},
+                                   {"sleep", task_sleep},
+                                   {"yield", task_yield},
+                                   {"current", task_current},
+                                   {"cancel", task_cancel_l},
+                                   {"cancelled", task_cancelled},
+                                   {"interrupted", task_interrupted},
+                                   {"count", task_count},
+                                   {"semaphore", task_semaphore},
+                                   {"error", task_error_l},
+                                   {"guard", task_guard},
+                                   {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

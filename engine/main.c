@@ -5,6 +5,7 @@
  * Policy (commands, flags, help) lives in Lua; this file only boots.
  */
 #include "core.h"
+#include "redact.h"
 
 #include <lualib.h>
 #include <libgen.h>
@@ -65,7 +66,7 @@ int main(int argc, char **argv) {
   raise_nofile();
   L = luaL_newstate();
   if (!L) {
-    fprintf(stderr, "cseng: cannot create the Lua state (out of memory)\n");
+    cs_diag("cseng: cannot create the Lua state (out of memory)\n");
     return 1;
   }
   luaL_openlibs(L);
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
   lua_setglobal(L, "arg");
 
   if (luaL_loadstring(L, "return require('cseng.cli.main').main(...)") != LUA_OK) {
-    fprintf(stderr, "cseng: %s\n", lua_tostring(L, -1));
+    cs_diag("cseng: %s\n", lua_tostring(L, -1));
     lua_close(L);
     return 1;
   }

@@ -9,7 +9,7 @@ local stats = require 'cseng.lib.stats'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 
-local fake = dofile(sys.root() .. '/spec/fakes/lizard.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('lizard')
 
 local function capture()
   local sink = { text = '' }

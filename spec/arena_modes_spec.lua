@@ -8,7 +8,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
-local fake = dofile(sys.root() .. '/spec/fakes/lizard.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('lizard')
 
 local function capture()
   local sink = { text = '' }

@@ -1,4 +1,4 @@
--- The startup arena (lua/cseng/run/arena.lua) against the stateful Lizard fake (spec/fakes/lizard.lua):
+-- The startup arena (lua/cseng/run/arena.lua) against the stateful Lizard fake (spec/fakes/lizard/fake.lua):
 -- exact call counts at the fake, the records in the log, the stop rules, the status endpoint,
 -- Ctrl-C, the report; plus the lizard adapter itself and a short real run on the local provider.
 local arena = require 'cseng.run.arena'
@@ -12,7 +12,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
-local fake = dofile(sys.root() .. '/spec/fakes/lizard.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('lizard')
 
 -- ---- helpers --------------------------------------------------------------------------
 
@@ -546,8 +546,8 @@ end)
 describe('arena: every vendor adapter side by side', function()
   it('runs lizard, daytona and e2b (their fakes) and local in one run', function()
     local lz = fake.start { latency = { create = 0.02 } }
-    local dt = dofile(sys.root() .. '/spec/fakes/daytona.lua').start {}
-    local e2 = dofile(sys.root() .. '/spec/fakes/e2b.lua').start {}
+    local dt = dofile(sys.root() .. '/spec/fakes/init.lua').module('daytona').start {}
+    local e2 = dofile(sys.root() .. '/spec/fakes/init.lua').module('e2b').start {}
     for _, f in ipairs({ lz, dt, e2 }) do started_fakes[#started_fakes + 1] = f end
     local status, _, by, errtext = run_arena { providers = { 'lizard', 'daytona', 'e2b', 'local' }, samples = 3,
       warmups = 1, seed = 4, provider_config = { lizard = lz.config(), daytona = dt.config(), e2b = e2.config() } }

@@ -21,7 +21,7 @@ local aws = require 'providers.aws_microvm'
 
 local ROOT = sys.root()
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
-local awsfake = dofile(ROOT .. '/spec/fakes/aws/fake.lua')
+local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 local AGENT = ROOT .. '/build/agent/microvm-agent'

@@ -12,7 +12,7 @@ local aws = require 'providers.aws_microvm'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local awsfake = dofile(ROOT .. '/spec/fakes/aws/fake.lua')
+local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 
 local SDK_DIR = ROOT .. '/spec/sdk/node_modules/@aws-sdk/client-lambda-microvms'

@@ -1,5 +1,5 @@
 -- Daytona against its official SDK (@daytonaio/sdk, spec/sdk/package.json): the SDK's lifecycle
--- (spec/sdk/daytona.mjs) passes against the stateful fake (spec/fakes/daytona.lua), cseng's
+-- (spec/sdk/daytona.mjs) passes against the stateful fake (spec/fakes/daytona/fake.lua), cseng's
 -- adapter runs the same lifecycle against the same fake, and the two request logs agree per
 -- operation up to the differences listed below with their reasons. Both lifecycles include a
 -- native build of a task's Dockerfile (the SDK: Image.fromDockerfile + snapshot.create; the
@@ -16,7 +16,7 @@ local recipe = require 'cseng.task.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local fake = dofile(ROOT .. '/spec/fakes/daytona.lua')
+local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 
 local SDK_DIR = ROOT .. '/spec/sdk/node_modules/@daytonaio/sdk'
@@ -193,7 +193,7 @@ describe('daytona against its official SDK', function()
     C.write_section('daytona', C.markdown({
       title = 'Daytona',
       sdk = '@daytonaio/sdk ' .. sdk_version(),
-      intro = 'SDK lifecycle: `spec/sdk/daytona.mjs` (DAYTONA_API_URL points the SDK at `spec/fakes/daytona.lua`; '
+      intro = 'SDK lifecycle: `spec/sdk/daytona.mjs` (DAYTONA_API_URL points the SDK at `spec/fakes/daytona/fake.lua`; '
         .. 'toolbox calls follow the sandbox\'s `toolboxProxyUrl`; `useDeprecatedPolling`, so the SDK polls '
         .. '`GET /sandbox/{id}` as cseng does instead of its socket.io event stream); adapter lifecycle and comparison: '
         .. '`spec/conformance_daytona_spec.lua`. Both build the same task natively (the SDK: `Image.fromDockerfile` + '

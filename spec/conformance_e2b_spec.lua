@@ -1,5 +1,5 @@
 -- E2B against its official SDK (e2b, spec/sdk/package.json): the SDK's lifecycle
--- (spec/sdk/e2b.mjs) passes against the stateful fake (spec/fakes/e2b.lua), cseng's adapter runs
+-- (spec/sdk/e2b.mjs) passes against the stateful fake (spec/fakes/e2b/fake.lua), cseng's adapter runs
 -- the same lifecycle against the same fake, and the two request logs agree per operation up to the
 -- differences listed below with their reasons. Writes the e2b section of docs/providers/CONFORMANCE.md.
 -- The lifecycle includes a native build of one Dockerfile (BUILD below, in a task directory per
@@ -17,7 +17,7 @@ local recipe = require 'cseng.task.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local fake = dofile(ROOT .. '/spec/fakes/e2b.lua')
+local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('e2b')
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 
 local SDK_DIR = ROOT .. '/spec/sdk/node_modules/e2b'
@@ -200,7 +200,7 @@ describe('e2b against its official SDK', function()
     C.write_section('e2b', C.markdown({
       title = 'E2B',
       sdk = 'e2b ' .. sdk_version(),
-      intro = 'SDK lifecycle: `spec/sdk/e2b.mjs` (E2B_API_URL and E2B_SANDBOX_URL point the SDK at `spec/fakes/e2b.lua`); '
+      intro = 'SDK lifecycle: `spec/sdk/e2b.mjs` (E2B_API_URL and E2B_SANDBOX_URL point the SDK at `spec/fakes/e2b/fake.lua`); '
         .. 'adapter lifecycle and comparison: `spec/conformance_e2b_spec.lua`. Compared headers: X-API-Key, Authorization '
         .. '(envd Basic user), X-Access-Token, E2b-Sandbox-Id, Content-Type, Connect-Protocol-Version, '
         .. 'Connect-Timeout-Ms, Keepalive-Ping-Interval, and X-Cseng-Fake-Upload (the header the fake\'s template '

@@ -1,5 +1,5 @@
 -- Lizard has no official SDK in the npm registry, so nothing referees it as the SDKs referee the
--- other adapters: its fake (spec/fakes/lizard.lua) and its adapter (lua/providers/lizard.lua)
+-- other adapters: its fake (spec/fakes/lizard/fake.lua) and its adapter (lua/providers/lizard.lua)
 -- are checked against the request shapes of ../shared/docs/PROVIDERS.md instead. The spec reads
 -- the Lizard section of that document, checks that the fake knows exactly the documented body
 -- keys (and refuses others), runs the adapter's lifecycle against the recording fake, checks
@@ -12,7 +12,7 @@ local lizard = require 'providers.lizard'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local PROVIDERS = ROOT .. '/../shared/docs/PROVIDERS.md'
 
@@ -141,7 +141,7 @@ describe('lizard against the request shapes of PROVIDERS.md (no official SDK)', 
       '## Lizard',
       '',
       'Lizard has **no official SDK in the npm registry**, so no vendor client referees it. Its fake '
-        .. '(`spec/fakes/lizard.lua`) and its adapter are checked against the request shapes of '
+        .. '(`spec/fakes/lizard/fake.lua`) and its adapter are checked against the request shapes of '
         .. '`../shared/docs/PROVIDERS.md` instead (`spec/conformance_lizard_spec.lua`): the fake knows exactly the '
         .. 'documented body keys and answers 400 to any other; every request the adapter sends in its lifecycle '
         .. '(create, exec, list, destroy; files travel through exec) is a documented endpoint with documented keys. '

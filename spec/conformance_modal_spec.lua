@@ -10,7 +10,7 @@ local modal = require 'providers.modal'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
-local modal_fake = dofile(ROOT .. '/spec/fakes/modal/fake.lua')
+local modal_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('modal')
 
 -- Headers compared: credentials and tokens by presence, the client identification by value.
 local OPTS = {

@@ -1,7 +1,7 @@
 -- Differential conformance of the runloop adapter with @runloop/api-client 1.32.0: the seed's
 -- lifecycle and a native build (a blueprint from data/tasks/build-generated-config) run once
 -- through the official SDK (spec/sdk/runloop.mjs, which must pass) and once through
--- lua/providers/runloop.lua against one recording fake (spec/fakes/runloop.lua); every
+-- lua/providers/runloop.lua against one recording fake (spec/fakes/runloop/fake.lua); every
 -- operation is compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW,
 -- with its reason, fails. Writes the runloop section of docs/providers/CONFORMANCE.md.
 local sys = require 'cseng.sys'
@@ -15,7 +15,7 @@ local recipe = require 'cseng.task.recipe'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(sys.root() .. '/spec/fakes/runloop.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('runloop')
 
 local SDK_VERSION = cjson.decode((assert(fs.read(
   sys.root() .. '/spec/sdk/node_modules/@runloop/api-client/package.json')))).version

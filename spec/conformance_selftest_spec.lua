@@ -210,7 +210,7 @@ end)
 describe('the differential check can fail', function()
   local proc = require 'cseng.proc'
   local e2b = require 'providers.e2b'
-  local fake = dofile(sys.root() .. '/spec/fakes/e2b.lua')
+  local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('e2b')
   local ROOT = sys.root()
 
   local function sdk_missing()

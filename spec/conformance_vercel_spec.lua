@@ -1,6 +1,6 @@
 -- Differential conformance of the vercel adapter with @vercel/sandbox 3.5.0: the seed's lifecycle
 -- runs once through the official SDK (spec/sdk/vercel.mjs, which must pass) and once through
--- lua/providers/vercel.lua against one recording fake (spec/fakes/vercel.lua); every operation is
+-- lua/providers/vercel.lua against one recording fake (spec/fakes/vercel/fake.lua); every operation is
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md.
 local sys = require 'cseng.sys'
@@ -10,7 +10,7 @@ local vercel = require 'providers.vercel'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(sys.root() .. '/spec/fakes/vercel.lua')
+local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('vercel')
 
 local SDK_VERSION = cjson.decode((assert(require('cseng.fs').read(
   sys.root() .. '/spec/sdk/node_modules/@vercel/sandbox/package.json')))).version

@@ -2,7 +2,7 @@
 --   * conformance: every request shape it sends goes through Prism in front of the stateful
 --     fake, validated against Daytona's own specs (shared/specs/daytona-openapi.yaml and
 --     daytona-toolbox-swagger.yaml); Prism also validates the fake's answers;
---   * lifecycles and faults against the stateful fake (spec/fakes/daytona.lua), whose
+--   * lifecycles and faults against the stateful fake (spec/fakes/daytona/fake.lua), whose
 --     sandboxes really run commands (bubblewrap);
 --   * the runner end to end on the fake (`cseng run --provider daytona`), and a missing key.
 local http = require 'cseng.http'
@@ -14,7 +14,7 @@ local cjson = require 'cjson'
 local daytona = require 'providers.daytona'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/daytona.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('daytona')
 local prism = vendor.prism
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 

@@ -2,7 +2,7 @@
 --   * conformance: control-plane requests through Prism against E2B's own spec
 --     (shared/specs/e2b-openapi.yml), envd file requests through Prism against e2b-envd.yaml,
 --     Process.Start checked by the fake's independent parser against e2b-process.proto;
---   * lifecycles and faults against the stateful fake (spec/fakes/e2b.lua): real commands, the
+--   * lifecycles and faults against the stateful fake (spec/fakes/e2b/fake.lua): real commands, the
 --     Connect stream cut anywhere, truncated streams, error end-of-stream envelopes, deadlines;
 --   * the runner end to end on the fake (`cseng run --provider e2b`), and a missing key.
 local http = require 'cseng.http'
@@ -17,7 +17,7 @@ local util = require 'cseng.lib.util'
 local e2b = require 'providers.e2b'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/e2b.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('e2b')
 local prism = vendor.prism
 local labels, tar_of, sorted_ids = vendor.labeller('cseng@spec host'), vendor.tar_of, vendor.sorted_ids
 

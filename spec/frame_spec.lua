@@ -18,8 +18,8 @@ local util = require 'cseng.lib.util'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
-local daytona_fake = dofile(ROOT .. '/spec/fakes/daytona.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
+local daytona_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-frame')) end)

@@ -9,7 +9,7 @@ local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
 local ROOT = sys.root()
-local modal_fake = dofile(ROOT .. '/spec/fakes/modal/fake.lua')
+local modal_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('modal')
 
 --- Run spec/sdk/modal.mjs against a fake; returns the process result and what it printed.
 local function run_sdk(f, env, run)

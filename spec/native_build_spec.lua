@@ -154,7 +154,7 @@ end
 
 describe('daytona native builds (snapshots from buildInfo)', function()
   native_suite {
-    fake = dofile(vendor.ROOT .. '/spec/fakes/daytona.lua'), provider = 'daytona',
+    fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('daytona'), provider = 'daytona',
     unset = { DAYTONA_API_KEY = false, DAYTONA_API_URL = false, DAYTONA_SNAPSHOT = false },
     builds = function(s) return s.build_bodies end,
     sandbox_commands = daytona_commands,
@@ -179,7 +179,7 @@ end)
 
 describe('runloop native builds (blueprints from a Dockerfile and a build context object)', function()
   native_suite {
-    fake = dofile(vendor.ROOT .. '/spec/fakes/runloop.lua'), provider = 'runloop',
+    fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('runloop'), provider = 'runloop',
     unset = { RUNLOOP_API_KEY = false, RUNLOOP_BASE_URL = false, RUNLOOP_BLUEPRINT_ID = false, RUNLOOP_BLUEPRINT_NAME = false,
               RUNLOOP_SNAPSHOT_ID = false },
     builds = function(s) return s.build_bodies end,
@@ -208,7 +208,7 @@ end)
 
 describe('e2b native builds (templates from the recipe steps, files uploaded by hash)', function()
   native_suite {
-    fake = dofile(vendor.ROOT .. '/spec/fakes/e2b.lua'), provider = 'e2b',
+    fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('e2b'), provider = 'e2b',
     unset = { E2B_API_KEY = false, E2B_API_URL = false, E2B_ENVD_URL_TEMPLATE = false, E2B_TEMPLATE = false },
     builds = function(s) return s.build_bodies end,
     sandbox_commands = function(s, before)
@@ -245,7 +245,7 @@ end)
 
 describe('modal native builds (ImageGetOrCreate from the Dockerfile, COPY sources as a context mount)', function()
   native_suite {
-    fake = dofile(vendor.ROOT .. '/spec/fakes/modal/fake.lua'), provider = 'modal',
+    fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('modal'), provider = 'modal',
     unset = { MODAL_SERVER_URL = false, MODAL_TOKEN_ID = false, MODAL_TOKEN_SECRET = false, MODAL_BUILD = false },
     -- the task layers built (a registry image, `FROM <tag>` alone, is the shared base)
     builds = function(s)

@@ -61,7 +61,7 @@ describe_pty('progress under a pseudo-terminal', function()
     assert_terminal_clean(out, 'arena run')
     assert.matches('\27%[%d+A\27%[J', out)
     assert.matches('measured lockstep %[4/4%]', out)
-    assert.matches('warmup rounds %[1/1%]', out) -- warmups are rounds in every mode, never "lockstep"
+    assert.matches('warmup %[1/1%]', out) -- warmups are labelled warmups in every mode, never "lockstep"
   end)
 
   it('without a terminal the same runs print plain lines and no control sequence', function()

@@ -1,7 +1,7 @@
 -- Reliability under a hostile provider (issue 15): a planted key reaches no output, lost create
 -- answers leave no sandbox behind, signals interrupt running Lua, an auth failure stops a task
 -- run, a huge response is refused while it arrives, bad plan fields and control characters.
--- Every case is a fault-injecting fake (spec/fakes/lizard.lua) or a crafted input.
+-- Every case is a fault-injecting fake (spec/fakes/lizard/fake.lua) or a crafted input.
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
@@ -16,7 +16,7 @@ local adapter = require 'providers.shared.adapter'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-reliability')) end)
@@ -293,7 +293,7 @@ while true do end
     assert.matches('interrupted', fs.read(errf))
   end)
 
-  it('SIGTERM too, inside a spawned task', function()
+  it('SIGTERM too, inside a spawned task (status 143)', function()
     local p, marker = spawn_script('spin_task', [[
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
@@ -311,7 +311,7 @@ t:join()
     local r = p:wait(60)
     if not r then p:kill('KILL'); p:wait() end
     assert.is_table(r)
-    assert.equal(130, r.code)
+    assert.equal(143, r.code) -- 128 + SIGTERM
     assert.equal('ran', fs.read(marker .. '.cleanup'))
   end)
 

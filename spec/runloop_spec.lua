@@ -1,5 +1,5 @@
 -- The Runloop adapter (lua/providers/runloop.lua):
---   * lifecycles and faults against the stateful fake (spec/fakes/runloop.lua), whose devboxes
+--   * lifecycles and faults against the stateful fake (spec/fakes/runloop/fake.lua), whose devboxes
 --     really run commands (bubblewrap) and whose long polls end with 408;
 --   * the runner end to end on the fake (`cseng run --provider runloop`, cold and warm, every
 --     bundled task), a kill -9 mid-run then `cseng cleanup --provider runloop`, and the startup
@@ -13,7 +13,7 @@ local cjson = require 'cjson'
 local runloop = require 'providers.runloop'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/runloop.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('runloop')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 local UNSET = { RUNLOOP_API_KEY = false, RUNLOOP_BASE_URL = false, RUNLOOP_SNAPSHOT_ID = false,
@@ -290,7 +290,7 @@ end)
 
 describe('the startup arena on the vercel and runloop fakes', function()
   it('runs plans/startup.lua --providers vercel,runloop: every trial ok, every sandbox destroyed', function()
-    local vf = dofile(vendor.ROOT .. '/spec/fakes/vercel.lua').start {}
+    local vf = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('vercel').start {}
     local rf = fake.start {}
     local out = assert(fs.tempdir('cseng-arena-vr-'))
     finally(function() vf.close(); rf.close(); fs.remove_tree(out) end)

@@ -1,5 +1,5 @@
 -- The LLM solvers (lua/solvers/agent.lua, openrouter.lua, ai_gateway.lua) end to end through the
--- runner on the local provider, against the scripted chat-completions fake (spec/fakes/llm.lua).
+-- runner on the local provider, against the scripted chat-completions fake (spec/fakes/llm/fake.lua).
 -- The fake "model" replays each task's gold solution through bash tool calls, or misbehaves on
 -- purpose; counts are asserted exactly on both sides.
 local fs = require 'cseng.fs'
@@ -12,7 +12,7 @@ local agent = require 'solvers.agent'
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'
-local llm = dofile(ROOT .. '/spec/fakes/llm.lua')
+local llm = dofile(ROOT .. '/spec/fakes/llm/fake.lua')
 
 local KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12))
 local OIDC = 'oidc-test-' .. crypto.hex(crypto.random_bytes(12))

@@ -1,5 +1,5 @@
 -- The Vercel adapter (lua/providers/vercel.lua):
---   * lifecycles and faults against the stateful fake (spec/fakes/vercel.lua), whose sandboxes
+--   * lifecycles and faults against the stateful fake (spec/fakes/vercel/fake.lua), whose sandboxes
 --     really run commands (bubblewrap) and whose command API streams NDJSON;
 --   * the runner end to end on the fake (`cseng run --provider vercel`), a missing credential,
 --     and no token in the results files.
@@ -9,7 +9,7 @@ local crypto = require 'cseng.crypto'
 local vercel = require 'providers.vercel'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
-local fake = dofile(vendor.ROOT .. '/spec/fakes/vercel.lua')
+local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('vercel')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 describe('vercel lifecycle (stateful fake)', function()

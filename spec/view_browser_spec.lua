@@ -17,7 +17,7 @@ local index = require 'cseng.view.index'
 local root = sys.root()
 package.path = root .. '/spec/browser/?.lua;' .. package.path
 local fixtures = require 'fixtures'
-local lizard = dofile(root .. '/spec/fakes/lizard.lua')
+local lizard = dofile(root .. '/spec/fakes/init.lua').module('lizard')
 
 local LIVE = 'view-live-local-cold-20261201-120000-cccc'
 local BIG = 'view-big-local-cold-20261201-090000-dddd'

@@ -115,6 +115,14 @@ function task.count() end
 ---@return cseng.Semaphore
 function task.semaphore(n) end
 
+---`pcall(fn, ...)`, and the cancellation boundary: once the task is cancelled, inside `fn` the
+---cancellation stays raised (pcall, xpcall and coroutine.resume raise it again, every wait raises
+---it, a spin is interrupted again) until it has left `fn`, which then returns `false, err`.
+---@param fn function
+---@return boolean ok
+---@return any ...
+function task.guard(fn, ...) end
+
 ---A structured error object for `error(...)`.
 ---@param code string
 ---@param message? string defaults to code
@@ -832,5 +840,30 @@ function parquet.info(path) end
 ---@return string? message
 ---@return cseng.Code? code
 function parquet.to_jsonl(path, out, opts) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.redact
+-- ---------------------------------------------------------------------------------------
+
+---The C side's secret set (engine/redact.c), fed by lua/cseng/lib/util.lua.
+---@class cseng.redact
+local redact = {}
+
+---Hide s (6 or more bytes) in C diagnostics; with fragments, every 8-byte run of it too.
+---@param s string
+---@param fragments? boolean
+function redact.add(s, fragments) end
+
+---Forget every secret.
+function redact.clear() end
+
+---s as the C side redacts it.
+---@param s string
+---@return string
+function redact.apply(s) end
+
+---Write s to stderr as a C diagnostic (redacted, control characters escaped).
+---@param s string
+function redact.diag(s) end
 
 error('lua/meta/cseng.lua holds LuaLS definitions only; require the cseng.* modules instead', 2)

@@ -405,7 +405,8 @@ function M.build(client, req)
   client.build_sem:acquire()
   local stream = build_stream()
   local ok, res, err, code = pcall(api, client, 'POST', '/build', {
-    query = { t = tag, rm = true, forcerm = true, dockerfile = df_name, labels = cjson.encode(labels) },
+    query = { t = tag, rm = true, forcerm = true, dockerfile = df_name, labels = cjson.encode(labels),
+      networkmode = req.network == false and 'none' or nil }, -- --build-network off
     headers = { ['Content-Type'] = 'application/x-tar' },
     body = tar, timeout = req.timeout or 600, stream = stream.feed,
   })

@@ -11,8 +11,9 @@
 --- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
 --- the host's /usr bound read-only, a synthetic /etc, cseng stages COPY/ENV/WORKDIR and the
 --- runner records RUN steps as fidelity gaps.
---- Every exec is a new bwrap process in new namespaces (no network unless the task allows it
---- and the user asks), with --die-with-parent, inside a cgroup with the task's memory/CPU
+--- Every exec is a new bwrap process in new namespaces (a trial has no network unless the task
+--- allows it and the user asks; the build sandbox has the host's, as docker build gives it, unless
+--- --build-network off), with --die-with-parent, inside a cgroup with the task's memory/CPU
 --- limits when the machine lets us. Warm: the prepared sandbox's upper directory (base mode) or
 --- root (host mode) becomes one more lower layer of later trials.
 local fs = require 'cseng.fs'
@@ -303,8 +304,8 @@ local bwrap_argv -- defined below
 local exec_env
 
 --- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
---- in a build sandbox (no network), its upper directory kept under the content key. req:
---- {recipe, timeout}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
+--- in a build sandbox (the host's network unless req.network == false), its upper directory kept
+--- under the content key. req: {recipe, timeout, network}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
 --- {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local rcp = req.recipe
@@ -321,9 +322,14 @@ function M.build(client, req)
     local t0 = clock.now()
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
     if not mok then fs.remove_tree(bdir); return nil, errors.new(mcode or errors.EMOUNT, merr), mcode end
-    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = false, base_mode = true }
+    -- RUN steps get the host's network, as `docker build` gives it (and its resolv.conf, bound
+    -- read-only: it never lands in the layer); --build-network off (req.network == false) keeps
+    -- the build in its own empty network namespace
+    local net = req.network ~= false
+    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = net, base_mode = true,
+      resolv = net and sys.realpath('/etc/resolv.conf') or nil }
     local replay = require 'cseng.task.replay'
-    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600 })
+    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = net, enforced = true })
     proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
     if not info then fs.remove_tree(bdir); return nil, rerr, rcode end
     fs.write(bdir .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
@@ -440,6 +446,9 @@ bwrap_argv = function(client, sb, opts)
     for _, c in ipairs(DOCKER_CAPS) do a[#a + 1] = '--cap-add'; a[#a + 1] = 'CAP_' .. c end
     for _, x in ipairs({ '--hostname', 'sandbox', '--bind', sb.root, '/', '--proc', '/proc', '--dev', '/dev',
       '--chdir', opts.cwd or sb.workdir }) do a[#a + 1] = x end
+    if sb.resolv then -- the build sandbox: the host's resolver, read-only, over the root's own
+      for _, x in ipairs({ '--ro-bind', sb.resolv, '/etc/resolv.conf' }) do a[#a + 1] = x end
+    end
     local user = opts.user
     if user and user ~= 'root' and user ~= 0 then
       local uid = tostring(user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID)
@@ -613,12 +622,46 @@ local function snapshot_on_base(client, sb, key)
   errors.check(nil, fs.mkdir_p(tmp))
   local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
   if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
-  fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time() }))
+  fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time(),
+    task_id = (sb.labels or {})['cseng.task'] }))
   if not fs.rename(tmp, dest) then
     fs.remove_tree(tmp)
     if not fs.exists(dest .. '/artifact.json') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
   end
   return dest
+end
+
+--- The warm artifacts under this client's root (what `cseng prewarm --list --provider local` shows,
+--- whoever made them: cseng prewarm or a warm run): {{id (the directory), created_at, task_id}}.
+function M.list_artifacts(client)
+  local out = {}
+  local dir = client.base .. '/warm'
+  local names = fs.list(dir) or {}
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local path = dir .. '/' .. name
+    if not name:find('.tmp-', 1, true) then
+      local ok, meta = pcall(cjson.decode, fs.read(path .. '/artifact.json') or '')
+      if ok and type(meta) == 'table' then
+        out[#out + 1] = { id = path, task_id = meta.task_id, created_at = meta.created and os.date('!%Y-%m-%dT%H:%M:%SZ', meta.created) }
+      elseif fs.exists(path .. '/etc/passwd') then -- host mode: the prepared root itself
+        out[#out + 1] = { id = path }
+      end
+    end
+  end
+  return out
+end
+
+--- Remove a warm artifact (a directory M.list_artifacts gave). A trial that still has it as a
+--- lower layer keeps its mount; later trials prepare it again.
+function M.delete_artifact(client, id)
+  local dir = client.base .. '/warm/'
+  if type(id) ~= 'string' or id:sub(1, #dir) ~= dir or id:find('/%.%./') or id:sub(#dir + 1):find('/') then
+    return nil, 'not a warm artifact of this root: ' .. tostring(id), 'EINVAL'
+  end
+  local ok, err = fs.remove_tree(id)
+  if not ok then return nil, err, 'EIO' end
+  return true
 end
 
 --- Artifacts are named by the task's content hash, so an existing one is the same root: it is

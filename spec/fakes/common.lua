@@ -1,4 +1,4 @@
---- What the loopback fakes of the REST providers (spec/fakes/daytona.lua, e2b.lua, lizard.lua)
+--- What the loopback fakes of the REST providers (spec/fakes/daytona/fake.lua, e2b.lua, lizard.lua)
 --- share: their switches (opts over defaults, changeable by set), the request counters specs
 --- assert exact numbers on (luv's tap.lua style), injected latencies and forced statuses, the
 --- live sandboxes, and the f.stats / f.sandbox / f.set / f.close every fake offers.

@@ -1,4 +1,4 @@
---- What the Daytona and E2B fakes (spec/fakes/daytona.lua, spec/fakes/e2b.lua) share: real
+--- What the Daytona and E2B fakes (spec/fakes/daytona/fake.lua, spec/fakes/e2b/fake.lua) share: real
 --- sandboxes on this machine, and the bits of HTTP they parse (their counters, switches and
 --- f.stats/set/close come from spec/fakes/common.lua, shared with the Lizard fake).
 ---

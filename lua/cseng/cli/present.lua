@@ -90,6 +90,15 @@ function Renderer:warn(text)
   if self.tty then self:draw() end
 end
 
+--- Why the run stopped allocating, if it did (and how to finish a failed cleanup): stderr,
+--- under --quiet too.
+function Renderer:stopped(F, prefix)
+  local why = F:stop_message()
+  if not why then return end
+  self:warn(prefix .. 'stopped allocating: ' .. why)
+  if F.session.cleanup_failed then self:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
+end
+
 -- ---- what a task run shows -----------------------------------------------------------------
 
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
@@ -205,7 +214,7 @@ function Tasks:on(F, name, d)
     self.retried = self.retried + 1
     r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
       string.rep(' ', 2 * self.width + 1), util.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
-      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.try, d.of))
+      rec.error_stage or '?', util.escape(util.head(rec.error or '', 120), true), rec.try, d.of))
   elseif name == 'trial_gone' then
     self.running = self.running - 1
     self.live[d.task_id] = nil
@@ -217,8 +226,9 @@ function Tasks:on(F, name, d)
     if rec.outcome == 'passed' then self.passed = self.passed + 1
     elseif rec.outcome == 'error' then self.errors = self.errors + 1
     else self.failed = self.failed + 1 end
-    local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
+    local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.head(rec.error or '', 160)) or
       string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
+    if rec.no_solution then detail = detail .. ' (no gold solution: nothing was solved)' end
     if (rec.tries or 1) > 1 then detail = detail .. string.format(' (try %d)', rec.try) end
     if (rec.attempt or 1) > 1 then detail = detail .. string.format(' [attempt %d]', rec.attempt) end
     -- a task id or an error is data: its control characters are escaped
@@ -234,11 +244,7 @@ function Tasks:on(F, name, d)
       r:line('results: ' .. F.jsonl)
       r:line('summary: ' .. F.json)
     end
-    local why = F:stop_message()
-    if why then
-      r:warn('cseng: stopped allocating: ' .. why)
-      if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
-    end
+    r:stopped(F, 'cseng: ')
   end
 end
 
@@ -263,9 +269,9 @@ function present.arena_line(F)
   end
   local done = s.phase == 'warmup' and s.round or F.rounds_done.measured
   local w = #tostring(s.rounds)
-  -- warmups run in lockstep rounds in every mode: say so, never the measured mode's name
-  local mode = s.phase == 'warmup' and 'rounds' or o.mode
-  return string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
+  -- warmups run as rounds whatever the mode: labelled warmups, not by a mode they do not have
+  local label = s.phase == 'warmup' and 'warmup' or (tostring(s.phase) .. ' ' .. tostring(o.mode))
+  return string.format('%s [%' .. w .. 'd/%d]%s: %s', label, done, s.rounds,
     (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', ')), done
 end
 
@@ -354,11 +360,7 @@ local function prewarm_view(r)
       r:warn(string.format('cseng: prewarm %s: %s', util.escape(d.task_id, true), d.error))
     elseif name == 'finished' then
       r:finish()
-      local why = F:stop_message()
-      if why then
-        r:warn('cseng: prewarm: stopped allocating: ' .. why)
-        if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
-      end
+      r:stopped(F, 'cseng: prewarm: ')
     end
   end }
 end

@@ -2,6 +2,42 @@
 --- values are one-line errors (the caller exits 2).
 local flags = {}
 
+
+-- The edit distance of a and b (insertions, deletions, substitutions, adjacent swaps).
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do d[i] = { [0] = i } end
+  for j = 0, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+--- The candidate closest to name (a typo's "did you mean"): within 2 edits (1 for names of
+--- up to 4 letters), or a candidate name starts with; nil when none is close.
+---@param name string
+---@param candidates string[]
+---@return string|nil
+function flags.closest(name, candidates)
+  local best, best_d
+  for _, c in ipairs(candidates) do
+    local dist = distance(name, c)
+    if dist < (best_d or math.huge) then best, best_d = c, dist end
+  end
+  if best and best_d <= (#name <= 4 and 1 or 2) then return best end
+  for _, c in ipairs(candidates) do
+    if #name >= 3 and c:sub(1, #name) == name then return c end
+  end
+  return nil
+end
+
 --- Parse args against a spec: { ['task-index'] = { key = 'task_index', type = 'string' }, ... }.
 --- Types: string, int, number, bool, list (comma-separated, repeatable), multi (repeatable).
 --- Returns values, positional or nil, error.
@@ -17,7 +53,13 @@ function flags.parse(args, spec)
       local name, value = a:match('^%-%-([^=]+)=(.*)$')
       name = name or a:gsub('^%-%-?', '')
       local s = spec[name]
-      if not s then return nil, string.format("unknown option '%s'", a:match('^[^=]*')) end
+      if not s then
+        local names = {}
+        for k in pairs(spec) do names[#names + 1] = k end
+        table.sort(names)
+        local near = flags.closest(name, names)
+        return nil, string.format("unknown option '%s'%s", a:match('^[^=]*'), near and ("; did you mean --" .. near .. '?') or '')
+      end
       if s.type == 'bool' then
         if value ~= nil then
           if value ~= 'true' and value ~= 'false' then return nil, string.format("--%s takes no value", name) end
@@ -62,6 +104,36 @@ function flags.parse(args, spec)
     i = i + 1
   end
   return out, pos
+end
+
+--- The modules of lua/<dir>/ (one level) that export a function named fn: their names as a
+--- user types them ('_' as '-' when dash is true), sorted. What an "unknown NAME" error lists.
+---@param dir string e.g. 'solvers'
+---@param fn string e.g. 'solve'
+---@param dash? boolean
+---@return string[]
+function flags.modules(dir, fn, dash)
+  local fs, sys = require 'cseng.fs', require 'cseng.sys'
+  local out = {}
+  for _, f in ipairs(fs.list(sys.root() .. '/lua/' .. dir) or {}) do
+    local n = f:match('^(.-)%.lua$')
+    local ok, m = false, nil
+    if n then ok, m = pcall(require, dir .. '.' .. n) end
+    if ok and type(m) == 'table' and type(m[fn]) == 'function' then out[#out + 1] = dash and (n:gsub('_', '-')) or n end
+  end
+  table.sort(out)
+  return out
+end
+
+--- "unknown KIND 'name'; did you mean X? (KINDs: a, b, c)".
+---@param kind string
+---@param name string
+---@param names string[]
+---@return string
+function flags.unknown(kind, name, names)
+  local near = flags.closest(tostring(name), names)
+  return string.format("unknown %s '%s'%s (%ss: %s)", kind, tostring(name), near and ('; did you mean ' .. near .. '?') or '',
+    kind, table.concat(names, ', '))
 end
 
 --- Help text lines for a spec.

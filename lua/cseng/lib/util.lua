@@ -39,11 +39,25 @@ function util.tail(s, n)
   return s:sub(-n)
 end
 
+--- Keep the first n bytes of s (an error line: its head says what failed), "..." in place of the
+--- rest; never cut inside a UTF-8 sequence.
+function util.head(s, n)
+  s = s or ''
+  n = n or 4000
+  if #s <= n then return s end
+  local cut = n
+  while cut > 0 and (s:byte(cut + 1) or 0) >= 0x80 and (s:byte(cut + 1) or 0) < 0xC0 do cut = cut - 1 end
+  return s:sub(1, cut) .. '...'
+end
+
 -- Secret values: environment variables whose names say TOKEN, KEY, SECRET or PASSWORD (a
 -- value of 6 or more bytes that is not an absolute path), plus anything registered with
--- util.add_secret (--env-file credentials, tokens a provider returned).
-local secrets = nil  -- list, longest first
+-- util.add_secret (--env-file credentials, tokens a provider returned). Each one is hidden with
+-- its encoded forms (util.secret_forms), and the engine's C side (cseng.redact, which C
+-- diagnostics go through) is handed every form the moment the set changes.
+local secrets = nil  -- list of every whole form to hide
 local frags = nil    -- secret fragments of FRAG bytes: fragment -> true
+local seen = nil     -- form -> true
 local extra_secrets = {}
 local FRAG = 8       -- no run of this many bytes of a secret survives util.redact
 
@@ -54,39 +68,79 @@ function util.secret_name(name)
   return (up:find('TOKEN') or up:find('KEY') or up:find('SECRET') or up:find('PASSWORD')) and true or false
 end
 
+local function url_safe(b) return (b:gsub('[+/]', { ['+'] = '-', ['/'] = '_' })) end
+
+--- The strings that hide v when a server echoes it: v itself, then its base64 (standard and
+--- URL-safe alphabets, padded; and, for each of the 3 alignments v can have inside a longer
+--- encoded string, the characters made of v's bits alone, which also match the unpadded
+--- form) and its percent-encodings (upper- and lower-case hex, and a form body's `+` for a
+--- space) where they differ from v.
+---@param v string
+---@return string[]
+function util.secret_forms(v)
+  local b64 = require('cseng.crypto').base64
+  local out, have = {}, {}
+  local function put(f)
+    if #f > 5 and not have[f] then have[f] = true; out[#out + 1] = f end
+  end
+  put(v)
+  local full = b64(v)
+  put(full); put(url_safe(full))
+  for a = 0, 2 do
+    local enc = b64(string.rep('\0', a) .. v)
+    -- character j (from 0) holds bits 6j .. 6j+5 of the encoded bytes; v's are 8a .. 8(a+#v)-1
+    local core = enc:sub((8 * a + 5) // 6 + 1, (8 * (a + #v)) // 6)
+    put(core); put(url_safe(core))
+  end
+  local upper = v:gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', c:byte()) end)
+  put(upper)
+  put((upper:gsub('%%(%x%x)', function(h) return '%' .. h:lower() end)))
+  put((v:gsub('[^%w%-%._~ ]', function(c) return string.format('%%%02X', c:byte()) end):gsub(' ', '+')))
+  return out
+end
+
+local function add(v)
+  for _, f in ipairs(util.secret_forms(v)) do
+    if not seen[f] then
+      seen[f] = true
+      secrets[#secrets + 1] = f
+      require('cseng.redact').add(f, false)
+    end
+  end
+  require('cseng.redact').add(v, true) -- and its FRAG-byte runs
+  for i = 1, #v - FRAG + 1 do frags[v:sub(i, i + FRAG - 1)] = true end
+end
+
 local function secret_values()
   if secrets then return secrets end
-  local seen = {}
-  secrets, frags = {}, {}
-  local function add(v)
-    if seen[v] then return end
-    seen[v] = true
-    secrets[#secrets + 1] = v
-    for i = 1, #v - FRAG + 1 do frags[v:sub(i, i + FRAG - 1)] = true end
-  end
+  secrets, frags, seen = {}, {}, {}
+  require('cseng.redact').clear()
   local env = require('cseng.sys').environ()
   for k, v in pairs(env) do
     if util.secret_name(k) and #v > 5 and v:sub(1, 1) ~= '/' then add(v) end
   end
   for _, v in ipairs(extra_secrets) do add(v) end
-  table.sort(secrets, function(a, b) return #a > #b end) -- longest first
   return secrets
 end
 
---- Register a secret value (a provider's token, a credential): util.redact hides it, and every
---- run of 8 or more of its bytes, from then on.
+--- Register a secret value (a provider's token, a credential): util.redact hides it, its
+--- encoded forms, and every run of 8 or more of its bytes, from then on (the C side too).
 ---@param v any strings of 6 or more bytes count
 function util.add_secret(v)
   if type(v) == 'string' and #v > 5 then
     extra_secrets[#extra_secrets + 1] = v
-    secrets = nil
+    if secrets then add(v) else secret_values() end
   end
 end
 
---- Forget the cached secret list (after --env-file loads new variables).
-function util.reset_secrets() secrets = nil end
+--- Rebuild the secret list (after --env-file loads new variables).
+function util.reset_secrets()
+  secrets = nil
+  secret_values()
+end
 
---- Replace every secret value in s, and every run of 8 or more bytes of one, by [redacted].
+--- Replace every secret value in s (and its encoded forms, util.secret_forms), and every run of 8
+--- or more bytes of one, by [redacted].
 --- Call it before cutting a string to a snippet or a tail (a cut secret is still a secret).
 --- Cost: one plain search per distinct 8-byte fragment of the secrets (C speed), then one pass
 --- to splice the marked ranges.
@@ -216,6 +270,7 @@ end
 function util.guard_console()
   if console_guarded then return end
   console_guarded = true
+  secret_values() -- the C side's diagnostics hide the environment's secrets from the start
   local meth = getmetatable(io.stdout).__index
   local raw_write = meth.write
   raw_stdout_write = raw_write

@@ -175,7 +175,8 @@ function results.summary(events)
   -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
   s.pass_at_k = jsonl.array(require('cseng.agent.passk').summary(trials))
   s.cost = require('cseng.agent.ledger').run(trials)
-  if finished and type(finished.stop_reason) == 'table' then s.stop_reason = finished.stop_reason end
+  -- why the run stopped early (a string: max_cost, dead_endpoint, ...) and its details
+  if finished and finished.stop_reason ~= nil then s.stop_reason, s.stop_detail = finished.stop_reason, finished.stop_detail end
   return s
 end
 

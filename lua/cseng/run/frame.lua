@@ -233,10 +233,10 @@ end
 
 --- Stop the run (the first reason wins): no trial starts after this. The message is redacted
 --- (it reaches stderr, the status document and the log).
-function Frame:stop(reason, message, code)
+function Frame:stop(reason, message, code, detail)
   if self.stopped then return end
   message = util.redact(message)
-  self.stopped = { reason = reason, message = message, code = code }
+  self.stopped = { reason = reason, message = message, code = code, detail = detail }
   self.state.status, self.state.stop_reason, self.state.last_error = 'stopping', reason, message
   self:emit('stopping', self.stopped)
 end
@@ -456,6 +456,7 @@ function Frame:close(fields, extra)
   fields.stop_reason = fields.stop_reason or (self.stopped and self.stopped.reason) or self.session.auth_failed
   fields.stop_message = fields.stop_message or (self.stopped and self.stopped.message) or nil
   fields.stop_code = fields.stop_code or (self.stopped and self.stopped.code) or nil
+  fields.stop_detail = fields.stop_detail or (self.stopped and self.stopped.detail) or nil
   fields.cleanup_error = fields.cleanup_error or self.session.cleanup_failed
   fields.reclaimed = reclaimed > 0 and reclaimed or nil
   fields.elapsed_s = fields.elapsed_s or self:elapsed()

@@ -26,9 +26,12 @@ local SPEC = {
   ['solver-env'] = { key = 'solver_env', type = 'string', arg = 'A,B', help = 'host variables passed to the command solver' },
   ['output'] = { key = 'output', type = 'string', arg = 'PATH', help = 'results directory, or the summary .json path' },
   ['resume'] = { key = 'resume', type = 'string', arg = 'RUN.jsonl', help = 'continue a run: skip the trials it recorded' },
-  ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE', help = 'KEY=VALUE file of credentials (never written to results)' },
+  ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
+    help = 'KEY=VALUE file of credentials (never written to results); repeatable, a later file wins' },
   ['image-map'] = { key = 'image_map', type = 'multi', arg = 'PAT=IMAGE', help = 'substitute base images (glob * allowed); repeatable' },
   ['allow-network'] = { key = 'allow_network', type = 'bool', help = 'let tasks with allow_internet=true reach the network' },
+  ['build-network'] = { key = 'build_network', type = 'string', choices = { 'on', 'off' }, arg = 'on|off',
+    help = "the network of the task's build steps (RUN): on (default, as docker build) or off" },
   ['verifier-user'] = { key = 'verifier_user', type = 'string', choices = { 'root', 'verifier' }, arg = 'root|verifier',
     help = 'who runs tests/test.sh (default: non-root where possible)' },
   ['warm-artifact'] = { key = 'warm_artifact', type = 'string', arg = 'ID', help = 'warm artifact for every task (else prepared per task)' },
@@ -72,7 +75,7 @@ local SPEC = {
 local ORDER = {
   'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
-  'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
+  'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
   'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
@@ -90,6 +93,25 @@ function options.subset(names)
   return out
 end
 
+--- The variables of one or more --env-file files, merged in order (a later file wins); their
+--- credentials are registered with the redactor.
+---@param files string|string[]
+---@return table<string, string>
+function options.read_env_files(files)
+  local env = {}
+  for _, file in ipairs(type(files) == 'table' and files or { files }) do
+    local text, err = fs.read(file)
+    if not text then error('--env-file: ' .. tostring(err), 0) end
+    local one, perr = util.parse_env_file(text, file)
+    if not one then error(perr, 0) end
+    for k, v in pairs(one) do
+      env[k] = v
+      if util.secret_name(k) then util.add_secret(v) end
+    end
+  end
+  return env
+end
+
 --- Merge flags into the plan, load --env-file, normalize fields.
 function options.merge(p, f, argv)
   local o = util.copy(p)
@@ -103,16 +125,8 @@ function options.merge(p, f, argv)
   o.flags_given = util.copy(f) -- what this invocation said itself (--resume checks it against the run)
   o.plan_solver = p.solver
   if o.host_root then o.provider_config = util.merge(o.provider_config, { host_root = true }) end
-  if o.env_file then
-    local text, err = fs.read(o.env_file)
-    if not text then error('--env-file: ' .. tostring(err), 0) end
-    local env, perr = util.parse_env_file(text, o.env_file)
-    if not env then error(perr, 0) end
-    o.env = env
-    for k, v in pairs(env) do
-      if util.secret_name(k) then util.add_secret(v) end
-    end
-  end
+  if type(o.env_file) == 'string' then o.env_file = { o.env_file } end -- a plan's or another command's one file
+  if o.env_file then o.env = options.read_env_files(o.env_file) end
   if o.prewarm_file then
     local text, err = fs.read(o.prewarm_file)
     if not text then error('--prewarm-file: ' .. tostring(err), 0) end

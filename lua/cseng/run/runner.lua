@@ -44,7 +44,8 @@ function runner.solver(name)
   local ok, mod = pcall(require, mod_name)
   if not ok then
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      error(string.format("unknown solver '%s'", name), 0)
+      local flags = require 'cseng.lib.flags'
+      error(flags.unknown('solver', name, flags.modules('solvers', 'solve')), 0)
     end
     -- the first line says what failed (the rest is require's search path)
     error(string.format("solver '%s' failed to load: %s", name, (errors.line(mod):gsub(':?\n.*$', ''))), 0)
@@ -53,6 +54,14 @@ function runner.solver(name)
 end
 
 local function ns_to_s(ns) return ns / 1e9 end
+
+--- The run id's name part: the plan's name, with a "gold" in it naming the solver the run
+--- really uses (`cold-gold --solver nop` is a cold-nop run).
+function runner.id_name(opts)
+  local name = opts.name or 'run'
+  if opts.solver and opts.solver ~= 'gold' then name = name:gsub('%f[%w]gold%f[%W]', (opts.solver:gsub('%%', ''))) end
+  return name
+end
 
 local function cost_of(run, task_, lifetime_s)
   local rates = run.provider.rates or {}
@@ -186,7 +195,8 @@ local function trial_body(run, t, rec, state)
   phase('instruction_write', function() staging.write_instruction(ctx) end)
   phase('solve', function()
     local s = clock.now()
-    local ok, r = pcall(run.solver.solve, ctx)
+    -- task.guard: a solver cannot swallow an interrupt (its pcall or resume raises it again)
+    local ok, r = task.guard(run.solver.solve, ctx)
     ok, r = agent_hooks.after_solve(run, ctx, rec, ok, r) -- agent hook: trajectory, health probe (ESANDBOX)
     if not ok then
       -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
@@ -199,6 +209,7 @@ local function trial_body(run, t, rec, state)
     r = r or {}
     rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
     rec.solve_return_code = r.return_code
+    if r.skipped then rec.no_solution = true end -- gold on a task without solution/solve.sh: not a real failure
     rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
     rec.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
     rec.solve_timed_out = r.timed_out or nil
@@ -241,9 +252,6 @@ function runner.trial(run, t, attempt, key)
   else
     rec.outcome = rec.passed and 'passed' or 'failed'
   end
-  if rec.outcome == 'failed' and not t.has_solution and run.solver.name == 'gold' then
-    rec.no_solution = true -- gold with nothing to apply: a task without solution/solve.sh
-  end
   rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
   agent_hooks.after_trial(run, rec, key) -- agent hook: cost ledger, model, budget settled
@@ -253,7 +261,8 @@ end
 --- Replay a recipe in a sandbox (lua/cseng/task/replay.lua); a failing step raises a build error whose
 --- log tail goes to the record (build_log_tail).
 function runner.replay(run, t, rcp, sb, rec)
-  local info, err, code = replay.run(run.provider, run.client, sb, rcp, { timeout = t.config.build_timeout })
+  local info, err, code = replay.run(run.provider, run.client, sb, rcp,
+    { timeout = t.config.build_timeout, network = run.opts.build_network ~= 'off' })
   if not info then
     if rec then rec.build_log_tail = err.log end
     error(errors.returned(err, code, { stage = 'build', default_code = errors.EBUILD }), 0)
@@ -421,10 +430,8 @@ function runner.run_tasks(opts)
       selected = sh.selected
       F = frame.open { kind = 'tasks', opts = opts, session = { run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json } }
     else
-      -- the run id names what ran: the plan, and the solver when it is not the plan's own
-      local name = opts.name or 'run'
-      if opts.solver and opts.plan_solver and opts.solver ~= opts.plan_solver then name = name .. '-' .. opts.solver end
-      F = frame.open { kind = 'tasks', opts = opts, session = { id_parts = { name, opts.provider, opts.mode or 'cold' } } }
+      F = frame.open { kind = 'tasks', opts = opts, session = { id_parts = { runner.id_name(opts), opts.provider,
+        opts.mode or 'cold' } } }
     end
   end
   local s = F.session
@@ -489,7 +496,7 @@ function runner.run_tasks(opts)
       if opts.stop_after_passes and passes >= opts.stop_after_passes then return false end
       if item and not agent_hooks.admit(run, item) then -- agent hook: --max-cost-usd
         local b = agent_hooks.stop_reason(run)
-        F:stop('max_cost', b and b.message or 'the spend ceiling (--max-cost-usd) would be passed')
+        F:stop('max_cost', b and b.message or 'the spend ceiling (--max-cost-usd) would be passed', nil, b)
         return false
       end
       return true
@@ -516,6 +523,9 @@ function runner.run_tasks(opts)
       F:emit('trial', { rec = rec })
     end,
   })
+  -- the ceiling may have stopped an agent's turn in the last trial: the run stopped there too
+  local budget_stop = agent_hooks.stop_reason(run)
+  if budget_stop then F:stop('max_cost', budget_stop.message or 'the spend ceiling (--max-cost-usd)', nil, budget_stop) end
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
   local reclaimed = F:reclaim()
   local all = results.read(s.jsonl)

@@ -62,7 +62,8 @@ function session.adapter(name)
   local ok, mod = pcall(require, mod_name)
   if not ok then
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
-      error(string.format("unknown provider '%s' (see cseng providers)", name), 0)
+      local flags = require 'cseng.lib.flags'
+      error(flags.unknown('provider', name, flags.modules('providers', 'create', true)) .. ' (see cseng providers)', 0)
     end
     error(mod, 0)
   end

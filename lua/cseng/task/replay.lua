@@ -10,8 +10,13 @@
 ---            `tar --no-overwrite-dir` (existing directories keep their owner and mode, as with
 ---            docker); consecutive COPYs are one upload; --chown applied with chown -R after;
 ---   RUN      /bin/sh -c CMD (docker's shell form; the exec form is quoted into it).
---- A failing RUN stops the replay: the error names the Dockerfile line and the exit code, and
---- its log is the tail of the step's output (stdout then stderr).
+--- A failing RUN stops the replay: the error names the Dockerfile line and the exit code (and the
+--- host it could not reach, when its output shows one: replay.unreachable), and its log is the
+--- tail of the step's output (stdout then stderr).
+--- The network: RUN steps get it, as `docker build` gives it (o.network ~= false). With
+--- o.network == false (--build-network off) a sandbox that enforces it (o.enforced: local's build
+--- sandbox) runs the steps without a network; one that cannot (the replaying providers' sandboxes
+--- have the provider's network) refuses the first RUN step.
 local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
@@ -24,6 +29,45 @@ local replay = {}
 replay.LOG_TAIL = 4000
 
 local function q(s) return util.shell_quote(s) end
+
+-- What tools print when they cannot reach a host: a pattern capturing the host, and the reason.
+local UNREACHABLE = {
+  { "Temporary failure resolving '([^']+)'", 'name resolution failed' },           -- apt
+  { "Could not resolve '([^']+)'", 'name resolution failed' },                     -- apt
+  { 'Could not connect to ([%w%.%-]+):%d+', 'connection failed' },                 -- apt
+  { 'Unable to connect to ([%w%.%-]+):', 'connection failed' },                    -- apt
+  { 'Could not resolve host: ([%w%.%-]+)', 'name resolution failed' },             -- curl, git
+  { 'Failed to connect to ([%w%.%-]+) port', 'connection failed' },                -- curl, git
+  { "unable to resolve host address .([%w%.%-]+)", 'name resolution failed' },     -- wget
+  { 'Connecting to ([%w%.%-]+) %([^)]*%)[^\n]*failed', 'connection failed' },     -- wget
+  { "HTTPSConnectionPool%(host='([^']+)'", 'connection failed' },                  -- pip, requests
+  { "HTTPConnectionPool%(host='([^']+)'", 'connection failed' },
+  { 'getaddrinfo [%u_]+ ([%w%.%-]+)', 'name resolution failed' },                  -- npm, node
+  { 'dial tcp: lookup ([%w%.%-]+)', 'name resolution failed' },                    -- go
+  { 'Failed to fetch https?://([%w%.%-]+)', 'fetch failed' },                      -- apt (last: its other lines say why)
+}
+
+--- The host a failed step's output says it could not reach: "could not reach HOST (REASON)", or
+--- nil. pip without a host in its output (a NewConnectionError on /simple/...) is "could not
+--- reach pip's package index".
+---@param log string
+---@return string|nil
+function replay.unreachable(log)
+  log = tostring(log or '')
+  for _, p in ipairs(UNREACHABLE) do
+    local host = log:match(p[1])
+    if host then return 'could not reach ' .. host .. ' (' .. p[2] .. ')' end
+  end
+  if log:match('NewConnectionError') and log:match('/simple/') then
+    local why = log:match('Failed to establish a new connection: %[Errno [^%]]*%] ([^\'\n]+)')
+    return "could not reach pip's package index" .. (why and (' (' .. why .. ')') or '')
+  end
+  return nil
+end
+
+local function one_line(s) return (tostring(s):gsub('%s+', ' ')) end
+
+local head = util.head
 
 --- The shell command of a RUN step: as root, or dropped to the step's USER.
 function replay.run_command(cmd, cwd, user)
@@ -115,6 +159,10 @@ function replay.run(P, client, sb, rcp, o)
         user = s.user
       elseif s.op == 'RUN' then
         info.runs = info.runs + 1
+        if o.network == false and not o.enforced then
+          return fail(string.format('environment/Dockerfile line %d: RUN %s: not run: --build-network off, and %s cannot take '
+            .. "the network from a running sandbox", s.line, head(one_line(s.cmd), 200), P.name or 'this provider'), nil, 'EBUILD', s.line)
+        end
         local left = (deadline - clock.now()) / 1e9
         if left <= 0 then
           return fail(string.format('replay timed out before environment/Dockerfile line %d (RUN %s)', s.line, s.cmd),
@@ -128,8 +176,10 @@ function replay.run(P, client, sb, rcp, o)
           return fail(string.format('environment/Dockerfile line %d: RUN %s: timed out', s.line, s.cmd), log, 'ETIMEDOUT', s.line)
         end
         if r.code ~= 0 then
-          return fail(string.format('environment/Dockerfile line %d: RUN %s: exit %d', s.line, util.tail(s.cmd, 200), r.code),
-            log, 'EBUILD', s.line)
+          local why = replay.unreachable(log)
+          if why and o.network == false then why = why .. '; the build has no network (--build-network off)' end
+          return fail(string.format('environment/Dockerfile line %d: RUN %s: exit %d%s', s.line, head(one_line(s.cmd), 200), r.code,
+            why and (': ' .. why) or ''), log, 'EBUILD', s.line)
         end
       end
     end

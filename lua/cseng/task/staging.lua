@@ -110,6 +110,7 @@ function staging.build_request(run, t)
     image_map = run.opts.image_map,
     timeout = t.config.build_timeout,
     labels = staging.labels(run, t),
+    network = run.opts.build_network ~= 'off', -- RUN steps get the network unless --build-network off
   }
 end
 

@@ -1,5 +1,5 @@
 --- What the agent-eval specs share (spec/atif_spec.lua, spec/agent_*_spec.lua): the bundled tasks,
---- the gold-replaying "model" for the chat-completions fake (spec/fakes/llm.lua), and a runner call
+--- the gold-replaying "model" for the chat-completions fake (spec/fakes/llm/fake.lua), and a runner call
 --- on the local provider whose results go to a temporary directory.
 ---
 ---   local H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-atif-spec')
@@ -17,7 +17,7 @@ local ROOT = sys.root()
 local M = {}
 
 function M.new(name)
-  local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = dofile(ROOT .. '/spec/fakes/llm.lua'),
+  local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = dofile(ROOT .. '/spec/fakes/llm/fake.lua'),
     KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12)), MODEL = 'fake/model-1' }
   H.tmp = assert(fs.tempdir(name))
   H.tasks = dataset.load(H.SMOKE)

@@ -1,6 +1,6 @@
 --- A loopback fake of the Anthropic Messages API (`POST /v1/messages`, streamed as server-sent
 --- events), the API Claude Code speaks, on cseng.serve; a scripted model that counts what it was
---- asked, like spec/fakes/llm.lua:
+--- asked, like spec/fakes/llm/fake.lua:
 ---
 ---   local mf = dofile(sys.root() .. '/spec/fakes/llm/messages.lua')
 ---   local f = mf.start { api_key = 'sk-ant-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }

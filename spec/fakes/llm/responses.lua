@@ -1,5 +1,5 @@
 --- A loopback fake of the OpenAI Responses API (`POST /v1/responses`, streamed as server-sent
---- events), the API the Codex CLI speaks, on cseng.serve. Like spec/fakes/llm.lua it is a scripted
+--- events), the API the Codex CLI speaks, on cseng.serve. Like spec/fakes/llm/fake.lua it is a scripted
 --- model that counts what it was asked:
 ---
 ---   local rf = dofile(sys.root() .. '/spec/fakes/llm/responses.lua')

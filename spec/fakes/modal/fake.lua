@@ -48,6 +48,13 @@ function M.start(o)
   local log = o.log or (dir .. '/requests.jsonl')
   local argv = { 'node', sys.root() .. '/spec/fakes/modal/server.mjs', '--log', log, '--client', o.client or 'adapter',
                  '--dir', dir .. '/state', '--token-id', M.TOKEN_ID, '--token-secret', M.TOKEN_SECRET }
+  -- Modal's protos: ../shared/specs/modal beside the checkout (a git worktree one level deeper)
+  for _, d in ipairs({ sys.root() .. '/../shared/specs/modal', sys.root() .. '/../../shared/specs/modal' }) do
+    if fs.exists(d .. '/modal_proto/api.proto') then
+      argv[#argv + 1] = '--proto-root'; argv[#argv + 1] = d
+      break
+    end
+  end
   argv[#argv + 1] = '--rootfs'
   argv[#argv + 1] = M.rootfs()
   if o.http1_only then argv[#argv + 1] = '--http1-only' end

@@ -64,7 +64,8 @@ function opt(name, dflt) {
 const flag = (name) => argv.includes('--' + name);
 const protoRoot = opt('proto-root', path.resolve(repo, '../shared/specs/modal'));
 const logFile = opt('log', null);
-const stateDir = opt('dir', fs.mkdtempSync(path.join(os.tmpdir(), 'cseng-modal-fake-')));
+// the default state directory is made only when --dir is not given (an eager default left an empty one behind)
+const stateDir = opt('dir', null) ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cseng-modal-fake-'));
 // The Debian base root filesystem (`cseng images rootfs`): the lowest layer of every image, so a
 // sandbox has a real, writable Debian root (dpkg's database, /etc/passwd, gcc) like Modal's.
 const ROOTFS = opt('rootfs', process.env.CSENG_LOCAL_ROOTFS || '');

@@ -80,7 +80,9 @@ function cmd.run(args)
       if #pos ~= 1 then error(errors.usage('dataset info needs FILE'), 0) end
       if pos[1]:lower():match('%.parquet$') then
         io.write((errors.check(nil, require('cseng.task.parquet').info_text(pos[1]))))
-      else
+        print('tasks:')
+      end
+      do -- the tasks, for parquet as for JSONL and task folders
         local tasks = dataset.load(pos[1], { skip_bad_rows = true })
         for _, t in ipairs(tasks) do
           print(string.format('%3d  %-44s %-13s workdir %-12s verifier %4ss  RUN steps %d%s', t.index, t.id, t.format,

@@ -15,7 +15,7 @@ local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
 local cli = require 'cseng.cli.main'
 
-local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network',
+local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
 local SPEC = options.subset(NAMES)
 -- providers whose warm artifact is one runner image, not a snapshot per task (provider.prewarm_image)

@@ -8,12 +8,14 @@ local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, error}]' },
+  ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
+    help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
 }
 
 local cmd = {
   summary = 'list provider adapters and whether their credentials are set',
-  usage = 'usage: cseng providers [--json]\n\nLists lua/providers/*.lua with their description and credential variables.\n\noptions:\n' ..
-    flags.help(SPEC, { 'json' }),
+  usage = 'usage: cseng providers [--json] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables.\n\noptions:\n' ..
+    flags.help(SPEC, { 'json', 'env-file' }),
 }
 
 --- Every adapter: {name, ready, missing[], credentials[], description, remote, error}.
@@ -51,7 +53,13 @@ function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
   if not f then return cli.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
   if #pos > 0 then return cli.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
-  local list = cmd.list()
+  local getenv
+  if f.env_file then
+    local ok, env = pcall(require('cseng.run.options').read_env_files, f.env_file)
+    if not ok then return cli.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
+    getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
+  end
+  local list = cmd.list(getenv)
   if f.json then
     io.stdout:write(jsonl.encode(list), '\n')
     return 0

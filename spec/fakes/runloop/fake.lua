@@ -5,7 +5,7 @@
 --- (lua/providers/runloop.lua) run against it; requests are recorded in the shared conformance
 --- shape while f.record(client) is on.
 ---
----   local runloop_fake = dofile(sys.root() .. '/spec/fakes/runloop.lua')
+---   local runloop_fake = dofile(sys.root() .. '/spec/fakes/runloop/fake.lua')
 ---   local f = runloop_fake.start { boot = 0.2, long_poll = 0.5 }
 ---   -- the adapter: providers.runloop.connect(f.config())  (the runner: f.env() as an --env-file)
 ---   f.stats() --> { creates=, created=, deletes= (shutdown calls), destroyed=, lists=, execs=, waits=,

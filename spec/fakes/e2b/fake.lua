@@ -2,7 +2,7 @@
 --- cseng.serve listener, envd (Connect Process service + /files) on another, sandboxes that
 --- really run commands.
 ---
----   local e2b_fake = dofile(sys.root() .. '/spec/fakes/e2b.lua')
+---   local e2b_fake = dofile(sys.root() .. '/spec/fakes/e2b/fake.lua')
 ---   local f = e2b_fake.start { envd_fault = 'truncate' }
 ---   -- the adapter: providers.e2b.connect(f.config())  (or the env of f.env() for the runner)
 ---   f.stats()  --> { creates=, created=, starts=, signals=, uploads=, downloads=, deletes=,

@@ -4,7 +4,7 @@
 --- bubblewrap). Both the SDK (spec/sdk/vercel.mjs) and the adapter (lua/providers/vercel.lua) run
 --- against it; requests are recorded in the shared conformance shape while f.record(client) is on.
 ---
----   local vercel_fake = dofile(sys.root() .. '/spec/fakes/vercel.lua')
+---   local vercel_fake = dofile(sys.root() .. '/spec/fakes/vercel/fake.lua')
 ---   local f = vercel_fake.start { latency = { create = 0.3 }, delete_status = 500 }
 ---   -- the adapter: providers.vercel.connect(f.config())  (the runner: f.env() as an --env-file)
 ---   f.stats()  --> { creates=, created=, execs=, deletes= (stop calls), destroyed=, lists=,

@@ -1,7 +1,7 @@
 --- A stateful loopback fake of Daytona (lua/providers/daytona.lua): the REST API on one
 --- cseng.serve listener, the toolbox on another, sandboxes that really run commands.
 ---
----   local daytona_fake = dofile(sys.root() .. '/spec/fakes/daytona.lua')
+---   local daytona_fake = dofile(sys.root() .. '/spec/fakes/daytona/fake.lua')
 ---   local f = daytona_fake.start { start_delay = 0.2, delete_status = 500 }
 ---   -- the adapter: providers.daytona.connect(f.config())  (or the env of f.env() for the runner)
 ---   f.stats()  --> { creates=, created=, gets=, execs=, uploads=, downloads=, deletes=, destroyed=,

@@ -1,6 +1,6 @@
 --- A stateful loopback fake of the Lizard sandbox API (lua/providers/lizard.lua), on cseng.serve.
 ---
----   local lizard_fake = require 'spec.fakes.lizard'   -- or dofile('spec/fakes/lizard.lua')
+---   local lizard_fake = require 'spec.fakes.lizard.fake'   -- or dofile('spec/fakes/lizard/fake.lua')
 ---   local f = lizard_fake.start { latency = { create = 0.05 }, delete_status = 500 }
 ---   -- point the adapter at it: { api_url = f.url, api_key = f.api_key, project_id = f.project_id }
 ---   f.stats()  --> { creates=, created=, execs=, deletes=, destroyed=, lists=, live=, max_live=, ... }
@@ -32,7 +32,9 @@
 --- fake.EXEC_KEYS equal to that document): a key outside them is a 400, as a strict server would.
 --- The built-in exec emulation answers `print('X')` / `print("X")` with X, `echo X` with X, and
 --- the startup arena's environment probe (a command containing "python3 --version") with
---- `environment`; anything else exits 0 with empty output.
+--- `environment`; anything else exits 0 with empty output. With real = true (what `cseng fake
+--- lizard` starts) commands really run instead, each sandbox a local bubblewrap sandbox
+--- (spec/fakes/sandboxes.lua), so task runs work end to end.
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local task = require 'cseng.task'
@@ -81,12 +83,18 @@ end
 ---@param opts? table switches, see the file header
 ---@return lizard_fake
 function fake.start(opts)
-  local core = scaffold.fake(opts, { api_key = 'test-key', project_id = 'proj-test' }, { execs = 0 })
+  local host = opts and opts.real and dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host() or nil
+  local core = scaffold.fake(opts, { api_key = 'test-key', project_id = 'proj-test' }, { execs = 0 }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local seq = 0
 
-  local function run_exec(cmd, sb, n)
+  local function run_exec(cmd, sb, n, body)
     if cfg.exec then return cfg.exec(cmd, sb, n) end
+    if sb.host then
+      local r = host.run(sb.host, { shell = cmd }, { cwd = body.workdir, env = body.envs,
+        timeout = math.tointeger(body.timeoutMs) and body.timeoutMs / 1000 or 600 })
+      return r.code, r.stdout, r.stderr
+    end
     if cfg.missing_marker then return 127, '', 'bash: line 1: python3: command not found\n' end
     if cmd:find('python3 --version', 1, true) then return 0, cfg.environment or fake.ENV_DEFAULT, '' end
     local printed = cmd:match("print%('([^']*)'%)") or cmd:match('print%("([^"]*)"%)')
@@ -146,7 +154,8 @@ function fake.start(opts)
       local id = string.format('lz-%06d', seq)
       local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
       core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0,
-                     metadata = type(body.metadata) == 'table' and body.metadata or {} })
+                     metadata = type(body.metadata) == 'table' and body.metadata or {},
+                     host = host and host.create { env = type(body.envs) == 'table' and body.envs or {}, workdir = '/' } or nil })
       st.last_create = body
       local lose = scaffold.pick(cfg.lose_create, n)
       if lose then
@@ -195,7 +204,7 @@ function fake.start(opts)
       end
       sb.execs = sb.execs + 1
       st.last_exec = body
-      local code, out, err = run_exec(body.cmd, sb, n)
+      local code, out, err = run_exec(body.cmd, sb, n, body)
       return json(200, { exitCode = code, stdout = out or '', stderr = err or '' })
     end
 
@@ -219,6 +228,11 @@ function fake.start(opts)
   --- The provider_config that points the lizard adapter here.
   function f.config(extra)
     return scaffold.with({ adapter = 'lizard', api_url = f.url, api_key = cfg.api_key, project_id = cfg.project_id }, extra)
+  end
+
+  --- The environment (or --env-file lines) that points the runner here.
+  function f.env(extra)
+    return scaffold.with({ LIZARD_API_URL = f.url, LIZARD_API_KEY = cfg.api_key, LIZARD_PROJECT_ID = cfg.project_id }, extra)
   end
 
   return core.finish(f, { srv })
