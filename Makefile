@@ -39,7 +39,9 @@ define install_missing
 	fi
 endef
 
+# libcurl 8.14 from Debian's bookworm-backports (pinned: only curl's packages come from there)
 deps:
+	@tools/apt-backports.sh
 	$(call install_missing,$(DEBS))
 
 deps-docker:

@@ -4,6 +4,7 @@
 ---
 ---   ./cseng lua bench/client.lua --url http://127.0.0.1:PORT --concurrency 64 --out F
 ---          [--mode lifecycle|raw] [--warmup 1] [--duration 3] [--create-ms 50 --exec-ms 20 --delete-ms 10]
+---          [--pools N]   (cseng.http's connection pools, default the engine's)
 ---
 --- lifecycle: `concurrency` tasks each run lifecycles back to back until the window closes; their
 --- starts are spread evenly over one nominal lifecycle so the waves of responses do not all land
@@ -34,6 +35,7 @@ local opts, perr = flags.parse(arg, {
   ['exec-ms'] = { key = 'exec_ms', type = 'number' },
   ['delete-ms'] = { key = 'delete_ms', type = 'number' },
   ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
+  pools = { key = 'pools', type = 'int', min = 1 },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
@@ -58,7 +60,7 @@ local CREATE_BODY = cjson.encode {
   template = 'base', size = 'small', projectId = 'bench', region = 'us-east-1', timeoutMs = 300000,
 }
 
-http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16 }
+http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools }
 
 local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {} }
 local failures, first_error = 0, nil

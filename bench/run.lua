@@ -15,7 +15,8 @@
 --- report shows the median over repetitions and the min-max. Raw results go to
 --- bench/out/<stamp>.json; the markdown comes from bench/PERFORMANCE.md.tmpl. Whatever sits
 --- between <!-- docker:begin --> and <!-- docker:end --> in the existing report is kept, and so is
---- bench/grpc_vs_rest.lua's section (<!-- grpc:begin --> ... <!-- grpc:end -->).
+--- bench/grpc_vs_rest.lua's section (<!-- grpc:begin --> ... <!-- grpc:end -->) and bench/soak.lua's
+--- (<!-- soak:begin --> ... <!-- soak:end -->).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
@@ -791,6 +792,9 @@ local function render(m)
   -- bench/grpc_vs_rest.lua's section (gRPC vs REST), kept as it is
   V.grpc_section = existing and existing:match('<!%-%- grpc:begin %-%->.-<!%-%- grpc:end %-%->') or
     '<!-- grpc:begin -->\n<!-- grpc:end -->'
+  -- bench/soak.lua's section (the 10,000-sandbox soak), kept as it is
+  V.soak_section = existing and existing:match('<!%-%- soak:begin %-%->.-<!%-%- soak:end %-%->') or
+    '<!-- soak:begin -->\n(run ./cseng lua bench/soak.lua --markdown docs/PERFORMANCE.md)\n<!-- soak:end -->'
   -- bench/environments.lua writes its own section; a regenerated report keeps it
   V.environments_section = existing and existing:match('<!%-%- environments:begin %-%->.-<!%-%- environments:end %-%->') or
     '<!-- environments:begin -->\n(run ./cseng lua bench/environments.lua)\n<!-- environments:end -->'

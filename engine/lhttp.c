@@ -15,11 +15,18 @@
  *     Options are all checked before anything is allocated; a bad one raises
  *     "http.request: opts.<name> must be ...".
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
- *                  max_concurrent_streams=}
- *   http.stats() -> {in_flight=, started=, completed=}
+ *                  max_concurrent_streams=, pools=}
+ *   http.stats() -> {in_flight=, started=, completed=, pools=}
  *
- * One multi handle per process holds the connection cache, so connections are
- * reused across requests and tasks. Curl callbacks only fill C buffers and mark
+ * Connections are reused across requests and tasks through libcurl's connection cache,
+ * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each
+ * new transfer makes libcurl walk every connection it holds to the same host, busy ones
+ * included (libcurl 8.14's Curl_cpool_find / url_match_conn; about 40 us of CPU per request
+ * at 1,024 HTTP/1.1 requests in flight, issue 26): so a transfer that cannot multiplex (HTTP/1.1)
+ * goes to the pool with the fewest transfers, and each pool walks its share. Transfers that
+ * may multiplex (HTTP/2 asked for, or https, where ALPN may pick it) all use pool 0, so they
+ * share connections. A max_host_connections or max_total_connections limit makes it one pool
+ * (the limit stays exact); max_connections (the cache size) applies to each pool. Curl callbacks only fill C buffers and mark
  * the request's op ready; Lua runs when the scheduler resumes the task.
  * The request body is referenced, not copied; the response body is copied
  * once, from the C buffer into a Lua string.
@@ -34,6 +41,16 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* The oldest libcurl this build runs on: 8.14.1 (Debian bookworm-backports, tools/apt-backports.sh).
+ * 7.88 (bookworm) loses HTTP/2 stream ends and opens stray HTTP/1 connections under concurrency
+ * (issue 26). A comparison build for the benchmarks may lower it: make CFLAGS+=-DCSENG_CURL_MIN=... */
+#ifndef CSENG_CURL_MIN
+#define CSENG_CURL_MIN 0x080e01
+#endif
+#if LIBCURL_VERSION_NUM < CSENG_CURL_MIN
+#error "libcurl headers older than CSENG_CURL_MIN (8.14.1): run make deps (tools/apt-backports.sh)"
+#endif
 
 typedef struct {
   char *p;
@@ -64,9 +81,11 @@ typedef struct h2origin {
   struct h2origin *next;
 } h2origin;
 
+struct pool;
 typedef struct req {
   cs_op op;
   CURL *easy;
+  struct pool *pool; /* the multi handle the transfer runs in */
   h2origin *origin;  /* a prior-knowledge request counted in origin->pending */
   h2origin *waiting; /* queued on this origin, not yet handed to curl */
   struct req *wnext;
@@ -93,16 +112,28 @@ typedef struct req {
  * us (a resolver's wake-up pipe) get a handle for as long as they are watched. */
 typedef struct {
   uv_poll_t poll;
+  struct pool *pool; /* whose multi handle watches it */
   curl_socket_t fd;
   int ours;         /* opened by open_socket: lives until close_socket */
   h2origin *origin; /* opened by a prior-knowledge request: counted in origin->conns */
 } sockctx;
 
 #define EASY_POOL_MAX 1024
+#define POOLS_MAX 16
+#define POOLS_DEFAULT 8
 
-static struct {
+typedef struct pool {
   CURLM *multi;
   uv_timer_t timer;
+  lua_Integer in_flight;
+} pool;
+
+static struct {
+  CURLM *multi; /* pools[0].multi: set once the module is open */
+  pool pools[POOLS_MAX];
+  int npools;                /* pools new transfers may use */
+  int pools_wanted, limited; /* http.configure{pools=}; a host or total connection limit is set */
+  long maxconnects, max_streams;
   sockctx **socks; /* by fd */
   size_t nsocks;
   CURL *easy_pool[EASY_POOL_MAX]; /* finished handles, reset, reused */
@@ -215,10 +246,11 @@ static void req_release(req *r) {
     r->origin = NULL;
   }
   if (r->easy) {
-    curl_multi_remove_handle(H.multi, r->easy);
+    curl_multi_remove_handle(r->pool->multi, r->easy);
     easy_put(r->easy);
     r->easy = NULL;
     H.in_flight--;
+    r->pool->in_flight--;
   }
   curl_slist_free_all(r->hdrs);
   r->hdrs = NULL;
@@ -253,7 +285,7 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
 }
 
 static void req_start(req *r) {
-  if (curl_multi_add_handle(H.multi, r->easy) != CURLM_OK) {
+  if (curl_multi_add_handle(r->pool->multi, r->easy) != CURLM_OK) {
     r->result = CURLE_FAILED_INIT;
     r->done = 1;
     cs_op_ready(&r->op);
@@ -289,10 +321,10 @@ static void origins_kick(void) {
   }
 }
 
-static void check_done(void) {
+static void check_done(pool *pl) {
   CURLMsg *m;
   int left;
-  while ((m = curl_multi_info_read(H.multi, &left)) != NULL) {
+  while ((m = curl_multi_info_read(pl->multi, &left)) != NULL) {
     req *r;
     long oserr = 0;
     if (m->msg != CURLMSG_DONE) continue;
@@ -326,19 +358,19 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if (status < 0) flags = CURL_CSELECT_ERR;
   if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
   if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-  curl_multi_socket_action(H.multi, fd, flags, &running);
+  curl_multi_socket_action(c->pool->multi, fd, flags, &running);
   /* a read on the first prior-knowledge connection after it switched to HTTP/2: the server's
    * SETTINGS are in, the connection multiplexes (see h2origin) */
   if (o && (flags & CURL_CSELECT_IN) && sock_lookup(fd) == c && c->origin == o && o->established)
     origin_live(o);
-  check_done();
+  check_done(c->pool);
 }
 
 static void on_timer(uv_timer_t *t) {
+  pool *pl = t->data;
   int running;
-  (void)t;
-  curl_multi_socket_action(H.multi, CURL_SOCKET_TIMEOUT, 0, &running);
-  check_done();
+  curl_multi_socket_action(pl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  check_done(pl);
 }
 
 static void sock_free(uv_handle_t *h) { free(h->data); }
@@ -347,7 +379,7 @@ static sockctx *sock_lookup(curl_socket_t fd) {
   return (fd >= 0 && (size_t)fd < H.nsocks) ? H.socks[fd] : NULL;
 }
 
-static sockctx *sock_new(curl_socket_t fd, int ours) {
+static sockctx *sock_new(curl_socket_t fd, int ours, pool *pl) {
   sockctx *c;
   if (fd < 0) return NULL;
   if ((size_t)fd >= H.nsocks) {
@@ -368,6 +400,7 @@ static sockctx *sock_new(curl_socket_t fd, int ours) {
   }
   c->fd = fd;
   c->ours = ours;
+  c->pool = pl;
   c->poll.data = c;
   H.socks[fd] = c;
   return c;
@@ -385,7 +418,7 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
   (void)purpose;
   fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
   if (fd < 0) return CURL_SOCKET_BAD;
-  if (!(c = sock_new(fd, 1))) {
+  if (!(c = sock_new(fd, 1, r ? r->pool : &H.pools[0]))) {
     close(fd);
     return CURL_SOCKET_BAD;
   }
@@ -411,14 +444,14 @@ static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *so
   sockctx *c = sock_lookup(s);
   int events = 0;
   (void)e;
-  (void)userp;
   (void)socketp;
   if (action == CURL_POLL_REMOVE) {
     if (c && c->ours) uv_poll_stop(&c->poll); /* the socket may be reused: keep the handle */
     else if (c) sock_drop(c);
     return 0;
   }
-  if (!c && !(c = sock_new(s, 0))) return -1;
+  if (!c && !(c = sock_new(s, 0, userp))) return -1;
+  c->pool = userp; /* the multi handle that watches it now (a socket is in one pool) */
   if (action & CURL_POLL_IN) events |= UV_READABLE;
   if (action & CURL_POLL_OUT) events |= UV_WRITABLE;
   uv_poll_start(&c->poll, events, on_poll);
@@ -426,14 +459,47 @@ static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *so
 }
 
 static int on_curl_timer(CURLM *m, long timeout_ms, void *userp) {
+  pool *pl = userp;
   (void)m;
-  (void)userp;
-  if (timeout_ms < 0) uv_timer_stop(&H.timer);
+  if (timeout_ms < 0) uv_timer_stop(&pl->timer);
   else {
     uv_update_time(cs_loop());
-    uv_timer_start(&H.timer, on_timer, (uint64_t)timeout_ms, 0);
+    uv_timer_start(&pl->timer, on_timer, (uint64_t)timeout_ms, 0);
   }
   return 0;
+}
+
+static int pool_open(pool *pl) {
+  if (pl->multi) return 0;
+  if (!(pl->multi = curl_multi_init())) return -1;
+  curl_multi_setopt(pl->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(pl->multi, CURLMOPT_SOCKETDATA, pl);
+  curl_multi_setopt(pl->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+  curl_multi_setopt(pl->multi, CURLMOPT_TIMERDATA, pl);
+  curl_multi_setopt(pl->multi, CURLMOPT_MAXCONNECTS, 1024L);
+  curl_multi_setopt(pl->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX); /* HTTP/2 streams share a connection */
+  uv_timer_init(cs_loop(), &pl->timer);
+  pl->timer.data = pl;
+  if (pl != &H.pools[0]) { /* the settings http.configure gave pool 0 */
+    curl_multi_setopt(pl->multi, CURLMOPT_MAXCONNECTS, H.maxconnects);
+    curl_multi_setopt(pl->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, H.max_streams);
+  }
+  return 0;
+}
+
+/* The pool of a new transfer: pool 0 when it may multiplex, else the least loaded in use. */
+static pool *pool_pick(int may_multiplex) {
+  pool *best = &H.pools[0];
+  if (may_multiplex || H.npools <= 1) return best;
+  for (int i = 1; i < H.npools; i++) {
+    pool *pl = &H.pools[i];
+    if (!pl->multi) { /* opened on first use */
+      if (pool_open(pl) != 0) break;
+      return pl;
+    }
+    if (pl->in_flight < best->in_flight) best = pl;
+  }
+  return best;
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -761,6 +827,9 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+  /* HTTP/1.1 only (plain http without HTTP/2 asked for, or 1.1 asked for): any pool */
+  r->pool = pool_pick(!(http_version == CURL_HTTP_VERSION_1_1 ||
+                        (!r->want_h2 && strncasecmp(url, "https:", 6) != 0)));
   if (http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && strncasecmp(url, "https:", 6) != 0) {
     char key[1024];
     h2origin *o;
@@ -860,33 +929,57 @@ static int http_request(lua_State *L) {
     if (wait_on->wait_tail) wait_on->wait_tail->wnext = r;
     else wait_on->wait_head = r;
     wait_on->wait_tail = r;
-  } else if (curl_multi_add_handle(H.multi, e) != CURLM_OK) {
+  } else if (curl_multi_add_handle(r->pool->multi, e) != CURLM_OK) {
+    r->pool->in_flight++; /* req_free counts it out */
+    H.in_flight++;
     req_free(r);
     return cs_fail(L, "ECURL", "%s: cannot start the request", url);
   }
+  r->pool->in_flight++;
   H.in_flight++;
   H.started++;
   return cs_yield(L, &r->op);
 }
 
+static void pools_setopt(CURLMoption opt, long v) {
+  for (int i = 0; i < POOLS_MAX; i++)
+    if (H.pools[i].multi) curl_multi_setopt(H.pools[i].multi, opt, v);
+}
+
+static long opt_long(lua_State *L, const char *k, long min) {
+  lua_Integer v = luaL_checkinteger(L, -1);
+  if (v < min) luaL_error(L, "http.configure: %s must be >= %d", k, (int)min);
+  return (long)v;
+}
+
 static int http_configure(lua_State *L) {
+  long host = -1, total = -1;
   luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_getfield(L, 1, "pools");
+  if (!lua_isnil(L, -1)) {
+    long n = opt_long(L, "pools", 1);
+    if (n > POOLS_MAX) luaL_error(L, "http.configure: pools must be <= %d", POOLS_MAX);
+    H.pools_wanted = (int)n;
+  }
   lua_getfield(L, 1, "max_connections");
-  if (!lua_isnil(L, -1)) curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAXCONNECTS, H.maxconnects = opt_long(L, "max_connections", 0));
   lua_getfield(L, 1, "max_host_connections");
-  if (!lua_isnil(L, -1))
-    curl_multi_setopt(H.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAX_HOST_CONNECTIONS, host = opt_long(L, "max_host_connections", 0));
   lua_getfield(L, 1, "max_total_connections");
-  if (!lua_isnil(L, -1))
-    curl_multi_setopt(H.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)luaL_checkinteger(L, -1));
+  if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAX_TOTAL_CONNECTIONS, total = opt_long(L, "max_total_connections", 0));
   lua_getfield(L, 1, "max_concurrent_streams");
   if (!lua_isnil(L, -1))
-    curl_multi_setopt(H.multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)luaL_checkinteger(L, -1));
+    pools_setopt(CURLMOPT_MAX_CONCURRENT_STREAMS, H.max_streams = opt_long(L, "max_concurrent_streams", 1));
+  if (host >= 0 || total >= 0) H.limited = host > 0 || total > 0;
+  H.npools = H.limited ? 1 : H.pools_wanted; /* a connection limit stays exact: one pool */
   return 0;
 }
 
 static int http_stats(lua_State *L) {
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, H.npools);
+  lua_setfield(L, -2, "pools");
   lua_pushinteger(L, H.in_flight);
   lua_setfield(L, -2, "in_flight");
   lua_pushinteger(L, H.started);
@@ -898,7 +991,13 @@ static int http_stats(lua_State *L) {
 
 static void http_shutdown(void) {
   if (!H.multi) return;
-  curl_multi_cleanup(H.multi); /* closes cached connections (close_socket drops their polls) */
+  for (int i = 0; i < POOLS_MAX; i++) {
+    pool *pl = &H.pools[i];
+    if (!pl->multi) continue;
+    curl_multi_cleanup(pl->multi); /* closes cached connections (close_socket drops their polls) */
+    pl->multi = NULL;
+    uv_close((uv_handle_t *)&pl->timer, NULL);
+  }
   H.multi = NULL;
   while (H.neasy > 0) curl_easy_cleanup(H.easy_pool[--H.neasy]);
   while (H.origins) {
@@ -910,7 +1009,6 @@ static void http_shutdown(void) {
   free(H.socks);
   H.socks = NULL;
   H.nsocks = 0;
-  uv_close((uv_handle_t *)&H.timer, NULL);
   curl_global_cleanup();
 }
 
@@ -918,14 +1016,25 @@ int luaopen_cseng_http(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"request", http_request}, {"configure", http_configure}, {"stats", http_stats}, {NULL, NULL}};
   if (!H.multi) {
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    /* one line, and exit: this runs from main() (luaL_requiref of every module) before any Lua
+     * or task does, so refusing to start is all there is to do (an error here would be an
+     * unprotected panic), not the exit() inside a callback that STYLE.md warns against */
+    if (v->version_num < CSENG_CURL_MIN) {
+      fprintf(stderr, "cseng: libcurl %s is older than the %d.%d.%d this build needs (built with %s); run make deps\n",
+              v->version, CSENG_CURL_MIN >> 16, (CSENG_CURL_MIN >> 8) & 0xff, CSENG_CURL_MIN & 0xff,
+              LIBCURL_VERSION);
+      exit(1);
+    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    H.multi = curl_multi_init();
-    curl_multi_setopt(H.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(H.multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
-    curl_multi_setopt(H.multi, CURLMOPT_MAXCONNECTS, 1024L);
-    curl_multi_setopt(H.multi, CURLMOPT_PIPELINING,
-                      (long)CURLPIPE_MULTIPLEX); /* HTTP/2 streams share a connection */
-    uv_timer_init(cs_loop(), &H.timer);
+    H.maxconnects = 1024;
+    H.max_streams = 100; /* libcurl's default */
+    H.npools = H.pools_wanted = POOLS_DEFAULT;
+    if (pool_open(&H.pools[0]) != 0) {
+      fprintf(stderr, "cseng: libcurl: cannot create a multi handle\n");
+      exit(1);
+    }
+    H.multi = H.pools[0].multi;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);
     lua_pop(L, 1);

@@ -1,6 +1,7 @@
 /*
  * lsys.c: the process and its host. Module cseng.sys.
- *   sys.versions()   {cseng=, lua=, libcurl=, libuv=, libarchive=, openssl=}
+ *   sys.versions()   {cseng=, lua=, libcurl= ("8.14.1 (built with 8.14.1)"), libcurl_runtime=,
+ *                     libcurl_built=, libuv=, libarchive=, openssl=}
  *   sys.root()       the directory holding lua/ (and plans/, data/ in a checkout)
  *   sys.getenv(name), sys.environ(), sys.hostname(), sys.pid(), sys.uid(),
  *   sys.isatty(fd), sys.cpu_count(), sys.usage() -> {maxrss_kb, user_s, sys_s},
@@ -28,8 +29,13 @@ static int sys_versions(lua_State *L) {
   lua_setfield(L, -2, "cseng");
   lua_pushstring(L, LUA_RELEASE);
   lua_setfield(L, -2, "lua");
-  lua_pushstring(L, curl_version_info(CURLVERSION_NOW)->version);
+  /* the libcurl it runs with, and the one it was built with (cseng --version shows both) */
+  lua_pushfstring(L, "%s (built with %s)", curl_version_info(CURLVERSION_NOW)->version, LIBCURL_VERSION);
   lua_setfield(L, -2, "libcurl");
+  lua_pushstring(L, curl_version_info(CURLVERSION_NOW)->version);
+  lua_setfield(L, -2, "libcurl_runtime");
+  lua_pushstring(L, LIBCURL_VERSION);
+  lua_setfield(L, -2, "libcurl_built");
   lua_pushstring(L, uv_version_string());
   lua_setfield(L, -2, "libuv");
   lua_pushstring(L, archive_version_string());

@@ -204,8 +204,8 @@ local http = {}
 ---@return cseng.Code? code
 function http.request(opts) end
 
----Connection limits of the process's one multi handle.
----@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer}
+---Connection limits of the process's multi handles (pools: docs/ENGINE.md).
+---@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer, pools?: integer}
 function http.configure(opts) end
 
 ---@return cseng.http.Stats
@@ -498,6 +498,11 @@ function fs.write(path, data, opts) end
 ---@return cseng.Code? code
 function fs.append(path, data, opts) end
 
+---Synced appends made inside tasks, and the fsyncs that covered them (group commit: appends to one
+---file made while its fsync runs share the next one).
+---@return {records: integer, fsyncs: integer}
+function fs.commit_stats() end
+
 ---@param path string
 ---@param mode? integer|string default 0755
 ---@return true|nil ok
@@ -685,7 +690,9 @@ function archive.pack_dir(dir, opts) end
 ---@class cseng.sys.Versions
 ---@field cseng string
 ---@field lua string
----@field libcurl string
+---@field libcurl string the libcurl it runs with and was built with: "8.14.1 (built with 8.14.1)"
+---@field libcurl_runtime string
+---@field libcurl_built string
 ---@field libuv string
 ---@field libarchive string
 ---@field openssl string

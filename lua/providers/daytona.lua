@@ -56,6 +56,9 @@ local M = {
   -- allocated resources, per second (PROVIDERS.md: secondary sources)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
+  -- create rate limit for lua/cseng/run/admission.lua: Daytona documents 300-600 creates/minute
+  -- by tier (issue 26); the lower bound, so a run paces itself instead of collecting 429s
+  limits = { creates_per_minute = 300 },
 }
 
 local DEFAULTS = {
@@ -251,8 +254,8 @@ function M.create(client, spec)
   spec = spec or {}
   local t0 = clock.now()
   local body = M.create_body(client, spec)
-  local data, res, code = call(client, 'POST', api_url(client, '/sandbox'), { json = body })
-  if not data then return nil, res, code end
+  local data, res, code, raw = call(client, 'POST', api_url(client, '/sandbox'), { json = body })
+  if not data then return nil, res, code, raw end -- raw: the response (admission reads Retry-After)
   if type(data) ~= 'table' or type(data.id) ~= 'string' or data.id == '' then
     return nil, 'daytona: POST /sandbox: no id in the response', 'EPROTO'
   end

@@ -190,9 +190,8 @@ function Session:sandbox(spec, extra, o)
   self.nonce = self.nonce or crypto.hex(crypto.random_bytes(8))
   spec = util.merge(spec, { labels = util.merge(spec.labels, {
     ['cseng.create'] = crypto.hex(crypto.random_bytes(8)), ['cseng.session'] = self.nonce }) })
-  times.create_start = clock.now()
-  local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
-  times.create_end = clock.now()
+  -- admission (lua/cseng/run/admission.lua): pcall(p.adapter.create), paced and retried on 429
+  local cok, sb, err, code = require('cseng.run.admission').create(self, p, spec, times)
   if not cok or not sb then
     if p.queue then p.queue:release() end
     local e = not cok and errors.from(sb, errors.ECREATE)

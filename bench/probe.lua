@@ -1,0 +1,156 @@
+--- A lifecycle probe for comparing builds: the fake provider (its own process) and
+--- bench/client.lua at one concurrency, run by each given binary in turn, repeated, alternating
+--- the order, so a slow phase of a shared machine hits every build alike. The printout is the
+--- median (min-max) per build of: the share of the latency-bound ideal, the p99 timing error
+--- against the fake's held time, and the client's CPU per request.
+---
+---   ./cseng lua bench/probe.lua [--exe LABEL=PATH[@LIBDIR][+POOLS],...] [--concurrency 1024] [--reps 3]
+---                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR]
+---
+--- --exe: the builds to compare (default: this binary). @LIBDIR runs that build with
+--- LD_LIBRARY_PATH=LIBDIR (e.g. an older libcurl.so.4 extracted with dpkg -x; a build that
+--- needs a newer libcurl refuses to start unless made with CFLAGS+=-DCSENG_CURL_MIN=...). --perf DIR: one more run per build under `perf record` (software
+--- clock), its report (dso,sym) written to DIR/perf-LABEL.txt.
+local proc = require 'cseng.proc'
+local fs = require 'cseng.fs'
+local task = require 'cseng.task'
+local sys = require 'cseng.sys'
+local cjson = require 'cjson'
+local stats = require 'cseng.lib.stats'
+local flags = require 'cseng.lib.flags'
+local jsonl = require 'cseng.lib.jsonl'
+
+local opts, perr = flags.parse(arg, {
+  exe = { key = 'exe', type = 'list' },
+  concurrency = { key = 'concurrency', type = 'int', min = 1 },
+  reps = { key = 'reps', type = 'int', min = 1 },
+  duration = { key = 'duration', type = 'number' },
+  warmup = { key = 'warmup', type = 'number' },
+  out = { key = 'out', type = 'string' },
+  perf = { key = 'perf', type = 'string' },
+})
+if not opts then
+  io.stderr:write('probe: ', perr, '\n')
+  return 2
+end
+
+local ROOT = sys.root()
+local SELF = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
+local C = opts.concurrency or 1024
+local REPS = opts.reps or 3
+local DURATION = opts.duration or 3
+local WARMUP = opts.warmup or 1
+local NOMINAL = { create = 50, exec = 20, delete = 10 }
+local IDEAL = C / ((NOMINAL.create + NOMINAL.exec + NOMINAL.delete) / 1000)
+local TMP = assert(fs.tempdir('cseng-probe-'))
+
+local builds = {}
+for _, spec in ipairs(opts.exe or { 'self=' .. SELF }) do
+  local label, path = spec:match('^([%w_.%-]+)=(.+)$')
+  if not label then
+    io.stderr:write('probe: --exe ', spec, ': expected LABEL=PATH[@LIBDIR]\n')
+    return 2
+  end
+  local pools
+  path, pools = path:match('^(.-)%+(%d+)$') or path, path:match('%+(%d+)$')
+  local exe, libdir = path:match('^(.-)@(.+)$')
+  builds[#builds + 1] = { label = label, exe = exe or path, libdir = libdir, pools = pools, runs = {} }
+end
+
+local function env_for(b)
+  local env = { CSENG_ROOT = ROOT } -- a build kept outside the tree runs this tree's Lua
+  if b.libdir then
+    env.LD_LIBRARY_PATH = b.libdir
+  end
+  return env
+end
+
+-- the fake provider, run by this binary
+local port_file = fs.join(TMP, 'fake.port')
+local fake = assert(proc.spawn { argv = { SELF, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
+  '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--max-seconds', 3600 },
+  cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
+local url
+for _ = 1, 200 do
+  local t = fs.read(port_file)
+  if t and t:match('%d+\n') then
+    url = 'http://127.0.0.1:' .. t:match('%d+')
+    break
+  end
+  task.sleep(0.05)
+end
+if not url then
+  fake:close()
+  error('probe: the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
+end
+
+local function client(b, prefix)
+  local out = fs.join(TMP, b.label .. '.json')
+  fs.remove(out)
+  local argv = {}
+  for _, a in ipairs(prefix or {}) do argv[#argv + 1] = a end
+  for _, a in ipairs { b.exe, 'lua', fs.join(ROOT, 'bench/client.lua'), '--url', url, '--concurrency', C,
+    '--warmup', WARMUP, '--duration', DURATION, '--out', out } do argv[#argv + 1] = tostring(a) end
+  if b.pools then
+    argv[#argv + 1] = '--pools'
+    argv[#argv + 1] = b.pools
+  end
+  local r, err = proc.run { argv = argv, cwd = ROOT, env_add = env_for(b), timeout = WARMUP + DURATION + 120, tail_bytes = 1 << 16 }
+  if not r or r.code ~= 0 then return nil, tostring(err or (r.stderr ~= '' and r.stderr or r.stdout)) end
+  local ok, d = pcall(cjson.decode, fs.read(out) or '')
+  if not ok then return nil, 'no result file' end
+  local errs = {}
+  for _, ph in ipairs { 'create', 'exec', 'delete' } do
+    local m, h = d.samples[ph] or {}, d.samples[ph .. '_held'] or {}
+    for i = 1, #m do
+      if h[i] and h[i] > 0 then errs[#errs + 1] = (m[i] - h[i]) / 1e6 end
+    end
+  end
+  local s = stats.summary(errs)
+  return { share = d.rate / IDEAL, rate = d.rate, p99 = s.p99, p50 = s.p50, cpu_us = d.cpu_per_request_us,
+    failures = d.failures, first_error = d.first_error, maxrss_kb = d.maxrss_kb }
+end
+
+for rep = 1, REPS do
+  local order = {}
+  for i = 1, #builds do order[i] = builds[(rep % 2 == 0) and (#builds - i + 1) or i] end
+  for _, b in ipairs(order) do
+    local r, err = client(b)
+    if r then
+      b.runs[#b.runs + 1] = r
+      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms, CPU %.1f us/req, failures %d%s\n',
+        b.label, C, rep, r.share * 100, r.p99 or -1, r.cpu_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
+    else
+      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %s\n', b.label, C, rep, err))
+    end
+  end
+end
+
+if opts.perf then
+  assert(fs.mkdir_p(opts.perf))
+  for _, b in ipairs(builds) do
+    local data = fs.join(TMP, 'perf-' .. b.label .. '.data')
+    client(b, { 'perf', 'record', '-F', '1999', '-g', '-o', data, '--' })
+    local rr = proc.run { argv = { 'perf', 'report', '-i', data, '--no-children', '--sort', 'dso,sym', '--stdio', '-g', 'none',
+      '--percent-limit', '0.5' }, env_add = env_for(b), timeout = 180, tail_bytes = 1 << 20 }
+    if rr then assert(fs.write(fs.join(opts.perf, 'perf-' .. b.label .. '.txt'), rr.stdout)) end
+  end
+end
+fake:close()
+fs.remove_tree(TMP)
+
+local function med(runs, k, f)
+  local v = {}
+  for _, r in ipairs(runs) do if r[k] then v[#v + 1] = r[k] * (f or 1) end end
+  if #v == 0 then return '–' end
+  table.sort(v)
+  return string.format('%.1f (%.1f–%.1f)', stats.quantile_sorted(v, 0.5), v[1], v[#v])
+end
+local summary = {}
+for _, b in ipairs(builds) do
+  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s  CPU us/req %s  (%d runs)', b.label, C,
+    med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'cpu_us'), #b.runs))
+  summary[#summary + 1] = { label = b.label, exe = b.exe, libdir = b.libdir, concurrency = C, runs = jsonl.array(b.runs) }
+end
+if opts.out then assert(fs.write(opts.out, jsonl.encode(summary))) end
+return 0

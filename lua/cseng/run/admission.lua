@@ -1,0 +1,274 @@
+--- Adaptive admission of sandbox creates (issue 26): per provider (any key: a model endpoint
+--- too), an AIMD limit on the creates in flight, bounded by --concurrency and by what the adapter
+--- declares (`M.limits = { creates_per_minute =, max_creates_in_flight = }`), with a pause of
+--- every create of that key when the provider answers Retry-After.
+---
+---   local adm = admission.for_session(session, provider)   -- nil when pinned off
+---   local ok, sb, err, code = adm:create(provider, spec, times)   -- pcall(adapter.create) results
+---
+--- The rules:
+---   * a create starts only while fewer than floor(limit) are in flight, no pause is on, and (with
+---     creates_per_minute) at least 60/creates_per_minute s after the previous start;
+---   * a success raises the limit by 1/limit (one more per window of successes: additive
+---     increase), up to the bound;
+---   * a 429, 503 or GRPC_RESOURCE_EXHAUSTED halves it (not below 1), once per window: answers to
+---     creates that started before the last decrease do not decrease it again;
+---   * the same answer also paces the starts: at 0.8x the rate of the last second's starts (or
+---     of the pace already set, if lower); each success then raises the pace by 0.5 creates/s
+---     (so it grows about 50% per second while healthy) until it passes what the limit alone
+---     allows (the pace is dropped again). A concurrency window alone cannot sit below 2 in
+---     flight when the provider's limit is a rate: it would collect a 429 every other create;
+---   * a Retry-After on such an answer pauses every create of the key until it has passed;
+---   * a 429 (a refusal: nothing was created) is retried here, after the pause or the decrease,
+---     while the wait stays within the budget (the run's --timeout-seconds, else
+---     admission.MAX_WAIT_S); a 503 is not (it may have created a sandbox: the session's
+---     reconciliation handles it), it only slows the next creates down.
+--- Every change of the limit, every pause and every retry is an `admission` event in the run log
+--- ({provider, limit, in_flight, reason, retry_after_s?}).
+---
+--- The run's option `admission_start` (a plan field) sets the first limit (default --concurrency).
+--- Pinned off by the plan field / option `admission = 'off'` (a measurement run: the startup
+--- arena's burst must stay a true burst, and startup runs default to off), or `'fixed'` (the
+--- bound only: --concurrency and the adapter's declared limits, no adaptation).
+local clock = require 'cseng.clock'
+local task = require 'cseng.task'
+local util = require 'cseng.lib.util'
+
+local admission = {}
+admission.MAX_WAIT_S = 600
+admission.THROTTLE = { HTTP_429 = 'retry', HTTP_503 = 'slow', GRPC_RESOURCE_EXHAUSTED = 'retry' }
+
+local Ctl = {}
+Ctl.__index = Ctl
+
+local controllers = setmetatable({}, { __mode = 'k' }) -- per session: key -> controller
+
+--- A controller for key. o: bound (creates in flight at most), creates_per_minute, adaptive
+--- (default true), event = fn(fields) (the run log), start (the first limit; default the bound:
+--- a healthy provider sees the run exactly as without admission until it throttles).
+---@return table
+function admission.new(key, o)
+  local bound = math.max(1, math.tointeger(o.bound) or 1)
+  local c = setmetatable({
+    key = key, bound = bound, adaptive = o.adaptive ~= false, event = o.event or function() end,
+    limit = o.adaptive == false and bound or math.max(1, math.min(bound, math.tointeger(o.start) or bound)),
+    in_flight = 0, waiting = 0, signals = 0, gate = task.semaphore(0),
+    paused_until = 0, next_start = 0, started = 0, decreased_at = 0,
+    interval_ns = o.creates_per_minute and math.floor(60e9 / o.creates_per_minute) or nil,
+    declared_ns = o.creates_per_minute and math.floor(60e9 / o.creates_per_minute) or nil,
+    pace = nil, starts = {}, nstarts = 0, -- learned creates/s, the last starts (ring of 64)
+    counts = { throttled = 0, retried = 0, paused = 0, increases = 0, decreases = 0 },
+  }, Ctl)
+  c:note('start')
+  return c
+end
+
+function Ctl:note(reason, extra)
+  self.event(util.merge({ provider = self.key, limit = math.floor(self.limit), in_flight = self.in_flight, reason = reason,
+    bound = self.bound }, extra))
+end
+
+-- Wake as many waiters as there are free places (each wakes once; a woken waiter re-checks).
+function Ctl:wake()
+  local free = math.floor(self.limit) - self.in_flight
+  while free > 0 and self.waiting > self.signals do
+    self.signals = self.signals + 1
+    self.gate:release()
+    free = free - 1
+  end
+end
+
+--- Wait for a place; false when the wait would pass deadline (clock.now() ns).
+function Ctl:acquire(deadline)
+  while true do
+    local now = clock.now()
+    if self.paused_until > now then
+      if self.paused_until > deadline then return false end
+      task.sleep((self.paused_until - now) / 1e9)
+    elseif self.in_flight < math.floor(self.limit) then
+      if self.interval_ns and self.next_start > now then
+        if self.next_start > deadline then return false end
+        task.sleep((self.next_start - now) / 1e9)
+      else
+        self.in_flight = self.in_flight + 1
+        self.started = self.started + 1
+        self.nstarts = self.nstarts % 64 + 1
+        self.starts[self.nstarts] = now
+        if self.interval_ns then self.next_start = math.max(now, self.next_start) + self.interval_ns end
+        return self.started
+      end
+    else
+      self.waiting = self.waiting + 1
+      self.gate:acquire()
+      self.waiting = self.waiting - 1
+      self.signals = self.signals - 1
+    end
+  end
+end
+
+function Ctl:release()
+  self.in_flight = self.in_flight - 1
+  self:wake()
+end
+
+-- Starts per second over the last second (of the last 64 starts).
+function Ctl:recent_rate()
+  local now, n = clock.now(), 0
+  for _, t in pairs(self.starts) do if now - t <= 1e9 then n = n + 1 end end
+  return n
+end
+
+function Ctl:set_pace(pace)
+  self.pace = pace
+  local ns = pace and math.floor(1e9 / pace) or nil
+  if self.declared_ns and (not ns or ns < self.declared_ns) then ns = self.declared_ns end
+  self.interval_ns = ns
+end
+
+function Ctl:success()
+  if not self.adaptive then return end
+  if self.pace then
+    local pace = self.pace + 0.5
+    if pace > 2 * self:recent_rate() + 10 then pace = nil end -- the pace no longer binds: drop it
+    self:set_pace(pace)
+    if not pace then self:note('unpaced') end
+  end
+  if self.limit >= self.bound then return end
+  local before = math.floor(self.limit)
+  self.limit = math.min(self.bound, self.limit + 1 / self.limit)
+  if math.floor(self.limit) > before then
+    self.counts.increases = self.counts.increases + 1
+    self:note('increase')
+    self:wake()
+  end
+end
+
+-- A throttling answer to the create that started as number `seq`; retry_after in seconds or nil.
+function Ctl:throttled(seq, code, retry_after)
+  self.counts.throttled = self.counts.throttled + 1
+  if retry_after and retry_after > 0 then
+    local until_ns = clock.now() + math.floor(retry_after * 1e9)
+    if until_ns > self.paused_until then
+      self.paused_until = until_ns
+      self.counts.paused = self.counts.paused + 1
+      self:note('pause', { code = code, retry_after_s = retry_after })
+    end
+  end
+  if self.adaptive and seq > self.decreased_at then
+    self.decreased_at = self.started -- answers to creates already started do not decrease again
+    local before = math.floor(self.limit)
+    self.limit = math.max(1, self.limit / 2)
+    local recent = self:recent_rate()
+    self:set_pace(math.max(0.5, 0.8 * math.min(recent, self.pace or recent)))
+    self.counts.decreases = self.counts.decreases + 1
+    self:note('decrease', { code = code, before = before, pace = math.floor(self.pace * 10) / 10 })
+  end
+end
+
+-- The Retry-After of a failed create, in seconds: from the HTTP response an adapter returns as
+-- its 4th value (adapter.request's res), or an error table's retry_after.
+local function retry_after_of(err, res)
+  if type(res) == 'table' and type(res.headers) == 'table' then
+    local v = util.retry_after(res.headers['retry-after'])
+    if v then return v end
+  end
+  if type(err) == 'table' and type(err.retry_after) == 'number' then return err.retry_after end
+  return nil
+end
+
+--- One create under admission: waits for a place, calls the adapter (protected), adapts, and
+--- retries a 429 within the budget. Returns what pcall(adapter.create, client, spec) returns
+--- (cok, sb, err, code). times.create_start / create_end mark the attempt that counted (the
+--- last); times.admission_wait_ns sums the time spent waiting here.
+function Ctl:create(p, spec, times, budget_s)
+  local t0 = clock.now()
+  local deadline = t0 + math.floor((budget_s or admission.MAX_WAIT_S) * 1e9)
+  local wait_ns = 0
+  while true do
+    local w0 = clock.now()
+    local seq = self:acquire(deadline)
+    wait_ns = wait_ns + (clock.now() - w0)
+    times.admission_wait_ns = wait_ns
+    if not seq then
+      return true, nil, string.format('%s: no create admitted within %.0f s (throttled %d times)', self.key,
+        (deadline - t0) / 1e9, self.counts.throttled), 'HTTP_429'
+    end
+    times.create_start = clock.now()
+    local cok, sb, err, code, res = pcall(p.adapter.create, p.client, spec)
+    times.create_end = clock.now()
+    self:release()
+    local kind = cok and not sb and admission.THROTTLE[code]
+    if not kind then
+      if cok and sb then self:success() end
+      return cok, sb, err, code
+    end
+    local ra = retry_after_of(err, res)
+    self:throttled(seq, code, ra)
+    local next_try = math.max(self.paused_until, clock.now())
+    if kind ~= 'retry' or next_try > deadline then return cok, sb, err, code end
+    self.counts.retried = self.counts.retried + 1
+    self:note('retry', { code = code, retry_after_s = ra })
+  end
+end
+
+--- The mode of a run's options: 'adaptive' (default for task runs), 'fixed' or 'off' (default
+--- for startup runs: a measurement).
+---@return string
+function admission.mode(opts, kind)
+  local m = opts and opts.admission
+  if m == nil then return kind == 'startup' and 'off' or 'adaptive' end
+  if m ~= 'adaptive' and m ~= 'fixed' and m ~= 'off' then
+    error("admission: expected 'adaptive', 'fixed' or 'off', got " .. tostring(m), 0)
+  end
+  return m
+end
+
+--- The controller of a session's provider (created on first use), or nil when admission is off.
+---@return table|nil
+function admission.for_session(s, p)
+  local mode = admission.mode(s.opts, s.kind)
+  if mode == 'off' then return nil end
+  local per = controllers[s]
+  if not per then
+    per = {}
+    controllers[s] = per
+  end
+  local c = per[p.name]
+  if c then return c end
+  local limits = type(p.adapter.limits) == 'table' and p.adapter.limits or {}
+  local bound = math.tointeger(s.opts.concurrency) or 1
+  local declared = math.tointeger(limits.max_creates_in_flight)
+  if declared and declared > 0 then bound = math.min(bound, declared) end
+  local cpm = tonumber(limits.creates_per_minute)
+  c = admission.new(p.name, {
+    bound = bound, adaptive = mode == 'adaptive', creates_per_minute = cpm and cpm > 0 and cpm or nil,
+    start = s.opts.admission_start,
+    event = function(f) if s.writer then s.writer:event('admission', f) end end,
+  })
+  per[p.name] = c
+  return c
+end
+
+--- The session's hook: the create of Session:sandbox under admission (or plain when off).
+--- Returns pcall(adapter.create)'s results and fills times.create_start / create_end.
+function admission.create(s, p, spec, times)
+  local c = admission.for_session(s, p)
+  if not c then
+    times.create_start = clock.now()
+    local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
+    times.create_end = clock.now()
+    return cok, sb, err, code
+  end
+  return c:create(p, spec, times, s.opts.timeout_seconds)
+end
+
+--- The counters of a session's controllers: {provider = {limit, bound, throttled, retried, ...}}.
+function admission.stats(s)
+  local out = {}
+  for k, c in pairs(controllers[s] or {}) do
+    out[k] = util.merge(c.counts, { limit = math.floor(c.limit), bound = c.bound, in_flight = c.in_flight })
+  end
+  return out
+end
+
+return admission

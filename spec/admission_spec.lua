@@ -1,0 +1,146 @@
+-- Adaptive admission of creates (lua/cseng/run/admission.lua) against a loopback fake with a hidden
+-- create rate (spec/fakes/admission.lua): the run converges below it without failed trials,
+-- recovers when the limit rises, and a Retry-After pauses every worker's creates. Verdicts are
+-- counts (429s, failed trials, limits reached), never times.
+local session = require 'cseng.run.session'
+local admission = require 'cseng.run.admission'
+local results = require 'cseng.results.log'
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+
+local ROOT = sys.root()
+local fake_mod = dofile(ROOT .. '/spec/fakes/admission.lua')
+
+local tmp
+setup(function() tmp = assert(fs.tempdir('cseng-admission-spec')) end)
+teardown(function() fs.remove_tree(tmp) end)
+
+local n_session = 0
+local function open(f, opts)
+  n_session = n_session + 1
+  opts.output = tmp .. '/run-' .. n_session
+  local s = session.open { kind = 'tasks', opts = opts, id_parts = { 'admission', tostring(n_session) } }
+  s:connect('lizard', { api_url = f.url, api_key = f.api_key, project_id = f.project_id })
+  return s
+end
+
+-- n trials over `workers` tasks, each one create and one destroy; the failed ones' errors.
+local function trials(s, n, workers)
+  local next_i, failed = 0, {}
+  local ts = {}
+  for w = 1, workers do
+    ts[w] = task.spawn(function()
+      while next_i < n do
+        next_i = next_i + 1
+        local i = next_i
+        local ok, err = pcall(function()
+          local lease <close> = s:sandbox({}, { task_id = 't' .. i })
+          assert(lease.id)
+        end)
+        if not ok then failed[#failed + 1] = tostring(type(err) == 'table' and err.message or err) end
+      end
+    end)
+  end
+  for _, t in ipairs(ts) do assert(task.join(t)) end
+  return failed
+end
+
+local function events(s, reason)
+  local out = {}
+  for _, e in ipairs(results.read(s.jsonl)) do
+    if e.event == 'admission' and (not reason or e.reason == reason) then out[#out + 1] = e end
+  end
+  return out
+end
+
+local function max_limit(evs)
+  local m = 0
+  for _, e in ipairs(evs) do m = math.max(m, e.limit) end
+  return m
+end
+
+describe('adaptive admission', function()
+  it('converges below a hidden create rate without failed trials, and recovers when it rises', function()
+    local f = fake_mod.start { rate = 20, latency = 0.05 }
+    local s = open(f, { concurrency = 16, admission_start = 4 })
+    local failed = trials(s, 60, 16)
+    local st1 = f.stats()
+    local ev1 = events(s)
+    assert.same({}, failed)
+    assert.equal(60, st1.created)
+    assert.equal(60, st1.deletes)
+    assert.is_true(st1.throttled > 0, 'the hidden rate was reached') -- else the test shows nothing
+    -- converged: most creates were admitted the first time (16 workers at once would be refused
+    -- far more often: the mutation of admission = 'off' fails trials instead)
+    assert.is_true(st1.throttled * 4 <= st1.created, string.format('%d 429s for %d creates', st1.throttled, st1.created))
+    assert.is_true(#events(s, 'decrease') > 0)
+    local before = max_limit(ev1)
+    -- the limit rises: the controller probes upward past where it stood
+    f.set { rate = 400 }
+    failed = trials(s, 200, 16)
+    assert.same({}, failed)
+    local after = max_limit(events(s))
+    assert.is_true(after > before, string.format('limit %d after the rise, %d before', after, before))
+    assert.is_true(f.stats().max_in_flight > 4)
+    local a = admission.stats(s).lizard
+    assert.equal(f.stats().throttled, a.throttled)
+    assert.equal(a.throttled, a.retried)
+    f.close()
+  end)
+
+  it('a Retry-After pauses every worker: at most one 429 per worker per ban', function()
+    local f = fake_mod.start { rate = 20, latency = 0.02, retry_after = 1 }
+    local s = open(f, { concurrency = 8 })
+    local failed = trials(s, 40, 8)
+    local st = f.stats()
+    assert.same({}, failed)
+    assert.equal(40, st.created)
+    assert.is_true(st.bans >= 1, 'the hidden rate was reached')
+    assert.is_true(#events(s, 'pause') >= 1)
+    -- each ban (the fake's count) catches at most the creates already in flight (8) when it
+    -- started; without the pause the workers would retry into the ban
+    assert.is_true(st.banned <= 8 * st.bans, string.format('%d creates during %d bans', st.banned, st.bans))
+    f.close()
+  end)
+
+  it('off: the bound only, a 429 fails the trial (a measurement run sees the provider as it is)', function()
+    local f = fake_mod.start { rate = 20, latency = 0.05 }
+    local s = open(f, { concurrency = 16, admission = 'off' })
+    local failed = trials(s, 40, 16)
+    assert.is_true(#failed > 0)
+    assert.equal(#failed, f.stats().throttled)
+    assert.same({}, events(s))
+    f.close()
+    assert.equal('off', admission.mode({}, 'startup'))
+    assert.equal('adaptive', admission.mode({}, 'tasks'))
+    assert.has_error(function() admission.mode({ admission = 'fast' }, 'tasks') end,
+      "admission: expected 'adaptive', 'fixed' or 'off', got fast")
+  end)
+
+  it('a Retry-After beyond the deadline refuses every waiting create at once; within it they wait', function()
+    local c = admission.new('p', { bound = 4 })
+    local seq = assert(c:acquire(math.huge))
+    c:release()
+    c:throttled(seq, 'HTTP_429', 30)
+    local clock = require 'cseng.clock'
+    local deadline = clock.now() + 1e9 -- 1 s: the pause (30 s) outlasts it
+    local ts, got = {}, {}
+    for i = 1, 4 do ts[i] = task.spawn(function() got[i] = c:acquire(deadline) end) end
+    for i = 1, 4 do assert(task.join(ts[i])) end
+    assert.same({ false, false, false, false }, got) -- all four, none admitted
+    assert.equal(1, c.counts.paused)
+    assert.equal(0, c.in_flight)
+  end)
+
+  it("an adapter's declared creates_per_minute and --concurrency bound the limit", function()
+    local c = admission.new('x', { bound = 3, start = 10 })
+    assert.equal(3, c.limit)
+    assert.equal(5, admission.new('z', { bound = 5 }).limit) -- starts at the bound
+    local ctl = admission.new('y', { bound = 2, creates_per_minute = 600, adaptive = false })
+    assert.equal(2, ctl.limit)
+    assert.equal(100000000, ctl.interval_ns)
+    ctl:throttled(1, 'HTTP_429', nil)
+    assert.equal(2, ctl.limit) -- fixed: no adaptation
+  end)
+end)
