@@ -79,7 +79,8 @@ describe('jsonl', function()
       fs.write(p, '{"a":1}\n{"a":')
       local ok, err = pcall(jsonl.read_all, p, { strict = true })
       assert.is_false(ok)
-      assert.equal(p .. ':2: torn final line (5 bytes without a newline)', err)
+      assert.equal(p .. ':2: torn final line (5 bytes without a newline)', err.message)
+      assert.equal('EPARSE', err.code)
     end)
 
     it('a malformed middle line raises an error naming the file and line number', function()
@@ -205,8 +206,14 @@ describe('jsonl', function()
       local t = {}
       t.self = t
       assert.has_error(function() jsonl.encode(t) end)
-      assert.has_error(function() jsonl.encode({ f = function() end }) end, 'jsonl: cannot encode a function value at key "f"')
-      assert.has_error(function() jsonl.encode({ [true] = 1 }) end, 'jsonl: cannot encode: boolean key in the record')
+      local function encode_error(v)
+        local ok, err = pcall(jsonl.encode, v)
+        assert.is_false(ok)
+        assert.equal('EINVAL', err.code)
+        return err.message
+      end
+      assert.equal('jsonl: cannot encode a function value at key "f"', encode_error({ f = function() end }))
+      assert.equal('jsonl: cannot encode: boolean key in the record', encode_error({ [true] = 1 }))
     end)
 
     it('does not mistake long digit runs inside strings for numbers', function()

@@ -55,7 +55,8 @@ end
 local function load_error(path)
   local ok, err = pcall(dataset.load, path, { cache_dir = tmp .. '/cache' })
   assert.is_false(ok, 'expected a load error')
-  return err
+  assert.is_true(require('cseng.lib.errors').registered(err.code), tostring(err.code))
+  return err.message
 end
 
 describe('datasets', function()

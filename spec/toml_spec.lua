@@ -78,8 +78,9 @@ p = 1
   end)
 
   it('reports errors with the source name and line', function()
-    local _, err = toml.parse('a = 1\nb 2\n', 'x/task.toml')
+    local _, err, code = toml.parse('a = 1\nb 2\n', 'x/task.toml')
     assert.equal("x/task.toml:2: expected '=' after key", err)
+    assert.equal('EPARSE', code)
     _, err = toml.parse('a = 1\na = 2\n', 't')
     assert.equal("t:2: duplicate key 'a'", err)
     _, err = toml.parse('a = "open\n', 't')

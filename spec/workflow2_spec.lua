@@ -39,8 +39,8 @@ local function flaky(name, always)
       seen.creates = seen.creates + 1
       local id = spec.labels and spec.labels['cseng.task'] or '?'
       if always then
-        if always[id] then return nil, 'injected: create refused', 'EINJECTED' end
-      elseif not seen[id] then seen[id] = true; return nil, 'injected: first create of ' .. id .. ' fails', 'EINJECTED' end
+        if always[id] then return nil, 'injected: create refused', 'ECREATE' end
+      elseif not seen[id] then seen[id] = true; return nil, 'injected: first create of ' .. id .. ' fails', 'ECREATE' end
       return base.create(client, spec)
     end,
   }, { __index = base })

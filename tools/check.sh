@@ -5,6 +5,7 @@
 # (short libFuzzer runs). CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..."
 # narrows the specs. Logs: build/check/<suite>.log.
 set -u
+export CSENG_STRICT_CODES=1 # a failed trial record must carry a registered error_code (lua/cseng/results/log.lua)
 CSENG=${CSENG:-./cseng}
 SUITES=${CSENG_SUITES:-"c specs fuzz"}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}

@@ -28,6 +28,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local sigv4 = require 'cseng.lib.aws.sigv4'
 local awscreds = require 'cseng.lib.aws.credentials'
@@ -88,7 +89,7 @@ function M.connect(cfg)
   local getenv = cfg.getenv or os.getenv
   local c, err = awscreds.resolve { getenv = getenv, profile = setting('profile'), require_region = true }
   if not c then
-    error('aws-microvm provider: ' .. tostring(err) .. ' (export them, or put them in an --env-file)', 0)
+    errors.raise(errors.ECONFIG, 'aws-microvm provider: ' .. tostring(err) .. ' (export them, or put them in an --env-file)')
   end
   util.add_secret(c.secret_access_key)
   if c.session_token then util.add_secret(c.session_token) end
@@ -428,7 +429,7 @@ local function plain_tar(bytes)
   if bytes:sub(1, 2) ~= '\31\139' then return bytes end
   local fs = require 'cseng.fs'
   local archive = require 'cseng.archive'
-  local tmp = assert(fs.tempdir('cseng-aws-put-'))
+  local tmp = errors.check(nil, fs.tempdir('cseng-aws-put-'))
   local ok, err, code = archive.extract(bytes, tmp, { from = 'bytes' })
   local tar
   if ok then tar, err, code = archive.pack_dir(tmp, { format = 'tar' }) end

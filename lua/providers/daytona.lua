@@ -39,6 +39,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
 local fs = require 'cseng.fs'
@@ -272,7 +273,7 @@ function M.wrap_command(client, cmd, env, cwd, stdin_path)
   local parts = {}
   for _, k in ipairs(util.keys(env or {})) do
     if not tostring(k):match('^[%a_][%w_]*$') then
-      error('daytona: invalid environment variable name ' .. string.format('%q', tostring(k)), 0)
+      errors.raise(errors.EINVAL, 'daytona: invalid environment variable name ' .. string.format('%q', tostring(k)))
     end
     parts[#parts + 1] = string.format('export %s="$(echo %s | base64 -d)"', k, b64(tostring(env[k])))
   end
@@ -482,7 +483,7 @@ function M.build_contexts(rcp) return recipe.copy_sources(rcp) end
 -- order and with SHA-256 (the engine has no MD5), cut to 32 hex digits.
 local function context_tar(ctx)
   local st = fs.stat(ctx.source)
-  if not st then return nil, 'COPY source ' .. ctx.archive_path .. ' is not in environment/' end
+  if not st then return nil, 'COPY source ' .. ctx.archive_path .. ' is not in environment/', 'EBUILD' end
   local entries, h = {}, { ctx.archive_path }
   local base = ctx.archive_path == '.' and '' or ctx.archive_path
   if st.type ~= 'dir' then
@@ -589,8 +590,8 @@ function M.build(client, req)
   local ok, werr, wcode = wait_snapshot(client, name, snap or nil)
   client.snapshot_timeout = timeout
   if not ok then
-    return nil, { message = (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), log = werr },
-      wcode == 'ESNAPSHOT' and 'EBUILD' or wcode
+    local bcode = (wcode == 'ESNAPSHOT' or not wcode) and errors.EBUILD or wcode
+    return nil, errors.new(bcode, (werr:gsub('^daytona: snapshot', 'daytona: build: snapshot')), { log = werr }), bcode
   end
   return { image = rcp.base, layer = name, snapshot = name, cache_hit = hit }
 end

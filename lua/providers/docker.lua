@@ -21,6 +21,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local wire = require 'providers.shared.docker_wire'
 
@@ -125,7 +126,7 @@ local function socket_from(cfg, getenv)
     if path then return path, nil end
     local hp = host:match('^tcp://(.+)$') or host:match('^http://(.+)$')
     if hp then return nil, 'http://' .. hp:gsub('/+$', '') end
-    error('docker provider: DOCKER_HOST=' .. host .. ' is not unix://PATH or tcp://HOST:PORT (TLS is not supported)', 0)
+    errors.raise(errors.ECONFIG, 'docker provider: DOCKER_HOST=' .. host .. ' is not unix://PATH or tcp://HOST:PORT (TLS is not supported)')
   end
   return DEFAULT_SOCKET, nil
 end
@@ -143,11 +144,11 @@ function M.connect(cfg)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
     image_map = cfg.image_map,
   }
-  local res, err = api(client, 'GET', '/_ping', { timeout = cfg.connect_timeout or 10 })
+  local res, err, code = api(client, 'GET', '/_ping', { timeout = cfg.connect_timeout or 10 })
   if not res then
     local hint = socket and not fs.exists(socket) and ' (no such socket: is dockerd running? try tools/docker-up.sh)'
     hint = hint or ''
-    error(string.format('docker provider: cannot reach dockerd at %s: %s%s', where, tostring(err), hint), 0)
+    errors.raise(code or errors.EDOCKER, string.format('docker provider: cannot reach dockerd at %s: %s%s', where, tostring(err), hint))
   end
   local v = api(client, 'GET', '/version', {})
   local info = api(client, 'GET', '/info', {})
@@ -240,7 +241,8 @@ end
 
 
 local function build_failure(msg, log, code)
-  return nil, { message = msg, log = util.tail(log or '', LOG_TAIL) }, code or 'EBUILD'
+  code = code or errors.EBUILD
+  return nil, errors.new(code, msg, { log = util.tail(log or '', LOG_TAIL) }), code
 end
 
 -- The labels of a local image, or nil when it is absent.

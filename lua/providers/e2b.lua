@@ -44,6 +44,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -217,7 +218,7 @@ local function copy_files(rcp, src, dest)
   local list = {}
   for _, c in ipairs(copy_sources(rcp, src)) do
     local st = fs.stat(c.source)
-    if not st then return nil, 'COPY source ' .. src .. ' is not in environment/' end
+    if not st then return nil, 'COPY source ' .. src .. ' is not in environment/', 'EBUILD' end
     local top = c.archive_path == '.' and '' or c.archive_path
     list[#list + 1] = { rel = top, type = st.type, mode = st.mode, size = st.size, path = c.source }
     if st.type == 'dir' then
@@ -243,7 +244,7 @@ local function copy_files(rcp, src, dest)
       h[#h + 1] = data
     end
   end
-  if #entries == 0 then return nil, 'no files found for COPY ' .. src end
+  if #entries == 0 then return nil, 'no files found for COPY ' .. src, 'EBUILD' end
   return crypto.sha256_hex(table.concat(h)), archive.pack(entries, { format = 'tar.gz' })
 end
 
@@ -271,9 +272,9 @@ function M.template_steps(rcp)
       local dest = c.dst
       if #c.src > 1 and dest:sub(-1) ~= '/' then dest = dest .. '/' end
       for _, src in ipairs(c.src) do
-        if src:match('^%a+://') then return nil, 'ADD of a URL is not supported by template builds: ' .. src end
-        local hash, tar = copy_files(rcp, src, dest)
-        if not hash then return nil, tar end
+        if src:match('^%a+://') then return nil, 'ADD of a URL is not supported by template builds: ' .. src, 'EBUILD' end
+        local hash, tar, tcode = copy_files(rcp, src, dest)
+        if not hash then return nil, tar, tcode end
         steps[#steps + 1] = { type = 'COPY', args = { src, dest, c.chown or '', c.chmod or '' }, force = false, filesHash = hash }
         uploads[#uploads + 1] = { hash = hash, tar = tar }
       end
@@ -311,12 +312,13 @@ local function await_build(client, tid, bid, timeout)
       if data.status == 'ready' then return true end
       if data.status == 'error' then
         local reason = type(data.reason) == 'table' and str(data.reason.message) or 'no reason given'
-        return nil, { message = 'e2b: template build ' .. bid .. ' failed: ' .. reason, log = table.concat(log, '\n') }, 'EBUILD'
+        return nil, errors.new(errors.EBUILD, 'e2b: template build ' .. bid .. ' failed: ' .. reason,
+          { log = table.concat(log, '\n') }), errors.EBUILD
       end
     end
     if clock.now() > deadline then
-      return nil, { message = 'e2b: template build ' .. bid .. ' not ready after ' .. timeout .. ' s', log = table.concat(log, '\n') },
-        'ETIMEDOUT'
+      return nil, errors.new(errors.ETIMEDOUT, 'e2b: template build ' .. bid .. ' not ready after ' .. timeout .. ' s',
+        { log = table.concat(log, '\n') }), errors.ETIMEDOUT
     end
     task.sleep(client.build_poll)
   end

@@ -23,6 +23,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 
@@ -93,7 +94,7 @@ local function cg_remove(dir)
     if fs.remove(dir) then return true end
     task.sleep(0.025)
   end
-  return nil, 'cgroup ' .. dir .. ' stays busy'
+  return nil, 'cgroup ' .. dir .. ' stays busy', 'EBUSY'
 end
 
 -- A sandbox's cgroup name: "sb-<tag of the sandboxes' root>-<id>", so a sweep by a client with
@@ -118,7 +119,7 @@ function M.connect(cfg)
   cfg = cfg or {}
   local bwrap = cfg.bwrap or os.getenv('CSENG_BWRAP') or '/usr/bin/bwrap'
   if not fs.exists(bwrap) then
-    error('local provider: bubblewrap is not installed (' .. bwrap .. '); run make deps or apt-get install bubblewrap', 0)
+    errors.raise(errors.ECONFIG, 'local provider: bubblewrap is not installed (' .. bwrap .. '); run make deps or apt-get install bubblewrap')
   end
   local base = cfg.root or os.getenv('CSENG_LOCAL_ROOT') or '/tmp/cseng-local'
   assert(fs.mkdir_p(base .. '/sandboxes'))
@@ -130,19 +131,19 @@ function M.connect(cfg)
   if host_root then
     -- host mode: /usr from the host, or from a user-given root filesystem
     if rootfs and not fs.exists(rootfs .. '/usr') then
-      error('local provider: rootfs ' .. rootfs .. ' has no usr/ directory', 0)
+      errors.raise(errors.ECONFIG, 'local provider: rootfs ' .. rootfs .. ' has no usr/ directory')
     end
   else
     base_root = rootfs or images.rootfs_dir('bookworm')
     rootfs = nil
     if not fs.exists(base_root .. '/usr/bin') or not fs.exists(base_root .. '/etc/passwd') then
-      error('local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
+      errors.raise(errors.ECONFIG, 'local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
         .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
-        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)", 0)
+        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)")
     end
     if sys.uid() ~= 0 then
-      error('local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
-        .. "--host-root to run on the host's /usr", 0)
+      errors.raise(errors.ECONFIG, 'local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
+        .. "--host-root to run on the host's /usr")
     end
   end
   local layers = cfg.layers or os.getenv('CSENG_LOCAL_LAYERS') or (images.cache_dir() .. '/local-layers')
@@ -179,7 +180,7 @@ local function write_host_files(root, hostname, network)
 end
 
 local function write_etc(root, hostname, network)
-  assert(fs.mkdir_p(root .. '/etc'))
+  errors.check(nil, fs.mkdir_p(root .. '/etc'))
   fs.write(root .. '/etc/passwd', table.concat({
     'root:x:0:0:root:/root:/bin/bash',
     'cseng:x:' .. VERIFIER_UID .. ':' .. VERIFIER_UID .. ':cseng verifier:/home/cseng:/bin/bash',
@@ -192,7 +193,7 @@ end
 
 local function make_root(root, hostname, network)
   for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'cseng' }) do
-    assert(fs.mkdir_p(root .. '/' .. d))
+    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/var/tmp', tonumber('1777', 8))
@@ -239,7 +240,7 @@ end
 
 -- Mount an overlayfs of lowers (top first) with dir/upper and dir/work at dir/root.
 local function mount_overlay(dir, lowers)
-  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do assert(fs.mkdir_p(d)) end
+  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do errors.check(nil, fs.mkdir_p(d)) end
   local res = proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
     'lowerdir=' .. table.concat(lowers, ':') .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', dir .. '/root' },
     timeout = 30 }
@@ -252,7 +253,7 @@ end
 -- What every sandbox on the base root filesystem gets in its own upper layer.
 local function base_root_files(root, network)
   for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'cseng' }) do
-    assert(fs.mkdir_p(root .. '/' .. d))
+    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
@@ -320,7 +321,7 @@ function M.build(client, req)
   local ok, res, err, code = pcall(function()
     local t0 = clock.now()
     local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
-    if not mok then fs.remove_tree(bdir); return nil, { message = merr }, mcode end
+    if not mok then fs.remove_tree(bdir); return nil, errors.new(mcode or errors.EMOUNT, merr), mcode end
     -- RUN steps get the host's network, as `docker build` gives it (and its resolv.conf, bound
     -- read-only: it never lands in the layer); --build-network off (req.network == false) keeps
     -- the build in its own empty network namespace
@@ -337,7 +338,7 @@ function M.build(client, req)
     fs.remove(bdir .. '/root')
     if not fs.rename(bdir, dir) then -- another process got there first: the same content
       fs.remove_tree(bdir)
-      if not fs.exists(dir .. '/layer.json') then return nil, { message = 'cannot place the layer at ' .. dir }, 'EIO' end
+      if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
     end
     return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
       log_tail = string.format('cseng: built layer %s (%d steps, %d RUN) in %.2f s\n', dir, info.steps, info.runs,
@@ -368,7 +369,7 @@ function M.create(client, spec)
   local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
   local dir = client.base .. '/sandboxes/' .. id
   local root = dir .. '/root'
-  assert(fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(dir))
   local sb = {
     id = id, dir = dir, root = root, env = spec.env or {}, workdir = spec.workdir or '/workspace',
     network = spec.network and true or false, labels = spec.labels or {},
@@ -380,7 +381,7 @@ function M.create(client, spec)
     if not fs.exists(lower .. '/etc/passwd') then
       return nil, 'warm artifact ' .. lower .. ' is not a prepared root (run cseng prewarm --provider local)', 'EARTIFACT'
     end
-    assert(fs.mkdir_p(root)); assert(fs.mkdir_p(dir .. '/upper')); assert(fs.mkdir_p(dir .. '/work'))
+    errors.check(nil, fs.mkdir_p(root)); errors.check(nil, fs.mkdir_p(dir .. '/upper')); errors.check(nil, fs.mkdir_p(dir .. '/work'))
     local res = client.is_root and proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
       'lowerdir=' .. lower .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', root }, timeout = 30 }
     if res and res.code == 0 then
@@ -394,7 +395,7 @@ function M.create(client, spec)
   else
     make_root(root, 'sandbox', sb.network)
   end
-  assert(fs.mkdir_p(root .. sb.workdir))
+  errors.check(nil, fs.mkdir_p(root .. sb.workdir))
   setup_cgroup(client, sb, spec)
   return sb
 end
@@ -404,7 +405,7 @@ end
 function M.create_on_base(client, spec)
   local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
   local dir = client.base .. '/sandboxes/' .. id
-  assert(fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(dir))
   local rcp = spec.recipe or {}
   local sb = {
     id = id, dir = dir, root = dir .. '/root', env = util.merge(rcp.env, spec.env),
@@ -427,7 +428,7 @@ function M.create_on_base(client, spec)
   if not ok then fs.remove_tree(dir); return nil, err, code end
   sb.overlay = true
   base_root_files(sb.root, sb.network)
-  assert(fs.mkdir_p(sb.root .. sb.workdir))
+  errors.check(nil, fs.mkdir_p(sb.root .. sb.workdir))
   setup_cgroup(client, sb, spec)
   return sb
 end
@@ -521,13 +522,13 @@ end
 local function safe_target(root, path)
   local cur = root
   for part in path:gmatch('[^/]+') do
-    if part == '..' then return nil, path .. ': ".." in a target path' end
+    if part == '..' then return nil, path .. ': ".." in a target path', 'EUNSAFE' end
     cur = cur .. '/' .. part
     local st = fs.lstat(cur)
-    if st and st.type ~= 'dir' then return nil, path .. ': ' .. part .. ' is a ' .. st.type .. ', not a directory' end
+    if st and st.type ~= 'dir' then return nil, path .. ': ' .. part .. ' is a ' .. st.type .. ', not a directory', 'EUNSAFE' end
     if not st then
-      local ok, err = fs.mkdir_p(cur)
-      if not ok then return nil, err end
+      local ok, err, code = fs.mkdir_p(cur)
+      if not ok then return nil, err, code end
     end
   end
   return cur
@@ -560,8 +561,8 @@ local function rm_cgroups(client, sb)
     for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. cg_name(client, sb.id) end
   end
   for _, d in ipairs(dirs) do
-    local ok, err = cg_remove(d)
-    if not ok then return nil, err end
+    local ok, err, code = cg_remove(d)
+    if not ok then return nil, err, code end
   end
   return true
 end
@@ -618,7 +619,7 @@ local function snapshot_on_base(client, sb, key)
   if fs.exists(dest .. '/artifact.json') then return dest end
   local tmp = dest .. '.tmp-' .. sb.id
   fs.remove_tree(tmp)
-  assert(fs.mkdir_p(tmp))
+  errors.check(nil, fs.mkdir_p(tmp))
   local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
   if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
   fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time(),

@@ -14,6 +14,7 @@ local crypto = require 'cseng.crypto'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local S = require 'providers.shared.modal_schema'
 
@@ -206,11 +207,11 @@ function M.connect(cfg)
   local server = setting('server_url', 'MODAL_SERVER_URL') or D.server_url
   local scheme, host = parse_url(server)
   if not scheme then
-    error('modal provider: MODAL_SERVER_URL (or server_url) must be an http(s) URL, got ' .. tostring(server), 0)
+    errors.raise(errors.ECONFIG, 'modal provider: MODAL_SERVER_URL (or server_url) must be an http(s) URL, got ' .. tostring(server))
   end
   local build_mode = setting('build', 'MODAL_BUILD')
   if build_mode ~= nil and build_mode ~= 'native' and build_mode ~= 'replay' then
-    error('modal provider: MODAL_BUILD (or build) must be native or replay, got ' .. tostring(build_mode), 0)
+    errors.raise(errors.ECONFIG, 'modal provider: MODAL_BUILD (or build) must be native or replay, got ' .. tostring(build_mode))
   end
   local version = 'cseng/' .. M.version
   local client = {
@@ -353,8 +354,8 @@ function M.build_image(client, recipe)
   end
   local status = result.status
   if status ~= 'GENERIC_STATUS_SUCCESS' and status ~= 1 then
-    return nil, { message = string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
-      util.trim(result.exception or tostring(status))), log = log.get() }, 'EBUILD'
+    return nil, errors.new(errors.EBUILD, string.format('modal: image build %s (%s) failed: %s', id, recipe.commands[1],
+      util.trim(result.exception or tostring(status))), { log = log.get() }), errors.EBUILD
   end
   return id, hit
 end
@@ -403,31 +404,32 @@ function M.context_files(rcp)
   local function add(rel, abs)
     if seen[rel] then return true end
     local st = fs.stat(abs)
-    if not st then return nil, 'COPY source ' .. rel .. ' is not in environment/' end
+    if not st then return nil, 'COPY source ' .. rel .. ' is not in environment/', 'EBUILD' end
     if st.type == 'dir' then
       local list = fs.walk(abs)
       table.sort(list, function(a, b) return a.path < b.path end)
       for _, e in ipairs(list) do
         if e.type ~= 'dir' then
-          local ok, err = add((rel == '.' and '' or (rel .. '/')) .. e.path, abs .. '/' .. e.path)
-          if not ok then return nil, err end
+          local ok, err, code = add((rel == '.' and '' or (rel .. '/')) .. e.path, abs .. '/' .. e.path)
+          if not ok then return nil, err, code end
         end
       end
       return true
     end
     seen[rel] = true
     local data = fs.read(abs)
-    if not data then return nil, 'COPY source ' .. rel .. ' cannot be read' end
+    if not data then return nil, 'COPY source ' .. rel .. ' cannot be read', 'EBUILD' end
     if #data > M.INLINE_FILE_LIMIT then
       return nil, string.format('build context file %s is %d bytes: files over %d bytes need Modal\'s blob '
-        .. 'uploads, which cseng does not implement (use MODAL_BUILD=replay for this task)', rel, #data, M.INLINE_FILE_LIMIT)
+        .. 'uploads, which cseng does not implement (use MODAL_BUILD=replay for this task)', rel, #data, M.INLINE_FILE_LIMIT),
+        'EBUILD'
     end
     out[#out + 1] = { filename = '/' .. rel, data = data, mode = (st.mode or 420) & 4095 }
     return true
   end
   for _, c in ipairs(require('cseng.workload.recipe').copy_sources(rcp)) do
-    local ok, err = add(c.archive_path, c.source)
-    if not ok then return nil, err end
+    local ok, err, code = add(c.archive_path, c.source)
+    if not ok then return nil, err, code end
   end
   table.sort(out, function(a, b) return a.filename < b.filename end)
   return out

@@ -40,6 +40,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
 -- third-party transcription of runloop.ai/pricing (per-second compute); settings override them
@@ -89,23 +90,25 @@ function M.connect(cfg)
   local setting = adapter.settings(cfg)
   local key = setting('api_key', 'RUNLOOP_API_KEY')
   if not key then
-    error('runloop provider: RUNLOOP_API_KEY is not set (export it, or put it in an --env-file)', 0)
+    errors.raise(errors.ECONFIG, 'runloop provider: RUNLOOP_API_KEY is not set (export it, or put it in an --env-file)')
   end
   util.add_secret(key)
   local rates = {}
   for name, default in pairs(RATES) do
     local v = setting(name, 'RUNLOOP_' .. name:upper())
-    if v ~= nil and not tonumber(v) then error('runloop provider: ' .. name .. ' must be a number, not ' .. tostring(v), 0) end
+    if v ~= nil and not tonumber(v) then errors.raise(errors.ECONFIG, 'runloop provider: ' .. name .. ' must be a number, not ' .. tostring(v)) end
     rates[name] = tonumber(v) or default
   end
   M.rates = rates
   local user = setting('user', 'RUNLOOP_USER') or 'root'
-  if user ~= 'root' and user ~= 'default' then error("runloop provider: user must be 'root' or 'default', not " .. user, 0) end
+  if user ~= 'root' and user ~= 'default' then errors.raise(errors.ECONFIG, "runloop provider: user must be 'root' or 'default', not " .. user) end
   local size = setting('resource_size', 'RUNLOOP_RESOURCE_SIZE')
   if size then
     local known = false
     for _, s in ipairs(SIZES) do if s[1] == size then known = true end end
-    if not known then error('runloop provider: resource_size ' .. size .. ' is not one of X_SMALL, SMALL, MEDIUM, LARGE, X_LARGE, XX_LARGE', 0) end
+    if not known then
+      errors.raise(errors.ECONFIG, 'runloop provider: resource_size ' .. size .. ' is not one of X_SMALL, SMALL, MEDIUM, LARGE, X_LARGE, XX_LARGE')
+    end
   end
   return {
     base = tostring(setting('base_url', 'RUNLOOP_BASE_URL') or DEFAULTS.base_url):gsub('/+$', ''),
@@ -518,8 +521,8 @@ local function await_build(client, bp, timeout)
   end
   if bp.status ~= 'build_complete' then
     local log = build_log(client, bp.id)
-    return nil, { message = string.format('runloop: blueprint %s (%s) is %s%s', bp.name or '?', bp.id, tostring(bp.status),
-      str(bp.failure_reason) and (': ' .. bp.failure_reason) or ''), log = log }, 'EBUILD'
+    return nil, errors.new(errors.EBUILD, string.format('runloop: blueprint %s (%s) is %s%s', bp.name or '?', bp.id,
+      tostring(bp.status), str(bp.failure_reason) and (': ' .. bp.failure_reason) or ''), { log = log }), errors.EBUILD
   end
   return bp
 end

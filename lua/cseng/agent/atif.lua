@@ -11,6 +11,7 @@
 ---   local ok, problems = atif.validate(doc)
 local jsonl = require 'cseng.lib.jsonl'
 local clock = require 'cseng.clock'
+local errors = require 'cseng.lib.errors'
 
 local atif = {}
 
@@ -298,10 +299,10 @@ function atif.write(path, doc)
   local fs = require 'cseng.fs'
   local util = require 'cseng.lib.util'
   local ok, problems = atif.validate(doc)
-  if not ok then error('ATIF trajectory ' .. path .. ' is invalid: ' .. table.concat(problems, '; '), 0) end
-  assert(fs.mkdir_p(util.dirname(path)))
-  local wok, err = fs.write(path, jsonl.encode(util.redact_all(doc)) .. '\n')
-  if not wok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
+  if not ok then errors.raise(errors.EINVAL, 'ATIF trajectory ' .. path .. ' is invalid: ' .. table.concat(problems, '; ')) end
+  errors.check(nil, fs.mkdir_p(util.dirname(path)))
+  local wok, err, code = fs.write(path, jsonl.encode(util.redact_all(doc)) .. '\n')
+  if not wok then errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err)) end
   return path
 end
 

@@ -14,7 +14,7 @@ local function load_command(name)
   if type(mod) == 'string' and mod:find("module 'cseng.cli.commands." .. name .. "' not found", 1, true) then
     return nil
   end
-  error(mod, 0)
+  error(mod, 0) -- the module's own error (a syntax error keeps its position: it is a bug)
 end
 
 function cli.help()
@@ -41,14 +41,18 @@ function cli.version()
   }, '\n')
 end
 
---- Usage errors: one line on stderr, status 2.
+--- A usage error (the one shape: errors.usage, code EUSAGE) reported now: one line
+--- "cseng: message" on stderr, status 2. A command either returns this or raises
+--- errors.usage(message) (cli.fail, and cli.main around every command, give it status 2).
+---@param fmt any a format and its arguments, or one message (an error value: its message)
+---@return integer status 2
 function cli.usage_error(fmt, ...)
-  io.stderr:write('cseng: ', string.format(fmt, ...), '\n')
-  return 2
+  local errors = require 'cseng.lib.errors'
+  return cli.fail(errors.usage(select('#', ...) > 0 and string.format(fmt, ...) or errors.line(fmt)))
 end
 
---- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), else one
---- line "cseng: [what: ]message" on stderr (never a traceback) and status 1.
+--- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), 2 for a usage
+--- error (EUSAGE), else 1; one line "cseng: [what: ]message" on stderr (never a traceback).
 ---@param err any
 ---@param what string|nil the command, e.g. "prewarm"
 ---@return integer status
@@ -57,8 +61,7 @@ function cli.fail(err, what)
   if errors.is_cancel(err) then return 130 end
   -- io.stderr:write redacts and escapes (util.guard_console)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
-  if type(err) == 'table' and err.code == 'EUSAGE' then return 2 end -- the command line was wrong
-  return 1
+  return errors.is_usage(err) and 2 or 1
 end
 
 function cli.main(...)

@@ -14,6 +14,7 @@ local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
 local stats = require 'cseng.lib.stats'
 local jsonl = require 'cseng.lib.jsonl'
+local errors = require 'cseng.lib.errors'
 
 local present = {}
 
@@ -422,7 +423,7 @@ function present.status_server(F, port, view)
     return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
       util.json_sorted(present.status_doc(F, view)) .. '\n'
   end }
-  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
+  if not srv then errors.raise(code or errors.EIO, string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code))) end
   return srv
 end
 

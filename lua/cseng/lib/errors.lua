@@ -7,25 +7,124 @@
 --- callers turn those into errors with errors.check.
 ---
 --- The codes are named here (every code the Lua tree uses), so a typo is a nil index that
---- luacheck and errors.code catch, not a new code.
+--- luacheck and errors.code catch, not a new code. Classification lives here too
+--- (errors.is_auth, errors.is_transient, errors.maybe_created), and the one usage error
+--- (errors.usage: EUSAGE, exit status 2).
 local task = require 'cseng.task'
 
 local errors = {}
 
---- Every code in use, by name. Engine codes (cseng.http, cseng.proc, cseng.fs, ...) are the
---- errno-like ones; the rest are the Lua layer's own.
-errors.codes = {
+--- Every code in use, with its one-line meaning (the registry: spec/errors_registry_spec.lua
+--- fails on a code literal in lua/ or plans/ that is not here). Engine codes (cseng.http,
+--- cseng.proc, cseng.fs, ...) are the errno-like ones; the rest are the Lua layer's own.
+--- Two families are registered by pattern (errors.families): HTTP_<status> and GRPC_<NAME>.
+errors.registry = {
   -- engine and transport
-  'ECANCELED', 'ETIMEDOUT', 'ECONNREFUSED', 'ECONNRESET', 'ECONNECT', 'ENOENT', 'EISDIR', 'EFBIG',
-  'EPROTO', 'EBUSY', 'EARCHIVE', 'EUNSAFE', 'ESYMLINK',
+  { 'ECANCELED', 'the task was cancelled (Ctrl-C, a timeout watchdog, a cancelled task)' },
+  { 'ETIMEDOUT', 'an operation or a trial ran past its timeout' },
+  { 'ECONNREFUSED', 'the connection was refused (nothing listens there)' },
+  { 'ECONNRESET', 'the connection was closed or reset before a whole answer arrived' },
+  { 'ECONNECT', 'a Connect-protocol (gRPC-web style) stream frame was malformed' },
+  { 'ENOTFOUND', 'a host name did not resolve' },
+  { 'EHOSTUNREACH', 'the host or its network is unreachable' },
+  { 'EHOST', 'this machine\'s host name could not be read' },
+  { 'ETLS', 'the TLS handshake or certificate check failed' },
+  { 'EHTTP2', 'HTTP/2 was required and the server did not speak it' },
+  { 'EBODY', 'a response body was larger than its cap (CSENG_MAX_RESPONSE_BYTES)' },
+  { 'EABORTED', 'a transfer was stopped by its stream callback' },
+  { 'EREDIRECT', 'too many redirects' },
+  { 'EURL', 'a URL is malformed or of an unsupported scheme' },
+  { 'ECURL', 'another libcurl failure (the message names it)' },
+  { 'ECLOSED', 'the server (cseng.serve) is closed' },
+  { 'EPIPE', 'the peer (a client connection, a pipe) is closed' },
+  { 'EADDRINUSE', 'the address to listen on is in use' },
+  { 'EPROTO', 'an answer broke its protocol (a 2xx body that is not JSON, a bad frame)' },
+  { 'EPROTOBUF', 'a protobuf message or gRPC frame could not be decoded' },
+  { 'EGRPC', 'a gRPC call failed without a gRPC status' },
+  { 'ENOENT', 'no such file, directory, executable or remote path' },
+  { 'ENOTDIR', 'a path component is not a directory' },
+  { 'EISDIR', 'a path is a directory where a file was expected' },
+  { 'EEXIST', 'a path exists already' },
+  { 'EACCES', 'permission denied by the file system' },
+  { 'EPERM', 'the operation is not permitted (a signal, a mount)' },
+  { 'ESRCH', 'no such process' },
+  { 'EIO', 'an input/output failure (writing, copying, extracting files)' },
+  { 'ENOSPC', 'no space left on the device' },
+  { 'ENOTEMPTY', 'a directory to remove is not empty' },
+  { 'EROFS', 'the file system is read-only' },
+  { 'ENAMETOOLONG', 'a file name is too long' },
+  { 'ELOOP', 'too many symbolic links in a path' },
+  { 'EXDEV', 'a rename across file systems' },
+  { 'EMFILE', 'too many open files' },
+  { 'ENOMEM', 'out of memory' },
+  { 'EAGAIN', 'try again: a file changed while it was read' },
+  { 'EINVAL', 'an invalid argument or value (misuse of an API, bad encoded input)' },
+  { 'ENOTSUP', 'the operation is not supported here' },
+  { 'EFBIG', 'a file or output is larger than its limit' },
+  { 'ELIMIT', 'an archive is over a limit (entries, uncompressed bytes)' },
+  { 'EBUSY', 'a resource is busy (a cgroup, a mount)' },
+  { 'EARCHIVE', 'an archive is corrupt or cannot be written' },
+  { 'EUNSAFE', 'an archive entry or path would escape its directory' },
+  { 'ESYMLINK', 'a path goes through a symbolic link' },
+  { 'EMOUNT', 'a mount (overlayfs) failed' },
+  -- input and the command line
+  { 'EUSAGE', 'the command line is wrong (exit status 2)' },
+  { 'EDATASET', 'a dataset file, row or field is invalid' },
+  { 'EPARSE', 'a file (TOML, JSON, JSON Lines, a template) cannot be parsed' },
+  { 'EPLAN', 'a plan or a report template is invalid' },
+  { 'ENOTRUN', 'a file is not a cseng run log or summary' },
   -- providers
-  'ECONFIG', 'EAPI', 'EBADRESPONSE', 'EDOCKER', 'ENOIMAGE', 'ENOSANDBOX', 'ESTATE', 'EPUT', 'ESNAPSHOT',
-  'EARTIFACT',
+  { 'ECONFIG', 'a provider or solver setting is missing or invalid' },
+  { 'EAUTH', 'authentication failed (a credential was refused)' },
+  { 'EAPI', 'a vendor API or model call failed' },
+  { 'EBADRESPONSE', 'a vendor answer lacks what it must carry (an id, a field)' },
+  { 'EDOCKER', 'dockerd failed an operation' },
+  { 'ENOIMAGE', 'the image or template is absent and cannot be fetched' },
+  { 'ENOSANDBOX', 'the sandbox is gone' },
+  { 'EGONE', 'the sandbox\'s process ended before the call' },
+  { 'EBOOT', 'a sandbox did not come up (it was shut down while starting)' },
+  { 'ESTATE', 'a sandbox or build is in a state the call cannot use' },
+  { 'EPUT', 'uploading files into a sandbox failed' },
+  { 'ESNAPSHOT', 'taking or using a snapshot failed' },
+  { 'EARTIFACT', 'a warm artifact is missing or unusable' },
+  { 'EPROTOC', 'protoc failed to compile a schema' },
   -- the run
-  'EBUILD', 'ECREATE', 'EEXEC', 'ESTAGING', 'EPREPARE', 'EVERIFY', 'ESOLVETIME', 'EREADY', 'ENOWARM',
-  'ECLEANUP', 'EINTERNAL', 'ESANDBOX',
+  { 'EBUILD', 'building a task\'s environment failed (the message names the Dockerfile line)' },
+  { 'ECREATE', 'creating a sandbox failed' },
+  { 'EEXEC', 'running a command in a sandbox failed' },
+  { 'ESTAGING', 'staging the task\'s files failed' },
+  { 'EPREPARE', 'preparing the task (its recipe or artifact) failed' },
+  { 'EVERIFY', 'the verifier could not be run or read' },
+  { 'ESOLVETIME', 'the solver ran past its time budget' },
+  { 'EREADY', 'the readiness check did not print its marker' },
+  { 'ENOWARM', 'warm mode without a warm artifact' },
+  { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
+  { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },
+  { 'EINTERNAL', 'an error that carried no code (a bug, or a raised string)' },
 }
-for _, c in ipairs(errors.codes) do errors[c] = c end
+
+--- The code families registered by pattern, with their meaning.
+errors.families = {
+  { '^HTTP_%d%d%d$', 'an HTTP status outside 2xx (adapter.request)' },
+  { '^GRPC_[A-Z_]+$', 'a gRPC status other than OK (cseng.lib.grpc)' },
+}
+
+errors.codes, errors.meaning = {}, {}
+for _, c in ipairs(errors.registry) do
+  errors.codes[#errors.codes + 1] = c[1]
+  errors.meaning[c[1]] = c[2]
+  errors[c[1]] = c[1]
+end
+
+--- Whether a code is registered (by name or by family).
+---@param code any
+---@return boolean
+function errors.registered(code)
+  if type(code) ~= 'string' then return false end
+  if errors.meaning[code] then return true end
+  for _, f in ipairs(errors.families) do if code:match(f[1]) then return true end end
+  return false
+end
 
 --- The code of an HTTP status outside 2xx: "HTTP_<status>" (adapter.request's convention).
 ---@param status integer
@@ -113,8 +212,67 @@ end
 --- Whether e is the cancellation (Ctrl-C, a timeout watchdog, a cancelled task).
 function errors.is_cancel(e) return type(e) == 'table' and e.code == errors.ECANCELED end
 
---- message, code of any error value (message without the stage prefix).
----@return string message, string? code
+--- The code of an error value, or a code itself: a string is taken as a code (the
+--- classifiers below are called with codes and with errors alike).
+local function code_of(e)
+  if type(e) == 'table' then return type(e.code) == 'string' and e.code or nil end
+  return type(e) == 'string' and e or nil
+end
+
+--- Whether an error (or a code) is an authentication or permission failure: no retry helps,
+--- a run stops allocating on it.
+---@param e any an error value or a code
+---@return boolean
+function errors.is_auth(e)
+  local code = code_of(e)
+  return code == 'HTTP_401' or code == 'HTTP_403' or code == 'GRPC_UNAUTHENTICATED' or code == 'GRPC_PERMISSION_DENIED'
+    or code == errors.EAUTH
+end
+
+--- Whether an error (or a code) is transient, so a retry may succeed: 5xx, 429, 408, resets,
+--- timeouts, refused or unreachable connections, malformed answers. Not DNS (ENOTFOUND), auth
+--- or another 4xx.
+---@param e any an error value or a code
+---@return boolean
+function errors.is_transient(e)
+  local code = code_of(e)
+  if code == nil then return false end
+  local st = tonumber(code:match('^HTTP_(%d+)$'))
+  if st then return st >= 500 or st == 429 or st == 408 end
+  return code == errors.ECONNRESET or code == errors.ETIMEDOUT or code == errors.ECONNREFUSED
+    or code == errors.EHOSTUNREACH or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED'
+    or code == errors.EBADRESPONSE or code == errors.EPROTO
+end
+
+--- Whether a create that failed with this error (or code) may have created a sandbox all the
+--- same (its answer was lost: a reset, a timeout, a malformed or id-less body, a 5xx, a
+--- cancellation, no code at all): everything but a refusal (4xx, auth, a bad configuration, a
+--- missing image, a name that does not resolve, a refused connection).
+---@param e any an error value or a code
+---@return boolean
+function errors.maybe_created(e)
+  local code = code_of(e)
+  if code == nil then return true end
+  if errors.is_auth(code) or code == errors.ECONFIG or code == errors.ENOIMAGE or code == errors.ENOTFOUND
+    or code == errors.EURL or code == errors.ECONNREFUSED then return false end
+  local st = tonumber(code:match('^HTTP_(%d+)$'))
+  if st then return st >= 500 or st == 408 end
+  return true
+end
+
+--- A usage error (EUSAGE): the one shape of a wrong command line. cli.fail prints it as one
+--- line "cseng: message" and the command exits 2.
+---@param message string
+---@return table
+function errors.usage(message) return errors.new(errors.EUSAGE, message) end
+
+--- Whether e is a usage error (EUSAGE).
+function errors.is_usage(e) return type(e) == 'table' and e.code == errors.EUSAGE end
+
+--- message, code of any error value (message without the stage prefix). Every error has a
+--- registered code: a raised string, or a table without one, is EINTERNAL (so a trial record
+--- never carries error_code = nil).
+---@return string message, string code
 function errors.describe(e)
   if type(e) == 'table' then
     if e.code == errors.ECANCELED then return 'cancelled', errors.ECANCELED end
@@ -123,9 +281,9 @@ function errors.describe(e)
       local ok, s = pcall(require('cjson').encode, e)
       m = ok and s or tostring(e)
     end
-    return tostring(m), e.code
+    return tostring(m), code_of(e) or errors.EINTERNAL
   end
-  return tostring(e), nil
+  return tostring(e), errors.EINTERNAL
 end
 
 --- The one line a command prints for an error: the message of a structured error, the
@@ -138,7 +296,7 @@ end
 --- errors.code('EVERIFY') -> 'EVERIFY'; an unknown name raises (a typo is caught at once).
 function errors.code(name)
   local c = rawget(errors, name)
-  if type(c) ~= 'string' or not (name:match('^E[A-Z0-9_]+$')) then error('unknown error code ' .. tostring(name), 2) end
+  if type(c) ~= 'string' or not (name:match('^E[A-Z0-9_]+$')) then errors.raise(errors.EINVAL, 'unknown error code ' .. tostring(name)) end
   return c
 end
 

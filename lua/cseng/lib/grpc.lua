@@ -15,6 +15,7 @@
 --- (grpc.HTTP_EQUIVALENT maps them to 'HTTP_401' / 'HTTP_403' for callers that stop on those).
 local http = require 'cseng.http'
 local protobuf = require 'cseng.protobuf'
+local errors = require 'cseng.lib.errors'
 
 local grpc = {}
 
@@ -71,7 +72,7 @@ local function headers_of(opts)
   for k, v in pairs(opts.metadata or {}) do
     local name = tostring(k):lower()
     if name:sub(1, 1) == ':' or name == 'content-type' or name == 'te' or name == 'grpc-timeout' then
-      error('grpc: metadata may not set ' .. name, 3)
+      errors.raise(errors.EINVAL, 'grpc: metadata may not set ' .. name)
     end
     v = tostring(v)
     if name:sub(-4) == '-bin' then v = base64(v) end
@@ -82,15 +83,15 @@ local function headers_of(opts)
 end
 
 local function check_opts(opts)
-  assert(type(opts) == 'table', 'grpc: opts must be a table')
+  if type(opts) ~= 'table' then errors.raise(errors.EINVAL, 'grpc: opts must be a table') end
   for _, k in ipairs({ 'url', 'service', 'method' }) do
-    if type(opts[k]) ~= 'string' then error('grpc: opts.' .. k .. ' must be a string, got ' .. type(opts[k]), 3) end
+    if type(opts[k]) ~= 'string' then errors.raise(errors.EINVAL, 'grpc: opts.' .. k .. ' must be a string, got ' .. type(opts[k])) end
   end
   for _, k in ipairs({ 'request_schema', 'response_schema' }) do
-    if type(opts[k]) ~= 'table' then error('grpc: opts.' .. k .. ' must be a message schema, got ' .. type(opts[k]), 3) end
+    if type(opts[k]) ~= 'table' then errors.raise(errors.EINVAL, 'grpc: opts.' .. k .. ' must be a message schema, got ' .. type(opts[k])) end
   end
   if opts.request ~= nil and type(opts.request) ~= 'table' then
-    error('grpc: opts.request must be a table, got ' .. type(opts.request), 3)
+    errors.raise(errors.EINVAL, 'grpc: opts.request must be a table, got ' .. type(opts.request))
   end
 end
 
@@ -236,7 +237,7 @@ end
 ---@return grpc.Info? info
 function grpc.server_stream(opts)
   if type(opts) ~= 'table' or type(opts.on_message) ~= 'function' then
-    error('grpc.server_stream: opts.on_message must be a function', 2)
+    errors.raise(errors.EINVAL, 'grpc.server_stream: opts.on_message must be a function')
   end
   local frames, info, code, info2 = call(opts, function(payload)
     local msg, err = protobuf.decode(opts.response_schema, payload, { defaults = opts.defaults })

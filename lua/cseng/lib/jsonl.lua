@@ -15,6 +15,7 @@
 --- Synchronous: reading and writing block the loop (fast local-disk operations).
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
+local errors = require 'cseng.lib.errors'
 
 local jsonl = {}
 
@@ -82,7 +83,7 @@ local function where(key)
 end
 
 local function encode_table(t, out, depth, key)
-  if depth > 200 then error('jsonl: cannot encode: nested too deeply (a cycle?) at ' .. where(key), 0) end
+  if depth > 200 then errors.raise(errors.EINVAL, 'jsonl: cannot encode: nested too deeply (a cycle?) at ' .. where(key)) end
   local n, max, all_int = 0, 0, true
   for k in next, t do
     n = n + 1
@@ -93,9 +94,9 @@ local function encode_table(t, out, depth, key)
     end
   end
   if getmetatable(t) == jsonl.array_mt or (n > 0 and all_int) then
-    if not all_int then error('jsonl: cannot encode: array with non-index keys at ' .. where(key), 0) end
+    if not all_int then errors.raise(errors.EINVAL, 'jsonl: cannot encode: array with non-index keys at ' .. where(key)) end
     if max > 2 * n and max > 10 then
-      error('jsonl: cannot encode: excessively sparse array at ' .. where(key), 0)
+      errors.raise(errors.EINVAL, 'jsonl: cannot encode: excessively sparse array at ' .. where(key))
     end
     out[#out + 1] = '['
     for i = 1, max do
@@ -113,7 +114,7 @@ local function encode_table(t, out, depth, key)
     elseif tk == 'number' then
       keys[#keys + 1] = encode_number(k)
     else
-      error('jsonl: cannot encode: ' .. tk .. ' key in ' .. where(key), 0)
+      errors.raise(errors.EINVAL, 'jsonl: cannot encode: ' .. tk .. ' key in ' .. where(key))
     end
   end
   table.sort(keys) -- deterministic lines: members in byte order
@@ -142,7 +143,7 @@ function encode_value(v, out, depth, key)
   elseif t == 'table' then
     encode_table(v, out, depth, key)
   else
-    error('jsonl: cannot encode a ' .. t .. ' value at ' .. where(key), 0)
+    errors.raise(errors.EINVAL, 'jsonl: cannot encode a ' .. t .. ' value at ' .. where(key))
   end
 end
 
@@ -242,7 +243,7 @@ end
 function jsonl.decode(line)
   if line:find('%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d') then line = protect_big_integers(line) end
   local ok, v = pcall(decoder.decode, line)
-  if not ok then return nil, tostring(v) end
+  if not ok then return nil, tostring(v), 'EPARSE' end
   return normalize_value(v)
 end
 
@@ -257,7 +258,7 @@ end
 ---@param opts? jsonl.append_opts
 ---@return true|nil ok, string? err, string? code
 function jsonl.append(path, record, opts)
-  if type(record) ~= 'table' then error('jsonl.append: record must be a table, got ' .. type(record), 2) end
+  if type(record) ~= 'table' then errors.raise(errors.EINVAL, 'jsonl.append: record must be a table, got ' .. type(record)) end
   return fs.append(path, jsonl.encode(record) .. '\n', { sync = opts ~= nil and opts.sync or false })
 end
 
@@ -296,7 +297,7 @@ function jsonl.read(path, opts)
         pos = size + 1
         if text:find('^%s*$') then return nil end
         if strict then
-          error(string.format('%s:%d: torn final line (%d bytes without a newline)', path, lineno, #text), 0)
+          errors.raise(errors.EPARSE, string.format('%s:%d: torn final line (%d bytes without a newline)', path, lineno, #text))
         end
         status.torn = { line = lineno, offset = size - #text, text = text }
         return nil
@@ -306,7 +307,7 @@ function jsonl.read(path, opts)
       status.lines = lineno
       if not line:find('^%s*$') then
         local v, why = jsonl.decode(line)
-        if v == nil then error(string.format('%s:%d: malformed JSON: %s', path, lineno, why), 0) end
+        if v == nil then errors.raise(errors.EPARSE, string.format('%s:%d: malformed JSON: %s', path, lineno, why)) end
         return v, lineno
       end
     end

@@ -126,7 +126,8 @@ function D.protoc(files, include_dirs)
     os.remove(out)
     return nil, 'protoc failed (exit ' .. r.code .. '): ' .. r.stderr, 'EPROTOC'
   end
-  local f = assert(io.open(out, 'rb'))
+  local f, ferr = io.open(out, 'rb')
+  if not f then return nil, 'protoc: ' .. tostring(ferr), 'EIO' end
   local bytes = f:read('a')
   f:close()
   os.remove(out)

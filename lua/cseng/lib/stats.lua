@@ -6,6 +6,8 @@
 --- Every random choice goes through stats.rng (splitmix64-seeded xorshift64*), never
 --- math.random, so a seed gives the same shuffles and the same bootstrap intervals on every
 --- machine and Lua build.
+local errors = require 'cseng.lib.errors'
+
 local stats = {}
 
 local function sorted_copy(xs)
@@ -120,7 +122,7 @@ function stats.rng(seed)
   function r.int(n)
     if n ~= last_n then
       local m = math.tointeger(n)
-      if not m or m < 1 then error('stats.rng: int(n) needs an integer n >= 1', 2) end
+      if not m or m < 1 then errors.raise(errors.EINVAL, 'stats.rng: int(n) needs an integer n >= 1') end
       -- accept 63-bit values up to the last whole block of n, so every residue is equally likely
       last_n, last_m, limit = n, m, math.maxinteger - (math.maxinteger % m + 1) % m -- (2^63 mod n)
     end
@@ -135,7 +137,7 @@ function stats.rng(seed)
   --- out[1..k] = k successive r.int(n) (the same numbers, without a call per draw).
   function r.fill(n, k, out)
     local m = math.tointeger(n)
-    if not m or m < 1 then error('stats.rng: fill(n) needs an integer n >= 1', 2) end
+    if not m or m < 1 then errors.raise(errors.EINVAL, 'stats.rng: fill(n) needs an integer n >= 1') end
     local lim = math.maxinteger - (math.maxinteger % m + 1) % m
     local x = state
     local i = 1

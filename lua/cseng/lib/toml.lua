@@ -3,13 +3,15 @@
 --- strings (single and multi-line), integers (dec/hex/oct/bin, underscores), floats
 --- (inf/nan), booleans. Dates and times are returned as their source strings.
 --- Errors name the source and line: "task.toml:12: expected '=' after key".
+local errors = require 'cseng.lib.errors'
+
 local toml = {}
 
 local Parser = {}
 Parser.__index = Parser
 
 function Parser:fail(msg)
-  error(string.format('%s:%d: %s', self.name, self.line, msg), 0)
+  errors.raise(errors.EPARSE, string.format('%s:%d: %s', self.name, self.line, msg))
 end
 
 function Parser:peek(n) return self.src:sub(self.pos, self.pos + (n or 1) - 1) end
@@ -248,15 +250,15 @@ function Parser:parse()
   end
 end
 
---- Parse TOML text. Returns the table, or nil and "name:line: message".
+--- Parse TOML text. Returns the table, or nil, "name:line: message", "EPARSE".
 ---@param text string
 ---@param name? string shown in errors (a file name)
----@return table|nil, string|nil
+---@return table|nil, string|nil, string|nil
 function toml.parse(text, name)
   local p = setmetatable({ src = text, pos = 1, line = 1, name = name or 'toml', aot = {} }, Parser)
   local ok, res = pcall(p.parse, p)
   if ok then return res end
-  return nil, res
+  return nil, errors.line(res), errors.is(res) and res.code or errors.EPARSE
 end
 
 return toml

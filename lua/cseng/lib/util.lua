@@ -253,7 +253,9 @@ function util.terminal(seq)
       local a, b = rest:find('^' .. pat)
       if a then matched = b break end
     end
-    if not matched then error('util.terminal: not a control sequence the console allows: ' .. util.escape(rest), 2) end
+    if not matched then
+      require('cseng.lib.errors').raise('EINVAL', 'util.terminal: not a control sequence the console allows: ' .. util.escape(rest))
+    end
     rest = rest:sub(matched + 1)
   end
   if raw_stdout_write then return raw_stdout_write(io.stdout, seq) end

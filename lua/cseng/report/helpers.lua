@@ -13,6 +13,7 @@ local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 
 local helpers = {}
 
@@ -51,8 +52,8 @@ local helpers = {}
 
 -- The files of an input: {path, in_dir}, logs (.jsonl) and summaries (.json) apart.
 local function input_files(input, logs, summaries)
-  local st, err = fs.stat(input)
-  if not st then error(tostring(err), 0) end -- the message names the path
+  local st, err, code = fs.stat(input)
+  if not st then errors.raise(code or errors.ENOENT, tostring(err)) end -- the message names the path
   if st.type ~= 'dir' then
     local list = input:match('%.json$') and summaries or logs
     -- an arena's summary (results/<run-id>.json) stands for its run: the log beside it is read
@@ -108,14 +109,14 @@ end
 ---@param path string
 ---@return table|nil summary, string? why
 function helpers.read_summary(path)
-  local text, err = fs.read(path)
-  if not text then error(tostring(err), 0) end
+  local text, err, code = fs.read(path)
+  if not text then errors.raise(code or errors.EIO, tostring(err)) end
   local s, derr = jsonl.decode(text)
-  if s == nil then error(path .. ': not valid JSON: ' .. tostring(derr), 0) end
-  if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)' end
+  if s == nil then errors.raise(errors.EPARSE, path .. ': not valid JSON: ' .. tostring(derr)) end
+  if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)', 'ENOTRUN' end
   for i, r in ipairs(s.results) do
     if type(r) ~= 'table' or type(r.task_id) ~= 'string' then
-      error(path .. ': results[' .. i .. ']: not a trial record (no task_id)', 0)
+      errors.raise(errors.ENOTRUN, path .. ': results[' .. i .. ']: not a trial record (no task_id)')
     end
   end
   return s
@@ -184,8 +185,8 @@ function helpers.load(inputs)
       seen[path] = true
       local ok, events = pcall(results.read, path)
       if not ok then
-        if not in_dir then error(tostring(events), 0) end
-        data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. tostring(events)
+        if not in_dir then error(errors.from(events), 0) end
+        data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. errors.line(events)
       else
         data.inputs[#data.inputs + 1] = path
         for _, e in ipairs(events) do
@@ -223,12 +224,12 @@ function helpers.load(inputs)
       seen[path] = true
       local ok, s, why = pcall(helpers.read_summary, path)
       if not ok then
-        if not in_dir then error(tostring(s), 0) end
-        local msg = tostring(s)
+        if not in_dir then error(errors.from(s), 0) end
+        local msg = errors.line(s)
         if msg:sub(1, #path + 2) == path .. ': ' then msg = msg:sub(#path + 3) end
         data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. msg
       elseif not s then
-        if not in_dir then error(path .. ': ' .. why, 0) end
+        if not in_dir then errors.raise(errors.ENOTRUN, path .. ': ' .. why) end
         data.skipped[#data.skipped + 1] = { path = path, why = why }
       elseif s.run_id and by_id[s.run_id] then
         data.skipped[#data.skipped + 1] = { path = path, why = 'its run log was read' }
@@ -772,7 +773,7 @@ function helpers.template_path(name)
   if fs.exists(in_tree) then return in_tree end
   local by_name = fs.join(sys.root(), 'lua/reports/' .. name:gsub('%.lua$', '') .. '.lua')
   if not name:find('/') and fs.exists(by_name) then return by_name end
-  error('report template not found: ' .. name, 0)
+  errors.raise(errors.ENOENT, 'report template not found: ' .. name)
 end
 
 --- The helpers a template receives; `output` decides where charts go.
@@ -804,25 +805,25 @@ function helpers.render(opts)
   local data = opts.data or helpers.load(opts.inputs)
   local path = helpers.template_path(opts.template)
   local chunk, err = loadfile(path)
-  if not chunk then error(err, 0) end
+  if not chunk then errors.raise(errors.EPLAN, err) end
   local fn = chunk()
-  if type(fn) ~= 'function' then error(path .. ': a report template must return function(data, helpers)', 0) end
+  if type(fn) ~= 'function' then errors.raise(errors.EPLAN, path .. ': a report template must return function(data, helpers)') end
   local h = helpers.context(opts.output)
   local md = fn(data, h)
-  if type(md) ~= 'string' then error(path .. ': the template returned ' .. type(md) .. ', not a string', 0) end
+  if type(md) ~= 'string' then errors.raise(errors.EPLAN, path .. ': the template returned ' .. type(md) .. ', not a string') end
   local written = {}
   for _, f in ipairs(h.files) do
-    assert(fs.mkdir_p(util.dirname(f.path)))
+    errors.check(nil, fs.mkdir_p(util.dirname(f.path)))
     local ok, werr = fs.write(f.path, f.content)
-    if not ok then error('cannot write ' .. f.path .. ': ' .. tostring(werr), 0) end
+    if not ok then errors.raise(errors.EIO, 'cannot write ' .. f.path .. ': ' .. tostring(werr)) end
     written[#written + 1] = f.path
   end
   if opts.output == '-' then
     io.stdout:write(md)
   else
-    assert(fs.mkdir_p(util.dirname(opts.output)))
+    errors.check(nil, fs.mkdir_p(util.dirname(opts.output)))
     local ok, werr = fs.write(opts.output, md)
-    if not ok then error('cannot write ' .. opts.output .. ': ' .. tostring(werr), 0) end
+    if not ok then errors.raise(errors.EIO, 'cannot write ' .. opts.output .. ': ' .. tostring(werr)) end
   end
   return { output = opts.output, files = written, markdown = md, warnings = data.warnings }
 end

@@ -8,15 +8,30 @@ local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 
 local results = {}
+
+--- Strict codes: a trial record (trial, trial_attempt, startup_trial) that failed must carry a registered
+--- error_code, or writing it raises EINTERNAL. On under `cseng test` (in process) and with
+--- CSENG_STRICT_CODES=1 (tools/check.sh exports it for the runs specs start).
+results.strict_codes = os.getenv('CSENG_STRICT_CODES') == '1'
+
+-- The unregistered error_code of a failed trial record, if any (nil when all is well).
+local function bad_code(kind, rec)
+  if kind ~= 'trial' and kind ~= 'trial_attempt' and kind ~= 'startup_trial' then return nil end
+  if rec.outcome ~= 'error' and rec.ok ~= false then return nil end
+  if errors.registered(rec.error_code) then return nil end
+  return tostring(rec.error_code)
+end
 
 local Writer = {}
 Writer.__index = Writer
 
 --- Open (create or continue) a run's event log.
 function results.open(path, run_id)
-  assert(fs.mkdir_p(util.dirname(path)))
+  local ok, err, code = fs.mkdir_p(util.dirname(path))
+  if not ok then errors.raise(code or errors.EIO, 'cannot create the directory of ' .. path .. ': ' .. tostring(err)) end
   return setmetatable({ path = path, run_id = run_id }, Writer)
 end
 
@@ -26,8 +41,13 @@ function Writer:event(kind, fields, sync)
   rec.event = kind
   rec.run_id = self.run_id
   rec.time = clock.wall()
-  local ok, err = jsonl.append(self.path, rec, { sync = sync and true or false })
-  if not ok then error('cannot write ' .. self.path .. ': ' .. tostring(err), 0) end
+  local bad = results.strict_codes and bad_code(kind, rec)
+  if bad then
+    errors.raise(errors.EINTERNAL, string.format('%s record of %s has error_code %s, not a registered code (%s)',
+      kind, tostring(rec.task_id or rec.provider), bad, tostring(rec.error)))
+  end
+  local ok, err, code = jsonl.append(self.path, rec, { sync = sync and true or false })
+  if not ok then errors.raise(code or errors.EIO, 'cannot write ' .. self.path .. ': ' .. tostring(err)) end
   return rec
 end
 
@@ -48,11 +68,11 @@ end
 ---@param path string
 ---@return table[]
 function results.read(path)
-  local iter, err = jsonl.read(path)
+  local iter, err, code = jsonl.read(path)
   if not iter then
     err = tostring(err)
     if err:sub(1, #tostring(path)) ~= tostring(path) then err = tostring(path) .. ': ' .. err end
-    error('cannot read the run log ' .. err, 0)
+    errors.raise(code or errors.EIO, 'cannot read the run log ' .. err)
   end
   local events = {}
   for rec in iter do events[#events + 1] = rec end
@@ -68,7 +88,7 @@ function results.read_run(path)
   for _, e in ipairs(events) do
     if e.event == 'run_started' then return { run_id = e.run_id, events = events, started = e } end
   end
-  error(path .. ': no run_started event; not a cseng run log', 0)
+  errors.raise(errors.ENOTRUN, path .. ': no run_started event; not a cseng run log')
 end
 
 --- Write a solver's transcript (a list of JSON-able entries) as JSON Lines, redacted.
@@ -162,8 +182,8 @@ end
 
 --- Write the summary JSON beside the log (atomically).
 function results.write_summary(events, path)
-  local ok, err = fs.write(path, jsonl.encode(results.summary(events)) .. '\n')
-  if not ok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
+  local ok, err, code = fs.write(path, jsonl.encode(results.summary(events)) .. '\n')
+  if not ok then errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err)) end
   return path
 end
 

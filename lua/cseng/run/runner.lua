@@ -253,7 +253,7 @@ function runner.replay(run, t, rcp, sb, rec)
     { timeout = t.config.build_timeout, network = run.opts.build_network ~= 'off' })
   if not info then
     if rec then rec.build_log_tail = err.log end
-    error({ stage = 'build', message = err.message, code = code or 'EBUILD' })
+    error(errors.returned(err, code, { stage = 'build', default_code = errors.EBUILD }), 0)
   end
   if rec then rec.environment.replayed_steps = info.steps end
   return info

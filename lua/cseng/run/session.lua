@@ -225,14 +225,7 @@ end
 --- answer was lost: a reset, a timeout, a malformed or id-less body, a 5xx, a cancellation):
 --- everything but a refusal (4xx, auth, a bad configuration).
 ---@param code string|nil
-function session.maybe_created(code)
-  if type(code) ~= 'string' then return true end
-  if adapter_util.is_auth(code) or code == errors.ECONFIG or code == errors.ENOIMAGE or code == 'ENOTFOUND' or code == 'EURL'
-    or code == errors.ECONNREFUSED then return false end
-  local st = tonumber(code:match('^HTTP_(%d+)$'))
-  if st then return st >= 500 or st == 408 end
-  return true
-end
+session.maybe_created = errors.maybe_created
 
 -- The ids this session has allocated or adopted, per provider name.
 function Session:know(p, id)

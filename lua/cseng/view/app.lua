@@ -14,6 +14,7 @@ local helpers = require 'cseng.report.helpers'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
 local sys = require 'cseng.sys'
+local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 
 local app = {}
@@ -410,9 +411,9 @@ local function put_script(kind, key, doc)
 end
 
 local function write(path, text)
-  assert(fs.mkdir_p(util.dirname(path)))
-  local ok, err = fs.write(path, text)
-  if not ok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
+  errors.check(nil, fs.mkdir_p(util.dirname(path)))
+  local ok, err, code = fs.write(path, text)
+  if not ok then errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err)) end
 end
 
 --- Write every page as static files under dir. Returns {pages, files}.

@@ -18,6 +18,7 @@ local proc = require 'cseng.proc'
 local toml = require 'cseng.lib.toml'
 local dockerfile = require 'cseng.workload.dockerfile'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local confine = require 'cseng.lib.confine'
 
 local dataset = {}
@@ -53,7 +54,7 @@ local dataset = {}
 local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 600 }
 
 local function bad(where, field, msg)
-  error(string.format('%s: %s: %s', where, field, msg), 0)
+  errors.raise(errors.EDATASET, string.format('%s: %s: %s', where, field, msg))
 end
 
 --- A name from the row that becomes a path: its confined normal form, or a refusal naming the
@@ -152,7 +153,7 @@ end
 
 local function cache_dir(opts)
   local d = opts.cache_dir or (os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/tasks'
-  assert(fs.mkdir_p(d))
+  errors.check(nil, fs.mkdir_p(d))
   return d
 end
 
@@ -177,7 +178,7 @@ local function from_seed_row(row, where, opts)
   if not fs.exists(dir .. '/.complete') then
     local tmp = dir .. '.tmp' .. tostring(require('cseng.sys').pid())
     fs.remove_tree(tmp)
-    assert(fs.mkdir_p(tmp))
+    errors.check(nil, fs.mkdir_p(tmp))
     -- decoded content is bytes, always: a base64 that decodes to a host path must never open it
     local ok, xerr = archive.extract(bytes, tmp, { from = 'bytes', max_bytes = opts.max_task_bytes })
     if not ok then
@@ -186,7 +187,7 @@ local function from_seed_row(row, where, opts)
     end
     fs.write(tmp .. '/.complete', sha .. '\n')
     fs.remove_tree(dir)
-    assert(fs.rename(tmp, dir))
+    errors.check(nil, fs.rename(tmp, dir))
   end
   local instruction = row.instruction or row.prompt
   if instruction ~= nil and type(instruction) ~= 'string' then bad(where, 'instruction', 'not a string') end
@@ -262,8 +263,8 @@ local function from_swesmith_row(row, where, opts)
   if not fs.exists(dir .. '/.complete') then
     fs.remove_tree(dir)
     local testbed = dir .. '/environment/testbed'
-    assert(fs.mkdir_p(dir .. '/environment'))
-    assert(fs.copy_tree(src, testbed))
+    errors.check(nil, fs.mkdir_p(dir .. '/environment'))
+    errors.check(nil, fs.copy_tree(src, testbed))
     local res = proc.run { argv = { 'patch', '-p1', '--forward', '--batch', '-d', testbed }, stdin = patch, timeout = 60 }
     if not res or res.code ~= 0 then
       fs.remove_tree(dir)
@@ -275,8 +276,8 @@ local function from_swesmith_row(row, where, opts)
     for _, f in ipairs(files) do
       local data = fs.read(f.path)
       if not data then fs.remove_tree(dir); bad(where, 'FAIL_TO_PASS', 'test file ' .. f.name .. ' is not readable') end
-      assert(fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f.name)))
-      assert(fs.write(dir .. '/tests/files/' .. f.name, data))
+      errors.check(nil, fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f.name)))
+      errors.check(nil, fs.write(dir .. '/tests/files/' .. f.name, data))
     end
     local ids = {}
     for _, list in ipairs({ f2p, p2p }) do for _, t in ipairs(list) do ids[#ids + 1] = shell_quote(t) end end
@@ -286,7 +287,7 @@ local function from_swesmith_row(row, where, opts)
       'COPY testbed/ /testbed/',
       '',
     }, '\n'))
-    assert(fs.mkdir_p(dir .. '/solution'))
+    errors.check(nil, fs.mkdir_p(dir .. '/solution'))
     fs.write(dir .. '/solution/fix.patch', patch)
     fs.write(dir .. '/solution/solve.sh', table.concat({
       '#!/bin/bash',
@@ -343,13 +344,13 @@ local function load_rows(path, push)
   local lower = path:lower()
   if lower:match('%.parquet$') then
     local parquet = require 'cseng.workload.parquet'
-    local rows, err = parquet.rows(path)
-    if not rows then error(path .. ': ' .. tostring(err), 0) end
+    local rows, err, code = parquet.rows(path)
+    if not rows then errors.raise(code or errors.EDATASET, path .. ': ' .. tostring(err)) end
     for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end
     return
   end
-  local data, err = fs.read(path)
-  if not data then error(err, 0) end
+  local data, err, code = fs.read(path)
+  if not data then errors.raise(code or errors.EIO, err) end
   local n = 0
   for line in data:gmatch('([^\n]*)\n?') do
     n = n + 1
@@ -377,13 +378,13 @@ function dataset.load(path, opts)
       t.index = #tasks
       tasks[#tasks + 1] = t
     elseif opts.skip_bad_rows then
-      bads[#bads + 1] = { where = select(2, ...), error = tostring(t) }
+      bads[#bads + 1] = { where = select(2, ...), error = errors.line(t) }
     else
       error(t, 0)
     end
   end
   local st = fs.stat(path)
-  if not st then error(path .. ': no such dataset file or directory', 0) end
+  if not st then errors.raise(errors.ENOENT, path .. ': no such dataset file or directory') end
   if st.type == 'dir' then
     if fs.exists(path .. '/task.toml') then
       add(function(d, w)
@@ -396,13 +397,13 @@ function dataset.load(path, opts)
           add(function(dd, w) return from_dir(dd, w, { id = name, sha256 = crypto.sha256_hex(archive.pack_dir(dd, { modes = 'normalize' })) }) end, d, d)
         end
       end
-      if #tasks == 0 and #bads == 0 then error(path .. ': no task directories (with task.toml) inside', 0) end
+      if #tasks == 0 and #bads == 0 then errors.raise(errors.EDATASET, path .. ': no task directories (with task.toml) inside') end
     end
   else
     load_rows(path, function(row, where, err)
       if err then
         if opts.skip_bad_rows then bads[#bads + 1] = { where = where, error = where .. ': ' .. err }
-        else error(where .. ': ' .. err, 0) end
+        else errors.raise(errors.EDATASET, where .. ': ' .. err) end
         return
       end
       add(dataset.from_row, row, where, opts)
@@ -410,7 +411,7 @@ function dataset.load(path, opts)
   end
   local seen = {}
   for _, t in ipairs(tasks) do
-    if seen[t.id] then error(string.format('%s: task id %s repeats %s', t.where, t.id, seen[t.id]), 0) end
+    if seen[t.id] then errors.raise(errors.EDATASET, string.format('%s: task id %s repeats %s', t.where, t.id, seen[t.id])) end
     seen[t.id] = t.where
   end
   return tasks, bads
@@ -453,7 +454,7 @@ function dataset.select(tasks, index, limit, names)
   else
     local i = math.tointeger(tonumber(index))
     if not i or i < 0 or i >= #tasks then
-      error(string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1), 0)
+      errors.raise(errors.EUSAGE, string.format('--task-index %s is out of range (the dataset has %d tasks, 0-%d)', tostring(index), #tasks, #tasks - 1))
     end
     out[1] = tasks[i + 1]
   end
@@ -470,8 +471,8 @@ function dataset.select(tasks, index, limit, names)
     end
     for k, n in ipairs(names) do
       if hits[k] == 0 then
-        error(string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
-          n, #out), 0)
+        errors.raise(errors.EUSAGE, string.format("--tasks: no task matches '%s' (%d task(s) to choose from; cseng dataset info lists them)",
+          n, #out))
       end
     end
     out = kept

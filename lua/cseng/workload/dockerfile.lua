@@ -74,7 +74,7 @@ function dockerfile.parse(text, name)
   local lineno = 0
   local function instr(line, at)
     local op, rest = line:match('^%s*(%a+)%s*(.-)%s*$')
-    if not op then return nil, string.format('%s:%d: cannot read instruction', name, at) end
+    if not op then return nil, string.format('%s:%d: cannot read instruction', name, at), 'EPARSE' end
     op = op:upper()
     if op == 'FROM' then
       local w = words(rest)
@@ -125,7 +125,7 @@ function dockerfile.parse(text, name)
         if flag then c[flag] = val ~= '' and val or true
         else args[#args + 1] = expand(x, vars) end
       end
-      if #args < 2 then return nil, string.format('%s:%d: %s needs a source and a destination', name, at, op) end
+      if #args < 2 then return nil, string.format('%s:%d: %s needs a source and a destination', name, at, op), 'EPARSE' end
       for i = 1, #args - 1 do c.src[i] = args[i] end
       c.dst = args[#args] == '.' and '' or args[#args]:gsub('^%./', '') -- "." and "./x": the workdir's
       if c.dst:sub(1, 1) ~= '/' then
@@ -167,17 +167,17 @@ function dockerfile.parse(text, name)
       if logical then logical = logical .. ' ' .. (cont or line)
       else logical, start_line = cont or line, lineno end
       if not cont then
-        local ok, err = instr(logical, start_line)
-        if not ok then return nil, err end
+        local ok, err, code = instr(logical, start_line)
+        if not ok then return nil, err, code end
         logical = nil
       end
     end
   end
   if logical then
-    local ok, err = instr(logical, start_line)
-    if not ok then return nil, err end
+    local ok, err, code = instr(logical, start_line)
+    if not ok then return nil, err, code end
   end
-  if r.stages == 0 then return nil, string.format('%s: no FROM instruction', name) end
+  if r.stages == 0 then return nil, string.format('%s: no FROM instruction', name), 'EPARSE' end
   return r
 end
 

@@ -17,6 +17,7 @@ local crypto = require 'cseng.crypto'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local dockerfile = require 'cseng.workload.dockerfile'
+local errors = require 'cseng.lib.errors'
 
 local recipe = {}
 
@@ -103,9 +104,9 @@ function recipe.of_task(t, o)
   local ctx_dir = t.dir .. '/environment'
   local context
   if fs.exists(ctx_dir) then
-    context = assert(archive.pack_dir(ctx_dir, { modes = 'normalize' }))
+    context = errors.check(nil, archive.pack_dir(ctx_dir, { modes = 'normalize' }))
   else
-    context = assert(archive.pack({}, { format = 'tar' }))
+    context = errors.check(nil, archive.pack({}, { format = 'tar' }))
   end
   local rec = {
     task_id = t.id, from = from, base = dockerfile.map_image(from, map), image_map = map,

@@ -20,6 +20,7 @@
 local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 local staging = require 'cseng.workload.staging'
 
 local replay = {}
@@ -87,7 +88,8 @@ end
 
 --- Run a recipe's steps in a sandbox. P: the adapter module (P.exec, P.put); o: {timeout
 --- (seconds for the whole replay, default 600), env (the sandbox's base variables, e.g.
---- PATH)}. Returns {steps, runs, copies, seconds} or nil, {message, log, step}, "EBUILD" |
+--- PATH)}. Returns {steps, runs, copies, seconds} or nil, an error {message, log, step, line},
+--- "EBUILD" |
 --- "ETIMEDOUT" | the adapter's code.
 ---@param P table
 ---@param client any
@@ -103,7 +105,8 @@ function replay.run(P, client, sb, rcp, o)
   local pending = {} -- COPY steps not uploaded yet
   local info = { steps = 0, runs = 0, copies = 0 }
   local function fail(msg, log, code, step)
-    return nil, { message = msg, log = log and util.tail(log, replay.LOG_TAIL) or nil, step = step }, code or 'EBUILD'
+    code = code or errors.EBUILD
+    return nil, errors.new(code, msg, { log = log and util.tail(log, replay.LOG_TAIL) or nil, step = step, line = step }), code
   end
   local function flush()
     if #pending == 0 then return true end

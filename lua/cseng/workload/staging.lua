@@ -161,11 +161,11 @@ local function resolve_sources(ctx_dir, src)
   local clean = src:gsub('^%./', ''):gsub('/+$', '')
   if clean == '' or clean == '.' then return { ctx_dir } end
   for part in clean:gmatch('[^/]+') do
-    if part == '..' then return nil, src .. ': outside the build context' end
+    if part == '..' then return nil, src .. ': outside the build context', 'EUNSAFE' end
   end
   if not clean:find('[%*%?]') then
     local p = ctx_dir .. '/' .. clean
-    if not fs.lstat(p) then return nil, src .. ': not found in the build context' end
+    if not fs.lstat(p) then return nil, src .. ': not found in the build context', 'ENOENT' end
     return { p }
   end
   local dir, pat = clean:match('^(.-)/?([^/]*)$')
@@ -174,7 +174,7 @@ local function resolve_sources(ctx_dir, src)
   for _, name in ipairs(fs.list(base) or {}) do
     if name:match(glob_to_pattern(pat)) then out[#out + 1] = base .. '/' .. name end
   end
-  if #out == 0 then return nil, src .. ': no match in the build context' end
+  if #out == 0 then return nil, src .. ': no match in the build context', 'ENOENT' end
   return out
 end
 

@@ -11,6 +11,7 @@ local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
 
 local adapter = {}
 
@@ -55,8 +56,8 @@ function adapter.credentials(provider, setting, creds)
   end
   if #missing > 0 then
     local many = #missing > 1
-    error(string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
-      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'), 0)
+    errors.raise(errors.ECONFIG, string.format('%s provider: %s %s not set (export %s, or put %s in an --env-file)', provider,
+      table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'))
   end
   for i, c in ipairs(creds) do
     if c.secret then util.add_secret(values[i]) end
@@ -93,24 +94,12 @@ end
 adapter.MAX_BODY_DEFAULT = 32 * 1024 * 1024
 adapter.max_body = math.tointeger(tonumber(os.getenv('CSENG_MAX_RESPONSE_BYTES') or '')) or adapter.MAX_BODY_DEFAULT
 
---- Whether an error code is an authentication or permission failure (no retry helps; a run
---- stops allocating on it).
----@param code string|nil
-function adapter.is_auth(code)
-  return code == 'HTTP_401' or code == 'HTTP_403' or code == 'GRPC_UNAUTHENTICATED' or code == 'GRPC_PERMISSION_DENIED'
-    or code == 'EAUTH'
-end
+--- Whether an error code is an authentication or permission failure: errors.is_auth (the
+--- classification lives with the error type).
+adapter.is_auth = errors.is_auth
 
---- Whether an error code is transient (a retry may succeed): 5xx, 429, resets, timeouts,
---- refused connections. Not DNS (ENOTFOUND), auth, or other 4xx.
----@param code string|nil
-function adapter.is_transient(code)
-  if type(code) ~= 'string' then return false end
-  local st = tonumber(code:match('^HTTP_(%d+)$'))
-  if st then return st >= 500 or st == 429 or st == 408 end
-  return code == 'ECONNRESET' or code == 'ETIMEDOUT' or code == 'ECONNREFUSED' or code == 'EHOSTUNREACH'
-    or code == 'GRPC_UNAVAILABLE' or code == 'GRPC_DEADLINE_EXCEEDED' or code == 'EBADRESPONSE' or code == 'EPROTO'
-end
+--- Whether an error code is transient (a retry may succeed): errors.is_transient.
+adapter.is_transient = errors.is_transient
 
 --- The error text of a service's JSON error bodies: a function(body) giving the first of the
 --- fields (dotted paths, e.g. {'error.message', 'error', 'message'}) that holds a non-empty
@@ -245,16 +234,16 @@ end
 ---@return table[]|nil parts, string? err
 function adapter.multipart_parts(body, content_type)
   local ct = tostring(content_type or '')
-  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')' end
+  if not ct:lower():match('^%s*multipart/') then return nil, 'not a multipart body (Content-Type ' .. ct .. ')', 'EPROTO' end
   local boundary = header_param(ct, 'boundary')
-  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct end
+  if not boundary or boundary == '' or #boundary > 200 then return nil, 'no usable boundary in ' .. ct, 'EPROTO' end
   local delim = '--' .. boundary
   local pos
   if body:sub(1, #delim) == delim then
     pos = 1
   else
     pos = body:find('\r\n' .. delim, 1, true)
-    if not pos then return nil, 'no opening boundary' end
+    if not pos then return nil, 'no opening boundary', 'EPROTO' end
     pos = pos + 2
   end
   local parts = {}
@@ -262,17 +251,17 @@ function adapter.multipart_parts(body, content_type)
     pos = pos + #delim
     if body:sub(pos, pos + 1) == '--' then return parts end
     local eol = body:find('\r\n', pos, true)
-    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1) end
+    if not eol or not body:sub(pos, eol - 1):match('^[ \t]*$') then return nil, 'malformed boundary line in part ' .. (#parts + 1), 'EPROTO' end
     local hend = body:find('\r\n\r\n', eol, true)
-    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers' end
+    if not hend then return nil, 'part ' .. (#parts + 1) .. ' has no end of headers', 'EPROTO' end
     local headers = {}
     for line in body:sub(eol + 2, hend + 1):gmatch('([^\r\n]*)\r\n') do
       local k, v = line:match('^([^:%s]+)%s*:%s*(.-)%s*$')
-      if not k then return nil, 'malformed header line in part ' .. (#parts + 1) end
+      if not k then return nil, 'malformed header line in part ' .. (#parts + 1), 'EPROTO' end
       headers[k:lower()] = v
     end
     local nextb = body:find('\r\n' .. delim, hend + 2, true)
-    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary' end
+    if not nextb then return nil, 'part ' .. (#parts + 1) .. ' has no closing boundary', 'EPROTO' end
     local disp = headers['content-disposition'] or ''
     parts[#parts + 1] = { name = header_param(disp, 'name'), filename = header_param(disp, 'filename'),
                           headers = headers, data = body:sub(hend + 4, nextb - 1) }

@@ -5,6 +5,8 @@ local flags = require 'cseng.lib.flags'
 local options = require 'cseng.run.options'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
+local errors = require 'cseng.lib.errors'
+local cli = require 'cseng.cli.main'
 local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
   ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
@@ -37,7 +39,7 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: cleanup: ', pos, '\n'); return 2 end
+  if not f then return cli.usage_error('cleanup: ' .. pos) end
   local failures, done = 0, 0
   local ok, err = pcall(function()
     if #pos == 1 then
@@ -90,11 +92,11 @@ function cmd.run(args)
       end
     elseif #pos == 0 and f.provider then
       local min_age = f.older_than and age_seconds(f.older_than)
-      if f.older_than and not min_age then error({ usage = '--older-than: expected e.g. 30s, 15m, 2h, 1d' }, 0) end
+      if f.older_than and not min_age then error(errors.usage('cleanup: --older-than: expected e.g. 30s, 15m, 2h, 1d'), 0) end
       local s = open_session(f)
       local p = s:connect(f.provider)
       local provider, client = p.adapter, p.client
-      if not provider.list then error('provider ' .. f.provider .. ' cannot list sandboxes', 0) end
+      if not provider.list then errors.raise(errors.ENOTSUP, 'provider ' .. f.provider .. ' cannot list sandboxes') end
       if provider.list_by_label == false then
         io.stderr:write('cseng: cleanup: ', f.provider, ' cannot list sandboxes by label: unattributed sandboxes ',
           '(a create whose answer was lost) may exist; check the provider\'s console\n')
@@ -115,15 +117,11 @@ function cmd.run(args)
         end
       end
     else
-      error({ usage = 'cleanup needs RUN.jsonl or --provider NAME (see cseng cleanup --help)' }, 0)
+      error(errors.usage('cleanup needs RUN.jsonl or --provider NAME (see cseng cleanup --help)'), 0)
     end
   end)
   if not ok then
-    if type(err) == 'table' and err.usage then
-      io.stderr:write('cseng: ', err.usage:find('^cleanup') and '' or 'cleanup: ', err.usage, '\n')
-      return 2
-    end
-    return require('cseng.cli.main').fail(err, 'cleanup')
+    return cli.fail(err, not errors.is_usage(err) and 'cleanup' or nil)
   end
   if not f.dry_run and #pos <= 1 and (done > 0 or failures > 0 or #pos == 0) then
     print(string.format('%d destroyed, %d failed', done, failures))

@@ -12,6 +12,7 @@ local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local helpers = require 'cseng.report.helpers'
 local stats = require 'cseng.lib.stats'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },
@@ -211,12 +212,12 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: compare: ', pos, ' (see cseng compare --help)\n'); return 2 end
-  if #pos ~= 2 then io.stderr:write('cseng: compare needs two runs, A and B (see cseng compare --help)\n'); return 2 end
+  if not f then return cli.usage_error('compare: ' .. pos .. ' (see cseng compare --help)') end
+  if #pos ~= 2 then return cli.usage_error('compare needs two runs, A and B (see cseng compare --help)') end
   local sides = {}
   for i = 1, 2 do
     local ok, d = pcall(helpers.load, { pos[i] })
-    if not ok then io.stderr:write('cseng: compare: ', tostring(d), '\n'); return 1 end
+    if not ok then return cli.fail(d, 'compare') end
     if #d.runs == 0 then io.stderr:write('cseng: compare: no runs in ', pos[i], '\n'); return 1 end
     sides[i] = d
   end

@@ -5,6 +5,8 @@ local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
 local jsonl = require 'cseng.lib.jsonl'
+local errors = require 'cseng.lib.errors'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
@@ -57,30 +59,27 @@ local function pack(sources, out)
       lines[#lines + 1] = jsonl.encode(row)
     end
   end
-  local ok, err = fs.write(out, table.concat(lines, '\n') .. '\n')
-  if not ok then error(err, 0) end
+  local ok, err, code = fs.write(out, table.concat(lines, '\n') .. '\n')
+  if not ok then errors.raise(code or errors.EIO, err) end
   print(string.format('%s: %d tasks', out, #lines))
 end
 
 function cmd.run(args)
   local sub = table.remove(args, 1)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: dataset: ', pos, '\n'); return 2 end
+  if not f then return cli.usage_error('dataset: ' .. pos) end
   local ok, err = pcall(function()
     if sub == 'pack' then
-      if #pos == 0 or not f.output then error({ usage = 'dataset pack needs SOURCE... and -o OUT.jsonl' }) end
+      if #pos == 0 or not f.output then error(errors.usage('dataset pack needs SOURCE... and -o OUT.jsonl'), 0) end
       pack(pos, f.output)
     elseif sub == 'convert' then
-      if #pos ~= 1 or not f.output then error({ usage = 'dataset convert needs IN.parquet and -o OUT.jsonl' }) end
-      local n, cerr = require('cseng.workload.parquet').to_jsonl(pos[1], f.output)
-      if not n then error(cerr, 0) end
+      if #pos ~= 1 or not f.output then error(errors.usage('dataset convert needs IN.parquet and -o OUT.jsonl'), 0) end
+      local n = errors.check(nil, require('cseng.workload.parquet').to_jsonl(pos[1], f.output))
       print(string.format('%s: %d rows', f.output, n))
     elseif sub == 'info' then
-      if #pos ~= 1 then error({ usage = 'dataset info needs FILE' }) end
+      if #pos ~= 1 then error(errors.usage('dataset info needs FILE'), 0) end
       if pos[1]:lower():match('%.parquet$') then
-        local text, ierr = require('cseng.workload.parquet').info_text(pos[1])
-        if not text then error(ierr, 0) end
-        io.write(text)
+        io.write((errors.check(nil, require('cseng.workload.parquet').info_text(pos[1]))))
         print('tasks:')
       end
       do -- the tasks, for parquet as for JSONL and task folders
@@ -91,20 +90,17 @@ function cmd.run(args)
         end
       end
     elseif sub == 'validate' then
-      if #pos ~= 1 then error({ usage = 'dataset validate needs PATH' }) end
+      if #pos ~= 1 then error(errors.usage('dataset validate needs PATH'), 0) end
       local tasks, bad = dataset.load(pos[1], { skip_bad_rows = f.skip_bad_rows })
       for _, b in ipairs(bad) do print('bad: ' .. b.error) end
       print(string.format('%s: %d tasks ok, %d bad rows', pos[1], #tasks, #bad))
-      if #bad > 0 then error({ status = 1 }) end
+      if #bad > 0 then return 1 end
     else
-      error({ usage = "unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate)" })
+      error(errors.usage("unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate)"), 0)
     end
   end)
-  if ok then return 0 end
-  if type(err) == 'table' and err.usage then io.stderr:write('cseng: ', err.usage, '\n'); return 2 end
-  if type(err) == 'table' and err.status then return err.status end
-  io.stderr:write('cseng: ', tostring(err), '\n')
-  return 1
+  if ok then return err or 0 end -- err: the status of validate
+  return cli.fail(err)
 end
 
 return cmd

@@ -7,6 +7,8 @@ local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
@@ -44,7 +46,7 @@ local function log_files(inputs)
   local out = {}
   for _, p in ipairs(inputs) do
     local st = fs.stat(p)
-    if not st then error(p .. ': no such file or directory', 0) end
+    if not st then errors.raise(errors.ENOENT, p .. ': no such file or directory') end
     if st.type == 'dir' then
       local names = fs.list(p) or {}
       table.sort(names)
@@ -63,7 +65,7 @@ function cmd.rows(inputs)
     local events = results.read(path)
     local started
     for _, e in ipairs(events) do if e.event == 'run_started' then started = e break end end
-    if not started then error(path .. ': no run_started event; not a cseng run log', 0) end
+    if not started then errors.raise(errors.ENOTRUN, path .. ': no run_started event; not a cseng run log') end
     local run = {
       run_id = started.run_id, run_kind = started.kind or 'tasks', run_plan = started.plan,
       run_provider = started.provider or (started.providers and table.concat(started.providers, ',')),
@@ -122,10 +124,10 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: export: ', pos, ' (see cseng export --help)\n'); return 2 end
-  if #pos == 0 then io.stderr:write('cseng: export needs at least one RUN.jsonl or directory (see cseng export --help)\n'); return 2 end
+  if not f then return cli.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
+  if #pos == 0 then return cli.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   local ok, rows = pcall(cmd.rows, pos)
-  if not ok then io.stderr:write('cseng: export: ', tostring(rows), '\n'); return 1 end
+  if not ok then return cli.fail(rows, 'export') end
   local text
   if (f.format or 'csv') == 'csv' then
     text = cmd.csv(rows)

@@ -11,6 +11,8 @@ local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
 local clock = require 'cseng.clock'
 local rootfs_image = require 'cseng.images.rootfs'
+local errors = require 'cseng.lib.errors'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
@@ -46,7 +48,7 @@ local cmd = {
 local function connect()
   local docker = require 'providers.docker'
   local ok, client = pcall(docker.connect, {})
-  if not ok then return nil, tostring(client) end
+  if not ok then return nil, errors.line(client), errors.from(client).code end
   return docker, client
 end
 
@@ -78,7 +80,7 @@ local function base(f)
   local t0 = clock.now()
   local root, rerr = rootfs_image.build({ suite = suite, mirror = f.mirror, include = f.include, force = f.force, log = print })
   if not root then io.stderr:write('cseng: images base: ', tostring(rerr), '\n'); return 1 end
-  local work = assert(fs.tempdir('cseng-base-'))
+  local work = errors.check(nil, fs.tempdir('cseng-base-'))
   local tarball = work .. '/rootfs.tar'
   local function fail(msg)
     io.stderr:write('cseng: images base: ', msg, '\n')
@@ -124,7 +126,7 @@ end
 
 local function prune(f)
   local min_age = f.older_than and age_seconds(f.older_than)
-  if f.older_than and not min_age then io.stderr:write('cseng: images prune: --older-than: expected e.g. 30m, 2h, 7d\n'); return 2 end
+  if f.older_than and not min_age then return cli.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
   local docker, client = connect()
   if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
   local images, err = docker.list_images(client)
@@ -153,14 +155,13 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: images: ', pos, '\n'); return 2 end
+  if not f then return cli.usage_error('images: ' .. pos) end
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end
   if sub == 'list' or sub == nil then return list() end
   if sub == 'prune' then return prune(f) end
-  io.stderr:write("cseng: images: unknown subcommand '", tostring(sub), "' (rootfs, base, list, prune)\n")
-  return 2
+  return cli.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
 end
 
 return cmd

@@ -7,6 +7,8 @@ local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local errors = require 'cseng.lib.errors'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
@@ -23,7 +25,8 @@ local cmd = {
     flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }),
 }
 
-local function fail(msg) error({ usage = true, message = msg }, 0) end
+-- what is wrong with the shards given is a usage error (exit status 2)
+local function fail(msg) error(errors.usage(msg), 0) end
 
 --- The shard logs in dir: {path, run_id, index, count}.
 local function shard_files(dir)
@@ -176,19 +179,19 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: merge: ', pos, ' (see cseng merge --help)\n'); return 2 end
+  if not f then return cli.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
   if #pos ~= 1 or not f.output then
-    io.stderr:write('cseng: merge needs DIR and -o RUN.jsonl (see cseng merge --help)\n'); return 2
+    return cli.usage_error('merge needs DIR and -o RUN.jsonl (see cseng merge --help)')
   end
-  if not f.output:match('%.jsonl$') then io.stderr:write('cseng: merge: -o must name a .jsonl file\n'); return 2 end
+  if not f.output:match('%.jsonl$') then return cli.usage_error('merge: -o must name a .jsonl file') end
   local ok, err = pcall(function()
     local shards, run_id, count = cmd.collect(pos[1], f.run)
     local events = cmd.merge_events(shards, run_id, f)
-    assert(fs.mkdir_p(util.dirname(f.output)))
+    errors.check(nil, fs.mkdir_p(util.dirname(f.output)))
     local lines = {}
     for i, e in ipairs(events) do lines[i] = jsonl.encode(e) end
     local wok, werr = fs.write(f.output, table.concat(lines, '\n') .. '\n')
-    if not wok then fail('cannot write ' .. f.output .. ': ' .. tostring(werr)) end
+    if not wok then errors.raise(errors.EIO, 'cannot write ' .. f.output .. ': ' .. tostring(werr)) end
     local json_path = f.output:gsub('%.jsonl$', '.json')
     results.write_summary(events, json_path)
     local s = results.summary(events)
@@ -197,8 +200,7 @@ function cmd.run(args)
     io.stdout:write('results: ', f.output, '\n', 'summary: ', json_path, '\n')
   end)
   if not ok then
-    io.stderr:write('cseng: merge: ', type(err) == 'table' and tostring(err.message) or tostring(err), '\n')
-    return type(err) == 'table' and err.usage and 2 or 1
+    return cli.fail(err, 'merge')
   end
   return 0
 end

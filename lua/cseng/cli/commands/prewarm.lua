@@ -13,6 +13,7 @@ local errors = require 'cseng.lib.errors'
 local runner = require 'cseng.run.runner'
 local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
+local cli = require 'cseng.cli.main'
 
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
@@ -54,13 +55,11 @@ local function prewarm_image(provider, f)
     local log = not f.quiet and function(line) io.stderr:write('prewarm ', provider.name, ': ', line, '\n') end or nil
     local id, perr, code = provider.prewarm_image(client, { bucket = f.aws_bucket, build_role_arn = f.aws_build_role_arn,
                                                             log = log })
-    if not id then error(tostring(perr) .. (code and (' (' .. code .. ')') or ''), 0) end
+    if not id then error(errors.returned(perr, code, { default_code = errors.EPREPARE }), 0) end
     print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
   end)
   if ok then return 0 end
-  if type(err) == 'table' and err.code == 'ECANCELED' then return 130 end
-  io.stderr:write('cseng: prewarm: ', type(err) == 'table' and tostring(err.message) or tostring(err), '\n')
-  return 1
+  return cli.fail(err, 'prewarm')
 end
 
 -- The prewarm files in dir (newest first): {path, doc}, for one provider or all.
@@ -103,7 +102,7 @@ local function list_or_prune(o, prune)
     end
   end
   if adapter and adapter.list_artifacts then
-    local list = assert(adapter.list_artifacts(client))
+    local list = errors.check(nil, adapter.list_artifacts(client))
     for _, a in ipairs(list) do
       n_art = n_art + 1
       rows[#rows + 1] = string.format('%-10s %-44s %-8s %s', adapter.name, tostring(a.task_id or '-'),
@@ -147,11 +146,11 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: prewarm: ', pos, ' (see cseng prewarm --help)\n'); return 2 end
+  if not f then return cli.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
   if f.list or f.prune then
-    if #pos > 0 then io.stderr:write('cseng: prewarm --list/--prune take no PLAN.lua\n'); return 2 end
+    if #pos > 0 then return cli.usage_error('prewarm --list/--prune take no PLAN.lua') end
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
-    if not ok then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
+    if not ok then return cli.usage_error(o) end
     local lok, st = pcall(list_or_prune, o, f.prune)
     if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
     return st
@@ -160,20 +159,20 @@ function cmd.run(args)
     local okp, provider = pcall(session.adapter, f.provider)
     if okp and provider.prewarm_image then return prewarm_image(provider, f) end
   end
-  if #pos > 1 then io.stderr:write('cseng: prewarm takes at most one PLAN.lua\n'); return 2 end
+  if #pos > 1 then return cli.usage_error('prewarm takes at most one PLAN.lua') end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)
-  if not ok then io.stderr:write('cseng: ', tostring(p), '\n'); return 2 end
+  if not ok then return cli.usage_error(p) end
   local argv = { 'cseng', 'prewarm', table.unpack(args) }
   local ok2, o = pcall(options.merge, p, f, argv)
-  if not ok2 then io.stderr:write('cseng: ', tostring(o), '\n'); return 2 end
+  if not ok2 then return cli.usage_error(o) end
   o.mode = 'warm'
-  if not f.provider then io.stderr:write('cseng: prewarm needs --provider NAME\n'); return 2 end
+  if not f.provider then return cli.usage_error('prewarm needs --provider NAME') end
 
   local status = 0
   local rok, rerr = pcall(function()
     local provider = session.adapter(o.provider)
-    if not provider.snapshot then error(string.format("provider '%s' has no warm mode (no snapshot)", provider.name), 0) end
+    if not provider.snapshot then errors.raise(errors.ENOTSUP, string.format("provider '%s' has no warm mode (no snapshot)", provider.name)) end
     local tasks = dataset.load(o.dataset)
     local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
     -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it
@@ -212,8 +211,8 @@ function cmd.run(args)
       dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
       errors = next(failed) and failed or nil,
     }
-    assert(fs.mkdir_p(util.dirname(out_json)))
-    assert(fs.write(out_json, util.json_sorted(doc) .. '\n'))
+    errors.check(nil, fs.mkdir_p(util.dirname(out_json)))
+    errors.check(nil, fs.write(out_json, util.json_sorted(doc) .. '\n'))
     local env_name = provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')
     if #selected == 1 and artifacts[selected[1].id] then
       print(env_name .. '=' .. artifacts[selected[1].id])

@@ -3,6 +3,7 @@
 --- (lua/reports/*.lua); see lua/cseng/report/helpers.lua and docs/REPORTS.md.
 local flags = require 'cseng.lib.flags'
 local helpers = require 'cseng.report.helpers'
+local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
@@ -25,13 +26,12 @@ function cmd.run(args)
   local a = {}
   for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
   local f, pos = flags.parse(a, SPEC)
-  if not f then io.stderr:write('cseng: report: ', pos, ' (see cseng report --help)\n'); return 2 end
+  if not f then return cli.usage_error('report: ' .. pos .. ' (see cseng report --help)') end
   if #pos == 0 then
-    io.stderr:write('cseng: report needs at least one RESULTS path (see cseng report --help)\n')
-    return 2
+    return cli.usage_error('report needs at least one RESULTS path (see cseng report --help)')
   end
   local ok, data = pcall(helpers.load, pos)
-  if not ok then io.stderr:write('cseng: report: ', tostring(data), '\n'); return 1 end
+  if not ok then return cli.fail(data, 'report') end
   for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end
   if #data.runs == 0 then io.stderr:write('cseng: report: no runs in ', table.concat(pos, ' '), '\n'); return 1 end
   local template = f.template
@@ -40,18 +40,17 @@ function cmd.run(args)
     for _, r in ipairs(data.runs) do kinds[r.kind] = true end
     if kinds.startup and not kinds.tasks then template = 'startup'
     else
-      io.stderr:write('cseng: report: give --template lua/reports/X.lua (no default for these runs; ' ..
-        'cross_vendor, per_task, per_provider, failure_modes)\n')
-      return 2
+      return cli.usage_error('report: give --template lua/reports/X.lua (no default for these runs; ' ..
+        'cross_vendor, per_task, per_provider, failure_modes)')
     end
   end
   local out = f.output
   if not out then
     if #pos == 1 and pos[1]:match('%.jsonl?$') then out = pos[1]:gsub('%.jsonl?$', '') .. '.md'
-    else io.stderr:write('cseng: report: give -o OUT.md for several inputs or a directory\n'); return 2 end
+    else return cli.usage_error('report: give -o OUT.md for several inputs or a directory') end
   end
   local rok, res = pcall(helpers.render, { data = data, template = template, output = out })
-  if not rok then io.stderr:write('cseng: report: ', tostring(res), '\n'); return 1 end
+  if not rok then return cli.fail(res, 'report') end
   if out ~= '-' then
     io.stdout:write('report: ', out, '\n')
     for _, file in ipairs(res.files) do io.stdout:write('chart: ', file, '\n') end

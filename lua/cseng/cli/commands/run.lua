@@ -3,6 +3,7 @@ local flags = require 'cseng.lib.flags'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local present = require 'cseng.cli.present'
+local cli = require 'cseng.cli.main'
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
@@ -19,23 +20,19 @@ cmd.options = options.merge
 function cmd.run(args)
   local f, pos = flags.parse(args, options.SPEC)
   if not f then
-    io.stderr:write('cseng: run: ', pos, ' (see cseng run --help)\n')
-    return 2
+    return cli.usage_error('run: ' .. pos .. ' (see cseng run --help)')
   end
   if #pos ~= 1 then
-    io.stderr:write('cseng: run needs exactly one PLAN.lua (see cseng run --help)\n')
-    return 2
+    return cli.usage_error('run needs exactly one PLAN.lua (see cseng run --help)')
   end
   local ok, p = pcall(plan.load, pos[1])
   if not ok then
-    io.stderr:write('cseng: ', tostring(p), '\n')
-    return 2
+    return cli.usage_error(p)
   end
   local argv = { 'cseng', 'run', table.unpack(args) }
   local ok2, o = pcall(cmd.options, p, f, argv)
   if not ok2 then
-    io.stderr:write('cseng: ', tostring(o), '\n')
-    return 2
+    return cli.usage_error(o)
   end
   local runok, status = pcall(function()
     if o.kind == 'tasks' or o.kind == 'matrix' then
@@ -53,7 +50,7 @@ function cmd.run(args)
     elseif o.kind == 'startup' then
       return (require('cseng.run.arena').run(present.attach(o)))
     end
-    error('unknown plan kind ' .. tostring(o.kind), 0)
+    require('cseng.lib.errors').raise('EPLAN', 'unknown plan kind ' .. tostring(o.kind))
   end)
   if not runok then return require('cseng.cli.main').fail(status) end
   return status

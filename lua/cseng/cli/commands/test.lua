@@ -28,6 +28,8 @@ function cmd.run(args)
   argv[#argv + 1] = '--pattern=_spec'
   _G.arg = argv
   argv[0] = 'cseng test'
+  -- a failed trial record without a registered error_code fails the spec that wrote it
+  require('cseng.results.log').strict_codes = true
   -- busted ends with os.exit; turn that into a return so the engine closes cleanly.
   local real_exit = os.exit
   os.exit = function(code) error({ cseng_exit = code == true and 0 or (code or 0) }, 0) end -- luacheck: ignore 122

@@ -94,8 +94,8 @@ function M.resolve(opts)
 
   local akid, secret = nonempty(getenv('AWS_ACCESS_KEY_ID')), nonempty(getenv('AWS_SECRET_ACCESS_KEY'))
   if akid or secret then
-    if not akid then return nil, 'AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not' end
-    if not secret then return nil, 'AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not' end
+    if not akid then return nil, 'AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not', 'ECONFIG' end
+    if not secret then return nil, 'AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not', 'ECONFIG' end
     if not region then
       local cfg = M.parse_file(config_file) or {}
       local sec = cfg[profile == 'default' and 'default' or ('profile ' .. profile)] or {}

@@ -27,6 +27,7 @@
 --- - payload hash: SHA-256 of the body, or 'UNSIGNED-PAYLOAD' (unsigned_payload = true), or
 ---   payload_hash as given.
 local crypto = require 'cseng.crypto'
+local errors = require 'cseng.lib.errors'
 
 local M = {}
 
@@ -72,7 +73,7 @@ end
 ---@return string scheme, string host, string path, string query
 function M.parse_url(url)
   local scheme, rest = url:match('^(%a[%w+.-]*)://(.*)$')
-  if not scheme then error('sigv4: url must be absolute (scheme://host/path): ' .. tostring(url), 0) end
+  if not scheme then errors.raise(errors.EINVAL, 'sigv4: url must be absolute (scheme://host/path): ' .. tostring(url)) end
   scheme = scheme:lower()
   local authority, tail = rest:match('^([^/?#]*)(.*)$')
   authority = authority:gsub('^.*@', '')
@@ -142,7 +143,7 @@ end
 local function collect_headers(headers)
   local by, order = {}, {}
   local function add(name, value)
-    if type(name) ~= 'string' then error('sigv4: header name must be a string', 0) end
+    if type(name) ~= 'string' then errors.raise(errors.EINVAL, 'sigv4: header name must be a string') end
     local n = name:lower()
     if not by[n] then by[n] = {}; order[#order + 1] = n end
     if type(value) == 'table' then
@@ -183,13 +184,13 @@ local function canonical_headers(by)
 end
 
 local function check(req)
-  if type(req) ~= 'table' then error('sigv4: sign expects a table', 0) end
+  if type(req) ~= 'table' then errors.raise(errors.EINVAL, 'sigv4: sign expects a table') end
   for _, f in ipairs { 'method', 'url', 'region', 'service', 'access_key_id', 'secret_access_key' } do
     if type(req[f]) ~= 'string' or req[f] == '' then
-      error('sigv4: field ' .. f .. ' is missing or not a string', 0)
+      errors.raise(errors.EINVAL, 'sigv4: field ' .. f .. ' is missing or not a string')
     end
   end
-  if req.body ~= nil and type(req.body) ~= 'string' then error('sigv4: body must be a string', 0) end
+  if req.body ~= nil and type(req.body) ~= 'string' then errors.raise(errors.EINVAL, 'sigv4: body must be a string') end
 end
 
 --- 'YYYYMMDDTHHMMSSZ' from req.timestamp (that form or ISO 8601 '2015-08-30T12:36:00Z'), or now.
@@ -199,7 +200,7 @@ function M.amz_date(ts)
   if ts == nil then return (os.date('!%Y%m%dT%H%M%SZ')) end
   if ts:match('^%d%d%d%d%d%d%d%dT%d%d%d%d%d%dZ$') then return ts end
   local y, mo, d, h, mi, s = ts:match('^(%d%d%d%d)-(%d%d)-(%d%d)T(%d%d):(%d%d):(%d%d)')
-  if not y then error('sigv4: timestamp must be YYYYMMDDTHHMMSSZ or YYYY-MM-DDTHH:MM:SSZ: ' .. ts, 0) end
+  if not y then errors.raise(errors.EINVAL, 'sigv4: timestamp must be YYYYMMDDTHHMMSSZ or YYYY-MM-DDTHH:MM:SSZ: ' .. ts) end
   return y .. mo .. d .. 'T' .. h .. mi .. s .. 'Z'
 end
 
