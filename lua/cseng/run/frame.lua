@@ -26,12 +26,12 @@ local util = require 'cseng.lib.util'
 local session = require 'cseng.run.session'
 
 -- the error type classifies (cseng.lib.errors); a registered code for every failure
-local is_auth = errors.is_auth or require('providers.shared.adapter').is_auth
-local function registered(code) return code or errors.EINTERNAL end
+local is_auth = errors.is_auth
+local function registered(code) return code or errors.EINTERNAL end -- describe always gives one
 
 local frame = {}
 frame.is_auth = is_auth
-frame.is_transient = errors.is_transient or require('providers.shared.adapter').is_transient
+frame.is_transient = errors.is_transient
 
 local Frame = {}
 Frame.__index = Frame

@@ -24,7 +24,6 @@ local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local util = require 'cseng.lib.util'
 
-local adapter_util = require 'providers.shared.adapter'
 
 local session = {}
 
@@ -205,7 +204,7 @@ function Session:sandbox(spec, extra, o)
     if p.queue then p.queue:release() end
     local e = not cok and errors.from(sb, errors.ECREATE)
       or errors.returned(err, code, { default_code = errors.ECREATE, prefix = o.prefix })
-    if adapter_util.is_auth(e.code) then self:stop_auth(e) end
+    if errors.is_auth(e) then self:stop_auth(e) end
     if session.maybe_created(e.code) then pcall(self.reconcile_create, self, p, spec) end
     error(e, 0)
   end
@@ -349,7 +348,7 @@ function Session:destroy(p, sb)
       wait = retry_after_of(res)
     end
     -- no retry helps an authentication failure or a name that does not resolve
-    if adapter_util.is_auth(last.code) then self:stop_auth(last); break end
+    if errors.is_auth(last) then self:stop_auth(last); break end
     if last.code == 'ENOTFOUND' then break end
     if attempt <= #self.backoff then
       wait = math.max(self.backoff[attempt], math.min(wait or 0, session.RETRY_AFTER_MAX))
