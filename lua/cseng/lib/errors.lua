@@ -23,7 +23,7 @@ errors.codes = {
   'EARTIFACT',
   -- the run
   'EBUILD', 'ECREATE', 'EEXEC', 'ESTAGING', 'EPREPARE', 'EVERIFY', 'ESOLVETIME', 'EREADY', 'ENOWARM',
-  'ECLEANUP', 'EINTERNAL',
+  'ECLEANUP', 'ELOG', 'EINTERNAL',
 }
 for _, c in ipairs(errors.codes) do errors[c] = c end
 
