@@ -17,6 +17,7 @@ Writer.__index = Writer
 -- One exclusive lock per log per process: writers of one process share it (a resume reopens
 -- the log it read), another process is refused.
 local locks = {}
+local failed_logs = {} -- the logs a write failed on, in this process
 
 -- The byte length of path up to its last newline, and its size (a torn tail lies between).
 local function whole_length(path)
@@ -106,6 +107,7 @@ function Writer:event(kind, fields, sync)
   if ok then return rec end
   err = 'cannot write the run log ' .. tostring(err)
   if self.lock then pcall(cut_torn_tail, self.path) end
+  failed_logs[self.path] = true
   if not self.failed then
     self.failed, self.failed_code = err, code
     if self.on_failure then self.on_failure(err, code) end
@@ -289,10 +291,15 @@ function results.summary(events)
   return s
 end
 
---- Write the summary JSON beside the log (atomically).
+--- Write the summary JSON beside the log (atomically). When the log beside it has failed a
+--- write (a full disk: the session stopped allocating and says so) this returns nil, err
+--- instead of raising a second error about the same disk.
 function results.write_summary(events, path)
   local ok, err = fs.write(path, jsonl.encode(results.summary(events)) .. '\n')
-  if not ok then error('cannot write ' .. path .. ': ' .. tostring(err), 0) end
+  if not ok then
+    if failed_logs[(path:gsub('%.json$', '.jsonl'))] then return nil, err end
+    error('cannot write ' .. tostring(err), 0)
+  end
   return path
 end
 
