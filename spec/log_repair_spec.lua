@@ -8,10 +8,9 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
-local util = require 'cseng.lib.util'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
+local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
 
 local tmp, mnt, mounted
@@ -21,24 +20,8 @@ teardown(function()
   fs.remove_tree(tmp)
 end)
 
-local function write(name, text)
-  local p = tmp .. '/' .. name
-  assert(fs.mkdir_p(util.dirname(p)))
-  assert(fs.write(p, text))
-  return p
-end
-
-local function count(events, kind)
-  local n = 0
-  for _, e in ipairs(events) do if e.event == kind then n = n + 1 end end
-  return n
-end
-
-local function smoke_count()
-  local n = 0
-  for line in (fs.read(ROOT .. '/data/smoke.jsonl') or ''):gmatch('[^\n]+') do if line:find('%S') then n = n + 1 end end
-  return n
-end
+local function write(name, text) return H.write(tmp, name, text) end
+local count, smoke_count = H.count, H.smoke_count
 
 describe('a torn record', function()
   it('is cut off when the log is opened again, and the cut is recorded', function()
@@ -127,11 +110,7 @@ describe('a full disk', function()
     end } }
     local ok, err = pcall(function()
       local envf = write('full.env', 'LIZARD_API_KEY=' .. f.api_key .. '\n')
-      local plan = write('full.lua', string.format([[
-local plan = require 'cseng.run.plan'
-return plan.tasks { name = 'full', provider = 'lizard', dataset = %q, solver = 'gold', concurrency = 2,
-  cleanup_backoff = { 0, 0 }, provider_config = { api_url = %q, project_id = %q } }
-]], ROOT .. '/data/smoke.jsonl', f.url, f.project_id))
+      local plan = H.lizard_plan(tmp, 'full.lua', f, 'concurrency = 2')
       local log = mnt .. '/full.jsonl'
       local r = assert(proc.run { argv = { CSENG, 'run', plan, '--output', log, '--quiet', '--env-file', envf },
         cwd = ROOT, timeout = 300 })

@@ -5,43 +5,22 @@
 -- sent again); provider strings are bounded where they enter the session.
 -- The provider is the fault-injecting Lizard fake (spec/fakes/lizard.lua), held in this
 -- process while the run is a child process, so the kill takes only the run.
-local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
-local util = require 'cseng.lib.util'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
+local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-reliability3')) end)
 teardown(function() fs.remove_tree(tmp) end)
 
-local function write(name, text)
-  local p = tmp .. '/' .. name
-  assert(fs.mkdir_p(util.dirname(p)))
-  assert(fs.write(p, text))
-  return p
-end
-
-local function count(events, kind)
-  local n = 0
-  for _, e in ipairs(events) do if e.event == kind then n = n + 1 end end
-  return n
-end
-
--- Poll until cond() holds (at most n tries of 50 ms); the verdict is the condition, not the time.
-local function until_true(cond, n)
-  for _ = 1, n or 1200 do
-    if cond() then return true end
-    task.sleep(0.05)
-  end
-  return cond()
-end
+local function write(name, text) return H.write(tmp, name, text) end
+local count, until_true = H.count, H.until_true
 
 local function env_file(f, name)
   return write(name, 'LIZARD_API_KEY=' .. f.api_key .. '\n')
@@ -64,11 +43,7 @@ describe('kill -9 before any create was answered', function()
   it('a task run: each create has an intent record, and `cseng cleanup RUN.jsonl` alone leaves 0 live', function()
     local f = lizard_fake.start { lose_create = function() return 'hang' end, hang_seconds = 3600 }
     local ok, err = pcall(function()
-      local plan = write('kill-tasks.lua', string.format([[
-local plan = require 'cseng.run.plan'
-return plan.tasks { name = 'killed', provider = 'lizard', dataset = %q, solver = 'gold', concurrency = 4,
-  task_limit = 4, cleanup_backoff = { 0, 0 }, provider_config = { api_url = %q, project_id = %q, request_timeout = 3600 } }
-]], ROOT .. '/data/smoke.jsonl', f.url, f.project_id))
+      local plan = H.lizard_plan(tmp, 'kill-tasks.lua', f, 'concurrency = 4, task_limit = 4')
       local envf = env_file(f, 'kill.env')
       local log = tmp .. '/kill/tasks.jsonl'
       kill_mid_create(f, { CSENG, 'run', plan, '--output', log, '--quiet', '--env-file', envf }, 4)

@@ -12,8 +12,8 @@ local json = require 'cjson'
 local results = require 'cseng.results.log'
 local util = require 'cseng.lib.util'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
+local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
 
 local tmp
@@ -41,14 +41,7 @@ def ask(s, req):
     return data.decode(errors='replace')
 ]]
 
--- Poll until cond() holds (at most n tries of 50 ms): the verdict is the condition.
-local function until_true(cond, n)
-  for _ = 1, n or 1200 do
-    if cond() then return true end
-    task.sleep(0.05)
-  end
-  return cond()
-end
+local until_true = H.until_true
 
 local function free_port()
   local srv = assert(serve.listen { port = 0 })
@@ -159,12 +152,7 @@ describe('a run with a status endpoint', function()
       local port = free_port()
       local envf = tmp .. '/flood.env'
       assert(fs.write(envf, 'LIZARD_API_KEY=' .. f.api_key .. '\n'))
-      local plan = tmp .. '/flood.lua'
-      assert(fs.write(plan, string.format([[
-local plan = require 'cseng.run.plan'
-return plan.tasks { name = 'flood', provider = 'lizard', dataset = %q, solver = 'gold', concurrency = 2,
-  task_limit = 4, cleanup_backoff = { 0, 0 }, provider_config = { api_url = %q, project_id = %q } }
-]], ROOT .. '/data/smoke.jsonl', f.url, f.project_id)))
+      local plan = H.lizard_plan(tmp, 'flood.lua', f, 'concurrency = 2, task_limit = 4')
       local log = tmp .. '/flood/run.jsonl'
       local run = assert(proc.spawn { argv = { 'sh', '-c', 'ulimit -n 256 && exec "$0" "$@"', CSENG, 'run', plan,
         '--output', log, '--quiet', '--env-file', envf, '--status-port', tostring(port) },
