@@ -89,6 +89,17 @@ describe('one run per log', function()
   end)
 end)
 
+describe('a bad --output', function()
+  it('is one line naming the path, without a source position', function()
+    local file = write('notadir', 'x')
+    local r = assert(proc.run { argv = { CSENG, 'run', 'plans/cold-gold.lua', '--task-limit', '1', '--output',
+      file .. '/run.jsonl', '--quiet' }, cwd = ROOT, timeout = 120 })
+    assert.equal(1, r.code)
+    assert.equal('cseng: cannot create the directory of the run log ' .. file .. '/run.jsonl: ' .. file ..
+      ': File exists\n', r.stderr)
+  end)
+end)
+
 describe('a full disk', function()
   it('stops allocating at once with one line; the log then resumes and cleans up, 0 live', function()
     mnt = tmp .. '/mnt'

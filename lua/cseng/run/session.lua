@@ -196,6 +196,7 @@ function Session:sandbox(spec, extra, o)
   if not self.writer:intent(p.name, spec.labels, { adapter = p.adapter_name, task_id = extra and extra.task_id }) then
     if p.queue then p.queue:release() end
     self:check_allocating()
+    errors.raise(errors.ELOG, 'not allocating: the intent record could not be written')
   end
   times.create_start = clock.now()
   local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
