@@ -7,6 +7,7 @@
 local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
+local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
 
 local results = {}
@@ -115,10 +116,20 @@ function Writer:event(kind, fields, sync)
   return nil, err, code
 end
 
---- The intent to create (fsynced before the create request is sent): the labels the create
---- carries, so `cseng cleanup RUN.jsonl` can find a sandbox whose answer never came.
+--- The intent to create: the labels the create carries, so `cseng cleanup RUN.jsonl` can find a
+--- sandbox whose answer never came. Written (one write(2): it survives the process's death)
+--- before the create request is sent, and fsynced while the request is in flight, in a task of
+--- its own: a blocking fsync here would delay every create by the disk's fsync time and its
+--- jitter (a staggered arena's launches came up to 10 ms early against their schedule).
+---@return table|nil record, string? err, string? code
 function Writer:intent(provider, labels, extra)
-  return self:event('intent', util.merge({ provider = provider, labels = labels }, extra), true)
+  local rec, err, code = self:event('intent', util.merge({ provider = provider, labels = labels }, extra), false)
+  if rec then
+    local path = self.path
+    local function sync() pcall(fs.append, path, '', { sync = true }) end -- fsync(2) flushes the file
+    if task.current() then task.spawn(sync) else sync() end
+  end
+  return rec, err, code
 end
 
 function Writer:allocated(provider, sb, labels, extra)
