@@ -64,6 +64,18 @@ PRISM := spec/fakes/prism/node_modules/.bin/prism
 # The vendors' official SDKs (referees for the conformance specs) and grpc-js for the Modal fake.
 SDKS := spec/sdk/node_modules/.package-lock.json
 deps-test: $(PRISM) $(SDKS)
+# The viewer's browser spec (spec/view_browser_spec.lua): Debian's chromium, driven by playwright-core
+# (no browser download: it launches /usr/bin/chromium).
+BROWSER_DEBS := chromium
+BROWSER_SPEC := spec/browser/node_modules/.package-lock.json
+.PHONY: deps-browser
+deps-browser:
+	$(call install_missing,$(BROWSER_DEBS))
+deps-test: deps-browser $(BROWSER_SPEC)
+$(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
+	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
+	@touch $@
 $(SDKS): spec/sdk/package.json spec/sdk/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/sdk --no-audit --no-fund --loglevel=error

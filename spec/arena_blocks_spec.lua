@@ -23,7 +23,7 @@ teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
 local function run_arena(opts)
   local dir = assert(fs.tempdir('arena-blocks-'))
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = arena.run(opts)
+  local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
   return status, by, opts.stderr.text, info

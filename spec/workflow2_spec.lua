@@ -237,7 +237,7 @@ end)
 
 describe('matrix', function()
   it('prints a combined summary of its runs', function()
-    local text = runner.matrix_summary {
+    local text = require('cseng.cli.present').matrix_summary {
       { opts = { provider = 'local', mode = 'cold' }, status = 0,
         info = { jsonl = 'a.jsonl', summary = { task_count = 3, passed = 3, failed = 0, errors = 0 } } },
       { opts = { provider = 'docker', mode = 'warm' }, status = 1,

@@ -171,8 +171,11 @@ local function section(run, h, multi)
   }
   for _, name in ipairs(providers) do
     local a = (st.adapters or {})[name] or {}
-    rows[#rows + 1] = { 'adapter ' .. name, string.format('%s %s (sha256 %s)%s', tostring(a.adapter or name),
-      a.version and ('v' .. a.version) or '', tostring(a.sha256), a.remote and ', remote' or '') }
+    local ep = type(a.endpoint) == 'table' and a.endpoint.host and a.endpoint.scheme ~= 'unix' and a.endpoint or nil
+    rows[#rows + 1] = { 'adapter ' .. name, string.format('%s %s (sha256 %s)%s%s', tostring(a.adapter or name),
+      a.version and ('v' .. a.version) or '', tostring(a.sha256), a.remote and ', remote' or '',
+      ep and string.format(', endpoint %s://%s%s%s', ep.scheme, ep.host, ep.port and (':' .. ep.port) or '',
+        ep.loopback and ' (loopback: a local fake?)' or '') or '') }
   end
   if st.label then table.insert(rows, 2, { 'label', st.label }) end
   add(h.table({ 'field', 'value' }, rows, 'll'))

@@ -40,6 +40,8 @@
 ---   create_status / exec_status / delete_status / list_status / get_status = status | fn(n, ...):
 ---       force that status for the n-th call of the endpoint (401, 403, 408, 429, 500, ...)
 ---   auth_fail = 'create' | 'all'        401 on create (or on every API call)
+---   lose_create = fn(n) -> 'reset'|nil   the n-th create makes the sandbox, then closes the
+---                                       connection unanswered (st.lost counts them)
 ---   page_size (100)                     list page size (nextCursor paging)
 ---   snapshot_status = status | fn(n, id) force that status for POST /sandbox/{id}/snapshot
 ---   snapshot_delay (0.05)               seconds from a sandbox snapshot to the snapshot's "active"
@@ -327,6 +329,12 @@ function fake.start(opts)
       sb.from_snapshot = snap and snap.name or nil
       sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil }
       core.add(id, sb)
+      -- lose_create = fn(n) -> 'reset': the sandbox exists, its answer is lost (the connection closed)
+      if type(cfg.lose_create) == 'function' and cfg.lose_create(n) == 'reset' then
+        st.lost = (st.lost or 0) + 1
+        req:abort()
+        return nil
+      end
       return json(200, view(sb))
     end
 

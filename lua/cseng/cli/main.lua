@@ -5,7 +5,7 @@ local sys = require 'cseng.sys'
 local cli = {}
 
 -- The order here is the order of `cseng --help`.
-cli.commands = { 'run', 'merge', 'report', 'compare', 'export', 'cleanup', 'prewarm', 'providers', 'dataset', 'images', 'lua', 'test' }
+cli.commands = { 'run', 'merge', 'report', 'compare', 'view', 'export', 'cleanup', 'prewarm', 'providers', 'dataset', 'images', 'lua', 'test' }
 
 local function load_command(name)
   local ok, mod = pcall(require, 'cseng.cli.commands.' .. name)
@@ -56,6 +56,7 @@ function cli.fail(err, what)
   if errors.is_cancel(err) then return 130 end
   -- io.stderr:write redacts and escapes (util.guard_console)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  if type(err) == 'table' and err.code == 'EUSAGE' then return 2 end -- the command line was wrong
   return 1
 end
 

@@ -181,6 +181,30 @@ end
 function util.console(s) return util.escape(util.redact(tostring(s))) end
 
 local console_guarded = false
+local raw_stdout_write -- the unguarded write, once guard_console has wrapped it
+
+--- The control sequences a terminal may receive from cseng, and only from the progress
+--- renderer (cseng.cli.present): carriage return, cursor up N lines, erase to the end of the
+--- screen, erase the line. The console guard escapes every other control character on stdout;
+--- this is the one way past it, and it refuses anything else.
+util.TERMINAL_CONTROLS = { '\r', '\27%[%d+A', '\27%[J', '\27%[K' }
+
+--- Write terminal control sequences (only those of util.TERMINAL_CONTROLS) to stdout.
+---@param seq string
+function util.terminal(seq)
+  local rest = seq
+  while #rest > 0 do
+    local matched
+    for _, pat in ipairs(util.TERMINAL_CONTROLS) do
+      local a, b = rest:find('^' .. pat)
+      if a then matched = b break end
+    end
+    if not matched then error('util.terminal: not a control sequence the console allows: ' .. util.escape(rest), 2) end
+    rest = rest:sub(matched + 1)
+  end
+  if raw_stdout_write then return raw_stdout_write(io.stdout, seq) end
+  return io.stdout:write(seq)
+end
 
 --- Route everything Lua writes to the console through the redactor: io.write, print, and the
 --- write method of io.stdout and io.stderr, which also escape control characters (an escape
@@ -192,6 +216,7 @@ function util.guard_console()
   console_guarded = true
   local meth = getmetatable(io.stdout).__index
   local raw_write = meth.write
+  raw_stdout_write = raw_write
   local out, err = io.stdout, io.stderr
   meth.write = function(f, ...)
     if f ~= out and f ~= err then return raw_write(f, ...) end

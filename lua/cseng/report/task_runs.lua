@@ -218,6 +218,18 @@ function M.run_date(run)
   return d
 end
 
+--- A run's provider as the report shows it: its name, and the endpoint it talked to when the
+--- log records one ("lizard @ 127.0.0.1:8080, loopback: a local fake?"), so a run against a
+--- bundled fake never reads like one against the real service.
+function M.provider_with_endpoint(st)
+  local name = tostring(st.provider or '?')
+  local ep = st.endpoint or (type(st.identity) == 'table' and type(st.identity.endpoints) == 'table'
+    and st.identity.endpoints[name]) or nil
+  if type(ep) ~= 'table' or not ep.host then return name end
+  local where = ep.scheme == 'unix' and ep.host or (tostring(ep.host) .. (ep.port and (':' .. ep.port) or ''))
+  return name .. ' @ ' .. where .. (ep.loopback and ep.scheme ~= 'unix' and ' (loopback: a local fake?)' or '')
+end
+
 --- The table of task runs read: id, source, provider, mode, solver, dataset, date, counts, status.
 ---@param data table
 ---@param h table the template's helpers
@@ -234,7 +246,7 @@ function M.runs_table(data, h)
       table.sort(l)
       return l
     end)(), ',')
-    rows[#rows + 1] = { { raw = h.code(run.id) }, run.source or 'log', st.provider or '?', mode ~= '' and mode or '?',
+    rows[#rows + 1] = { { raw = h.code(run.id) }, run.source or 'log', M.provider_with_endpoint(st), mode ~= '' and mode or '?',
       st.solver or (st.solve_enabled == false and 'none (verifier only)' or '?'), st.dataset or '?', M.run_date(run),
       c.n, c.passed, c.failed, c.errors, run.finished and run.finished.status or 'incomplete' }
   end

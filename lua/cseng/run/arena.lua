@@ -24,13 +24,12 @@ local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
-local serve = require 'cseng.serve'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
+local frame = require 'cseng.run.frame'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
-local adapter_util = require 'providers.shared.adapter'
 
 local arena = {}
 
@@ -249,7 +248,7 @@ end
 --- ctx (optional): block (the repeat block), due (clock.now() when the create was due: the
 --- engine's lateness is measured from it).
 local function trial(run, p, phase, round, position, order, ctx)
-  if run.stop then return nil end
+  if run.stopped then return nil end
   ctx = ctx or {}
   local opts = run.opts
   local rec = {
@@ -257,18 +256,11 @@ local function trial(run, p, phase, round, position, order, ctx)
     position = position, order = order, ok = false, started_at = clock.wall(),
     block = ctx.block, mode = opts.mode,
   }
-  local state = { stage = 'create' }
   local spec = sandbox_spec(run, p)
-  local me = task.current()
-  local watchdog = task.spawn(function()
-    task.sleep(opts.timeout_seconds)
-    state.timed_out = true
-    me:cancel()
-  end)
   p.counts.started = p.counts.started + 1
   local t_start = clock.now()
   local times = {}
-  local ok, err = pcall(function()
+  local state = run:guard(rec, function(_, state)
     local ok_c, lease = pcall(run.session.sandbox, run.session, spec,
       { phase = phase, round = round, adapter = p.adapter_name },
       { provider = p, times = times, destroyed = { phase = phase, round = round } })
@@ -309,20 +301,7 @@ local function trial(run, p, phase, round, position, order, ctx)
         tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
     end
     rec.ok = true
-  end)
-  if not ok then
-    local msg, code = errors.describe(err)
-    rec.error_stage = state.stage
-    if state.timed_out then
-      rec.error, rec.error_code, rec.timed_out = string.format('trial timed out after %s s (in %s)',
-        opts.timeout_seconds, state.stage), errors.ETIMEDOUT, true
-    elseif code == errors.ECANCELED then
-      rec.error, rec.error_code, rec.interrupted = 'interrupted', errors.ECANCELED, true
-    else
-      rec.error, rec.error_code = msg, code
-    end
-  end
-  watchdog:cancel()
+  end, { timeout = opts.timeout_seconds, stage = 'create' })
   if state.windows then
     local stall = 0
     for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(run, w[1], w[2]) end
@@ -375,18 +354,20 @@ local function trial(run, p, phase, round, position, order, ctx)
   end
   if rec.ok then p.last_ready_ms = rec.ready_ms
   elseif not rec.interrupted then
+    -- the create failed this many times in a row with one code: a dead endpoint stops the run
+    run:observe(p, rec, { create = true })
     c.errors = c.errors + 1
     p.last_error = string.format('%s (%s, %s round %d)', rec.error, rec.error_stage, phase, round)
     run.state.last_error = p.name .. ': ' .. p.last_error
   end
 
   -- stop conditions that concern every provider
-  if adapter_util.is_auth(rec.error_code) then
+  if frame.is_auth(rec.error_code) then
     arena.stop(run, 'auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
       'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:gsub('^HTTP_', ''),
       rec.error_stage), rec.error_code)
   elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted
-    and not adapter_util.is_transient(rec.error_code) and not rec.timed_out then
+    and not frame.is_transient(rec.error_code) and not rec.timed_out then
     -- a readiness verdict (the command ran and did not print the marker, or the call was
     -- refused for good); a transient error (5xx, reset, timeout) is a failed warmup, no more
     local env = p.environment and p.environment.environment
@@ -430,129 +411,53 @@ function arena.stall_within(run, a, b)
   return total
 end
 
---- Stop the run (the first reason wins): no round starts after this.
-function arena.stop(run, reason, message, code)
-  if run.stop then return end
-  message = util.redact(message) -- it reaches stderr, the status endpoint and the log
-  run.stop = { reason = reason, message = message, code = code }
-  run.state.status = 'stopping'
-  run.state.stop_reason = reason
-  run.state.last_error = message
+--- Stop the run (the first reason wins): no round starts after this (Frame:stop).
+function arena.stop(run, reason, message, code) return run:stop(reason, message, code) end
+
+-- ---- what the status document adds (cseng.cli.present.status_doc) ----------------------
+
+local function status_extra(run)
+  local st, o = run.state, run.opts
+  return { round = st.round, rounds = st.rounds, order = st.order, seed = o.seed, samples = o.samples,
+    warmups = o.warmups, mode = o.mode, block = st.block, blocks = o.repeats }
 end
 
--- ---- status endpoint ----------------------------------------------------------------
-
-local function status_doc(run)
-  local s = run.state
-  local doc = {
-    run_id = run.id, status = s.status, phase = s.phase, round = s.round, rounds = s.rounds,
-    order = s.order, seed = run.opts.seed, samples = run.opts.samples, warmups = run.opts.warmups,
-    mode = run.opts.mode, block = s.block, blocks = run.opts.repeats, label = run.opts.label,
-    started_at = s.started_at, elapsed_s = rounded(ms(clock.now() - run.t0) / 1000, 1), last_error = s.last_error,
-    stop_reason = s.stop_reason, log = run.jsonl, providers = {}, kind = 'startup',
-  }
-  for _, name in ipairs(run.opts.providers) do
-    local p = run.P[name]
-    local live = {}
-    for id in pairs(p.live) do live[#live + 1] = id end
-    table.sort(live)
-    local c = util.copy(p.counts)
-    c.live = require('cseng.lib.jsonl').array(live) -- `[]` when empty, never `{}`
-    c.last_error = p.last_error
-    c.last_ready_ms = p.last_ready_ms and rounded(p.last_ready_ms, 1)
-    c.p50_ready_ms = p.ready[1] and rounded(stats.median(p.ready), 1)
-    doc.providers[name] = c
-  end
-  return util.redact_all(doc) -- last_error quotes what providers and commands said
+local function status_provider(p)
+  return { last_ready_ms = p.last_ready_ms and rounded(p.last_ready_ms, 1),
+    p50_ready_ms = p.ready[1] and rounded(stats.median(p.ready), 1) }
 end
 
-local function start_status_server(run, port)
-  local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
-    if req.method ~= 'GET' and req.method ~= 'HEAD' then
-      return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
-    end
-    if req.path ~= '/' and req.path ~= '/status' then
-      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
-    end
-    return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
-      util.json_sorted(status_doc(run)) .. '\n'
-  end }
-  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
-  return srv
-end
-
--- ---- console ---------------------------------------------------------------------------
-
-local function say(run, fmt, ...)
-  if run.opts.quiet then return end
-  if run.tty then io.stdout:write('\r\27[K') end
-  io.stdout:write(string.format(fmt, ...), '\n')
-  io.stdout:flush()
-end
-
-local function progress(run)
-  if run.opts.quiet then return end
-  local s = run.state
-  local parts = {}
-  for _, name in ipairs(run.opts.providers) do
-    local p = run.P[name]
-    local med = stats.median(p.ready)
-    if s.phase == 'warmup' then -- warmups are not measured: their own counts, not "0/0 ok"
-      parts[#parts + 1] = string.format('%s %d/%d warmups ok', name, p.counts.warmup_ok, p.counts.warmup)
-    else
-      parts[#parts + 1] = string.format('%s %d/%d ok%s', name, p.counts.ok, p.counts.measured,
-        med and string.format(' p50 %.1f ms', med) or '')
-    end
-  end
-  local done = s.phase == 'warmup' and s.round or run.rounds_done.measured
-  local w = #tostring(s.rounds)
-  local mode = s.phase == 'warmup' and 'lockstep' or run.opts.mode -- warmups always run in lockstep rounds
-  local line = string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
-    (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', '))
-  if run.tty then
-    io.stdout:write('\r\27[K', line)
-  elseif s.phase == 'warmup' or done == s.rounds or done % math.max(1, s.rounds // 10) == 0 then
-    io.stdout:write(line, '\n')
-  end
-  io.stdout:flush()
-end
-
-local function final_table(run)
+--- The run's summary (results/<run-id>.json, like a task run's): per provider and mode, the
+--- measured n, ok, ready (TTI) percentiles with bootstrap CIs, block CIs, and the
+--- computesdk-compatible figures and score. `cseng compare` and the viewer read it.
+---@return table
+function arena.summary(run)
   local o = run.opts
-  local blocks = o.repeats > 1
-  local fmt = '%-14s %9s %12s %22s %10s %10s' .. (blocks and ' %22s %s' or '')
-  local lines = {
-    string.format(fmt, 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99', 'block-level 95% CI', ''),
-  }
+  local doc = { kind = 'cseng-startup-summary', run_id = run.id, mode = o.mode, samples = o.samples,
+    warmups = o.warmups, repeats = o.repeats, seed = o.seed, label = o.label, status = run.state.status,
+    identity = run.identity, providers = {} }
   for _, name in ipairs(o.providers) do
     local p = run.P[name]
-    local s = stats.summary(p.ready)
+    local sm = stats.summary(p.ready)
     local lo, hi = stats.bootstrap_ci(p.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
-    local function f(v) return v and string.format('%.1f ms', v) or '-' end
-    local bl, note = '-', ''
-    if blocks then
+    local c = stats.computesdk(p.ready, p.counts.measured)
+    local entry = {
+      provider = name, mode = o.mode, n = p.counts.measured, ok = p.counts.ok, errors = p.counts.errors,
+      success_rate = p.counts.measured > 0 and p.counts.ok / p.counts.measured or nil,
+      ready_ms = { p50 = sm.p50, p90 = sm.p90, p99 = sm.p99, mean = sm.mean, min = sm.min, max = sm.max,
+        p50_ci = lo and { lo, hi } or nil },
+      computesdk = { median_ms = c.median, p95_ms = c.p95, p99_ms = c.p99, success_rate = c.success_rate, score = c.score },
+      endpoint = p.endpoint,
+    }
+    if o.repeats > 1 then
       local list = {}
-      for b = 1, o.repeats do list[#list + 1] = p.ready_blocks[b] or {} end
+      for bk = 1, o.repeats do list[#list + 1] = p.ready_blocks[bk] or {} end
       local r = stats.blocks(list, { seed = o.seed ~ stats.hash('blocks/ready_ms/' .. name) })
-      if r and r.lo then
-        bl = string.format('[%.1f, %.1f]', r.lo, r.hi)
-        note = r.disagree and string.format('runs disagree: %d of %d block CIs exclude the block median', r.outside, r.n_blocks) or ''
-      end
+      if r and r.lo then entry.ready_ms.block_ci = { r.lo, r.hi }; entry.blocks_disagree = r.disagree or nil end
     end
-    lines[#lines + 1] = string.format(fmt, name, p.counts.ok .. '/' .. p.counts.measured,
-      f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99), bl, note)
+    doc.providers[#doc.providers + 1] = entry
   end
-  if o.computesdk then
-    lines[#lines + 1] = 'computesdk-compatible (TTI, 5% trimmed each side, nearest-rank p95/p99, composite score):'
-    for _, name in ipairs(o.providers) do
-      local p = run.P[name]
-      local c = stats.computesdk(p.ready, p.counts.measured)
-      local function f(v) return v and string.format('%.1f ms', v) or '-' end
-      lines[#lines + 1] = string.format('  %-14s median %s, p95 %s, p99 %s, success %.1f%%, score %.2f', name,
-        f(c.median), f(c.p95), f(c.p99), 100 * c.success_rate, c.score)
-    end
-  end
-  return (table.concat(lines, '\n'):gsub(' +\n', '\n'):gsub(' +$', ''))
+  return doc
 end
 
 -- ---- the run ---------------------------------------------------------------------------
@@ -567,20 +472,7 @@ local function adapter_info(name, adapter)
 end
 
 -- Join tasks; a SIGINT cancels our wait too, so wait again until every trial has cleaned up.
-local function join_all(run, tasks)
-  for _, t in ipairs(tasks) do
-    while true do
-      local jok, ok, err = pcall(t.join, t)
-      if jok then
-        if not ok and not errors.is_cancel(err) then
-          arena.stop(run, 'internal', 'a trial failed inside cseng: ' .. tostring(err))
-        end
-        break
-      end
-      run.interrupted = true
-    end
-  end
-end
+local function join_all(run, tasks) return run:join_all(tasks) end
 
 -- ---- host context, per block ---------------------------------------------------------
 
@@ -623,9 +515,7 @@ end
 
 -- ---- the modes -------------------------------------------------------------------------
 
-local function halted(run)
-  return run.stop or run.interrupted or task.interrupted() > 0
-end
+local function halted(run) return run:halted() end
 
 -- Lockstep rounds (warmups, and the lockstep mode): one trial per provider per round, in parallel.
 local function lockstep_rounds(run, phase, count, rng, block, first_round)
@@ -643,8 +533,8 @@ local function lockstep_rounds(run, phase, count, rng, block, first_round)
     end
     join_all(run, tasks)
     if phase == 'warmup' then run.rounds_done.warmup = round else run.rounds_done.measured = round end
-    progress(run)
-    if run.any_remote and o.pause_seconds > 0 and not run.stop then
+    run:emit('round')
+    if run.any_remote and o.pause_seconds > 0 and not run.stopped then
       if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
     end
   end
@@ -664,7 +554,7 @@ local function sequential_rounds(run, count, rng, block, first_round)
       join_all(run, { t })
     end
     run.rounds_done.measured = round
-    progress(run)
+    run:emit('round')
   end
 end
 
@@ -699,7 +589,7 @@ local function batch(run, p, block, first_round)
   end
   join_all(run, tasks)
   run.rounds_done.measured = run.rounds_done.measured + #tasks
-  progress(run)
+  run:emit('round')
 end
 
 local function run_rounds(run)
@@ -708,7 +598,7 @@ local function run_rounds(run)
   run.any_remote = false
   for _, name in ipairs(o.providers) do run.any_remote = run.any_remote or run.P[name].adapter.remote == true end
   run.state.phase, run.state.rounds = 'warmup', o.warmups
-  if not run.stop then run.state.status = 'running' end
+  if not run.stopped then run.state.status = 'running' end
   lockstep_rounds(run, 'warmup', o.warmups, rng)
   -- burst and staggered run the providers one after another: each provider's trials count apart
   local per = (o.mode == 'burst' or o.mode == 'staggered') and #o.providers or 1
@@ -735,7 +625,7 @@ local function run_rounds(run)
     end
     local d = arena.host_delta(before, arena.host_context())
     run.writer:event('block_finished', { block = block, host = d })
-    if block < o.repeats and run.any_remote and o.pause_seconds > 0 and not run.stop then
+    if block < o.repeats and run.any_remote and o.pause_seconds > 0 and not run.stopped then
       if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
     end
   end
@@ -762,29 +652,29 @@ function arena.run(opts)
       return 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
     end
   end
-  local run = {
-    opts = o, P = {}, t0 = clock.now(),
-    rounds_done = { warmup = 0, measured = 0 }, tty = not o.quiet and sys.isatty(1), err = o.stderr or io.stderr,
-    state = { status = 'starting', phase = 'starting', round = 0, rounds = 0, started_at = clock.wall() },
-  }
-  local s = session.open { kind = 'startup', opts = o, id_parts = { o.name },
+  local holder = {} -- the writes' time windows (tracking_writer), shared with the run
+  local run = frame.open { kind = 'startup', opts = o, session = { id_parts = { o.name },
     run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
-    wrap_writer = function(w) return tracking_writer(run, w) end }
-  run.session, run.id, run.launcher, run.jsonl, run.writer = s, s.id, s.launcher, s.jsonl, s.writer
-  local run_id = s.id
+    wrap_writer = function(w) return tracking_writer(holder, w) end } }
+  run.stalls = holder.stalls
+  run.rounds_done = { warmup = 0, measured = 0 }
+  run.state.round, run.state.rounds, run.state.started_at = 0, 0, clock.wall()
+  run.status_extra, run.status_provider = status_extra, status_provider
+  local run_id = run.id
 
   -- adapters and credentials first: a missing variable stops us before anything is allocated
-  local adapters = {}
+  local adapters, endpoints = {}, {}
   for _, name in ipairs(o.providers) do
     local cfg = util.copy(o.provider_config[name])
     local adapter_name = cfg.adapter or name
     cfg.adapter, cfg.sandbox = nil, nil
-    local p = s:connect(adapter_name, cfg, name)
-    p.live, p.ready, p.ready_blocks = {}, {}, {}
+    local p = run:connect(adapter_name, cfg, name)
+    p.ready, p.ready_blocks = {}, {}
     p.counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
                  measured = 0, ok = 0, errors = 0, interrupted = 0 }
-    run.P[name] = p
     adapters[name] = adapter_info(adapter_name, p.adapter)
+    adapters[name].endpoint = p.endpoint
+    endpoints[name] = p.endpoint
     if p.adapter.runtime then
       local rok, rt = pcall(p.adapter.runtime, p.client)
       adapters[name].runtime = rok and rt or nil
@@ -792,28 +682,28 @@ function arena.run(opts)
   end
 
   run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
-  local srv
-  if o.status_port then srv = start_status_server(run, o.status_port) end
-  run.status_url = srv and (srv:url() .. '/') or nil
-
-  run.writer:event('run_started', {
+  run:started({
     kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
     shard = sh and sh.record or nil,
     adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
     command = o.command, expect = o.expect, exec_timeout_seconds = o.exec_timeout_seconds,
     timeout_seconds = o.timeout_seconds, pause_seconds = o.pause_seconds, cleanup_backoff = o.cleanup_backoff,
     sandbox = o.sandbox, provider_config = o.provider_config, arena_version = arena.VERSION,
-    versions = sys.versions(), host = sys.hostname(), pid = sys.pid(), cpu_count = sys.cpu_count(),
+    versions = sys.versions(), cpu_count = sys.cpu_count(),
     method = o.mode == 'lockstep' and arena.METHOD or (arena.MODE_METHOD[o.mode] .. '; ' .. arena.METHOD:gsub('^[^;]*; ', '')),
-    mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms, label = o.label,
+    mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms,
     computesdk = o.computesdk or nil,
-  }, true)
-  say(run, 'startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', run_id, o.mode,
+  }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
+    selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,
+      stagger_ms = o.stagger_ms, command = o.command, seed = o.seed } }))
+  run.state.status, run.state.phase = 'starting', 'starting'
+  run:emit('serve', nil, true)
+  run:say('startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', run_id, o.mode,
     o.mode == 'burst' and (' ' .. o.burst .. ' at once') or (o.mode == 'staggered' and (' every ' .. o.stagger_ms .. ' ms') or ''),
     table.concat(o.providers, ', '), o.samples, o.repeats > 1 and (' x ' .. o.repeats .. ' blocks') or '', o.warmups,
     o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
-  say(run, 'log: %s', run.jsonl)
-  if srv then say(run, 'status: %s', run.status_url) end
+  run:say('log: %s', run.jsonl)
+  if run.status_url then run:say('status: %s', run.status_url) end
   if o.on_start then
     o.on_start({ run_id = run_id, jsonl = run.jsonl, status_url = run.status_url, report = run.report })
   end
@@ -821,12 +711,9 @@ function arena.run(opts)
   local ok, err = pcall(run_rounds, run)
   if not ok then
     if errors.is_cancel(err) then run.interrupted = true
-    else arena.stop(run, 'internal', 'the arena failed: ' .. (errors.describe(err))) end
+    else run:stop('internal', 'the arena failed: ' .. (errors.describe(err)), errors.EINTERNAL) end
   end
-  run.interrupted = run.interrupted or task.interrupted() > 0
-
-  local status = run.interrupted and 'interrupted' or (run.stop and 'stopped') or 'finished'
-  run.state.status, run.state.phase = status, 'done'
+  run:reclaim() -- creates whose answer was lost, by label, before the live list is taken
   local live, counts = {}, {}
   for _, name in ipairs(o.providers) do
     local p = run.P[name]
@@ -834,30 +721,22 @@ function arena.run(opts)
     for id in pairs(p.live) do live[#live + 1] = { provider = name, sandbox_id = id } end
   end
   table.sort(live, function(a, b) return a.sandbox_id < b.sandbox_id end)
-  run.writer:event('run_finished', {
-    status = status, stop_reason = run.stop and run.stop.reason, stop_message = run.stop and run.stop.message,
-    stop_code = run.stop and run.stop.code, rounds_done = run.rounds_done, counts = counts,
-    live_sandboxes = #live > 0 and live or nil, elapsed_s = ms(clock.now() - run.t0) / 1000,
-  }, true)
-  if srv then srv:close() end
-
-  if run.tty then io.stdout:write('\r\27[K') end
-  say(run, '%s', final_table(run))
-  local rok, rerr = pcall(function()
-    return require('cseng.report.helpers').render { inputs = { run.jsonl }, template = 'startup', output = run.report }
+  local measured, measured_ok = 0, 0
+  for _, c in pairs(counts) do measured, measured_ok = measured + c.measured, measured_ok + c.ok end
+  run.state.status = run.interrupted and 'interrupted' or (run.stopped and 'stopped') or 'finished'
+  local sok, serr = pcall(function()
+    assert(fs.mkdir_p(util.dirname(run.json)))
+    assert(fs.write(run.json, util.json_sorted(arena.summary(run)) .. '\n'))
   end)
-  if rok then say(run, 'report: %s', run.report)
-  else run.err:write(util.console('cseng: the report failed (the log is complete; retry with cseng report ' ..
-    run.jsonl .. '): ' .. (errors.describe(rerr))), '\n') end
-  say(run, 'results: %s', run.jsonl)
-  if run.stop then run.err:write(util.console('cseng: stopped: ' .. run.stop.message), '\n') end
-  if #live > 0 then
-    run.err:write(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`\n', #live, run.jsonl))
-  end
-  local info = { run_id = run_id, jsonl = run.jsonl, report = run.report, status = status, stop = run.stop }
-  if run.interrupted then return 130, info end
-  if run.stop then return 1, info end
-  return 0, info
+  local status = run:close({
+    rounds_done = run.rounds_done, counts = counts, live_sandboxes = #live > 0 and live or nil,
+    elapsed_s = ms(clock.now() - run.t0) / 1000, summary = sok and run.json or nil,
+  }, { live = #live, report_path = run.report, summary_written = sok or nil,
+       summary_error = not sok and errors.line(serr) or nil })
+  local info = { run_id = run_id, jsonl = run.jsonl, json = sok and run.json or nil, report = run.report,
+    status = status, stop = run.stopped }
+  -- every measured trial failed: the run measured nothing (exit 1, as a task run whose every trial errored)
+  return frame.exit_status(run, measured, measured - measured_ok), info
 end
 
 return arena

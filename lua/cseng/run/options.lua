@@ -51,6 +51,9 @@ local SPEC = {
   ['stagger-ms'] = { key = 'stagger_ms', type = 'number', arg = 'M', help = 'startup --mode staggered: one create every M ms (default 200)' },
   ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
+  ['fail-on-error'] = { key = 'fail_on_error', type = 'bool', help = 'exit 1 when any trial errored (CI); else only when the run stopped early or every trial errored' },
+  ['stop-after-create-failures'] = { key = 'stop_after_create_failures', type = 'int', min = 0, arg = 'N',
+    help = 'stop the run when N creates in a row fail with the same code (a dead endpoint; default 5, 0 never)' },
   ['retry-errors'] = { key = 'retry_errors', type = 'int', min = 0, arg = 'N', help = "tasks: rerun a trial whose outcome is 'error' up to N times" },
   ['rerun-errors'] = { key = 'rerun_errors', type = 'bool', help = "with --resume: rerun the tasks whose last outcome was 'error'" },
   ['fresh-artifacts'] = { key = 'fresh_artifacts', type = 'bool', help = 'warm mode: prepare every warm artifact anew (no reuse)' },
@@ -66,7 +69,7 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'fail-on-error', 'stop-after-create-failures',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -90,6 +93,8 @@ function options.merge(p, f, argv)
     o.image_map = m
   end
   o.argv = argv
+  o.flags_given = util.copy(f) -- what this invocation said itself (--resume checks it against the run)
+  o.plan_solver = p.solver
   if o.host_root then o.provider_config = util.merge(o.provider_config, { host_root = true }) end
   if o.env_file then
     local text, err = fs.read(o.env_file)

@@ -12,19 +12,19 @@
 --- `run` is the session plus the solver and the warm cache.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
+local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local archive = require 'cseng.archive'
 local dataset = require 'cseng.task.dataset'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
-local stats = require 'cseng.lib.stats'
 local staging = require 'cseng.task.staging'
 local recipe = require 'cseng.task.recipe'
 local replay = require 'cseng.task.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
-local adapter = require 'providers.shared.adapter'
+local frame = require 'cseng.run.frame'
 
 local runner = {}
 
@@ -113,7 +113,7 @@ local function trial_body(run, t, rec, state)
   local phases = rec.phases
   local function phase(name, fn)
     state.stage = name
-    if run.progress then run.progress:phase(t.id, name) end
+    if run.frame then run.frame:emit('phase', { task_id = t.id, phase = name }) end
     local s = clock.now()
     local ok, err = pcall(fn)
     phases[name .. '_seconds'] = ns_to_s(clock.now() - s)
@@ -159,11 +159,11 @@ local function trial_body(run, t, rec, state)
   end
   state.times = {}
   phase('start', function()
-    local ss = run.status_state
-    if ss then ss.started = ss.started + 1 end
-    state.lease = run.session:sandbox(spec, { task_id = t.id }, { times = state.times })
+    local pc = run.p and run.p.counts
+    if pc then pc.started = pc.started + 1 end
+    state.lease = run.session:sandbox(spec, { task_id = t.id }, { times = state.times, provider = run.p })
     rec.sandbox_id = state.lease.id
-    if ss then ss.allocated, ss.live[state.lease.id] = ss.allocated + 1, true end
+    if pc then pc.allocated, run.p.live[state.lease.id] = pc.allocated + 1, true end
     rec.image = rec.image or state.lease.sb.image
     rec.limits = state.lease.sb.limits -- the resource limits the provider enforced
   end)
@@ -206,45 +206,22 @@ local function trial_body(run, t, rec, state)
   phase('verify', function() verify(run, ctx, rec) end)
 end
 
---- Run one trial to completion (never raises): phases, then stop on every path.
+--- Run one trial to completion (never raises): phases under the frame's trial wrapper
+--- (watchdog, cancellation, the error mapped with a registered code), then stop on every path.
 function runner.trial(run, t)
   local rec = {
     task_id = t.id, provider = run.provider.name, mode = run.opts.mode, solver = run.solver.name,
     phases = {}, started_at = clock.wall(), task_sha256 = t.sha256,
   }
-  local state = {}
   local t0 = clock.now()
-  local me = task.current()
-  local watchdog
-  if run.opts.timeout_seconds then
-    watchdog = task.spawn(function()
-      task.sleep(run.opts.timeout_seconds)
-      state.timed_out = true
-      me:cancel()
-    end)
-  end
-  local ok, err = pcall(trial_body, run, t, rec, state)
-  if watchdog then watchdog:cancel() end
-  if not ok then
-    local msg, code = errors.describe(err)
-    rec.error_stage = (type(err) == 'table' and err.stage) or state.stage
-    rec.error_code = code
-    if state.timed_out then
-      rec.error = string.format('trial timed out after %s s (in %s)', run.opts.timeout_seconds, rec.error_stage)
-      rec.error_code = errors.ETIMEDOUT
-    elseif code == errors.ECANCELED then
-      rec.error = 'interrupted'
-      state.interrupted = true
-    else
-      rec.error = msg
-    end
-  end
+  local state = run.frame:guard(rec, function(r, st) trial_body(run, t, r, st) end,
+    { timeout = run.opts.timeout_seconds })
   -- stop, on every path
   local lease = state.lease
   if lease then
     local r = lease:close()
-    local ss = run.status_state
-    if ss and r.ok then ss.destroyed, ss.live[lease.id] = ss.destroyed + 1, nil end
+    local p = run.p
+    if p and r.ok then p.counts.destroyed, p.live[lease.id] = p.counts.destroyed + 1, nil end
     rec.phases.stop_seconds = ns_to_s(lease:span('destroy_start', 'destroy_end'))
     if not r.ok then rec.cleanup_error = tostring(r.error) end
     rec.sandbox_seconds = ns_to_s(lease.times.destroy_end - lease.times.create_start)
@@ -259,6 +236,9 @@ function runner.trial(run, t)
     rec.passed = false
   else
     rec.outcome = rec.passed and 'passed' or 'failed'
+  end
+  if rec.outcome == 'failed' and not t.has_solution and run.solver.name == 'gold' then
+    rec.no_solution = true -- gold with nothing to apply: a task without solution/solve.sh
   end
   rec.fidelity_gaps = rec.fidelity_gaps or staging.fidelity_gaps(run.provider, t, run)
   if #rec.fidelity_gaps == 0 then rec.fidelity_gaps = nil end
@@ -277,33 +257,11 @@ function runner.replay(run, t, rcp, sb, rec)
   return info
 end
 
---- A trial with --retry-errors N: a trial whose outcome is `error` (an infrastructure failure,
---- never a `failed` verdict) runs again, up to N more times, after retry_delay_seconds (default
---- 1). Every attempt but the last is recorded as a `trial_attempt` event; the last is the trial
---- (its `attempt` numbers it, `attempts` counts them), so summaries count the final outcome.
---- No retry after an interrupt or once the session stopped allocating.
+--- A trial with --retry-errors N (Frame:attempts): an `error` outcome, a timed-out trial
+--- included, runs again up to N more times; the last attempt is the trial.
 ---@return table rec, boolean|nil interrupted
-function runner.attempts(run, t, progress)
-  local max = math.tointeger(run.opts.retry_errors) or 0
-  local attempt = 0
-  while true do
-    attempt = attempt + 1
-    local rec, interrupted = runner.trial(run, t)
-    rec.attempt = attempt
-    local again = not interrupted and rec.outcome == 'error' and attempt <= max and not run.session.cleanup_failed
-      and task.interrupted() == 0 and not task.cancelled()
-    if not again then
-      if attempt > 1 then rec.attempts = attempt end
-      return rec, interrupted
-    end
-    run.writer:event('trial_attempt', rec)
-    if progress then progress:attempt(rec, max + 1) end
-    local delay = tonumber(run.opts.retry_delay_seconds) or 1
-    if delay > 0 and not pcall(task.sleep, delay) then
-      rec.attempts = attempt
-      return rec, true
-    end
-  end
+function runner.attempts(run, t)
+  return run.frame:attempts(function() return runner.trial(run, t) end)
 end
 
 --- Seconds since an artifact was made: from a prewarm file's created_at (ISO-8601 UTC), else
@@ -403,209 +361,6 @@ function runner.prepare_artifact(run, t, key)
   return artifact
 end
 
-local Progress = {}
-Progress.__index = Progress
-
---- Progress of a tasks run: on a terminal, one live line per trial in flight (task, phase, time
---- in phase) under the finished trials' lines, and a status line (done/total, running,
---- pass/fail/error counts, elapsed, ETA); plain lines when stdout is not a terminal.
-function runner.progress(total, opts)
-  return setmetatable({ total = total, done = 0, passed = 0, failed = 0, errors = 0, retried = 0, t0 = clock.now(),
-    tty = not opts.quiet and sys.isatty(1), quiet = opts.quiet, live = {}, order = {}, drawn = 0,
-    width = #tostring(total) }, Progress)
-end
-
-function Progress:status()
-  local el = ns_to_s(clock.now() - self.t0)
-  local eta = self.done > 0 and el / self.done * (self.total - self.done) or nil
-  return string.format('%d/%d done, %d running, %d passed, %d failed, %d errors%s, %s elapsed%s', self.done,
-    self.total, self.running or 0, self.passed, self.failed, self.errors,
-    self.retried > 0 and string.format(' (%d retried)', self.retried) or '', util.fmt_seconds(el),
-    eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
-end
-
---- A trial entered a phase (called by the trial; the live lines show it).
-function Progress:phase(task_id, name)
-  local l = self.live[task_id]
-  if not l then
-    l = {}
-    self.live[task_id] = l
-    self.order[#self.order + 1] = task_id
-  end
-  l.phase, l.since = name, clock.now()
-end
-
---- The in-flight trials as {task_id, phase, phase_s}, in start order (the status endpoint too).
-function Progress:in_flight()
-  local out, keep = {}, {}
-  for _, id in ipairs(self.order) do
-    local l = self.live[id]
-    if l then
-      keep[#keep + 1] = id
-      out[#out + 1] = { task_id = id, phase = l.phase, phase_s = math.floor(ns_to_s(clock.now() - l.since) * 10 + 0.5) / 10 }
-    end
-  end
-  self.order = keep
-  return out
-end
-
--- On a terminal: erase the live block drawn last time (the cursor is below it).
-function Progress:erase()
-  if self.drawn > 0 then io.stdout:write('\r\27[', self.drawn, 'A\27[J') end
-  self.drawn = 0
-end
-
-function Progress:draw()
-  local lines = {}
-  for _, l in ipairs(self:in_flight()) do
-    lines[#lines + 1] = string.format('  %-40s %-18s %6.1fs', util.escape(l.task_id, true), l.phase or '?', l.phase_s)
-  end
-  lines[#lines + 1] = self:status()
-  io.stdout:write(table.concat(lines, '\n'), '\n')
-  self.drawn = #lines
-end
-
-function Progress:line(line)
-  if self.quiet then return end
-  if self.tty then self:erase(); io.stdout:write(line, '\n'); self:draw() else io.stdout:write(line, '\n') end
-  io.stdout:flush()
-end
-
---- An attempt that will be retried (--retry-errors).
-function Progress:attempt(rec, of)
-  self.retried = self.retried + 1
-  self:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
-    string.rep(' ', 2 * self.width + 1), rec.task_id, 'error', rec.elapsed_seconds, rec.error_stage or '?',
-    util.tail(rec.error or '', 120), rec.attempt, of))
-end
-
-function Progress:trial(rec)
-  self.done = self.done + 1
-  self.live[rec.task_id] = nil
-  if rec.outcome == 'passed' then self.passed = self.passed + 1
-  elseif rec.outcome == 'error' then self.errors = self.errors + 1
-  else self.failed = self.failed + 1 end
-  local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
-    string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
-  if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
-  -- a task id or an error is data: its control characters are escaped (util.console)
-  local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
-    util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds, util.escape(detail, true))
-  if not self.tty and not self.quiet then line = line .. '  (' .. self:status() .. ')' end
-  self:line(line)
-end
-
---- A trial left without a record (interrupted).
-function Progress:gone(task_id) self.live[task_id] = nil end
-
---- On a terminal, redraw the live lines every second (a task; cancel it at the end).
-function Progress:start_ticker()
-  if not self.tty then return end
-  self.ticker = task.spawn(function()
-    while true do
-      task.sleep(1)
-      self:erase()
-      self:draw()
-      io.stdout:flush()
-    end
-  end)
-end
-
-function Progress:finish()
-  if self.ticker then self.ticker:cancel() end
-  if self.tty then self:erase() end
-end
-
---- The status endpoint's document for a tasks run: the arena's shape (run_id, status, phase,
---- elapsed_s, log, providers.<name> with counters and `live`, always a list) plus the trials in
---- flight and the ETA; numbers rounded to 0.1.
-function runner.status_doc(run, progress, state)
-  local jsonl = require 'cseng.lib.jsonl'
-  local function r1(v) return v and math.floor(v * 10 + 0.5) / 10 or nil end
-  local el = ns_to_s(clock.now() - progress.t0)
-  local live = {}
-  for id in pairs(state.live) do live[#live + 1] = id end
-  table.sort(live)
-  local flying = progress:in_flight()
-  return {
-    run_id = run.id, kind = 'tasks', status = state.status, phase = state.status == 'running' and 'trials' or state.status,
-    label = run.opts.label, elapsed_s = r1(el), log = run.writer.path, total = progress.total, done = progress.done,
-    eta_s = progress.done > 0 and r1(el / progress.done * (progress.total - progress.done)) or nil,
-    last_error = state.last_error,
-    trials = jsonl.array(flying),
-    providers = { [run.provider.name] = {
-      started = state.started, allocated = state.allocated, destroyed = state.destroyed, running = progress.running or 0,
-      passed = progress.passed, failed = progress.failed, errors = progress.errors, retried = progress.retried,
-      live = jsonl.array(live),
-    } },
-  }
-end
-
---- Serve runner.status_doc on 127.0.0.1:port (GET / or /status), as the arena does.
-function runner.status_server(run, progress, port)
-  local serve = require 'cseng.serve'
-  local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
-    if req.method ~= 'GET' and req.method ~= 'HEAD' then
-      return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
-    end
-    if req.path ~= '/' and req.path ~= '/status' then
-      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
-    end
-    return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
-      util.json_sorted(runner.status_doc(run, progress, run.status_state)) .. '\n'
-  end }
-  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
-  return srv
-end
-
---- The combined summary after a matrix run: one line per provider x mode run, with its counts,
---- status and log. done: {opts, status, info} per run, in the order they ran.
----@param done table[]
----@return string
-function runner.matrix_summary(done)
-  local lines = { string.format('matrix: %d run(s)', #done),
-    string.format('  %-14s %-6s %6s %6s %6s %6s  %-12s %s', 'provider', 'mode', 'tasks', 'passed', 'failed', 'errors',
-      'status', 'log') }
-  local tot = { 0, 0, 0, 0 }
-  for _, d in ipairs(done) do
-    local sm = d.info and d.info.summary or {}
-    local n = { sm.task_count or 0, sm.passed or 0, sm.failed or 0, sm.errors or 0 }
-    for i = 1, 4 do tot[i] = tot[i] + n[i] end
-    local word = d.status == 0 and 'ok' or (d.status == 130 and 'interrupted' or 'errors')
-    lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d  %-12s %s', tostring(d.opts.provider),
-      tostring(d.opts.mode or 'cold'), n[1], n[2], n[3], n[4], word, d.info and d.info.jsonl or '-')
-  end
-  lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d', 'total', '', tot[1], tot[2], tot[3], tot[4])
-  return table.concat(lines, '\n')
-end
-
---- The end-of-run table.
-function runner.table(records)
-  local passed, failed, n_errors = 0, 0, 0
-  local elapsed = {}
-  local sums, counts = {}, {}
-  for _, r in ipairs(records) do
-    if r.outcome == 'passed' then passed = passed + 1 elseif r.outcome == 'error' then n_errors = n_errors + 1 else failed = failed + 1 end
-    elapsed[#elapsed + 1] = r.elapsed_seconds
-    for _, p in ipairs(PHASES) do
-      local v = r.phases and r.phases[p .. '_seconds']
-      if v then sums[p] = (sums[p] or 0) + v; counts[p] = (counts[p] or 0) + 1 end
-    end
-  end
-  local lines = {
-    string.format('trials %d: %d passed, %d failed, %d errors', #records, passed, failed, n_errors),
-    string.format('trial seconds: median %.2f, p95 %.2f', stats.median(elapsed) or 0, stats.quantile(elapsed, 0.95) or 0),
-    'phase means (s): ' .. (function()
-      local parts = {}
-      for _, p in ipairs(PHASES) do
-        if counts[p] then parts[#parts + 1] = string.format('%s %.3f', p, sums[p] / counts[p]) end
-      end
-      return table.concat(parts, ', ')
-    end)(),
-  }
-  return table.concat(lines, '\n')
-end
-
 --- What a trial works with: the session, its provider connection and the solver, plus the
 --- run's warm cache. (The fields staging and the trial read: id, opts, provider, client,
 --- writer, getenv, launcher, solver.)
@@ -613,23 +368,28 @@ end
 ---@param p Provider
 ---@param solver table|nil
 ---@return table run
-function runner.run_of(s, p, solver)
+function runner.run_of(s, p, solver, F)
   return {
-    session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver,
-    writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher,
+    session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver, p = p,
+    writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher, frame = F,
   }
 end
 
---- Run a tasks plan. opts: provider, provider_config, dataset, solver, mode, task_index,
---- task_limit, stop_after_passes, timeout_seconds, solve_timeout_seconds, concurrency, output,
---- resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts,
---- cleanup_backoff.
---- Returns the exit status (0 when every trial ran, passed or failed; 1 when any trial was an
---- infrastructure error or a cleanup failed; 130 when interrupted) and what the run wrote:
+--- Run a tasks plan (a matrix runs one per provider x mode; --resume continues one) through
+--- the run frame. opts: provider, provider_config, dataset, solver, mode, task_index,
+--- task_limit, tasks, stop_after_passes, timeout_seconds, solve_timeout_seconds, concurrency,
+--- output, resume, env, image_map, skip_bad_rows, name, quiet, verifier_user, warm_artifacts,
+--- cleanup_backoff, retry_errors, fail_on_error, observers (presentation: cseng.cli.present).
+--- Returns the exit status (frame.exit_status) and what the run wrote:
 --- {run_id, jsonl, json, records, summary}.
 ---@return integer status, table info
 function runner.run_tasks(opts)
-  if opts.rerun_errors and not opts.resume then error('--rerun-errors goes with --resume RUN.jsonl', 0) end
+  if opts.rerun_errors and not opts.resume then errors.raise('EUSAGE', '--rerun-errors goes with --resume RUN.jsonl') end
+  local prior
+  if opts.resume then -- the run as it was recorded: its identity restored, a contradicting flag refused
+    prior = results.read_run(opts.resume)
+    opts = frame.restore(opts, prior.started)
+  end
   local solver = runner.solver(opts.solver or 'gold')
   if solver.check then -- a missing credential stops the run before any sandbox exists
     local ok, msg = solver.check(opts, session.getenv(opts.env))
@@ -638,28 +398,31 @@ function runner.run_tasks(opts)
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
-  local s, prior, sh
+  local F, sh
   local getenv = session.getenv(opts.env)
-  if opts.resume then
-    prior = results.read_run(opts.resume)
+  if prior then
     local fixed = prior.started.shard
     if type(fixed) == 'table' then -- a shard resumes as the same shard of the same run
       sh = shard.for_tasks(opts, selected, getenv, util.merge(fixed, { run_id = prior.run_id }))
       selected = sh.selected
     end
-    s = session.open { kind = 'resume', opts = opts, jsonl = opts.resume, run_id = prior.run_id }
+    F = frame.open { kind = 'resume', opts = opts, session = { jsonl = opts.resume, run_id = prior.run_id } }
   else
     sh = shard.for_tasks(opts, selected, getenv)
     if sh then -- a shard's log is named by its job, so every shard of a run agrees
       selected = sh.selected
-      s = session.open { kind = 'tasks', opts = opts, run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json }
+      F = frame.open { kind = 'tasks', opts = opts, session = { run_id = sh.run_id, jsonl = sh.jsonl, json = sh.json } }
     else
-      s = session.open { kind = 'tasks', opts = opts, id_parts = { opts.name or 'run', opts.provider, opts.mode or 'cold' } }
+      -- the run id names what ran: the plan, and the solver when it is not the plan's own
+      local name = opts.name or 'run'
+      if opts.solver and opts.plan_solver and opts.solver ~= opts.plan_solver then name = name .. '-' .. opts.solver end
+      F = frame.open { kind = 'tasks', opts = opts, session = { id_parts = { name, opts.provider, opts.mode or 'cold' } } }
     end
   end
-  local p = s:connect(opts.provider, opts.provider_config)
+  local s = F.session
+  local p = F:connect(opts.provider, opts.provider_config)
   local provider, writer = p.adapter, s.writer
-  local run = runner.run_of(s, p, solver)
+  local run = runner.run_of(s, p, solver, F)
 
   local done, rerun = {}, {}
   if prior then
@@ -673,111 +436,77 @@ function runner.run_tasks(opts)
     -- failure there stops the run from allocating (like any failed cleanup)
     s:sweep(prior.events, { reason = 'resume' })
     writer:event('run_resumed', { argv = opts.argv, pid = sys.pid(), rerun_errors = opts.rerun_errors or nil,
-      label = opts.label })
+      label = opts.label, solver = solver.name })
+    F.identity = prior.started.identity
+    F.state.status, F.state.phase = 'running', 'trials'
   else
-    writer:event('run_started', {
-      plan = opts.name, plan_file = opts.plan_file, argv = opts.argv, provider = provider.name, mode = opts.mode,
+    local ids = {}
+    for i, t in ipairs(selected) do ids[i] = t.id end
+    F:started({
+      plan = opts.name, plan_file = opts.plan_file, provider = provider.name, mode = opts.mode,
       solver = solver.name, dataset = opts.dataset, task_count = #selected, concurrency = opts.concurrency,
       runtime = provider.runtime and provider.runtime(p.client) or provider.description, versions = sys.versions(),
-      host = sys.hostname(), pid = sys.pid(), seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
+      seed = opts.seed, bad_rows = #bad > 0 and bad or nil,
       provider_config = opts.provider_config, -- so `cseng cleanup RUN.jsonl` reconnects the same way
-      shard = sh and sh.record or nil, label = opts.label, retry_errors = opts.retry_errors,
+      shard = sh and sh.record or nil, retry_errors = opts.retry_errors, endpoint = p.endpoint,
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
       },
-    }, true)
+    }, frame.identity(opts, {
+      kind = 'tasks', solver = solver.name, provider = provider.name, providers = { provider.name },
+      dataset_sha256 = frame.dataset_digest(opts.dataset, tasks),
+      selection = { task_index = opts.task_index, task_limit = opts.task_limit, tasks = opts.tasks,
+        shard = sh and sh.record or nil, count = #selected, ids_sha256 = crypto.sha256_hex(table.concat(ids, '\n')) },
+      endpoints = p.endpoint and { [provider.name] = p.endpoint } or nil,
+    }))
   end
-  for _, b in ipairs(bad) do io.stderr:write('cseng: skipped bad row: ', b.error, '\n') end
+  for _, b in ipairs(bad) do F:emit('bad_row', b); io.stderr:write('cseng: skipped bad row: ', b.error, '\n') end
 
   local todo = {}
   for _, t in ipairs(selected) do if not done[t.id] then todo[#todo + 1] = t end end
-  local progress = runner.progress(#todo, opts)
-  if not opts.quiet then
-    io.stdout:write(string.format('run %s: %d task(s) on %s (%s, solver %s, concurrency %d)%s\n', s.id, #todo,
-      provider.name, opts.mode, solver.name, opts.concurrency, prior and string.format(', resuming: %d already recorded', #selected - #todo) or ''))
-    io.stdout:write('log: ', s.jsonl, '\n')
-  end
+  F:emit('serve', nil, true)
+  F:emit('plan', { run_id = s.id, total = #todo, provider = provider.name, mode = opts.mode, solver = solver.name,
+    concurrency = opts.concurrency, resumed = prior and (#selected - #todo) or nil, log = s.jsonl, status_url = F.status_url })
+  if opts.on_start and F.status_url then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
 
-  run.progress = progress
-  run.status_state = { status = 'running', live = {}, started = 0, allocated = 0, destroyed = 0 }
-  local srv
-  if opts.status_port then
-    srv = runner.status_server(run, progress, opts.status_port)
-    if not opts.quiet then io.stdout:write('status: ', srv:url(), '/\n') end
-    if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = srv:url() .. '/' }) end
-  end
-  progress:start_ticker()
-  local sem = task.semaphore(opts.concurrency or 1)
-  local workers, records, passes = {}, {}, 0
-  local interrupted = false
-  for _, t in ipairs(todo) do
-    if s:halted() then break end
-    local aok = pcall(sem.acquire, sem)
-    if not aok or task.interrupted() > 0 then interrupted = true; if aok then sem:release() end; break end
-    if s:halted() then sem:release(); break end
-    if opts.stop_after_passes and passes >= opts.stop_after_passes then sem:release(); break end
-    workers[#workers + 1] = task.spawn(function()
-      progress.running = (progress.running or 0) + 1
-      local rec, was_interrupted = runner.attempts(run, t, progress)
+  local records, passes = {}, 0
+  F:pool(todo, {
+    concurrency = opts.concurrency,
+    more = function() return not (opts.stop_after_passes and passes >= opts.stop_after_passes) end,
+    each = function(t)
+      F:emit('trial_start', { task_id = t.id })
+      local rec, was_interrupted = runner.attempts(run, t)
       if rerun[t.id] then rec.rerun = true end
-      progress.running = progress.running - 1
-      sem:release()
       if was_interrupted then
-        progress:gone(t.id)
+        F:emit('trial_gone', { task_id = t.id })
         writer:event('trial_interrupted', { task_id = t.id, sandbox_id = rec.sandbox_id, stage = rec.error_stage })
         return
       end
-      -- an authentication failure on any call stops the run from allocating
-      if rec.error_code and adapter.is_auth(rec.error_code) then s:stop_auth({ code = rec.error_code, message = rec.error }) end
+      -- an authentication failure stops allocating; a dead endpoint stops the run
+      F:observe(p, rec, { start = true })
       writer:event('trial', rec)
       records[#records + 1] = rec
       if rec.outcome == 'passed' then passes = passes + 1 end
-      if rec.outcome == 'error' then run.status_state.last_error = t.id .. ': ' .. tostring(rec.error) end
-      progress:trial(rec)
-    end)
-  end
-  for _, w in ipairs(workers) do
-    while true do
-      local jok, wok, werr = pcall(w.join, w)
-      if jok then
-        if not wok and not errors.is_cancel(werr) then
-          io.stderr:write('cseng: trial task failed: ', tostring(werr), '\n')
-        end
-        break
+      if rec.outcome == 'error' then
+        p.last_error = t.id .. ': ' .. tostring(rec.error)
+        F.state.last_error = p.last_error
       end
-      interrupted = true -- our join was cancelled by SIGINT: keep waiting for the cleanup
-    end
-  end
-  progress:finish()
-  interrupted = interrupted or task.interrupted() > 0
+      F:emit('trial', { rec = rec })
+    end,
+  })
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
-  local reclaimed = 0
-  if not interrupted then reclaimed = s:reconcile() end
-  local status = interrupted and 'interrupted' or (s.auth_failed and 'stopped') or (s.cleanup_failed and 'cleanup_failed') or 'finished'
-  run.status_state.status = status
-  if srv then srv:close() end
+  local reclaimed = F:reclaim()
   local all = results.read(s.jsonl)
   local summary = results.summary(all)
-  all[#all + 1] = writer:event('run_finished', { -- the log is read once; the record we wrote joins it
-    status = status, passed = summary.passed, failed = summary.failed, errors = summary.errors,
-    recorded = summary.task_count, selected = #selected, cleanup_error = s.cleanup_failed,
-    stop_reason = s.auth_failed, reclaimed = reclaimed > 0 and reclaimed or nil,
-  }, true)
+  local status = F:close({
+    passed = summary.passed, failed = summary.failed, errors = summary.errors,
+    recorded = summary.task_count, selected = #selected, reclaimed = reclaimed > 0 and reclaimed or nil,
+  }, { records = results.trials(all) })
+  all[#all + 1] = F.finished -- the log is read once; the record we wrote joins it
   results.write_summary(all, s.json)
-  if not opts.quiet then
-    io.stdout:write(runner.table(results.trials(all)), '\n')
-    io.stdout:write('results: ', s.jsonl, '\n', 'summary: ', s.json, '\n')
-  end
-  -- printed under --quiet too: the run did not do what was asked, and may have left sandboxes
-  if s:halted() then
-    io.stderr:write('cseng: stopped allocating: ', s:stop_reason(), '\n')
-    if s.cleanup_failed then io.stderr:write('  run `cseng cleanup ', s.jsonl, '` to retry the cleanup\n') end
-  end
-  local info = { run_id = s.id, jsonl = s.jsonl, json = s.json, records = records, summary = summary }
-  if interrupted then return 130, info end
-  if s:halted() or summary.errors > 0 then return 1, info end
-  return 0, info
+  local info = { run_id = s.id, jsonl = s.jsonl, json = s.json, records = records, summary = summary, status = status }
+  return frame.exit_status(F, summary.task_count, summary.errors), info
 end
 
 return runner

@@ -18,7 +18,7 @@ local proc = require 'cseng.proc'
 local toml = require 'cseng.lib.toml'
 local dockerfile = require 'cseng.task.dockerfile'
 local util = require 'cseng.lib.util'
-local sys = require 'cseng.sys'
+local confine = require 'cseng.lib.confine'
 
 local dataset = {}
 
@@ -54,6 +54,14 @@ local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 
 
 local function bad(where, field, msg)
   error(string.format('%s: %s: %s', where, field, msg), 0)
+end
+
+--- A name from the row that becomes a path: its confined normal form, or a refusal naming the
+--- row and field (cseng.lib.confine: no absolute path, no .., no control character, bounded).
+local function confined(where, field, s)
+  local n, why = confine.name(s)
+  if not n then bad(where, field, tostring(s):sub(1, 200):gsub('%c', '?') .. ' ' .. why) end
+  return n
 end
 
 local function num(where, t, path, default)
@@ -151,6 +159,7 @@ end
 --- A seed row: the task archive, base64 in task_files.
 local function from_seed_row(row, where, opts)
   if type(row.task_id) ~= 'string' or row.task_id == '' then bad(where, 'task_id', 'missing or not a string') end
+  confined(where, 'task_id', row.task_id)
   local tf = row.task_files
   if type(tf) == 'string' then -- parquet exports store it as a JSON string
     local ok, decoded = pcall(cjson.decode, tf)
@@ -201,6 +210,7 @@ local function from_swesmith_row(row, where, opts)
     return row[field]
   end
   local id = need('instance_id', 'string')
+  confined(where, 'instance_id', id)
   local patch = need('patch', 'string')
   local f2p, p2p = need('FAIL_TO_PASS', 'table'), row.PASS_TO_PASS or {}
   if type(p2p) ~= 'table' then bad(where, 'PASS_TO_PASS', 'not a list') end
@@ -212,22 +222,15 @@ local function from_swesmith_row(row, where, opts)
   -- data/swesmith/x.jsonl names swesmith/repos/r, relative to data/), never by an absolute or a
   -- climbing path: a row must not make cseng read, and for a cloud provider upload, a host
   -- directory. --source-root DIR (opts.source_root) names another folder to resolve inside.
-  if src:sub(1, 1) == '/' then
-    bad(where, 'environment.source_dir', src .. ' is absolute: it must be relative to the dataset\'s folder (or use --source-root)')
-  end
-  for part in src:gmatch('[^/]+') do
-    if part == '..' then bad(where, 'environment.source_dir', src .. ' climbs out of the dataset\'s folder (..)') end
-  end
+  src = confined(where, 'environment.source_dir', src)
   local dataset_dir = opts.base_dir or '.'
   local roots = opts.source_root and { opts.source_root } or { dataset_dir, util.dirname(dataset_dir) }
   local found
   for _, base in ipairs(roots) do
-    if fs.exists(base .. '/' .. src) then
-      local real, rreal = sys.realpath(base .. '/' .. src), sys.realpath(base)
-      if not real or not rreal or (real ~= rreal and real:sub(1, #rreal + 1) ~= rreal .. '/') then
-        bad(where, 'environment.source_dir', src .. ' resolves outside ' .. base .. ' (a symbolic link?)')
-      end
-      found = base .. '/' .. src
+    if fs.lstat(base .. '/' .. src) then
+      local p, why = confine.path(base, src)
+      if not p then bad(where, 'environment.source_dir', src .. ' ' .. why .. ' (' .. base .. ')') end
+      found = p
       break
     end
   end
@@ -235,6 +238,25 @@ local function from_swesmith_row(row, where, opts)
     bad(where, 'environment.source_dir', src .. ' not found in ' .. table.concat(roots, ' or '))
   end
   src = found
+  -- Every test id names a file of the snapshot (the part before '::'): confined here, before
+  -- anything is read or written, so no row writes outside the task's folder or reads a host file.
+  local files, seen = {}, {}
+  for _, pair in ipairs({ { 'FAIL_TO_PASS', f2p }, { 'PASS_TO_PASS', p2p } }) do
+    for i, t in ipairs(pair[2]) do
+      local field = string.format('%s[%d]', pair[1], i)
+      if type(t) ~= 'string' then bad(where, field, 'not a string') end
+      local file = confined(where, field, t:match('^([^:]*)') or '')
+      if not seen[file] then
+        seen[file] = true
+        local p, why = confine.path(src, file)
+        if not p then bad(where, field, 'test file ' .. file .. ' ' .. why .. ' in the repository snapshot') end
+        local st = fs.stat(p)
+        if not st or st.type ~= 'file' then bad(where, field, 'test file ' .. file .. ' is not a regular file') end
+        files[#files + 1] = { name = file, path = p }
+      end
+    end
+  end
+  table.sort(files, function(a, b) return a.name < b.name end)
   local sha = crypto.sha256_hex(cjson.encode({ id, patch, f2p, p2p, archive.pack_dir(src, { modes = 'normalize' }) }))
   local dir = cache_dir(opts) .. '/' .. sha:sub(1, 24)
   if not fs.exists(dir .. '/.complete') then
@@ -248,20 +270,13 @@ local function from_swesmith_row(row, where, opts)
       bad(where, 'patch', 'does not apply to ' .. envr.source_dir .. ': ' .. util.trim((res and res.stdout or '') .. (res and res.stderr or '')))
     end
     fs.remove_tree(testbed .. '/.pytest_cache')
-    -- every test file the instance names is restored fresh for the verify window
-    local files, seen = {}, {}
-    for _, list in ipairs({ f2p, p2p }) do
-      for _, t in ipairs(list) do
-        local file = tostring(t):match('^([^:]+)')
-        if file and not seen[file] then seen[file] = true; files[#files + 1] = file end
-      end
-    end
-    table.sort(files)
+    -- every test file the instance names is restored fresh for the verify window (names
+    -- confined above: the destination is inside the new task folder)
     for _, f in ipairs(files) do
-      local data = fs.read(src .. '/' .. f)
-      if not data then fs.remove_tree(dir); bad(where, 'FAIL_TO_PASS', 'test file ' .. f .. ' is not in the repository') end
-      assert(fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f)))
-      assert(fs.write(dir .. '/tests/files/' .. f, data))
+      local data = fs.read(f.path)
+      if not data then fs.remove_tree(dir); bad(where, 'FAIL_TO_PASS', 'test file ' .. f.name .. ' is not readable') end
+      assert(fs.mkdir_p(util.dirname(dir .. '/tests/files/' .. f.name)))
+      assert(fs.write(dir .. '/tests/files/' .. f.name, data))
     end
     local ids = {}
     for _, list in ipairs({ f2p, p2p }) do for _, t in ipairs(list) do ids[#ids + 1] = shell_quote(t) end end

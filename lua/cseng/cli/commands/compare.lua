@@ -81,6 +81,13 @@ function cmd.compare(a, b, opts)
   add('- **A** (baseline): ' .. names(a))
   add('- **B**: ' .. names(b))
   add('')
+  -- what the runs were (solver, mode, dataset, selection): a difference there is called out
+  local identity = require 'cseng.results.identity'
+  local warn = identity.warning(identity.of(a.runs[1] and a.runs[1].started), identity.of(b.runs[1] and b.runs[1].started))
+  if warn then
+    add('> **Warning:** ' .. warn .. '.')
+    add('')
+  end
 
   -- task runs
   if #a.trials > 0 or #b.trials > 0 then

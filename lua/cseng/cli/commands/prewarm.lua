@@ -8,7 +8,6 @@ local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local task = require 'cseng.task'
 local dataset = require 'cseng.task.dataset'
 local errors = require 'cseng.lib.errors'
 local runner = require 'cseng.run.runner'
@@ -178,42 +177,36 @@ function cmd.run(args)
     local tasks = dataset.load(o.dataset)
     local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
     -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it
-    local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm', provider.name },
-      stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end }
+    local F = require('cseng.run.frame').open { kind = 'prewarm', opts = require('cseng.cli.present').attach(o),
+      session = { id_parts = { 'prewarm', provider.name },
+        stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end } }
+    local s = F.session
     local out_json, log = s.json, s.jsonl
-    local run = runner.run_of(s, s:connect(o.provider, o.provider_config))
-    local writer = s.writer
-    writer:event('run_started', { kind = 'prewarm', argv = argv, provider = provider.name, dataset = o.dataset,
-      task_count = #selected, host = sys.hostname(), pid = sys.pid(), provider_config = o.provider_config }, true)
-    if not o.quiet then
-      io.stdout:write(string.format('prewarm %s: %d task(s) on %s (concurrency %d)\nlog: %s\n', s.id, #selected,
-        provider.name, o.concurrency or 1, log))
-    end
+    local pv = F:connect(o.provider, o.provider_config)
+    local run = runner.run_of(s, pv, nil, F)
+    F:started({ kind = 'prewarm', provider = provider.name, dataset = o.dataset, task_count = #selected,
+      provider_config = o.provider_config },
+      require('cseng.run.frame').identity(o, { kind = 'prewarm', provider = provider.name, providers = { provider.name },
+        selection = { task_index = o.task_index, task_limit = o.task_limit, tasks = o.tasks, count = #selected } }))
+    F:emit('plan', { run_id = s.id, total = #selected, provider = provider.name, concurrency = o.concurrency or 1, log = log })
     local artifacts, failed = {}, {}
-    local sem = task.semaphore(o.concurrency or 1)
-    local workers = {}
-    for _, t in ipairs(selected) do
-      if s.cleanup_failed then break end -- a failed cleanup stops new allocations
-      sem:acquire()
-      if s.cleanup_failed then sem:release(); break end
-      workers[#workers + 1] = task.spawn(function()
-        local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.task.recipe').for_run(run, t).key:sub(1, 24))
-        sem:release()
-        if pok then
-          artifacts[t.id] = art
-          if not o.quiet and #selected > 1 then io.stdout:write(string.format('%-44s %s\n', t.id, art)) end
-        else
-          local msg = errors.line(art)
-          failed[t.id] = msg
-          io.stderr:write(string.format('cseng: prewarm %s: %s\n', t.id, msg))
-        end
-      end)
-    end
-    for _, w in ipairs(workers) do w:join() end
+    -- the run frame's worker loop: no new allocation once the run halts (a failed cleanup, an
+    -- authentication failure, an interrupt), then the same end as every run kind
+    F:pool(selected, { concurrency = o.concurrency or 1, each = function(t)
+      local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.task.recipe').for_run(run, t).key:sub(1, 24))
+      if pok then
+        artifacts[t.id] = art
+        F:emit('artifact', { task_id = t.id, artifact = art, many = #selected > 1 })
+      else
+        local e = require('cseng.lib.errors').from(art)
+        F:observe(pv, { error_code = e.code, error = e.message, error_stage = 'start' }, {})
+        failed[t.id] = errors.line(art)
+        F:emit('artifact_failed', { task_id = t.id, error = failed[t.id] })
+      end
+    end })
     local nerr = 0
     for _ in pairs(failed) do nerr = nerr + 1 end
-    local status_word = s.cleanup_failed and 'cleanup_failed' or (nerr == 0 and 'finished' or 'errors')
-    writer:event('run_finished', { status = status_word, errors = nerr, cleanup_error = s.cleanup_failed }, true)
+    F:close({ errors = nerr, prepared = #selected - nerr })
     local doc = {
       kind = 'cseng-prewarm', provider = provider.name, run_id = s.id, created_at = os.date('!%Y-%m-%dT%H:%M:%SZ'),
       dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
@@ -229,11 +222,8 @@ function cmd.run(args)
       io.stdout:write('prewarm file: ', out_json, '\n',
         string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', provider.name, out_json))
     end
-    if s.cleanup_failed then
-      io.stderr:write('cseng: prewarm: stopped allocating: ', s.cleanup_failed, '\n',
-        '  run `cseng cleanup ', log, '` to retry the cleanup\n')
-    end
-    if nerr > 0 or s.cleanup_failed then status = 1 end
+    status = require('cseng.run.frame').exit_status(F, #selected, nerr)
+    if nerr > 0 and status == 0 then status = 1 end -- an artifact that could not be made is missing
   end)
   if not rok then return require('cseng.cli.main').fail(rerr, 'prewarm') end
   return status

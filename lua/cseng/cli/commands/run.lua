@@ -2,11 +2,14 @@
 local flags = require 'cseng.lib.flags'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
+local present = require 'cseng.cli.present'
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
   usage = 'usage: cseng run PLAN.lua [options]\n\nRuns the plan; options override its fields.\n\noptions:\n' ..
-    flags.help(options.SPEC, options.ORDER),
+    flags.help(options.SPEC, options.ORDER) .. '\n\nexit status (every run kind): 0 the run finished (failed and ' ..
+    'errored trials are results); 1 it stopped early (cleanup failure, authentication, a dead endpoint, a stop ' ..
+    'rule), every trial errored, or any errored under --fail-on-error; 2 usage; 128+N after signal N (130: Ctrl-C).',
   SPEC = options.SPEC, -- kept for callers of the older name (lua/cseng/run/options.lua owns it)
 }
 
@@ -39,16 +42,16 @@ function cmd.run(args)
       local worst, done = 0, {}
       local runs = plan.expand(o)
       for _, one in ipairs(runs) do -- a matrix is one tasks run per provider x mode
-        local st, info = require('cseng.run.runner').run_tasks(one)
+        local st, info = require('cseng.run.runner').run_tasks(present.attach(one))
         done[#done + 1] = { opts = one, status = st, info = info }
-        if st == 130 then break end
+        if st >= 128 then break end -- a signal ends the matrix (its status is the signal's)
         worst = math.max(worst, st)
       end
-      if #runs > 1 and not o.quiet then io.stdout:write(require('cseng.run.runner').matrix_summary(done), '\n') end
-      if done[#done] and done[#done].status == 130 then return 130 end
+      if #runs > 1 and not o.quiet then io.stdout:write(present.matrix_summary(done), '\n') end
+      if done[#done] and done[#done].status >= 128 then return done[#done].status end
       return worst
     elseif o.kind == 'startup' then
-      return (require('cseng.run.arena').run(o))
+      return (require('cseng.run.arena').run(present.attach(o)))
     end
     error('unknown plan kind ' .. tostring(o.kind), 0)
   end)

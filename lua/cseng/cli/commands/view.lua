@@ -1,0 +1,94 @@
+--- `cseng view [DIR ...] [--port P] [--host H --token T] [--export OUT]`: a local web viewer over
+--- results folders (lua/cseng/view/, docs/VIEWER.md). The engine's own HTTP server (cseng.serve)
+--- serves the pages and their JSON; logs are read incrementally, so a run still being written
+--- updates in the open page. --export writes the same pages as static files instead.
+local flags = require 'cseng.lib.flags'
+local fs = require 'cseng.fs'
+local index = require 'cseng.view.index'
+
+local SPEC = {
+  ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P', help = 'port to listen on (default 8765; 0: any free port)' },
+  ['host'] = { key = 'host', type = 'string', arg = 'ADDR', help = 'address to bind (default 127.0.0.1; another needs --token)' },
+  ['token'] = { key = 'token', type = 'string', arg = 'T', help = 'require this token on every request (?token=T once, then a cookie)' },
+  ['export'] = { key = 'export', type = 'string', arg = 'OUT', help = 'write the pages as static files into OUT and exit' },
+  ['compare'] = { key = 'compare', type = 'multi', arg = 'A:B',
+    help = 'with --export: write the comparison of runs A and B (repeatable; default: each run against the previous run of its plan)' },
+}
+
+local cmd = {
+  summary = 'a local web viewer for runs (live and finished), or --export static pages',
+  usage = 'usage: cseng view [DIR|FILE ...] [--port P] [--host ADDR --token T] [--export OUT]\n\n' ..
+    'Serves the runs of the results folders (default results/) as web pages: the run list, each\n' ..
+    'run (trials, phases, failure modes; the arena\'s charts), /compare?a=RUN&b=RUN. Binds loopback\n' ..
+    'unless --host says otherwise; a non-loopback address needs --token.\n\noptions:\n' ..
+    flags.help(SPEC, { 'port', 'host', 'token', 'export', 'compare' }),
+}
+
+-- bytes of logs read between two looks at the pending requests
+local BUDGET = 1024 * 1024
+
+local function loopback(host)
+  return host == '127.0.0.1' or host == '::1' or host == 'localhost' or host:match('^127%.%d+%.%d+%.%d+$') ~= nil
+end
+
+function cmd.run(args)
+  local f, pos = flags.parse(args, SPEC)
+  if not f then io.stderr:write('cseng: view: ', pos, ' (see cseng view --help)\n'); return 2 end
+  if #pos == 0 then pos = { 'results' } end
+  for _, p in ipairs(pos) do
+    if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end
+  end
+  local app = require 'cseng.view.app'
+  local cat = index.new(pos)
+  if f.export then
+    cat:refresh()
+    local pairs_list
+    if f.compare then
+      pairs_list = {}
+      for _, spec in ipairs(f.compare) do
+        local a, b = spec:match('^(.-):([^:]+)$')
+        if not a then io.stderr:write('cseng: view: --compare wants A:B, got ', spec, '\n'); return 2 end
+        pairs_list[#pairs_list + 1] = { a, b }
+      end
+    else
+      pairs_list = app.default_pairs(cat)
+    end
+    local r = app.export(cat, f.export, { compare = pairs_list })
+    io.stdout:write(string.format('view: %d page(s), %d file(s) in %s; open %s/index.html\n', r.pages, r.files,
+      f.export, f.export))
+    return 0
+  end
+  local host = f.host or '127.0.0.1'
+  if host == 'localhost' then host = '127.0.0.1' end
+  local lb = loopback(host)
+  if not lb and not f.token then
+    io.stderr:write('cseng: view: --host ', host, ' is not a loopback address: give --token T (checked on every request)\n')
+    return 2
+  end
+  local serve = require 'cseng.serve'
+  local task = require 'cseng.task'
+  local srv, err, code = serve.listen { host = host, port = f.port or 8765,
+    handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET } }
+  if not srv then
+    io.stderr:write(string.format('cseng: view: cannot listen on %s:%d: %s (%s)\n', host, f.port or 8765, tostring(err), tostring(code)))
+    return 1
+  end
+  local url = string.format('http://%s:%d/', host:find(':') and ('[' .. host .. ']') or host, srv:port())
+  io.stdout:write(lb and 'view: listening on loopback only\n' or 'view: listening on ' .. host .. ' (token required)\n')
+  io.stdout:write('view: ', url, f.token and '?token=<the token>' or '', '\n')
+  io.stdout:flush()
+  -- the logs are read in slices, requests answered in between: a big log's page opens at once
+  -- and fills in as its index grows; then every half second for what the logs gained
+  local said = false
+  while true do
+    cat:refresh(BUDGET)
+    if not cat.pending and not said then
+      said = true
+      io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
+      io.stdout:flush()
+    end
+    task.sleep(cat.pending and 0 or 0.5)
+  end
+end
+
+return cmd

@@ -1,0 +1,453 @@
+--- Presentation of a run: the one progress renderer and the one status document and server,
+--- for every run kind. The run layer (cseng.run.frame) emits events and never prints; the
+--- command line attaches these observers (present.attach) to the options it runs with.
+---
+--- The renderer keeps a live block (the trials in flight and a status line for a task run;
+--- the round's status line for the arena) under the permanent lines (a finished trial, a
+--- message). On a terminal the block is redrawn in place with the only control sequences a
+--- terminal gets from cseng (util.terminal: carriage return, cursor up, erase below/line);
+--- everything else it prints is data, escaped (util.escape) and redacted by the console
+--- guard. Without a terminal it prints plain lines, and the arena's status every tenth.
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local sys = require 'cseng.sys'
+local util = require 'cseng.lib.util'
+local stats = require 'cseng.lib.stats'
+local jsonl = require 'cseng.lib.jsonl'
+
+local present = {}
+
+local function ns_to_s(ns) return ns / 1e9 end
+
+-- ---- the renderer ----------------------------------------------------------------------
+
+local Renderer = {}
+Renderer.__index = Renderer
+
+--- A renderer on `out` (default io.stdout). o.tty (default: whether stdout is a terminal),
+--- o.quiet (nothing but what must be said: stop and cleanup messages on stderr).
+function present.renderer(o)
+  o = o or {}
+  local quiet = o.quiet and true or false
+  local tty = o.tty
+  if tty == nil then tty = not quiet and sys.isatty(1) end
+  return setmetatable({ out = o.out or io.stdout, err = o.err or io.stderr, tty = tty and not quiet, quiet = quiet,
+    block = {}, drawn = 0 }, Renderer)
+end
+
+function Renderer:erase()
+  if self.drawn > 0 then util.terminal('\r\27[' .. self.drawn .. 'A\27[J') end
+  self.drawn = 0
+end
+
+function Renderer:draw()
+  if #self.block == 0 then return end
+  self.out:write(table.concat(self.block, '\n'), '\n')
+  self.drawn = #self.block
+end
+
+--- A permanent line (above the live block on a terminal).
+function Renderer:line(text)
+  if self.quiet then return end
+  if self.tty then self:erase(); self.out:write(text, '\n'); self:draw() else self.out:write(text, '\n') end
+  self.out:flush()
+end
+
+--- Replace the live block (drawn at once on a terminal; nothing without one).
+function Renderer:live(lines)
+  self.block = lines
+  if not self.tty then return end
+  self:erase()
+  self:draw()
+  self.out:flush()
+end
+
+--- Redraw every second on a terminal (o.refresh() rebuilds the block first).
+function Renderer:tick(refresh)
+  if not self.tty or self.ticker then return end
+  self.ticker = task.spawn(function()
+    while true do
+      task.sleep(1)
+      refresh()
+      self:erase()
+      self:draw()
+      self.out:flush()
+    end
+  end)
+end
+
+function Renderer:finish()
+  if self.ticker then self.ticker:cancel(); self.ticker = nil end
+  if self.tty then self:erase() end
+  self.block = {}
+end
+
+--- A message for stderr, printed under --quiet too (the run did not do what was asked).
+function Renderer:warn(text)
+  if self.tty then self:erase() end
+  self.err:write(text, '\n')
+  if self.tty then self:draw() end
+end
+
+-- ---- what a task run shows -----------------------------------------------------------------
+
+local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
+
+--- The end-of-run table of a task run (trial records).
+function present.tasks_table(records)
+  local passed, failed, n_errors = 0, 0, 0
+  local elapsed = {}
+  local sums, counts = {}, {}
+  for _, r in ipairs(records) do
+    if r.outcome == 'passed' then passed = passed + 1 elseif r.outcome == 'error' then n_errors = n_errors + 1 else failed = failed + 1 end
+    elapsed[#elapsed + 1] = r.elapsed_seconds
+    for _, p in ipairs(PHASES) do
+      local v = r.phases and r.phases[p .. '_seconds']
+      if v then sums[p] = (sums[p] or 0) + v; counts[p] = (counts[p] or 0) + 1 end
+    end
+  end
+  local parts = {}
+  for _, p in ipairs(PHASES) do
+    if counts[p] then parts[#parts + 1] = string.format('%s %.3f', p, sums[p] / counts[p]) end
+  end
+  return table.concat({
+    string.format('trials %d: %d passed, %d failed, %d errors', #records, passed, failed, n_errors),
+    string.format('trial seconds: median %.2f, p95 %.2f', stats.median(elapsed) or 0, stats.quantile(elapsed, 0.95) or 0),
+    'phase means (s): ' .. table.concat(parts, ', '),
+  }, '\n')
+end
+
+--- The combined summary after a matrix run: one line per provider x mode run, with its counts,
+--- status and log. done: {opts, status, info} per run, in the order they ran.
+function present.matrix_summary(done)
+  local lines = { string.format('matrix: %d run(s)', #done),
+    string.format('  %-14s %-6s %6s %6s %6s %6s  %-12s %s', 'provider', 'mode', 'tasks', 'passed', 'failed', 'errors',
+      'status', 'log') }
+  local tot = { 0, 0, 0, 0 }
+  for _, d in ipairs(done) do
+    local sm = d.info and d.info.summary or {}
+    local n = { sm.task_count or 0, sm.passed or 0, sm.failed or 0, sm.errors or 0 }
+    for i = 1, 4 do tot[i] = tot[i] + n[i] end
+    local word = d.status == 0 and 'ok' or (d.status >= 128 and 'interrupted' or 'errors')
+    lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d  %-12s %s', tostring(d.opts.provider),
+      tostring(d.opts.mode or 'cold'), n[1], n[2], n[3], n[4], word, d.info and d.info.jsonl or '-')
+  end
+  lines[#lines + 1] = string.format('  %-14s %-6s %6d %6d %6d %6d', 'total', '', tot[1], tot[2], tot[3], tot[4])
+  return table.concat(lines, '\n')
+end
+
+local Tasks = {}
+Tasks.__index = Tasks
+
+local function tasks_view(r)
+  return setmetatable({ r = r, total = 0, done = 0, passed = 0, failed = 0, errors = 0, retried = 0, running = 0,
+    live = {}, order = {}, t0 = clock.now(), width = 1 }, Tasks)
+end
+
+function Tasks:status()
+  local el = ns_to_s(clock.now() - self.t0)
+  local eta = self.done > 0 and el / self.done * (self.total - self.done) or nil
+  return string.format('%d/%d done, %d running, %d passed, %d failed, %d errors%s, %s elapsed%s', self.done,
+    self.total, self.running, self.passed, self.failed, self.errors,
+    self.retried > 0 and string.format(' (%d retried)', self.retried) or '', util.fmt_seconds(el),
+    eta and (', ETA ' .. util.fmt_seconds(eta)) or '')
+end
+
+--- The trials in flight as {task_id, phase, phase_s}, in start order (the status document too).
+function Tasks:in_flight()
+  local out, keep = {}, {}
+  for _, id in ipairs(self.order) do
+    local l = self.live[id]
+    if l then
+      keep[#keep + 1] = id
+      out[#out + 1] = { task_id = id, phase = l.phase, phase_s = math.floor(ns_to_s(clock.now() - l.since) * 10 + 0.5) / 10 }
+    end
+  end
+  self.order = keep
+  return out
+end
+
+function Tasks:block()
+  local lines = {}
+  for _, l in ipairs(self:in_flight()) do
+    lines[#lines + 1] = string.format('  %-40s %-18s %6.1fs', util.escape(l.task_id, true), l.phase or '?', l.phase_s)
+  end
+  lines[#lines + 1] = self:status()
+  return lines
+end
+
+function Tasks:refresh() self.r.block = self:block() end
+
+function Tasks:on(F, name, d)
+  local r = self.r
+  if name == 'plan' then
+    self.total, self.width, self.t0 = d.total, #tostring(d.total), clock.now()
+    r:line(string.format('run %s: %d task(s) on %s (%s, solver %s, concurrency %d)%s', d.run_id, d.total,
+      d.provider, tostring(d.mode), d.solver, d.concurrency or 1,
+      d.resumed and d.resumed > 0 and string.format(', resuming: %d already recorded', d.resumed) or ''))
+    r:line('log: ' .. d.log)
+    if d.status_url then r:line('status: ' .. d.status_url) end
+    r:tick(function() self:refresh() end)
+    r:live(self:block())
+  elseif name == 'trial_start' then
+    self.running = self.running + 1
+  elseif name == 'phase' then
+    local l = self.live[d.task_id]
+    if not l then
+      l = {}
+      self.live[d.task_id] = l
+      self.order[#self.order + 1] = d.task_id
+    end
+    l.phase, l.since = d.phase, clock.now()
+  elseif name == 'attempt' then
+    local rec = d.rec
+    self.retried = self.retried + 1
+    r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
+      string.rep(' ', 2 * self.width + 1), util.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
+      rec.error_stage or '?', util.escape(util.tail(rec.error or '', 120), true), rec.attempt, d.of))
+  elseif name == 'trial_gone' then
+    self.running = self.running - 1
+    self.live[d.task_id] = nil
+  elseif name == 'trial' then
+    local rec = d.rec
+    self.running = self.running - 1
+    self.done = self.done + 1
+    self.live[rec.task_id] = nil
+    if rec.outcome == 'passed' then self.passed = self.passed + 1
+    elseif rec.outcome == 'error' then self.errors = self.errors + 1
+    else self.failed = self.failed + 1 end
+    local detail = rec.outcome == 'error' and string.format(' [%s: %s]', rec.error_stage or '?', util.tail(rec.error or '', 160)) or
+      string.format(' reward=%s (%s)', tostring(rec.reward), rec.reward_rule or '-')
+    if (rec.attempts or 1) > 1 then detail = detail .. string.format(' (attempt %d)', rec.attempt) end
+    -- a task id or an error is data: its control characters are escaped
+    local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
+      util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds or 0, util.escape(detail, true))
+    if not r.tty then line = line .. '  (' .. self:status() .. ')' end
+    self:refresh()
+    r:line(line)
+  elseif name == 'finished' then
+    r:finish()
+    if d.records then
+      r:line(present.tasks_table(d.records))
+      r:line('results: ' .. F.jsonl)
+      r:line('summary: ' .. F.json)
+    end
+    local why = F:stop_message()
+    if why then
+      r:warn('cseng: stopped allocating: ' .. why)
+      if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
+    end
+  end
+end
+
+-- ---- what the arena shows ------------------------------------------------------------
+
+local Arena = {}
+Arena.__index = Arena
+
+--- The arena's status line: per provider ok/n and p50 (warmups: their own counts).
+function present.arena_line(F)
+  local s, o = F.state, F.opts
+  local parts = {}
+  for _, name in ipairs(o.providers) do
+    local p = F.P[name]
+    local med = stats.median(p.ready)
+    if s.phase == 'warmup' then -- warmups are not measured: their own counts, not "0/0 ok"
+      parts[#parts + 1] = string.format('%s %d/%d warmups ok', name, p.counts.warmup_ok, p.counts.warmup)
+    else
+      parts[#parts + 1] = string.format('%s %d/%d ok%s', name, p.counts.ok, p.counts.measured,
+        med and string.format(' p50 %.1f ms', med) or '')
+    end
+  end
+  local done = s.phase == 'warmup' and s.round or F.rounds_done.measured
+  local w = #tostring(s.rounds)
+  -- warmups run in lockstep rounds in every mode: say so, never the measured mode's name
+  local mode = s.phase == 'warmup' and 'rounds' or o.mode
+  return string.format('%s %s [%' .. w .. 'd/%d]%s: %s', s.phase, mode, done, s.rounds,
+    (s.blocks or 1) > 1 and string.format(' block %d/%d', s.block or 0, s.blocks) or '', table.concat(parts, ', ')), done
+end
+
+--- The arena's end-of-run table (per provider ok/n, p50 with its CI, p90, p99, block CIs, and
+--- the computesdk-compatible lines when asked).
+function present.arena_table(F)
+  local o = F.opts
+  local blocks = o.repeats > 1
+  local fmt = '%-14s %9s %12s %22s %10s %10s' .. (blocks and ' %22s %s' or '')
+  local lines = {
+    string.format(fmt, 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99', 'block-level 95% CI', ''),
+  }
+  local function f(v) return v and string.format('%.1f ms', v) or '-' end
+  for _, name in ipairs(o.providers) do
+    local p = F.P[name]
+    local s = stats.summary(p.ready)
+    local lo, hi = stats.bootstrap_ci(p.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
+    local bl, note = '-', ''
+    if blocks then
+      local list = {}
+      for b = 1, o.repeats do list[#list + 1] = p.ready_blocks[b] or {} end
+      local r = stats.blocks(list, { seed = o.seed ~ stats.hash('blocks/ready_ms/' .. name) })
+      if r and r.lo then
+        bl = string.format('[%.1f, %.1f]', r.lo, r.hi)
+        note = r.disagree and string.format('runs disagree: %d of %d block CIs exclude the block median', r.outside, r.n_blocks) or ''
+      end
+    end
+    lines[#lines + 1] = string.format(fmt, name, p.counts.ok .. '/' .. p.counts.measured,
+      f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99), bl, note)
+  end
+  if o.computesdk then
+    lines[#lines + 1] = 'computesdk-compatible (TTI, 5% trimmed each side, nearest-rank p95/p99, composite score):'
+    for _, name in ipairs(o.providers) do
+      local p = F.P[name]
+      local c = stats.computesdk(p.ready, p.counts.measured)
+      lines[#lines + 1] = string.format('  %-14s median %s, p95 %s, p99 %s, success %.1f%%, score %.2f', name,
+        f(c.median), f(c.p95), f(c.p99), 100 * c.success_rate, c.score)
+    end
+  end
+  return (table.concat(lines, '\n'):gsub(' +\n', '\n'):gsub(' +$', ''))
+end
+
+local function arena_view(r) return setmetatable({ r = r }, Arena) end
+
+function Arena:on(F, name, d)
+  local r = self.r
+  if name == 'say' then
+    r:line(d.text)
+  elseif name == 'round' then
+    local line, done = present.arena_line(F)
+    local s = F.state
+    if r.tty then r:live({ line })
+    elseif s.phase == 'warmup' or done == s.rounds or done % math.max(1, s.rounds // 10) == 0 then r:line(line) end
+  elseif name == 'finished' then
+    r:finish()
+    r:line(present.arena_table(F))
+    -- the report: rendered here, by the command line, from the log the run wrote
+    local rok, rerr = pcall(function()
+      return require('cseng.report.helpers').render { inputs = { F.jsonl }, template = 'startup', output = d.report_path }
+    end)
+    if rok then r:line('report: ' .. d.report_path)
+    else
+      r:warn('cseng: the report failed (the log is complete; retry with cseng report ' .. F.jsonl .. '): ' ..
+        require('cseng.lib.errors').describe(rerr))
+    end
+    if d.summary_error then r:warn('cseng: the summary could not be written: ' .. d.summary_error) end
+    r:line('results: ' .. F.jsonl)
+    if F.json and d.summary_written then r:line('summary: ' .. F.json) end
+    if F.stopped then r:warn('cseng: stopped: ' .. F.stopped.message) end
+    if d.live and d.live > 0 then
+      r:warn(string.format('cseng: %d sandbox(es) may still exist; run `cseng cleanup %s`', d.live, F.jsonl))
+    end
+  end
+end
+
+-- ---- what prewarm shows --------------------------------------------------------------
+
+local function prewarm_view(r)
+  return { on = function(_, F, name, d)
+    if name == 'plan' then
+      r:line(string.format('prewarm %s: %d task(s) on %s (concurrency %d)', d.run_id, d.total, d.provider, d.concurrency or 1))
+      r:line('log: ' .. d.log)
+    elseif name == 'artifact' then
+      if d.many then r:line(string.format('%-44s %s', util.escape(d.task_id, true), d.artifact)) end
+    elseif name == 'artifact_failed' then
+      r:warn(string.format('cseng: prewarm %s: %s', util.escape(d.task_id, true), d.error))
+    elseif name == 'finished' then
+      r:finish()
+      local why = F:stop_message()
+      if why then
+        r:warn('cseng: prewarm: stopped allocating: ' .. why)
+        if F.session.cleanup_failed then r:warn('  run `cseng cleanup ' .. F.jsonl .. '` to retry the cleanup') end
+      end
+    end
+  end }
+end
+
+-- ---- the status document and server ------------------------------------------------------
+
+local function r1(v) return v and math.floor(v * 10 + 0.5) / 10 or nil end
+
+--- The status document of any run: run_id, kind, status, phase, label, elapsed_s, log,
+--- last_error, stop_reason, and providers.<name> with its counters, endpoint and `live` (always
+--- a list); plus what the kind adds (a task run: total, done, eta_s, the trials in flight; the
+--- arena: round, rounds, order, seed, ...). Redacted through the one redactor: a secret echoed
+--- by a provider or a command never reaches it.
+---@return table
+function present.status_doc(F, view)
+  local st = F.state
+  local doc = {
+    run_id = F.id, kind = F.kind == 'resume' and 'tasks' or F.kind, status = st.status, phase = st.phase,
+    label = F.opts.label, elapsed_s = r1(F:elapsed()), log = F.jsonl, last_error = st.last_error,
+    stop_reason = st.stop_reason, started_at = st.started_at, providers = {},
+  }
+  for _, name in ipairs(F.order) do
+    local p = F.P[name]
+    local live = {}
+    for id in pairs(p.live or {}) do live[#live + 1] = id end
+    table.sort(live)
+    local c = util.copy(p.counts or {})
+    c.live = jsonl.array(live) -- `[]` when empty, never `{}`
+    c.last_error = p.last_error
+    c.endpoint = p.endpoint
+    if F.status_provider then for k, v in pairs(F.status_provider(p)) do c[k] = v end end
+    doc.providers[name] = c
+  end
+  if view and view.in_flight then
+    doc.total, doc.done = view.total, view.done
+    local el = F:elapsed()
+    doc.eta_s = view.done > 0 and r1(el / view.done * (view.total - view.done)) or nil
+    doc.trials = jsonl.array(view:in_flight())
+    local p = F.P[F.order[1]]
+    if p then
+      local c = doc.providers[p.name]
+      c.running, c.passed, c.failed, c.errors, c.retried = view.running, view.passed, view.failed, view.errors, view.retried
+    end
+  end
+  if F.status_extra then for k, v in pairs(F.status_extra(F)) do doc[k] = v end end
+  return util.redact_all(doc) -- last_error quotes what providers and commands said
+end
+
+--- Serve present.status_doc on 127.0.0.1:port (GET / or /status), for every run kind. The
+--- server bounds its connections (the engine's defaults: a connection cap, an idle timeout).
+function present.status_server(F, port, view)
+  local serve = require 'cseng.serve'
+  local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
+    if req.method ~= 'GET' and req.method ~= 'HEAD' then
+      return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
+    end
+    if req.path ~= '/' and req.path ~= '/status' then
+      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
+    end
+    return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
+      util.json_sorted(present.status_doc(F, view)) .. '\n'
+  end }
+  if not srv then error(string.format('--status-port %d: %s (%s)', port, tostring(err), tostring(code)), 0) end
+  return srv
+end
+
+--- The options with the presentation attached: the progress renderer (plain lines, a live
+--- block on a terminal, nothing but warnings under --quiet) and, with --status-port, the status
+--- server. o.out/o.err/o.tty override the renderer's streams (specs).
+---@param opts table
+---@param o table|nil
+---@return table opts
+function present.attach(opts, o)
+  o = o or {}
+  local out = util.copy(opts)
+  local r = present.renderer { quiet = opts.quiet, tty = o.tty, out = o.out, err = o.err }
+  local view
+  local srv
+  out.observers = util.copy(opts.observers or {})
+  out.observers[#out.observers + 1] = function(F, name, d)
+    if not view then
+      view = (F.kind == 'startup' and arena_view(r)) or (F.kind == 'prewarm' and prewarm_view(r)) or tasks_view(r)
+    end
+    if name == 'serve' and opts.status_port then
+      srv = present.status_server(F, opts.status_port, view.in_flight and view or nil)
+      F.status_url = srv:url() .. '/'
+    end
+    view:on(F, name, d)
+    if name == 'finished' and srv then srv:close(); srv = nil end
+  end
+  return out
+end
+
+return present

@@ -1,0 +1,148 @@
+--- The markdown the report templates and `cseng compare` write, as HTML for the viewer: headings,
+--- paragraphs, lists, pipe tables (with their alignment row), fenced code, and inline code, bold,
+--- emphasis, links and images. An image whose target is `svg:N` is replaced by opts.svgs[N], the
+--- chart's SVG inlined (the report helpers write charts as files; the viewer keeps them in the page).
+--- Every other text is HTML-escaped, so a task id or an error message cannot inject markup.
+local markdown = {}
+
+local ESC = { ['&'] = '&amp;', ['<'] = '&lt;', ['>'] = '&gt;', ['"'] = '&quot;', ["'"] = '&#39;' }
+
+--- HTML-escape a string.
+---@param s any
+---@return string
+function markdown.escape(s)
+  return (tostring(s):gsub('[&<>"\']', ESC))
+end
+
+local function safe_url(u)
+  if u:match('^https?://') or u:match('^[%w%._/#%-]') and not u:match('^%a[%w+.-]*:') then return u end
+  return '#'
+end
+
+-- inline markup of one line of (unescaped) markdown
+local function inline(s, opts)
+  local out, i = {}, 1
+  local n = #s
+  while i <= n do
+    local c = s:sub(i, i)
+    if c == '\\' and i < n and s:sub(i + 1, i + 1):match('[%p]') then
+      out[#out + 1] = markdown.escape(s:sub(i + 1, i + 1)); i = i + 2
+    elseif c == '`' then
+      local j = s:find('`', i + 1, true)
+      if j then out[#out + 1] = '<code>' .. markdown.escape(s:sub(i + 1, j - 1)) .. '</code>'; i = j + 1
+      else out[#out + 1] = '`'; i = i + 1 end
+    elseif c == '!' and s:sub(i + 1, i + 1) == '[' then
+      local alt, src, stop = s:match('^!%[([^%]]*)%]%(([^)]*)%)()', i)
+      if alt then
+        local k = src:match('^svg:(%d+)$')
+        if k and opts.svgs and opts.svgs[tonumber(k)] then
+          out[#out + 1] = '<figure class="chart" role="img" aria-label="' .. markdown.escape(alt) .. '">' ..
+            opts.svgs[tonumber(k)] .. '</figure>'
+        else
+          out[#out + 1] = '<img alt="' .. markdown.escape(alt) .. '" src="' .. markdown.escape(safe_url(src)) .. '">'
+        end
+        i = stop
+      else out[#out + 1] = '!'; i = i + 1 end
+    elseif c == '[' then
+      local text, href, stop = s:match('^%[([^%]]*)%]%(([^)]*)%)()', i)
+      if text then
+        out[#out + 1] = '<a href="' .. markdown.escape(safe_url(href)) .. '">' .. inline(text, opts) .. '</a>'
+        i = stop
+      else out[#out + 1] = '['; i = i + 1 end
+    elseif s:sub(i, i + 1) == '**' then
+      local j = s:find('**', i + 2, true)
+      if j then out[#out + 1] = '<strong>' .. inline(s:sub(i + 2, j - 1), opts) .. '</strong>'; i = j + 2
+      else out[#out + 1] = '**'; i = i + 2 end
+    elseif (c == '*' or c == '_') and s:sub(i + 1, i + 1):match('%S') and (i == 1 or s:sub(i - 1, i - 1):match('[%s%p]')) then
+      local j = s:find(c, i + 1, true)
+      if j and j > i + 1 and s:sub(j - 1, j - 1):match('%S') and (j == n or s:sub(j + 1, j + 1):match('[%s%p]')) then
+        out[#out + 1] = '<em>' .. inline(s:sub(i + 1, j - 1), opts) .. '</em>'; i = j + 1
+      else out[#out + 1] = markdown.escape(c); i = i + 1 end
+    else
+      local j = s:find('[\\`!%[%*_]', i + 1) or (n + 1)
+      out[#out + 1] = markdown.escape(s:sub(i, j - 1)); i = j
+    end
+  end
+  return table.concat(out)
+end
+
+local function cells(line)
+  line = line:gsub('^%s*|', ''):gsub('|%s*$', '')
+  local out, cur, i = {}, {}, 1
+  while i <= #line do
+    local c = line:sub(i, i)
+    if c == '\\' and line:sub(i + 1, i + 1) == '|' then cur[#cur + 1] = '\\|'; i = i + 2
+    elseif c == '|' then out[#out + 1] = table.concat(cur):match('^%s*(.-)%s*$'); cur = {}; i = i + 1
+    else cur[#cur + 1] = c; i = i + 1 end
+  end
+  out[#out + 1] = table.concat(cur):match('^%s*(.-)%s*$')
+  return out
+end
+
+--- Markdown to HTML.
+---@param md string
+---@param opts? {svgs?: string[]}
+---@return string
+function markdown.html(md, opts)
+  opts = opts or {}
+  local lines = {}
+  for l in (md .. '\n'):gmatch('([^\n]*)\n') do lines[#lines + 1] = l end
+  local out, i, para = {}, 1, {}
+  local function flush()
+    if #para > 0 then out[#out + 1] = '<p>' .. inline(table.concat(para, ' '), opts) .. '</p>'; para = {} end
+  end
+  while i <= #lines do
+    local l = lines[i]
+    local hashes, title = l:match('^(#+)%s+(.*)$')
+    if l:match('^```') then
+      flush()
+      local code = {}
+      i = i + 1
+      while i <= #lines and not lines[i]:match('^```') do code[#code + 1] = lines[i]; i = i + 1 end
+      out[#out + 1] = '<pre><code>' .. markdown.escape(table.concat(code, '\n')) .. '</code></pre>'
+    elseif hashes and #hashes <= 6 then
+      flush()
+      out[#out + 1] = string.format('<h%d>%s</h%d>', #hashes + 1 > 6 and 6 or #hashes + 1, inline(title, opts),
+        #hashes + 1 > 6 and 6 or #hashes + 1)
+    elseif l:match('^%s*|') and lines[i + 1] and lines[i + 1]:match('^%s*|[%s:|%-]+$') then
+      flush()
+      local head, align = cells(l), {}
+      for k, a in ipairs(cells(lines[i + 1])) do
+        align[k] = a:match('^:.*:$') and 'center' or (a:match(':$') and 'right' or 'left')
+      end
+      local t = { '<div class="table-wrap"><table><thead><tr>' }
+      for k, hd in ipairs(head) do t[#t + 1] = '<th class="' .. align[k] .. '">' .. inline(hd, opts) .. '</th>' end
+      t[#t + 1] = '</tr></thead><tbody>'
+      i = i + 2
+      while i <= #lines and lines[i]:match('^%s*|') do
+        t[#t + 1] = '<tr>'
+        for k, cell in ipairs(cells(lines[i])) do
+          t[#t + 1] = '<td class="' .. (align[k] or 'left') .. '">' .. inline(cell, opts) .. '</td>'
+        end
+        t[#t + 1] = '</tr>'
+        i = i + 1
+      end
+      t[#t + 1] = '</tbody></table></div>'
+      out[#out + 1] = table.concat(t)
+      i = i - 1
+    elseif l:match('^%s*[-*]%s+') then
+      flush()
+      local items = {}
+      while i <= #lines and lines[i]:match('^%s*[-*]%s+') do
+        items[#items + 1] = '<li>' .. inline((lines[i]:gsub('^%s*[-*]%s+', '')), opts) .. '</li>'
+        i = i + 1
+      end
+      out[#out + 1] = '<ul>' .. table.concat(items) .. '</ul>'
+      i = i - 1
+    elseif l:match('^%s*$') then
+      flush()
+    else
+      para[#para + 1] = l
+    end
+    i = i + 1
+  end
+  flush()
+  return table.concat(out, '\n')
+end
+
+return markdown

@@ -1,0 +1,121 @@
+--- Run logs for the viewer's specs and bench, written with the runner's own writer
+--- (results.open / Writer:event, so the lines are what a run writes): two task runs of one plan
+--- where B regresses a task and fixes another and uses another solver, a transcript beside B, a
+--- truncated copy, a foreign file, a log that is not a run, and a live log the caller grows.
+local results = require 'cseng.results.log'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local jsonl = require 'cseng.lib.jsonl'
+
+local fixtures = {}
+
+-- above any pid_max (2^22): a writer that is not running on this host
+local DEAD_PID = 99999999
+
+local PHASES = { 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
+
+--- A trial record like runner.trial's.
+---@param i integer the trial's number (varies the timings)
+---@param t table {task_id, outcome, provider?, mode?, solver?, error_code?, error_stage?, error?, extra?}
+function fixtures.trial(i, t)
+  local phases, total = {}, 0
+  for k, ph in ipairs(PHASES) do
+    local v = 0.01 * k + (i % 7) * 0.003
+    if ph == 'verify' then v = v + 0.2 end
+    if t.outcome == 'error' and ph == 'verify' then break end
+    phases[ph .. '_seconds'], total = v, total + v
+  end
+  if t.outcome == 'error' then phases.stop_seconds = 0.004; total = total + 0.004 end
+  local rec = {
+    task_id = t.task_id, task_sha256 = string.rep('ab', 32), provider = t.provider or 'local', mode = t.mode or 'cold',
+    solver = t.solver or 'gold', outcome = t.outcome, passed = t.outcome == 'passed',
+    reward = t.outcome ~= 'error' and (t.outcome == 'passed' and 1 or 0) or nil,
+    reward_rule = t.outcome ~= 'error' and 'reward.txt' or nil,
+    return_code = t.outcome ~= 'error' and (t.outcome == 'passed' and 0 or 1) or nil,
+    stdout_tail = t.outcome ~= 'error' and ('collected 3 items\n' .. (t.outcome == 'passed' and '3 passed' or '1 failed, 2 passed') .. ' in 0.04s\n') or nil,
+    stderr_tail = '', phases = phases, elapsed_seconds = total, sandbox_seconds = total - 0.001,
+    estimated_cost_usd = total * 0.0001, sandbox_id = 'sb-' .. i,
+    error = t.error, error_code = t.error_code, error_stage = t.error_stage,
+    started_at = '2026-12-01T10:00:00.000000Z', finished_at = '2026-12-01T10:00:01.000000Z',
+  }
+  for k, v in pairs(t.extra or {}) do rec[k] = v end
+  return rec
+end
+
+--- Write a task run's log: run_started, per trial allocated/destroyed/trial, run_finished unless
+--- opts.unfinished. Returns the writer and the path.
+---@param dir string
+---@param run_id string
+---@param trials table[] fixtures.trial args
+---@param opts? {solver?: string, unfinished?: boolean, pid?: integer, host?: string, plan?: string}
+function fixtures.task_run(dir, run_id, trials, opts)
+  opts = opts or {}
+  local path = fs.join(dir, run_id .. '.jsonl')
+  local w = results.open(path, run_id)
+  w:event('run_started', { plan = opts.plan or 'view-fixture', plan_file = 'plans/view-fixture.lua', provider = 'local',
+    mode = 'cold', solver = opts.solver or 'gold', dataset = 'data/smoke.jsonl', task_count = #trials, concurrency = 2,
+    host = opts.host or (sys.hostname()), pid = opts.pid or DEAD_PID, argv = jsonl.array({ 'cseng', 'run' }) })
+  local n = { passed = 0, failed = 0, error = 0 }
+  for i, t in ipairs(trials) do
+    t.solver = t.solver or opts.solver
+    w:allocated('local', { id = 'sb-' .. i }, { ['cseng.run'] = run_id }, { task_id = t.task_id })
+    w:destroyed('local', 'sb-' .. i, { task_id = t.task_id })
+    w:event('trial', fixtures.trial(i, t))
+    n[t.outcome] = n[t.outcome] + 1
+  end
+  if not opts.unfinished then
+    w:event('run_finished', { status = 'finished', passed = n.passed, failed = n.failed, errors = n.error,
+      recorded = #trials, selected = #trials })
+  end
+  return w, path
+end
+
+--- The fixture folder: returns {dir, a, b, truncated, foreign, notrun, ids = {...}}.
+function fixtures.folder(dir)
+  local out = { dir = dir, ids = {} }
+  local tasks = { 'alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot' }
+  local a = {}
+  for k, id in ipairs(tasks) do a[k] = { task_id = id, outcome = id == 'foxtrot' and 'failed' or 'passed' } end
+  out.ids.a = 'view-fixture-local-cold-20261201-100000-aaaa'
+  local _, pa = fixtures.task_run(dir, out.ids.a, a)
+  out.a = pa
+  -- B: bravo regresses (failed), foxtrot is fixed, delta is an infrastructure error
+  local b = {}
+  for k, id in ipairs(tasks) do
+    local t = { task_id = id, outcome = 'passed' }
+    if id == 'bravo' then t.outcome = 'failed' end
+    if id == 'delta' then
+      t.outcome, t.error_code, t.error_stage = 'error', 'ETIMEDOUT', 'verify'
+      t.error = 'trial timed out after 900 s (in verify)'
+    end
+    if id == 'alpha' then
+      t.extra = { solver_transcript_path = 'transcripts/alpha.jsonl',
+        solver_usage = { prompt_tokens = 1200, completion_tokens = 80, cost_usd = 0.0021 } }
+    end
+    b[k] = t
+  end
+  out.ids.b = 'view-fixture-local-cold-20261201-110000-bbbb'
+  local _, pb = fixtures.task_run(dir, out.ids.b, b, { solver = 'agent' })
+  out.b = pb
+  assert(results.write_transcript(fs.join(dir, out.ids.b, 'transcripts', 'alpha.jsonl'), {
+    { role = 'system', content = 'You are in a sandbox.' },
+    { role = 'user', content = 'Solve the task in /app.' },
+    { role = 'assistant', turn = 1, content = 'Looking around first.',
+      tool_calls = jsonl.array({ { id = 'c1', name = 'bash', arguments = '{"command":"ls /app"}' } }),
+      usage = { prompt_tokens = 600, completion_tokens = 40 }, cost = 0.001 },
+    { role = 'tool', turn = 1, tool_call_id = 'c1', command = 'ls /app', exit_code = 0, seconds = 0.02, output = 'input.txt\nsolve-me.sh\n' },
+    { role = 'assistant', turn = 2, content = 'Done.', finish_reason = 'stop', usage = { prompt_tokens = 600, completion_tokens = 40 }, cost = 0.0011 },
+  }))
+  -- a copy cut in the middle of a line: its writer is gone
+  local text = assert(fs.read(pa))
+  local cut = text:find('"event":"trial"', 1, true) + 40
+  out.truncated = fs.join(dir, 'cut-short.jsonl')
+  assert(fs.write(out.truncated, text:sub(1, cut)))
+  out.foreign = fs.join(dir, 'notes.jsonl')
+  assert(fs.write(out.foreign, 'this is not JSON\n'))
+  out.notrun = fs.join(dir, 'other-tool.jsonl')
+  assert(fs.write(out.notrun, '{"event":"something_else","x":1}\n'))
+  return out
+end
+
+return fixtures

@@ -1,0 +1,113 @@
+// Drives Debian's headless Chromium over the viewer's pages for spec/view_browser_spec.lua, which
+// serves the fixtures and reads the JSON this prints: one {name, value} per observation, so the
+// verdicts stay in the spec. Screenshots of every page go to cfg.shots.
+// usage: node view.mjs '<json config>'
+import path from 'node:path';
+import { launch } from './launch.mjs';
+
+const cfg = JSON.parse(process.argv[2]);
+const out = {};
+const note = (name, value) => { out[name] = value; };
+
+const { ctx, page, close } = await launch();
+const errors = [];
+// nothing but the viewer itself (and file:// for the export) may be fetched
+const offsite = [];
+ctx.on('request', (r) => {
+  const u = r.url();
+  if (!u.startsWith(cfg.base) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
+});
+page.on('pageerror', (e) => errors.push(String(e)));
+page.setDefaultTimeout(20000);
+
+async function open(url) {
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready]');
+  return page.evaluate(() => document.body.dataset.ready);
+}
+const shot = (name) => page.screenshot({ path: path.join(cfg.shots, name + '.png'), fullPage: true });
+const rowIds = () => page.$$eval('#runs tbody tr', (trs) => trs.map((t) => t.dataset.runId));
+const trialTasks = () => page.$$eval('#trials tbody tr', (trs) => trs.map((t) => t.children[1].textContent));
+
+try {
+  // the run list
+  note('runs.ready', await open(cfg.base + '/'));
+  note('runs.ids', await rowIds());
+  note('runs.errors', await page.$$eval('#runs tbody tr', (trs) => Object.fromEntries(trs.map((t) =>
+    [t.dataset.runId, (t.querySelector('.err') || t.querySelector('.warn-text') || {}).textContent || null]))));
+  await page.fill('input[aria-label="filter runs"]', 'bbbb');
+  note('runs.filtered', await rowIds());
+  await page.fill('input[aria-label="filter runs"]', '');
+  await shot('runs');
+
+  // a task run: every trial, one opened, filters
+  note('run.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.b)));
+  note('run.tasks', await trialTasks());
+  note('run.failure_modes', await page.$$eval('#failure-modes tbody tr', (trs) => trs.map((t) => t.children[0].textContent)));
+  await shot('run');
+  await page.click('#trials tbody tr[data-trial="1"]');
+  await page.waitForSelector('#trial-title');
+  note('trial.title', await page.textContent('#trial-title'));
+  note('trial.steps', await page.$$eval('ol.transcript > li', (li) => li.map((x) => x.querySelector('.step-head b').textContent)));
+  note('trial.tool_calls', await page.$$eval('.tool-call', (x) => x.map((e) => e.textContent)));
+  await shot('trial');
+  await page.selectOption('select[data-filter="outcome"]', 'error');
+  await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 1);
+  note('run.errors_only', await trialTasks());
+
+  // paging: the big run shows one page and moves to the next
+  note('big.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.big)));
+  note('big.page1', await page.textContent('#trial-count'));
+  note('big.rows1', (await trialTasks()).length);
+  await page.click('text=next ▶');
+  await page.waitForFunction(() => document.querySelector('#trials tbody tr').dataset.trial === '101');
+  note('big.page2', await page.textContent('#trial-count'));
+
+  // the arena: its charts are drawn
+  note('arena.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.arena)));
+  note('arena.charts', await page.$$eval('#arena-report figure.chart svg', (s) => s.length));
+  note('arena.ecdf_paths', await page.$$eval('#arena-report figure.chart svg path, #arena-report figure.chart svg polyline', (s) => s.length));
+  note('arena.headings', await page.$$eval('#arena-report h2, #arena-report h3', (h) => h.map((x) => x.textContent)));
+  await shot('arena');
+
+  // compare: the planted regression
+  note('compare.ready', await open(cfg.base + '/compare?a=' + encodeURIComponent(cfg.a) + '&b=' + encodeURIComponent(cfg.b)));
+  note('compare.regressions', await page.getAttribute('#regressions', 'data-regressions'));
+  note('compare.rows', await page.$$eval('#compare-report table tbody tr', (trs) => trs.map((t) => t.textContent)));
+  note('compare.warnings', await page.$$eval('.identity-warning', (w) => w.map((x) => x.textContent)));
+  await shot('compare');
+
+  // a live run grows while the page is open
+  note('live.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.live)));
+  note('live.before', await page.getAttribute('#trial-count', 'data-total'));
+  note('live.indicator', await page.textContent('#live-indicator'));
+  const r = await fetch(cfg.control + '/append');
+  note('live.appended', await r.text());
+  await page.waitForFunction((n) => document.querySelector('#trial-count').dataset.total === String(n),
+    Number(out['live.before']) + 3);
+  note('live.after', await page.getAttribute('#trial-count', 'data-total'));
+  note('live.tasks', await trialTasks());
+  await shot('live');
+
+  // the export opens from file://
+  note('export.ready', await open('file://' + cfg.export + '/index.html'));
+  note('export.ids', await rowIds());
+  await page.click(`#runs tbody tr[data-run-id="${cfg.b}"] a.run-link`);
+  await page.waitForSelector('body[data-ready]');
+  note('export.run_url', page.url());
+  note('export.tasks', await trialTasks());
+  await page.click('#trials tbody tr[data-trial="4"]');
+  await page.waitForSelector('#trial-title');
+  note('export.trial', await page.textContent('#trial-title'));
+  await shot('export-run');
+  note('export.compare.ready', await open('file://' + cfg.export + '/compare/' + cfg.export_compare + '.html'));
+  note('export.compare.regressions', await page.getAttribute('#regressions', 'data-regressions'));
+  await shot('export-compare');
+} catch (e) {
+  note('exception', String(e && e.stack || e));
+} finally {
+  note('page_errors', errors);
+  note('offsite_requests', offsite);
+  await close();
+  process.stdout.write(JSON.stringify(out) + '\n');
+}

@@ -1,0 +1,151 @@
+-- `cseng view` in a real browser: Debian's headless Chromium, driven by playwright-core
+-- (spec/browser/view.mjs), over a fixture folder served by the viewer in this process: the run
+-- list shows every run (and the unreadable ones with their error), a task run lists every trial
+-- and opens one with its transcript, a big run pages, the arena page draws its charts, compare
+-- shows the planted regression, a live run's page changes while its log grows (appended when the
+-- browser asks, so no clock decides), and the static export works from file://. Screenshots of
+-- every page: build/view-screenshots/.
+local arena = require 'cseng.run.arena'
+local fs = require 'cseng.fs'
+local jsonl = require 'cseng.lib.jsonl'
+local proc = require 'cseng.proc'
+local serve = require 'cseng.serve'
+local sys = require 'cseng.sys'
+local app = require 'cseng.view.app'
+local index = require 'cseng.view.index'
+
+local root = sys.root()
+package.path = root .. '/spec/browser/?.lua;' .. package.path
+local fixtures = require 'fixtures'
+local lizard = dofile(root .. '/spec/fakes/lizard.lua')
+
+local LIVE = 'view-live-local-cold-20261201-120000-cccc'
+local BIG = 'view-big-local-cold-20261201-090000-dddd'
+
+describe('cseng view in headless Chromium', function()
+  local tmp, fx, arena_id, obs, srv, ctl, fakes, node_err
+  setup(function()
+    assert(fs.exists('/usr/bin/chromium'), '/usr/bin/chromium is missing: make deps-test installs Debian\'s chromium')
+    assert(fs.exists(root .. '/spec/browser/node_modules/playwright-core'),
+      'spec/browser/node_modules is missing: make deps-test runs npm ci --prefix spec/browser')
+    tmp = assert(fs.tempdir('cseng-view-browser-'))
+    local dir = fs.join(tmp, 'results')
+    assert(fs.mkdir_p(dir))
+    fx = fixtures.folder(dir)
+    -- a real arena run against two loopback fakes
+    local fa = lizard.start { latency = { create = function(n) return 0.005 + (n % 5) * 0.002 end } }
+    local fb = lizard.start { latency = { create = function(n) return 0.012 + (n % 3) * 0.003 end } }
+    fakes = { fa, fb }
+    local status, info = arena.run { providers = { 'fast', 'slow' }, provider_config = { fast = fa.config(), slow = fb.config() },
+      samples = 10, warmups = 1, seed = 3, output = dir, quiet = true, cleanup_backoff = { 0.01, 0.02 },
+      stderr = { write = function() end } }
+    assert.equal(0, status)
+    arena_id = fs.basename(info.jsonl):gsub('%.jsonl$', '')
+    local big = {}
+    for i = 1, 250 do big[i] = { task_id = string.format('task-%04d', i), outcome = i % 10 == 0 and 'failed' or 'passed' } end
+    fixtures.task_run(dir, BIG, big)
+    -- the live run: its writer is this process, so it is live until run_finished
+    local w = fixtures.task_run(dir, LIVE, { { task_id = 'first', outcome = 'passed' }, { task_id = 'second', outcome = 'passed' } },
+      { unfinished = true, pid = sys.pid() })
+    local appended = 0
+    ctl = assert(serve.listen { port = 0, handler = function(req)
+      if req.path ~= '/append' then return 404, {}, 'no' end
+      for k = 1, 3 do
+        appended = appended + 1
+        w:event('trial', fixtures.trial(10 + appended, { task_id = 'grown-' .. appended, outcome = k == 2 and 'failed' or 'passed' }))
+      end
+      return 200, { ['Access-Control-Allow-Origin'] = '*' }, 'appended 3'
+    end })
+    -- the export, written before the live run grows
+    local export_dir = fs.join(tmp, 'export')
+    app.export(index.new({ dir }):refresh(), export_dir, { compare = { { fx.ids.a, fx.ids.b } } })
+    srv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), loopback = true } })
+    local shots = fs.join(root, 'build/view-screenshots')
+    assert(fs.mkdir_p(shots))
+    local cfg = { base = srv:url(), control = ctl:url(), shots = shots, a = fx.ids.a, b = fx.ids.b, arena = arena_id,
+      live = LIVE, big = BIG, export = export_dir,
+      export_compare = app.file_name(fx.ids.a) .. '--' .. app.file_name(fx.ids.b) }
+    local r = assert(proc.run { argv = { 'node', root .. '/spec/browser/view.mjs', jsonl.encode(cfg) }, cwd = root, timeout = 120 })
+    node_err = r.stderr
+    obs = jsonl.decode(r.stdout:match('[^\n]*\n?$') or '') or {}
+    obs._code = r.code
+  end)
+  teardown(function()
+    if srv then srv:close() end
+    if ctl then ctl:close() end
+    for _, f in ipairs(fakes or {}) do pcall(f.close) end
+    if tmp then fs.remove_tree(tmp) end
+  end)
+
+  it('ran the browser to the end, with no page error and nothing fetched from outside', function()
+    assert.is_nil(obs.exception, obs.exception)
+    assert.equal(0, obs._code, node_err)
+    assert.same({}, obs.page_errors)
+    assert.same({}, obs.offsite_requests)
+  end)
+
+  it('lists every run of the folder, the unreadable ones with their error', function()
+    assert.equal('1', obs['runs.ready'])
+    local ids = {}
+    for _, id in ipairs(obs['runs.ids']) do ids[id] = true end
+    for _, id in ipairs({ fx.ids.a, fx.ids.b, arena_id, LIVE, BIG, 'notes', 'other-tool' }) do
+      assert.is_true(ids[id], id .. ' not listed')
+    end
+    local cut = fx.ids.a .. ' (cut-short.jsonl)'
+    assert.is_true(ids[cut], 'the truncated copy is not listed')
+    assert.equal(8, #obs['runs.ids'])
+    assert.matches('notes%.jsonl:1: malformed JSON', obs['runs.errors'].notes)
+    assert.matches('no run_started event; not a cseng run log', obs['runs.errors']['other-tool'])
+    assert.matches('a torn last line .*cut short', obs['runs.errors'][cut])
+    assert.same({ fx.ids.b }, obs['runs.filtered'])
+  end)
+
+  it('lists every trial of a task run and opens one with its transcript step by step', function()
+    assert.same({ 'alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot' }, obs['run.tasks'])
+    assert.same({ 'ETIMEDOUT in verify', 'failed (verifier ran, reward < 1)' }, obs['run.failure_modes'])
+    assert.matches('trial 1: alpha', obs['trial.title'])
+    assert.same({ '1. system', '2. user', '3. assistant', '4. tool', '5. assistant' }, obs['trial.steps'])
+    assert.same({ '→ bash {"command":"ls /app"}', '$ ls /app' }, obs['trial.tool_calls'])
+    assert.same({ 'delta' }, obs['run.errors_only'])
+  end)
+
+  it('pages a big run', function()
+    assert.equal('1–100 of 250 trial(s)', obs['big.page1'])
+    assert.equal(100, obs['big.rows1'])
+    assert.equal('101–200 of 250 trial(s)', obs['big.page2'])
+  end)
+
+  it('draws the arena charts', function()
+    assert.equal('1', obs['arena.ready'])
+    assert.is_true(obs['arena.charts'] >= 2, 'charts: ' .. tostring(obs['arena.charts']))
+    assert.is_true(obs['arena.ecdf_paths'] >= 2)
+    local h = table.concat(obs['arena.headings'], '|')
+    assert.matches('Summary: ready_ms', h)
+    assert.matches('computesdk', h)
+  end)
+
+  it('shows the planted regression in compare, and that the solvers differ', function()
+    assert.equal('2', obs['compare.regressions'])
+    local rows = table.concat(obs['compare.rows'], '\n')
+    assert.matches('bravopassedfailedregression', rows)
+    assert.matches('foxtrotfailedpassedfixed', rows)
+    assert.same({ '⚠ the runs differ in solver: A has gold, B has agent' }, obs['compare.warnings'])
+  end)
+
+  it('updates a live run\'s page while its log grows', function()
+    assert.equal('2', obs['live.before'])
+    assert.matches('live', obs['live.indicator'])
+    assert.equal('appended 3', obs['live.appended'])
+    assert.equal('5', obs['live.after'])
+    assert.same({ 'first', 'second', 'grown-1', 'grown-2', 'grown-3' }, obs['live.tasks'])
+  end)
+
+  it('exports pages that open from file://', function()
+    assert.equal('1', obs['export.ready'])
+    assert.equal(8, #obs['export.ids'])
+    assert.matches('^file://.*/runs/' .. fx.ids.b:gsub('%-', '%%-') .. '%.html$', obs['export.run_url'])
+    assert.same({ 'alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot' }, obs['export.tasks'])
+    assert.matches('trial 4: delta', obs['export.trial'])
+    assert.equal('2', obs['export.compare.regressions'])
+  end)
+end)

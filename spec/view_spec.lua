@@ -1,0 +1,244 @@
+-- `cseng view` without a browser: the incremental byte-offset index (appended bytes only, a torn
+-- last line left for later, a rewritten file read again), bad logs listed with their error, the
+-- JSON API (paging, filters, one trial, compare), the token and Host checks, the refusal of a
+-- non-loopback --host without --token, the markdown's escaping, and the export's files.
+local fs = require 'cseng.fs'
+local http = require 'cseng.http'
+local jsonl = require 'cseng.lib.jsonl'
+local serve = require 'cseng.serve'
+local sys = require 'cseng.sys'
+local app = require 'cseng.view.app'
+local index = require 'cseng.view.index'
+local markdown = require 'cseng.view.markdown'
+local view = require 'cseng.cli.commands.view'
+
+package.path = sys.root() .. '/spec/browser/?.lua;' .. package.path
+local fixtures = require 'fixtures'
+
+local tmp
+setup(function() tmp = assert(fs.tempdir('cseng-view-spec-')) end)
+teardown(function() fs.remove_tree(tmp) end)
+
+local function line(rec) return jsonl.encode(rec) .. '\n' end
+
+describe('the index', function()
+  it('reads only what was appended, and leaves a torn last line until its newline arrives', function()
+    local dir = fs.join(tmp, 'inc')
+    assert(fs.mkdir_p(dir))
+    local p = fs.join(dir, 'r.jsonl')
+    local head = line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z', plan = 'p', provider = 'x', mode = 'cold' }
+      .. line { event = 'trial', run_id = 'r', task_id = 't1', provider = 'x', outcome = 'passed', phases = { start_seconds = 0.5 } }
+      .. line { event = 'trial', run_id = 'r', task_id = 't2', provider = 'x', outcome = 'error', error_code = 'ECREATE', error_stage = 'start' }
+    assert(fs.write(p, head))
+    local cat = index.new({ dir }):refresh()
+    local log = cat:find('r')
+    assert.equal(2, log.n)
+    assert.equal(#head, log.offset)
+    local third = line { event = 'trial', run_id = 'r', task_id = 't3', provider = 'y', outcome = 'failed', reward = 0 }
+    assert(fs.append(p, third:sub(1, 20)))
+    cat:refresh()
+    assert.equal(2, log.n)
+    assert.equal(#head, log.offset)
+    assert.same({ offset = #head, bytes = 20 }, log.torn)
+    assert(fs.append(p, third:sub(21)))
+    cat:refresh()
+    assert.equal(3, log.n) -- 3, not 5: the first two lines were not read again
+    assert.is_nil(log.torn)
+    assert.equal(#head + #third, log.offset)
+    assert.same({ passed = 1, failed = 1, error = 1 }, log.counts)
+    assert.equal('t3', log:record(3).task_id)
+    -- a rerun (--resume --rerun-errors) replaces the task's record
+    local rerun = line { event = 'trial', run_id = 'r', task_id = 't2', provider = 'x', outcome = 'passed', rerun = true }
+    assert(fs.append(p, rerun))
+    cat:refresh()
+    assert.equal(3, log.n)
+    assert.same({ passed = 2, failed = 1, error = 0 }, log.counts)
+    assert.equal('passed', log.cols.outcome[2])
+    assert.equal(0.5, log.phase_sum.start)
+    -- a file rewritten shorter is read again from the start
+    assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:00Z' }))
+    cat:refresh()
+    assert.equal(0, log.n)
+    -- and so is one replaced by a longer one
+    cat:refresh()
+    assert(fs.write(p, line { event = 'run_started', run_id = 'r', time = '2026-12-01T00:00:01Z' } .. head))
+    cat:refresh()
+    assert.equal(2, log.n)
+    assert.equal('2026-12-01T00:00:01Z', log.started.time)
+  end)
+
+  it('reads a big log in slices of a budget, each ending at a line end', function()
+    local dir = fs.join(tmp, 'slices')
+    assert(fs.mkdir_p(dir))
+    local trials = {}
+    for i = 1, 60 do trials[i] = { task_id = string.format('t%02d', i), outcome = 'passed' } end
+    local _, p = fixtures.task_run(dir, 'sliced', trials)
+    local size = fs.stat(p).size
+    local cat = index.new({ dir })
+    local seen, steps = {}, 0
+    repeat
+      cat:refresh(8192)
+      local log = cat:find('sliced')
+      steps = steps + 1
+      seen[#seen + 1] = log.n
+      assert.is_true(log.offset == size or log.pending)
+      if log.pending then assert.is_nil(log.torn) end
+    until not cat.pending or steps > 100
+    local log = cat:find('sliced')
+    assert.equal(60, log.n)
+    assert.equal(size, log.offset)
+    assert.is_true(steps >= math.floor(size / 8192), 'steps: ' .. steps)
+    assert.is_true(seen[1] > 0 and seen[1] < 60, 'first slice: ' .. seen[1])
+    assert.same({ passed = 60, failed = 0, error = 0 }, log.counts)
+  end)
+
+  it('reads run_started.identity when the log has one, and its objects by their names', function()
+    local dir = fs.join(tmp, 'ident')
+    assert(fs.mkdir_p(dir))
+    assert(fs.write(fs.join(dir, 'i.jsonl'), line { event = 'run_started', run_id = 'i', time = '2026-12-01T00:00:00Z',
+      solver = 'gold', mode = 'cold', dataset = 'data/smoke.jsonl', provider = 'local',
+      identity = { solver = { name = 'agent', model = 'm-1' }, providers = jsonl.array({ 'local', 'docker' }), mode = 'warm',
+        dataset = { path = 'data/other.jsonl', digest = 'sha256:abc' } } }))
+    local row = app.runs_doc(index.new({ dir }):refresh()).runs[1]
+    assert.same({ 'agent', 'm-1', 'warm', 'data/other.jsonl', 'sha256:abc' }, { row.solver, row.model, row.mode, row.dataset, row.dataset_digest })
+    assert.same({ 'local', 'docker' }, row.providers)
+  end)
+
+  it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
+    local dir = fs.join(tmp, 'bad')
+    assert(fs.mkdir_p(dir))
+    local fx = fixtures.folder(dir)
+    local doc = app.runs_doc(index.new({ dir }):refresh())
+    local by = {}
+    for _, r in ipairs(doc.runs) do by[r.id] = r end
+    assert.equal(5, #doc.runs)
+    assert.matches('notes%.jsonl:1: malformed JSON', by.notes.error)
+    assert.matches('other%-tool%.jsonl: no run_started event; not a cseng run log', by['other-tool'].error)
+    local cut = by[fx.ids.a .. ' (cut-short.jsonl)']
+    assert.is_nil(cut.error)
+    assert.is_false(cut.live)
+    assert.equal('incomplete', cut.status)
+    assert.matches('a torn last line %(%d+ bytes at byte %d+%): the run was cut short', cut.torn)
+    assert.equal(6, by[fx.ids.a].trials)
+    assert.equal('finished', by[fx.ids.a].status)
+  end)
+end)
+
+describe('the server', function()
+  local dir, fx, srv, tsrv
+  setup(function()
+    dir = fs.join(tmp, 'srv')
+    assert(fs.mkdir_p(dir))
+    fx = fixtures.folder(dir)
+    srv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), loopback = true } })
+    tsrv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), token = 's3cret-token' } })
+  end)
+  teardown(function() srv:close(); tsrv:close() end)
+
+  local function get(base, path, headers)
+    local r = assert(http.request { url = base .. path, headers = headers })
+    return r.status, r.status < 500 and r.headers['content-type'] and r.headers['content-type']:find('json') and jsonl.decode(r.body) or r.body, r
+  end
+
+  it('pages and filters trials, and reads one back with its transcript', function()
+    local st, page = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?limit=2&offset=1')
+    assert.equal(200, st)
+    assert.equal(6, page.total)
+    assert.same({ 'bravo', 'charlie' }, { page.rows[1].task, page.rows[2].task })
+    local _, errs = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?outcome=error')
+    assert.equal(1, errs.total)
+    assert.equal('ETIMEDOUT', errs.rows[1].code)
+    local _, bycode = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials?code=ETIMEDOUT')
+    assert.equal('delta', bycode.rows[1].task)
+    local _, one = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials/1')
+    assert.equal('alpha', one.record.task_id)
+    assert.equal(5, #one.transcript)
+    assert.equal('ls /app', one.transcript[4].command)
+    local st404 = get(srv:url(), '/api/runs/' .. fx.ids.b .. '/trials/99')
+    assert.equal(404, st404)
+  end)
+
+  it('computes what cseng compare does, and warns that the solvers differ', function()
+    local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
+    assert.equal(200, st)
+    assert.equal(2, doc.regressions)
+    local compare = require 'cseng.cli.commands.compare'
+    local helpers = require 'cseng.report.helpers'
+    assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
+    assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
+  end)
+
+  it('shows the status endpoint of a live run started with --status-port', function()
+    local status = assert(serve.listen { port = 0, handler = function(req)
+      if req.path ~= '/status' then return 404, {}, '' end
+      return 200, { ['Content-Type'] = 'application/json' }, '{"phase":"trials","live":{"local":2}}'
+    end })
+    local w = fixtures.task_run(dir, 'with-status', { { task_id = 'one', outcome = 'passed' } }, { unfinished = true, pid = sys.pid() })
+    -- fixtures.task_run's argv has no --status-port: a second run_started is ignored, so rewrite
+    local text = assert(fs.read(w.path)):gsub('"argv":%["cseng","run"%]',
+      '"argv":["cseng","run","--status-port","' .. status:port() .. '"]', 1)
+    assert(fs.write(w.path, text))
+    local st, doc = get(srv:url(), '/api/runs/with-status')
+    status:close()
+    assert.equal(200, st)
+    assert.is_true(doc.run.live)
+    assert.same({ phase = 'trials', live = { ['local'] = 2 } }, doc.status)
+    local _, finished = get(srv:url(), '/api/runs/' .. fx.ids.a)
+    assert.is_nil(finished.status)
+  end)
+
+  it('answers loopback names only when it has no token', function()
+    assert.equal(200, (get(srv:url(), '/api/version')))
+    assert.equal(403, (get(srv:url(), '/api/version', { Host = 'rebound.example:80' })))
+  end)
+
+  it('checks the token on every request', function()
+    assert.equal(401, (get(tsrv:url(), '/')))
+    assert.equal(401, (get(tsrv:url(), '/api/runs')))
+    assert.equal(401, (get(tsrv:url(), '/api/runs?token=wrong')))
+    local st, _, r = get(tsrv:url(), '/?token=s3cret-token')
+    assert.equal(200, st)
+    assert.matches('cseng_view_token=s3cret%-token; HttpOnly', r.headers['set-cookie'])
+    assert.equal(200, (get(tsrv:url(), '/api/runs', { Cookie = 'cseng_view_token=s3cret-token' })))
+    assert.equal(200, (get(tsrv:url(), '/api/runs', { Authorization = 'Bearer s3cret-token' })))
+    assert.equal(401, (get(tsrv:url(), '/assets/app.js', { Cookie = 'cseng_view_token=nope' })))
+  end)
+
+  it('refuses a non-loopback --host without --token', function()
+    local err = { text = '' }
+    local real = io.stderr
+    -- luacheck: ignore 122
+    io.stderr = { write = function(_, ...) for _, s in ipairs({ ... }) do err.text = err.text .. s end end }
+    local ok, code = pcall(view.run, { dir, '--host', '0.0.0.0', '--port', '0' })
+    io.stderr = real
+    assert.is_true(ok)
+    assert.equal(2, code)
+    assert.matches('%-%-host 0%.0%.0%.0 is not a loopback address: give %-%-token', err.text)
+  end)
+end)
+
+describe('the pages', function()
+  it('escape what the logs hold', function()
+    local html = markdown.html('| task | x |\n| :--- | ---: |\n| `<script>` | **<b>** |\n\n<img src=x onerror=1>')
+    assert.not_matches('<script>', html)
+    assert.not_matches('<img', html)
+    assert.matches('<code>&lt;script&gt;</code>', html)
+    assert.matches('<td class="right"><strong>&lt;b&gt;</strong></td>', html)
+  end)
+
+  it('export writes every run page, the data scripts and the comparison', function()
+    local dir = fs.join(tmp, 'exp')
+    assert(fs.mkdir_p(dir))
+    local fx = fixtures.folder(dir)
+    local out = fs.join(tmp, 'exported')
+    local r = app.export(index.new({ dir }):refresh(), out, { compare = { { fx.ids.a, fx.ids.b } } })
+    assert.equal(1 + 5 + 1, r.pages)
+    for _, f in ipairs({ 'index.html', 'assets/app.js', 'assets/app.css', 'data/runs.js', 'runs/' .. fx.ids.b .. '.html',
+      'data/run-' .. fx.ids.b .. '.js', 'data/rec-' .. fx.ids.b .. '-0.js', 'compare/' .. fx.ids.a .. '--' .. fx.ids.b .. '.html' }) do
+      assert.is_true(fs.exists(fs.join(out, f)), f)
+    end
+    local page = assert(fs.read(fs.join(out, 'runs', fx.ids.b .. '.html')))
+    assert.matches('<script src="%.%./data/run%-' .. fx.ids.b:gsub('%-', '%%-') .. '%.js"></script>', page)
+    assert.not_matches('http://', page)
+  end)
+end)
