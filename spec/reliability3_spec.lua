@@ -72,6 +72,30 @@ describe('kill -9 before any create was answered', function()
     if not ok then error(err, 0) end
   end)
 
+  it('a task run: `--resume RUN.jsonl` sweeps them the same way before it goes on', function()
+    local f = lizard_fake.start { lose_create = function(n) return n <= 4 and 'hang' or nil end, hang_seconds = 3600 }
+    local ok, err = pcall(function()
+      local plan = H.lizard_plan(tmp, 'resume-tasks.lua', f, 'concurrency = 4, task_limit = 4')
+      local envf = env_file(f, 'resume.env')
+      local log = tmp .. '/kill/resume.jsonl'
+      kill_mid_create(f, { CSENG, 'run', plan, '--output', log, '--quiet', '--env-file', envf }, 4)
+      assert.equal(4, f.stats().live)
+      local r = assert(proc.run { argv = { CSENG, 'run', plan, '--resume', log, '--quiet', '--env-file', envf },
+        cwd = ROOT, timeout = 300 })
+      assert.equal(0, r.code, r.stderr)
+      assert.equal(0, f.stats().live)
+      local events = results.read(log)
+      assert.equal(4, #results.trials(events))
+      local reconciled = 0
+      for _, e in ipairs(events) do
+        if e.event == 'destroyed' and e.reason == 'reconciled' then reconciled = reconciled + 1 end
+      end
+      assert.equal(4, reconciled, 'the four the killed run never heard of')
+    end)
+    f.close()
+    if not ok then error(err, 0) end
+  end)
+
   it('an arena run (its log names `providers`, one renamed): cleanup sweeps each of them', function()
     local a = lizard_fake.start { lose_create = function() return 'hang' end, hang_seconds = 3600 }
     local b = lizard_fake.start { lose_create = function() return 'hang' end, hang_seconds = 3600, api_key = a.api_key }
