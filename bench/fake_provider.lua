@@ -151,7 +151,8 @@ local function handler(req)
 end
 
 local err, code
-srv, err, code = serve.listen { host = '127.0.0.1', port = opts.port or 0, handler = handler, backlog = 4096 }
+srv, err, code = serve.listen { host = '127.0.0.1', port = opts.port or 0, handler = handler, backlog = 4096,
+  max_connections = 8192 }
 if not srv then
   io.stderr:write('fake_provider: ', tostring(err), ' (', tostring(code), ')\n')
   return 1

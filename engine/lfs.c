@@ -933,6 +933,59 @@ static int fs_join(lua_State *L) {
   return 1;
 }
 
+/* ---- run-log locks and truncation (results/log.lua) ----------------------
+ * fs.lock(path) -> lock | nil, msg, code: an exclusive flock(2) on path
+ * (created 0644 if missing), not waiting: a file another process holds is
+ * nil, msg, "EAGAIN". The lock lives until lock:close() (or its collection);
+ * the descriptor is close-on-exec, so a child never keeps it.
+ * fs.truncate(path, size) -> true | nil, msg, code. */
+#include <sys/file.h>
+
+#define LOCK_MT "cseng.fs.lock"
+
+static int lock_close(lua_State *L) {
+  int *fd = luaL_checkudata(L, 1, LOCK_MT);
+  if (*fd >= 0) {
+    close(*fd); /* releases the flock */
+    *fd = -1;
+  }
+  return 0;
+}
+
+static int fs_lock(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int *box = lua_newuserdatauv(L, sizeof(int), 0), fd, e;
+  *box = -1;
+  if (luaL_newmetatable(L, LOCK_MT)) {
+    static const luaL_Reg m[] = {{"close", lock_close}, {"__gc", lock_close}, {"__close", lock_close}, {NULL, NULL}};
+    luaL_setfuncs(L, m, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, -2);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return cs_fail_errno(L, errno, "%s", path);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    e = errno;
+    close(fd);
+    return cs_fail_errno(L, e == EWOULDBLOCK ? EAGAIN : e, "%s", path);
+  }
+  *box = fd;
+  return 1;
+}
+
+static int fs_truncate(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer size = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, size >= 0, 2, "size must be >= 0");
+  while (truncate(path, (off_t)size) != 0) {
+    if (errno != EINTR) return cs_fail_errno(L, errno, "%s", path);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 int luaopen_cseng_fs(lua_State *L) {
   static const luaL_Reg funcs[] = {{"read", fs_read},
                                    {"write", fs_write},
@@ -955,6 +1008,8 @@ int luaopen_cseng_fs(lua_State *L) {
                                    {"basename", fs_basename},
                                    {"dirname", fs_dirname},
                                    {"join", fs_join},
+                                   {"lock", fs_lock},
+                                   {"truncate", fs_truncate},
                                    {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;

@@ -1,7 +1,8 @@
 /*
  * lserve.c: an HTTP/1.1 server on the loop (uv_tcp + Debian's http-parser).
  * Module cseng.serve.
- *   serve.listen{host=, port=, handler=, backlog=, max_body=} -> server
+ *   serve.listen{host=, port=, handler=, backlog=, max_body=, max_header=,
+ *                max_connections=, idle_timeout=} -> server
  *   server:port(), :url(), :accept(), :stats(), :close()
  *   req.method/path/query/headers/body/remote; req:respond(status, headers, body),
  *   req:start(status, headers), req:write(chunk), req:finish(), req:abort(), req:state()
@@ -18,6 +19,14 @@
  * buffer; only bytes that must outlive the read (url, headers, body, a paused
  * parser's leftovers) are copied. Responses go out with uv_try_write straight
  * from the Lua strings; only what the socket does not take at once is copied.
+ *
+ * Limits (a status endpoint must not be a way to stop a run): at most
+ * max_connections open at once (default 128, and at most a quarter of the
+ * descriptor limit; one more is answered 503 and closed at once), a
+ * connection with no request in progress (idle, or one whose request line and
+ * headers are still arriving) is closed after idle_timeout seconds (default
+ * 60), and a request line plus headers over max_header bytes (default 64 KiB)
+ * is answered 431; bodies are capped by max_body.
  */
 #include "core.h"
 #include "aux.h"
@@ -28,10 +37,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define SERVER_MT "cseng.serve.server"
 #define REQUEST_MT "cseng.serve.request"
 #define DEFAULT_MAX_BODY ((size_t)64 << 20)
+#define DEFAULT_MAX_HEADER ((size_t)64 << 10)
+#define DEFAULT_MAX_CONNECTIONS 128
+#define DEFAULT_IDLE_TIMEOUT 60.0
 
 typedef struct server server;
 typedef struct conn conn;
@@ -58,6 +71,8 @@ struct request {
 
 struct conn {
   uv_tcp_t tcp;
+  uv_timer_t idle; /* closes a connection with no request in progress */
+  int handles;     /* tcp and idle: freed when both are closed */
   uv_shutdown_t shut;
   server *srv;
   conn *prev, *next;
@@ -75,8 +90,10 @@ struct server {
   conn *conns;
   request *qhead, *qtail;
   acceptop *waiters;
-  size_t max_body;
-  lua_Integer requests, in_flight, max_in_flight, connections;
+  size_t max_body, max_header;
+  lua_Integer max_connections;
+  uint64_t idle_ms;
+  lua_Integer requests, in_flight, max_in_flight, connections, refused, timed_out;
 };
 
 struct acceptop {
@@ -115,6 +132,7 @@ static void request_end(request *r) {
 static void conn_closed(uv_handle_t *h) {
   conn *c = h->data;
   server *s = c->srv;
+  if (--c->handles > 0) return;
   free(c->left);
   free(c);
   server_unref(s);
@@ -139,7 +157,21 @@ static void conn_close(conn *c) {
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   s->connections--;
+  uv_close((uv_handle_t *)&c->idle, conn_closed);
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+static void conn_idle_fired(uv_timer_t *t) {
+  conn *c = t->data;
+  if (c->closing || c->active) return; /* a handler at work is not idle */
+  c->srv->timed_out++;
+  conn_close(c);
+}
+
+/* (Re)start the idle clock: no request in progress from now on. */
+static void conn_idle_start(conn *c) {
+  if (c->closing || c->srv->idle_ms == 0) return;
+  uv_timer_start(&c->idle, conn_idle_fired, c->srv->idle_ms, 0);
 }
 
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
@@ -162,7 +194,10 @@ static void conn_finish(conn *c, int discard) {
     conn_close(c);
     return;
   }
-  if (discard) uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
+  if (discard) {
+    conn_idle_start(c); /* a client that never closes is dropped after idle_timeout */
+    uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
+  }
 }
 
 typedef struct {
@@ -250,8 +285,19 @@ static int on_message_begin(http_parser *p) {
   return 0;
 }
 
+/* The request line and headers stay under max_header (else 431). */
+static int head_fits(conn *c, size_t n) {
+  request *r = c->parsing;
+  if (r && r->url.len + r->hdr.len + n > c->srv->max_header) {
+    c->too_large = 2;
+    return 0;
+  }
+  return 1;
+}
+
 static int on_url(http_parser *p, const char *at, size_t n) {
   conn *c = p->data;
+  if (!head_fits(c, n)) return -1;
   return c->parsing && cs_buf_add(&c->parsing->url, at, n) ? 0 : -1;
 }
 
@@ -280,10 +326,12 @@ static int header_piece(request *r, const char *at, size_t n, int value) {
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t n) {
+  if (!head_fits(p->data, n)) return -1;
   return header_piece(((conn *)p->data)->parsing, at, n, 0);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t n) {
+  if (!head_fits(p->data, n)) return -1;
   return header_piece(((conn *)p->data)->parsing, at, n, 1);
 }
 
@@ -335,6 +383,7 @@ static int on_message_complete(http_parser *p) {
   if (!r) return -1;
   c->parsing = NULL;
   c->active = r;
+  uv_timer_stop(&c->idle);
   r->state = R_QUEUED;
   r->counted = 1;
   s->requests++;
@@ -379,7 +428,11 @@ static void conn_feed(conn *c, const char *data, size_t n) {
     request_free(c->parsing);
     c->parsing = NULL;
   }
-  if (c->too_large)
+  if (c->too_large == 2)
+    conn_send_str(c,
+                  "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\n"
+                  "Content-Length: 26\r\nConnection: close\r\n\r\nrequest headers too large\n");
+  else if (c->too_large)
     conn_send_str(c,
                   "HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"
                   "Content-Length: 25\r\nConnection: close\r\n\r\nrequest body is too large");
@@ -425,6 +478,7 @@ static void conn_next(conn *c, request *r) {
     return;
   }
   http_parser_pause(&c->parser, 0);
+  conn_idle_start(c);
   if (c->leftlen > 0) {
     conn_feed(c, c->left, c->leftlen);
     if (c->closing || c->active || c->shutting) return;
@@ -442,13 +496,24 @@ static void on_connection(uv_stream_t *ls, int status) {
   if (!c) return;
   uv_tcp_init(cs_loop(), &c->tcp);
   c->tcp.data = c;
+  c->handles = 1;
   c->srv = s;
   s->refs++;
-  if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0) {
+  if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0 || s->connections >= s->max_connections) {
+    if (!c->closing && s->connections >= s->max_connections) { /* over the cap: say so, close now */
+      static char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                           "Content-Length: 21\r\nConnection: close\r\n\r\ntoo many connections\n";
+      uv_buf_t b = uv_buf_init(busy, sizeof busy - 1);
+      uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+      s->refused++;
+    }
     c->closing = 1;
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
     return;
   }
+  uv_timer_init(cs_loop(), &c->idle);
+  c->idle.data = c;
+  c->handles = 2;
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
@@ -468,6 +533,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   }
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
+  conn_idle_start(c);
   if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) conn_close(c);
 }
 
@@ -559,10 +625,14 @@ static int srv_url(lua_State *L) {
   return 1;
 }
 
-/** srv:stats() -> {requests, in_flight, max_in_flight, connections} */
+/** srv:stats() -> {requests, in_flight, max_in_flight, connections, refused, timed_out} */
 static int srv_stats(lua_State *L) {
   server *s = check_server(L);
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, s->refused);
+  lua_setfield(L, -2, "refused");
+  lua_pushinteger(L, s->timed_out);
+  lua_setfield(L, -2, "timed_out");
   lua_pushinteger(L, s->requests);
   lua_setfield(L, -2, "requests");
   lua_pushinteger(L, s->in_flight);
@@ -981,11 +1051,22 @@ static int req_state(lua_State *L) {
 
 /* ---- listen and the dispatcher --------------------------------------------------- */
 
-/** serve.listen{host=, port=, handler=, backlog=, max_body=} -> server | nil, msg, code */
+/* The default connection cap: DEFAULT_MAX_CONNECTIONS, and at most a quarter of
+ * the descriptor limit, so idle clients cannot take the descriptors a run needs. */
+static lua_Integer default_max_connections(void) {
+  struct rlimit rl;
+  lua_Integer n = DEFAULT_MAX_CONNECTIONS;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (lua_Integer)(rl.rlim_cur / 4) < n)
+    n = (lua_Integer)(rl.rlim_cur / 4);
+  return n < 4 ? 4 : n;
+}
+
+/** serve.listen{host=, port=, handler=, backlog=, max_body=, max_header=, max_connections=,
+ *  idle_timeout=} -> server | nil, msg, code */
 static int serve_listen(lua_State *L) {
   const char *host;
-  lua_Integer port, backlog;
-  double max_body;
+  lua_Integer port, backlog, max_conns, max_header;
+  double max_body, idle;
   struct sockaddr_storage addr;
   server *s, **box;
   int rc;
@@ -998,6 +1079,16 @@ static int serve_listen(lua_State *L) {
   backlog = luaL_optinteger(L, -1, 1024);
   lua_getfield(L, 1, "max_body");
   max_body = luaL_optnumber(L, -1, (double)DEFAULT_MAX_BODY);
+  lua_getfield(L, 1, "max_header");
+  max_header = luaL_optinteger(L, -1, (lua_Integer)DEFAULT_MAX_HEADER);
+  lua_getfield(L, 1, "max_connections");
+  max_conns = lua_isnil(L, -1) ? default_max_connections() : luaL_checkinteger(L, -1);
+  lua_getfield(L, 1, "idle_timeout");
+  idle = luaL_optnumber(L, -1, DEFAULT_IDLE_TIMEOUT);
+  luaL_argcheck(L, max_header >= 256, 1, "max_header must be >= 256");
+  luaL_argcheck(L, max_conns >= 1, 1, "max_connections must be >= 1");
+  luaL_argcheck(L, idle >= 0 && idle <= 1e7, 1, "idle_timeout must be 0 (none) .. 1e7 seconds");
+  lua_pop(L, 3);
   lua_getfield(L, 1, "handler");
   if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
   luaL_argcheck(L, port >= 0 && port <= 65535, 1, "port must be 0..65535");
@@ -1007,6 +1098,9 @@ static int serve_listen(lua_State *L) {
   s = calloc(1, sizeof *s);
   if (!s) return luaL_error(L, "out of memory");
   s->max_body = max_body < 0 ? 0 : max_body > 1e15 ? (size_t)1e15 : (size_t)max_body;
+  s->max_header = (size_t)max_header;
+  s->max_connections = max_conns;
+  s->idle_ms = idle > 0 && idle * 1000 < 1 ? 1 : (uint64_t)(idle * 1000);
   s->refs = 2; /* the listening handle and the Lua box */
   uv_tcp_init(cs_loop(), &s->tcp);
   s->tcp.data = s;

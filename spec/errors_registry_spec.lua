@@ -190,7 +190,7 @@ describe('error records', function()
     assert.is_false(ok)
     assert.is_true(errors.is(err))
     assert.is_nil(tostring(err.message):find('%.lua:%d+:'))
-    assert.matches('^cannot create the directory of /proc/cseng%-nope/x/run.jsonl', err.message)
+    assert.matches('^cannot create the directory of the run log /proc/cseng%-nope/x/run.jsonl', err.message)
   end)
 end)
 

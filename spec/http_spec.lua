@@ -7,7 +7,7 @@ local clock = require 'cseng.clock'
 describe('cseng.http', function()
   local srv
   setup(function()
-    srv = assert(serve.listen { handler = function(req)
+    srv = assert(serve.listen { max_connections = 2000, handler = function(req)
       if req.path == '/hold' then task.sleep(0.2); return 200, {}, 'held' end
       if req.path == '/slow' then task.sleep(2); return 200, {}, 'late' end
       if req.path == '/ctype' then

@@ -95,7 +95,7 @@ out(bodies)
   end)
 
   it('runs 500 concurrent slow handlers at once', function()
-    local srv <close> = assert(serve.listen { handler = function()
+    local srv <close> = assert(serve.listen { max_connections = 2000, handler = function()
       task.sleep(0.2)
       return 200, nil, 'ok'
     end })
@@ -128,7 +128,7 @@ out({'ok': sum(1 for x in res if x == 'ok'), 'errors': [x for x in res if x != '
   end)
 
   it('holds 1000 open connections with a request in flight on each', function()
-    local srv <close> = assert(serve.listen { handler = function()
+    local srv <close> = assert(serve.listen { max_connections = 2000, handler = function()
       task.sleep(0.3)
       return 200, nil, 'ok'
     end })

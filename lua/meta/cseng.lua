@@ -391,6 +391,9 @@ function Server:close() end
 ---@field handler? cseng.serve.Handler each request runs it in its own task
 ---@field backlog? integer default 1024
 ---@field max_body? integer request body limit in bytes (default 64 MiB)
+---@field max_header? integer request line + headers limit in bytes (default 64 KiB; 431 beyond)
+---@field max_connections? integer open connections at most (default min(128, nofile/4); 503 beyond)
+---@field idle_timeout? number seconds without a request in progress before a connection is closed (default 60; 0 never)
 
 ---An HTTP/1.1 server whose handlers are tasks (engine/lserve.c).
 ---@class cseng.serve
@@ -597,6 +600,21 @@ function fs.chmod(path, mode) end
 ---@return string? message
 ---@return cseng.Code? code
 function fs.rename(from, to) end
+
+---An exclusive flock(2) on path (created 0644 if missing), not waiting: a file another process
+---holds is nil, msg, "EAGAIN". Held until lock:close() or collection; close-on-exec.
+---@param path string
+---@return {close: fun(self)}|nil lock
+---@return string? message
+---@return cseng.Code? code
+function fs.lock(path) end
+
+---@param path string
+---@param size integer
+---@return true|nil ok
+---@return string? message
+---@return cseng.Code? code
+function fs.truncate(path, size) end
 
 ---@param p string
 ---@return string

@@ -100,6 +100,7 @@ errors.registry = {
   { 'ENOWARM', 'warm mode without a warm artifact' },
   { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
   { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },
+  { 'ELOG', 'the run log could not be written (a full disk): the session stops allocating' },
   { 'EINTERNAL', 'an error that carried no code (a bug, or a raised string)' },
 }
 

@@ -273,6 +273,9 @@ end
 
 ---@class jsonl.read_opts
 ---@field strict? boolean raise on a torn final line instead of reporting it in the status
+---@field salvage? boolean a malformed line is taken for a torn record the next write landed on:
+---   the whole record at its end is kept (status.salvaged lists the line numbers); a malformed
+---   last line is taken for a torn one and skipped (status.torn)
 
 --- Iterate over a file's records: `for record, line_number in jsonl.read(path) do`.
 --- Returns the iterator and a status table, which is complete once the iterator has ended:
@@ -307,6 +310,16 @@ function jsonl.read(path, opts)
       status.lines = lineno
       if not line:find('^%s*$') then
         local v, why = jsonl.decode(line)
+        if v == nil and opts ~= nil and opts.salvage then
+          v = jsonl.salvage(line)
+          if v ~= nil then
+            status.salvaged = status.salvaged or {}
+            status.salvaged[#status.salvaged + 1] = lineno
+          elseif pos > size or data:find('^%s*$', pos) then
+            status.torn = { line = lineno, offset = nl - #line - 1, text = line }
+            return nil
+          end
+        end
         if v == nil then errors.raise(errors.EPARSE, string.format('%s:%d: malformed JSON: %s', path, lineno, why)) end
         return v, lineno
       end
@@ -314,6 +327,76 @@ function jsonl.read(path, opts)
     return nil
   end
   return iter, status
+end
+
+--- The whole object at the end of a line whose start is a torn record (a write cut short by a
+--- full disk or a crash, then the next record appended after it), or nil.
+---@param line string
+---@return table|nil
+function jsonl.salvage(line)
+  local at = 2
+  while true do
+    local s = line:find('{"', at, true)
+    if not s then return nil end
+    local v = jsonl.decode(line:sub(s))
+    if type(v) == 'table' then return v end
+    at = s + 1
+  end
+end
+
+---@class jsonl.lines_opts
+---@field max_line? integer refuse a line longer than this many bytes (before reading all of it)
+
+--- Iterate over a file's lines without holding the file in memory: `for line, n in
+--- jsonl.lines(path, {max_line = 1 << 26}) do`. A line over opts.max_line raises
+--- "<path>: line <n> is over <max> bytes" as soon as that many bytes are read, so a huge line
+--- costs at most max_line bytes of memory. A missing file returns nil, msg, code.
+---@param path string
+---@param opts? jsonl.lines_opts
+---@return (fun(): string, integer)|nil iter, string? err, string? code
+function jsonl.lines(path, opts)
+  local f, err = io.open(path, 'rb')
+  if not f then
+    local st = fs.stat(path)
+    return nil, tostring(err), st and 'EACCES' or 'ENOENT'
+  end
+  local max = opts ~= nil and opts.max_line or nil
+  local buf, parts, held, n, eof = '', {}, 0, 0, false
+  local function shut() if io.type(f) == 'file' then f:close() end end
+  return function()
+    while true do
+      local nl = buf:find('\n', 1, true)
+      if nl then
+        local line = buf:sub(1, nl - 1)
+        buf = buf:sub(nl + 1)
+        if #parts > 0 then parts[#parts + 1] = line; line = table.concat(parts); parts, held = {}, 0 end
+        n = n + 1
+        if max and #line > max then shut(); errors.raise(errors.ELIMIT, string.format('%s: line %d is over %d bytes', path, n, max)) end
+        return line, n
+      end
+      if eof then
+        if #parts == 0 and buf == '' then return nil end
+        parts[#parts + 1] = buf
+        local line = table.concat(parts)
+        buf, parts, held = '', {}, 0
+        n = n + 1
+        if max and #line > max then errors.raise(errors.ELIMIT, string.format('%s: line %d is over %d bytes', path, n, max)) end
+        return line, n
+      end
+      -- no newline in the buffer: keep it aside (a long line) and read on
+      if buf ~= '' then
+        parts[#parts + 1] = buf
+        held = held + #buf
+        buf = ''
+        if max and held > max then
+          shut()
+          errors.raise(errors.ELIMIT, string.format('%s: line %d is over %d bytes', path, n + 1, max))
+        end
+      end
+      local chunk = f:read(1 << 16)
+      if chunk then buf = chunk else eof = true; shut() end
+    end
+  end
 end
 
 --- All records of a file, in order, plus the status (see jsonl.read).

@@ -7,6 +7,7 @@
 local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
+local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 
@@ -28,14 +29,90 @@ end
 local Writer = {}
 Writer.__index = Writer
 
---- Open (create or continue) a run's event log.
-function results.open(path, run_id)
-  local ok, err, code = fs.mkdir_p(util.dirname(path))
-  if not ok then errors.raise(code or errors.EIO, 'cannot create the directory of ' .. path .. ': ' .. tostring(err)) end
-  return setmetatable({ path = path, run_id = run_id }, Writer)
+-- One exclusive lock per log per process: writers of one process share it (a resume reopens
+-- the log it read), another process is refused.
+local locks = {}
+local failed_logs = {} -- the logs a write failed on, in this process
+
+-- The byte length of path up to its last newline, and its size (a torn tail lies between).
+local function whole_length(path)
+  local f = io.open(path, 'rb')
+  if not f then return 0, 0 end
+  local size = f:seek('end')
+  local at = size
+  while at > 0 do
+    local from = math.max(0, at - 65536)
+    f:seek('set', from)
+    local chunk = f:read(at - from) or ''
+    local i = #chunk
+    while i > 0 and chunk:byte(i) ~= 10 do i = i - 1 end
+    if i > 0 then f:close(); return from + i, size end
+    at = from
+  end
+  f:close()
+  return 0, size
 end
 
---- Append one event. sync=true for records that cleanup depends on.
+-- Cut a torn tail (a write a crash or a full disk left without its newline): the file goes
+-- back to its last whole record. Returns the bytes cut and the length kept.
+local function cut_torn_tail(path)
+  local keep, size = whole_length(path)
+  if keep == size then return 0, size end
+  local ok, err = fs.truncate(path, keep)
+  if not ok then errors.raise(errors.EIO, 'cannot repair ' .. path .. ': ' .. tostring(err)) end
+  return size - keep, keep
+end
+
+--- Open (create or continue) a run's event log: one run per log (an exclusive lock, held
+--- until the process ends or writer:close(); a log another process holds is a one-line
+--- refusal), and a torn last record is cut off (a `log_repaired` event says how many bytes).
+--- o.shared (cleanup): a log a live run holds is appended to all the same, and not repaired.
+---@param path string
+---@param run_id string
+---@param o table|nil {shared=}
+function results.open(path, run_id, o)
+  local ok, err, mcode = fs.mkdir_p(util.dirname(path))
+  if not ok then errors.raise(mcode or errors.EIO, 'cannot create the directory of the run log ' .. path .. ': ' .. tostring(err)) end
+  local w = setmetatable({ path = path, run_id = run_id }, Writer)
+  local held = locks[path]
+  if not held then
+    local lock, lerr, code = fs.lock(path)
+    if lock then
+      held = { lock = lock, n = 0 }
+      locks[path] = held
+    elseif code ~= 'EAGAIN' then
+      errors.raise(code or errors.EIO, 'cannot open the run log ' .. tostring(lerr))
+    elseif not (o and o.shared) then
+      errors.raise(errors.EBUSY, path .. ' is the log of another cseng run that is still going (one run per log: ' ..
+        'give this one another --output)')
+    end
+  end
+  if held then
+    held.n = held.n + 1
+    w.lock = held
+    local cut, kept = cut_torn_tail(path)
+    if cut > 0 then w:event('log_repaired', { torn_bytes = cut, offset = kept }, true) end
+  end
+  return w
+end
+
+--- Release this writer's share of the log's lock (the last one unlocks it). Idempotent.
+function Writer:close()
+  local held = self.lock
+  if not held then return end
+  self.lock = nil
+  held.n = held.n - 1
+  if held.n <= 0 then
+    held.lock:close()
+    if locks[self.path] == held then locks[self.path] = nil end
+  end
+end
+
+--- Append one event. sync=true for records that cleanup depends on. A write that fails (a
+--- full disk) does not raise: the torn tail is cut off again, writer.failed keeps the first
+--- message, writer.on_failure(message) is called once (the session stops allocating), and
+--- this returns nil, message, code; later events are still tried (a destroy record may fit).
+---@return table|nil record, string? err, string? code
 function Writer:event(kind, fields, sync)
   local rec = util.redact_all(fields or {})
   rec.event = kind
@@ -47,8 +124,31 @@ function Writer:event(kind, fields, sync)
       kind, tostring(rec.task_id or rec.provider), bad, tostring(rec.error)))
   end
   local ok, err, code = jsonl.append(self.path, rec, { sync = sync and true or false })
-  if not ok then errors.raise(code or errors.EIO, 'cannot write ' .. self.path .. ': ' .. tostring(err)) end
-  return rec
+  if ok then return rec end
+  err = 'cannot write the run log ' .. tostring(err)
+  if self.lock then pcall(cut_torn_tail, self.path) end
+  failed_logs[self.path] = true
+  if not self.failed then
+    self.failed, self.failed_code = err, code
+    if self.on_failure then self.on_failure(err, code) end
+  end
+  return nil, err, code
+end
+
+--- The intent to create: the labels the create carries, so `cseng cleanup RUN.jsonl` can find a
+--- sandbox whose answer never came. Written (one write(2): it survives the process's death)
+--- before the create request is sent, and fsynced while the request is in flight, in a task of
+--- its own: a blocking fsync here would delay every create by the disk's fsync time and its
+--- jitter (a staggered arena's launches came up to 10 ms early against their schedule).
+---@return table|nil record, string? err, string? code
+function Writer:intent(provider, labels, extra)
+  local rec, err, code = self:event('intent', util.merge({ provider = provider, labels = labels }, extra), false)
+  if rec then
+    local path = self.path
+    local function sync() pcall(fs.append, path, '', { sync = true }) end -- fsync(2) flushes the file
+    if task.current() then task.spawn(sync) else sync() end
+  end
+  return rec, err, code
 end
 
 function Writer:allocated(provider, sb, labels, extra)
@@ -63,12 +163,13 @@ function Writer:cleanup_failed(provider, sb_id, err)
   return self:event('cleanup_failed', { provider = provider, sandbox_id = sb_id, error = tostring(err) }, true)
 end
 
---- Read every event of a run log. A torn final line (a crash mid-write) is ignored. A log that
---- cannot be read is a one-line error naming it.
+--- Read every event of a run log. A torn final line (a crash mid-write) is ignored, and a torn
+--- record a later write landed on gives up only its torn part (jsonl.read's salvage). A log
+--- that cannot be read is a one-line error naming it.
 ---@param path string
 ---@return table[]
 function results.read(path)
-  local iter, err, code = jsonl.read(path)
+  local iter, err, code = jsonl.read(path, { salvage = true })
   if not iter then
     err = tostring(err)
     if err:sub(1, #tostring(path)) ~= tostring(path) then err = tostring(path) .. ': ' .. err end
@@ -119,6 +220,52 @@ function results.live_allocations(events)
   local out = {}
   for _, key in ipairs(order) do if live[key] then out[#out + 1] = live[key] end end
   return out
+end
+
+--- Where a log's sandboxes live: the run id, the providers it names (a task log's `provider`,
+--- an arena log's `providers`, and every allocation's and intent's), each one's adapter and
+--- recorded config (secrets are [redacted] there), and the sessions (cseng.session labels)
+--- that sent creates.
+---@param events table[]
+---@return table {run_id, shard, order = {name...}, providers = {[name] = {name, adapter, config}}, sessions = {[nonce]=true}}
+function results.run_scope(events)
+  local scope = { order = {}, providers = {}, sessions = {} }
+  local started
+  local function add(name, adapter)
+    if type(name) ~= 'string' or name == '' then return end
+    local p = scope.providers[name]
+    if not p then
+      p = { name = name }
+      scope.providers[name] = p
+      scope.order[#scope.order + 1] = name
+    end
+    if type(adapter) == 'string' and not p.adapter then p.adapter = adapter end
+  end
+  for _, e in ipairs(events) do
+    if e.event == 'run_started' and not started then
+      started = e
+      scope.run_id, scope.shard = e.run_id, e.shard
+      add(e.provider)
+      local adapters = type(e.adapters) == 'table' and e.adapters or {}
+      for _, name in ipairs(type(e.providers) == 'table' and e.providers or {}) do
+        add(name, type(adapters[name]) == 'table' and adapters[name].adapter or nil)
+      end
+    elseif e.event == 'allocated' or e.event == 'intent' or e.event == 'lost_create' then
+      add(e.provider, e.adapter)
+      local l = type(e.labels) == 'table' and e.labels or {}
+      if type(l['cseng.session']) == 'string' then scope.sessions[l['cseng.session']] = true end
+    end
+  end
+  local cfg = started and type(started.provider_config) == 'table' and started.provider_config or {}
+  for name, p in pairs(scope.providers) do
+    -- an arena log keeps one config per provider name (with its adapter); a task log one config
+    local c = cfg
+    if started and started.kind == 'startup' then c = type(cfg[name]) == 'table' and cfg[name] or {} end
+    p.config = {}
+    for k, v in pairs(c) do if v ~= '[redacted]' and k ~= 'adapter' and k ~= 'sandbox' then p.config[k] = v end end
+    p.adapter = p.adapter or (type(c.adapter) == 'string' and c.adapter) or name
+  end
+  return scope
 end
 
 --- The trial records of a run, in the order they were written.
@@ -180,10 +327,15 @@ function results.summary(events)
   return s
 end
 
---- Write the summary JSON beside the log (atomically).
+--- Write the summary JSON beside the log (atomically). When the log beside it has failed a
+--- write (a full disk: the session stopped allocating and says so) this returns nil, err
+--- instead of raising a second error about the same disk.
 function results.write_summary(events, path)
   local ok, err, code = fs.write(path, jsonl.encode(results.summary(events)) .. '\n')
-  if not ok then errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err)) end
+  if not ok then
+    if failed_logs[(path:gsub('%.json$', '.jsonl'))] then return nil, err end
+    errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err))
+  end
   return path
 end
 

@@ -29,6 +29,8 @@ local session = {}
 
 session.BACKOFF = { 1, 2 }   -- seconds between destroy attempts (three attempts)
 session.RETRY_AFTER_MAX = 60 -- a provider's Retry-After is honoured up to this
+session.MAX_ID_BYTES = 512             -- a sandbox id a provider returns, at most
+session.MAX_FIELD_BYTES = 64 * 1024    -- any other string of the sandbox a create returns
 
 ---@class Provider
 ---@field name string the name records use (the arena may rename an adapter, e.g. lizard-eu)
@@ -133,7 +135,8 @@ function session.open(o)
     if type(stem) == 'function' then stem = stem(s.stamp) end
     s.jsonl, s.json = session.paths(o.output or opts.output, stem)
   end
-  local writer = results.open(s.jsonl, s.id)
+  local writer = results.open(s.jsonl, s.id, { shared = o.kind == 'cleanup' })
+  writer.on_failure = function(msg, code) s.log_failed, s.log_failed_code = s.log_failed or msg, code end
   s.writer = o.wrap_writer and o.wrap_writer(writer) or writer
   return s
 end
@@ -198,6 +201,12 @@ function Session:sandbox(spec, extra, o)
   self.nonce = self.nonce or crypto.hex(crypto.random_bytes(8))
   spec = util.merge(spec, { labels = util.merge(spec.labels, {
     ['cseng.create'] = crypto.hex(crypto.random_bytes(8)), ['cseng.session'] = self.nonce }) })
+  -- the intent first, fsynced: killed before the answer, the log still names the labels to sweep
+  if not self.writer:intent(p.name, spec.labels, { adapter = p.adapter_name, task_id = extra and extra.task_id }) then
+    if p.queue then p.queue:release() end
+    self:check_allocating()
+    errors.raise(errors.ELOG, 'not allocating: the intent record could not be written')
+  end
   -- admission (lua/cseng/run/admission.lua): pcall(p.adapter.create), paced and retried on 429
   local cok, sb, err, code = require('cseng.run.admission').create(self, p, spec, times)
   if not cok or not sb then
@@ -208,16 +217,48 @@ function Session:sandbox(spec, extra, o)
     if session.maybe_created(e.code) then pcall(self.reconcile_create, self, p, spec) end
     error(e, 0)
   end
+  local bad = session.oversized(p, sb)
+  if bad then -- not recorded (it would bloat every record): destroyed at once, and refused
+    if p.queue then p.queue:release() end
+    self:destroy(p, sb)
+    errors.raise(errors.EBADRESPONSE, bad)
+  end
   self:know(p, sb.id)
   local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = times,
     destroyed = o.destroyed or extra }, Lease)
   local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, spec.labels, extra)
   times.recorded = clock.now()
-  if not wok then -- the record could not be written: the sandbox must not outlive this call
+  if not wok or not werr then -- the record could not be written: the sandbox must not outlive this call
     lease:close()
-    error(errors.from(werr), 0)
+    if not wok then error(errors.from(werr), 0) end
+    self:check_allocating()
+    errors.raise(errors.ELOG, 'the allocation record could not be written')
   end
   return lease
+end
+
+--- Why a sandbox a provider returned is refused (nil: it is not): an id that is not a short
+--- string or number, or a string field over session.MAX_FIELD_BYTES; the message names the
+--- provider and the field.
+---@param p Provider
+---@param sb table
+---@return string|nil
+function session.oversized(p, sb)
+  local id = sb.id
+  if type(id) ~= 'string' and math.type(id) ~= 'integer' then
+    return string.format('%s: create answered a sandbox without an id (sandbox.id is %s)', p.name, type(id))
+  end
+  if #tostring(id) > session.MAX_ID_BYTES then
+    return string.format('%s: create answered a sandbox id of %d bytes (sandbox.id: at most %d)', p.name, #tostring(id),
+      session.MAX_ID_BYTES)
+  end
+  for k, v in pairs(sb) do
+    if type(v) == 'string' and #v > session.MAX_FIELD_BYTES then
+      return string.format('%s: create answered a sandbox whose %s is %d bytes (at most %d)', p.name, tostring(k), #v,
+        session.MAX_FIELD_BYTES)
+    end
+  end
+  return nil
 end
 
 --- Whether a create that failed with this code may have created a sandbox all the same (its
@@ -252,9 +293,10 @@ function Session:reconcile_create(p, spec)
   end
   local found = p.adapter.list(p.client, { labels = { ['cseng.create'] = labels['cseng.create'] } })
   local n = 0
+  -- every one carrying the label: a POST curl sent again on a fresh connection made a twin
   for _, sb in ipairs(type(found) == 'table' and found or {}) do
     local l = sb.labels or {}
-    if l['cseng.create'] == labels['cseng.create'] and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
+    if l['cseng.create'] == labels['cseng.create'] and not self:knows(p, sb) then
       if self:reclaim(p, sb, 'lost_create') then n = n + 1 end
     end
   end
@@ -266,39 +308,57 @@ end
 --- the labels (default: this run's cseng.run and this session's cseng.session, so another shard
 --- of the run is left alone; `cseng cleanup RUN.jsonl` passes the run's alone) and destroy,
 --- recording them, those this session never learned of (a create whose answer was lost and
---- which the provider finished later). Returns how many.
+--- which the provider finished later; several may carry one cseng.create label). Returns how
+--- many, and the list failures ({provider, message}). only: the providers to list (default all).
 ---@param want table|nil labels every reclaimed sandbox must carry
----@return integer reclaimed
-function Session:reconcile(want)
-  local n = 0
-  if not want and not self.nonce then return 0 end -- this session created nothing
+---@param only Provider[]|nil
+---@return integer reclaimed, table[] failures
+function Session:reconcile(want, only)
+  local n, failures = 0, {}
+  if not want and not self.nonce then return 0, failures end -- this session created nothing
   want = want or { ['cseng.run'] = self.id, ['cseng.session'] = self.nonce }
-  for _, p in pairs(self.providers) do
+  local list = only
+  if not list then
+    list = {}
+    for _, p in pairs(self.providers) do list[#list + 1] = p end
+  end
+  for _, p in ipairs(list) do
     if p.adapter.list and p.adapter.list_by_label ~= false then
-      local ok, found = pcall(p.adapter.list, p.client, { labels = want })
+      local ok, found, lerr = pcall(p.adapter.list, p.client, { labels = want })
+      if not ok or type(found) ~= 'table' then
+        failures[#failures + 1] = { provider = p.name, message = tostring(ok and lerr or found) }
+      end
       for _, sb in ipairs(ok and type(found) == 'table' and found or {}) do
         local l = sb.labels or {}
         local match = true
         for k, v in pairs(want) do if l[k] ~= v then match = false end end
-        if match and not (self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)]) then
+        if match and not self:knows(p, sb) then
           if self:reclaim(p, sb, 'reconciled') then n = n + 1 end
         end
       end
     end
   end
-  return n
+  return n, failures
+end
+
+-- Whether this session allocated or adopted sb already; an id over the bound counts as known
+-- (it is never recorded, and its destroy was tried when create returned it).
+function Session:knows(p, sb)
+  if #tostring(sb.id) > session.MAX_ID_BYTES then return true end
+  return self.known and self.known[p.name] and self.known[p.name][tostring(sb.id)] or false
 end
 
 --- Whether the session has stopped allocating (a failed cleanup, an authentication failure).
-function Session:halted() return self.cleanup_failed ~= nil or self.auth_failed ~= nil end
+function Session:halted() return self.cleanup_failed ~= nil or self.auth_failed ~= nil or self.log_failed ~= nil end
 
 --- Why the session stopped allocating (nil if it has not).
-function Session:stop_reason() return self.auth_failed or self.cleanup_failed end
+function Session:stop_reason() return self.auth_failed or self.cleanup_failed or self.log_failed end
 
 --- Raise ECLEANUP / the auth error when the session has stopped allocating.
 function Session:check_allocating()
   if self.auth_failed then errors.raise(self.auth_code or errors.ECONFIG, 'not allocating: ' .. self.auth_failed) end
   if self.cleanup_failed then errors.raise(errors.ECLEANUP, 'not allocating: an earlier cleanup failed') end
+  if self.log_failed then errors.raise(errors.ELOG, 'not allocating: ' .. self.log_failed) end
 end
 
 --- An authentication or permission failure on any call: stop allocating (no retry helps).
@@ -386,19 +446,51 @@ function Lease:span(a, b)
   return x and y and (y - x) or nil
 end
 
---- Destroy every sandbox a log records as allocated and not destroyed (a resume sweep; the
---- cleanup command), with this session's policy, records and stop rule. `providers` maps a
---- record's provider name to a Provider (default: the session's). Returns destroyed, failed.
+--- Destroy what a log left behind (a resume sweep; the cleanup command), with this session's
+--- policy, records and stop rule: every sandbox it records as allocated and not destroyed,
+--- then, on every provider the log names, every sandbox carrying the run's labels that the log
+--- does not know (a create whose answer never came: a kill -9 mid-create, a lost answer). The
+--- labels: the run's cseng.run; for a shard's log, with each of its sessions' cseng.session, so
+--- the other shards are left alone. `providers(record)` maps a record ({provider=, adapter=})
+--- to a Provider (default: the session's). o: dry_run (list, destroy nothing), on_result(p, id,
+--- result) per sandbox of the log, and on_list_failure(provider, message).
 ---@param events table[]
 ---@param destroyed table|nil fields of each destroy record
----@param providers table|nil
+---@param providers (fun(rec:table):Provider)|nil
+---@param o table|nil
 ---@return integer destroyed, integer failed
-function Session:sweep(events, destroyed, providers)
+function Session:sweep(events, destroyed, providers, o)
+  o = o or {}
+  local scope = results.run_scope(events)
+  local function provider_of(rec)
+    if providers then return providers(rec) end
+    return self.providers[rec.provider] or self.provider
+  end
   local n_ok, n_fail = 0, 0
   for _, a in ipairs(results.live_allocations(events)) do
-    local p = providers and providers(a) or self.provider
-    local lease = self:adopt({ id = a.sandbox_id, labels = a.labels }, destroyed, p)
-    if lease:close().ok then n_ok = n_ok + 1 else n_fail = n_fail + 1 end
+    local p = provider_of(a)
+    if o.dry_run then
+      if o.on_result then o.on_result(p, a.sandbox_id, nil) end
+    else
+      local r = self:adopt({ id = a.sandbox_id, labels = a.labels }, destroyed, p):close()
+      if r.ok then n_ok = n_ok + 1 else n_fail = n_fail + 1 end
+      if o.on_result then o.on_result(p, a.sandbox_id, r) end
+    end
+  end
+  if o.dry_run or not scope.run_id then return n_ok, n_fail end
+  local wants = {}
+  if scope.shard then
+    for nonce in pairs(scope.sessions) do wants[#wants + 1] = { ['cseng.run'] = scope.run_id, ['cseng.session'] = nonce } end
+  else
+    wants[1] = { ['cseng.run'] = scope.run_id }
+  end
+  for _, name in ipairs(scope.order) do
+    local p = provider_of(scope.providers[name] and { provider = name, adapter = scope.providers[name].adapter } or { provider = name })
+    for _, want in ipairs(wants) do
+      local n, failures = self:reconcile(want, { p })
+      n_ok = n_ok + n
+      for _, f in ipairs(failures) do if o.on_list_failure then o.on_list_failure(f.provider, f.message) end end
+    end
   end
   return n_ok, n_fail
 end

@@ -349,11 +349,19 @@ local function load_rows(path, push)
     for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end
     return
   end
-  local data, err, code = fs.read(path)
-  if not data then errors.raise(code or errors.EIO, err) end
-  local n = 0
-  for line in data:gmatch('([^\n]*)\n?') do
-    n = n + 1
+  -- lines are read one at a time and refused past the cap: a huge line is never loaded whole
+  local jsonl = require 'cseng.lib.jsonl'
+  local max = math.tointeger(tonumber(os.getenv('CSENG_MAX_LINE_BYTES') or '')) or dataset.MAX_LINE_BYTES
+  local lines, err = jsonl.lines(path, { max_line = max })
+  if not lines then errors.raise(errors.EIO, tostring(err)) end
+  while true do
+    local lok, line, n = pcall(lines)
+    if not lok then
+      local at, cap = tostring(type(line) == 'table' and line.message or line):match(': line (%d+) is over (%d+) bytes$')
+      if not at then error(line, 0) end -- an error object from the reader
+      errors.raise(errors.EDATASET, string.format('%s: row %s: line is over %s bytes (CSENG_MAX_LINE_BYTES raises the cap)', path, at, cap))
+    end
+    if not line then break end
     if line:match('%S') then
       local ok, row = pcall(cjson.decode, line)
       if not ok then
@@ -364,6 +372,9 @@ local function load_rows(path, push)
     end
   end
 end
+
+--- The longest dataset line read (bytes); the environment's CSENG_MAX_LINE_BYTES overrides it.
+dataset.MAX_LINE_BYTES = 64 * 1024 * 1024
 
 --- Load a dataset: a .jsonl/.parquet file, a TB2 task directory, or a folder of them.
 --- opts.skip_bad_rows: record bad rows in the second result instead of raising.

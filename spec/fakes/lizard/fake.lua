@@ -24,6 +24,8 @@
 ---   lose_create = fn(n) -> 'reset'|'malformed'|'noid'|'hang'|nil   the n-th create makes the
 ---       sandbox, then loses its answer: the connection is reset, the body is not JSON, the body
 ---       has no sandboxId, or no answer comes until the client gives up (st.lost counts them)
+---   twin_create = fn(n) -> bool   the n-th create makes a second sandbox with the same labels (as a
+---       POST curl re-sent on a fresh connection does; st.twins counts them)
 ---   environment = string         what the environment probe prints (see ENV_DEFAULT)
 ---   shared = {}                  a table several fakes share: in_flight and max_in_flight count
 ---                                the requests being handled across all of them (parallelism)
@@ -157,6 +159,13 @@ function fake.start(opts)
                      metadata = type(body.metadata) == 'table' and body.metadata or {},
                      host = host and host.create { env = type(body.envs) == 'table' and body.envs or {}, workdir = '/' } or nil })
       st.last_create = body
+      if scaffold.pick(cfg.twin_create, n) then -- curl's re-sent POST: a second sandbox, same labels
+        seq = seq + 1
+        local twin = string.format('lz-%06d', seq)
+        core.add(twin, { id = twin, template = body.template, size = body.size, region = body.region, execs = 0,
+                         metadata = type(body.metadata) == 'table' and body.metadata or {} })
+        st.twins = (st.twins or 0) + 1
+      end
       local lose = scaffold.pick(cfg.lose_create, n)
       if lose then
         st.lost = (st.lost or 0) + 1

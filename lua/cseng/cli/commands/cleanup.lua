@@ -44,51 +44,52 @@ function cmd.run(args)
   local ok, err = pcall(function()
     if #pos == 1 then
       local events = results.read(pos[1])
-      local live = results.live_allocations(events)
-      local run_id, provider_config, run_provider, lost = nil, nil, nil, 0
-      for _, e in ipairs(events) do
-        if e.event == 'run_started' then run_id, provider_config, run_provider = e.run_id, e.provider_config, e.provider end
-        if e.event == 'lost_create' then lost = lost + 1 end
-      end
-      -- a create whose answer was lost left no allocation record: only its label finds it
-      if #live == 0 and lost == 0 then print('nothing to clean: every allocated sandbox of ' .. pos[1] .. ' was destroyed'); return end
+      local scope = results.run_scope(events)
+      local run_id = scope.run_id or (events[1] and events[1].run_id)
       local s = open_session(f, pos[1], run_id)
-      if #live == 0 and type(run_provider) == 'string' and not f.dry_run then
-        live = { { provider = run_provider, none = true } }
+      -- a renamed provider (the arena's "lizard-eu") records the adapter it runs; the log holds
+      -- secrets as [redacted]: those come from the environment or --env-file
+      local function provider(rec)
+        local p = s.providers[rec.provider]
+        if p then return p end
+        local info = scope.providers[rec.provider] or {}
+        return s:connect(rec.adapter or info.adapter or rec.provider, info.config, rec.provider)
       end
-      for _, a in ipairs(live) do
-        -- a renamed provider (the arena's "lizard-eu") records the adapter it runs
-        local p = s.providers[a.provider]
-        if not p then
-          local cfg = provider_config
-          if type(cfg) == 'table' and type(cfg[a.provider]) == 'table' then cfg = cfg[a.provider] end
-          -- the log holds secrets as [redacted]: those come from the environment or --env-file
-          local clean = {}
-          for k, v in pairs(type(cfg) == 'table' and cfg or {}) do
-            if v ~= '[redacted]' then clean[k] = v end
-          end
-          p = s:connect(a.adapter or a.provider, clean, a.provider)
-        end
-        if a.none then -- luacheck: ignore 542 (nothing live in the log: only the label sweep below)
-        elseif f.dry_run then print('would destroy ' .. a.provider .. ' ' .. a.sandbox_id)
-        else
-          local r = s:adopt({ id = a.sandbox_id, labels = a.labels }, { reason = 'cleanup' }, p):close()
-          if r.ok then print('destroyed ' .. a.provider .. ' ' .. a.sandbox_id); done = done + 1
-          else
-            io.stderr:write('cseng: cannot destroy ', a.sandbox_id, ': ', tostring(r.error), '\n'); failures = failures + 1
-          end
+      -- every provider the log names, first: a missing credential stops us before anything
+      for _, name in ipairs(scope.order) do provider({ provider = name }) end
+      local ok_n, fail_n = s:sweep(events, { reason = 'cleanup' }, provider, {
+        dry_run = f.dry_run,
+        on_result = function(p, id, r)
+          if not r then print('would destroy ' .. p.name .. ' ' .. tostring(id))
+          elseif r.ok then print('destroyed ' .. p.name .. ' ' .. tostring(id))
+          else io.stderr:write('cseng: cannot destroy ', tostring(id), ': ', tostring(r.error), '\n') end
+        end,
+        on_list_failure = function(name, msg)
+          io.stderr:write('cseng: cleanup: cannot list ', name, '\'s sandboxes by label: ', msg, '\n')
+          failures = failures + 1
+        end,
+      })
+      done, failures = done + ok_n, failures + fail_n
+      -- creates sent whose answer the log never recorded: only a label finds those
+      local answered, unanswered = {}, 0
+      for _, e in ipairs(events) do
+        local l = type(e.labels) == 'table' and e.labels['cseng.create'] or nil
+        if e.event == 'allocated' and l then answered[l] = true end
+      end
+      for _, e in ipairs(events) do
+        local l = type(e.labels) == 'table' and e.labels['cseng.create'] or nil
+        if (e.event == 'intent' and l and not answered[l]) or (e.event == 'lost_create' and e.listable == false) then
+          unanswered = unanswered + 1
         end
       end
-      if not f.dry_run and run_id then
-        -- then what the log does not know: the run's sandboxes found by its label
-        local n = s:reconcile { ['cseng.run'] = run_id }
-        done = done + n
-        for _, p in pairs(s.providers) do
-          if not p.adapter.list or p.adapter.list_by_label == false then
-            io.stderr:write('cseng: cleanup: ', p.name, ' cannot list sandboxes by label: sandboxes whose create ',
-              'answer was lost (', lost, ' recorded) may exist unattributed; check the provider\'s console\n')
-          end
+      for _, p in pairs(s.providers) do
+        if not p.adapter.list or p.adapter.list_by_label == false then
+          io.stderr:write('cseng: cleanup: ', p.name, ' cannot list sandboxes by label: sandboxes whose create ',
+            'answer never came (', unanswered, ' in the log) may exist unattributed; check the provider\'s console\n')
         end
+      end
+      if not f.dry_run and done == 0 and failures == 0 then
+        print('nothing to clean: every allocated sandbox of ' .. pos[1] .. ' was destroyed, and none carries its labels')
       end
     elseif #pos == 0 and f.provider then
       local min_age = f.older_than and age_seconds(f.older_than)

@@ -1,0 +1,56 @@
+--- What the run-log and cleanup specs (spec/reliability3_spec.lua, spec/log_repair_spec.lua,
+--- spec/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
+--- poll whose verdict is a condition, never the time it took. Not a spec itself: load it with
+---   local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
+local task = require 'cseng.task'
+local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
+local util = require 'cseng.lib.util'
+
+local H = {}
+
+H.ROOT = sys.root()
+H.CSENG = H.ROOT .. '/cseng'
+
+--- Write text to dir/name (directories made), return the path.
+function H.write(dir, name, text)
+  local p = dir .. '/' .. name
+  assert(fs.mkdir_p(util.dirname(p)))
+  assert(fs.write(p, text))
+  return p
+end
+
+--- How many events of this kind.
+function H.count(events, kind)
+  local n = 0
+  for _, e in ipairs(events) do if e.event == kind then n = n + 1 end end
+  return n
+end
+
+--- Poll until cond() holds, at most n tries 50 ms apart (default 1200: a generous minute).
+function H.until_true(cond, n)
+  for _ = 1, n or 1200 do
+    if cond() then return true end
+    task.sleep(0.05)
+  end
+  return cond()
+end
+
+--- The rows of the bundled smoke dataset.
+function H.smoke_count()
+  local n = 0
+  for line in (fs.read(H.ROOT .. '/data/smoke.jsonl') or ''):gmatch('[^\n]+') do if line:find('%S') then n = n + 1 end end
+  return n
+end
+
+--- A lizard task plan (spec/fakes/lizard.lua's f) written to dir/name; fields is Lua source
+--- of further plan fields.
+function H.lizard_plan(dir, name, f, fields)
+  return H.write(dir, name, string.format([[
+local plan = require 'cseng.run.plan'
+return plan.tasks { name = %q, provider = 'lizard', dataset = %q, solver = 'gold', cleanup_backoff = { 0, 0 },
+  provider_config = { api_url = %q, project_id = %q, request_timeout = 3600 }, %s }
+]], name:gsub('%.lua$', ''), H.ROOT .. '/data/smoke.jsonl', f.url, f.project_id, fields or ''))
+end
+
+return H
