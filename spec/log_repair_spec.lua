@@ -11,7 +11,7 @@ local results = require 'cseng.results.log'
 
 local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
 local ROOT, CSENG = H.ROOT, H.CSENG
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp, mnt, mounted
 setup(function() tmp = assert(fs.tempdir('cseng-log-repair')) end)

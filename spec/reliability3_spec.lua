@@ -13,7 +13,7 @@ local session = require 'cseng.run.session'
 
 local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
 local ROOT, CSENG = H.ROOT, H.CSENG
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-reliability3')) end)

@@ -14,7 +14,7 @@ local util = require 'cseng.lib.util'
 
 local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
 local ROOT, CSENG = H.ROOT, H.CSENG
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-serve-limits')) end)

@@ -15,7 +15,7 @@ local CSENG = ROOT .. '/cseng'
 local FIXTURES = ROOT .. '/spec/fixtures/signals'
 local WATCHDOG = 15 -- seconds
 
-local lizard_fake = dofile(ROOT .. '/spec/fakes/lizard.lua')
+local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-signals')) end)
