@@ -9,7 +9,7 @@ local serve = require 'cseng.serve'
 local replay = require 'cseng.workload.replay'
 local runner = require 'cseng.run.runner'
 local results = require 'cseng.results.log'
-local images = require 'cseng.cli.commands.images'
+local images = require 'cseng.images.rootfs' -- the Debian base root filesystem
 
 describe('replay.unreachable: the host a failed step could not reach', function()
   local cases = {

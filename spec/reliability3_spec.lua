@@ -3,7 +3,7 @@
 -- alone then finds and destroys every sandbox by the run's labels, for a task log (`provider`)
 -- and an arena log (`providers`); several sandboxes may carry one create label (a POST curl
 -- sent again); provider strings are bounded where they enter the session.
--- The provider is the fault-injecting Lizard fake (spec/fakes/lizard.lua), held in this
+-- The provider is the fault-injecting Lizard fake (spec/fakes/lizard/fake.lua), held in this
 -- process while the run is a child process, so the kill takes only the run.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'

@@ -43,7 +43,7 @@ function H.smoke_count()
   return n
 end
 
---- A lizard task plan (spec/fakes/lizard.lua's f) written to dir/name; fields is Lua source
+--- A lizard task plan (spec/fakes/lizard/fake.lua's f) written to dir/name; fields is Lua source
 --- of further plan fields.
 function H.lizard_plan(dir, name, f, fields)
   return H.write(dir, name, string.format([[
