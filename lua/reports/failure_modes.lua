@@ -8,10 +8,17 @@ local stats = require 'cseng.lib.stats'
 
 local NONE = '–'
 
-local function one_line(s, n)
+-- One line of at most n bytes. An error keeps its head (what failed comes first: "build:
+-- environment/Dockerfile line 6: ..."); an output tail keeps its end (head = false).
+local function one_line(s, n, head)
   s = tostring(s or ''):gsub('%s+', ' '):gsub('^ ', ''):gsub(' $', '')
   n = n or 160
   if #s > n then
+    if head ~= false then
+      local cut = n
+      while cut > 0 and (s:byte(cut + 1) or 0) >= 0x80 and (s:byte(cut + 1) or 0) < 0xC0 do cut = cut - 1 end
+      return s:sub(1, cut) .. '…'
+    end
     local cut = #s - n + 1
     while cut <= #s and s:byte(cut) >= 0x80 and s:byte(cut) < 0xC0 do cut = cut + 1 end
     s = '…' .. s:sub(cut)
@@ -134,7 +141,7 @@ return function(data, h)
   local items = {}
   for i, g in ipairs(order) do
     local ex = g.example
-    local why = g.outcome == 'error' and one_line(ex.error, 140) or one_line(rt.tail(ex.stdout_tail, 1), 140)
+    local why = g.outcome == 'error' and one_line(ex.error, 140) or one_line(rt.tail(ex.stdout_tail, 1), 140, false)
     items[#items + 1] = string.format('%d. **%d × %s**: %d task(s)%s%s; e.g. %s%s', i, g.n, describe(g), g.ntasks,
       g.passed_elsewhere > 0 and string.format(', %d passed elsewhere', g.passed_elsewhere) or '',
       expected(g) and ', no solver (expected)' or '', h.code(ex.task_id), why ~= '' and (': ' .. h.code(why)) or '')

@@ -233,11 +233,13 @@ function M.usd(v)
   return string.format('$%.4f', v)
 end
 
---- The outcome of a trial as a cell: ✓ (passed), ✗ (failed), "error: <stage>", – (no trial).
+--- The outcome of a trial as a cell: ✓ (passed), ✗ (failed; "✗ (no gold solution)" for a gold
+--- trial of a task without solution/solve.sh), "error: <stage>", – (no trial).
 function M.outcome(t)
   if not t then return DASH end
   if t.outcome == 'passed' then return '✓' end
   if t.outcome == 'error' then return 'error: ' .. tostring(t.error_stage or '?') end
+  if t.no_solution then return '✗ (no gold solution)' end -- gold had nothing to apply
   return '✗'
 end
 

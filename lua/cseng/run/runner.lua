@@ -197,7 +197,8 @@ local function trial_body(run, t, rec, state)
     r = r or {}
     rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
     rec.solve_return_code = r.return_code
-    if r.skipped then rec.no_solution = true end -- gold on a task without solution/solve.sh: not a real failure
+    -- gold on a task without solution/solve.sh: not a real failure (nop skips on purpose)
+    if r.skipped and run.solver.name == 'gold' then rec.no_solution = true end
     rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
     rec.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
     rec.solve_timed_out = r.timed_out or nil
