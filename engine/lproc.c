@@ -800,17 +800,9 @@ int luaopen_cseng_proc(lua_State *L) {
       {"run", proc_run}, {"spawn", proc_spawn}, {"which", proc_which}, {NULL, NULL}};
   static const luaL_Reg meth[] = {
       {"pid", p_pid}, {"kill", p_kill}, {"wait", p_wait}, {"close", p_close}, {NULL, NULL}};
-  if (luaL_newmetatable(L, PROCESS_MT)) {
-    luaL_newlib(L, meth);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, p_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, p_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, p_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
+  static const luaL_Reg meta[] = {
+      {"__gc", p_close}, {"__close", p_close}, {"__tostring", p_tostring}, {NULL, NULL}};
+  cs_new_class(L, PROCESS_MT, meth, meta);
   luaL_newlib(L, funcs);
   return 1;
 }
