@@ -159,3 +159,13 @@ void cs_push_signal_name(lua_State *L, int sig) {
   if (abbr) lua_pushfstring(L, "SIG%s", abbr);
   else lua_pushfstring(L, "SIG%d", sig);
 }
+
+void cs_new_class(lua_State *L, const char *tname, const luaL_Reg *methods, const luaL_Reg *meta) {
+  if (luaL_newmetatable(L, tname)) {
+    luaL_setfuncs(L, meta, 0);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+}

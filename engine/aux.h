@@ -74,4 +74,10 @@ int cs_check_signal(lua_State *L, int idx, int def);
 /* Pushes "SIG<NAME>" ("SIG<n>" if the C library has no name). */
 void cs_push_signal_name(lua_State *L, int sig);
 
+/* ---- userdata classes ------------------------------------------------------- */
+
+/* Registers the metatable tname (once: kept if it exists): __index a table of methods, and the
+ * metamethods (__gc, __close, __tostring, ...) of meta. Leaves the stack as it was. */
+void cs_new_class(lua_State *L, const char *tname, const luaL_Reg *methods, const luaL_Reg *meta);
+
 #endif

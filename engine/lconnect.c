@@ -14,6 +14,7 @@
  * Synchronous and small; errors are sticky (a failed decoder keeps failing). Methods on
  * a closed decoder raise.
  */
+#include "aux.h"
 #include "core.h"
 #include "connect.h"
 
@@ -136,17 +137,9 @@ int luaopen_cseng_connect(lua_State *L) {
   static const luaL_Reg meth[] = {{"feed", decoder_feed},   {"finish", decoder_finish},
                                   {"ended", decoder_ended}, {"buffered", decoder_buffered},
                                   {"close", decoder_close}, {NULL, NULL}};
-  if (luaL_newmetatable(L, DECODER_MT)) {
-    luaL_newlib(L, meth);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, decoder_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, decoder_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, decoder_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
+  static const luaL_Reg meta[] = {
+      {"__gc", decoder_close}, {"__close", decoder_close}, {"__tostring", decoder_tostring}, {NULL, NULL}};
+  cs_new_class(L, DECODER_MT, meth, meta);
   luaL_newlib(L, funcs);
   lua_pushinteger(L, CONNECT_FLAG_COMPRESSED);
   lua_setfield(L, -2, "FLAG_COMPRESSED");

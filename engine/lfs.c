@@ -453,17 +453,22 @@ typedef struct {
   char errpath[PATH_MAX];
 } walker;
 
-static void walk_add(walker *w, const char *rel, const struct stat *st) {
-  lua_State *L = w->L;
-  lua_createtable(L, 0, 4);
-  lua_pushstring(L, rel);
-  lua_setfield(L, -2, "path");
+/* type, size and mode (permission bits) of st into the table on top of the stack */
+static void set_type_size_mode(lua_State *L, const struct stat *st) {
   lua_pushstring(L, type_name(st->st_mode));
   lua_setfield(L, -2, "type");
   lua_pushinteger(L, (lua_Integer)st->st_size);
   lua_setfield(L, -2, "size");
   lua_pushinteger(L, st->st_mode & 07777);
   lua_setfield(L, -2, "mode");
+}
+
+static void walk_add(walker *w, const char *rel, const struct stat *st) {
+  lua_State *L = w->L;
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, rel);
+  lua_setfield(L, -2, "path");
+  set_type_size_mode(L, st);
   lua_rawseti(L, w->out, ++w->n);
 }
 
@@ -544,12 +549,7 @@ static int fs_walk(lua_State *L) {
 
 static void push_stat(lua_State *L, const struct stat *st) {
   lua_createtable(L, 0, 7);
-  lua_pushstring(L, type_name(st->st_mode));
-  lua_setfield(L, -2, "type");
-  lua_pushinteger(L, (lua_Integer)st->st_size);
-  lua_setfield(L, -2, "size");
-  lua_pushinteger(L, st->st_mode & 07777);
-  lua_setfield(L, -2, "mode");
+  set_type_size_mode(L, st);
   lua_pushnumber(L, (double)st->st_mtim.tv_sec + (double)st->st_mtim.tv_nsec / 1e9);
   lua_setfield(L, -2, "mtime");
   lua_pushinteger(L, (lua_Integer)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
@@ -560,23 +560,19 @@ static void push_stat(lua_State *L, const struct stat *st) {
   lua_setfield(L, -2, "gid");
 }
 
-/** fs.stat(path) -> {type, size, mode, mtime, mtime_ns, uid, gid} | nil, msg, code (follows symlinks) */
-static int fs_stat(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+/* statfn (stat or lstat) of path pushed as push_stat's table, or nil, msg, code */
+static int stat_with(lua_State *L, const char *path, int (*statfn)(const char *, struct stat *)) {
   struct stat st;
-  if (stat(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
+  if (statfn(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
   push_stat(L, &st);
   return 1;
 }
 
+/** fs.stat(path) -> {type, size, mode, mtime, mtime_ns, uid, gid} | nil, msg, code (follows symlinks) */
+static int fs_stat(lua_State *L) { return stat_with(L, luaL_checkstring(L, 1), stat); }
+
 /** fs.lstat(path): as stat, but a symlink is reported itself (type "link") */
-static int fs_lstat(lua_State *L) {
-  const char *path = strip_slashes(L, 1);
-  struct stat st;
-  if (lstat(path, &st) != 0) return cs_fail_errno(L, errno, "%s", path);
-  push_stat(L, &st);
-  return 1;
-}
+static int fs_lstat(lua_State *L) { return stat_with(L, strip_slashes(L, 1), lstat); }
 
 /** fs.exists(path) -> boolean: whether the name exists (a dangling symlink exists) */
 static int fs_exists(lua_State *L) {

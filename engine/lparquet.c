@@ -387,13 +387,20 @@ static int open_and_push(lua_State *L, handle *h, const uint8_t *data, size_t si
   return 1;
 }
 
-static int l_read(lua_State *L) {
+/* The options at opts_idx into *o, a new handle (pushed) into *hp and the file named by argument 1
+ * read into it (*size bytes); 0, or the count of results of the failure pushed. */
+static int load(lua_State *L, int opts_idx, read_opts *o, handle **hp, size_t *size) {
   const char *path = luaL_checkstring(L, 1);
+  check_opts(L, opts_idx, o);
+  *hp = new_handle(L);
+  return slurp(L, *hp, path, size);
+}
+
+static int l_read(lua_State *L) {
   read_opts o;
-  check_opts(L, 2, &o);
-  handle *h = new_handle(L);
+  handle *h;
   size_t size;
-  int r = slurp(L, h, path, &size);
+  int r = load(L, 2, &o, &h, &size);
   if (r) return r;
   int hidx = lua_gettop(L);
   r = open_and_push(L, h, h->buf, size, &o);
@@ -427,13 +434,12 @@ static int write_line(void *ud, const char *s, size_t len) {
 }
 
 static int l_to_jsonl(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  luaL_checkstring(L, 1);
   const char *out = luaL_checkstring(L, 2);
   read_opts o;
-  check_opts(L, 3, &o);
-  handle *h = new_handle(L);
+  handle *h;
   size_t size;
-  int r = slurp(L, h, path, &size);
+  int r = load(L, 3, &o, &h, &size);
   if (r) return r;
   pq_error err;
   h->f = pq_open(h->buf, size, &o.limits, &err);

@@ -259,6 +259,21 @@ static int spawn_fail(lua_State *L, const char *file, int r) {
 
 enum { PHASE_TIMEOUT, PHASE_GRACE, PHASE_DRAIN };
 
+/* How a process ended, for runop and child alike: filled by note_exit from the exit callback. */
+typedef struct {
+  int exited;
+  int64_t status;
+  int sig;
+  uint64_t t1; /* uv_hrtime() at the exit */
+} proc_exit;
+
+static void note_exit(proc_exit *x, int64_t status, int sig) {
+  x->t1 = uv_hrtime();
+  x->exited = 1;
+  x->status = status;
+  x->sig = sig;
+}
+
 typedef struct {
   cs_op op;
   uv_process_t proc;
@@ -269,10 +284,9 @@ typedef struct {
   pid_t pid;
   int nopen;    /* handles not yet closed */
   int lua_done; /* pushed or cancelled: free once nopen is 0 */
-  int exited, timed_out, kill_group, phase, finished;
-  int64_t status;
-  int sig;
-  uint64_t t0, t1, grace_ms;
+  int timed_out, kill_group, phase, finished;
+  proc_exit x;
+  uint64_t t0, grace_ms;
 } runop;
 
 static void run_free(runop *r) {
@@ -293,7 +307,7 @@ static void run_close(void *h) {
 static int pipe_open(uv_pipe_t *p) { return !uv_is_closing((uv_handle_t *)p); }
 
 static void run_check_done(runop *r) {
-  if (r->finished || r->lua_done || !r->exited) return;
+  if (r->finished || r->lua_done || !r->x.exited) return;
   if (pipe_open(&r->pout) || pipe_open(&r->perr)) return;
   r->finished = 1;
   run_close(&r->pin); /* a child that never read its stdin */
@@ -308,7 +322,7 @@ static void run_timer(uv_timer_t *h) {
   switch (r->phase) {
     case PHASE_TIMEOUT:
       r->timed_out = 1;
-      if (!r->exited) {
+      if (!r->x.exited) {
         signal_group(r->pid, 1, SIGTERM);
         run_arm(r, PHASE_GRACE, r->grace_ms);
         return;
@@ -317,7 +331,7 @@ static void run_timer(uv_timer_t *h) {
       break;
     case PHASE_GRACE:
       signal_group(r->pid, 1, SIGKILL);
-      if (!r->exited) {
+      if (!r->x.exited) {
         run_arm(r, PHASE_DRAIN, r->grace_ms);
         return;
       }
@@ -325,7 +339,7 @@ static void run_timer(uv_timer_t *h) {
     default: break;
   }
   /* Whoever still holds the pipes escaped the group: stop waiting for them. */
-  if (r->exited) {
+  if (r->x.exited) {
     run_close(&r->pout);
     run_close(&r->perr);
     run_check_done(r);
@@ -344,10 +358,7 @@ static void run_arm(runop *r, int phase, uint64_t ms) {
 
 static void run_exit(uv_process_t *p, int64_t status, int sig) {
   runop *r = p->data;
-  r->t1 = uv_hrtime();
-  r->exited = 1;
-  r->status = status;
-  r->sig = sig;
+  note_exit(&r->x, status, sig);
   if (r->kill_group || r->lua_done) signal_group(r->pid, 1, SIGKILL);
   run_close(&r->proc);
   if (r->lua_done) return;
@@ -395,7 +406,7 @@ static void run_written(uv_write_t *w, int status) {
 static int run_push(lua_State *L, cs_op *op) {
   runop *r = (runop *)op;
   lua_createtable(L, 0, 11);
-  push_exit_fields(L, r->status, r->sig, r->t1 - r->t0);
+  push_exit_fields(L, r->x.status, r->x.sig, r->x.t1 - r->t0);
   tail_push(L, &r->out);
   lua_setfield(L, -2, "stdout");
   tail_push(L, &r->err);
@@ -416,7 +427,7 @@ static int run_push(lua_State *L, cs_op *op) {
 static void run_cancel(cs_op *op) {
   runop *r = (runop *)op;
   r->lua_done = 1;
-  if (!r->exited) signal_group(r->pid, 1, SIGKILL); /* the exit callback reaps and closes */
+  if (!r->x.exited) signal_group(r->pid, 1, SIGKILL); /* the exit callback reaps and closes */
   run_close(&r->pin);
   run_close(&r->pout);
   run_close(&r->perr);
@@ -501,10 +512,9 @@ typedef struct {
   uv_process_t proc;
   uv_timer_t timer; /* the grace between TERM and KILL after close */
   pid_t pid;
-  int nopen, lua_closed, exited, kill_group;
-  int64_t status;
-  int sig;
-  uint64_t t0, t1, grace_ms;
+  int nopen, lua_closed, kill_group;
+  proc_exit x;
+  uint64_t t0, grace_ms;
   waitop *waiters;
 } child;
 
@@ -532,22 +542,19 @@ static void wait_unlink(waitop *w) {
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = NULL;
   w->c = NULL;
-  if (!c->waiters && !c->lua_closed && !c->exited) uv_unref((uv_handle_t *)&c->proc);
+  if (!c->waiters && !c->lua_closed && !c->x.exited) uv_unref((uv_handle_t *)&c->proc);
 }
 
 static void child_exit(uv_process_t *p, int64_t status, int sig) {
   child *c = p->data;
-  c->t1 = uv_hrtime();
-  c->exited = 1;
-  c->status = status;
-  c->sig = sig;
+  note_exit(&c->x, status, sig);
   if (c->kill_group) signal_group(c->pid, 1, SIGKILL);
   while (c->waiters) {
     waitop *w = c->waiters;
     wait_unlink(w);
     w->status = status;
     w->sig = sig;
-    w->ns = c->t1 - c->t0;
+    w->ns = c->x.t1 - c->t0;
     if (w->has_timer) uv_timer_stop(&w->timer);
     cs_op_ready(&w->op);
   }
@@ -557,14 +564,14 @@ static void child_exit(uv_process_t *p, int64_t status, int sig) {
 
 static void child_grace(uv_timer_t *h) {
   child *c = h->data;
-  if (!c->exited) signal_group(c->pid, 1, SIGKILL);
+  if (!c->x.exited) signal_group(c->pid, 1, SIGKILL);
 }
 
 /* The one close for __gc, __close and :close(): TERM the group, KILL it after the
  * grace; the C side lives on until the exit is reaped. */
 static void child_release(child *c) {
   c->lua_closed = 1;
-  if (c->exited) {
+  if (c->x.exited) {
     uv_close((uv_handle_t *)&c->timer, child_closed);
     return;
   }
@@ -600,7 +607,7 @@ static int p_pid(lua_State *L) {
 static int p_kill(lua_State *L) {
   child *c = check_child(L);
   int sig = cs_check_signal(L, 2, SIGTERM);
-  if (c->exited && !c->kill_group) return cs_fail(L, "ESRCH", "process %d has exited", (int)c->pid);
+  if (c->x.exited && !c->kill_group) return cs_fail(L, "ESRCH", "process %d has exited", (int)c->pid);
   if (kill(-c->pid, sig) != 0)
     return cs_fail(L, errno == ESRCH ? "ESRCH" : "EPERM", "kill %d: %s", (int)c->pid, strerror(errno));
   lua_pushboolean(L, 1);
@@ -647,9 +654,9 @@ static int p_wait(lua_State *L) {
   double timeout = luaL_optnumber(L, 2, 0);
   waitop *w;
   cs_task_current(L);
-  if (c->exited) {
+  if (c->x.exited) {
     lua_createtable(L, 0, 5);
-    push_exit_fields(L, c->status, c->sig, c->t1 - c->t0);
+    push_exit_fields(L, c->x.status, c->x.sig, c->x.t1 - c->t0);
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "timed_out");
     return 1;
@@ -676,7 +683,7 @@ static int p_wait(lua_State *L) {
 static int p_tostring(lua_State *L) {
   child *c = *check_box(L);
   if (!c) lua_pushliteral(L, "process (closed)");
-  else lua_pushfstring(L, "process %d (%s)", (int)c->pid, c->exited ? "exited" : "running");
+  else lua_pushfstring(L, "process %d (%s)", (int)c->pid, c->x.exited ? "exited" : "running");
   return 1;
 }
 
@@ -793,17 +800,9 @@ int luaopen_cseng_proc(lua_State *L) {
       {"run", proc_run}, {"spawn", proc_spawn}, {"which", proc_which}, {NULL, NULL}};
   static const luaL_Reg meth[] = {
       {"pid", p_pid}, {"kill", p_kill}, {"wait", p_wait}, {"close", p_close}, {NULL, NULL}};
-  if (luaL_newmetatable(L, PROCESS_MT)) {
-    luaL_newlib(L, meth);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, p_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, p_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, p_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
+  static const luaL_Reg meta[] = {
+      {"__gc", p_close}, {"__close", p_close}, {"__tostring", p_tostring}, {NULL, NULL}};
+  cs_new_class(L, PROCESS_MT, meth, meta);
   luaL_newlib(L, funcs);
   return 1;
 }

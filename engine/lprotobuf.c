@@ -132,26 +132,26 @@ static cmsg *new_entry(lua_State *L, int keepidx, const char *mname, const char 
 }
 
 /* Compile the message schema at index schema; pushes its cmsg userdata. */
+/* The compiled message of schema in the registry table at key, pushed and returned; NULL (the
+ * stack as before) when that table has none. */
+static cmsg *cached(lua_State *L, void *key, int schema) {
+  get_table(L, key);
+  lua_pushvalue(L, schema);
+  if (lua_rawget(L, -2) == LUA_TUSERDATA) {
+    lua_remove(L, -2);
+    return lua_touserdata(L, -1);
+  }
+  lua_pop(L, 2);
+  return NULL;
+}
+
 static cmsg *compile(lua_State *L, int schema) {
   cmsg *c;
   const char *mname;
   lua_Integer n, i;
   int keepidx, ud, oneofs, top;
   uint32_t dup;
-  get_table(L, &CACHE_KEY);
-  lua_pushvalue(L, schema);
-  if (lua_rawget(L, -2) == LUA_TUSERDATA) {
-    lua_remove(L, -2);
-    return lua_touserdata(L, -1);
-  }
-  lua_pop(L, 2);
-  get_table(L, &PENDING_KEY);
-  lua_pushvalue(L, schema);
-  if (lua_rawget(L, -2) == LUA_TUSERDATA) {
-    lua_remove(L, -2);
-    return lua_touserdata(L, -1);
-  }
-  lua_pop(L, 2);
+  if ((c = cached(L, &CACHE_KEY, schema)) || (c = cached(L, &PENDING_KEY, schema))) return c;
   luaL_checkstack(L, 40, "protobuf schema too deep");
   mname = schema_name(L, schema);
   lua_getfield(L, schema, "fields");
@@ -504,6 +504,22 @@ static int key_cmp(lua_State *L, int a, int b) { /* for map keys: sort numbers, 
   return lua_compare(L, a, b, LUA_OPLT);
 }
 
+/* Elements 1..n of the list at v, each encoded by one (enc_scalar_value: packed, or enc_one) with
+ * its index on the error path. */
+static void enc_each(ectx *e, const pb_field *f, int v, lua_Integer n, int keepidx,
+                     void (*one)(ectx *, const pb_field *, int, int)) {
+  lua_State *L = e->L;
+  lua_Integer j;
+  for (j = 1; j <= n; j++) {
+    size_t s2;
+    lua_rawgeti(L, v, j);
+    path_push(e, NULL, j, &s2);
+    one(e, f, lua_gettop(L), keepidx);
+    path_pop(e, s2);
+    lua_pop(L, 1);
+  }
+}
+
 static void enc_map(ectx *e, const pb_field *f, int idx, int keepidx) {
   lua_State *L = e->L;
   const cmsg *entry = (const cmsg *)f->msg;
@@ -605,31 +621,17 @@ static void enc_msg(ectx *e, const cmsg *c, int idx, int ownerud) {
       if (f->is_map) {
         enc_map(e, f, v, kt);
       } else if (f->label == PB_REPEATED) {
-        lua_Integer n, j;
+        lua_Integer n;
         if (!lua_istable(L, v)) enc_error(e, "expected a list (table), got %s%s", luaL_typename(L, v), "");
         n = (lua_Integer)lua_rawlen(L, v);
         if (n > 0 && f->packed) {
           size_t mark;
           oom(e, pb_put_tag(e->b, f->number, PB_WT_LEN));
           mark = pb_begin_len(e->b);
-          for (j = 1; j <= n; j++) {
-            size_t s2;
-            lua_rawgeti(L, v, j);
-            path_push(e, NULL, j, &s2);
-            enc_scalar_value(e, f, lua_gettop(L), kt);
-            path_pop(e, s2);
-            lua_pop(L, 1);
-          }
+          enc_each(e, f, v, n, kt, enc_scalar_value);
           oom(e, pb_end_len(e->b, mark));
         } else {
-          for (j = 1; j <= n; j++) {
-            size_t s2;
-            lua_rawgeti(L, v, j);
-            path_push(e, NULL, j, &s2);
-            enc_one(e, f, lua_gettop(L), kt);
-            path_pop(e, s2);
-            lua_pop(L, 1);
-          }
+          enc_each(e, f, v, n, kt, enc_one);
         }
       } else if (f->label == PB_SINGULAR && f->oneof < 0 && f->type != PB_MESSAGE && is_default(L, f, v)) {
         /* proto3: a default value is not sent */

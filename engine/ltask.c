@@ -10,6 +10,7 @@
  * Loop callbacks never run Lua: they mark an op ready (cs_op_ready), which
  * queues its task; the scheduler resumes queued tasks from the main loop.
  */
+#include "aux.h"
 #include "core.h"
 #include "redact.h"
 
@@ -949,23 +950,13 @@ void cs_sched_init(lua_State *L) {
       {"join", task_join}, {"cancel", task_cancel_l}, {"status", t_status}, {"id", t_id}, {NULL, NULL}};
   static const luaL_Reg smeth[] = {
       {"acquire", s_acquire}, {"release", s_release}, {"count", s_count}, {NULL, NULL}};
+  static const luaL_Reg tmeta[] = {{"__tostring", t_tostring}, {"__gc", t_gc}, {NULL, NULL}};
+  static const luaL_Reg smeta[] = {{"__close", s_release}, {NULL, NULL}};
   S.L = L;
   *(cs_task **)lua_getextraspace(L) = NULL;
   uv_loop_init(&S.loop);
-  luaL_newmetatable(L, TASK_MT);
-  luaL_newlib(L, tmeth);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, t_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, t_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
-  luaL_newmetatable(L, SEM_MT);
-  luaL_newlib(L, smeth);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, s_release);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
+  cs_new_class(L, TASK_MT, tmeth, tmeta);
+  cs_new_class(L, SEM_MT, smeth, smeta);
   install_coroutine_guards(L);
   uv_async_init(&S.loop, &S.sigwake, on_sigwake);
   uv_unref((uv_handle_t *)&S.sigwake);

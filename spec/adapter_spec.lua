@@ -34,3 +34,38 @@ describe('adapter.extract_tar_in_sandbox', function()
     assert.matches('extracting into /dst%-bad', msg)
   end)
 end)
+
+describe('adapter.post_created', function()
+  local function call_returning(...)
+    local ret = table.pack(...)
+    return function(_, method)
+      assert.equal('POST', method)
+      return table.unpack(ret, 1, ret.n)
+    end
+  end
+
+  it('returns the answer and the response when the id field is a non-empty string', function()
+    local data, res = adapter.post_created(call_returning({ id = 'sb-1' }, { status = 201 }), {}, '/v1/boxes', { json = {} },
+      'id', 'p: POST /v1/boxes')
+    assert.same({ id = 'sb-1' }, data)
+    assert.same({ status = 201 }, res)
+  end)
+
+  for name, answer in pairs({ missing = {}, empty = { id = '' }, number = { id = 7 }, ['not a table'] = 'x' }) do
+    it('is EPROTO naming the field when the id is ' .. name, function()
+      local data, msg, code = adapter.post_created(call_returning(answer, {}), {}, '/v1/boxes', nil, 'id', 'p: POST /v1/boxes')
+      assert.is_nil(data)
+      assert.equal('p: POST /v1/boxes: no id in the response', msg)
+      assert.equal('EPROTO', code)
+    end)
+  end
+
+  it("passes the call's failure through, with the raw response", function()
+    local data, msg, code, raw = adapter.post_created(call_returning(nil, 'p: POST /v1/boxes: HTTP 429', 'HTTP_429', { status = 429 }),
+      {}, '/v1/boxes', nil, 'id', 'p: POST /v1/boxes')
+    assert.is_nil(data)
+    assert.equal('p: POST /v1/boxes: HTTP 429', msg)
+    assert.equal('HTTP_429', code)
+    assert.same({ status = 429 }, raw)
+  end)
+end)

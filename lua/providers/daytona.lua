@@ -244,11 +244,9 @@ function M.create(client, spec)
   spec = spec or {}
   local t0 = clock.now()
   local body = M.create_body(client, spec)
-  local data, res, code, raw = call(client, 'POST', api_url(client, '/sandbox'), { json = body })
+  local data, res, code, raw = adapter.post_created(call, client, api_url(client, '/sandbox'), { json = body }, 'id',
+    'daytona: POST /sandbox')
   if not data then return nil, res, code, raw end -- raw: the response (admission reads Retry-After)
-  if type(data) ~= 'table' or type(data.id) ~= 'string' or data.id == '' then
-    return nil, 'daytona: POST /sandbox: no id in the response', 'EPROTO'
-  end
   local sb = sandbox_record(data, spec, body, res)
   -- the sandbox exists from here on: whatever ends the wait (a terminal state, the deadline, a
   -- failed poll, or the trial's cancellation raised from inside it) deletes it before returning

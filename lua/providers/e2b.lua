@@ -399,11 +399,9 @@ end
 function M.create(client, spec)
   spec = spec or {}
   local body = M.create_body(client, spec)
-  local data, res, code = api(client, 'POST', '/v2/sandboxes', { json = body })
+  local data, res, code = adapter.post_created(api, client, '/v2/sandboxes', { json = body }, 'sandboxID',
+    'e2b: POST /v2/sandboxes')
   if not data then return nil, res, code end
-  if type(data) ~= 'table' or type(data.sandboxID) ~= 'string' or data.sandboxID == '' then
-    return nil, 'e2b: POST /v2/sandboxes: no sandboxID in the response', 'EPROTO'
-  end
   local token = str(data.envdAccessToken)
   if token then util.add_secret(token) end
   return {

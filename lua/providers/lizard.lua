@@ -86,11 +86,9 @@ function M.create(client, spec)
     timeoutMs = spec.ttl_seconds and math.floor(spec.ttl_seconds * 1000) or client.timeout_ms,
   }
   if spec.labels and next(spec.labels) then body.metadata = util.copy(spec.labels) end
-  local data, res, code, raw = call(client, 'POST', '/api/sandboxes', body)
+  local data, res, code, raw = adapter.post_created(call, client, '/api/sandboxes', body, 'sandboxId',
+    'lizard: POST /api/sandboxes')
   if not data then return nil, res, code, raw end -- raw: the response (admission reads Retry-After)
-  if type(data) ~= 'table' or type(data.sandboxId) ~= 'string' or data.sandboxId == '' then
-    return nil, 'lizard: POST /api/sandboxes: no sandboxId in the response', 'EPROTO'
-  end
   return {
     id = data.sandboxId,
     labels = spec.labels or {},

@@ -218,11 +218,8 @@ end
 function M.create(client, spec)
   spec = spec or {}
   local body = M.create_body(client, spec)
-  local data, res, code = call(client, 'POST', '/v1/devboxes', { json = body })
+  local data, res, code = adapter.post_created(call, client, '/v1/devboxes', { json = body }, 'id', 'runloop: POST /v1/devboxes')
   if not data then return nil, res, code end
-  if type(data) ~= 'table' or type(data.id) ~= 'string' or data.id == '' then
-    return nil, 'runloop: POST /v1/devboxes: no id in the response', 'EPROTO'
-  end
   local id = data.id
   local view = data
   if BOOTING[data.status] or not data.status then

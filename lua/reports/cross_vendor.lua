@@ -11,25 +11,10 @@ local stats = require 'cseng.lib.stats'
 
 local REPS = 2000
 
-local function sum(list, get)
-  local s, any = 0, false
-  for _, t in ipairs(list) do
-    local v = get(t)
-    if type(v) == 'number' then s = s + v; any = true end
-  end
-  return any and s or nil
-end
-
 return function(data, h)
-  local out = {}
-  local function add(s) out[#out + 1] = s end
-  local ev = rt.evidence(data)
-
-  add('# Cross-vendor comparison\n')
-  add(rt.evidence_text(data, ev))
+  local out, add, ev = rt.document(data, '# Cross-vendor comparison\n')
   if #ev.columns == 0 then
-    add('No trial records in ' .. table.concat(data.inputs, ', ') .. '.\n')
-    return table.concat(out, '\n')
+    return rt.no_records(data, out)
   end
 
   add('## Runs\n')
@@ -47,8 +32,8 @@ return function(data, h)
     local c = rt.counts(col.trials)
     local secs = h.values(col.trials, 'elapsed_seconds')
     local lo, hi = stats.wilson(c.passed, c.n)
-    local cost = sum(col.trials, function(t) return t.estimated_cost_usd end)
-    local scost = sum(col.trials, rt.solver_cost)
+    local cost = rt.sum(col.trials, function(t) return t.estimated_cost_usd end)
+    local scost = rt.sum(col.trials, rt.solver_cost)
     rows[#rows + 1] = { col.provider, col.mode, c.n, c.passed, c.failed, c.errors, h.pct(c.n > 0 and c.passed / c.n or nil),
       h.ci(lo, hi, h.pct), rt.secs(stats.median(secs)), rt.secs(stats.quantile(secs, 0.95)), rt.usd(cost),
       rt.usd(cost and c.n > 0 and cost / c.n or nil), rt.usd(scost) }
@@ -65,7 +50,7 @@ return function(data, h)
     add(string.format('The columns did not all run the same tasks (%d task(s) were run by every column), so the rows ' ..
       'above compare different task sets; the per_task report lines them up task by task.\n', common))
   end
-  local all_cost = sum(data.trials, function(t) return t.estimated_cost_usd end)
+  local all_cost = rt.sum(data.trials, function(t) return t.estimated_cost_usd end)
   add(string.format('All %d trials read (evidence or not) cost %s in estimated sandbox time.\n', #data.trials,
     rt.usd(all_cost)))
 

@@ -14,15 +14,6 @@ local function bar(n, max)
   return string.rep('█', math.max(n > 0 and 1 or 0, math.floor(n / max * 20 + 0.5)))
 end
 
-local function sum(list, get)
-  local s, any = 0, false
-  for _, t in ipairs(list) do
-    local v = get(t)
-    if type(v) == 'number' then s = s + v; any = true end
-  end
-  return any and s or nil
-end
-
 local function section(provider, data, ev, h, add)
   add('## ' .. provider .. '\n')
   local trials, runs, cols = {}, {}, {}
@@ -200,9 +191,9 @@ local function section(provider, data, ev, h, add)
   add('### Cost\n')
   local ev_trials = {}
   for _, col in ipairs(cols) do for _, t in ipairs(col.trials) do ev_trials[#ev_trials + 1] = t end end
-  local all_cost = sum(trials, function(t) return t.estimated_cost_usd end)
-  local ev_cost = sum(ev_trials, function(t) return t.estimated_cost_usd end)
-  local s_cost = sum(trials, rt.solver_cost)
+  local all_cost = rt.sum(trials, function(t) return t.estimated_cost_usd end)
+  local ev_cost = rt.sum(ev_trials, function(t) return t.estimated_cost_usd end)
+  local s_cost = rt.sum(trials, rt.solver_cost)
   add(h.table({ 'what', 'value' }, {
     { 'estimated sandbox cost, every trial', rt.usd(all_cost) },
     { 'estimated sandbox cost, evidence trials', rt.usd(ev_cost) },
@@ -212,18 +203,13 @@ local function section(provider, data, ev, h, add)
 end
 
 return function(data, h)
-  local out = {}
-  local function add(s) out[#out + 1] = s end
-  local ev = rt.evidence(data)
-  add('# Per-provider report\n')
-  add(rt.evidence_text(data, ev))
+  local out, add, ev = rt.document(data, '# Per-provider report\n')
   local providers, seen = {}, {}
   for _, col in ipairs(ev.columns) do
     if not seen[col.provider] then seen[col.provider] = true; providers[#providers + 1] = col.provider end
   end
   if #providers == 0 then
-    add('No trial records in ' .. table.concat(data.inputs, ', ') .. '.\n')
-    return table.concat(out, '\n')
+    return rt.no_records(data, out)
   end
   add('Providers: ' .. table.concat(providers, ', ') .. '.\n')
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials

@@ -36,15 +36,9 @@ local function task_table(h, ev, tasks)
 end
 
 return function(data, h)
-  local out = {}
-  local function add(s) out[#out + 1] = s end
-  local ev = rt.evidence(data)
-
-  add('# Per-task comparison\n')
-  add(rt.evidence_text(data, ev))
+  local out, add, ev = rt.document(data, '# Per-task comparison\n')
   if #ev.tasks == 0 then
-    add('No trial records in ' .. table.concat(data.inputs, ', ') .. '.\n')
-    return table.concat(out, '\n')
+    return rt.no_records(data, out)
   end
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
   add('Cells: ✓ passed (reward 1), ✗ failed (the verifier ran, reward below 1), `error: <stage>` (an ' ..

@@ -550,6 +550,32 @@ function agent.run(ctx, cfg)
   }
 end
 
+--- The endpoint part of an OpenAI-compatible solver's config, read from the options and getenv:
+--- the first non-empty of e.keys (credential variables), the model (options.model, else e.model_var)
+--- and the base URL (e.base_var, else e.base_url); nil, message, ECONFIG when the key or the model is
+--- missing (the message names e.name, the variables and e.model_example when given).
+---@param e {name:string, keys:string[], model_var:string, model_example:string|nil, base_var:string, base_url:string}
+---@return table|nil cfg {name, base_url, api_key, key_var, model}, string? message, string? code
+function agent.endpoint_config(e, options, getenv)
+  local function nonempty(v) if type(v) == 'string' and v ~= '' then return v end end
+  local key, key_var
+  for _, var in ipairs(e.keys) do
+    key, key_var = nonempty(getenv(var)), var
+    if key then break end
+  end
+  if not key then
+    return nil, string.format('the %s solver needs %s (set %s in the environment or the --env-file)', e.name,
+      table.concat(e.keys, ' or '), #e.keys > 1 and 'one' or 'it'), errors.ECONFIG
+  end
+  local model = nonempty(options.model) or nonempty(getenv(e.model_var))
+  if not model then
+    return nil, string.format("the %s solver needs a model: set %s (or the plan's model field)%s", e.name,
+      e.model_var, e.model_example and ', e.g. ' .. e.model_example or ''), errors.ECONFIG
+  end
+  return { name = e.name, base_url = nonempty(getenv(e.base_var)) or e.base_url, api_key = key, key_var = key_var,
+    model = model }
+end
+
 --- A solver table over the agent loop. def.config(options, getenv) returns an AgentConfig or
 --- nil, message, CODE (a missing credential or model).
 ---@param def AgentSolverDef

@@ -9,7 +9,6 @@
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local clock = require 'cseng.clock'
 local installed = require 'solvers.installed'
 
 local claude = {
@@ -118,31 +117,20 @@ function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.ho
 
 ---@param ctx SolveContext
 function claude.solve(ctx)
-  local cfg, err, code = claude.config(ctx.options or {}, ctx.getenv)
-  if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
-  util.add_secret(cfg.api_key)
-  local t0 = clock.now()
-  local install = claude.install(ctx)
-  installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
-  local timeout = tonumber(ctx.timeout) or 900
-  local cmd = string.format('%s/claude/claude -p --output-format stream-json --verbose --dangerously-skip-permissions'
-    .. ' --model %s < %s/prompt.md', installed.PREFIX, util.shell_quote(cfg.model), installed.PREFIX)
-  local res, xerr, xcode = ctx:exec(cmd, { timeout = timeout, tail_bytes = 8 * 1024 * 1024,
-    env = util.merge(ctx.task.config.agent_env, { HOME = '/root', IS_SANDBOX = '1', ANTHROPIC_BASE_URL = cfg.base_url,
-      ANTHROPIC_API_KEY = cfg.api_key, DISABLE_TELEMETRY = '1', DISABLE_AUTOUPDATER = '1',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = '1' }) })
-  if not res then errors.raise(xcode or errors.EEXEC, 'claude_code: running the CLI in the sandbox: ' .. tostring(xerr), { stage = 'solve' }) end
-  local tr, usage, last = claude.convert(res.stdout or '', { session_id = ctx.session_id or tostring(ctx.task.id),
-    model = cfg.model, instruction = ctx.task.instruction or '' })
-  if res.timed_out then usage.stop_reason = 'timeout' end
-  usage.install, usage.exit_code = install, res.code
-  -- the CLI's per-message usage is partial while streaming; the session totals (every model) are exact
-  installed.account(ctx, tr, last, usage, cfg.model, 'claude session')
-  usage.elapsed_seconds = (clock.now() - t0) / 1e9
-  local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
-  doc.notes = 'Converted from `claude -p --output-format stream-json`; per-message usage is partial while streaming, '
-    .. 'so the session totals (every model, sub-agents included) are the metrics of the last step.'
-  return installed.result('claude_code', res, usage, doc)
+  return installed.run(ctx, claude, {
+    name = 'claude_code', scope = 'claude session',
+    command = function(cfg)
+      return string.format('%s/claude/claude -p --output-format stream-json --verbose --dangerously-skip-permissions'
+        .. ' --model %s < %s/prompt.md', installed.PREFIX, util.shell_quote(cfg.model), installed.PREFIX)
+    end,
+    env = function(cfg)
+      return { HOME = '/root', IS_SANDBOX = '1', ANTHROPIC_BASE_URL = cfg.base_url, ANTHROPIC_API_KEY = cfg.api_key,
+        DISABLE_TELEMETRY = '1', DISABLE_AUTOUPDATER = '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = '1' }
+    end,
+    -- the CLI's per-message usage is partial while streaming; the session totals (every model) are exact
+    notes = 'Converted from `claude -p --output-format stream-json`; per-message usage is partial while streaming, '
+      .. 'so the session totals (every model, sub-agents included) are the metrics of the last step.',
+  })
 end
 
 return claude

@@ -10,7 +10,6 @@
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local clock = require 'cseng.clock'
 local installed = require 'solvers.installed'
 
 local codex = {
@@ -103,30 +102,17 @@ function codex.install(ctx) return installed.ensure(ctx, 'codex', installed.host
 
 ---@param ctx SolveContext
 function codex.solve(ctx)
-  local cfg, err, code = codex.config(ctx.options or {}, ctx.getenv)
-  if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
-  util.add_secret(cfg.api_key)
-  local t0 = clock.now()
-  local install = codex.install(ctx)
   local home = installed.PREFIX .. '/codex-home'
-  installed.write(ctx, home, 'config.toml', codex.config_toml(cfg))
-  installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
-  local timeout = tonumber(ctx.timeout) or 900
-  local cmd = string.format('%s/codex/codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox'
-    .. ' -C %s - < %s/prompt.md', installed.PREFIX, util.shell_quote(ctx.workdir or '/'), installed.PREFIX)
-  local res, xerr, xcode = ctx:exec(cmd, { timeout = timeout, tail_bytes = 8 * 1024 * 1024,
-    env = util.merge(ctx.task.config.agent_env, { CODEX_HOME = home, HOME = '/root', CSENG_CODEX_API_KEY = cfg.api_key }) })
-  if not res then errors.raise(xcode or errors.EEXEC, 'codex: running the CLI in the sandbox: ' .. tostring(xerr), { stage = 'solve' }) end
-  local tr, usage, last = codex.convert(res.stdout or '', { session_id = ctx.session_id or tostring(ctx.task.id),
-    model = cfg.model, instruction = ctx.task.instruction or '' })
-  if res.timed_out then usage.stop_reason = 'timeout' end
-  usage.install = install
-  usage.exit_code = res.code
-  installed.account(ctx, tr, last, usage, cfg.model, 'codex turn')
-  usage.elapsed_seconds = (clock.now() - t0) / 1e9
-  local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
-  doc.notes = 'Converted from `codex exec --json` events; Codex reports usage per turn, so a turn\'s tokens are the metrics of its last step.'
-  return installed.result('codex', res, usage, doc)
+  return installed.run(ctx, codex, {
+    name = 'codex', scope = 'codex turn',
+    prepare = function(cfg) installed.write(ctx, home, 'config.toml', codex.config_toml(cfg)) end,
+    command = function()
+      return string.format('%s/codex/codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox'
+        .. ' -C %s - < %s/prompt.md', installed.PREFIX, util.shell_quote(ctx.workdir or '/'), installed.PREFIX)
+    end,
+    env = function(cfg) return { CODEX_HOME = home, HOME = '/root', CSENG_CODEX_API_KEY = cfg.api_key } end,
+    notes = 'Converted from `codex exec --json` events; Codex reports usage per turn, so a turn\'s tokens are the metrics of its last step.',
+  })
 end
 
 return codex

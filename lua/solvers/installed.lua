@@ -4,6 +4,7 @@
 --- that holds it already skips the upload), run there against the solver's endpoint, and its output
 --- converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
 local archive = require 'cseng.archive'
+local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
@@ -115,6 +116,36 @@ function installed.result(name, res, usage, doc)
     return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = usage.elapsed_seconds,
     timed_out = res.timed_out or nil, note = name .. ' ' .. usage.stop_reason, usage = usage, trajectory = doc,
   }
+end
+
+--- The solve of an installed-agent solver `solver` (its config, install and convert): the config
+--- (ECONFIG when incomplete), the CLI's upload, `o.prepare(cfg)` (files besides the prompt), the
+--- instruction in PREFIX/prompt.md, then `o.command(cfg)` run with `o.env(cfg)` over the task's
+--- agent_env; its stdout converted to ATIF, priced (installed.account, `o.scope`) and returned as
+--- the solver's result, the trajectory's notes `o.notes`.
+---@param o {name:string, command:fun(cfg:table):string, env:fun(cfg:table):table, prepare:fun(cfg:table)|nil, scope:string, notes:string}
+function installed.run(ctx, solver, o)
+  local cfg, err, code = solver.config(ctx.options or {}, ctx.getenv)
+  if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
+  util.add_secret(cfg.api_key)
+  local t0 = clock.now()
+  local install = solver.install(ctx)
+  if o.prepare then o.prepare(cfg) end
+  installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
+  local res, xerr, xcode = ctx:exec(o.command(cfg), { timeout = tonumber(ctx.timeout) or 900,
+    tail_bytes = 8 * 1024 * 1024, env = util.merge(ctx.task.config.agent_env, o.env(cfg)) })
+  if not res then
+    errors.raise(xcode or errors.EEXEC, o.name .. ': running the CLI in the sandbox: ' .. tostring(xerr), { stage = 'solve' })
+  end
+  local tr, usage, last = solver.convert(res.stdout or '', { session_id = ctx.session_id or tostring(ctx.task.id),
+    model = cfg.model, instruction = ctx.task.instruction or '' })
+  if res.timed_out then usage.stop_reason = 'timeout' end
+  usage.install, usage.exit_code = install, res.code
+  installed.account(ctx, tr, last, usage, cfg.model, o.scope)
+  usage.elapsed_seconds = (clock.now() - t0) / 1e9
+  local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
+  doc.notes = o.notes
+  return installed.result(o.name, res, usage, doc)
 end
 
 --- A solver over an installed agent never works without its endpoint: solve() says which to use.

@@ -4,10 +4,12 @@
 ---   `model`), OPENROUTER_BASE_URL (default https://openrouter.ai/api/v1),
 ---   OPENROUTER_HTTP_REFERER and OPENROUTER_X_TITLE (attribution headers; the title defaults to cseng).
 --- OpenRouter reports each response's cost in usage.cost; the record uses it.
-local errors = require 'cseng.lib.errors'
 local agent = require 'solvers.agent'
 
-local DEFAULT_BASE_URL = 'https://openrouter.ai/api/v1'
+local ENDPOINT = {
+  name = 'openrouter', keys = { 'OPENROUTER_API_KEY' }, model_var = 'OPENROUTER_MODEL',
+  base_var = 'OPENROUTER_BASE_URL', base_url = 'https://openrouter.ai/api/v1',
+}
 
 local function nonempty(v) if type(v) == 'string' and v ~= '' then return v end end
 
@@ -15,24 +17,13 @@ return agent.solver {
   name = 'openrouter',
   description = 'LLM agent (one bash tool) on OpenRouter; needs OPENROUTER_API_KEY and OPENROUTER_MODEL',
   config = function(options, getenv)
-    local key = nonempty(getenv('OPENROUTER_API_KEY'))
-    if not key then
-      return nil, 'the openrouter solver needs OPENROUTER_API_KEY (set it in the environment or the --env-file)',
-        errors.ECONFIG
-    end
-    local model = nonempty(options.model) or nonempty(getenv('OPENROUTER_MODEL'))
-    if not model then
-      return nil, "the openrouter solver needs a model: set OPENROUTER_MODEL (or the plan's model field)", errors.ECONFIG
-    end
-    return {
-      name = 'openrouter',
-      base_url = nonempty(getenv('OPENROUTER_BASE_URL')) or DEFAULT_BASE_URL,
-      api_key = key, key_var = 'OPENROUTER_API_KEY', model = model,
-      headers = {
-        ['HTTP-Referer'] = nonempty(getenv('OPENROUTER_HTTP_REFERER')),
-        ['X-Title'] = nonempty(getenv('OPENROUTER_X_TITLE')) or 'cseng',
-      },
-      body = { usage = { include = true } }, -- deprecated upstream (usage is always sent) but harmless
+    local cfg, err, code = agent.endpoint_config(ENDPOINT, options, getenv)
+    if not cfg then return nil, err, code end
+    cfg.headers = {
+      ['HTTP-Referer'] = nonempty(getenv('OPENROUTER_HTTP_REFERER')),
+      ['X-Title'] = nonempty(getenv('OPENROUTER_X_TITLE')) or 'cseng',
     }
+    cfg.body = { usage = { include = true } } -- deprecated upstream (usage is always sent) but harmless
+    return cfg
   end,
 }

@@ -333,4 +333,40 @@ function M.evidence_text(data, ev)
     ev.superseded > 0 and string.format('; %d non-passing trial(s) superseded by a pass', ev.superseded) or '')
 end
 
+
+--- The sum of get(t) over list, counting only numbers; nil when none is a number.
+---@param list table[]
+---@param get fun(t:table):any
+---@return number|nil
+function M.sum(list, get)
+  local s, any = 0, false
+  for _, t in ipairs(list) do
+    local v = get(t)
+    if type(v) == 'number' then s = s + v; any = true end
+  end
+  return any and s or nil
+end
+
+--- The start of a task-run report: its lines (the title, then the evidence statement), a function
+--- adding a line (nil adds nothing) and the evidence.
+---@param data table
+---@param title string the first line
+---@return string[] out, fun(s:string|nil) add, report_tasks.evidence ev
+function M.document(data, title)
+  local out, ev = {}, M.evidence(data)
+  local function add(s) out[#out + 1] = s end
+  add(title)
+  add(M.evidence_text(data, ev))
+  return out, add, ev
+end
+
+--- The whole report when there is nothing to show: out so far, then a line naming the inputs read.
+---@param data table
+---@param out string[] the lines from M.document
+---@return string markdown
+function M.no_records(data, out)
+  out[#out + 1] = 'No trial records in ' .. table.concat(data.inputs, ', ') .. '.\n'
+  return table.concat(out, '\n')
+end
+
 return M

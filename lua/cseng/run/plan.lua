@@ -11,28 +11,24 @@ local TASK_DEFAULTS = {
   provider = 'local', solver = 'gold', mode = 'cold', task_index = 'all', concurrency = 2,
 }
 
-local function with_defaults(t, defaults)
-  for k, v in pairs(defaults) do if t[k] == nil then t[k] = v end end
-  return t
+-- The constructor of a plan kind: it marks the table with the kind and fills the defaults' unset
+-- fields (none when defaults is nil).
+local function kind(name, defaults)
+  return function(t)
+    t.kind = name
+    for k, v in pairs(defaults or {}) do if t[k] == nil then t[k] = v end end
+    return t
+  end
 end
 
 --- Trials of tasks on one provider (cold-gold, warm-gold, solve).
-function plan.tasks(t)
-  t.kind = 'tasks'
-  return with_defaults(t, TASK_DEFAULTS)
-end
+plan.tasks = kind('tasks', TASK_DEFAULTS)
 
 --- The startup arena: create, first command, destroy; repeated per provider.
-function plan.startup(t)
-  t.kind = 'startup'
-  return t
-end
+plan.startup = kind('startup')
 
 --- A matrix of task runs: every provider x mode.
-function plan.matrix(t)
-  t.kind = 'matrix'
-  return with_defaults(t, TASK_DEFAULTS)
-end
+plan.matrix = kind('matrix', TASK_DEFAULTS)
 
 --- The task runs a plan stands for: a tasks plan is itself; a matrix is one tasks run per
 --- provider x mode (providers/modes, else provider/mode), each with its own log when --output

@@ -169,6 +169,20 @@ function adapter.request(provider, method, url, o)
   return data, res
 end
 
+--- A create call: `call(client, 'POST', url, opts)` (the adapter's request function), and its
+--- answer when data[field], the new thing's id, is a non-empty string; nil, "<what>: no <field> in
+--- the response", EPROTO when it is not; the call's own nil, err, code, raw when it failed (raw: the
+--- response, whose Retry-After admission reads).
+---@return table|nil data, any res, string? code, table? raw
+function adapter.post_created(call, client, url, opts, field, what)
+  local data, res, code, raw = call(client, 'POST', url, opts)
+  if not data then return nil, res, code, raw end
+  if type(data) ~= 'table' or type(data[field]) ~= 'string' or data[field] == '' then
+    return nil, what .. ': no ' .. field .. ' in the response', 'EPROTO'
+  end
+  return data, res
+end
+
 --- A delete's outcome: success, or a 404 (already gone), is true; else nil, message, CODE and
 --- the response (so the session's destroy honours its Retry-After).
 function adapter.deleted(ok, err, code, res)

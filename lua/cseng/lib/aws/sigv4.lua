@@ -234,6 +234,26 @@ local function finish(req, amz_date, creq, signed_names)
            scope = scope, amz_date = amz_date }
 end
 
+-- The request checked, and what both signings read of it: the X-Amz-Date, the URL's host, path and
+-- query, and whether S3 rules apply.
+local function parsed(req)
+  check(req)
+  local amz_date = M.amz_date(req.timestamp)
+  local _, host, path, query = M.parse_url(req.url)
+  return amz_date, host, path, query, is_s3(req)
+end
+
+-- The canonical request (the query with `params` added, for presigning) signed: finish's info
+-- with the payload hash.
+local function signed_request(req, amz_date, path, query, params, s3, ch, signed, phash)
+  local creq = table.concat({
+    req.method:upper(), M.canonical_uri(path, s3, req.normalize), M.canonical_query(query, params), ch, signed, phash,
+  }, '\n')
+  local info = finish(req, amz_date, creq, signed)
+  info.payload_hash = phash
+  return info
+end
+
 ---@class aws.sigv4.request
 ---@field method string
 ---@field url string absolute URL as sent (path and query already percent-encoded)
@@ -257,10 +277,7 @@ end
 ---@param req aws.sigv4.request
 ---@return table<string,string> headers, table info
 function M.sign(req)
-  check(req)
-  local amz_date = M.amz_date(req.timestamp)
-  local _, host, path, query = M.parse_url(req.url)
-  local s3 = is_s3(req)
+  local amz_date, host, path, query, s3 = parsed(req)
   local phash = payload_hash(req)
   local by = collect_headers(req.headers)
   local add = {}
@@ -281,11 +298,7 @@ function M.sign(req)
     end
   end
   local ch, signed = canonical_headers(by)
-  local creq = table.concat({
-    req.method:upper(), M.canonical_uri(path, s3, req.normalize), M.canonical_query(query), ch, signed, phash,
-  }, '\n')
-  local info = finish(req, amz_date, creq, signed)
-  info.payload_hash = phash
+  local info = signed_request(req, amz_date, path, query, nil, s3, ch, signed, phash)
   add['Authorization'] = string.format('%s Credential=%s/%s, SignedHeaders=%s, Signature=%s',
     M.ALGORITHM, req.access_key_id, info.scope, signed, info.signature)
   info.authorization = add['Authorization']
@@ -297,10 +310,7 @@ end
 ---@param req aws.sigv4.request
 ---@return string url, table info
 function M.presign(req)
-  check(req)
-  local amz_date = M.amz_date(req.timestamp)
-  local _, host, path, query = M.parse_url(req.url)
-  local s3 = is_s3(req)
+  local amz_date, host, path, query, s3 = parsed(req)
   local phash = req.payload_hash or ((s3 or req.unsigned_payload) and M.UNSIGNED_PAYLOAD)
     or crypto.sha256_hex(req.body or '')
   local by = collect_headers(req.headers)
@@ -318,11 +328,7 @@ function M.presign(req)
   }
   local token = req.session_token ~= '' and req.session_token or nil
   if token and not req.omit_session_token then params[#params + 1] = { 'X-Amz-Security-Token', token } end
-  local creq = table.concat({
-    req.method:upper(), M.canonical_uri(path, s3, req.normalize), M.canonical_query(query, params), ch, signed, phash,
-  }, '\n')
-  local info = finish(req, amz_date, creq, signed)
-  info.payload_hash = phash
+  local info = signed_request(req, amz_date, path, query, params, s3, ch, signed, phash)
   local q = {}
   for _, kv in ipairs(params) do q[#q + 1] = M.uri_encode(kv[1]) .. '=' .. M.uri_encode(kv[2]) end
   if token and req.omit_session_token then q[#q + 1] = 'X-Amz-Security-Token=' .. M.uri_encode(token) end
