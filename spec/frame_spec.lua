@@ -9,7 +9,6 @@ local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local serve = require 'cseng.serve'
 local crypto = require 'cseng.crypto'
 local http = require 'cseng.http'
 local results = require 'cseng.results.log'
@@ -17,27 +16,16 @@ local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 
 local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
-local lizard_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
-local daytona_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
+local H = dofile(ROOT .. '/spec/helpers/runlog.lua')
+local fakes = dofile(ROOT .. '/spec/fakes/init.lua')
+local lizard_fake, daytona_fake = fakes.module('lizard'), fakes.module('daytona')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-frame')) end)
 teardown(function() fs.remove_tree(tmp) end)
 
-local function write(name, text)
-  local p = tmp .. '/' .. name
-  assert(fs.mkdir_p(util.dirname(p)))
-  assert(fs.write(p, text))
-  return p
-end
-
-local function free_port()
-  local srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = function() return 200, {}, '' end })
-  local port = srv:port()
-  srv:close()
-  return port
-end
+local function write(name, text) return H.write(tmp, name, text) end
+local free_port = H.free_port
 
 local n_plans = 0
 -- A plan file against the fake: kind 'tasks' or 'startup'.
@@ -81,7 +69,7 @@ local function env_file(key)
 end
 
 local function cseng(argv, timeout)
-  local full = { CSENG }
+  local full = { H.CSENG }
   for _, a in ipairs(argv) do full[#full + 1] = a end
   local r = assert(proc.run { argv = full, cwd = ROOT, timeout = timeout or 300, env_add = { LIZARD_API_KEY = '' } })
   return r
@@ -216,7 +204,7 @@ end)
 describe('--resume restores the run', function()
   local function killed_nop_run(f, dir)
     -- a nop run killed (SIGKILL) after its first trials were recorded
-    local argv = { CSENG, 'run', plan_file(f, 'tasks'), '--solver', 'nop', '--env-file', env_file(), '--output', dir,
+    local argv = { H.CSENG, 'run', plan_file(f, 'tasks'), '--solver', 'nop', '--env-file', env_file(), '--output', dir,
       '--concurrency', '1', '--quiet' }
     local p = assert(proc.spawn { argv = argv, cwd = ROOT, env_add = { LIZARD_API_KEY = '' } })
     local log

@@ -20,6 +20,15 @@ function H.write(dir, name, text)
   return p
 end
 
+--- A free loopback port (a listener opened on port 0 and closed).
+function H.free_port()
+  local serve = require 'cseng.serve'
+  local srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = function() return 200, {}, '' end })
+  local port = srv:port()
+  srv:close()
+  return port
+end
+
 --- How many events of this kind.
 function H.count(events, kind)
   local n = 0
