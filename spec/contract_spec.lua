@@ -75,9 +75,11 @@ describe('the adapter contract', function()
     for _, n in ipairs(adapters()) do
       local P = require('providers.' .. n)
       if #P.credentials > 0 then
-        local ok, err = pcall(P.connect, { getenv = function() return nil end })
+        local ok, e = pcall(P.connect, { getenv = function() return nil end })
         assert.is_false(ok, n)
-        assert.equal('string', type(err), n)
+        -- the one error type: ECONFIG with a one-line message
+        assert.equal('ECONFIG', type(e) == 'table' and e.code or nil, n)
+        local err = e.message
         assert.not_matches('\n', err, n)
         assert.not_matches('traceback', err, n)
         local entries = contract.credential_alternatives(P)
@@ -206,7 +208,8 @@ describe('the skeleton of docs/providers/README.md', function()
     -- no key at all: both alternatives named
     local ok, e = pcall(P.connect, { getenv = function() return nil end })
     assert.is_false(ok)
-    assert.equal('acme provider: ACME_API_KEY or ACME_TOKEN is not set (export it, or put it in an --env-file)', e)
+    assert.equal('ECONFIG', e.code)
+    assert.equal('acme provider: ACME_API_KEY or ACME_TOKEN is not set (export it, or put it in an --env-file)', e.message)
   end)
 end)
 
@@ -221,7 +224,8 @@ describe('the shared adapter helpers the contract leans on', function()
     assert.is_nil(setting('absent', { 'A_TOKEN', 'EMPTY' }))
     local ok, err = pcall(adapter.credentials, 'x', setting, { { 'k', { 'A_TOKEN', 'A_KEY' } }, { 'p', 'P_ID' } })
     assert.is_false(ok)
-    assert.equal('x provider: A_TOKEN or A_KEY and P_ID are not set (export them, or put them in an --env-file)', err)
+    assert.equal('ECONFIG', err.code)
+    assert.equal('x provider: A_TOKEN or A_KEY and P_ID are not set (export them, or put them in an --env-file)', err.message)
     assert.equal('b', adapter.credentials('x', setting, { { 'k', { 'A_TOKEN', 'B_KEY' } } }))
   end)
 
