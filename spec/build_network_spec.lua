@@ -13,18 +13,18 @@ local images = require 'cseng.images.rootfs' -- the Debian base root filesystem
 
 describe('replay.unreachable: the host a failed step could not reach', function()
   local cases = {
-    { "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving 'deb.debian.org'",
-      'could not reach deb.debian.org (name resolution failed)' },
-    { "Err:1 http://archive.ubuntu.com/ubuntu noble InRelease\n  Could not resolve 'archive.ubuntu.com'",
-      'could not reach archive.ubuntu.com (name resolution failed)' },
+    { "W: Failed to fetch http://mirror.example.invalid/debian/dists/bookworm/InRelease  Temporary failure resolving 'mirror.example.invalid'",
+      'could not reach mirror.example.invalid (name resolution failed)' },
+    { "Err:1 http://archive.example.invalid/ubuntu noble InRelease\n  Could not resolve 'archive.example.invalid'",
+      'could not reach archive.example.invalid (name resolution failed)' },
     { 'curl: (6) Could not resolve host: example.org', 'could not reach example.org (name resolution failed)' },
     { 'curl: (7) Failed to connect to files.example.org port 443 after 3 ms: Connection refused',
       'could not reach files.example.org (connection failed)' },
     { "fatal: unable to access 'https://github.com/x/y.git/': Could not resolve host: github.com",
       'could not reach github.com (name resolution failed)' },
     { "wget: unable to resolve host address 'dl.example.com'", 'could not reach dl.example.com (name resolution failed)' },
-    { "ERROR: HTTPSConnectionPool(host='files.pythonhosted.org', port=443): Max retries exceeded",
-      'could not reach files.pythonhosted.org (connection failed)' },
+    { "ERROR: HTTPSConnectionPool(host='files.example.invalid', port=443): Max retries exceeded",
+      'could not reach files.example.invalid (connection failed)' },
     { "npm ERR! request to https://registry.example/x failed, reason: getaddrinfo EAI_AGAIN registry.example",
       'could not reach registry.example (name resolution failed)' },
     { "WARNING: Retrying (Retry(total=0)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection."

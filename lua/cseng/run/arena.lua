@@ -362,12 +362,12 @@ local function trial(run, p, phase, round, position, order, ctx)
   end
 
   -- stop conditions that concern every provider
-  if frame.is_auth(rec.error_code) then
+  if errors.is_auth(rec.error_code) then
     arena.stop(run, 'auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
       'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:gsub('^HTTP_', ''),
       rec.error_stage), rec.error_code)
   elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted
-    and not frame.is_transient(rec.error_code) and not rec.timed_out then
+    and not errors.is_transient(rec.error_code) and not rec.timed_out then
     -- a readiness verdict (the command ran and did not print the marker, or the call was
     -- refused for good); a transient error (5xx, reset, timeout) is a failed warmup, no more
     local env = p.environment and p.environment.environment

@@ -20,18 +20,12 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
-local fs = require 'cseng.fs'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 local session = require 'cseng.run.session'
 
--- the error type classifies (cseng.lib.errors); a registered code for every failure
-local is_auth = errors.is_auth
-local function registered(code) return code or errors.EINTERNAL end -- describe always gives one
 
 local frame = {}
-frame.is_auth = is_auth
-frame.is_transient = errors.is_transient
 
 local Frame = {}
 Frame.__index = Frame
@@ -127,23 +121,15 @@ end
 --- Seconds since the run opened.
 function Frame:elapsed() return (clock.now() - self.t0) / 1e9 end
 
---- The digest of a dataset: sha256 of the file (or of the task hashes, for a folder), so a
---- resume, a report or a comparison can tell whether two runs ran the same tasks.
----@param path string|nil
----@param tasks table[]|nil
-function frame.dataset_digest(path, tasks)
-  local st = path and fs.stat(path)
-  if st and st.type == 'file' and (st.size or 0) <= 1024 * 1024 * 1024 then
-    local data = fs.read(path)
-    if data then return crypto.sha256_hex(data) end
-  end
-  if tasks then
-    local parts = {}
-    for _, t in ipairs(tasks) do parts[#parts + 1] = tostring(t.id) .. '=' .. tostring(t.sha256) end
-    table.sort(parts)
-    return crypto.sha256_hex(table.concat(parts, '\n'))
-  end
-  return nil
+--- The digest of a dataset: sha256 over the loaded tasks' content hashes (each computed at load
+--- from the task's archive or directory), so a resume, a report or a comparison can tell whether
+--- two runs ran the same tasks without reading the dataset again.
+---@param tasks table[]
+function frame.dataset_digest(tasks)
+  local parts = {}
+  for _, t in ipairs(tasks) do parts[#parts + 1] = tostring(t.id) .. '=' .. tostring(t.sha256) end
+  table.sort(parts)
+  return crypto.sha256_hex(table.concat(parts, '\n'))
 end
 
 --- The fields of a run's identity that --resume restores (the rest are recorded for reports
@@ -254,7 +240,7 @@ end
 ---@param rec table the trial record (error_code, error_stage, outcome/ok)
 ---@param create_stages table<string,boolean> the stages that mean "the create failed"
 function Frame:observe(p, rec, create_stages)
-  if rec.error_code and is_auth(rec.error_code) then
+  if rec.error_code and errors.is_auth(rec.error_code) then
     self.session:stop_auth({ code = rec.error_code, message = rec.error })
   end
   local limit = math.tointeger(self.opts.stop_after_create_failures) or frame.DEAD_ENDPOINT_AFTER
@@ -287,7 +273,7 @@ function frame.fail(rec, err, state, timeout)
     rec.error, rec.error_code, rec.interrupted = 'interrupted', errors.ECANCELED, true
     state.interrupted = true
   else
-    rec.error, rec.error_code = msg, registered(code)
+    rec.error, rec.error_code = msg, code -- errors.describe always gives a registered code
   end
 end
 

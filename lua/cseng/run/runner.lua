@@ -462,7 +462,7 @@ function runner.run_tasks(opts)
       },
     }, frame.identity(opts, {
       kind = 'tasks', solver = solver.name, provider = provider.name, providers = { provider.name },
-      dataset_sha256 = frame.dataset_digest(opts.dataset, tasks),
+      dataset_sha256 = frame.dataset_digest(tasks),
       selection = { task_index = opts.task_index, task_limit = opts.task_limit, tasks = opts.tasks,
         shard = sh and sh.record or nil, count = #selected, ids_sha256 = crypto.sha256_hex(table.concat(ids, '\n')) },
       endpoints = p.endpoint and { [provider.name] = p.endpoint } or nil,
@@ -471,15 +471,15 @@ function runner.run_tasks(opts)
   for _, b in ipairs(bad) do F:emit('bad_row', b); io.stderr:write('cseng: skipped bad row: ', b.error, '\n') end
 
   -- agent hook: each task --attempts times, interleaved; a recorded (task, attempt) is done
-  local todo = agent_hooks.expand(selected, opts.attempts, function(id, a) return done[agent_hooks.trial_id(id, a)] end)
+  local queue = agent_hooks.expand(selected, opts.attempts, function(id, a) return done[agent_hooks.trial_id(id, a)] end)
   F:emit('serve', nil, true)
-  F:emit('plan', { run_id = s.id, total = #todo, provider = provider.name, mode = opts.mode, solver = solver.name,
+  F:emit('plan', { run_id = s.id, total = #queue, provider = provider.name, mode = opts.mode, solver = solver.name,
     concurrency = opts.concurrency, log = s.jsonl, status_url = F.status_url,
-    resumed = prior and (#selected * math.max(1, math.tointeger(opts.attempts) or 1) - #todo) or nil })
+    resumed = prior and (#selected * math.max(1, math.tointeger(opts.attempts) or 1) - #queue) or nil })
   if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
 
   local records, passes = {}, 0
-  F:pool(todo, {
+  F:pool(queue, {
     concurrency = opts.concurrency,
     more = function(item)
       if opts.stop_after_passes and passes >= opts.stop_after_passes then return false end
