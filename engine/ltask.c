@@ -472,10 +472,24 @@ static int task_join(lua_State *L) {
 typedef struct {
   cs_op op;
   uv_timer_t timer;
+  uint64_t deadline; /* uv_hrtime() ns */
 } sleepop;
 
 static void sleep_free(uv_handle_t *h) { free(h->data); }
-static void sleep_fire(uv_timer_t *h) { cs_op_ready(&((sleepop *)h->data)->op); }
+
+/* libuv's timers run on the loop's millisecond time, truncated (and on some kernels read from
+ * the coarse clock), so a timer can fire up to a millisecond or more before its interval has
+ * passed on the precise clock: a sleep is never shorter than asked, so an early fire re-arms for
+ * the rest (whole milliseconds, at least one). */
+static void sleep_fire(uv_timer_t *h) {
+  sleepop *s = h->data;
+  uint64_t now = uv_hrtime();
+  if (now < s->deadline) {
+    uv_timer_start(&s->timer, sleep_fire, (s->deadline - now + 999999) / 1000000, 0);
+    return;
+  }
+  cs_op_ready(&s->op);
+}
 
 static int sleep_push(lua_State *L, cs_op *op) {
   (void)L;
@@ -518,6 +532,7 @@ static int task_sleep(lua_State *L) {
   s = calloc(1, sizeof *s);
   if (!s) return luaL_error(L, "out of memory");
   ms = (uint64_t)(secs * 1000.0 + 0.999);
+  s->deadline = uv_hrtime() + (uint64_t)(secs * 1e9);
   uv_update_time(&S.loop); /* the cached loop time is stale after running Lua */
   uv_timer_init(&S.loop, &s->timer);
   s->timer.data = s;

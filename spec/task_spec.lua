@@ -29,6 +29,21 @@ describe('cseng.task', function()
     assert.is_true(ms < 2500, 'sleepers overlapped')
   end)
 
+  it('never wakes a sleeper before its time (libuv millisecond timers can fire early)', function()
+    local short, spinning = 0, true
+    -- a busy neighbour keeps the loop turning, so timers are checked at any instant
+    local spinner = task.spawn(function() while spinning do task.sleep(0) end end)
+    for i = 1, 200 do
+      local d = 0.0005 + (i % 7) * 0.00037 -- fractions of a millisecond, where truncation bites
+      local t0 = clock.now()
+      task.sleep(d)
+      if clock.now() - t0 < d * 1e9 then short = short + 1 end
+    end
+    spinning = false
+    spinner:join()
+    assert.equal(0, short)
+  end)
+
   it('yields inside pcall', function()
     local ok, v = pcall(function() task.sleep(0.01); return 42 end)
     assert.is_true(ok)
