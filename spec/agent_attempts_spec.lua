@@ -112,3 +112,20 @@ describe('--attempts', function()
     assert.equal(6, f.stats().completions) -- 3 per trial: attempt 1 once, then attempt 2 alone
   end)
 end)
+
+describe('the end of an --attempts run on the console', function()
+  it('prints pass@1..K per solver, model, provider and mode, as the summary has them', function()
+    local proc = require 'cseng.proc'
+    local out = H.tmp .. '/console'
+    local r = assert(proc.run { argv = { sys.root() .. '/cseng', 'run', sys.root() .. '/plans/cold-gold.lua', '--task-limit', '2',
+      '--attempts', '2', '--output', out }, cwd = sys.root(), timeout = 300 })
+    assert.equal(0, r.code, r.stderr)
+    local text = r.stdout .. r.stderr
+    assert.matches('gold/- on local/cold, 2 tasks x 2 attempts: pass@1 1.000 [1.000, 1.000], pass@2 1.000 [1.000, 1.000]', text, 1, true)
+    -- a run of one attempt has no such line
+    r = assert(proc.run { argv = { sys.root() .. '/cseng', 'run', sys.root() .. '/plans/cold-gold.lua', '--task-limit', '1',
+      '--output', out .. '1' }, cwd = sys.root(), timeout = 300 })
+    assert.equal(0, r.code, r.stderr)
+    assert.is_nil((r.stdout .. r.stderr):find('pass@1', 1, true))
+  end)
+end)

@@ -101,6 +101,8 @@ end
 
 -- ---- what a task run shows -----------------------------------------------------------------
 
+local passk = require 'cseng.agent.passk'
+
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
 
 --- The end-of-run table of a task run (trial records).
@@ -120,11 +122,25 @@ function present.tasks_table(records)
   for _, p in ipairs(PHASES) do
     if counts[p] then parts[#parts + 1] = string.format('%s %.3f', p, sums[p] / counts[p]) end
   end
-  return table.concat({
+  local lines = {
     string.format('trials %d: %d passed, %d failed, %d errors', #records, passed, failed, n_errors),
     string.format('trial seconds: median %.2f, p95 %.2f', stats.median(elapsed) or 0, stats.quantile(elapsed, 0.95) or 0),
     'phase means (s): ' .. table.concat(parts, ', '),
-  }, '\n')
+  }
+  -- with --attempts K > 1: pass@1..K per solver x model x provider x mode (as in the summary JSON)
+  for _, row in ipairs(passk.table(records)) do
+    if row.k_max > 1 then
+      local ks = {}
+      for k = 1, row.k_max do
+        local v = row.pass_at[k]
+        if v then ks[#ks + 1] = string.format('pass@%d %.3f [%.3f, %.3f]', k, v.value, v.lo, v.hi) end
+      end
+      lines[#lines + 1] = string.format('%s/%s on %s/%s, %d tasks x %d attempts%s: %s', row.solver, row.model or '-',
+        row.provider, row.mode, row.tasks, row.k_max, row.errors > 0 and string.format(' (%d infra errors left out)', row.errors) or '',
+        table.concat(ks, ', '))
+    end
+  end
+  return table.concat(lines, '\n')
 end
 
 --- The combined summary after a matrix run: one line per provider x mode run, with its counts,
