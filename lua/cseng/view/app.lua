@@ -5,7 +5,7 @@
 ---
 --- Task runs are read through the catalogue's byte-offset index (lua/cseng/view/index.lua); an arena
 --- run's page is lua/reports/startup.lua rendered with its SVG charts inlined; a comparison is what
---- `cseng compare` computes (its cmd.compare), shown as HTML.
+--- `cseng compare` computes (lua/cseng/report/compare.lua), shown as HTML.
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
@@ -13,6 +13,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local helpers = require 'cseng.report.helpers'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
+local report_compare = require 'cseng.report.compare'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
@@ -265,8 +266,7 @@ end
 
 --- What `cseng compare A B` computes, as HTML.
 function app.compare_doc(la, lb)
-  local compare = require 'cseng.cli.commands.compare'
-  local r = compare.compare(la:load(), lb:load(), {})
+  local r = report_compare.compare(la:load(), lb:load(), {})
   return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions,
     html = markdown.html(r.markdown), markdown = r.markdown, warnings = identity_warnings(la, lb) }
 end
