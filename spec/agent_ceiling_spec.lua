@@ -98,3 +98,38 @@ for _, A in ipairs(AGENTS) do
     end)
   end)
 end
+
+describe("the local provider's streaming exec (on_output)", function()
+  local base = require 'providers.local'
+  local tmp, client, sb
+  setup(function()
+    tmp = assert(fs.tempdir('cseng-exec-stream-'))
+    client = base.connect({ root = tmp .. '/sb' })
+    sb = assert(base.create(client, { labels = {}, workdir = '/workspace' }))
+  end)
+  teardown(function()
+    if sb then base.destroy(client, sb) end
+    fs.remove_tree(tmp)
+  end)
+
+  it('hands over stdout and stderr as written, in order, and returns what proc.run would', function()
+    local seen = { stdout = '', stderr = '' }
+    local r = assert(base.exec(client, sb, 'for i in 1 2 3; do echo out$i; echo err$i >&2; done; exit 3', {
+      on_output = function(chunk, stream) seen[stream] = seen[stream] .. chunk end }))
+    assert.equal(3, r.code)
+    assert.equal('out1\nout2\nout3\n', seen.stdout)
+    assert.equal('err1\nerr2\nerr3\n', seen.stderr)
+    assert.equal(seen.stdout, r.stdout)
+    assert.equal(seen.stderr, r.stderr)
+    assert.is_nil(r.stopped)
+  end)
+
+  it('stops the command when on_output says so (a command that would wait forever returns, not timed out)', function()
+    local r = assert(base.exec(client, sb, 'echo ready; while [ ! -e /workspace/never ]; do sleep 0.01; done; echo late', {
+      timeout = 120, on_output = function(chunk) if chunk:find('ready', 1, true) then return false end end }))
+    assert.is_true(r.stopped)
+    assert.is_nil(r.timed_out)
+    assert.not_equal(0, r.code)
+    assert.equal('ready\n', r.stdout)
+  end)
+end)
