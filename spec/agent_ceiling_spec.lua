@@ -96,6 +96,19 @@ for _, A in ipairs(AGENTS) do
       assert.equal(7, u.metered_requests)
       assert.is_true(status == 0 or s.results[1].outcome == 'failed') -- the echo session fixes nothing
     end)
+
+    it('says so when the model has no price: the CLI runs to its end, the ceiling holds between trials', function()
+      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      local f = fk.start { api_key = H.KEY, model = H.MODEL, script = long_script }
+      local env = A.env(f)
+      env.CSENG_LLM_PRICE_IN, env.CSENG_LLM_PRICE_OUT = nil, nil -- fake/model-1 is in no price table
+      local _, s = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 0.0025 }, env)
+      f.close()
+      assert.equal(7, f.stats().completions)
+      local u = s.results[1].solver_usage
+      assert.equal('done', u.stop_reason)
+      assert.equal('between trials (the model has no price)', u.ceiling)
+    end)
   end)
 end
 

@@ -200,8 +200,9 @@ function installed.run(ctx, solver, o)
   if meter and meter.stopped then usage.stop_reason = 'max_cost' end
   if meter then
     -- how the run's ceiling applied to this CLI: between its requests (metered), or between trials only
-    usage.ceiling = meter.unpriced and 'between trials (the model has no price)'
-      or (meter.streamed and 'between requests' or 'between trials (the provider does not stream exec output)')
+    usage.ceiling = (meter.unpriced and 'between trials (the model has no price)')
+      or (not meter.streamed and 'between trials (the provider does not stream exec output)')
+      or (meter.requests == 0 and 'between trials (no per-request usage in the CLI\'s output)') or 'between requests'
     usage.metered_requests, usage.metered_usd = meter.requests, meter.spent_usd
   end
   usage.install, usage.exit_code = install, res.code
