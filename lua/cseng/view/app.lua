@@ -148,17 +148,20 @@ app.GROUPINGS = {
 
 --- The run's trials grouped by one of app.GROUPINGS (`by`, default the first): one row per group
 --- with its counts and pass@1..K (lua/cseng/agent/passk.lua over the indexed columns, so no record
---- is read back; 500 bootstrap replicates), cached per log version. Served apart from the run
---- document (/api/runs/<id>/groups?by=...): the bootstrap over a 100,000-trial log takes seconds,
---- the run document must not.
+--- is read back), cached per log version. Served apart from the run document
+--- (/api/runs/<id>/groups?by=...): the bootstrap's cost grows with the trials (500 replicates up to
+--- 10,000 trials, then fewer, down to 100: 5,000,000 / trials), and the run document must stay
+--- fast. A log that grows (a live run) is regrouped at most every max(2 s, 5 x the last grouping's
+--- time); in between the last grouping is served (its `version` says which version it counted).
 ---@return table|nil {by, groupings, rows[{solver, model, provider, mode, trials, passed, failed, errors, attempts, pass_at = {"1": {value, lo, hi, tasks}}}]}
 function app.groups(log, by)
   local g
   for _, x in ipairs(app.GROUPINGS) do if x.id == (by or app.GROUPINGS[1].id) then g = x end end
   if not g then return nil end
-  log.groups_cache = log.groups_cache and log.groups_cache.version == log.version and log.groups_cache
-    or { version = log.version }
-  if log.groups_cache[g.id] then return log.groups_cache[g.id] end
+  local cache = log.groups_cache or {}
+  log.groups_cache = cache
+  local last = cache[g.id]
+  if last and (last.version == log.version or clock.now() < last.next_ns) then return last.doc end
   local c = log.cols
   local trials, counts = {}, {}
   for i = 1, log.n do
@@ -175,7 +178,8 @@ function app.groups(log, by)
       n[t.outcome] = n[t.outcome] + 1
     end
   end
-  local rows = passk.summary(trials, { reps = 500 })
+  local t0 = clock.now()
+  local rows = passk.summary(trials, { reps = math.max(100, math.min(500, 5000000 // math.max(1, #trials))) })
   for _, r in ipairs(rows) do
     local n = counts[table.concat({ r.solver, r.model, r.provider, r.mode }, '\0')]
     r.passed, r.failed, r.trials = n.passed, n.failed, n.passed + n.failed + n.error
@@ -183,7 +187,8 @@ function app.groups(log, by)
   local ids = {}
   for i, x in ipairs(app.GROUPINGS) do ids[i] = x.id end
   local doc = { by = g.id, groupings = jsonl.array(ids), rows = jsonl.array(rows), version = log.version }
-  log.groups_cache[g.id] = doc
+  local took = clock.now() - t0
+  cache[g.id] = { version = log.version, doc = doc, next_ns = clock.now() + math.max(2e9, 5 * took) }
   return doc
 end
 
