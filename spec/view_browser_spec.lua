@@ -24,6 +24,7 @@ local BIG = 'view-big-local-cold-20261201-090000-dddd'
 
 describe('cseng view in headless Chromium', function()
   local tmp, fx, arena_id, obs, srv, ctl, fakes, node_err
+  local AGENTS = 'view-agents-local-cold-20261201-130000-eeee'
   setup(function()
     assert(fs.exists('/usr/bin/chromium'), '/usr/bin/chromium is missing: make deps-test installs Debian\'s chromium')
     assert(fs.exists(root .. '/spec/browser/node_modules/playwright-core'),
@@ -32,6 +33,7 @@ describe('cseng view in headless Chromium', function()
     local dir = fs.join(tmp, 'results')
     assert(fs.mkdir_p(dir))
     fx = fixtures.folder(dir)
+    local agents_id = fixtures.agents_run(dir)
     -- a real arena run against two loopback fakes
     local fa = lizard.start { latency = { create = function(n) return 0.005 + (n % 5) * 0.002 end } }
     local fb = lizard.start { latency = { create = function(n) return 0.012 + (n % 3) * 0.003 end } }
@@ -63,7 +65,7 @@ describe('cseng view in headless Chromium', function()
     local shots = fs.join(root, 'build/view-screenshots')
     assert(fs.mkdir_p(shots))
     local cfg = { base = srv:url(), control = ctl:url(), shots = shots, a = fx.ids.a, b = fx.ids.b, arena = arena_id,
-      live = LIVE, big = BIG, export = export_dir,
+      live = LIVE, big = BIG, export = export_dir, agents = agents_id,
       export_compare = app.file_name(fx.ids.a) .. '--' .. app.file_name(fx.ids.b) }
     local r = assert(proc.run { argv = { 'node', root .. '/spec/browser/view.mjs', jsonl.encode(cfg) }, cwd = root, timeout = 120 })
     node_err = r.stderr
@@ -88,12 +90,12 @@ describe('cseng view in headless Chromium', function()
     assert.equal('1', obs['runs.ready'])
     local ids = {}
     for _, id in ipairs(obs['runs.ids']) do ids[id] = true end
-    for _, id in ipairs({ fx.ids.a, fx.ids.b, arena_id, LIVE, BIG, 'notes', 'other-tool' }) do
+    for _, id in ipairs({ fx.ids.a, fx.ids.b, arena_id, LIVE, BIG, AGENTS, 'notes', 'other-tool' }) do
       assert.is_true(ids[id], id .. ' not listed')
     end
     local cut = fx.ids.a .. ' (cut-short.jsonl)'
     assert.is_true(ids[cut], 'the truncated copy is not listed')
-    assert.equal(8, #obs['runs.ids'])
+    assert.equal(9, #obs['runs.ids'])
     assert.matches('notes%.jsonl:1: malformed JSON', obs['runs.errors'].notes)
     assert.matches('no run_started event; not a cseng run log', obs['runs.errors']['other-tool'])
     assert.matches('a torn last line .*cut short', obs['runs.errors'][cut])
@@ -107,6 +109,32 @@ describe('cseng view in headless Chromium', function()
     assert.same({ '1. system', '2. user', '3. assistant', '4. tool', '5. assistant' }, obs['trial.steps'])
     assert.same({ '→ bash {"command":"ls /app"}', '$ ls /app' }, obs['trial.tool_calls'])
     assert.same({ 'delta' }, obs['run.errors_only'])
+  end)
+
+  it('filters the run list by solver', function()
+    assert.same({ 'agent', 'gold', 'openrouter' }, obs['runs.solver_options'])
+    assert.same({ AGENTS }, obs['runs.by_solver'])
+  end)
+
+  it('filters and groups a run\'s trials by solver and model, with pass@k per solver and model', function()
+    assert.same({ 'solver', 'model' }, obs['agents.columns'])
+    assert.same({ 'every solver', 'codex', 'openrouter' }, obs['agents.solver_options'])
+    assert.equal(9, obs['agents.rows_all'])
+    assert.equal(3, obs['agents.rows_codex'])
+    assert.same({ 'codex' }, obs['agents.solvers_shown'])
+    assert.equal(6, obs['agents.rows_model1'])
+    assert.same({ 'fake/model-1' }, obs['agents.models_shown'])
+    -- the groups: solver / model rows with pass@1 and pass@2 (t1 1 of 2, t2 2 of 2, t3 0 of 2)
+    local g = obs['agents.groups']
+    assert.same({ 'codex / fake/model-2', 'openrouter / fake/model-1' }, g.rows)
+    assert.matches('^50%.0%% %[', g.cells['openrouter / fake/model-1'][1])
+    assert.matches('^66%.7%% %[', g.cells['openrouter / fake/model-1'][2])
+    assert.matches('^100%.0%% %[', g.cells['codex / fake/model-2'][1])
+    assert.equal('–', g.cells['codex / fake/model-2'][2])
+    assert.same({ 'local / cold' }, obs['agents.groups_by_provider'])
+    assert.same({ 'codex / fake/model-2 / local / cold', 'openrouter / fake/model-1 / local / cold' }, obs['agents.groups_all_dims'])
+    assert.same({ 'fake/model-1', 'fake/model-2' }, obs['export.agents.models'])
+    assert.same({ 'codex / fake/model-2', 'openrouter / fake/model-1' }, obs['export.agents.groups'])
   end)
 
   it('pages a big run', function()
@@ -142,7 +170,7 @@ describe('cseng view in headless Chromium', function()
 
   it('exports pages that open from file://', function()
     assert.equal('1', obs['export.ready'])
-    assert.equal(8, #obs['export.ids'])
+    assert.equal(9, #obs['export.ids'])
     assert.matches('^file://.*/runs/' .. fx.ids.b:gsub('%-', '%%-') .. '%.html$', obs['export.run_url'])
     assert.same({ 'alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot' }, obs['export.tasks'])
     assert.matches('trial 4: delta', obs['export.trial'])

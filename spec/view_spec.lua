@@ -162,7 +162,7 @@ describe('the server', function()
     local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
     assert.equal(200, st)
     assert.equal(2, doc.regressions)
-    local compare = require 'cseng.cli.commands.compare'
+    local compare = require 'cseng.report.compare'
     local helpers = require 'cseng.report.helpers'
     assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
     assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
@@ -240,5 +240,56 @@ describe('the pages', function()
     local page = assert(fs.read(fs.join(out, 'runs', fx.ids.b .. '.html')))
     assert.matches('<script src="%.%./data/run%-' .. fx.ids.b:gsub('%-', '%%-') .. '%.js"></script>', page)
     assert.not_matches('http://', page)
+  end)
+end)
+
+describe('solver and model', function()
+  local srv, id
+  setup(function()
+    local dir = fs.join(tmp, 'agents')
+    assert(fs.mkdir_p(dir))
+    id = fixtures.agents_run(dir)
+    srv = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), loopback = true } })
+  end)
+  teardown(function() srv:close() end)
+
+  local function get(path)
+    local r = assert(http.request { url = srv:url() .. path })
+    return r.status, jsonl.decode(r.body)
+  end
+
+  it('are columns and filters of the trials, and the run lists the values it has', function()
+    local _, doc = get('/api/runs/' .. id)
+    assert.same({ 'codex', 'openrouter' }, doc.solvers)
+    assert.same({ 'fake/model-1', 'fake/model-2' }, doc.models)
+    local _, page = get('/api/runs/' .. id .. '/trials?solver=codex')
+    assert.equal(3, page.total)
+    assert.same({ 'codex', 'fake/model-2' }, { page.rows[1].solver, page.rows[1].model })
+    local _, m1 = get('/api/runs/' .. id .. '/trials?model=fake%2Fmodel-1&outcome=passed')
+    assert.equal(3, m1.total)
+    local _, none = get('/api/runs/' .. id .. '/trials?solver=codex&model=fake%2Fmodel-1')
+    assert.equal(0, none.total)
+  end)
+
+  it('group the trials with pass@k per group, as the pass@k tables compute it', function()
+    local st, g = get('/api/runs/' .. id .. '/groups')
+    assert.equal(200, st)
+    assert.equal('solver,model', g.by)
+    local by = {}
+    for _, r in ipairs(g.rows) do by[r.solver .. ' ' .. r.model] = r end
+    local o, c = by['openrouter fake/model-1'], by['codex fake/model-2']
+    assert.same({ 6, 3, 3, 0 }, { o.trials, o.passed, o.failed, o.errors })
+    -- t1 1 of 2, t2 2 of 2, t3 0 of 2: pass@1 (0.5 + 1 + 0) / 3, pass@2 (1 + 1 + 0) / 3
+    assert.near(0.5, o.pass_at['1'].value, 1e-9)
+    assert.near(2 / 3, o.pass_at['2'].value, 1e-9)
+    assert.same({ 3, 2, 0, 1 }, { c.trials, c.passed, c.failed, c.errors })
+    assert.near(1, c.pass_at['1'].value, 1e-9) -- the ESANDBOX trial is not a sample
+    assert.is_nil(c.pass_at['2'])
+    local _, pm = get('/api/runs/' .. id .. '/groups?by=provider,mode')
+    assert.equal(1, #pm.rows)
+    assert.same({ '-', '-', 'local', 'cold', 9 }, { pm.rows[1].solver, pm.rows[1].model, pm.rows[1].provider, pm.rows[1].mode,
+      pm.rows[1].trials })
+    local bad = get('/api/runs/' .. id .. '/groups?by=colour')
+    assert.equal(404, bad)
   end)
 end)

@@ -33,7 +33,7 @@ local M = {
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
@@ -509,11 +509,80 @@ function M.exec(client, sb, cmd, opts)
     table.insert(argv, 3, table.concat(join, ' && ') .. ' && exec "$@"')
     table.insert(argv, 4, 'cseng-cgroup')
   end
+  if opts.on_output then return M.exec_streaming(sb, argv, opts) end
   local res, err, code = proc.run {
     argv = argv, env = exec_env(sb, opts), stdin = opts.stdin, timeout = opts.timeout or 600,
     tail_bytes = opts.tail_bytes or (1 << 20),
   }
   if not res then return nil, err, code end
+  return res
+end
+
+M.STREAM_POLL_S = 0.05
+local streams = 0
+
+-- the bytes of a file from offset on (nil when it cannot be read)
+local function read_from(path, offset)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  f:seek('set', offset)
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+--- exec with opts.on_output(chunk, stream): the command's stdout and stderr go to files beside
+--- the sandbox (outside its root), read as they grow (every STREAM_POLL_S seconds, while the
+--- command runs, and once more after it exits) and handed over in order, stream "stdout" or
+--- "stderr". When on_output returns false the command is stopped there: its process group is
+--- killed (bwrap --die-with-parent takes the sandbox's processes with it) and the result says
+--- `stopped = true`. The result has proc.run's shape (code, signal, stdout and stderr tails,
+--- elapsed, timed_out). The capability `exec_stream` says an adapter has this.
+function M.exec_streaming(sb, argv, opts)
+  streams = streams + 1
+  local base = string.format('%s/exec-%d-%d', sb.dir, sys.pid(), streams)
+  local out_path, err_path, in_path = base .. '.stdout', base .. '.stderr', nil
+  if opts.stdin then
+    in_path = base .. '.stdin'
+    local ok, werr, wcode = fs.write(in_path, opts.stdin)
+    if not ok then return nil, werr, wcode end
+  end
+  local t0 = clock.now()
+  local p <close>, err, code = proc.spawn { argv = argv, env = exec_env(sb, opts), stdin = in_path or 'null',
+    stdout = out_path, stderr = err_path }
+  if not p then return nil, err, code end
+  local deadline = t0 + math.floor((opts.timeout or 600) * 1e9)
+  local at = { stdout = 0, stderr = 0 }
+  local stopped, timed_out, exit = false, false, nil
+  local function pump()
+    for _, name in ipairs({ 'stdout', 'stderr' }) do
+      local chunk = read_from(name == 'stdout' and out_path or err_path, at[name])
+      if chunk and #chunk > 0 then
+        at[name] = at[name] + #chunk
+        if not stopped and opts.on_output(chunk, name) == false then stopped = true end
+      end
+    end
+  end
+  while not exit do
+    pump()
+    if stopped or clock.now() >= deadline then
+      timed_out = not stopped
+      p:kill(stopped and 'KILL' or 'TERM')
+      exit = p:wait(timed_out and 2 or 10)
+      if not exit then p:kill('KILL'); exit = p:wait() end
+    else
+      local e, _, wcode = p:wait(M.STREAM_POLL_S)
+      if e then exit = e elseif wcode ~= 'ETIMEDOUT' then exit = { code = -1 } end
+    end
+  end
+  pump() -- what it wrote last
+  local keep = opts.tail_bytes or (1 << 20)
+  local res = { code = exit.code, signal = exit.signal, elapsed = (clock.now() - t0) / 1e9,
+    timed_out = timed_out or nil, stopped = stopped or nil,
+    stdout = util.tail(read_from(out_path, math.max(0, at.stdout - keep)) or '', keep),
+    stderr = util.tail(read_from(err_path, math.max(0, at.stderr - keep)) or '', keep) }
+  fs.remove(out_path); fs.remove(err_path)
+  if in_path then fs.remove(in_path) end
   return res
 end
 

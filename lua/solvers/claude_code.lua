@@ -40,10 +40,24 @@ local function text_of(c)
   return table.concat(parts, '\n')
 end
 
---- stream-json events -> ATIF trajectory builder, usage, the last agent step.
+--- The usage one model request has reported so far, from a stream-json line (an assistant message:
+--- its input tokens are exact, its output tokens partial while it streams), for installed.meter.
+function claude.turn_usage(e)
+  local m = e.type == 'assistant' and type(e.message) == 'table' and e.message or nil
+  local u = m and type(m.usage) == 'table' and m.usage or nil
+  if not u then return nil end
+  local cached, creation = int(u.cache_read_input_tokens), int(u.cache_creation_input_tokens)
+  return { id = m.id, input = int(u.input_tokens) + cached + creation, cached = cached, cache_creation = creation,
+    output = int(u.output_tokens) }
+end
+
+--- stream-json events -> ATIF trajectory builder, usage, the last agent step. A session stopped
+--- before its result (the spend ceiling) sums its messages' own usage instead (output tokens as far
+--- as the stream reported them).
 function claude.convert(stdout, meta)
   local tr, usage = installed.start('claude_code', 'claude-code', claude.VERSION, 'claude -p --output-format stream-json', meta)
   local by_msg, by_call, last = {}, {}, nil
+  local msg_usage, result_seen = {}, false
   for line in stdout:gmatch('[^\n]+') do
     local e = jsonl.decode(line)
     if type(e) == 'table' then
@@ -51,6 +65,12 @@ function claude.convert(stdout, meta)
       local m = type(e.message) == 'table' and e.message or {}
       if e.type == 'system' and e.subtype == 'init' then usage.session = e.session_id
       elseif e.type == 'assistant' then
+        local mu = claude.turn_usage(e)
+        if mu then
+          local prev = msg_usage[tostring(mu.id)]
+          if prev then mu.output = math.max(mu.output, prev.output) end
+          msg_usage[tostring(mu.id)] = mu
+        end
         -- one step per API message: the CLI emits a message's blocks as several events with one id
         local step = by_msg[m.id]
         if not step then
@@ -80,6 +100,7 @@ function claude.convert(stdout, meta)
           end
         end
       elseif e.type == 'result' then
+        result_seen = true
         usage.stop_reason = e.is_error and 'error' or 'done'
         usage.result_subtype = e.subtype
         usage.num_turns = e.num_turns
@@ -107,6 +128,14 @@ function claude.convert(stdout, meta)
       end
     end
   end
+  if not result_seen then
+    for _, mu in pairs(msg_usage) do
+      usage.prompt_tokens = usage.prompt_tokens + mu.input
+      usage.cached_tokens = usage.cached_tokens + mu.cached
+      usage.cache_creation_tokens = usage.cache_creation_tokens + mu.cache_creation
+      usage.completion_tokens = usage.completion_tokens + mu.output
+    end
+  end
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
   return tr, usage, last
 end
@@ -118,7 +147,7 @@ function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.ho
 ---@param ctx SolveContext
 function claude.solve(ctx)
   return installed.run(ctx, claude, {
-    name = 'claude_code', scope = 'claude session',
+    name = 'claude_code', scope = 'claude session', turn_usage = claude.turn_usage,
     command = function(cfg)
       return string.format('%s/claude/claude -p --output-format stream-json --verbose --dangerously-skip-permissions'
         .. ' --model %s < %s/prompt.md', installed.PREFIX, util.shell_quote(cfg.model), installed.PREFIX)

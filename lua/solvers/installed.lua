@@ -9,6 +9,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local jsonl = require 'cseng.lib.jsonl'
 local prices = require 'cseng.agent.prices'
 local atif = require 'cseng.agent.atif'
 
@@ -118,12 +119,65 @@ function installed.result(name, res, usage, doc)
   }
 end
 
+--- The spend ceiling between the CLI's own turns (`--max-cost-usd`, the trial's ctx.budget): a meter
+--- fed the CLI's stdout while it runs (exec with on_output: providers whose exec streams, `local`).
+--- Each complete JSON line goes to `turn_usage(event)`, which returns the usage a model request has
+--- reported so far ({id, input, cached, cache_creation, output}: Claude Code's assistant messages,
+--- the token records of Codex's session) or nil; the request is priced (lua/cseng/agent/prices.lua),
+--- what it adds is spent against the trial's budget, and the budget is asked whether a next request
+--- that costs what this one did still fits (ledger's admit_turn: committed + in flight + this trial's
+--- spend + that estimate <= X). When it does not, feed returns false and the exec stops the CLI (its
+--- process group is killed) before that request is answered. A model without a price cannot be
+--- metered (`unpriced`): the ceiling then holds between trials only.
+---@param ctx SolveContext
+---@param model string
+---@param turn_usage fun(e: table): table|nil
+function installed.meter(ctx, model, turn_usage)
+  local price = prices.lookup(ctx.options, ctx.getenv, model)
+  local m = { requests = 0, spent_usd = 0, streamed = false, unpriced = price == nil }
+  local buf, charged = '', {}
+  --- on_output for ctx:exec: false once the ceiling would be passed by another request.
+  function m.feed(chunk, stream)
+    if stream ~= 'stdout' then return true end
+    m.streamed = true
+    buf = buf .. chunk
+    local from = 1
+    while true do
+      local nl = buf:find('\n', from, true)
+      if not nl then break end
+      local line = buf:sub(from, nl - 1)
+      from = nl + 1
+      local ok, e = pcall(jsonl.decode, line)
+      local u = ok and type(e) == 'table' and turn_usage(e) or nil
+      if u and price then
+        local usd = prices.cost(u, price)
+        local id = tostring(u.id)
+        if not charged[id] then m.requests = m.requests + 1 end
+        local more = usd - (charged[id] or 0)
+        charged[id] = usd
+        if more > 0 then ctx.budget.spend(more); m.spent_usd = m.spent_usd + more end
+        if not ctx.budget.admit(usd) then
+          m.stopped = true
+          buf = ''
+          return false
+        end
+      end
+    end
+    buf = buf:sub(from)
+    return true
+  end
+  return m
+end
+
 --- The solve of an installed-agent solver `solver` (its config, install and convert): the config
 --- (ECONFIG when incomplete), the CLI's upload, `o.prepare(cfg)` (files besides the prompt), the
 --- instruction in PREFIX/prompt.md, then `o.command(cfg)` run with `o.env(cfg)` over the task's
 --- agent_env; its stdout converted to ATIF, priced (installed.account, `o.scope`) and returned as
---- the solver's result, the trajectory's notes `o.notes`.
----@param o {name:string, command:fun(cfg:table):string, env:fun(cfg:table):table, prepare:fun(cfg:table)|nil, scope:string, notes:string}
+--- the solver's result, the trajectory's notes `o.notes`. Under a spend ceiling with `o.turn_usage`
+--- the CLI's output is metered while it runs (installed.meter) and a stop is the trial's
+--- stop_reason `max_cost` (usage.ceiling says how the ceiling applied).
+---@param o {name:string, command:fun(cfg:table):string, env:fun(cfg:table):table, prepare:fun(cfg:table)|nil, scope:string,
+---  notes:string, turn_usage:fun(e:table):table|nil}
 function installed.run(ctx, solver, o)
   local cfg, err, code = solver.config(ctx.options or {}, ctx.getenv)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
@@ -132,20 +186,33 @@ function installed.run(ctx, solver, o)
   local install = solver.install(ctx)
   if o.prepare then o.prepare(cfg) end
   installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
-  local res, xerr, xcode = ctx:exec(o.command(cfg), { timeout = tonumber(ctx.timeout) or 900,
-    tail_bytes = 8 * 1024 * 1024, env = util.merge(ctx.task.config.agent_env, o.env(cfg)) })
+  local xopts = { timeout = tonumber(ctx.timeout) or 900, tail_bytes = 8 * 1024 * 1024,
+    env = util.merge(ctx.task.config.agent_env, o.env(cfg)) }
+  local meter = ctx.budget and o.turn_usage and installed.meter(ctx, cfg.model, o.turn_usage) or nil
+  if meter then xopts.on_output = meter.feed end
+  local res, xerr, xcode = ctx:exec(o.command(cfg), xopts)
   if not res then
     errors.raise(xcode or errors.EEXEC, o.name .. ': running the CLI in the sandbox: ' .. tostring(xerr), { stage = 'solve' })
   end
   local tr, usage, last = solver.convert(res.stdout or '', { session_id = ctx.session_id or tostring(ctx.task.id),
     model = cfg.model, instruction = ctx.task.instruction or '' })
   if res.timed_out then usage.stop_reason = 'timeout' end
+  if meter and meter.stopped then usage.stop_reason = 'max_cost' end
+  if meter then
+    -- how the run's ceiling applied to this CLI: between its requests (metered), or between trials only
+    usage.ceiling = (meter.unpriced and 'between trials (the model has no price)')
+      or (not meter.streamed and 'between trials (the provider does not stream exec output)')
+      or (meter.requests == 0 and 'between trials (no per-request usage in the CLI\'s output)') or 'between requests'
+    usage.metered_requests, usage.metered_usd = meter.requests, meter.spent_usd
+  end
   usage.install, usage.exit_code = install, res.code
   installed.account(ctx, tr, last, usage, cfg.model, o.scope)
   usage.elapsed_seconds = (clock.now() - t0) / 1e9
   local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
   doc.notes = o.notes
-  return installed.result(o.name, res, usage, doc)
+  local r = installed.result(o.name, res, usage, doc)
+  if usage.stop_reason == 'max_cost' then r.note = o.name .. ' stopped: the run\'s spend ceiling (--max-cost-usd)' end
+  return r
 end
 
 --- A solver over an installed agent never works without its endpoint: solve() says which to use.

@@ -70,6 +70,30 @@ function fixtures.task_run(dir, run_id, trials, opts)
   return w, path
 end
 
+--- An agent-eval run: two solvers with their models, repeated attempts, an infrastructure error.
+--- openrouter (fake/model-1): t1 passes 1 of 2 attempts, t2 2 of 2, t3 0 of 2; codex (fake/model-2):
+--- t1 and t2 pass, t3 is an ESANDBOX error. Returns the run id and the path.
+function fixtures.agents_run(dir)
+  local id = 'view-agents-local-cold-20261201-130000-eeee'
+  local trials = {}
+  local function add(task_id, solver, model, attempt, outcome)
+    local t = { task_id = task_id, solver = solver, outcome = outcome,
+      extra = { attempt = attempt, solver_usage = { model = model, turns = 2, prompt_tokens = 900, completion_tokens = 40 } } }
+    if outcome == 'error' then t.error_code, t.error_stage, t.error = 'ESANDBOX', 'solve', 'the sandbox died under the agent' end
+    trials[#trials + 1] = t
+  end
+  for att = 1, 2 do
+    add('t1', 'openrouter', 'fake/model-1', att, att == 1 and 'passed' or 'failed')
+    add('t2', 'openrouter', 'fake/model-1', att, 'passed')
+    add('t3', 'openrouter', 'fake/model-1', att, 'failed')
+  end
+  add('t1', 'codex', 'fake/model-2', 1, 'passed')
+  add('t2', 'codex', 'fake/model-2', 1, 'passed')
+  add('t3', 'codex', 'fake/model-2', 1, 'error')
+  local _, path = fixtures.task_run(dir, id, trials, { solver = 'openrouter', plan = 'view-agents' })
+  return id, path
+end
+
 --- The fixture folder: returns {dir, a, b, truncated, foreign, notrun, ids = {...}}.
 function fixtures.folder(dir)
   local out = { dir = dir, ids = {} }

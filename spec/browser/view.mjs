@@ -38,7 +38,42 @@ try {
   await page.fill('input[aria-label="filter runs"]', 'bbbb');
   note('runs.filtered', await rowIds());
   await page.fill('input[aria-label="filter runs"]', '');
+  note('runs.solver_options', await page.$$eval('select[data-run-filter="solver"] option', (o) => o.map((x) => x.value).filter(Boolean)));
+  await page.selectOption('select[data-run-filter="solver"]', 'openrouter');
+  note('runs.by_solver', await rowIds());
+  await page.selectOption('select[data-run-filter="solver"]', '');
   await shot('runs');
+
+  // an agent-eval run: solver and model columns, their filters, the groups with pass@k
+  note('agents.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.agents)));
+  await page.waitForSelector('#groups-table');
+  const groupsSeen = () => page.$$eval('#groups-table tbody tr', (trs) => trs.map((t) => t.dataset.group));
+  const column = (cls) => page.$$eval('#trials tbody td.' + cls, (tds) => [...new Set(tds.map((t) => t.textContent))]);
+  const rowCount = () => page.$$eval('#trials tbody tr', (trs) => trs.length);
+  note('agents.columns', await page.$$eval('#trials thead th', (th) => th.map((x) => x.textContent).filter((x) => x === 'solver' || x === 'model')));
+  note('agents.solver_options', await page.$$eval('select[data-filter="solver"] option', (o) => o.map((x) => x.textContent)));
+  note('agents.rows_all', await rowCount());
+  note('agents.groups', {
+    rows: await groupsSeen(),
+    cells: await page.$$eval('#groups-table tbody tr', (trs) => Object.fromEntries(trs.map((t) =>
+      [t.dataset.group, [...t.querySelectorAll('td.pass-at')].map((td) => td.textContent)]))),
+  });
+  await shot('agents');
+  await page.selectOption('select[data-filter="solver"]', 'codex');
+  await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 3);
+  note('agents.rows_codex', await rowCount());
+  note('agents.solvers_shown', await column('solver'));
+  await page.selectOption('select[data-filter="solver"]', '');
+  await page.selectOption('select[data-filter="model"]', 'fake/model-1');
+  await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 6);
+  note('agents.rows_model1', await rowCount());
+  note('agents.models_shown', await column('model'));
+  await page.selectOption('select[data-group-by]', 'provider,mode');
+  await page.waitForSelector('#groups-table[data-by="provider,mode"]');
+  note('agents.groups_by_provider', await groupsSeen());
+  await page.selectOption('select[data-group-by]', 'solver,model,provider,mode');
+  await page.waitForSelector('#groups-table[data-by="solver,model,provider,mode"]');
+  note('agents.groups_all_dims', await groupsSeen());
 
   // a task run: every trial, one opened, filters
   note('run.ready', await open(cfg.base + '/runs/' + encodeURIComponent(cfg.b)));
@@ -100,6 +135,14 @@ try {
   await page.waitForSelector('#trial-title');
   note('export.trial', await page.textContent('#trial-title'));
   await shot('export-run');
+  await open('file://' + cfg.export + '/runs/' + cfg.agents + '.html');
+  await page.waitForSelector('#groups-table');
+  note('export.agents.groups', await page.$$eval('#groups-table tbody tr', (trs) => trs.map((t) => t.dataset.group)));
+  await page.selectOption('select[data-filter="model"]', 'fake/model-2');
+  await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 3);
+  await page.selectOption('select[data-filter="model"]', '');
+  await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 9);
+  note('export.agents.models', await page.$$eval('#trials tbody td.model', (tds) => [...new Set(tds.map((t) => t.textContent))].sort()));
   note('export.compare.ready', await open('file://' + cfg.export + '/compare/' + cfg.export_compare + '.html'));
   note('export.compare.regressions', await page.getAttribute('#regressions', 'data-regressions'));
   await shot('export-compare');

@@ -5,7 +5,7 @@
 ---
 --- Task runs are read through the catalogue's byte-offset index (lua/cseng/view/index.lua); an arena
 --- run's page is lua/reports/startup.lua rendered with its SVG charts inlined; a comparison is what
---- `cseng compare` computes (its cmd.compare), shown as HTML.
+--- `cseng compare` computes (lua/cseng/report/compare.lua), shown as HTML.
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
@@ -13,6 +13,8 @@ local jsonl = require 'cseng.lib.jsonl'
 local helpers = require 'cseng.report.helpers'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
+local report_compare = require 'cseng.report.compare'
+local passk = require 'cseng.agent.passk'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
@@ -137,6 +139,59 @@ local function status_port_doc(log)
   return jsonl.decode(r.body)
 end
 
+-- what the run page can group its trials by: each a list of the dimensions kept (the others pooled)
+app.GROUPINGS = {
+  { id = 'solver,model', dims = { solver = true, model = true } },
+  { id = 'solver,model,provider,mode', dims = { solver = true, model = true, provider = true, mode = true } },
+  { id = 'provider,mode', dims = { provider = true, mode = true } },
+}
+
+--- The run's trials grouped by one of app.GROUPINGS (`by`, default the first): one row per group
+--- with its counts and pass@1..K (lua/cseng/agent/passk.lua over the indexed columns, so no record
+--- is read back), cached per log version. Served apart from the run document
+--- (/api/runs/<id>/groups?by=...): the bootstrap's cost grows with the trials (500 replicates up to
+--- 10,000 trials, then fewer, down to 100: 5,000,000 / trials), and the run document must stay
+--- fast. A log that grows (a live run) is regrouped at most every max(2 s, 5 x the last grouping's
+--- time); in between the last grouping is served (its `version` says which version it counted).
+---@return table|nil {by, groupings, rows[{solver, model, provider, mode, trials, passed, failed, errors, attempts, pass_at = {"1": {value, lo, hi, tasks}}}]}
+function app.groups(log, by)
+  local g
+  for _, x in ipairs(app.GROUPINGS) do if x.id == (by or app.GROUPINGS[1].id) then g = x end end
+  if not g then return nil end
+  local cache = log.groups_cache or {}
+  log.groups_cache = cache
+  local last = cache[g.id]
+  if last and (last.version == log.version or clock.now() < last.next_ns) then return last.doc end
+  local c = log.cols
+  local trials, counts = {}, {}
+  for i = 1, log.n do
+    if not c.warmup[i] then
+      local function dim(d, v) return g.dims[d] and v or '-' end
+      local t = { task_id = c.task[i], outcome = c.outcome[i], solver = dim('solver', c.solver[i]),
+        provider = dim('provider', c.provider[i]), mode = dim('mode', c.mode[i]) }
+      local model = dim('model', c.model[i])
+      if model ~= '-' then t.solver_usage = { model = model } end
+      trials[#trials + 1] = t
+      local key = table.concat({ t.solver, model, t.provider, t.mode }, '\0')
+      local n = counts[key] or { passed = 0, failed = 0, error = 0 }
+      counts[key] = n
+      n[t.outcome] = n[t.outcome] + 1
+    end
+  end
+  local t0 = clock.now()
+  local rows = passk.summary(trials, { reps = math.max(100, math.min(500, 5000000 // math.max(1, #trials))) })
+  for _, r in ipairs(rows) do
+    local n = counts[table.concat({ r.solver, r.model, r.provider, r.mode }, '\0')]
+    r.passed, r.failed, r.trials = n.passed, n.failed, n.passed + n.failed + n.error
+  end
+  local ids = {}
+  for i, x in ipairs(app.GROUPINGS) do ids[i] = x.id end
+  local doc = { by = g.id, groupings = jsonl.array(ids), rows = jsonl.array(rows), version = log.version }
+  local took = clock.now() - t0
+  cache[g.id] = { version = log.version, doc = doc, next_ns = clock.now() + math.max(2e9, 5 * took) }
+  return doc
+end
+
 --- The run page's document (everything but the trials, which are paged).
 function app.run_doc(cat, log)
   local doc = { run = app.run_row(log), version = log.version, phases = jsonl.array() }
@@ -156,6 +211,7 @@ function app.run_doc(cat, log)
       live_sandboxes = log.live_by_provider[p] or 0 }
   end
   doc.providers = jsonl.array(provs)
+  doc.solvers, doc.models = jsonl.array(keys_sorted(log.solvers)), jsonl.array(keys_sorted(log.models))
   doc.codes = jsonl.array(keys_sorted(log.codes))
   doc.started = log.started
   doc.finished = log.finished
@@ -184,6 +240,8 @@ local function matches(log, i, f)
   local c = log.cols
   return (not f.outcome or f.outcome == '' or c.outcome[i] == f.outcome)
     and (not f.provider or f.provider == '' or c.provider[i] == f.provider)
+    and (not f.solver or f.solver == '' or c.solver[i] == f.solver)
+    and (not f.model or f.model == '' or c.model[i] == f.model)
     and (not f.code or f.code == '' or c.code[i] == f.code)
     and (not f.task or f.task == '' or c.task[i]:find(f.task, 1, true) ~= nil)
 end
@@ -203,7 +261,8 @@ local function trial_row(log, i, rec)
     phases = jsonl.array({ { 'create', (tonumber(rec.create_ms) or 0) / 1000 }, { 'first_exec', (tonumber(rec.first_exec_ms) or 0) / 1000 },
       { 'cleanup', (tonumber(rec.cleanup_ms) or 0) / 1000 } })
   end
-  return { i = i, task = c.task[i], provider = c.provider[i], mode = c.mode[i], attempt = c.attempt[i],
+  return { i = i, task = c.task[i], provider = c.provider[i], mode = c.mode[i], solver = c.solver[i], model = c.model[i],
+    attempt = c.attempt[i],
     outcome = c.outcome[i], reward = c.reward[i], code = c.code[i], stage = c.stage[i], sandbox_s = c.sandbox_s[i],
     cost_usd = c.cost[i], elapsed_s = c.elapsed[i], block = c.block[i], warmup = c.warmup[i], phases = phases }
 end
@@ -265,8 +324,7 @@ end
 
 --- What `cseng compare A B` computes, as HTML.
 function app.compare_doc(la, lb)
-  local compare = require 'cseng.cli.commands.compare'
-  local r = compare.compare(la:load(), lb:load(), {})
+  local r = report_compare.compare(la:load(), lb:load(), {})
   return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions,
     html = markdown.html(r.markdown), markdown = r.markdown, warnings = identity_warnings(la, lb) }
 end
@@ -389,6 +447,11 @@ function app.handler(opts)
         if not log then return json(404, { error = 'no run ' .. decode_path(id) }, extra) end
         if rest == '' then return json(200, app.run_doc(cat, log), extra) end
         if rest == '/trials' then return json(200, app.trials_doc(log, q), extra) end
+        if rest == '/groups' then
+          local doc = app.groups(log, q.by)
+          if not doc then return json(404, { error = 'no grouping ' .. tostring(q.by) }, extra) end
+          return json(200, doc, extra)
+        end
         local n = rest:match('^/trials/(%d+)$')
         if n then
           local doc = app.trial_doc(log, tonumber(n))
@@ -449,6 +512,10 @@ function app.export(cat, dir, opts)
     end
     doc.trials = all.rows
     doc.record_chunk = RECORD_CHUNK
+    if log.kind ~= 'startup' then
+      doc.groups = {}
+      for _, g in ipairs(app.GROUPINGS) do doc.groups[g.id] = app.groups(log, g.id) end
+    end
     out('data/run-' .. f .. '.js', put_script('run', id, doc))
     for c = 0, (log.n - 1) // RECORD_CHUNK do
       local recs = {}

@@ -2,15 +2,16 @@
 --- each read incrementally. A log keeps the byte offset it has read up to; a refresh reads only the
 --- bytes appended since (in blocks, so a 1 GB log never sits in memory whole), and a torn last line
 --- (a write in progress, or a crash) is left unread until its newline arrives. Per trial it keeps a
---- few columns (task, provider, mode, outcome, code, seconds, cost) and the byte offset and length
---- of its line, so a page of trials or one trial's full record is read back from the file with a
---- seek. A log that cannot be read (not JSON, no run_started, unreadable) keeps its error and is
---- listed with it; it never raises to the server.
+--- few columns (task, provider, mode, solver, model, outcome, code, seconds, cost; solver and model
+--- keyed as pass@k keys them) and the byte offset and length of its line, so a page of trials or one
+--- trial's full record is read back from the file with a seek. A log that cannot be read (not JSON,
+--- no run_started, unreadable) keeps its error and is listed with it; it never raises to the server.
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
 local helpers = require 'cseng.report.helpers'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
+local passk = require 'cseng.agent.passk'
 
 local index = {}
 
@@ -34,8 +35,8 @@ local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'so
 index.PHASES = PHASES
 
 -- the columns kept per trial (parallel arrays: 100,000 trials cost a few MB, not a table each)
-local COLUMNS = { 'off', 'len', 'task', 'provider', 'mode', 'attempt', 'outcome', 'reward', 'code', 'stage',
-  'sandbox_s', 'cost', 'elapsed', 'block', 'warmup' }
+local COLUMNS = { 'off', 'len', 'task', 'provider', 'mode', 'solver', 'model', 'attempt', 'outcome', 'reward', 'code',
+  'stage', 'sandbox_s', 'cost', 'elapsed', 'block', 'warmup' }
 
 local Log = {}
 Log.__index = Log
@@ -54,6 +55,7 @@ function Log:reset()
   self.counts = { passed = 0, failed = 0, error = 0 }
   self.cost, self.solver_cost = 0, 0
   self.providers, self.provider_order, self.modes = {}, {}, {}
+  self.solvers, self.models = {}, {} -- the values seen (the trial filters' choices)
   self.codes, self.failure_modes = {}, {}
   self.phase_sum, self.phase_n = {}, {}
   self.live_sb, self.live_by_provider = {}, {}
@@ -104,6 +106,11 @@ function Log:add_trial(e, off, len)
   local c = self.cols
   local code = e.error_code or (type(e.error) == 'table' and e.error.code) or nil
   c.off[i], c.len[i], c.task[i], c.provider[i], c.mode[i] = off, len, task_id, provider, mode or '-'
+  -- solver and model as pass@k keys them (lua/cseng/agent/passk.lua): '-' when absent
+  local solver = e.solver or (not startup and self.started and self.started.solver) or nil
+  c.solver[i] = type(solver) == 'string' and solver or '-'
+  c.model[i] = passk.model_of(e) or '-'
+  self.solvers[c.solver[i]], self.models[c.model[i]] = true, true
   c.attempt[i] = math.tointeger(e.attempt) or self.attempts[key]
   c.outcome[i], c.reward[i], c.code[i], c.stage[i] = outcome, tonumber(e.reward), code and tostring(code) or nil,
     e.error_stage

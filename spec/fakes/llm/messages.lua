@@ -13,7 +13,12 @@
 --- `model`, `max_tokens`, user/assistant messages alternating from a user one (system messages may sit
 --- between them), and every tool_use answered by a
 --- tool_result with its id in the next user message.
+--- Per turn the fake charges `usage({turn})` (default: input 1000 x turn + 7, output 50 + turn tokens).
+--- `hold(conv)` true: that request is never answered (counted in `held`, not in completions) until
+--- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
+--- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
 local serve = require 'cseng.serve'
+local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -59,7 +64,7 @@ local function check(body, cfg)
 end
 
 --- Start the fake on 127.0.0.1.
----@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('Bash'), usage? = fun(conv): table}
+---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('Bash'), usage? = fun(conv): table, hold? = fun(conv): boolean}
 function fake.start(opts)
   local cfg = {}
   for k, v in pairs(opts or {}) do cfg[k] = v end
@@ -67,7 +72,15 @@ function fake.start(opts)
   cfg.tool = cfg.tool or 'Bash'
   assert(cfg.script, 'messages fake: a script is required')
   local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
-    problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
+    held = 0, problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
+
+  local closed = false
+  -- a held request: no answer until the fake closes (then a 503 to nobody, the client being gone)
+  local function held()
+    st.held = st.held + 1
+    while not closed do task.sleep(0.02) end
+    return 503, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"the fake closed"}}'
+  end
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -119,7 +132,9 @@ function fake.start(opts)
       if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
       c.requests = c.requests + 1
       c.tool_results = results
-      reply = cfg.script({ key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results })
+      local conv = { key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results }
+      if cfg.hold and cfg.hold(conv) then return held() end
+      reply = cfg.script(conv)
       st.completions = st.completions + 1
     end
     local u = has_tool and cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
@@ -153,7 +168,7 @@ function fake.start(opts)
   local srv = assert(serve.listen { handler = answer })
   local self = { url = srv:url(), api_key = cfg.api_key }
   function self.stats() return st end
-  function self.close() srv:close() end
+  function self.close() closed = true; srv:close() end
   return self
 end
 

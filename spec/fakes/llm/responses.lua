@@ -13,7 +13,12 @@
 --- Checks (a failed one is a 400 counted in bad_requests): the bearer, `stream = true`, `model`,
 --- an `input` list, the shell tool among `tools`, every function_call of the input answered by a
 --- function_call_output with its call_id.
+--- Per turn the fake charges `usage(conv)` (default: input 1000 x turn + 7, output 50 + turn tokens).
+--- `hold(conv)` true: that request is never answered (counted in `held`, not in completions) until
+--- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
+--- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
 local serve = require 'cseng.serve'
+local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -58,7 +63,8 @@ local function check(body, cfg)
 end
 
 --- Start the fake on 127.0.0.1.
----@param opts table {api_key?, model?, script = fun(conv): reply, tool? (exec_command), args? = fun(command): table, usage? = fun(conv): table}
+---@param opts table {api_key?, model?, script = fun(conv): reply, tool? (exec_command), args? = fun(command): table,
+---  usage? = fun(conv): table, hold? = fun(conv): boolean}
 function fake.start(opts)
   local cfg = {}
   for k, v in pairs(opts or {}) do cfg[k] = v end
@@ -66,8 +72,16 @@ function fake.start(opts)
   cfg.tool = cfg.tool or 'exec_command'
   cfg.args = cfg.args or function(command) return { cmd = command } end
   assert(cfg.script, 'responses fake: a script is required')
-  local st = { requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, problems = {},
+  local st = { requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, held = 0, problems = {},
     convs = {}, conversations = 0, tool_calls_issued = 0, tool_results = 0, requests_log = {} }
+
+  local closed = false
+  -- a held request: no answer until the fake closes (then a 503 to nobody, the client being gone)
+  local function held()
+    st.held = st.held + 1
+    while not closed do task.sleep(0.02) end
+    return 503, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"the fake closed"}}'
+  end
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -109,6 +123,7 @@ function fake.start(opts)
     c.tool_results = outputs
     st.tool_results = st.tool_results + (#outputs > 0 and 1 or 0)
     local conv = { key = user, user = user, turn = turn, n = n, input = body.input, tool_results = outputs }
+    if cfg.hold and cfg.hold(conv) then return held() end
     local reply = cfg.script(conv)
     local id = 'resp_' .. n
     local items = {}
@@ -148,7 +163,7 @@ function fake.start(opts)
   local srv = assert(serve.listen { handler = answer })
   local self = { url = srv:url() .. '/v1', api_key = cfg.api_key }
   function self.stats() return st end
-  function self.close() srv:close() end
+  function self.close() closed = true; srv:close() end
   return self
 end
 

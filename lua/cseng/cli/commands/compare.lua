@@ -1,18 +1,13 @@
 --- `cseng compare A B [-o OUT.md] [--fail-on-regression]`: what changed from run A to run B (each a
---- run log, a summary or a directory of them), as markdown.
----
---- Task runs: per task, the outcome in A and B (a task that passed in A and not in B is a
---- regression, the reverse a fix), and per phase the change in seconds over the tasks both ran:
---- the median of the per-task ratios B/A with a bootstrap CI over tasks (paired: the same task on
---- both sides). A phase whose CI lies wholly above 1.10 is called out as slower, wholly below 0.91
---- as faster; otherwise "no clear change". Startup runs: per provider, ready_ms (create + first
---- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), and the
---- success rate of each side. A provider or phase on one side only is listed as such.
+--- run log, a summary or a directory of them), as markdown. The comparison itself (per solver,
+--- model, provider and mode cell; per task; per phase; startup per provider) is
+--- lua/cseng/report/compare.lua, which the viewer's comparison page shows too; this file is the
+--- command: its flags, loading both sides, writing the markdown, the exit status.
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local helpers = require 'cseng.report.helpers'
-local stats = require 'cseng.lib.stats'
 local cli = require 'cseng.cli.main'
+local report_compare = require 'cseng.report.compare'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },
@@ -24,191 +19,14 @@ local SPEC = {
 }
 
 local cmd = {
-  summary = 'compare two runs: outcome and phase changes with CIs, regressions called out',
+  summary = 'compare two runs: pass rate per solver/model/provider/mode, outcome and phase changes with CIs, regressions called out',
   usage = 'usage: cseng compare A B [-o OUT.md] [--fail-on-regression]\n\n' ..
     'A and B are run logs (.jsonl), summaries (.json) or directories of them; A is the baseline.\n\noptions:\n' ..
     flags.help(SPEC, { 'output', 'fail-on-regression', 'seed', 'min-seconds' }),
 }
 
-local SLOWER, FASTER = 1.10, 1 / 1.10
-local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
-
-local function verdict(lo, hi)
-  if not lo then return 'too few to tell' end
-  if lo > SLOWER then return '**slower**' end
-  if hi < FASTER then return 'faster' end
-  return 'no clear change'
-end
-
-local function by_task(trials)
-  local out, order = {}, {}
-  for _, t in ipairs(trials) do
-    local id = tostring(t.task_id)
-    if not out[id] then out[id] = {}; order[#order + 1] = id end
-    table.insert(out[id], t)
-  end
-  return out, order
-end
-
-local function ok_outcome(list)
-  for _, t in ipairs(list) do if t.outcome == 'passed' or t.passed == true then return 'passed' end end
-  local last = list[#list]
-  return last and (last.outcome or (last.passed == false and 'failed')) or 'missing'
-end
-
-local function phase_seconds(list, phase)
-  local xs = {}
-  for _, t in ipairs(list) do
-    local v = type(t.phases) == 'table' and tonumber(t.phases[phase .. '_seconds'])
-    if v then xs[#xs + 1] = v end
-  end
-  return #xs > 0 and stats.median(xs) or nil
-end
-
---- Compare loaded data a and b. Returns {markdown, regressions (count), rows}.
-function cmd.compare(a, b, opts)
-  opts = opts or {}
-  local seed = opts.seed or 1
-  local h = helpers.context('-')
-  local out, regressions = {}, 0
-  local function add(s) out[#out + 1] = s end
-  add('# Run comparison')
-  add('')
-  local function names(d)
-    local ids = {}
-    for _, r in ipairs(d.runs) do ids[#ids + 1] = '`' .. r.id .. '`' end
-    return #ids > 0 and table.concat(ids, ', ') or '(no runs)'
-  end
-  add('- **A** (baseline): ' .. names(a))
-  add('- **B**: ' .. names(b))
-  add('')
-  -- what the runs were (solver, mode, dataset, selection): a difference there is called out
-  local identity = require 'cseng.results.identity'
-  local warn = identity.warning(identity.of(a.runs[1] and a.runs[1].started), identity.of(b.runs[1] and b.runs[1].started))
-  if warn then
-    add('> **Warning:** ' .. warn .. '.')
-    add('')
-  end
-
-  -- task runs
-  if #a.trials > 0 or #b.trials > 0 then
-    local ta, oa = by_task(a.trials)
-    local tb, ob = by_task(b.trials)
-    local rows, both, fixes = {}, {}, 0
-    local all, seen = {}, {}
-    for _, id in ipairs(oa) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
-    for _, id in ipairs(ob) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
-    table.sort(all)
-    for _, id in ipairs(all) do
-      local xa, xb = ta[id] and ok_outcome(ta[id]) or 'not run', tb[id] and ok_outcome(tb[id]) or 'not run'
-      local change = ''
-      if ta[id] and tb[id] then
-        both[#both + 1] = id
-        if xa == 'passed' and xb ~= 'passed' then change = '**regression**'; regressions = regressions + 1
-        elseif xa ~= 'passed' and xb == 'passed' then change = 'fixed'; fixes = fixes + 1 end
-      end
-      if change ~= '' or xa ~= xb then rows[#rows + 1] = { h.code(id), xa, xb, change } end
-    end
-    add('## Outcomes')
-    add('')
-    add(string.format('%d task(s) in A, %d in B, %d in both: %d regression(s), %d fix(es).', #oa, #ob, #both, regressions, fixes))
-    add('')
-    if #rows > 0 then
-      add(h.table({ 'task', 'A', 'B', 'change' }, rows, 'llll'))
-    else
-      add('Every task has the same outcome in A and B.')
-    end
-    add('')
-    add('## Phases')
-    add('')
-    add(string.format('Per phase, over the %d task(s) both ran: the median seconds on each side, and the median of ' ..
-      'the per-task ratios B/A with a 95%% bootstrap CI over tasks (paired). Slower: the CI lies above %.2f ' ..
-      'and the median moved by more than %s s; faster: below %.2f and the same.', #both, SLOWER,
-      h.num(opts.min_seconds or 0.01, 3), FASTER))
-    add('')
-    local prow = {}
-    for _, ph in ipairs(PHASES) do
-      local va, vb, ratios = {}, {}, {}
-      for _, id in ipairs(both) do
-        local x, y = phase_seconds(ta[id], ph), phase_seconds(tb[id], ph)
-        if x and y then
-          va[#va + 1], vb[#vb + 1] = x, y
-          if x > 0 then ratios[#ratios + 1] = y / x end
-        end
-      end
-      if #va > 0 then
-        local lo, hi
-        if #ratios >= 3 then lo, hi = stats.bootstrap_ci(ratios, { seed = seed ~ stats.hash(ph) }) end
-        local med = #ratios > 0 and stats.median(ratios) or nil
-        local v = verdict(lo, hi)
-        if v ~= 'too few to tell' and math.abs(stats.median(vb) - stats.median(va)) <= (opts.min_seconds or 0.01) then
-          v = 'no clear change (under ' .. h.num(opts.min_seconds or 0.01, 3) .. ' s)'
-        end
-        if v == '**slower**' then regressions = regressions + 1 end
-        prow[#prow + 1] = { ph, tostring(#va), h.num(stats.median(va), 3), h.num(stats.median(vb), 3),
-          med and (h.num(med, 2) .. '×') or '–', lo and h.ci(lo, hi, function(x) return h.num(x, 2) end) or '–', v }
-      end
-    end
-    if #prow > 0 then
-      add(h.table({ 'phase', 'tasks', 'A median s', 'B median s', 'B/A', '95% CI', 'verdict' }, prow, 'lrrrrll'))
-    else
-      add('No phase timings on both sides.')
-    end
-    add('')
-  end
-
-  -- startup runs
-  if #a.startup_trials > 0 or #b.startup_trials > 0 then
-    local function per_provider(d)
-      local g = {}
-      for _, t in ipairs(d.startup_trials) do
-        if not t.warmup then
-          local p = g[t.provider] or { ok = {}, n = 0 }
-          g[t.provider] = p
-          p.n = p.n + 1
-          if t.ok and t.ready_ms then p.ok[#p.ok + 1] = t.ready_ms end
-        end
-      end
-      return g
-    end
-    local ga, gb = per_provider(a), per_provider(b)
-    local provs, seen = {}, {}
-    for p in pairs(ga) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
-    for p in pairs(gb) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
-    table.sort(provs)
-    add('## Startup (ready_ms)')
-    add('')
-    add('Per provider: the median ready time (create + first command) of the measured samples, the ratio of ' ..
-      'medians B/A with a 95% bootstrap CI, and each side\'s success rate. These CIs describe the samples ' ..
-      'within each run only; repeated blocks (`--repeat`) say how much runs themselves vary.')
-    add('')
-    local rows = {}
-    for _, p in ipairs(provs) do
-      local x, y = ga[p], gb[p]
-      if x and y and #x.ok > 0 and #y.ok > 0 then
-        local r = stats.ratio_ci(y.ok, x.ok, { seed = seed ~ stats.hash(p) })
-        local v = verdict(r.lo, r.hi)
-        if v == '**slower**' then regressions = regressions + 1 end
-        local sra, srb = #x.ok / x.n, #y.ok / y.n
-        if srb < sra then v = v .. ', fewer successes' end
-        rows[#rows + 1] = { p, h.ms(stats.median(x.ok)), h.ms(stats.median(y.ok)), h.num(r.ratio, 2) .. '×',
-          h.ci(r.lo, r.hi, function(z) return h.num(z, 2) end), h.pct(sra), h.pct(srb), v }
-      else
-        rows[#rows + 1] = { p, x and #x.ok > 0 and h.ms(stats.median(x.ok)) or '–', y and #y.ok > 0 and h.ms(stats.median(y.ok)) or '–',
-          '–', '–', x and h.pct(#x.ok / x.n) or '–', y and h.pct(#y.ok / y.n) or '–',
-          x and y and 'no successful samples' or ('only in ' .. (x and 'A' or 'B')) }
-      end
-    end
-    add(h.table({ 'provider', 'A median ms', 'B median ms', 'B/A', '95% CI', 'A ok', 'B ok', 'verdict' }, rows, 'lrrrlrrl'))
-    add('')
-  end
-  if #a.trials == 0 and #b.trials == 0 and #a.startup_trials == 0 and #b.startup_trials == 0 then
-    add('Neither side has trials.')
-    add('')
-  end
-  add(regressions > 0 and string.format('**%d regression(s).**', regressions) or 'No regression.')
-  return { markdown = table.concat(out, '\n') .. '\n', regressions = regressions }
-end
+--- Compare loaded data a and b (lua/cseng/report/compare.lua). Returns {markdown, regressions}.
+cmd.compare = report_compare.compare
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)

@@ -28,6 +28,7 @@ function loadScript(src) {
 
 function filterTrials(rows, q) {
   return rows.filter((r) => (!q.outcome || r.outcome === q.outcome) && (!q.provider || r.provider === q.provider) &&
+    (!q.solver || r.solver === q.solver) && (!q.model || r.model === q.model) &&
     (!q.code || r.code === q.code) && (!q.task || String(r.task).includes(q.task)));
 }
 
@@ -49,6 +50,7 @@ async function staticApi(path) {
     const offset = Number(q.offset || 0), limit = Number(q.limit || PAGE_SIZE);
     return { total: all.length, offset, limit, rows: all.slice(offset, offset + limit), version: 0 };
   }
+  if (m[2] === '/groups') return (run.groups || {})[q.by || 'solver,model'] || { error: 'no grouping ' + q.by };
   const t = m[2].match(/^\/trials\/(\d+)$/);
   if (t) {
     const i = Number(t[1]), chunk = Math.floor((i - 1) / run.record_chunk);
@@ -198,10 +200,18 @@ function runCell(r, key) {
 
 async function pageRuns(root) {
   let doc = await api('/api/runs');
-  const state = { sort: 'started', dir: -1, filter: '', kind: '' };
+  const state = { sort: 'started', dir: -1, filter: '', kind: '', solver: '', model: '' };
   const tbody = el('tbody');
   const count = el('span', { class: 'muted' });
   const kinds = el('select', { 'aria-label': 'kind', onchange: (e) => { state.kind = e.target.value; draw(); } });
+  // solver and model: each run's (run_started's identity), filtered like kind
+  const pick = (key) => el('select', { 'aria-label': key, 'data-run-filter': key, onchange: (e) => { state[key] = e.target.value; draw(); } });
+  const solvers = pick('solver'), models = pick('model');
+  const options = (sel, label, values, cur) => {
+    if (sel.options.length === values.length + 1) return;
+    sel.replaceChildren(el('option', { value: '' }, 'every ' + label), ...values.map((v) => el('option', { value: v }, v)));
+    sel.value = cur;
+  };
   const selA = el('select', { 'aria-label': 'run A' }), selB = el('select', { 'aria-label': 'run B' });
   const compareBtn = el('button', { onclick: () => {
     const href = link.compare(selA.value, selB.value);
@@ -213,6 +223,7 @@ async function pageRuns(root) {
   function draw() {
     const f = state.filter.toLowerCase();
     let rows = doc.runs.filter((r) => (!state.kind || r.kind === state.kind) &&
+      (!state.solver || r.solver === state.solver) && (!state.model || r.model === state.model) &&
       (!f || JSON.stringify([r.id, r.plan, r.providers, r.mode, r.solver, r.model, r.dataset, r.status, r.error]).toLowerCase().includes(f)));
     rows = rows.slice().sort((a, b) => {
       const x = a[state.sort], y = b[state.sort];
@@ -230,6 +241,9 @@ async function pageRuns(root) {
       kinds.replaceChildren(el('option', { value: '' }, 'every kind'), ...ks.map((k) => el('option', { value: k }, k)));
       kinds.value = state.kind;
     }
+    const seen = (k) => [...new Set(doc.runs.map((r) => r[k]).filter((v) => v !== undefined && v !== null))].map(String).sort();
+    options(solvers, 'solver', seen('solver'), state.solver);
+    options(models, 'model', seen('model'), state.model);
     const ok = doc.runs.filter((r) => r.started && !(r.error && !r.trials));
     for (const s of [selA, selB]) {
       const v = s.value;
@@ -243,7 +257,7 @@ async function pageRuns(root) {
     el('h1', {}, 'Runs'),
     el('div', { class: 'toolbar' },
       el('input', { type: 'search', placeholder: 'filter runs', 'aria-label': 'filter runs', oninput: (e) => { state.filter = e.target.value; draw(); } }),
-      kinds, count),
+      kinds, solvers, models, count),
     el('div', { class: 'table-wrap' }, el('table', { id: 'runs' }, el('thead', {}, head), tbody)),
     el('h2', {}, 'Compare two runs'),
     el('div', { class: 'toolbar' }, 'A (baseline) ', selA, ' B ', selB, compareBtn));
@@ -297,6 +311,38 @@ function summarySection(doc) {
     el('div', { class: 'wide' }, el('h2', {}, 'Failure modes'), fm));
 }
 
+// the trials grouped by solver and model (or with provider and mode, or by provider and mode alone),
+// each group's counts and pass@1..K, from /api/runs/<id>/groups (computed apart: a big log's bootstrap
+// takes a while, the run document must not)
+const GROUPINGS = [['solver,model', 'solver, model'], ['solver,model,provider,mode', 'solver, model, provider, mode'],
+  ['provider,mode', 'provider, mode']];
+function groupsSection(id) {
+  const state = { by: GROUPINGS[0][0] };
+  const body = el('div', { id: 'groups' });
+  const sel = el('select', { 'aria-label': 'group by', 'data-group-by': '1', onchange: (e) => { state.by = e.target.value; load(); } },
+    GROUPINGS.map(([v, label]) => el('option', { value: v }, label)));
+  const pct = (p) => `${(100 * p.value).toFixed(1)}% [${(100 * p.lo).toFixed(1)}, ${(100 * p.hi).toFixed(1)}]`;
+  async function load() {
+    const g = await api('/api/runs/' + encodeURIComponent(id) + '/groups?by=' + encodeURIComponent(state.by));
+    if (!g || g.error) { fill(body, el('p', { class: 'err' }, (g && g.error) || 'no groups')); return; }
+    const dims = g.by.split(',');
+    const kmax = Math.max(0, ...g.rows.flatMap((r) => Object.keys(r.pass_at || {}).map(Number)));
+    const ks = Array.from({ length: kmax }, (_, i) => i + 1);
+    const head = [...dims, 'trials', 'passed', 'failed', 'errors', ...ks.map((k) => 'pass@' + k)];
+    fill(body, el('table', { class: 'small', id: 'groups-table', 'data-by': g.by },
+      el('thead', {}, el('tr', {}, head.map((h) => el('th', {}, h)))),
+      el('tbody', {}, g.rows.map((r) => el('tr', { 'data-group': dims.map((d) => r[d]).join(' / ') },
+        dims.map((d) => el('td', { class: d }, r[d])), el('td', { class: 'num' }, r.trials),
+        el('td', { class: 'num passed' }, r.passed), el('td', { class: 'num failed' }, r.failed), el('td', { class: 'num errors' }, r.errors),
+        ks.map((k) => { const p = (r.pass_at || {})[String(k)]; return el('td', { class: 'num pass-at', 'data-k': k }, p ? pct(p) : '–'); }))))));
+  }
+  const section = el('section', { class: 'groups' }, el('h2', {}, 'By solver and model'),
+    el('p', { class: 'muted' }, 'pass@k: the unbiased estimator 1 − C(n−c, k)/C(n, k) per task, averaged over the group\'s tasks with n ≥ k ' +
+      '(every attempt is a sample; infrastructure errors are left out of n and counted apart), [95% bootstrap interval over tasks].'),
+    el('div', { class: 'toolbar' }, 'group by ', sel), body);
+  return { section, load };
+}
+
 function textBlock(title, text) {
   if (text === undefined || text === null || text === '') return null;
   return el('div', { class: 'block' }, el('h4', {}, title), el('pre', {}, String(text)));
@@ -338,7 +384,8 @@ async function openTrial(runId, i, panel) {
   const total = (row.phases || []).reduce((a, p) => a + p[1], 0);
   fill(panel,
     el('h3', { id: 'trial-title' }, `trial ${i}: ${row.task}`, ' ', badge(row.outcome)),
-    kv([['provider', row.provider], ['mode', row.mode], ['attempt', row.attempt], ['reward', r.reward ?? ''],
+    kv([['provider', row.provider], ['mode', row.mode], ['solver', row.solver], ['model', row.model !== '-' ? row.model : ''],
+      ['attempt', row.attempt], ['reward', r.reward ?? ''],
       ['reward rule', r.reward_rule], ['return code', r.return_code], ['error', r.error],
       ['error stage / code', r.error_stage || r.error_code ? `${r.error_stage || '?'} / ${r.error_code || '?'}` : ''],
       ['sandbox', r.sandbox_id], ['sandbox seconds', fmt.s(r.sandbox_seconds, 3)], ['cost', fmt.usd(r.estimated_cost_usd)],
@@ -357,7 +404,7 @@ async function openTrial(runId, i, panel) {
 }
 
 function trialsSection(doc, id) {
-  const q = { outcome: '', provider: '', code: '', task: '', offset: 0, limit: PAGE_SIZE };
+  const q = { outcome: '', provider: '', solver: '', model: '', code: '', task: '', offset: 0, limit: PAGE_SIZE };
   const tbody = el('tbody'), info = el('span', { class: 'muted', id: 'trial-count' });
   const panel = el('div', { id: 'trial-detail', class: 'detail' });
   const mk = (label, key, values) => el('select', { 'aria-label': label, 'data-filter': key, onchange: (e) => { q[key] = e.target.value; q.offset = 0; load(); } },
@@ -371,6 +418,7 @@ function trialsSection(doc, id) {
     const scale = Math.max(1e-9, ...page.rows.map((r) => (r.phases || []).reduce((a, p) => a + p[1], 0)));
     tbody.replaceChildren(...page.rows.map((r) => el('tr', { 'data-trial': r.i, class: 'trial-row ' + r.outcome, onclick: () => openTrial(id, r.i, panel) },
       el('td', { class: 'num' }, r.i), el('td', {}, r.task, r.warmup ? ' (warmup)' : ''), el('td', {}, r.provider), el('td', {}, r.mode),
+      startup ? null : [el('td', { class: 'solver' }, r.solver), el('td', { class: 'model' }, r.model)],
       el('td', { class: 'num' }, startup ? (r.block ?? '') : (r.attempt ?? '')), el('td', {}, badge(r.outcome)),
       el('td', { class: 'num' }, r.reward ?? ''), el('td', {}, r.code || '', r.stage ? el('span', { class: 'muted' }, ' in ' + r.stage) : ''),
       el('td', {}, waterfall(r.phases, scale, 160, 12)), el('td', { class: 'num' }, fmt.s(r.sandbox_s, 3)),
@@ -384,12 +432,13 @@ function trialsSection(doc, id) {
     el('h2', {}, startup ? 'Samples' : 'Trials'),
     el('div', { class: 'toolbar' },
       mk('outcome', 'outcome', ['passed', 'failed', 'error']), mk('provider', 'provider', doc.providers.map((p) => p.provider)),
+      startup ? null : [mk('solver', 'solver', doc.solvers || []), mk('model', 'model', doc.models || [])],
       mk('error code', 'code', doc.codes),
       el('input', { type: 'search', placeholder: 'task contains', 'aria-label': 'task', oninput: (e) => { q.task = e.target.value; q.offset = 0; load(); } }),
       prev, next, info),
     el('div', { class: 'table-wrap' }, el('table', { id: 'trials' }, el('thead', {}, el('tr', {},
-      ['#', startup ? 'round' : 'task', 'provider', 'mode', startup ? 'block' : 'attempt', 'outcome', 'reward', 'error', 'phases', startup ? 'ready s' : 'sandbox s', 'cost']
-        .map((h) => el('th', {}, h)))), tbody)),
+      ['#', startup ? 'round' : 'task', 'provider', 'mode', ...(startup ? [] : ['solver', 'model']), startup ? 'block' : 'attempt', 'outcome', 'reward',
+        'error', 'phases', startup ? 'ready s' : 'sandbox s', 'cost'].map((h) => el('th', {}, h)))), tbody)),
     panel);
   return { section, load };
 }
@@ -400,6 +449,7 @@ async function pageRun(root) {
   if (doc.error && !doc.run) { root.replaceChildren(el('h1', {}, id), el('p', { class: 'err' }, doc.error)); return; }
   const top = el('div');
   const trials = trialsSection(doc, id);
+  const groups = doc.run.kind !== 'startup' ? groupsSection(id) : null;
   function draw() {
     const parts = [el('p', {}, el('a', { href: link.home() }, '← every run')), runHeader(doc)];
     if (doc.report_html) {
@@ -411,15 +461,16 @@ async function pageRun(root) {
     top.replaceChildren(...parts);
     setLive(doc.run.live);
   }
-  root.replaceChildren(top, trials.section);
+  fill(root, top, groups && groups.section, trials.section);
   draw();
+  if (groups) await groups.load();
   await trials.load();
   let version = doc.version;
   poll(1000, async () => {
     const d = await api('/api/runs/' + encodeURIComponent(id));
     if (d.version !== version) {
       version = d.version; doc = d;
-      draw(); await trials.load();
+      draw(); if (groups) await groups.load(); await trials.load();
     }
     setLive(d.run.live);
     return true;

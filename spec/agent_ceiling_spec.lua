@@ -1,0 +1,148 @@
+-- The spend ceiling between an installed CLI's own turns (--max-cost-usd): the real Codex CLI and
+-- Claude Code in local sandboxes against their API fakes, which charge a known usage per turn
+-- (input 1000 x turn + 7 tokens, output 50 + turn) priced at $1 per 1M tokens each way. The CLI's
+-- output is streamed while it runs (the local provider's exec on_output), each request priced as it
+-- arrives, and the CLI is stopped after the turn whose spend plus the same again would pass the
+-- ceiling. The fake holds the request after that turn (a model slower than the meter), so the
+-- verdict is a count: exactly two completions served (a third request, when the CLI sent it before
+-- the kill landed, is held unanswered), none after. The trial is recorded
+-- with stop_reason max_cost, the run stops with max_cost, and the trajectory so far validates.
+local sys = require 'cseng.sys'
+local fs = require 'cseng.fs'
+local atif = require 'cseng.agent.atif'
+local installed = require 'solvers.installed'
+
+local ROOT = sys.root()
+local H
+setup(function() H = dofile(ROOT .. '/spec/fakes/llm/harness.lua').new('cseng-ceiling-spec') end)
+teardown(function() H.close() end)
+
+-- six shell turns before the answer: a session that would run 7 requests unstopped
+local function long_script(conv)
+  if conv.turn <= 6 then return { tool_calls = { { command = 'echo step ' .. conv.turn } } } end
+  return { content = 'Done.' }
+end
+
+local PRICES = { CSENG_LLM_PRICE_IN = '1', CSENG_LLM_PRICE_OUT = '1' }
+local function with(t, extra)
+  for k, v in pairs(extra) do t[k] = v end
+  return t
+end
+
+local AGENTS = {
+  { solver = 'codex', fake = 'responses.lua',
+    env = function(f) return with({ OPENAI_API_KEY = H.KEY, CODEX_BASE_URL = f.url, CODEX_MODEL = H.MODEL }, PRICES) end,
+    -- turn t costs (1000t + 7 + 50 + t) / 1e6: t1 $0.001058, t2 $0.002059
+    spent = 0.001058 + 0.002059, prompt = 1007 + 2007, completion = 51 + 52 },
+  { solver = 'claude_code', fake = 'messages.lua',
+    env = function(f) return with({ ANTHROPIC_API_KEY = H.KEY, ANTHROPIC_BASE_URL = f.url, CLAUDE_CODE_MODEL = H.MODEL }, PRICES) end,
+    -- stream-json reports a message's input tokens exactly and its output as 1 while it streams
+    spent = 0.001008 + 0.002008, prompt = 1007 + 2007, completion = 1 + 1 },
+}
+
+for _, A in ipairs(AGENTS) do
+  local mod = require('solvers.' .. A.solver)
+  local have = fs.exists(installed.NODE_MODULES .. '/' .. mod.BINARY)
+  describe('--max-cost-usd with ' .. A.solver, function()
+    if not have then
+      pending('needs ' .. installed.NODE_MODULES .. '/' .. mod.BINARY .. ' (make deps-agents)')
+      return
+    end
+
+    it('stops the CLI after the turn that crosses the estimate; the trial and the run say max_cost', function()
+      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      -- turn 1: $0.00106 spent + $0.00106 expected <= $0.0025, go on; turn 2: $0.0031 + $0.0021 > $0.0025, stop
+      local f = fk.start { api_key = H.KEY, model = H.MODEL, script = long_script, hold = function(conv) return conv.turn >= 3 end }
+      local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 0.0025, solve_timeout_seconds = 90 },
+        A.env(f))
+      local st = f.stats()
+      f.close()
+      assert.same({}, st.problems)
+      assert.equal(2, st.completions)
+      -- the third request is held if the CLI sent it before the kill landed (it runs a tool first)
+      assert.is_true(st.held <= 1, 'held ' .. st.held)
+      assert.equal(1, status)
+      assert.equal('max_cost', s.stop_reason)
+      local fin
+      for _, e in ipairs(events) do if e.event == 'run_finished' then fin = e end end
+      assert.equal('max_cost', fin.stop_reason)
+      assert.equal('the next agent turn', fin.stop_detail.what)
+      assert.equal(1, #s.results)
+      local r = s.results[1]
+      local u = r.solver_usage
+      assert.equal('max_cost', u.stop_reason, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
+      assert.equal('between requests', u.ceiling)
+      assert.equal(2, u.metered_requests)
+      assert.near(A.spent, u.metered_usd, 1e-12)
+      assert.equal(A.prompt, u.prompt_tokens)
+      assert.equal(A.completion, u.completion_tokens)
+      assert.matches('spend ceiling', r.solve_note)
+      local text = assert(fs.read(r.trajectory_path))
+      local ok, p = atif.validate_text(text)
+      assert.is_true(ok, table.concat(p or {}, '\n'))
+    end)
+
+    it('runs the whole session when the ceiling is not reached', function()
+      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      local f = fk.start { api_key = H.KEY, model = H.MODEL, script = long_script }
+      local status, s = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 1 }, A.env(f))
+      local st = f.stats()
+      f.close()
+      assert.equal(7, st.completions)
+      assert.equal(0, st.held)
+      assert.is_nil(s.stop_reason)
+      local u = s.results[1].solver_usage
+      assert.equal('done', u.stop_reason)
+      assert.equal(7, u.metered_requests)
+      assert.is_true(status == 0 or s.results[1].outcome == 'failed') -- the echo session fixes nothing
+    end)
+
+    it('says so when the model has no price: the CLI runs to its end, the ceiling holds between trials', function()
+      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      local f = fk.start { api_key = H.KEY, model = H.MODEL, script = long_script }
+      local env = A.env(f)
+      env.CSENG_LLM_PRICE_IN, env.CSENG_LLM_PRICE_OUT = nil, nil -- fake/model-1 is in no price table
+      local _, s = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 0.0025 }, env)
+      f.close()
+      assert.equal(7, f.stats().completions)
+      local u = s.results[1].solver_usage
+      assert.equal('done', u.stop_reason)
+      assert.equal('between trials (the model has no price)', u.ceiling)
+    end)
+  end)
+end
+
+describe("the local provider's streaming exec (on_output)", function()
+  local base = require 'providers.local'
+  local tmp, client, sb
+  setup(function()
+    tmp = assert(fs.tempdir('cseng-exec-stream-'))
+    client = base.connect({ root = tmp .. '/sb' })
+    sb = assert(base.create(client, { labels = {}, workdir = '/workspace' }))
+  end)
+  teardown(function()
+    if sb then base.destroy(client, sb) end
+    fs.remove_tree(tmp)
+  end)
+
+  it('hands over stdout and stderr as written, in order, and returns what proc.run would', function()
+    local seen = { stdout = '', stderr = '' }
+    local r = assert(base.exec(client, sb, 'for i in 1 2 3; do echo out$i; echo err$i >&2; done; exit 3', {
+      on_output = function(chunk, stream) seen[stream] = seen[stream] .. chunk end }))
+    assert.equal(3, r.code)
+    assert.equal('out1\nout2\nout3\n', seen.stdout)
+    assert.equal('err1\nerr2\nerr3\n', seen.stderr)
+    assert.equal(seen.stdout, r.stdout)
+    assert.equal(seen.stderr, r.stderr)
+    assert.is_nil(r.stopped)
+  end)
+
+  it('stops the command when on_output says so (a command that would wait forever returns, not timed out)', function()
+    local r = assert(base.exec(client, sb, 'echo ready; while [ ! -e /workspace/never ]; do sleep 0.01; done; echo late', {
+      timeout = 120, on_output = function(chunk) if chunk:find('ready', 1, true) then return false end end }))
+    assert.is_true(r.stopped)
+    assert.is_nil(r.timed_out)
+    assert.not_equal(0, r.code)
+    assert.equal('ready\n', r.stdout)
+  end)
+end)
