@@ -129,12 +129,7 @@ function claude.convert(stdout, meta)
     end
   end
   if not result_seen then
-    for _, mu in pairs(msg_usage) do
-      usage.prompt_tokens = usage.prompt_tokens + mu.input
-      usage.cached_tokens = usage.cached_tokens + mu.cached
-      usage.cache_creation_tokens = usage.cache_creation_tokens + mu.cache_creation
-      usage.completion_tokens = usage.completion_tokens + mu.output
-    end
+    installed.add_records(usage, msg_usage)
   end
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
   return tr, usage, last

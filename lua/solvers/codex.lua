@@ -136,12 +136,7 @@ function codex.convert(stdout, meta)
   if nrec > 0 then
     usage.requests = nrec
     if usage.turns == 0 then -- no turn.completed: the responses' own records
-      for _, r in pairs(records) do
-        usage.prompt_tokens = usage.prompt_tokens + r.input
-        usage.cached_tokens = usage.cached_tokens + r.cached
-        usage.cache_creation_tokens = usage.cache_creation_tokens + r.cache_creation
-        usage.completion_tokens = usage.completion_tokens + r.output
-      end
+      installed.add_records(usage, records)
     end
   end
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens

@@ -74,6 +74,17 @@ function installed.start(provider, agent_name, version, cli, meta)
   return tr, usage
 end
 
+--- Add per-request usage records ({input, cached, cache_creation, output}, keyed by request) to a
+--- session's usage totals (the CLIs' own per-request figures, when no session total was seen).
+function installed.add_records(usage, records)
+  for _, r in pairs(records) do
+    usage.prompt_tokens = usage.prompt_tokens + r.input
+    usage.cached_tokens = usage.cached_tokens + r.cached
+    usage.cache_creation_tokens = usage.cache_creation_tokens + r.cache_creation
+    usage.completion_tokens = usage.completion_tokens + r.output
+  end
+end
+
 --- The solver's check (before any sandbox): its configuration, and the CLI installed on the host.
 ---@param def {config: function, BINARY: string}
 function installed.check(def, options, getenv)
