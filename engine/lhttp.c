@@ -119,8 +119,9 @@ typedef struct {
 } sockctx;
 
 #define EASY_POOL_MAX 1024
-#define POOLS_MAX 16
-#define POOLS_DEFAULT 8
+#define POOLS_MAX 64
+#define POOLS_DEFAULT 64
+#define POOL_SHARE 16 /* HTTP/1.1 transfers a pool takes before another pool is opened */
 
 typedef struct pool {
   CURLM *multi;
@@ -487,18 +488,16 @@ static int pool_open(pool *pl) {
   return 0;
 }
 
-/* The pool of a new transfer: pool 0 when it may multiplex, else the least loaded in use. */
+/* The pool of a new transfer: pool 0 when it may multiplex, else the least loaded of those
+ * open; another one is opened (up to npools) once that one has POOL_SHARE transfers, so each
+ * pool's walk over its connections stays short (about POOL_SHARE connections). */
 static pool *pool_pick(int may_multiplex) {
   pool *best = &H.pools[0];
+  int i;
   if (may_multiplex || H.npools <= 1) return best;
-  for (int i = 1; i < H.npools; i++) {
-    pool *pl = &H.pools[i];
-    if (!pl->multi) { /* opened on first use */
-      if (pool_open(pl) != 0) break;
-      return pl;
-    }
-    if (pl->in_flight < best->in_flight) best = pl;
-  }
+  for (i = 1; i < H.npools && H.pools[i].multi; i++)
+    if (H.pools[i].in_flight < best->in_flight) best = &H.pools[i];
+  if (best->in_flight >= POOL_SHARE && i < H.npools && pool_open(&H.pools[i]) == 0) return &H.pools[i];
   return best;
 }
 
