@@ -115,6 +115,8 @@ typedef struct {
   struct pool *pool; /* whose multi handle watches it */
   curl_socket_t fd;
   int ours;         /* opened by open_socket: lives until close_socket */
+  int events;       /* what the handle polls now (UV_READABLE|UV_WRITABLE), 0 = stopped */
+  int idle;         /* curl stopped watching it (kept alive in the cache): still polled for reading */
   h2origin *origin; /* opened by a prior-knowledge request: counted in origin->conns */
 } sockctx;
 
@@ -356,6 +358,12 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   curl_socket_t fd = c->fd;
   h2origin *o = c->origin;
   int running, flags = 0;
+  if (c->idle) { /* a cached connection became readable: the server closed it (or sent junk). curl
+                    finds out when it next picks the connection; stop polling it meanwhile */
+    uv_poll_stop(&c->poll);
+    c->events = 0;
+    return;
+  }
   if (status < 0) flags = CURL_CSELECT_ERR;
   if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
   if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
@@ -441,21 +449,34 @@ static int close_socket(void *clientp, curl_socket_t fd) {
   return close(fd);
 }
 
+/* A kept-alive socket (ours, only read-polled) stays polled when curl stops watching it at the
+ * end of a transfer (idle): the next transfer on it asks for reading again, which costs nothing
+ * (no epoll_ctl to remove and re-add it per request). */
 static int on_socket(CURL *e, curl_socket_t s, int action, void *userp, void *socketp) {
   sockctx *c = sock_lookup(s);
   int events = 0;
   (void)e;
   (void)socketp;
   if (action == CURL_POLL_REMOVE) {
-    if (c && c->ours) uv_poll_stop(&c->poll); /* the socket may be reused: keep the handle */
-    else if (c) sock_drop(c);
+    if (c && c->ours) {
+      if (c->events == UV_READABLE) c->idle = 1;
+      else if (c->events) {
+        uv_poll_stop(&c->poll); /* the socket may be reused: keep the handle */
+        c->events = 0;
+      }
+    } else if (c) sock_drop(c);
     return 0;
   }
   if (!c && !(c = sock_new(s, 0, userp))) return -1;
   c->pool = userp; /* the multi handle that watches it now (a socket is in one pool) */
+  c->idle = 0;
   if (action & CURL_POLL_IN) events |= UV_READABLE;
   if (action & CURL_POLL_OUT) events |= UV_WRITABLE;
-  uv_poll_start(&c->poll, events, on_poll);
+  if (events != c->events) {
+    if (events) uv_poll_start(&c->poll, events, on_poll);
+    else uv_poll_stop(&c->poll);
+    c->events = events;
+  }
   return 0;
 }
 
