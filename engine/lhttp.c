@@ -145,6 +145,7 @@ static struct {
   lua_Integer in_flight, started, completed;
   h2origin *origins;
   int kick_pending;
+  int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
 } H;
 
 static void origin_live(h2origin *o) {
@@ -847,6 +848,12 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
+  /* the smallest upload buffer curl takes (its default, 64 KiB, is allocated per transfer) */
+  curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
+  if (H.no_proxy_env) { /* "" = no proxy: curl reads no *_proxy variable per transfer */
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+  }
   /* HTTP/1.1 only (plain http without HTTP/2 asked for, or 1.1 asked for): any pool */
   r->pool = pool_pick(!(http_version == CURL_HTTP_VERSION_1_1 ||
                         (!r->want_h2 && strncasecmp(url, "https:", 6) != 0)));
@@ -1047,6 +1054,13 @@ int luaopen_cseng_http(lua_State *L) {
       exit(1);
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* the variables curl consults (lower case first; HTTP_PROXY upper case is ignored by curl,
+     * checked anyway); one set keeps curl's own lookup per transfer */
+    H.no_proxy_env = 1;
+    for (const char *const *n = (const char *const[]){"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                                                       "all_proxy", "ALL_PROXY", NULL};
+         *n; n++)
+      if (getenv(*n)) H.no_proxy_env = 0;
     H.maxconnects = 1024;
     H.max_streams = 100; /* libcurl's default */
     H.npools = H.pools_wanted = POOLS_DEFAULT;
