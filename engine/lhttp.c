@@ -89,7 +89,7 @@ typedef struct req {
   h2origin *origin;  /* a prior-knowledge request counted in origin->pending */
   h2origin *waiting; /* queued on this origin, not yet handed to curl */
   struct req *wnext;
-  struct curl_slist *hdrs;
+  struct hset *hset; /* the header list it sends (shared, see hset) */
   int body_ref;
   buf body, head, trailers;
   int done, stream, cancelled;
@@ -103,7 +103,9 @@ typedef struct req {
   long new_conns; /* connections this transfer opened (CURLINFO_NUM_CONNECTS): 0 = reused one */
   curl_off_t t_dns, t_connect, t_tls, t_ttfb, t_total;
   char errbuf[CURL_ERROR_SIZE];
-  char *url;
+  char *url;      /* urlb.p */
+  buf urlb;
+  struct req *free_next;
 } req;
 
 /* One poll handle per socket for the socket's whole life: curl opens and closes sockets
@@ -190,6 +192,100 @@ static void buf_free(buf *b) {
   b->len = b->cap = 0;
 }
 
+/* Header lists: one curl_slist per distinct set of request headers (the lines curl gets, in
+ * order), built once and shared by every transfer that sends that set (a client sends the same
+ * few sets again and again). Found by a hash of the lines; counted while transfers use it;
+ * past HSET_SWEEP lists, the unused ones are freed. */
+#define HSET_BUCKETS 1024
+#define HSET_SWEEP 512
+typedef struct hset {
+  struct hset *next;
+  unsigned hash;
+  int refs;
+  size_t len;
+  struct curl_slist *list;
+  char key[]; /* the lines, each NUL-terminated */
+} hset;
+
+static struct {
+  hset *b[HSET_BUCKETS];
+  int n;
+  buf key; /* the request being read: its lines */
+  int uncacheable; /* a name or value holds a NUL: its line would not be what the key says */
+} HS;
+
+static void hset_sweep(void) {
+  for (int i = 0; i < HSET_BUCKETS; i++) {
+    hset **pp = &HS.b[i];
+    while (*pp) {
+      hset *h = *pp;
+      if (h->refs == 0) {
+        *pp = h->next;
+        curl_slist_free_all(h->list);
+        free(h);
+        HS.n--;
+      } else pp = &h->next;
+    }
+  }
+}
+
+/* The list of the lines in HS.key (NULL: out of memory); counted as used by one more transfer. */
+static hset *hset_get(void) {
+  const char *k = HS.key.p;
+  size_t len = HS.key.len;
+  unsigned hash = 2166136261u; /* FNV-1a */
+  hset *h;
+  for (size_t i = 0; i < len; i++) hash = (hash ^ (unsigned char)k[i]) * 16777619u;
+  if (!HS.uncacheable)
+    for (h = HS.b[hash % HSET_BUCKETS]; h; h = h->next)
+      if (h->hash == hash && h->len == len && memcmp(h->key, k, len) == 0) {
+        h->refs++;
+        return h;
+      }
+  if (HS.n >= HSET_SWEEP) hset_sweep();
+  if (!(h = malloc(sizeof *h + len))) return NULL;
+  memcpy(h->key, k, len);
+  h->len = len;
+  h->hash = hash;
+  h->refs = 1;
+  h->list = NULL;
+  for (size_t at = 0; at < len; at += strlen(k + at) + 1) {
+    struct curl_slist *l = curl_slist_append(h->list, k + at);
+    if (!l) {
+      curl_slist_free_all(h->list);
+      free(h);
+      return NULL;
+    }
+    h->list = l;
+  }
+  if (HS.uncacheable) h->hash = 0, h->refs = -1; /* not shared: freed when its transfer ends */
+  else {
+    h->next = HS.b[hash % HSET_BUCKETS];
+    HS.b[hash % HSET_BUCKETS] = h;
+    HS.n++;
+  }
+  return h;
+}
+
+static void hset_put(hset *h) {
+  if (!h) return;
+  if (h->refs < 0) { /* uncached */
+    curl_slist_free_all(h->list);
+    free(h);
+  } else h->refs--;
+}
+
+/* One header line into HS.key: "Name: value", "Name;" (sent empty) or, omit, "Name:". */
+static int key_line(const char *k, size_t kl, const char *v, size_t vl, int omit) {
+  if (memchr(k, '\0', kl) || (vl && memchr(v, '\0', vl))) HS.uncacheable = 1;
+  if (buf_add(&HS.key, k, kl) != 0) return -1;
+  if (omit) return buf_add(&HS.key, ":", 2); /* with its NUL */
+  if (vl == 0) return buf_add(&HS.key, ";", 2);
+  if (buf_add(&HS.key, ": ", 2) != 0 || buf_add(&HS.key, v, vl) != 0) return -1;
+  HS.key.len++; /* keep buf_add's NUL */
+  return 0;
+}
+
 /* ---- curl callbacks: C only ------------------------------------------- */
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
@@ -256,21 +352,64 @@ static void req_release(req *r) {
     H.in_flight--;
     r->pool->in_flight--;
   }
-  curl_slist_free_all(r->hdrs);
-  r->hdrs = NULL;
+  hset_put(r->hset);
+  r->hset = NULL;
   if (r->body_ref != LUA_NOREF) {
     luaL_unref(H.L, LUA_REGISTRYINDEX, r->body_ref);
     r->body_ref = LUA_NOREF;
   }
 }
 
+/* Finished requests are kept for reuse (REQ_FREE_MAX, their buffers up to BUF_KEEP). */
+#define REQ_FREE_MAX 1024
+#define BUF_KEEP (64 * 1024)
+static struct {
+  req *head;
+  int n;
+} RF;
+
+static void buf_keep(buf *b) {
+  if (b->cap > BUF_KEEP) buf_free(b);
+  b->len = 0;
+}
+
 static void req_free(req *r) {
   req_release(r);
-  buf_free(&r->body);
-  buf_free(&r->head);
-  buf_free(&r->trailers);
-  free(r->url);
-  free(r);
+  if (RF.n >= REQ_FREE_MAX) {
+    buf_free(&r->body);
+    buf_free(&r->head);
+    buf_free(&r->trailers);
+    buf_free(&r->urlb);
+    free(r);
+    return;
+  }
+  buf_keep(&r->body);
+  buf_keep(&r->head);
+  buf_keep(&r->trailers);
+  buf_keep(&r->urlb);
+  r->free_next = RF.head;
+  RF.head = r;
+  RF.n++;
+}
+
+/* A zeroed request (its buffers kept, emptied), its URL copied; NULL: out of memory. */
+static req *req_new(const char *url, size_t url_len) {
+  req *r = RF.head;
+  if (r) {
+    buf body = r->body, head = r->head, trailers = r->trailers, urlb = r->urlb;
+    RF.head = r->free_next;
+    RF.n--;
+    memset(r, 0, sizeof *r);
+    r->body = body, r->head = head, r->trailers = trailers, r->urlb = urlb;
+  } else if (!(r = calloc(1, sizeof *r))) return NULL;
+  if (buf_add(&r->urlb, url, url_len) != 0) {
+    r->free_next = RF.head; /* back to the list, still valid */
+    RF.head = r;
+    RF.n++;
+    return NULL;
+  }
+  r->url = r->urlb.p;
+  return r;
 }
 
 /* A prior-knowledge request whose connection is established: within the same curl call it
@@ -560,7 +699,9 @@ static const char *error_code(req *r) {
 
 static void push_headers(lua_State *L, buf *b) {
   char *line = b->p, *end = b->p ? b->p + b->len : NULL;
-  lua_newtable(L);
+  int lines = 0;
+  for (char *q = line; q && q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) lines++;
+  lua_createtable(L, 0, lines > 1 ? lines - 1 : 0); /* the status line is no header */
   while (line && line < end) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
     char *colon, *v, *ve, *k;
@@ -688,23 +829,6 @@ static void req_cancel(cs_op *op) {
   origins_kick(); /* a cancelled first request lets a waiter go */
 }
 
-static void add_header(req *r, const char *k, size_t kl, const char *v, size_t vl) {
-  char *line = malloc(kl + vl + 3);
-  if (!line) return;
-  memcpy(line, k, kl);
-  if (vl == 0) { /* an empty value: curl's "Name;" form sends the header with no value */
-    line[kl] = ';';
-    line[kl + 1] = '\0';
-  } else {
-    line[kl] = ':';
-    line[kl + 1] = ' ';
-    memcpy(line + kl + 2, v, vl);
-    line[kl + 2 + vl] = '\0';
-  }
-  r->hdrs = curl_slist_append(r->hdrs, line);
-  free(line);
-}
-
 /* Option checks: every option is read and checked before anything is allocated, so a bad
  * call raises without leaking; the message names the option. */
 static int opt_error(lua_State *L, const char *k, const char *what) {
@@ -758,9 +882,9 @@ static void origin_key(const char *url, const char *unix_socket, char *out, size
 
 static int http_request(lua_State *L) {
   const char *method, *url, *unix_socket, *body, *version;
-  size_t body_len = 0;
+  size_t body_len = 0, url_len = 0;
   req *r;
-  CURL *e;
+  CURL *e = NULL;
   double timeout, connect_timeout, max_body;
   int follow, insecure, stream, body_idx;
   long http_version = 0;
@@ -769,7 +893,7 @@ static int http_request(lua_State *L) {
   lua_settop(L, 1);
   cs_task_current(L);
   /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version) */
-  url = opt_string(L, "url", NULL, 1);
+  url = opt_string(L, "url", &url_len, 1);
   method = opt_string(L, "method", NULL, 0);
   if (!method) method = "GET";
   unix_socket = opt_string(L, "unix_socket", NULL, 0);
@@ -796,6 +920,40 @@ static int http_request(lua_State *L) {
   if (!lua_isnil(L, -1) && !lua_isfunction(L, -1)) opt_error(L, "stream", "a function");
   stream = !lua_isnil(L, -1);
   lua_pop(L, 1);
+  /* the header lines, checked and written into HS.key: "Expect:" (no Expect: 100-continue),
+   * the headers, then the omitted ones as "Name:" (nothing after the colon stops curl sending
+   * its own header of that name, e.g. the Content-Type it gives every request body) */
+  HS.key.len = 0;
+  HS.uncacheable = 0;
+  if (key_line("Expect", 6, NULL, 0, 1) != 0) return luaL_error(L, "out of memory");
+  lua_getfield(L, 1, "headers");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) opt_error(L, "headers", "a table");
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      int t = lua_type(L, -1);
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        size_t kl, vl;
+        const char *k = lua_tolstring(L, -2, &kl), *v;
+        if (t == LUA_TBOOLEAN) {
+          v = lua_toboolean(L, -1) ? "true" : "false";
+          vl = strlen(v);
+        } else if (t == LUA_TSTRING) {
+          v = lua_tolstring(L, -1, &vl);
+        } else if (t == LUA_TNUMBER) {
+          lua_pushvalue(L, -1); /* converted on a copy: lua_next's value slot stays as it was */
+          v = lua_tolstring(L, -1, &vl);
+          lua_replace(L, -2);
+        } else {
+          return luaL_error(L, "http.request: opts.headers['%s'] must be a string or a number, got %s", k,
+                            luaL_typename(L, -1));
+        }
+        if (key_line(k, kl, v, vl, 0) != 0) return luaL_error(L, "out of memory");
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   lua_getfield(L, 1, "omit_headers");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) opt_error(L, "omit_headers", "a list of header names");
@@ -805,29 +963,17 @@ static int http_request(lua_State *L) {
       const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &nl) : NULL;
       if (!name || nl == 0 || strpbrk(name, ":;\r\n ") != NULL)
         luaL_error(L, "http.request: opts.omit_headers[%d] must be a header name", (int)i);
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, 1, "headers");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) opt_error(L, "headers", "a table");
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-      int t = lua_type(L, -1);
-      if (lua_type(L, -2) == LUA_TSTRING && t != LUA_TSTRING && t != LUA_TNUMBER && t != LUA_TBOOLEAN)
-        luaL_error(L, "http.request: opts.headers['%s'] must be a string or a number, got %s",
-                   lua_tostring(L, -2), luaL_typename(L, -1));
+      if (key_line(name, nl, NULL, 0, 1) != 0) return luaL_error(L, "out of memory");
       lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
 
   /* 2. allocate and configure (nothing below raises) */
-  r = calloc(1, sizeof *r);
-  if (!r || !(r->url = strdup(url)) || !(e = easy_get())) {
-    if (r) free(r->url);
-    free(r);
+  if (!(r = req_new(url, url_len))) return luaL_error(L, "out of memory");
+  if (!(e = easy_get()) || !(r->hset = hset_get())) {
+    if (e) easy_put(e);
+    req_free(r);
     return luaL_error(L, "out of memory");
   }
   r->easy = e;
@@ -905,50 +1051,7 @@ static int http_request(lua_State *L) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
   }
 
-  r->hdrs = curl_slist_append(r->hdrs, "Expect:");
-  lua_getfield(L, 1, "headers");
-  if (lua_istable(L, -1)) {
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-      size_t kl, vl;
-      const char *k, *v;
-      if (lua_type(L, -2) == LUA_TSTRING) {
-        k = lua_tolstring(L, -2, &kl);
-        lua_pushvalue(L, -1); /* converted on a copy: lua_next's value slot stays as it was */
-        if (lua_type(L, -1) == LUA_TBOOLEAN) {
-          v = lua_toboolean(L, -1) ? "true" : "false";
-          vl = strlen(v);
-        } else {
-          v = lua_tolstring(L, -1, &vl); /* a string or a number (checked above) */
-        }
-        add_header(r, k, kl, v, vl);
-        lua_pop(L, 1);
-      }
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  /* omit_headers: "Name:" (nothing after the colon) stops curl sending its own header of that
-   * name, e.g. the Content-Type it gives every request body (checked above) */
-  lua_getfield(L, 1, "omit_headers");
-  if (lua_istable(L, -1)) {
-    for (lua_Integer i = 1, n = (lua_Integer)lua_rawlen(L, -1); i <= n; i++) {
-      size_t nl;
-      lua_rawgeti(L, -1, i);
-      const char *name = lua_tolstring(L, -1, &nl);
-      char *line = malloc(nl + 2);
-      if (line) {
-        memcpy(line, name, nl);
-        line[nl] = ':';
-        line[nl + 1] = '\0';
-        r->hdrs = curl_slist_append(r->hdrs, line);
-        free(line);
-      }
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hset->list);
   lua_settop(L, 1);
 
   if (wait_on) { /* queued until the origin's first connection speaks HTTP/2 (h2origin) */
@@ -1033,6 +1136,25 @@ static void http_shutdown(void) {
     free(o->key);
     free(o);
   }
+  for (int i = 0; i < HSET_BUCKETS; i++) /* transfers are gone: every list is unused */
+    while (HS.b[i]) {
+      hset *h = HS.b[i];
+      HS.b[i] = h->next;
+      curl_slist_free_all(h->list);
+      free(h);
+    }
+  HS.n = 0;
+  buf_free(&HS.key);
+  while (RF.head) {
+    req *r = RF.head;
+    RF.head = r->free_next;
+    buf_free(&r->body);
+    buf_free(&r->head);
+    buf_free(&r->trailers);
+    buf_free(&r->urlb);
+    free(r);
+  }
+  RF.n = 0;
   free(H.socks);
   H.socks = NULL;
   H.nsocks = 0;
