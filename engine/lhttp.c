@@ -67,7 +67,10 @@ typedef struct {
  * their own); once it has, they and every later request ask for plain HTTP/2
  * (CURL_HTTP_VERSION_2_0) with CURLOPT_PIPEWAIT, which multiplexes them on that connection.
  * If the first request fails before that, the next waiter opens a connection with prior
- * knowledge. Once the origin has no such request and no such connection, the next request
+ * knowledge. On libcurl >= 8.0 (the bug fixed; pk_reuse) they keep asking for prior knowledge:
+ * with plain HTTP/2 a transfer that finds the connection full (max_concurrent_streams) or gone
+ * opens a new one as an HTTP/1.1 Upgrade, which a gRPC server answers with bytes curl reads as
+ * "HTTP/0.9" (a Modal burst of 100 against the fake lost 4 execs on the task router so). Once the origin has no such request and no such connection, the next request
  * starts over. */
 struct req;
 typedef struct h2origin {
@@ -147,6 +150,7 @@ static struct {
   lua_Integer in_flight, started, completed;
   h2origin *origins;
   int kick_pending;
+  int pk_reuse; /* libcurl >= 8.0: a prior-knowledge request reuses a prior-knowledge connection (see h2origin) */
   int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
 } H;
 
@@ -1009,9 +1013,9 @@ static int http_request(lua_State *L) {
     origin_key(url, unix_socket, key, sizeof key);
     o = origin_get(key);
     if (o && o->live && o->conns > 0) {
-      http_version = CURL_HTTP_VERSION_2_0; /* multiplexed on the origin's connection (see h2origin) */
+      if (!H.pk_reuse) http_version = CURL_HTTP_VERSION_2_0; /* multiplexed on the origin's connection (see h2origin) */
     } else if (o && o->pending > 0) {
-      http_version = CURL_HTTP_VERSION_2_0; /* waits for the first request's connection */
+      if (!H.pk_reuse) http_version = CURL_HTTP_VERSION_2_0; /* waits for the first request's connection */
       wait_on = o;
     } else if (o) {
       r->origin = o;
@@ -1178,6 +1182,7 @@ int luaopen_cseng_http(lua_State *L) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     /* the variables curl consults (lower case first; HTTP_PROXY upper case is ignored by curl,
      * checked anyway); one set keeps curl's own lookup per transfer */
+    H.pk_reuse = v->version_num >= 0x080000;
     H.no_proxy_env = 1;
     for (const char *const *n = (const char *const[]){"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
                                                        "all_proxy", "ALL_PROXY", NULL};
