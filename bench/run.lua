@@ -1,7 +1,8 @@
 --- make bench: cseng's own overhead, measured on loopback, written to docs/PERFORMANCE.md.
 ---
 ---   ./cseng lua bench/run.lua [--reps 3] [--duration 3] [--warmup 1] [--concurrency 4,64,256,1024]
----                             [--quick] [--no-python] [--no-docker] [--no-profile] [--output docs/PERFORMANCE.md]
+---                             [--quick] [--no-python] [--no-docker] [--no-profile] [--no-modal]
+---                             [--output docs/PERFORMANCE.md]
 ---
 --- Every measured client runs in its own process against servers in their own processes:
 ---   bench/fake_provider.lua  the fake Lizard provider (cseng.serve), injected latencies
@@ -10,6 +11,7 @@
 ---   wrk (Debian)             the reference load generator
 ---   bench/startup.lua        create -> first exec of the local (and docker) provider
 ---   bench/micro.lua          clock.now() cost, idle RSS
+---   bench/modal_burst.lua    a burst of 100 against the Modal fake (gRPC over HTTP/2), 5 runs
 --- Repeated runs are interleaved (each repetition runs every client at every concurrency, the
 --- clients' order alternating), so slow phases of a shared machine hit all of them alike; the
 --- report shows the median over repetitions and the min-max. Raw results go to
@@ -39,6 +41,7 @@ local SPEC = {
   ['no-python'] = { key = 'no_python', type = 'bool' },
   ['no-docker'] = { key = 'no_docker', type = 'bool' },
   ['no-profile'] = { key = 'no_profile', type = 'bool' },
+  ['no-modal'] = { key = 'no_modal', type = 'bool' },
   output = { key = 'output', type = 'string' },
 }
 local opts, perr = flags.parse(arg, SPEC)
@@ -428,6 +431,18 @@ local function startup()
   end
 end
 
+-- 7: a Modal burst (gRPC over HTTP/2 against spec/fakes/modal): errors per run, no retry
+local MODAL_RUNS, MODAL_BURST = QUICK and 1 or 5, 100
+local function modal_burst()
+  if opts.no_modal then results.modal = { skipped = 'skipped (--no-modal)' } return end
+  if not proc.which('node') then results.modal = { skipped = 'node is not installed (make deps-test)' } return end
+  local out = fs.join(TMP, 'modal.json')
+  local _, err = run('modal-burst', { EXE, 'lua', fs.join(ROOT, 'bench/modal_burst.lua'), '--runs', tostring(MODAL_RUNS),
+    '--burst', tostring(MODAL_BURST), '--out', out }, 900)
+  local d = read_json(out)
+  results.modal = d and { runs = d, burst = MODAL_BURST } or { skipped = 'did not run: ' .. tostring(err) }
+end
+
 -- 6: clock cost, idle RSS
 local function micro()
   results.micro = {}
@@ -775,8 +790,23 @@ local function targets_and_render()
   end
 end
 
+local function render_modal()
+  local mo = results.modal or { skipped = 'not run' }
+  if mo.skipped then return 'Not measured: ' .. mo.skipped .. '.' end
+  local rows, bad = {}, 0
+  for _, r in ipairs(mo.runs) do
+    if r.errors > 0 then bad = bad + 1 end
+    rows[#rows + 1] = { string.format('%d', r.run), string.format('%d / %d', r.errors, r.burst), r.seconds and string.format('%.1f', r.seconds) or '–',
+      tostring(math.tointeger(r.connections) or r.connections or '–'), r.first_error and ('`' .. r.first_error:sub(1, 160) .. '`') or '' }
+  end
+  return string.format('%d of %d runs without an error.\n\n', #mo.runs - bad, #mo.runs) ..
+    h.table({ 'run', 'errors', 'seconds', 'control-plane connections', 'first error' }, rows, 'rrrrl')
+end
+
 local function render(m)
   V.date = clock.wall()
+  V.modal_section = render_modal()
+  V.modal_burst_n = tostring(MODAL_BURST)
   V.elapsed = string.format('%.0f', results.elapsed_s)
   V.stamp = STAMP
   V.machine = render_machine(m)
@@ -843,6 +873,8 @@ local ok, err = pcall(function()
   startup()
   say('6: clock.now() and idle RSS')
   micro()
+  say('7: Modal burst of %d, %d runs', MODAL_BURST, MODAL_RUNS)
+  modal_burst()
   say('profile')
   profile()
 end)

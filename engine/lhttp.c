@@ -23,7 +23,8 @@
  * new transfer makes libcurl walk every connection it holds to the same host, busy ones
  * included (libcurl 8.14's Curl_cpool_find / url_match_conn; about 40 us of CPU per request
  * at 1,024 HTTP/1.1 requests in flight, issue 26): so a transfer that cannot multiplex (HTTP/1.1)
- * goes to the pool with the fewest transfers, and each pool walks its share. Transfers that
+ * goes to the pool with the fewest transfers (another pool opened once that one holds POOL_SHARE,
+ * up to npools), and each pool walks its share. Transfers that
  * may multiplex (HTTP/2 asked for, or https, where ALPN may pick it) all use pool 0, so they
  * share connections. A max_host_connections or max_total_connections limit makes it one pool
  * (the limit stays exact); max_connections (the cache size) applies to each pool. Curl callbacks only fill C buffers and mark
