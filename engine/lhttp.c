@@ -322,15 +322,35 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   return buf_add(&r->head, p, len) == 0 ? len : 0;
 }
 
-static CURL *easy_get(void) { return H.neasy > 0 ? H.easy_pool[--H.neasy] : curl_easy_init(); }
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a);
+static int close_socket(void *clientp, curl_socket_t fd);
+
+/* Finished easy handles are reused as they are, without curl_easy_reset (which frees and
+ * re-initialises all of curl's settings: ~4k instructions per request): what is the same for
+ * every transfer is set once here, and http_request sets every other option it uses on every
+ * request, to its value or to curl's default. The pointers an idle handle keeps (error buffer,
+ * header list, body) are replaced before its next transfer; curl reads them only during one. */
+static CURL *easy_get(void) {
+  CURL *e;
+  if (H.neasy > 0) return H.easy_pool[--H.neasy];
+  if (!(e = curl_easy_init())) return NULL;
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+  /* the smallest upload buffer curl takes (its default, 64 KiB, is allocated per transfer) */
+  curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
+  if (H.no_proxy_env) { /* "" = no proxy: curl reads no *_proxy variable per transfer */
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+  }
+  return e;
+}
 
 static void easy_put(CURL *e) {
-  if (H.neasy < EASY_POOL_MAX) {
-    curl_easy_reset(e);
-    H.easy_pool[H.neasy++] = e;
-  } else {
-    curl_easy_cleanup(e);
-  }
+  if (H.neasy < EASY_POOL_MAX) H.easy_pool[H.neasy++] = e;
+  else curl_easy_cleanup(e);
 }
 
 static void req_release(req *r) {
@@ -988,23 +1008,15 @@ static int http_request(lua_State *L) {
   r->max_body = (size_t)max_body;
   r->stream = stream;
   r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+  /* every per-request option, set on every request (the handle may be reused: easy_get) */
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
-  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000));
-  /* the smallest upload buffer curl takes (its default, 64 KiB, is allocated per transfer) */
-  curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
-  if (H.no_proxy_env) { /* "" = no proxy: curl reads no *_proxy variable per transfer */
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
-  }
+  curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, NULL);
+  curl_easy_setopt(e, CURLOPT_PREREQDATA, NULL);
   /* HTTP/1.1 only (plain http without HTTP/2 asked for, or 1.1 asked for): any pool */
   r->pool = pool_pick(!(http_version == CURL_HTTP_VERSION_1_1 ||
                         (!r->want_h2 && strncasecmp(url, "https:", 6) != 0)));
@@ -1026,23 +1038,26 @@ static int http_request(lua_State *L) {
       curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     }
   }
-  if (http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version);
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, http_version ? http_version : (long)CURL_HTTP_VERSION_NONE);
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
   /* HTTP/2: wait for a connection that may multiplex rather than open another one */
-  if (r->want_h2) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  curl_easy_setopt(e, CURLOPT_PIPEWAIT, r->want_h2 ? 1L : 0L);
   /* libcurl 7.88 stalls an HTTP/2 stream when one socket read carries more DATA for it than its
    * receive buffer holds and the stream ends in the part left over (curl issue #10525, fixed
    * after 7.88.1 by PR #10530): the rest is never delivered. curl reads HTTP/2 in 32 KiB
    * pieces, so a 128 KiB buffer never overflows. HTTPS included: ALPN picks HTTP/2 by default. */
-  if (r->want_h2 || strncasecmp(url, "https:", 6) == 0) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 128L * 1024);
-  if (connect_timeout > 0) curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000));
-  if (follow) curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-  if (insecure) {
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (unix_socket) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, unix_socket);
-
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (r->want_h2 || strncasecmp(url, "https:", 6) == 0) ? 128L * 1024
+                                                                                               : (long)CURL_MAX_WRITE_SIZE);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(connect_timeout * 1000)); /* 0: curl's default */
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, insecure ? 0L : 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, insecure ? 0L : 2L);
+  curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, unix_socket); /* NULL: none */
+  /* the method as after curl_easy_reset (a GET, no body, no custom method), then this one's */
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)-1);
+  curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
   if (strcmp(method, "GET") == 0) curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
   else if (strcmp(method, "HEAD") == 0) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   else curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
