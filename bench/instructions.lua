@@ -1,0 +1,93 @@
+--- Instructions per request of the cseng client, counted by valgrind's callgrind (repeatable on
+--- a shared machine, where seconds are not): bench/client.lua against the fake provider, run
+--- under callgrind for a short and a long window; the difference in instructions over the
+--- difference in requests is the steady-state cost (start-up and the connects cancel out).
+---
+---   ./cseng lua bench/instructions.lua [--exe PATH] [--concurrency 1024] [--short 4] [--long 12]
+---                                      [--pools N] [--out F.json]
+---
+--- --exe: the build measured (default: this binary; the fake always runs on this one). Prints
+--- "N.Nk instructions/request" and the counts behind it. Needs valgrind.
+local proc = require 'cseng.proc'
+local fs = require 'cseng.fs'
+local task = require 'cseng.task'
+local sys = require 'cseng.sys'
+local cjson = require 'cjson'
+local flags = require 'cseng.lib.flags'
+local jsonl = require 'cseng.lib.jsonl'
+
+local opts, perr = flags.parse(arg, {
+  exe = { key = 'exe', type = 'string' },
+  concurrency = { key = 'concurrency', type = 'int', min = 1 },
+  short = { key = 'short', type = 'number' },
+  long = { key = 'long', type = 'number' },
+  pools = { key = 'pools', type = 'int', min = 1 },
+  out = { key = 'out', type = 'string' },
+})
+if not opts then
+  io.stderr:write('instructions: ', perr, '\n')
+  return 2
+end
+if not proc.which('valgrind') then
+  io.stderr:write('instructions: valgrind is not installed\n')
+  return 2
+end
+
+local ROOT = sys.root()
+local SELF = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
+local EXE = opts.exe or SELF
+local C = opts.concurrency or 1024
+local SHORT, LONG = opts.short or 4, opts.long or 12
+if LONG <= SHORT then
+  io.stderr:write('instructions: --long must be longer than --short\n')
+  return 2
+end
+local TMP = assert(fs.tempdir('cseng-instr-'))
+
+local port_file = fs.join(TMP, 'fake.port')
+local fake = assert(proc.spawn { argv = { SELF, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
+  '--max-seconds', 3600 }, cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
+local url
+for _ = 1, 200 do
+  local t = fs.read(port_file)
+  if t and t:match('%d+\n') then
+    url = 'http://127.0.0.1:' .. t:match('%d+')
+    break
+  end
+  task.sleep(0.05)
+end
+if not url then
+  fake:close()
+  error('instructions: the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
+end
+
+-- One client run under callgrind: its instruction total and its request count.
+local function measure(seconds)
+  local cg, res = fs.join(TMP, 'cg.' .. seconds), fs.join(TMP, 'res.' .. seconds .. '.json')
+  local argv = { 'valgrind', '--tool=callgrind', '--callgrind-out-file=' .. cg, EXE, 'lua', fs.join(ROOT, 'bench/client.lua'),
+    '--url', url, '--concurrency', tostring(C), '--warmup', '2', '--duration', tostring(seconds), '--out', res }
+  if opts.pools then
+    argv[#argv + 1] = '--pools'
+    argv[#argv + 1] = tostring(opts.pools)
+  end
+  local r, err = proc.run { argv = argv, cwd = ROOT, env_add = { CSENG_ROOT = ROOT }, timeout = seconds * 60 + 600,
+                            tail_bytes = 1 << 16 }
+  if not r or r.code ~= 0 then error('instructions: the client failed: ' .. tostring(err or r.stderr), 0) end
+  local ir = tonumber((fs.read(cg) or ''):match('\nsummary: (%d+)') or (fs.read(cg) or ''):match('\ntotals: (%d+)'))
+  local d = cjson.decode((assert(fs.read(res), 'no client result')))
+  if not ir then error('instructions: no total in ' .. cg, 0) end
+  return { seconds = seconds, instructions = ir, requests = d.total_requests, failures = d.failures }
+end
+
+local ok, a, b = pcall(function() return measure(SHORT), measure(LONG) end)
+fake:close()
+fs.remove_tree(TMP)
+if not ok then error(a, 0) end
+if b.requests <= a.requests then error('instructions: the long run made no more requests than the short one', 0) end
+local per = (b.instructions - a.instructions) / (b.requests - a.requests)
+print(string.format('%.1fk instructions/request at %d in flight (%d instr / %d req, %d instr / %d req; failures %d, %d)',
+  per / 1000, C, a.instructions, a.requests, b.instructions, b.requests, a.failures, b.failures))
+if opts.out then
+  assert(fs.write(opts.out, jsonl.encode { exe = EXE, concurrency = C, per_request = per, runs = jsonl.array { a, b } }))
+end
+return (a.failures == 0 and b.failures == 0) and 0 or 1
