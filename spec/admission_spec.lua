@@ -144,3 +144,100 @@ describe('adaptive admission', function()
     assert.equal(2, ctl.limit) -- fixed: no adaptation
   end)
 end)
+
+-- The latency gradient with the controller's own clock (a counter: no sleep, no reading of
+-- time): latencies are fed, the limit's moves are counted.
+describe('the latency gradient', function()
+  local function controller(o)
+    local t = 0
+    o.now = function() t = t + 1 return t end
+    return admission.new('g', o)
+  end
+  -- n creates one after another, each `ms` long; the limit's latency decreases among them
+  local function feed(c, n, ms)
+    local before = c.counts.latency_decreases
+    for _ = 1, n do
+      local seq = assert(c:acquire(math.huge))
+      c:release()
+      c:success()
+      c:latency(seq, ms * 1e6)
+    end
+    return c.counts.latency_decreases - before
+  end
+
+  it('backs off when the create latency rises past the tolerance, and not below it', function()
+    local evs = {}
+    local c = controller { bound = 16, event = function(f) evs[#evs + 1] = f end }
+    assert.equal(0, feed(c, 200, 100)) -- steady: no move
+    assert.equal(16, c.limit)
+    assert.equal(0, feed(c, 30, 190)) -- 1.9x the baseline: within the tolerance (2)
+    assert.equal(16, c.limit)
+    -- 4x: a window of 10 halves it (g = 2 x 100 / 400 = 0.5) while the baseline (the median of the
+    -- last 128) is still 100 ms: three windows; the fourth sees a baseline of 190 (g = 0.95)
+    local moves = feed(c, 40, 400)
+    assert.equal(4, moves)
+    assert.is_true(c.limit < 8, 'limit ' .. c.limit)
+    local logged = 0 -- each decrease is an event naming its cause
+    for _, e in ipairs(evs) do if e.reason == 'decrease' and e.code == 'latency' then logged = logged + 1 end end
+    assert.equal(c.counts.decreases, logged)
+    assert.is_true(logged >= 3)
+  end)
+
+  it('a lasting rise becomes the baseline: the additive increase probes upward again', function()
+    local c = controller { bound = 16 }
+    feed(c, 128, 100)
+    feed(c, 60, 400)
+    local low = c.limit
+    -- after a long window (128) at 400 ms, 400 ms is the baseline: no more decreases, the limit rises
+    assert.is_true(feed(c, 200, 400) <= 1)
+    assert.equal(0, feed(c, 200, 400))
+    assert.is_true(c.limit > low + 5, string.format('limit %.1f, was %.1f', c.limit, low))
+    assert.equal(0, feed(c, 100, 100)) -- faster again: never a decrease
+  end)
+
+  it('answers to creates started before a decrease do not decrease it again; fixed and model keys have none', function()
+    local c = controller { bound = 16 }
+    feed(c, 130, 100) -- whole windows
+    local seqs = {}
+    for i = 1, 16 do seqs[i] = assert(c:acquire(math.huge)) end -- 16 in flight: the limit
+    for _ = 1, 16 do c:release() end
+    for i = 1, 10 do c:latency(seqs[i], 400e6) end
+    assert.equal(1, c.counts.latency_decreases)
+    for i = 11, 16 do c:latency(seqs[i], 400e6) end -- started before the decrease
+    assert.equal(1, c.counts.latency_decreases)
+    local fixed = controller { bound = 4, adaptive = false }
+    assert.equal(0, feed(fixed, 20, 100) + feed(fixed, 50, 1000))
+    local model = controller { bound = 4, latency = false }
+    assert.equal(0, feed(model, 20, 100) + feed(model, 50, 1000))
+  end)
+end)
+
+describe('the arena burst pins admission off', function()
+  it('a burst against a throttling provider: no admission event or wait, the 429s recorded as failures', function()
+    local arena = require 'cseng.run.arena'
+    local f = fake_mod.start { rate = 5, latency = 0.05 }
+    local sink = { text = '' }
+    function sink:write(...) for _, x in ipairs({ ... }) do self.text = self.text .. tostring(x) end end
+    local o = { providers = { 'liz' }, mode = 'burst', burst = 12, samples = 12, warmups = 0, seed = 3,
+      output = tmp .. '/arena', quiet = true, cleanup_backoff = { 0.01 }, stderr = sink,
+      provider_config = { liz = { adapter = 'lizard', api_url = f.url, api_key = f.api_key, project_id = f.project_id } } }
+    local _, info = arena.run(require('cseng.cli.present').attach(o, { err = sink }))
+    local evs = results.read(info.jsonl)
+    local failed, adm = 0, 0
+    for _, e in ipairs(evs) do
+      if e.event == 'startup_trial' and not e.ok and e.error_code == 'HTTP_429' then failed = failed + 1 end
+      if e.event == 'admission' then adm = adm + 1 end
+    end
+    local st = f.stats()
+    f.close()
+    assert.is_true(st.throttled > 0, 'the burst passed the hidden rate')
+    assert.equal(st.throttled, failed) -- every 429 a measured failure, none smoothed away
+    assert.equal(12, st.creates) -- no create retried
+    assert.equal(0, adm)
+    assert.is_nil(results.summary(evs).admission)
+    -- a startup plan cannot turn it on for a burst
+    assert.has_error(function()
+      arena.mode_options { mode = 'burst', samples = 4, admission = 'adaptive' }
+    end, "admission: --mode burst measures the provider as it is (a true burst): admission must be 'off', got adaptive")
+  end)
+end)
