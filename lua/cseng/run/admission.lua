@@ -350,15 +350,25 @@ function admission.endpoint(s)
   end
 end
 
---- The end of a run (the frame calls it before run_finished): one `total` admission event per
---- key with its counters.
+--- The end of a run (the frame calls it before run_finished; a run kind that reads its log
+--- before that calls it first): one `total` admission event per key with its counters, written
+--- again only when they changed since the last one.
 function admission.finish(s)
   local keys = {}
   for k in pairs(controllers[s] or {}) do keys[#keys + 1] = k end
   table.sort(keys)
   for _, k in ipairs(keys) do
     local c = controllers[s][k]
-    c:note('total', util.merge(c.counts, { waits = c.waits, wait_s = math.floor(c.wait_ns / 1e6) / 1e3 }))
+    local total = util.merge(c.counts, { waits = c.waits, wait_s = math.floor(c.wait_ns / 1e6) / 1e3 })
+    local sig = {}
+    for _, f in ipairs({ 'throttled', 'retried', 'paused', 'increases', 'decreases', 'latency_decreases', 'waits' }) do
+      sig[#sig + 1] = tostring(total[f])
+    end
+    sig = table.concat(sig, ',') .. ',' .. math.floor(c.limit)
+    if c.total_sig ~= sig then
+      c.total_sig = sig
+      c:note('total', total)
+    end
   end
 end
 

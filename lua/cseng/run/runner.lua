@@ -520,6 +520,7 @@ function runner.run_tasks(opts)
   if budget_stop then F:stop('max_cost', budget_stop.message or 'the spend ceiling (--max-cost-usd)', nil, budget_stop) end
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
   local reclaimed = F:reclaim()
+  admission.finish(s) -- the admission counters, before the log is read for the summary
   local all = results.read(s.jsonl)
   local summary = results.summary(all)
   local status = F:close({
