@@ -263,6 +263,7 @@ local function complete(state, body)
         -- a refusal: retried once admission lets it (the pause, the paced starts), not a try spent
         attempt = attempt - 1
         usage.throttled = (usage.throttled or 0) + 1
+        usage.retries = usage.retries + 1 -- a retry still (throttled says how many were 429s under admission)
         state.log:add({ event = 'api_throttled', turn = usage.turns + 1, error = last_err, code = last_code,
           retry_after_seconds = retry_after, admission = adm.key })
         goto continue
