@@ -196,15 +196,17 @@ describe('the latency gradient', function()
   end)
 
   it('answers to creates started before a decrease do not decrease it again; fixed and model keys have none', function()
-    local c = controller { bound = 16 }
+    local c = controller { bound = 32 }
     feed(c, 130, 100) -- whole windows
     local seqs = {}
-    for i = 1, 16 do seqs[i] = assert(c:acquire(math.huge)) end -- 16 in flight: the limit
-    for _ = 1, 16 do c:release() end
+    for i = 1, 20 do seqs[i] = assert(c:acquire(math.huge)) end -- 20 in flight at once
+    for _ = 1, 20 do c:release() end
     for i = 1, 10 do c:latency(seqs[i], 400e6) end
     assert.equal(1, c.counts.latency_decreases)
-    for i = 11, 16 do c:latency(seqs[i], 400e6) end -- started before the decrease
+    for i = 11, 20 do c:latency(seqs[i], 400e6) end -- a whole window, all started before the decrease
     assert.equal(1, c.counts.latency_decreases)
+    feed(c, 10, 400) -- started after it: they count
+    assert.equal(2, c.counts.latency_decreases)
     local fixed = controller { bound = 4, adaptive = false }
     assert.equal(0, feed(fixed, 20, 100) + feed(fixed, 50, 1000))
     local model = controller { bound = 4, latency = false }
