@@ -23,13 +23,14 @@
 ---     while the wait stays within the budget (the run's --timeout-seconds, else
 ---     admission.MAX_WAIT_S); a 503 is not (it may have created a sandbox: the session's
 ---     reconciliation handles it), it only slows the next creates down.
----   * rising create latency decreases it too (a gradient, as Netflix's concurrency-limits): every
----     `latency_window` (10) creates that started after the last decrease, the median of their
----     latencies is compared with the median of the last `latency_long` (128) successful creates
----     (the baseline); when it passes `latency_tolerance` (2) x the baseline, the limit is multiplied
----     by tolerance x baseline / short (not below half, not below 1). Healthy windows leave the
----     additive increase to probe upward. A model endpoint has no gradient (a completion's latency
----     is its output's length, not the endpoint's load).
+---   * rising create latency decreases it too (a gradient, as Netflix's concurrency-limits):
+---     every `window` (10) creates that started after the last decrease, the median of their
+---     latencies is compared with the 10th percentile of the last `long` (128) successful creates
+---     (the baseline: the latency of a provider not yet loaded); past `tolerance` (2) x the
+---     baseline, the limit is multiplied by tolerance x baseline / median (at most halved, not
+---     below 1; admission.LATENCY holds these). Healthy windows leave the additive increase to
+---     probe upward; a lasting change becomes the baseline once the long window holds it. A model
+---     endpoint has no gradient (a completion's latency is its output's length, not the load).
 --- Every change of the limit, every pause and every retry is an `admission` event in the run log
 --- ({provider = key, key, limit, in_flight, reason, retry_after_s?}); at the run's end
 --- (admission.finish, called by the frame) one `total` event per key carries the counters
@@ -49,7 +50,7 @@ local util = require 'cseng.lib.util'
 
 local admission = {}
 admission.MAX_WAIT_S = 600
-admission.LATENCY = { window = 10, long = 128, tolerance = 2 }
+admission.LATENCY = { window = 10, long = 128, tolerance = 2, baseline_q = 0.1 }
 admission.THROTTLE = { HTTP_429 = 'retry', HTTP_503 = 'slow', GRPC_RESOURCE_EXHAUSTED = 'retry' }
 
 local Ctl = {}
@@ -61,7 +62,7 @@ local controllers = setmetatable({}, { __mode = 'k' }) -- per session: key -> co
 --- (default true), event = fn(fields) (the run log), start (the first limit; default the bound:
 --- a healthy provider sees the run exactly as without admission until it throttles), now (the
 --- clock, ns; default cseng.clock.now: a spec feeds its own), latency = false (no gradient) or
---- {window, long, tolerance} (admission.LATENCY's fields).
+--- {window, long, tolerance, baseline_q} (admission.LATENCY's fields).
 ---@return table
 function admission.new(key, o)
   local bound = math.max(1, math.tointeger(o.bound) or 1)
@@ -171,12 +172,12 @@ function Ctl:success()
   end
 end
 
-local function median(list, n)
+-- The q-quantile (nearest rank) of the first n values of list.
+local function quantile(list, n, q)
   local xs = {}
   for i = 1, n do xs[i] = list[i] end
   table.sort(xs)
-  if n % 2 == 1 then return xs[(n + 1) // 2] end
-  return (xs[n // 2] + xs[n // 2 + 1]) / 2
+  return xs[math.max(1, math.min(n, math.ceil(q * n)))]
 end
 
 --- The latency (ns) of a successful create that started as number `seq`: the gradient. Returns
@@ -197,7 +198,9 @@ function Ctl:latency(seq, ns)
   self.short = {}
   local nl = #self.long
   if nl < 2 * lat.window then return nil end -- no baseline yet
-  local base, now = median(self.long, nl), median(short, #short)
+  -- the baseline is a low quantile (p10) of the long window, the latency of a provider not yet
+  -- loaded (a median would rise with the limit while it climbs, and never see the rise)
+  local base, now = quantile(self.long, nl, lat.baseline_q), quantile(short, #short, 0.5)
   local g = lat.tolerance * base / now
   if g >= 1 then return nil end
   local before = math.floor(self.limit)
