@@ -27,7 +27,7 @@
 ---     every `window` (10) creates that started after the last decrease, the median of their
 ---     latencies is compared with the 10th percentile of the last `long` (128) successful creates
 ---     (the baseline: the latency of a provider not yet loaded); past `tolerance` (2) x the
----     baseline, the limit is multiplied by tolerance x baseline / median (at most halved, not
+---     baseline and past the long window's median (rising, not merely spread), the limit is multiplied by tolerance x baseline / median (at most halved, not
 ---     below 1; admission.LATENCY holds these). Healthy windows leave the additive increase to
 ---     probe upward; a lasting change becomes the baseline once the long window holds it. A model
 ---     endpoint has no gradient (a completion's latency is its output's length, not the load).
@@ -202,7 +202,9 @@ function Ctl:latency(seq, ns)
   -- loaded (a median would rise with the limit while it climbs, and never see the rise)
   local base, now = quantile(self.long, nl, lat.baseline_q), quantile(short, #short, 0.5)
   local g = lat.tolerance * base / now
-  if g >= 1 then return nil end
+  -- and only while it rises: past the long window's median too (a provider whose latencies
+  -- simply spread widely is not loaded by them)
+  if g >= 1 or now <= quantile(self.long, nl, 0.5) then return nil end
   local before = math.floor(self.limit)
   self.limit = math.max(1, self.limit * math.max(0.5, g))
   self.decreased_at = self.started
