@@ -27,8 +27,9 @@
 ---     every `window` (10) creates that started after the last decrease, the median of their
 ---     latencies is compared with the 10th percentile of the last `long` (128) successful creates
 ---     (the baseline: the latency of a provider not yet loaded); past `tolerance` (2) x the
----     baseline and past the long window's median (rising, not merely spread), the limit is multiplied by tolerance x baseline / median (at most halved, not
----     below 1; admission.LATENCY holds these). Healthy windows leave the additive increase to
+---     baseline and past the long window's median (rising, not merely spread), the limit is
+---     multiplied by tolerance x baseline / median (at most halved, not below 1;
+---     admission.LATENCY holds these). Healthy windows leave the additive increase to
 ---     probe upward; a lasting change becomes the baseline once the long window holds it. A model
 ---     endpoint has no gradient (a completion's latency is its output's length, not the load).
 --- Every change of the limit, every pause and every retry is an `admission` event in the run log
