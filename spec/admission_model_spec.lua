@@ -63,6 +63,15 @@ describe('admission of a model endpoint', function()
       string.format('%d 429s for %d completions', st.rate_limited, st.completions))
   end)
 
+  it('a trial cut by its timeout mid-request gives its place back', function()
+    local f = H.start { script = H.llm.replay(H.gold_commands), latency = 20 }
+    local _, summary, _, events = H.run({ tasks = H.ids(1), timeout_seconds = 1 }, H.openrouter_env(f))
+    assert.equal(1, summary.errors) -- timed out
+    local total = admission_events(events, 'total')
+    assert.equal(1, #total)
+    assert.equal(0, total[1].in_flight) -- the cancelled request released it (else every later one waits)
+  end)
+
   it('off: the same run fails trials (each 429 spends one of the two tries)', function()
     local f = H.start { script = H.llm.replay(H.gold_commands), rate = 8 }
     local _, summary, _, events = run(f, { admission = 'off' })

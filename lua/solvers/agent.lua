@@ -207,19 +207,21 @@ local function complete(state, body)
       local why = last_err and (' (last API error: ' .. last_err .. ')') or ''
       return nil, 'the solve time ran out' .. why, errors.ESOLVETIME
     end
-    local seq
+    local seq, held
     if adm then
       seq = adm:acquire(state.deadline)
       if not seq then
         return nil, string.format('the solve time ran out waiting for admission to %s (throttled %d times)%s', adm.key,
           adm.counts.throttled, last_err and (' (last API error: ' .. last_err .. ')') or ''), errors.ESOLVETIME
       end
+      held = adm:hold()
       left = state.left()
     end
+    local _ <close> = held -- the place is released on every path (a cancelled request too)
     usage.api_requests = usage.api_requests + 1
     local res, err, code = http.request { method = 'POST', url = url, headers = headers, body = body,
       timeout = math.max(0.001, math.min(o.llm_request_timeout, left)) }
-    if adm then adm:release() end
+    if held then held:release() end
     local retry_after, fatal
     if not res then
       if code == errors.ETIMEDOUT and state.left() <= 0 then

@@ -141,6 +141,18 @@ function Ctl:release()
   self:wake()
 end
 
+local Held = { __close = function(h) if h.c then h.c:release() end end }
+
+--- A place acquired (seq from acquire) as a to-be-closed value: `local h <close> = c:hold()`
+--- releases it when the scope ends, a cancellation or an error included, unless h:release()
+--- released it first.
+function Ctl:hold()
+  return setmetatable({ c = self, release = function(h)
+    if h.c then h.c:release() end
+    h.c = nil
+  end }, Held)
+end
+
 -- Starts per second over the last second (of the last 64 starts).
 function Ctl:recent_rate()
   local now, n = self.now(), 0
@@ -268,10 +280,11 @@ function Ctl:create(p, spec, times, budget_s)
       return true, nil, string.format('%s: no create admitted within %.0f s (throttled %d times)', self.key,
         (deadline - t0) / 1e9, self.counts.throttled), 'HTTP_429'
     end
+    local held <close> = self:hold() -- released on every path (a cancelled create too)
     times.create_start = self.now()
     local cok, sb, err, code, res = pcall(p.adapter.create, p.client, spec)
     times.create_end = self.now()
-    self:release()
+    held:release()
     local kind = cok and not sb and admission.THROTTLE[code]
     if not kind then
       if cok and sb then
