@@ -54,6 +54,23 @@ describe('admission in the summary and the reports', function()
     has(report(info.json, 'per_provider'), row) -- from the summary alone
   end)
 
+  it("a merged log's shards add up: the last total of each controller (scope) counts", function()
+    local results = require 'cseng.results.log'
+    local function ev(reason, limit, extra)
+      local e = { event = 'admission', key = 'p', provider = 'p', reason = reason, limit = limit }
+      for k, v in pairs(extra or {}) do e[k] = v end
+      return e
+    end
+    local a = results.admission {
+      ev('start', 8), ev('decrease', 4), ev('start', 8), ev('total', 4, { scope = 'a', throttled = 1, waits = 2 }),
+      ev('decrease', 2), ev('total', 2, { scope = 'a', throttled = 3, waits = 5 }), -- replaces a's first
+      ev('increase', 3), ev('total', 3, { scope = 'b', throttled = 4, waits = 1 }),
+    }
+    assert.same({ 8, 2, 8, 3, 1, 2, 3, 7, 6 }, { a.p.start, a.p.min, a.p.max, a.p.final, a.p.increases, a.p.decreases,
+      a.p.changes, a.p.throttled, a.p.waits })
+    assert.is_nil(results.admission { { event = 'trial' } })
+  end)
+
   it('a run with admission off has no admission section', function()
     local f = H.start { script = H.llm.replay(H.gold_commands) }
     local status, _, info = H.run({ tasks = H.ids(1), admission = 'off' }, H.openrouter_env(f))

@@ -295,7 +295,7 @@ function results.admission(events)
       local k = tostring(e.key or e.provider)
       local a = out[k]
       if not a then
-        a = { increases = 0, decreases = 0, pauses = 0, retried = 0 }
+        a = { increases = 0, decreases = 0, pauses = 0, retried = 0, totals = {} }
         out[k] = a
       end
       local lim = tonumber(e.limit)
@@ -309,14 +309,20 @@ function results.admission(events)
       elseif e.reason == 'pause' then a.pauses = a.pauses + 1
       elseif e.reason == 'retry' then a.retried = a.retried + 1
       elseif e.reason == 'total' then
-        a.throttled, a.waits, a.wait_s = e.throttled, e.waits, e.wait_s
-        a.latency_decreases, a.retried_total = e.latency_decreases, e.retried
+        a.totals[tostring(e.scope)] = e -- the last total of each controller (a shard's, in a merged log)
       end
     end
   end
   if not any then return nil end
   for _, a in pairs(out) do
     a.changes = a.increases + a.decreases
+    for _, t in pairs(a.totals) do
+      for _, f in ipairs({ 'throttled', 'waits', 'wait_s', 'latency_decreases' }) do
+        if type(t[f]) == 'number' then a[f] = (a[f] or 0) + t[f] end
+      end
+      if type(t.retried) == 'number' then a.retried_total = (a.retried_total or 0) + t.retried end
+    end
+    a.totals = nil
     if a.retried_total then a.retried, a.retried_total = math.max(a.retried, a.retried_total), nil end
   end
   return out

@@ -46,6 +46,7 @@
 --- default to off, and the arena's burst refuses anything else: it must stay a true burst), or
 --- `'fixed'` (the bound only: --concurrency and the adapter's declared limits, no adaptation).
 local clock = require 'cseng.clock'
+local crypto = require 'cseng.crypto'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
 
@@ -386,6 +387,10 @@ function admission.finish(s)
     sig = table.concat(sig, ',') .. ',' .. math.floor(c.limit)
     if c.total_sig ~= sig then
       c.total_sig = sig
+      -- scope: this controller (a shard's totals add up in a merged log; a later total of the
+      -- same scope replaces its earlier one)
+      c.scope = c.scope or crypto.hex(crypto.random_bytes(6))
+      total.scope = c.scope
       c:note('total', total)
     end
   end
