@@ -144,3 +144,134 @@ describe('adaptive admission', function()
     assert.equal(2, ctl.limit) -- fixed: no adaptation
   end)
 end)
+
+-- The latency gradient with the controller's own clock (a counter: no sleep, no reading of
+-- time): latencies are fed, the limit's moves are counted.
+describe('the latency gradient', function()
+  local function controller(o)
+    local t = 0
+    o.now = function() t = t + 1 return t end
+    return admission.new('g', o)
+  end
+  -- n creates one after another, each `ms` long; the limit's latency decreases among them
+  local function feed(c, n, ms)
+    local before = c.counts.latency_decreases
+    for _ = 1, n do
+      local seq = assert(c:acquire(math.huge))
+      c:release()
+      c:success()
+      c:latency(seq, ms * 1e6)
+    end
+    return c.counts.latency_decreases - before
+  end
+
+  it('backs off when the create latency rises past the tolerance, and not below it', function()
+    local evs = {}
+    local c = controller { bound = 16, event = function(f) evs[#evs + 1] = f end }
+    assert.equal(0, feed(c, 200, 100)) -- steady: no move
+    assert.equal(16, c.limit)
+    assert.equal(0, feed(c, 30, 190)) -- 1.9x the baseline: within the tolerance (2)
+    assert.equal(16, c.limit)
+    -- 4x: each window of 10 halves it (g = 2 x 100 / 400 = 0.5; the baseline, the 10th percentile
+    -- of the last 128, is still 100 ms); the additive increase between windows cannot undo that
+    local moves = feed(c, 40, 400)
+    assert.equal(4, moves)
+    assert.is_true(c.limit < 4, 'limit ' .. c.limit)
+    local logged = 0 -- each decrease is an event naming its cause
+    for _, e in ipairs(evs) do if e.reason == 'decrease' and e.code == 'latency' then logged = logged + 1 end end
+    assert.equal(c.counts.decreases, logged)
+    assert.is_true(logged >= 3)
+  end)
+
+  it('a lasting rise becomes the baseline: the additive increase probes upward again', function()
+    local c = controller { bound = 16 }
+    feed(c, 130, 100) -- whole windows
+    assert.equal(6, feed(c, 60, 400)) -- six windows, six decreases
+    local low = c.limit
+    assert.is_true(low < 4, 'limit ' .. low)
+    -- once half the long window (128) is at 400 ms, 400 ms is no longer a rise: no more
+    -- decreases, and the additive increase climbs back
+    assert.equal(0, feed(c, 200, 400))
+    assert.is_true(c.limit > low + 5, string.format('limit %.1f, was %.1f', c.limit, low))
+    assert.equal(0, feed(c, 100, 100)) -- faster again: never a decrease
+  end)
+
+  it('a wide spread is not a rise: latencies of 100 to 900 ms in turn never decrease it', function()
+    local c = controller { bound = 16 }
+    local n = 0
+    for _ = 1, 100 do
+      for _, ms in ipairs({ 100, 900, 300, 700, 500 }) do n = n + feed(c, 1, ms) end
+    end
+    assert.equal(0, n) -- the short median (500) is 5x the baseline (100) but no more than the long median
+    assert.equal(16, c.limit)
+  end)
+
+  it('answers to creates started before a decrease do not decrease it again; fixed and model keys have none', function()
+    local c = controller { bound = 32 }
+    feed(c, 130, 100) -- whole windows
+    local seqs = {}
+    for i = 1, 20 do seqs[i] = assert(c:acquire(math.huge)) end -- 20 in flight at once
+    for _ = 1, 20 do c:release() end
+    for i = 1, 10 do c:latency(seqs[i], 400e6) end
+    assert.equal(1, c.counts.latency_decreases)
+    for i = 11, 20 do c:latency(seqs[i], 400e6) end -- a whole window, all started before the decrease
+    assert.equal(1, c.counts.latency_decreases)
+    feed(c, 10, 400) -- started after it: they count
+    assert.equal(2, c.counts.latency_decreases)
+    local fixed = controller { bound = 4, adaptive = false }
+    assert.equal(0, feed(fixed, 20, 100) + feed(fixed, 50, 1000))
+    local model = controller { bound = 4, latency = false }
+    assert.equal(0, feed(model, 20, 100) + feed(model, 50, 1000))
+  end)
+end)
+
+describe('the latency gradient against a provider that queues', function()
+  it('a rising create latency stops the probe below --concurrency, with no 429', function()
+    -- 2 creates in flight take 40 ms each; 8 take 160 ms: the limit that starts at 2 climbs (healthy),
+    -- the latency rises with it, and the gradient takes it back well below the bound (16)
+    local f = fake_mod.start { rate = false, latency = 0.04, capacity = 2 }
+    local s = open(f, { concurrency = 16, admission_start = 2 })
+    local failed = trials(s, 100, 16)
+    local st = f.stats()
+    f.close()
+    assert.same({}, failed)
+    assert.equal(0, st.throttled)
+    local a = admission.stats(s).lizard
+    assert.is_true(a.latency_decreases >= 1, 'no latency decrease')
+    local lat = 0
+    for _, e in ipairs(events(s, 'decrease')) do if e.code == 'latency' then lat = lat + 1 end end
+    assert.is_true(lat >= 1)
+    -- the additive increase alone climbs from 2 to about 14 over 100 successes (L^2/2 ~ 100)
+    assert.is_true(max_limit(events(s)) < 12, 'the limit climbed to ' .. max_limit(events(s)))
+  end)
+end)
+
+describe('the arena burst pins admission off', function()
+  it('a burst against a throttling provider: no admission event or wait, the 429s recorded as failures', function()
+    local arena = require 'cseng.run.arena'
+    local f = fake_mod.start { rate = 5, latency = 0.05 }
+    local sink = { text = '' }
+    function sink:write(...) for _, x in ipairs({ ... }) do self.text = self.text .. tostring(x) end end
+    local o = { providers = { 'liz' }, mode = 'burst', burst = 12, samples = 12, warmups = 0, seed = 3,
+      output = tmp .. '/arena', quiet = true, cleanup_backoff = { 0.01 }, stderr = sink,
+      provider_config = { liz = { adapter = 'lizard', api_url = f.url, api_key = f.api_key, project_id = f.project_id } } }
+    local _, info = arena.run(require('cseng.cli.present').attach(o, { err = sink }))
+    local evs = results.read(info.jsonl)
+    local failed, adm = 0, 0
+    for _, e in ipairs(evs) do
+      if e.event == 'startup_trial' and not e.ok and e.error_code == 'HTTP_429' then failed = failed + 1 end
+      if e.event == 'admission' then adm = adm + 1 end
+    end
+    local st = f.stats()
+    f.close()
+    assert.is_true(st.throttled > 0, 'the burst passed the hidden rate')
+    assert.equal(st.throttled, failed) -- every 429 a measured failure, none smoothed away
+    assert.equal(12, st.creates) -- no create retried
+    assert.equal(0, adm)
+    assert.is_nil(results.summary(evs).admission)
+    -- a startup plan cannot turn it on for a burst
+    assert.has_error(function()
+      arena.mode_options { mode = 'burst', samples = 4, admission = 'adaptive' }
+    end, "admission: --mode burst measures the provider as it is (a true burst): admission must be 'off', got adaptive")
+  end)
+end)

@@ -213,6 +213,7 @@ return function(data, h)
   end
   add('Providers: ' .. table.concat(providers, ', ') .. '.\n')
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
+  add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
   for _, p in ipairs(providers) do section(p, data, ev, h, add) end
   return table.concat(out, '\n')
 end

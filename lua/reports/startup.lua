@@ -7,6 +7,7 @@
 --- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
 --- same every time it is rendered.
 local stats = require 'cseng.lib.stats'
+local rt = require 'cseng.report.task_runs'
 
 local REPS = 2000
 
@@ -577,6 +578,10 @@ local function section(run, h, multi)
   if #run.live > 0 then
     add('Some sandboxes were not destroyed: `cseng cleanup ' .. run.path .. '` destroys them.\n')
   end
+
+  -- admission (off for a burst, and by default for every startup run: shown when a plan turned it on)
+  local adm = rt.admission_section({ runs = { run } }, h)
+  if adm then add(multi and (adm:gsub('^## ', '### ')) or adm) end
 
   -- reproduce
   add((multi and '### ' or '## ') .. 'Reproduce\n')

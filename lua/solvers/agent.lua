@@ -7,6 +7,8 @@
 --- or on an API error that retrying cannot cure: that one is raised as {stage='solve', message,
 --- code, usage, transcript}, so the runner records error_stage=solve. 429, 408, 5xx, transport
 --- timeouts and resets are retried with exponential back-off and jitter, honouring Retry-After;
+--- under the run's admission of the model endpoint (ctx.admission, key `model:<host>`), a 429 is
+--- retried when admission lets it (its pause, its pace) without spending a try;
 --- 401/403 fail at once with a message naming the credential variable. Tokens are summed from each
 --- response's `usage`; cost is the provider's `usage.cost` when reported, else tokens x prices.
 local http = require 'cseng.http'
@@ -196,15 +198,30 @@ local function complete(state, body)
     return nil, string.format('%s: the API refused the credential in %s (%s)', cfg.name, cfg.key_var, what), code
   end
   local last_err, last_code
-  for attempt = 1, math.max(1, math.floor(o.llm_attempts)) do
+  local adm = state.adm -- the endpoint's admission (ctx.admission), or nil
+  local attempt, tries = 0, math.max(1, math.floor(o.llm_attempts))
+  while attempt < tries do
+    attempt = attempt + 1
     local left = state.left()
     if left <= 0 then
       local why = last_err and (' (last API error: ' .. last_err .. ')') or ''
       return nil, 'the solve time ran out' .. why, errors.ESOLVETIME
     end
+    local seq, held
+    if adm then
+      seq = adm:acquire(state.deadline)
+      if not seq then
+        return nil, string.format('the solve time ran out waiting for admission to %s (throttled %d times)%s', adm.key,
+          adm.counts.throttled, last_err and (' (last API error: ' .. last_err .. ')') or ''), errors.ESOLVETIME
+      end
+      held = adm:hold()
+      left = state.left()
+    end
+    local _ <close> = held -- the place is released on every path (a cancelled request too)
     usage.api_requests = usage.api_requests + 1
     local res, err, code = http.request { method = 'POST', url = url, headers = headers, body = body,
-      timeout = math.min(o.llm_request_timeout, left) }
+      timeout = math.max(0.001, math.min(o.llm_request_timeout, left)) }
+    if held then held:release() end
     local retry_after, fatal
     if not res then
       if code == errors.ETIMEDOUT and state.left() <= 0 then
@@ -226,6 +243,7 @@ local function complete(state, body)
           .. (derr and ('invalid JSON: ' .. derr) or api_message(res.body))
         last_code = errors.EBADRESPONSE
       else
+        if adm then adm:success() end
         return doc
       end
     else
@@ -241,6 +259,18 @@ local function complete(state, body)
       end
     end
     if fatal then return nil, string.format('%s: %s (model %s)', cfg.name, last_err, cfg.model), last_code end
+    if adm and (last_code == 'HTTP_429' or last_code == 'HTTP_503') then
+      adm:throttled(seq, last_code, retry_after)
+      if last_code == 'HTTP_429' then
+        -- a refusal: retried once admission lets it (the pause, the paced starts), not a try spent
+        attempt = attempt - 1
+        usage.throttled = (usage.throttled or 0) + 1
+        usage.retries = usage.retries + 1 -- a retry still (throttled says how many were 429s under admission)
+        state.log:add({ event = 'api_throttled', turn = usage.turns + 1, error = last_err, code = last_code,
+          retry_after_seconds = retry_after, admission = adm.key })
+        goto continue
+      end
+    end
     if attempt >= o.llm_attempts then break end
     local wait = retry_after
       or math.min(o.llm_backoff_max, o.llm_backoff_seconds * 2 ^ (attempt - 1)) * (0.5 + 0.5 * math.random())
@@ -251,6 +281,7 @@ local function complete(state, body)
     state.log:add({ event = 'api_retry', turn = usage.turns + 1, attempt = attempt, error = last_err, code = last_code,
       wait_seconds = wait })
     task.sleep(wait)
+    ::continue::
   end
   return nil, string.format('%s: gave up after %d tries: %s', cfg.name, o.llm_attempts, last_err), last_code
 end
@@ -427,8 +458,11 @@ function agent.run(ctx, cfg)
     tr = tr,
     cfg = cfg, o = o, usage = usage, log = Transcript.new(o.llm_transcript_bytes), prices = prices,
     cost = 0, provider_priced = 0, table_priced = 0, unpriced = 0,
-    left = function() return (deadline - clock.now()) / 1e9 end,
+    left = function() return (deadline - clock.now()) / 1e9 end, deadline = deadline,
   }
+  -- the model endpoint's admission (lua/cseng/run/admission.lua through ctx.admission): one key per host
+  local host = type(ctx.admission) == 'function' and cfg.base_url:match('^%a[%w+.-]*://([^/?#]+)')
+  if host then state.adm = ctx.admission('model:' .. host:lower()) end
   local lines = {}
   local function say(s) lines[#lines + 1] = s end
 

@@ -1,7 +1,9 @@
 --- A loopback fake of the Lizard create/delete API (lua/providers/lizard.lua) with a hidden create
---- rate: a token bucket of `rate` creates per second (burst 1); a create over it is a 429, with
+--- rate: a token bucket of `rate` creates per second (burst 1; rate = false: none); a create over it is a 429, with
 --- `Retry-After: retry_after` when that is set, and then every create until that time has passed
---- is a 429 too (a ban, as rate-limited APIs do). Creates take `latency` seconds.
+--- is a 429 too (a ban, as rate-limited APIs do). Creates take `latency` seconds, times
+--- in_flight / capacity when `capacity` is set and more are in flight (a provider that queues:
+--- its create latency rises with the load, with no 429).
 ---
 ---   local f = dofile(ROOT .. '/spec/fakes/admission.lua').start { rate = 20, latency = 0.05 }
 ---   f.set { rate = 200 }         -- the limit rises (or retry_after = 1: bans)
@@ -17,7 +19,7 @@ local M = {}
 M.API_KEY, M.PROJECT = 'adm-key', 'adm-proj'
 
 function M.start(o)
-  local cfg = { rate = o.rate or 20, latency = o.latency or 0.05, retry_after = o.retry_after }
+  local cfg = { rate = o.rate == nil and 20 or o.rate, latency = o.latency or 0.05, retry_after = o.retry_after, capacity = o.capacity }
   local st = { creates = 0, created = 0, throttled = 0, banned = 0, bans = 0, deletes = 0, live = 0, in_flight = 0, max_in_flight = 0 }
   local tokens, last, ban_until, seq = 1, clock.now(), 0, 0
   local JSON = { ['Content-Type'] = 'application/json' }
@@ -43,7 +45,7 @@ function M.start(o)
         return 429, { ['Content-Type'] = 'application/json', ['Retry-After'] = tostring(cfg.retry_after) },
           '{"error":"rate limited"}'
       end
-      if not take() then
+      if cfg.rate and not take() then
         st.throttled = st.throttled + 1
         local h = { ['Content-Type'] = 'application/json' }
         if cfg.retry_after then
@@ -55,7 +57,7 @@ function M.start(o)
       end
       st.in_flight = st.in_flight + 1
       st.max_in_flight = math.max(st.max_in_flight, st.in_flight)
-      task.sleep(cfg.latency)
+      task.sleep(cfg.latency * (cfg.capacity and math.max(1, st.in_flight / cfg.capacity) or 1))
       st.in_flight = st.in_flight - 1
       seq = seq + 1
       st.created, st.live = st.created + 1, st.live + 1

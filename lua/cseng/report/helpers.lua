@@ -151,6 +151,7 @@ function helpers.summary_run(s, path)
     solve_enabled = s.solve_enabled, plan = s.plan }
   run.finished = { event = 'run_finished', run_id = id, time = s.finished_at, status = s.status or 'unknown',
     passed = s.passed, failed = s.failed, errors = s.errors }
+  run.admission = type(s.admission) == 'table' and s.admission or nil
   for _, r in ipairs(s.results) do
     local t = util.copy(r)
     t.event, t.run_id = 'trial', id

@@ -6,6 +6,7 @@
 --- writes files.
 local stats = require 'cseng.lib.stats'
 local passk = require 'cseng.agent.passk'
+local results = require 'cseng.results.log'
 
 local M = {}
 
@@ -100,6 +101,35 @@ function M.pass_at_k_section(data, h)
 end
 
 --- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
+--- The admission section (lua/cseng/run/admission.lua): per run and key (a provider or a model
+--- endpoint, model:<host>), the limits it started at, went down to and up to, its changes, the
+--- 429/503 answers it saw, its Retry-After pauses and the starts that waited; nil when no run read
+--- had admission on. A run from a summary uses the summary's `admission` section.
+---@return string|nil
+function M.admission_section(data, h)
+  local rows = {}
+  for _, run in ipairs(data.runs) do
+    local a = run.admission or results.admission(run.events or {})
+    local keys = {}
+    for k in pairs(a or {}) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local x = a[k]
+      rows[#rows + 1] = { { raw = h.code(run.id) }, { raw = h.code(k) }, x.start or DASH, x.min or DASH, x.max or DASH,
+        x.final or DASH, string.format('%d (%d up, %d down)', x.changes or 0, x.increases or 0, x.decreases or 0),
+        x.latency_decreases or 0, x.throttled or DASH, x.pauses or 0, x.waits or DASH,
+        x.wait_s and h.num(x.wait_s, 1) or DASH }
+    end
+  end
+  if #rows == 0 then return nil end
+  return '## Admission\n\nAdaptive admission (creates per provider, completions per model endpoint): the limit on ' ..
+    'what is in flight, its changes (up: healthy, probing; down: a 429/503 or rising create latency), the ' ..
+    'throttling answers seen, the Retry-After pauses, and the starts that waited for a place (each change is an ' ..
+    '`admission` event in the run log).\n\n' ..
+    h.table({ 'run', 'key', 'start', 'min', 'max', 'final', 'changes', 'latency decreases', '429/503',
+      'pauses', 'waits', 'wait s' }, rows, 'llrrrrlrrrrr')
+end
+
 function M.time(t) return t.finished_at or t.time or '' end
 
 --- A phase's seconds, or nil when the phase did not run.

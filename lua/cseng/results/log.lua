@@ -282,6 +282,52 @@ function results.trials(events)
   return out
 end
 
+--- The admission of a run (lua/cseng/run/admission.lua's `admission` events), per key (a
+--- provider, or model:<host>): {start, min, max, final (limits), changes (increases + decreases),
+--- increases, decreases, latency_decreases, pauses, throttled (429/503 answers), retried, waits,
+--- wait_s}; nil when the run has none (admission off).
+---@return table<string, table>|nil
+function results.admission(events)
+  local out, any = {}, false
+  for _, e in ipairs(events) do
+    if e.event == 'admission' and (e.key or e.provider) ~= nil then
+      any = true
+      local k = tostring(e.key or e.provider)
+      local a = out[k]
+      if not a then
+        a = { increases = 0, decreases = 0, pauses = 0, retried = 0, totals = {} }
+        out[k] = a
+      end
+      local lim = tonumber(e.limit)
+      if lim then
+        a.start = a.start or lim
+        a.min, a.max = math.min(a.min or lim, lim), math.max(a.max or lim, lim)
+        a.final = lim
+      end
+      if e.reason == 'increase' then a.increases = a.increases + 1
+      elseif e.reason == 'decrease' then a.decreases = a.decreases + 1
+      elseif e.reason == 'pause' then a.pauses = a.pauses + 1
+      elseif e.reason == 'retry' then a.retried = a.retried + 1
+      elseif e.reason == 'total' then
+        a.totals[tostring(e.scope)] = e -- the last total of each controller (a shard's, in a merged log)
+      end
+    end
+  end
+  if not any then return nil end
+  for _, a in pairs(out) do
+    a.changes = a.increases + a.decreases
+    for _, t in pairs(a.totals) do
+      for _, f in ipairs({ 'throttled', 'waits', 'wait_s', 'latency_decreases' }) do
+        if type(t[f]) == 'number' then a[f] = (a[f] or 0) + t[f] end
+      end
+      if type(t.retried) == 'number' then a.retried_total = (a.retried_total or 0) + t.retried end
+    end
+    a.totals = nil
+    if a.retried_total then a.retried, a.retried_total = math.max(a.retried, a.retried_total), nil end
+  end
+  return out
+end
+
 --- The seed harness's summary shape, from the run's events.
 function results.summary(events)
   local started, finished
@@ -322,6 +368,7 @@ function results.summary(events)
   -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
   s.pass_at_k = jsonl.array(require('cseng.agent.passk').summary(trials))
   s.cost = require('cseng.agent.ledger').run(trials)
+  s.admission = results.admission(events) -- per key: the limits, changes, 429s, waits (nil when off)
   -- why the run stopped early (a string: max_cost, dead_endpoint, ...) and its details
   if finished and finished.stop_reason ~= nil then s.stop_reason, s.stop_detail = finished.stop_reason, finished.stop_detail end
   return s

@@ -28,6 +28,7 @@ local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
 local frame = require 'cseng.run.frame'
+local admission = require 'cseng.run.admission'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
 
@@ -140,6 +141,7 @@ function arena.mode_options(o)
     if o.mode ~= 'staggered' then error('--stagger-ms M goes with --mode staggered (got --mode ' .. o.mode .. ')', 0) end
   end
   if o.mode == 'burst' then o.burst = o.burst or o.samples end
+  admission.mode(o, 'startup') -- a burst pins admission off (raises on anything else)
   if o.mode == 'staggered' then o.stagger_ms = o.stagger_ms or arena.DEFAULT_STAGGER_MS end
 end
 

@@ -23,6 +23,7 @@ local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 local session = require 'cseng.run.session'
+local admission = require 'cseng.run.admission'
 
 
 local frame = {}
@@ -446,6 +447,7 @@ function Frame:close(fields, extra)
   fields.cleanup_error = fields.cleanup_error or self.session.cleanup_failed
   fields.reclaimed = reclaimed > 0 and reclaimed or nil
   fields.elapsed_s = fields.elapsed_s or self:elapsed()
+  pcall(admission.finish, self.session) -- the admission counters (a `total` event per key)
   local wok, rec = pcall(self.writer.event, self.writer, 'run_finished', fields, true)
   self.finished = wok and rec or fields
   local ev = util.copy(extra or {})

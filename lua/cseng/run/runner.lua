@@ -26,6 +26,7 @@ local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
 local frame = require 'cseng.run.frame'
 local agent_hooks = require 'cseng.agent.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
+local admission = require 'cseng.run.admission'
 
 local runner = {}
 
@@ -173,6 +174,7 @@ local function trial_body(run, t, rec, state)
   end
   local ctx = staging.context(run, t, state.lease.sb)
   agent_hooks.context(run, ctx, rec, state.key) -- agent hook: ATIF session id, the budget of its turns
+  ctx.admission = run.admission
   phase('upload', function()
     if not spec.warm_artifact and not replay_now then staging.upload_environment(ctx, rec) end
   end)
@@ -378,6 +380,7 @@ function runner.run_of(s, p, solver, F)
     writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher, frame = F,
   }
   agent_hooks.init(run) -- agent hook: the spend ceiling (--max-cost-usd)
+  run.admission = admission.endpoint(s) -- the model endpoints' admission (ctx.admission), nil when off
   return run
 end
 
@@ -517,6 +520,7 @@ function runner.run_tasks(opts)
   if budget_stop then F:stop('max_cost', budget_stop.message or 'the spend ceiling (--max-cost-usd)', nil, budget_stop) end
   -- sandboxes of this run the log never learned of (a create whose answer was lost)
   local reclaimed = F:reclaim()
+  admission.finish(s) -- the admission counters, before the log is read for the summary
   local all = results.read(s.jsonl)
   local summary = results.summary(all)
   local status = F:close({

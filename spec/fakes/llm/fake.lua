@@ -19,6 +19,9 @@
 ---   fault = fn(conv) -> status, headers, body | nil    answer instead of the script (429, 500, 401...)
 ---   usage = table | fn(conv) -> {prompt_tokens, completion_tokens, total_tokens, cost?} | false (no usage)
 ---   latency = seconds | fn(conv) -> seconds   before answering
+---   rate = requests per second   a hidden request rate (a token bucket, burst `rate_burst`, default
+---                              1): a valid request over it gets 429 (counted in rate_limited), with
+---                              `Retry-After: rate_retry_after` when that is set; set{rate = false} lifts it
 --- Every request is checked (luv's tap.lua style: a wrong call fails the spec through the counters):
 --- POST to /v1/chat/completions or /api/v1/chat/completions, the bearer, a JSON body with model,
 --- messages starting system then user, the bash tool, and every tool call of an assistant message
@@ -26,6 +29,7 @@
 --- and counts in bad_requests (its reason in problems).
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
+local clock = require 'cseng.clock'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -120,11 +124,22 @@ function fake.start(opts)
 
   local st = {
     requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, faults = 0,
-    statuses = {}, tool_results = 0, tool_calls_issued = 0, conversations = 0, problems = {},
+    statuses = {}, rate_limited = 0, tool_results = 0, tool_calls_issued = 0, conversations = 0, problems = {},
     convs = {}, requests_log = {},
   }
 
   local function count_status(s) st.statuses[s] = (st.statuses[s] or 0) + 1 end
+
+  -- the hidden request rate: a token bucket refilled at cfg.rate per second
+  local tokens, last = nil, clock.now()
+  local function over_rate()
+    if not cfg.rate then tokens = nil return false end
+    local now, burst = clock.now(), cfg.rate_burst or 1
+    tokens = math.min(burst, (tokens or burst) + (now - last) / 1e9 * cfg.rate)
+    last = now
+    if tokens >= 1 then tokens = tokens - 1 return false end
+    return true
+  end
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -148,6 +163,11 @@ function fake.start(opts)
       return json(400, { error = { message = problem, code = 400 } })
     end
     log.model, log.usage_include = body.model, type(body.usage) == 'table' and body.usage.include or nil
+    if over_rate() then
+      st.rate_limited = st.rate_limited + 1
+      return json(429, { error = { message = 'Rate limit exceeded: requests per second', code = 429 } },
+        cfg.rate_retry_after and { ['Retry-After'] = tostring(cfg.rate_retry_after) } or nil)
+    end
     local ms = body.messages
     local key = ms[2].content
     local c = st.convs[key]
@@ -216,7 +236,11 @@ function fake.start(opts)
   local url = srv:url()
   local self = { url = url .. '/api/v1', url_v1 = url .. '/v1', api_key = cfg.api_key }
   function self.stats() return st end
-  function self.set(o) for k, v in pairs(o) do cfg[k] = v end end
+  function self.set(o)
+    for k, v in pairs(o) do cfg[k] = v end
+    if o.rate == false then cfg.rate = nil end
+    if o.rate_retry_after == false then cfg.rate_retry_after = nil end
+  end
   function self.close() srv:close() end
   return self
 end
