@@ -58,6 +58,9 @@ local M = {
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
+  -- files (an installed agent's archive) go in parts under it (lua/solvers/installed.lua)
+  limits = { max_upload_bytes = 100 << 20 },
 }
 
 local DEFAULTS = {
@@ -91,6 +94,7 @@ local DEFAULTS = {
 ---@field request_timeout number
 ---@field snapshot_timeout number E2B_SNAPSHOT_TIMEOUT
 ---@field snapshot_prefix string E2B_SNAPSHOT_PREFIX: warm snapshot names are prefix .. key
+---@field max_upload_bytes integer E2B_MAX_UPLOAD_BYTES: the most one upload carries (default limits.max_upload_bytes)
 
 -- E2B_TEMPLATE: "base", or "glob=template,glob=template,default" (first match wins; an entry
 -- without "=" is the default for images that match nothing).
@@ -108,12 +112,18 @@ end
 --- Read the settings (cfg first, then the environment through cfg.getenv) and check the
 --- credential. Raises a one-line error naming E2B_API_KEY when it is missing; makes no request.
 ---@param cfg? table {getenv=fn, api_url, api_key, domain, envd_url_template, envd_port, template, user,
----                   verifier_user, max_timeout, request_timeout}
+---                   verifier_user, max_timeout, request_timeout, max_upload_bytes}
 ---@return e2b.client
 function M.connect(cfg)
   cfg = cfg or {}
   local setting = adapter.settings(cfg)
   local key = adapter.credentials('e2b', setting, { { 'api_key', 'E2B_API_KEY', secret = true } })
+  local raw_max = setting('max_upload_bytes', 'E2B_MAX_UPLOAD_BYTES')
+  local max_upload = adapter.int(raw_max)
+  if raw_max ~= nil and (not max_upload or max_upload <= 0) then
+    errors.raise(errors.ECONFIG, 'e2b provider: E2B_MAX_UPLOAD_BYTES (max_upload_bytes) must be a positive number of bytes, not '
+      .. tostring(raw_max))
+  end
   return {
     base = tostring(setting('api_url', 'E2B_API_URL') or DEFAULTS.api_url):gsub('/+$', ''),
     key = key,
@@ -131,6 +141,7 @@ function M.connect(cfg)
     request_timeout = tonumber(setting('request_timeout')) or DEFAULTS.request_timeout,
     snapshot_timeout = tonumber(setting('snapshot_timeout', 'E2B_SNAPSHOT_TIMEOUT')) or DEFAULTS.snapshot_timeout,
     snapshot_prefix = setting('snapshot_prefix', 'E2B_SNAPSHOT_PREFIX') or DEFAULTS.snapshot_prefix,
+    max_upload_bytes = max_upload or M.limits.max_upload_bytes,
   }
 end
 

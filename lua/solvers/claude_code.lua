@@ -137,7 +137,7 @@ end
 
 --- Warm mode (runner hook): the CLI goes into the warm artifact, named with this tag.
 claude.artifact_tag = 'claude-' .. claude.VERSION
-function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.host_file(claude.BINARY), 'claude') end
+function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.host_file(claude.BINARY), 'claude', claude.VERSION) end
 
 ---@param ctx SolveContext
 function claude.solve(ctx)

@@ -146,7 +146,7 @@ end
 
 --- Warm mode (runner hook): the CLI goes into the warm artifact, named with this tag.
 codex.artifact_tag = 'codex-' .. codex.VERSION
-function codex.install(ctx) return installed.ensure(ctx, 'codex', installed.host_file(codex.BINARY), 'codex') end
+function codex.install(ctx) return installed.ensure(ctx, 'codex', installed.host_file(codex.BINARY), 'codex', codex.VERSION) end
 
 ---@param ctx SolveContext
 function codex.solve(ctx)

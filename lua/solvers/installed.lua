@@ -12,6 +12,8 @@ local util = require 'cseng.lib.util'
 local jsonl = require 'cseng.lib.jsonl'
 local prices = require 'cseng.agent.prices'
 local atif = require 'cseng.agent.atif'
+local crypto = require 'cseng.crypto'
+local pack = require 'solvers.installed.pack'
 
 local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
 
@@ -34,16 +36,24 @@ function installed.host_file(rel)
   return p
 end
 
---- Make `<PREFIX>/<name>/<bin>` exist in the sandbox. Returns "present" or "uploaded".
+--- Make `<PREFIX>/<name>/<bin>` exist in the sandbox. Returns "present" or "uploaded", the
+--- target, and for a shipped archive (installed.ship) what was shipped. A provider on this machine
+--- gets the binary as one uncompressed tar; a remote one (ctx.remote) or one whose requests are
+--- capped (ctx.max_upload_bytes) gets the cached tar.gz of installed.ship, in parts under the cap.
 ---@param ctx SolveContext
 ---@param name string
 ---@param host string the executable on the host
 ---@param bin string its name in the sandbox
-function installed.ensure(ctx, name, host, bin)
+---@param version? string the pinned package version (names the cached archive)
+function installed.ensure(ctx, name, host, bin, version)
   local dir = installed.PREFIX .. '/' .. name
   local target = dir .. '/' .. bin
   local res = ctx:exec('test -x ' .. util.shell_quote(target), { cwd = '/', timeout = 30 })
   if res and res.code == 0 then return 'present', target end
+  if ctx.remote or ctx.max_upload_bytes then
+    local shipped = installed.ship(ctx, name, version or '', { { path = bin, file = host, mode = '0755' } })
+    return 'uploaded', target, shipped
+  end
   local tar = tars[host]
   if not tar then
     local err, code
@@ -53,6 +63,104 @@ function installed.ensure(ctx, name, host, bin)
   end
   errors.check({ stage = 'solve', prefix = 'uploading ' .. name .. ': ' }, ctx:put(dir, tar))
   return 'uploaded', target
+end
+
+-- Room left in an upload for the part's tar header and end blocks and the request's own framing
+-- (multipart headers and boundaries).
+installed.UPLOAD_OVERHEAD = 64 * 1024
+
+--- The size of each part an archive of `size` bytes is split into under a cap of `max_upload`
+--- bytes per upload (nil: one part), and how many parts that makes.
+function installed.part_size(size, max_upload)
+  if not max_upload then return math.max(size, 1), 1 end
+  local part = max_upload - installed.UPLOAD_OVERHEAD
+  if part < 64 * 1024 then
+    errors.raise(errors.ECONFIG, string.format('the provider\'s upload cap of %d bytes leaves no room for an archive part '
+      .. '(at least %d bytes)', max_upload, 64 * 1024 + installed.UPLOAD_OVERHEAD), { stage = 'solve' })
+  end
+  return part, math.max(1, (size + part - 1) // part)
+end
+
+local shipped_bytes = {} -- archive path -> its verified bytes (read once per process)
+
+--- Ship files of the host's npm tree into `<PREFIX>/<name>` of a remote sandbox: the cached
+--- deterministic tar.gz (solvers.installed.pack; packed once, in a child process) split into
+--- parts of at most ctx.max_upload_bytes per upload (each part a one-entry tar put into
+--- `<PREFIX>/.ship-<name>`), then in the sandbox each part's sha256 and the joined archive's are
+--- checked against the host's before it is unpacked; a mismatch is EPREPARE naming the part.
+--- Returns {archive, sha256, bytes, parts, part_bytes, cache = "packed" | "reused"}.
+function installed.ship(ctx, name, version, entries)
+  local p = pack.get { name = name, version = version, entries = entries,
+    dir = pack.dir(ctx.getenv) }
+  local bytes = shipped_bytes[p.path]
+  if not bytes then
+    bytes = fs.read(p.path)
+    if not bytes or crypto.sha256_hex(bytes) ~= p.sha256 then
+      errors.raise(errors.EPREPARE, string.format('%s: the cached archive %s does not match its manifest (sha256 %s): '
+        .. 'remove it to pack again', name, p.path, p.sha256), { stage = 'solve' })
+    end
+    shipped_bytes[p.path] = bytes
+  end
+  local part, n = installed.part_size(#bytes, ctx.max_upload_bytes)
+  local file = string.format('%s-%s.tar.gz', name, p.sha256:sub(1, 12))
+  local ship = installed.PREFIX .. '/.ship-' .. name
+  local names, want = {}, {}
+  for i = 1, n do
+    local piece = bytes:sub((i - 1) * part + 1, i * part)
+    names[i] = string.format('%s.part-%03d', file, i)
+    want[i] = crypto.sha256_hex(piece)
+    local tar = assert(archive.pack({ { path = names[i], data = piece, mode = '0644' } }, { format = 'tar' }))
+    errors.check({ stage = 'solve', prefix = string.format('uploading %s part %d of %d (%s): ', name, i, n, names[i]) },
+      ctx:put(ship, tar))
+  end
+  local q = util.shell_quote
+  local quoted = {}
+  for i, nm in ipairs(names) do quoted[i] = q(nm) end
+  local list = table.concat(quoted, ' ')
+  local res = errors.check({ stage = 'solve', prefix = 'checking ' .. name .. '\'s parts: ' }, ctx:exec(string.format(
+    'cd %s && sha256sum %s && cat %s > %s && rm -f %s && sha256sum %s', q(ship), list, list, q(file), list, q(file)),
+    { cwd = '/', timeout = 600 }))
+  local got = {}
+  for hex, nm in tostring(res.stdout):gmatch('(%x+)  ([^\n]+)') do got[nm] = hex end
+  for i, nm in ipairs(names) do
+    if got[nm] ~= want[i] then
+      errors.raise(errors.EPREPARE, string.format('%s: part %d of %d (%s, %d bytes) arrived with sha256 %s, want %s', name, i, n,
+        nm, math.min(part, #bytes - (i - 1) * part), tostring(got[nm] or 'none: ' .. util.trim(tostring(res.stderr))), want[i]),
+        { stage = 'solve' })
+    end
+  end
+  if res.code ~= 0 or got[file] ~= p.sha256 then
+    errors.raise(errors.EPREPARE, string.format('%s: the joined archive %s has sha256 %s, want %s%s', name, file,
+      tostring(got[file]), p.sha256, res.code ~= 0 and (' (' .. util.trim(tostring(res.stderr)) .. ')') or ''), { stage = 'solve' })
+  end
+  local dir = installed.PREFIX .. '/' .. name
+  res = errors.check({ stage = 'solve', prefix = 'unpacking ' .. name .. ': ' }, ctx:exec(string.format(
+    'mkdir -p %s && tar -xzf %s/%s -C %s && rm -rf %s', q(dir), q(ship), q(file), q(dir), q(ship)), { cwd = '/', timeout = 600 }))
+  if res.code ~= 0 then
+    errors.raise(errors.EPREPARE, name .. ': unpacking ' .. file .. ' in the sandbox: ' .. util.trim(tostring(res.stderr)),
+      { stage = 'solve' })
+  end
+  return { archive = file, sha256 = p.sha256, bytes = #bytes, parts = n, part_bytes = part,
+    cache = p.cached and 'reused' or 'packed' }
+end
+
+--- Whether the model endpoint `url` answers a TCP connect from inside the sandbox (bash's
+--- /dev/tcp, 10 s at most). Returns true, or nil and why (the shell's message).
+function installed.reachable(ctx, url)
+  local scheme, rest = tostring(url):match('^(%a[%w+.-]*)://([^/?#]+)')
+  if not scheme then return nil, 'not a URL' end
+  rest = rest:gsub('^.*@', '')
+  local host, port = rest:match('^%[([^%]]+)%]:?(%d*)$')
+  if not host then host, port = rest:match('^([^:]+):?(%d*)$') end
+  if not host then return nil, 'no host in the URL' end
+  if port == '' then port = scheme:lower() == 'https' and '443' or '80' end
+  local res, err = ctx:exec(string.format('timeout 10 bash -c \'exec 3<>"$1"\' cseng-reachable %s',
+    util.shell_quote('/dev/tcp/' .. host .. '/' .. port)), { cwd = '/', timeout = 30 })
+  if not res then return nil, tostring(err) end
+  if res.code == 0 then return true end
+  local why = util.trim(tostring(res.stderr))
+  if why == '' then why = res.code == 124 and 'no answer within 10 s' or ('exit ' .. tostring(res.code)) end
+  return nil, why, host .. ':' .. port
 end
 
 --- Write a file into the sandbox (a one-entry tar).
@@ -194,7 +302,14 @@ function installed.run(ctx, solver, o)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
   util.add_secret(cfg.api_key)
   local t0 = clock.now()
-  local install = solver.install(ctx)
+  -- before anything is shipped: an agent whose endpoint the sandbox cannot reach would only time out
+  local reach, why, hostport = installed.reachable(ctx, cfg.base_url)
+  if not reach then
+    errors.raise(errors.ENONETWORK, string.format('%s: the model endpoint %s (%s) cannot be reached from inside the sandbox: %s; '
+      .. 'the sandbox has no network access to it (an offline sandbox, or an endpoint only on the host\'s loopback)',
+      o.name, cfg.base_url, tostring(hostport or cfg.base_url), why), { stage = 'solve' })
+  end
+  local install, _, shipped = solver.install(ctx)
   if o.prepare then o.prepare(cfg) end
   installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
   local xopts = { timeout = tonumber(ctx.timeout) or 900, tail_bytes = 8 * 1024 * 1024,
@@ -216,7 +331,7 @@ function installed.run(ctx, solver, o)
       or (meter.requests == 0 and 'between trials (no per-request usage in the CLI\'s output)') or 'between requests'
     usage.metered_requests, usage.metered_usd = meter.requests, meter.spent_usd
   end
-  usage.install, usage.exit_code = install, res.code
+  usage.install, usage.shipped, usage.exit_code = install, shipped, res.code
   installed.account(ctx, tr, last, usage, cfg.model, o.scope)
   usage.elapsed_seconds = (clock.now() - t0) / 1e9
   local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })

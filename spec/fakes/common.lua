@@ -11,7 +11,7 @@
 ---   b.count('bad_requests') ; b.refused(is_create) ; b.request('GET /x')
 ---   b.add(id, sb) ; b.remove(id)          -- the live set, created/destroyed/live/max_live, ids
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
----   local srv = common.listen(handler, port)
+---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
 ---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
 local serve = require 'cseng.serve'
@@ -36,8 +36,8 @@ function M.json(status, value, headers)
 end
 
 --- A loopback listener (an ephemeral port unless port) answering with handler.
-function M.listen(handler, port)
-  return assert(serve.listen { host = '127.0.0.1', port = port or 0, handler = handler })
+function M.listen(handler, port, o)
+  return assert(serve.listen { host = '127.0.0.1', port = port or 0, handler = handler, max_body = o and o.max_body })
 end
 
 --- One page of a list: fn(item) for items[start .. start + size - 1], and the start of the

@@ -5,10 +5,11 @@
 --- A fake's sandbox is a bubblewrap sandbox of the local provider (lua/providers/local.lua): its
 --- own directory is "/" inside, so /workspace, /tests, /logs, /tmp are the sandbox's, state
 --- persists between commands, and commands really run (loopback and local only; no network
---- inside). Commands get the sandbox's environment, as a container's processes would.
+--- inside unless created with network = true: then the host's, loopback included). Commands get the sandbox's environment, as a container's processes would.
 ---
 ---   local host = dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host()
----   local sb = host.create { env = {A='1'} }            -- warm_artifact = a host.snapshot result
+---   local sb = host.create { env = {A='1'} }            -- warm_artifact = a host.snapshot result;
+---                                                      -- network = true: the host's network
 ---   local artifact = host.snapshot(sb, 'name')         -- a copy of sb's root (the vendors' snapshots)
 ---   host.run(sb, { argv = {...} } | { shell = 'cmd' }, { cwd=, env=, timeout=, user= })
 ---       -> {code, stdout, stderr, timed_out, elapsed}
@@ -30,6 +31,7 @@ function M.host()
 
   function h.create(spec)
     local sb = assert(localp.create(client, { env = spec and spec.env or {}, workdir = spec and spec.workdir or '/workspace',
+                                              network = spec and spec.network or false,
                                               labels = spec and spec.labels or {},
                                               warm_artifact = spec and spec.warm_artifact }))
     h.live[sb.id] = sb

@@ -94,6 +94,7 @@ errors.registry = {
   { 'EEXEC', 'running a command in a sandbox failed' },
   { 'ESTAGING', 'staging the task\'s files failed' },
   { 'EPREPARE', 'preparing the task (its recipe or artifact) failed' },
+  { 'ENONETWORK', 'an installed agent\'s model endpoint cannot be reached from inside the sandbox (no network to it)' },
   { 'EVERIFY', 'the verifier could not be run or read' },
   { 'ESOLVETIME', 'the solver ran past its time budget' },
   { 'EREADY', 'the readiness check did not print its marker' },

@@ -122,6 +122,8 @@ end
 ---@field options table the run options
 ---@field getenv fun(name:string):string|nil
 ---@field applies_dockerfile boolean whether the provider built the task's Dockerfile
+---@field remote boolean whether the provider's sandboxes are elsewhere (its files travel over a network)
+---@field max_upload_bytes integer|nil the provider's cap on one upload's bytes (client.max_upload_bytes or limits.max_upload_bytes)
 ---@field exec fun(self, cmd:string, o?:table):table|nil, string?, string?
 ---@field put fun(self, dir:string, tar:string):boolean|nil, string?, string?
 ---@field get fun(self, path:string):string|nil, string?, string?
@@ -140,6 +142,10 @@ function staging.context(run, t, sb)
     task = t, sb = sb, workdir = t.workdir, options = run.opts, getenv = run.getenv,
     timeout = run.opts.solve_timeout_seconds or t.config.agent_timeout,
     applies_dockerfile = staging.env_mode(run) == 'native', -- the provider built the recipe (staging.env_mode)
+    remote = provider.remote and true or false,
+    -- what one upload may carry: the client's setting (E2B_MAX_UPLOAD_BYTES), else the adapter's limits
+    max_upload_bytes = type(client) == 'table' and math.tointeger(client.max_upload_bytes)
+      or math.tointeger(type(provider.limits) == 'table' and provider.limits.max_upload_bytes or nil),
   }
   function ctx:exec(cmd, o)
     o = util.copy(o)

@@ -56,6 +56,14 @@
 ---                                        behaviour by it: < 0.4.0 always sends user "user")
 ---   files_via = url                      forward /files requests there first (a Prism proxy whose
 ---                                        upstream is this envd; marked X-Cseng-Via-Prism)
+---   offline (false)                      every sandbox without network, whatever allow_internet_access
+---                                        asks (otherwise true or absent = the host's network, as E2B's
+---                                        default; false = none)
+---   max_upload_bytes (100 MiB)           a /files upload whose request body is larger gets 413
+---                                        (counter upload_too_large; largest_upload, upload_bytes:
+---                                        the largest accepted body, the sum of them)
+---   corrupt_upload = n | fn(n, path, data)  the n-th upload (or one fn says yes to) is written with
+---                                        its middle byte flipped (counter corrupted)
 local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
@@ -150,8 +158,9 @@ end
 
 function fake.start(opts)
   local host = common.host()
-  local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7' }, {
-    starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0,
+  local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7', max_upload_bytes = 100 << 20 }, {
+    starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0, upload_too_large = 0, largest_upload = 0, upload_bytes = 0, corrupted = 0,
+    networked = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
     builds = 0, build_bodies = {}, build_contexts = {}, build_dockerfiles = {}, file_uploads = 0, upload_refused = 0,
     template_requests = {},
@@ -359,7 +368,10 @@ function fake.start(opts)
         for k, v in pairs(env) do merged[k] = v end
         env, sb.env, sb.from_template = merged, merged, tpl.alias
       end
-      sb.host = host.create { env = env, labels = sb.metadata,
+      -- allow_internet_access (E2B's default: true): the host's network, else none; offline: never
+      sb.network = body.allow_internet_access ~= false and not cfg.offline
+      if sb.network then core.count('networked') end
+      sb.host = host.create { env = env, labels = sb.metadata, network = sb.network,
                               warm_artifact = (snap and snap.artifact) or (tpl and tpl.artifact) or nil }
       core.add(id, sb)
       return json(201, {
@@ -514,7 +526,14 @@ function fake.start(opts)
       return api_error(400, 'path is required')
     end
     if req.method == 'POST' then
-      core.hit('uploads', 'files')
+      local n = core.hit('uploads', 'files')
+      if #req.body > cfg.max_upload_bytes then
+        core.count('upload_too_large')
+        return api_error(413, string.format('request body of %d bytes is over the upload limit of %d bytes', #req.body,
+          cfg.max_upload_bytes))
+      end
+      st.largest_upload = math.max(st.largest_upload, #req.body)
+      st.upload_bytes = st.upload_bytes + #req.body
       local parts, why = common.multipart(req.body, req.headers['content-type'])
       local names = {}
       for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
@@ -525,7 +544,14 @@ function fake.start(opts)
         core.count('bad_requests')
         return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
       end
-      local ok, werr = host.write(sb.host, q.path, file.data)
+      local data = file.data
+      local c = cfg.corrupt_upload
+      if (type(c) == 'number' and c == n) or (type(c) == 'function' and c(n, q.path, data)) then
+        local mid = #data // 2 + 1
+        data = data:sub(1, mid - 1) .. string.char(data:byte(mid) ~ 0xff) .. data:sub(mid + 1)
+        core.count('corrupted')
+      end
+      local ok, werr = host.write(sb.host, q.path, data)
       if not ok then return api_error(400, tostring(werr)) end
       return json(200, jsonl.array { { path = q.path, name = q.path:match('[^/]*$'), type = 'file' } })
     elseif req.method == 'GET' then
@@ -588,7 +614,7 @@ function fake.start(opts)
 
   local srv = scaffold.listen(api, cfg.port)
   api_url = srv:url()
-  envd_srv = scaffold.listen(envd)
+  envd_srv = scaffold.listen(envd, nil, { max_body = 1 << 30 }) -- the upload limit is max_upload_bytes, answered 413
   local f = { url = srv:url(), port = srv:port(), envd_url = envd_srv:url(), api_key = cfg.api_key }
 
   --- The provider_config that points the adapter here.
