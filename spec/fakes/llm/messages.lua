@@ -18,7 +18,6 @@
 --- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
 --- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
 local serve = require 'cseng.serve'
-local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -74,13 +73,7 @@ function fake.start(opts)
   local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
     held = 0, problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
 
-  local closed = false
-  -- a held request: no answer until the fake closes (then a 503 to nobody, the client being gone)
-  local function held()
-    st.held = st.held + 1
-    while not closed do task.sleep(0.02) end
-    return 503, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"the fake closed"}}'
-  end
+  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -133,7 +126,7 @@ function fake.start(opts)
       c.requests = c.requests + 1
       c.tool_results = results
       local conv = { key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results }
-      if cfg.hold and cfg.hold(conv) then return held() end
+      if cfg.hold and cfg.hold(conv) then return hold.wait() end
       reply = cfg.script(conv)
       st.completions = st.completions + 1
     end
@@ -168,7 +161,7 @@ function fake.start(opts)
   local srv = assert(serve.listen { handler = answer })
   local self = { url = srv:url(), api_key = cfg.api_key }
   function self.stats() return st end
-  function self.close() closed = true; srv:close() end
+  function self.close() hold.closed = true; srv:close() end
   return self
 end
 

@@ -18,7 +18,6 @@
 --- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
 --- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
 local serve = require 'cseng.serve'
-local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -75,13 +74,7 @@ function fake.start(opts)
   local st = { requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, held = 0, problems = {},
     convs = {}, conversations = 0, tool_calls_issued = 0, tool_results = 0, requests_log = {} }
 
-  local closed = false
-  -- a held request: no answer until the fake closes (then a 503 to nobody, the client being gone)
-  local function held()
-    st.held = st.held + 1
-    while not closed do task.sleep(0.02) end
-    return 503, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"the fake closed"}}'
-  end
+  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -123,7 +116,7 @@ function fake.start(opts)
     c.tool_results = outputs
     st.tool_results = st.tool_results + (#outputs > 0 and 1 or 0)
     local conv = { key = user, user = user, turn = turn, n = n, input = body.input, tool_results = outputs }
-    if cfg.hold and cfg.hold(conv) then return held() end
+    if cfg.hold and cfg.hold(conv) then return hold.wait() end
     local reply = cfg.script(conv)
     local id = 'resp_' .. n
     local items = {}
@@ -163,7 +156,7 @@ function fake.start(opts)
   local srv = assert(serve.listen { handler = answer })
   local self = { url = srv:url() .. '/v1', api_key = cfg.api_key }
   function self.stats() return st end
-  function self.close() closed = true; srv:close() end
+  function self.close() hold.closed = true; srv:close() end
   return self
 end
 
