@@ -10,8 +10,6 @@
 -- without network fails at once with ENONETWORK naming the endpoint, before any part is shipped.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local atif = require 'cseng.agent.atif'
 local installed = require 'solvers.installed'
 local pack = require 'solvers.installed.pack'
 
@@ -31,24 +29,6 @@ teardown(function()
   if E then E.close() end
   H.close()
 end)
-
-local function task_in(text)
-  for _, t in ipairs(H.tasks) do
-    if t.instruction and text:find(t.instruction, 1, true) then return t end
-  end
-  error('the prompt holds no known instruction: ' .. text:sub(1, 120))
-end
-
-local function gold_script(conv)
-  local solve = assert(fs.read(task_in(conv.user).dir .. '/solution/solve.sh'))
-  local cmds = {
-    "mkdir -p /tmp/replay && cat > /tmp/replay/solve.sh <<'CSENG_REPLAY_EOF'\n" .. solve .. '\nCSENG_REPLAY_EOF',
-    'bash /tmp/replay/solve.sh && echo replayed',
-  }
-  local c = cmds[conv.turn]
-  if c then return { tool_calls = { { command = c } } } end
-  return { content = 'Done.' }
-end
 
 local AGENTS = {
   { solver = 'codex', name = 'codex', fake = 'responses.lua', tool = 'exec_command', agent_name = 'codex',
@@ -76,7 +56,7 @@ for _, A in ipairs(AGENTS) do
     local f
     before_each(function()
       E.set { offline = false, corrupt_upload = false }
-      f = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake).start { api_key = H.KEY, model = H.MODEL, script = gold_script }
+      f = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake).start { api_key = H.KEY, model = H.MODEL, script = H.gold_script }
     end)
     after_each(function() f.close() end)
 
@@ -92,31 +72,12 @@ for _, A in ipairs(AGENTS) do
       assert.equal(1, pack.stats.packs - packs) -- both trials waited for the one pack
       for _, r in ipairs(s.results) do
         assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
-        local u = r.solver_usage
-        assert.equal('done', u.stop_reason)
-        assert.equal(2, u.commands)
-        assert.equal('uploaded', u.install)
+        local u = H.assert_installed_solved(r, A)
         local sh = u.shipped
         assert.equal('packed', sh.cache)
         assert.equal(CAP - installed.UPLOAD_OVERHEAD, sh.part_bytes)
         assert.equal((sh.bytes + sh.part_bytes - 1) // sh.part_bytes, sh.parts)
         assert.is_true(sh.parts >= 2, tostring(sh.parts))
-        assert.equal(1007 + 2007 + 3007, u.prompt_tokens)
-        assert.equal(51 + 52 + 53, u.completion_tokens)
-        local text = assert(fs.read(r.trajectory_path))
-        local ok, p = atif.validate_text(text)
-        assert.is_true(ok, table.concat(p or {}, '\n'))
-        local doc = jsonl.decode(text)
-        assert.equal(A.agent_name, doc.agent.name)
-        assert.equal(u.prompt_tokens, doc.final_metrics.total_prompt_tokens)
-        local calls = 0
-        for _, step in ipairs(doc.steps) do
-          for _, tc in ipairs(step.tool_calls or {}) do
-            calls = calls + 1
-            assert.equal(A.tool, tc.function_name)
-          end
-        end
-        assert.equal(2, calls)
       end
       -- the fake saw every part under its cap, none refused, and networked sandboxes
       assert.equal(0, es.upload_too_large - before.upload_too_large)

@@ -50,6 +50,59 @@ function M.new(name)
     }
   end
 
+  --- The task whose instruction a prompt holds (the installed CLIs wrap the instruction in text of their own).
+  function H.task_in(text)
+    for _, t in ipairs(H.tasks) do
+      if t.instruction and text:find(t.instruction, 1, true) then return t end
+    end
+    error('the prompt holds no known instruction: ' .. text:sub(1, 120))
+  end
+
+  --- The script of the Responses/Messages fakes that replays the gold fix: two shell calls, then an answer.
+  function H.gold_script(conv)
+    local solve = assert(fs.read(H.task_in(conv.user).dir .. '/solution/solve.sh'))
+    local cmds = {
+      "mkdir -p /tmp/replay && cat > /tmp/replay/solve.sh <<'CSENG_REPLAY_EOF'\n" .. solve .. '\nCSENG_REPLAY_EOF',
+      'bash /tmp/replay/solve.sh && echo replayed',
+    }
+    local c = cmds[conv.turn]
+    if c then return { tool_calls = { { command = c } } } end
+    return { content = 'Done.' }
+  end
+
+  --- A trial of an installed agent (A: {agent_name, tool}) that solved its task with the gold script:
+  --- passed, two commands, the fake's default usage (turn n: input 1000n + 7, output 50 + n), and a
+  --- valid ATIF trajectory whose tokens are the trial's and whose tool calls are answered by id.
+  function H.assert_installed_solved(r, A)
+    local assert = require 'luassert' -- busted's (this file is dofile'd outside the spec's environment)
+    local atif = require 'cseng.agent.atif'
+    local jsonl = require 'cseng.lib.jsonl'
+    assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
+    local u = r.solver_usage
+    assert.equal('done', u.stop_reason)
+    assert.equal(2, u.commands)
+    assert.equal('uploaded', u.install)
+    assert.equal(1007 + 2007 + 3007, u.prompt_tokens)
+    assert.equal(51 + 52 + 53, u.completion_tokens)
+    local text = assert(fs.read(r.trajectory_path))
+    local ok, p = atif.validate_text(text)
+    assert.is_true(ok, table.concat(p or {}, '\n'))
+    local doc = jsonl.decode(text)
+    assert.equal(A.agent_name, doc.agent.name)
+    assert.equal(u.prompt_tokens, doc.final_metrics.total_prompt_tokens)
+    assert.equal(u.completion_tokens, doc.final_metrics.total_completion_tokens)
+    local calls = 0
+    for _, step in ipairs(doc.steps) do
+      for _, tc in ipairs(step.tool_calls or {}) do
+        calls = calls + 1
+        assert.equal(A.tool, tc.function_name)
+        assert.equal(tc.tool_call_id, step.observation.results[1].source_call_id)
+      end
+    end
+    assert.equal(2, calls)
+    return u
+  end
+
   function H.openrouter_env(f, extra)
     local env = { OPENROUTER_API_KEY = H.KEY, OPENROUTER_BASE_URL = f.url, OPENROUTER_MODEL = H.MODEL }
     for k, v in pairs(extra or {}) do env[k] = v end
