@@ -10,7 +10,6 @@
 --- "N.Nk instructions/request" and the counts behind it. Needs valgrind.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local task = require 'cseng.task'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local flags = require 'cseng.lib.flags'
@@ -44,22 +43,7 @@ if LONG <= SHORT then
 end
 local TMP = assert(fs.tempdir('cseng-instr-'))
 
-local port_file = fs.join(TMP, 'fake.port')
-local fake = assert(proc.spawn { argv = { SELF, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
-  '--max-seconds', 3600 }, cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
-local url
-for _ = 1, 200 do
-  local t = fs.read(port_file)
-  if t and t:match('%d+\n') then
-    url = 'http://127.0.0.1:' .. t:match('%d+')
-    break
-  end
-  task.sleep(0.05)
-end
-if not url then
-  fake:close()
-  error('instructions: the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
-end
+local fake, url = dofile(ROOT .. '/bench/lib.lua').start_fake(SELF, TMP)
 
 -- One client run under callgrind: its instruction total and its request count.
 local function measure(seconds)

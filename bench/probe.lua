@@ -13,7 +13,6 @@
 --- clock), its report (dso,sym) written to DIR/perf-LABEL.txt.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local task = require 'cseng.task'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local stats = require 'cseng.lib.stats'
@@ -66,23 +65,8 @@ local function env_for(b)
 end
 
 -- the fake provider, run by this binary
-local port_file = fs.join(TMP, 'fake.port')
-local fake = assert(proc.spawn { argv = { SELF, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
-  '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--max-seconds', 3600 },
-  cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
-local url
-for _ = 1, 200 do
-  local t = fs.read(port_file)
-  if t and t:match('%d+\n') then
-    url = 'http://127.0.0.1:' .. t:match('%d+')
-    break
-  end
-  task.sleep(0.05)
-end
-if not url then
-  fake:close()
-  error('probe: the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
-end
+local fake, url = dofile(ROOT .. '/bench/lib.lua').start_fake(SELF, TMP,
+  { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete })
 
 local function client(b, prefix)
   local out = fs.join(TMP, b.label .. '.json')

@@ -218,22 +218,11 @@ end
 
 local fake, fake_url
 local function start_fake()
-  local port_file = fs.join(TMP, 'fake.port')
-  local argv = { EXE, 'lua', fs.join(ROOT, 'bench/fake_provider.lua'), '--port-file', port_file,
-    '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--max-seconds', 3600 }
+  local argv
+  fake, fake_url, argv = dofile(ROOT .. '/bench/lib.lua').start_fake(EXE, TMP,
+    { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete })
   note('fake', argv)
-  local p = assert(proc.spawn { argv = argv, cwd = ROOT, stdout = fs.join(TMP, 'fake.log'), stderr = fs.join(TMP, 'fake.log') })
-  for _ = 1, 200 do
-    local t = fs.read(port_file)
-    if t and t:match('%d+\n') then
-      fake_url = 'http://127.0.0.1:' .. t:match('%d+')
-      fake = p
-      return true
-    end
-    task.sleep(0.05)
-  end
-  p:close()
-  error('the fake provider did not start: ' .. tostring(fs.read(fs.join(TMP, 'fake.log'))), 0)
+  return true
 end
 
 local nginx, nginx_url, nginx_conf_text
