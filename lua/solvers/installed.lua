@@ -81,7 +81,9 @@ function installed.part_size(size, max_upload)
   return part, math.max(1, (size + part - 1) // part)
 end
 
-local shipped_bytes = {} -- archive path -> its verified bytes (read once per process)
+-- archive path -> {bytes (verified against the manifest), hashes = {[part size] = each part's sha256}}:
+-- read and hashed once per process, not per trial
+local archives = {}
 
 --- Ship files of the host's npm tree into `<PREFIX>/<name>` of a remote sandbox: the cached
 --- deterministic tar.gz (solvers.installed.pack; packed once, in a child process) split into
@@ -92,23 +94,30 @@ local shipped_bytes = {} -- archive path -> its verified bytes (read once per pr
 function installed.ship(ctx, name, version, entries)
   local p = pack.get { name = name, version = version, entries = entries,
     dir = pack.dir(ctx.getenv) }
-  local bytes = shipped_bytes[p.path]
-  if not bytes then
-    bytes = fs.read(p.path)
+  local sh = archives[p.path]
+  if not sh then
+    local bytes = fs.read(p.path)
     if not bytes or crypto.sha256_hex(bytes) ~= p.sha256 then
       errors.raise(errors.EPREPARE, string.format('%s: the cached archive %s does not match its manifest (sha256 %s): '
         .. 'remove it to pack again', name, p.path, p.sha256), { stage = 'solve' })
     end
-    shipped_bytes[p.path] = bytes
+    sh = { bytes = bytes, hashes = {} }
+    archives[p.path] = sh
   end
+  local bytes = sh.bytes
   local part, n = installed.part_size(#bytes, ctx.max_upload_bytes)
+  local want = sh.hashes[part]
+  if not want then
+    want = {}
+    for i = 1, n do want[i] = crypto.sha256_hex(bytes:sub((i - 1) * part + 1, i * part)) end
+    sh.hashes[part] = want
+  end
   local file = string.format('%s-%s.tar.gz', name, p.sha256:sub(1, 12))
   local ship = installed.PREFIX .. '/.ship-' .. name
-  local names, want = {}, {}
+  local names = {}
   for i = 1, n do
     local piece = bytes:sub((i - 1) * part + 1, i * part)
     names[i] = string.format('%s.part-%03d', file, i)
-    want[i] = crypto.sha256_hex(piece)
     local tar = assert(archive.pack({ { path = names[i], data = piece, mode = '0644' } }, { format = 'tar' }))
     errors.check({ stage = 'solve', prefix = string.format('uploading %s part %d of %d (%s): ', name, i, n, names[i]) },
       ctx:put(ship, tar))

@@ -18,7 +18,7 @@ rootfs.PACKAGES = {
 
 --- The cache directory (CSENG_CACHE, else ~/.cache/cseng).
 function rootfs.cache_dir()
-  return os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')
+  return util.cache_dir()
 end
 
 --- Where the Debian base root filesystem of a suite lives (complete when <dir>/.cseng-rootfs exists).

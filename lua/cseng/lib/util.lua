@@ -1,6 +1,16 @@
 --- Small helpers shared by the Lua layer: paths, quoting, secrets, tables.
 local util = {}
 
+--- cseng's cache directory: $CSENG_CACHE, else ~/.cache/cseng (getenv: the run's environment,
+--- default os.getenv; an empty value counts as unset).
+function util.cache_dir(getenv)
+  getenv = getenv or os.getenv
+  local base = getenv('CSENG_CACHE')
+  if base and base ~= '' then return base end
+  local home = getenv('HOME') or os.getenv('HOME')
+  return ((home and home ~= '') and home or '/tmp') .. '/.cache/cseng'
+end
+
 function util.trim(s) return (tostring(s):gsub('^%s+', ''):gsub('%s+$', '')) end
 
 function util.dirname(p)

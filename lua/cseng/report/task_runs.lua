@@ -100,7 +100,6 @@ function M.pass_at_k_section(data, h)
   }, '\n')
 end
 
---- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
 --- The admission section (lua/cseng/run/admission.lua): per run and key (a provider or a model
 --- endpoint, model:<host>), the limits it started at, went down to and up to, its changes, the
 --- 429/503 answers it saw, its Retry-After pauses and the starts that waited; nil when no run read
@@ -130,6 +129,7 @@ function M.admission_section(data, h)
       'pauses', 'waits', 'wait s' }, rows, 'llrrrrlrrrrr')
 end
 
+--- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
 function M.time(t) return t.finished_at or t.time or '' end
 
 --- A phase's seconds, or nil when the phase did not run.

@@ -317,13 +317,11 @@ function results.admission(events)
   for _, a in pairs(out) do
     a.changes = a.increases + a.decreases
     for _, t in pairs(a.totals) do
-      for _, f in ipairs({ 'throttled', 'waits', 'wait_s', 'latency_decreases' }) do
+      for _, f in ipairs({ 'throttled', 'waits', 'wait_s', 'latency_decreases' }) do -- (retried: the retry events)
         if type(t[f]) == 'number' then a[f] = (a[f] or 0) + t[f] end
       end
-      if type(t.retried) == 'number' then a.retried_total = (a.retried_total or 0) + t.retried end
     end
     a.totals = nil
-    if a.retried_total then a.retried, a.retried_total = math.max(a.retried, a.retried_total), nil end
   end
   return out
 end

@@ -186,13 +186,14 @@ function Ctl:success()
   end
 end
 
--- The q-quantile (nearest rank) of the first n values of list.
-local function quantile(list, n, q)
+-- A sorted copy of a list of numbers, and its q-quantile (nearest rank).
+local function sorted(list)
   local xs = {}
-  for i = 1, n do xs[i] = list[i] end
+  for i = 1, #list do xs[i] = list[i] end
   table.sort(xs)
-  return xs[math.max(1, math.min(n, math.ceil(q * n)))]
+  return xs
 end
+local function quantile(xs, q) return xs[math.max(1, math.min(#xs, math.ceil(q * #xs)))] end
 
 --- The latency (ns) of a successful create that started as number `seq`: the gradient. Returns
 --- the ratio tolerance x baseline / short of a window that decreased the limit, else nil.
@@ -210,15 +211,15 @@ function Ctl:latency(seq, ns)
   short[#short + 1] = ns
   if #short < lat.window then return nil end
   self.short = {}
-  local nl = #self.long
-  if nl < 2 * lat.window then return nil end -- no baseline yet
+  if #self.long < 2 * lat.window then return nil end -- no baseline yet
   -- the baseline is a low quantile (p10) of the long window, the latency of a provider not yet
   -- loaded (a median would rise with the limit while it climbs, and never see the rise)
-  local base, now = quantile(self.long, nl, lat.baseline_q), quantile(short, #short, 0.5)
+  local long = sorted(self.long)
+  local base, now = quantile(long, lat.baseline_q), quantile(sorted(short), 0.5)
   local g = lat.tolerance * base / now
   -- and only while it rises: past the long window's median too (a provider whose latencies
   -- simply spread widely is not loaded by them)
-  if g >= 1 or now <= quantile(self.long, nl, 0.5) then return nil end
+  if g >= 1 or now <= quantile(long, 0.5) then return nil end
   local before = math.floor(self.limit)
   self.limit = math.max(1, self.limit * math.max(0.5, g))
   self.decreased_at = self.started
@@ -319,30 +320,37 @@ function admission.mode(opts, kind)
   return m
 end
 
---- The controller of a session's provider (created on first use), or nil when admission is off.
----@return table|nil
-function admission.for_session(s, p)
-  local mode = admission.mode(s.opts, s.kind)
-  if mode == 'off' then return nil end
+-- The session's controller of key, made by make(event) on first use (event writes to the run log).
+local function controller(s, key, make)
   local per = controllers[s]
   if not per then
     per = {}
     controllers[s] = per
   end
-  local c = per[p.name]
-  if c then return c end
-  local limits = type(p.adapter.limits) == 'table' and p.adapter.limits or {}
-  local bound = math.tointeger(s.opts.concurrency) or 1
-  local declared = math.tointeger(limits.max_creates_in_flight)
-  if declared and declared > 0 then bound = math.min(bound, declared) end
-  local cpm = tonumber(limits.creates_per_minute)
-  c = admission.new(p.name, {
-    bound = bound, adaptive = mode == 'adaptive', creates_per_minute = cpm and cpm > 0 and cpm or nil,
-    start = s.opts.admission_start,
-    event = function(f) if s.writer then s.writer:event('admission', f) end end,
-  })
-  per[p.name] = c
+  local c = per[key]
+  if not c then
+    c = make(function(f) if s.writer then s.writer:event('admission', f) end end)
+    per[key] = c
+  end
   return c
+end
+
+--- The controller of a session's provider (created on first use), or nil when admission is off.
+---@return table|nil
+function admission.for_session(s, p)
+  local mode = admission.mode(s.opts, s.kind)
+  if mode == 'off' then return nil end
+  return controller(s, p.name, function(event)
+    local limits = type(p.adapter.limits) == 'table' and p.adapter.limits or {}
+    local bound = math.tointeger(s.opts.concurrency) or 1
+    local declared = math.tointeger(limits.max_creates_in_flight)
+    if declared and declared > 0 then bound = math.min(bound, declared) end
+    local cpm = tonumber(limits.creates_per_minute)
+    return admission.new(p.name, {
+      bound = bound, adaptive = mode == 'adaptive', creates_per_minute = cpm and cpm > 0 and cpm or nil,
+      start = s.opts.admission_start, event = event,
+    })
+  end)
 end
 
 --- The admission of a session's model endpoints, for a solver's context (ctx.admission): a
@@ -354,19 +362,9 @@ function admission.endpoint(s)
   if admission.mode(s.opts, s.kind) ~= 'adaptive' then return nil end
   return function(key)
     key = tostring(key)
-    local per = controllers[s]
-    if not per then
-      per = {}
-      controllers[s] = per
-    end
-    local c = per[key]
-    if c then return c end
-    c = admission.new(key, {
-      bound = math.tointeger(s.opts.concurrency) or 1, latency = false,
-      event = function(f) if s.writer then s.writer:event('admission', f) end end,
-    })
-    per[key] = c
-    return c
+    return controller(s, key, function(event)
+      return admission.new(key, { bound = math.tointeger(s.opts.concurrency) or 1, latency = false, event = event })
+    end)
   end
 end
 

@@ -152,7 +152,7 @@ local function from_dir(dir, where, fields)
 end
 
 local function cache_dir(opts)
-  local d = opts.cache_dir or (os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/tasks'
+  local d = opts.cache_dir or util.cache_dir() .. '/tasks'
   errors.check(nil, fs.mkdir_p(d))
   return d
 end

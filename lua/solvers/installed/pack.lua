@@ -18,6 +18,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local jsonl = require 'cseng.lib.jsonl'
 local errors = require 'cseng.lib.errors'
+local util = require 'cseng.lib.util'
 
 local pack = { FORMAT = 1 }
 
@@ -29,10 +30,7 @@ local inflight = {} -- key -> the task packing it
 --- The cache directory of packed agents: <CSENG_CACHE or ~/.cache/cseng>/agents.
 ---@param getenv? fun(name: string): string|nil
 function pack.dir(getenv)
-  getenv = getenv or os.getenv
-  local base = getenv('CSENG_CACHE')
-  if not base or base == '' then base = (getenv('HOME') or os.getenv('HOME') or '/tmp') .. '/.cache/cseng' end
-  return base .. '/agents'
+  return util.cache_dir(getenv) .. '/agents'
 end
 
 --- The cache key of an archive and the entries as the child packs them (file = the real path).
