@@ -33,9 +33,11 @@
  * once, from the C buffer into a Lua string.
  */
 #include "core.h"
+#include "h1.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,11 @@ typedef struct req {
   char *url;      /* urlb.p */
   buf urlb;
   struct req *free_next;
+  /* the native HTTP/1.1 path (h1.c): */
+  int native;      /* sent through h1, not libcurl */
+  int native_live; /* h1 has the call (counted in in_flight) */
+  h1_call call;
+  buf out;         /* the request head it sends */
 } req;
 
 /* One poll handle per socket for the socket's whole life: curl opens and closes sockets
@@ -153,6 +160,8 @@ static struct {
   int kick_pending;
   int pk_reuse; /* libcurl >= 8.0: a prior-knowledge request reuses a prior-knowledge connection (see h2origin) */
   int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
+  int native;       /* plain-HTTP/1.1 requests go through h1.c (CSENG_HTTP=curl or configure{native=false}: off) */
+  lua_Integer native_started;
 } H;
 
 static void origin_live(h2origin *o) {
@@ -370,6 +379,11 @@ static void req_release(req *r) {
     if (!r->origin->live && r->origin->wait_head) r->origin->kick = H.kick_pending = 1; /* promote a waiter */
     r->origin = NULL;
   }
+  if (r->native_live) { /* abandoned before h1 finished it (cancelled, or the callback raised) */
+    h1_cancel(&r->call);
+    r->native_live = 0;
+    H.in_flight--;
+  }
   if (r->easy) {
     curl_multi_remove_handle(r->pool->multi, r->easy);
     easy_put(r->easy);
@@ -405,6 +419,7 @@ static void req_free(req *r) {
     buf_free(&r->head);
     buf_free(&r->trailers);
     buf_free(&r->urlb);
+    buf_free(&r->out);
     free(r);
     return;
   }
@@ -412,6 +427,7 @@ static void req_free(req *r) {
   buf_keep(&r->head);
   buf_keep(&r->trailers);
   buf_keep(&r->urlb);
+  buf_keep(&r->out);
   r->free_next = RF.head;
   RF.head = r;
   RF.n++;
@@ -421,11 +437,11 @@ static void req_free(req *r) {
 static req *req_new(const char *url, size_t url_len) {
   req *r = RF.head;
   if (r) {
-    buf body = r->body, head = r->head, trailers = r->trailers, urlb = r->urlb;
+    buf body = r->body, head = r->head, trailers = r->trailers, urlb = r->urlb, out = r->out;
     RF.head = r->free_next;
     RF.n--;
     memset(r, 0, sizeof *r);
-    r->body = body, r->head = head, r->trailers = trailers, r->urlb = urlb;
+    r->body = body, r->head = head, r->trailers = trailers, r->urlb = urlb, r->out = out;
   } else if (!(r = calloc(1, sizeof *r))) return NULL;
   if (buf_add(&r->urlb, url, url_len) != 0) {
     r->free_next = RF.head; /* back to the list, still valid */
@@ -905,6 +921,204 @@ static void origin_key(const char *url, const char *unix_socket, char *out, size
   curl_url_cleanup(u);
 }
 
+/* ---- the native HTTP/1.1 path (h1.c) ------------------------------------------------------ */
+
+#define REQ_OF(c) ((req *)((char *)(c) - offsetof(req, call)))
+
+static int native_line(h1_call *c, const char *p, size_t n, int trailer) {
+  req *r = REQ_OF(c);
+  buf *b = trailer ? &r->trailers : &r->head;
+  if (!p) { /* after a 1xx: the final response's lines only */
+    r->head.len = r->trailers.len = 0;
+    return 0;
+  }
+  return buf_add(b, p, n) == 0 && buf_add(b, "\r\n", 2) == 0 ? 0 : -1;
+}
+
+static int native_body(h1_call *c, const char *p, size_t n) {
+  req *r = REQ_OF(c);
+  if (r->max_body && r->body.len + n > r->max_body) {
+    r->result = CURLE_FILESIZE_EXCEEDED;
+    return -1;
+  }
+  if (buf_add(&r->body, p, n) != 0) {
+    r->result = CURLE_OUT_OF_MEMORY;
+    return -1;
+  }
+  if (r->stream) cs_op_ready(&r->op);
+  return 0;
+}
+
+/* The outcome in libcurl's terms (CURLcode, errno, message), so that push_done and error_code
+ * answer a native request exactly as they answer a libcurl one. */
+static void native_done(h1_call *c, int err, int os_errno) {
+  req *r = REQ_OF(c);
+  unsigned long ms = (unsigned long)(c->t_total / 1000000);
+  r->native_live = 0;
+  H.in_flight--;
+  H.completed++;
+  r->os_errno = os_errno;
+  r->status = (long)c->status;
+  r->http_version = c->major == 1 && c->minor == 0 ? CURL_HTTP_VERSION_1_0 : CURL_HTTP_VERSION_1_1;
+  r->new_conns = c->new_conn;
+  r->t_dns = (curl_off_t)(c->t_dns / 1000);
+  r->t_connect = (curl_off_t)(c->t_connect / 1000);
+  r->t_ttfb = (curl_off_t)(c->t_ttfb / 1000);
+  r->t_total = (curl_off_t)(c->t_total / 1000);
+  r->head_done = c->status != 0;
+  switch (err) {
+    case H1_OK: break;
+    case H1_ERESOLVE:
+      r->result = CURLE_COULDNT_RESOLVE_HOST;
+      snprintf(r->errbuf, sizeof r->errbuf, "Could not resolve host: %.*s", (int)c->host_len, c->host);
+      break;
+    case H1_ECONNECT:
+      r->result = CURLE_COULDNT_CONNECT;
+      snprintf(r->errbuf, sizeof r->errbuf, "Failed to connect to %.*s port %d after %lu ms: %s", (int)c->host_len,
+               c->host, c->port, ms, strerror(os_errno));
+      break;
+    case H1_ETIMEDOUT:
+      r->result = CURLE_OPERATION_TIMEDOUT;
+      snprintf(r->errbuf, sizeof r->errbuf, "Operation timed out after %lu milliseconds with %zu bytes received", ms,
+               c->received);
+      break;
+    case H1_ESEND:
+      r->result = CURLE_SEND_ERROR;
+      snprintf(r->errbuf, sizeof r->errbuf, "Send failure: %s", strerror(os_errno));
+      break;
+    case H1_ERECV:
+      r->result = CURLE_RECV_ERROR;
+      snprintf(r->errbuf, sizeof r->errbuf, "Recv failure: %s", strerror(os_errno));
+      break;
+    case H1_EEMPTY: r->result = CURLE_GOT_NOTHING; break;
+    case H1_EPARTIAL: r->result = CURLE_PARTIAL_FILE; break;
+    case H1_EPARSE:
+      r->result = CURLE_WEIRD_SERVER_REPLY;
+      snprintf(r->errbuf, sizeof r->errbuf, "malformed HTTP/1.x response: %s",
+               c->parse_error ? c->parse_error : "?");
+      break;
+    case H1_EABORT:
+      if (r->result == CURLE_OK) r->result = CURLE_WRITE_ERROR;
+      break;
+    default: r->result = CURLE_OUT_OF_MEMORY; break;
+  }
+  r->done = 1;
+  req_release(r); /* the body string's reference */
+  cs_op_ready(&r->op);
+}
+
+static int is_name(const char *line, size_t ll, const char *name) {
+  size_t n = strlen(name);
+  return ll > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ';');
+}
+
+static int buf_str(buf *b, const char *p) { return buf_add(b, p, strlen(p)); }
+
+/* The request head libcurl would send for these options (Host, Accept: *\/\*, the headers, and for
+ * a request with a body Content-Length and, unless given, curl's form Content-Type) into
+ * r->out, from the header lines in HS.key. 0, 1: not for the native path (a header curl
+ * treats specially, a line break in a value), -1: out of memory. */
+static int native_head(req *r, const char *method, const h1_url *u, int has_body, size_t body_len) {
+  buf *o = &r->out;
+  int host = 1, accept = 1, ctype = has_body;
+  char num[32];
+  const char *k = HS.key.p, *end = HS.key.p + HS.key.len;
+  o->len = 0;
+  for (const char *l = k; l < end; l += strlen(l) + 1) { /* first pass: what the user set or omitted */
+    size_t ll = strlen(l);
+    if (strpbrk(l, "\r\n")) return 1;
+    if (l == k) continue; /* "Expect:" (cseng's own: no 100-continue) */
+    if (is_name(l, ll, "host")) host = 0;
+    else if (is_name(l, ll, "accept")) accept = 0;
+    else if (is_name(l, ll, "content-type")) ctype = 0;
+    else if (is_name(l, ll, "content-length") || is_name(l, ll, "transfer-encoding") ||
+             is_name(l, ll, "connection") || is_name(l, ll, "expect") || is_name(l, ll, "upgrade") ||
+             is_name(l, ll, "te"))
+      return 1;
+  }
+  if (buf_str(o, method) || buf_add(o, " ", 1) ||
+      (u->target_len ? buf_add(o, u->target, u->target_len) : buf_add(o, "/", 1)) ||
+      buf_str(o, " HTTP/1.1\r\n"))
+    return -1;
+  if (host) {
+    if (buf_str(o, "Host: ") || (u->ipv6 && buf_add(o, "[", 1)) || buf_add(o, u->host, u->host_len) ||
+        (u->ipv6 && buf_add(o, "]", 1)))
+      return -1;
+    if (!u->default_port) {
+      snprintf(num, sizeof num, ":%d", u->port);
+      if (buf_str(o, num)) return -1;
+    }
+    if (buf_add(o, "\r\n", 2)) return -1;
+  }
+  if (accept && buf_str(o, "Accept: */*\r\n")) return -1;
+  for (const char *l = k; l < end; l += strlen(l) + 1) {
+    size_t ll = strlen(l);
+    if (l == k || (ll > 0 && l[ll - 1] == ':')) continue; /* omitted: nothing is sent */
+    if (l[ll - 1] == ';') { /* sent empty */
+      if (buf_add(o, l, ll - 1) || buf_str(o, ":\r\n")) return -1;
+    } else if (buf_add(o, l, ll) || buf_add(o, "\r\n", 2))
+      return -1;
+  }
+  if (has_body) {
+    snprintf(num, sizeof num, "Content-Length: %zu\r\n", body_len);
+    if (buf_str(o, num)) return -1;
+    if (ctype && buf_str(o, "Content-Type: application/x-www-form-urlencoded\r\n")) return -1;
+  }
+  return buf_add(o, "\r\n", 2) ? -1 : 0;
+}
+
+/* Whether a method can go as it is on the request line. */
+static int method_ok(const char *m) {
+  if (!*m) return 0;
+  for (; *m; m++)
+    if (*m <= ' ' || *m >= 0x7f) return 0;
+  return 1;
+}
+
+/* The request through h1.c, when it is one libcurl would send as plain HTTP/1.1 with nothing
+ * of its own to add: 1 (r is running; the caller yields), 0 (libcurl's job; r untouched but
+ * its out buffer), -1 (out of memory). The options were checked; the header lines are in HS.key. */
+static int native_start(lua_State *L, req *r, const char *url, size_t url_len, const char *method,
+                        const char *body, size_t body_len, int body_idx, double timeout,
+                        double connect_timeout) {
+  h1_url u;
+  int has_body = body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+                 strcmp(method, "PATCH") == 0;
+  int rc;
+  if (!h1_url_split(url, url_len, &u) || !method_ok(method)) return 0;
+  if (body && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) return 0; /* curl makes it a POST */
+  if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0)) != 0) return rc < 0 ? -1 : 0;
+  r->native = 1;
+  memset(&r->call, 0, sizeof r->call);
+  r->call.host = r->url + (u.host - url); /* the request's own copy of the URL: messages quote it */
+  r->call.host_len = u.host_len;
+  r->call.ipv6 = u.ipv6;
+  r->call.port = u.port;
+  r->call.send[0] = uv_buf_init(r->out.p, (unsigned)r->out.len);
+  r->call.nsend = 1;
+  if (body && body_len) {
+    r->call.send[1] = uv_buf_init((char *)body, (unsigned)body_len);
+    r->call.nsend = 2;
+  }
+  r->call.head_method = strcmp(method, "HEAD") == 0;
+  r->call.timeout_ms = (uint64_t)(timeout * 1000);
+  r->call.connect_timeout_ms = (uint64_t)(connect_timeout * 1000);
+  r->call.on_line = native_line;
+  r->call.on_body = native_body;
+  r->call.on_done = native_done;
+  if (h1_start(&r->call) != 0) return -1;
+  /* h1 copied the host into its origin; the URL stays in r->urlb for messages */
+  r->native_live = 1;
+  if (body) {
+    lua_pushvalue(L, body_idx);
+    r->body_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* keeps the string alive, no copy */
+  }
+  H.in_flight++;
+  H.started++;
+  H.native_started++;
+  return 1;
+}
+
 static int http_request(lua_State *L) {
   const char *method, *url, *unix_socket, *body, *version;
   size_t body_len = 0, url_len = 0;
@@ -996,17 +1210,32 @@ static int http_request(lua_State *L) {
 
   /* 2. allocate and configure (nothing below raises) */
   if (!(r = req_new(url, url_len))) return luaL_error(L, "out of memory");
+  r->body_ref = LUA_NOREF;
+  r->op.push = req_push;
+  r->op.cancel = req_cancel;
+  r->max_body = (size_t)max_body;
+  r->stream = stream;
+  /* plain HTTP/1.1 that libcurl would send with nothing of its own (no socket path, redirect,
+   * proxy, connection limit or HTTP/2): the native path */
+  if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable &&
+      (http_version == 0 || http_version == CURL_HTTP_VERSION_1_1)) {
+    int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout);
+    if (rc < 0) {
+      req_free(r);
+      return luaL_error(L, "out of memory");
+    }
+    if (rc > 0) {
+      lua_settop(L, 1);
+      return cs_yield(L, &r->op);
+    }
+    r->native = 0;
+  }
   if (!(e = easy_get()) || !(r->hset = hset_get())) {
     if (e) easy_put(e);
     req_free(r);
     return luaL_error(L, "out of memory");
   }
   r->easy = e;
-  r->body_ref = LUA_NOREF;
-  r->op.push = req_push;
-  r->op.cancel = req_cancel;
-  r->max_body = (size_t)max_body;
-  r->stream = stream;
   r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
   /* every per-request option, set on every request (the handle may be reused: easy_get) */
   curl_easy_setopt(e, CURLOPT_URL, url);
@@ -1112,8 +1341,16 @@ static int http_configure(lua_State *L) {
     if (n > POOLS_MAX) luaL_error(L, "http.configure: pools must be <= %d", POOLS_MAX);
     H.pools_wanted = (int)n;
   }
+  lua_getfield(L, 1, "native");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1)) luaL_error(L, "http.configure: native must be a boolean");
+    H.native = lua_toboolean(L, -1);
+  }
   lua_getfield(L, 1, "max_connections");
-  if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAXCONNECTS, H.maxconnects = opt_long(L, "max_connections", 0));
+  if (!lua_isnil(L, -1)) {
+    pools_setopt(CURLMOPT_MAXCONNECTS, H.maxconnects = opt_long(L, "max_connections", 0));
+    h1_set_idle_max(H.maxconnects); /* the native path's idle connections per host */
+  }
   lua_getfield(L, 1, "max_host_connections");
   if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAX_HOST_CONNECTIONS, host = opt_long(L, "max_host_connections", 0));
   lua_getfield(L, 1, "max_total_connections");
@@ -1136,11 +1373,31 @@ static int http_stats(lua_State *L) {
   lua_setfield(L, -2, "started");
   lua_pushinteger(L, H.completed);
   lua_setfield(L, -2, "completed");
+  {
+    h1_stats st = h1_get_stats();
+    lua_createtable(L, 0, 6);
+    lua_pushboolean(L, H.native);
+    lua_setfield(L, -2, "enabled");
+    lua_pushinteger(L, H.native_started);
+    lua_setfield(L, -2, "requests");
+    lua_pushinteger(L, (lua_Integer)st.connects);
+    lua_setfield(L, -2, "connects");
+    lua_pushinteger(L, (lua_Integer)st.reused);
+    lua_setfield(L, -2, "reused");
+    lua_pushinteger(L, (lua_Integer)st.retried);
+    lua_setfield(L, -2, "retried");
+    lua_pushinteger(L, (lua_Integer)st.open);
+    lua_setfield(L, -2, "open");
+    lua_pushinteger(L, (lua_Integer)st.idle);
+    lua_setfield(L, -2, "idle");
+    lua_setfield(L, -2, "native");
+  }
   return 1;
 }
 
 static void http_shutdown(void) {
   if (!H.multi) return;
+  h1_shutdown();
   for (int i = 0; i < POOLS_MAX; i++) {
     pool *pl = &H.pools[i];
     if (!pl->multi) continue;
@@ -1172,6 +1429,7 @@ static void http_shutdown(void) {
     buf_free(&r->head);
     buf_free(&r->trailers);
     buf_free(&r->urlb);
+    buf_free(&r->out);
     free(r);
   }
   RF.n = 0;
@@ -1204,6 +1462,11 @@ int luaopen_cseng_http(lua_State *L) {
                                                        "all_proxy", "ALL_PROXY", NULL};
          *n; n++)
       if (getenv(*n)) H.no_proxy_env = 0;
+    {
+      const char *e = getenv("CSENG_HTTP"); /* "curl": every request through libcurl */
+      H.native = !(e && strcmp(e, "curl") == 0);
+    }
+    h1_init(cs_loop());
     H.maxconnects = 1024;
     H.max_streams = 100; /* libcurl's default */
     H.npools = H.pools_wanted = POOLS_DEFAULT;

@@ -1,0 +1,635 @@
+/*
+ * h1.c: a plain-HTTP/1.1 keep-alive client on libuv and Debian's http_parser (see h1.h).
+ *
+ * Connections are kept per origin (host and port, as written in the URL) in a list of idle ones,
+ * newest first; an idle connection stays read-polled, and anything it reads (the server closing
+ * it, or junk) closes it. A request goes to the newest idle connection, else to a new one. As in
+ * libcurl, a request on a reused connection that fails before one response byte (the server had
+ * closed it in the meantime) is sent once more on a new connection.
+ *
+ * Each connection owns its libuv handles (TCP stream, timer) and requests (connect, write,
+ * getaddrinfo); a call borrows one connection at a time. Closing a connection closes both handles
+ * and frees it on the second close callback; a getaddrinfo in flight is detached, not waited for.
+ */
+#include "h1.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ORIGIN_BUCKETS 256
+#define ADDRS_MAX 8
+#define DNS_TTL_NS (60ull * 1000000000ull) /* libcurl's DNS cache timeout */
+#define READ_BUF (64 * 1024)
+
+typedef struct h1_origin h1_origin;
+
+typedef struct h1_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  uv_connect_t connect;
+  uv_write_t write;
+  http_parser parser;
+  h1_origin *origin;
+  h1_call *call;                     /* the call on it; NULL when idle */
+  struct h1_conn *prev, *next;       /* the origin's idle list */
+  struct h1_conn *all_prev, *all_next; /* every open connection */
+  struct gai *gai;                   /* a name lookup in flight */
+  int closing, closes;               /* handles closed so far (2: free) */
+  int connected, idle, msg_done, in_trailers, value_seen, next_addr;
+  uint64_t uses;                     /* calls it carried */
+  int fail_err, fail_os;             /* a failure delivered from the timer (never from h1_start) */
+  char *line;                        /* the header line being read: "Name: value" */
+  size_t line_len, line_cap;
+} h1_conn;
+
+struct h1_origin {
+  h1_origin *next;
+  h1_conn *idle; /* newest first */
+  long nidle;
+  struct sockaddr_storage addrs[ADDRS_MAX];
+  int naddrs;
+  uint64_t addrs_at; /* when resolved (names only) */
+  int numeric;       /* the host is an address: addrs never expire */
+  int port;
+  size_t host_len;
+  char host[]; /* NUL-terminated */
+};
+
+struct gai {
+  uv_getaddrinfo_t req;
+  h1_conn *conn; /* NULL: the connection was closed meanwhile */
+};
+
+static struct {
+  uv_loop_t *loop;
+  h1_origin *b[ORIGIN_BUCKETS];
+  h1_conn *all;
+  long idle_max;
+  h1_stats st;
+  char rbuf[READ_BUF]; /* every read lands here and is parsed at once */
+  int rbuf_busy;
+} G = {.idle_max = 1024};
+
+static http_parser_settings settings;
+static int conn_write(h1_conn *k);
+static void conn_connect(h1_conn *k);
+
+/* ---- URLs ----------------------------------------------------------------------------- */
+
+int h1_url_split(const char *url, size_t len, h1_url *u) {
+  const char *p = url, *end = url + len, *h, *he;
+  memset(u, 0, sizeof *u);
+  if (len < 8 || memcmp(p, "http://", 7) != 0) return 0;
+  p += 7;
+  if (p < end && *p == '[') { /* [IPv6] */
+    const char *q = memchr(p, ']', (size_t)(end - p));
+    char tmp[64];
+    struct in6_addr a6;
+    if (!q || (size_t)(q - p - 1) >= sizeof tmp || q == p + 1) return 0;
+    memcpy(tmp, p + 1, (size_t)(q - p - 1));
+    tmp[q - p - 1] = '\0';
+    if (inet_pton(AF_INET6, tmp, &a6) != 1) return 0;
+    h = p + 1, he = q, u->ipv6 = 1;
+    p = q + 1;
+  } else {
+    h = p;
+    while (p < end && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+      p++;
+    he = p;
+    if (he == h || h[0] == '.' || h[0] == '-') return 0;
+  }
+  u->host = h, u->host_len = (size_t)(he - h);
+  u->port = 80, u->default_port = 1;
+  if (p < end && *p == ':') {
+    long port = 0;
+    const char *d = ++p;
+    while (p < end && *p >= '0' && *p <= '9' && p - d < 6) port = port * 10 + (*p++ - '0');
+    if (p == d || port < 1 || port > 65535 || (p < end && *p != '/' && *p != '?' && *p != '#')) return 0;
+    u->port = (int)port, u->default_port = 0;
+  }
+  if (p < end && *p != '/' && *p != '?' && *p != '#') return 0; /* user info, odd characters */
+  u->target = p;
+  for (const char *q = p; q < end; q++) {
+    unsigned char ch = (unsigned char)*q;
+    if (ch == '#') { /* a fragment is not sent */
+      end = q;
+      break;
+    }
+    if (ch <= 0x20 || ch >= 0x7f || ch == '\\') return 0;
+  }
+  u->target_len = (size_t)(end - p);
+  if (u->target_len && *p == '?') return 0; /* libcurl inserts the "/": leave it to it */
+  /* dot segments (libcurl removes them: RFC 3986 5.2.4): leave such URLs to libcurl */
+  for (const char *q = p; q < end; q++) {
+    const char *s = q;
+    if (*q != '/') continue;
+    s++;
+    if (s < end && *s == '.') {
+      s++;
+      if (s < end && *s == '.') s++;
+      if (s == end || *s == '/' || *s == '?') return 0;
+    }
+  }
+  return 1;
+}
+
+/* ---- origins ---------------------------------------------------------------------------- */
+
+static h1_origin *origin_get(const char *host, size_t n, int ipv6, int port) {
+  unsigned hash = 2166136261u;
+  h1_origin *o;
+  for (size_t i = 0; i < n; i++) hash = (hash ^ (unsigned char)host[i]) * 16777619u;
+  hash = (hash ^ (unsigned)port) * 16777619u;
+  for (o = G.b[hash % ORIGIN_BUCKETS]; o; o = o->next)
+    if (o->port == port && o->host_len == n && memcmp(o->host, host, n) == 0) return o;
+  if (!(o = calloc(1, sizeof *o + n + 1))) return NULL;
+  memcpy(o->host, host, n);
+  o->host_len = n;
+  o->port = port;
+  if (ipv6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&o->addrs[0];
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET6, o->host, &a->sin6_addr) == 1) o->naddrs = 1, o->numeric = 1;
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&o->addrs[0];
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, o->host, &a->sin_addr) == 1) o->naddrs = 1, o->numeric = 1;
+  }
+  o->next = G.b[hash % ORIGIN_BUCKETS];
+  G.b[hash % ORIGIN_BUCKETS] = o;
+  return o;
+}
+
+static void idle_unlink(h1_conn *k) {
+  h1_origin *o = k->origin;
+  if (!k->idle) return;
+  if (k->prev) k->prev->next = k->next;
+  else o->idle = k->next;
+  if (k->next) k->next->prev = k->prev;
+  k->prev = k->next = NULL;
+  k->idle = 0;
+  o->nidle--;
+  G.st.idle--;
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static void conn_freed(uv_handle_t *h) {
+  h1_conn *k = h->data;
+  if (++k->closes < 2) return;
+  free(k->line);
+  free(k);
+}
+
+static void conn_close(h1_conn *k) {
+  if (k->closing) return;
+  k->closing = 1;
+  idle_unlink(k);
+  if (k->gai) {
+    k->gai->conn = NULL; /* its callback frees it */
+    uv_cancel((uv_req_t *)&k->gai->req);
+    k->gai = NULL;
+  }
+  if (k->all_prev) k->all_prev->all_next = k->all_next;
+  else G.all = k->all_next;
+  if (k->all_next) k->all_next->all_prev = k->all_prev;
+  G.st.open--;
+  uv_close((uv_handle_t *)&k->tcp, conn_freed); /* a pending connect or write ends with ECANCELED */
+  uv_close((uv_handle_t *)&k->timer, conn_freed);
+}
+
+static h1_conn *conn_new(h1_origin *o) {
+  h1_conn *k = calloc(1, sizeof *k);
+  if (!k) return NULL;
+  if (uv_tcp_init(G.loop, &k->tcp) != 0) {
+    free(k);
+    return NULL;
+  }
+  uv_timer_init(G.loop, &k->timer);
+  k->tcp.data = k->timer.data = k;
+  k->origin = o;
+  k->all_next = G.all;
+  if (G.all) G.all->all_prev = k;
+  G.all = k;
+  G.st.open++;
+  return k;
+}
+
+static uint64_t since(h1_call *c) { return uv_hrtime() - c->t0; }
+
+/* The call on k ends: k is kept (idle) when keep says so, else closed; then the owner hears. */
+static void finish(h1_conn *k, int err, int os_errno, int keep) {
+  h1_call *c = k->call;
+  if (!c) return;
+  k->call = NULL;
+  c->conn = NULL;
+  uv_timer_stop(&k->timer);
+  c->t_total = since(c);
+  if (keep && !k->closing) {
+    h1_origin *o = k->origin;
+    if (o->nidle >= G.idle_max) conn_close(k);
+    else {
+      k->idle = 1;
+      k->next = o->idle;
+      if (o->idle) o->idle->prev = k;
+      o->idle = k;
+      o->nidle++;
+      G.st.idle++;
+    }
+  } else conn_close(k);
+  c->on_done(c, err, os_errno);
+}
+
+static void attach(h1_conn *k, h1_call *c);
+
+/* A failure before any response byte on a reused connection: the server closed it while it
+ * was idle. Send the request once more on a new connection (as libcurl does). */
+static int retry_fresh(h1_conn *k) {
+  h1_call *c = k->call;
+  h1_conn *n;
+  if (!c || c->received > 0 || k->uses < 2 || c->retried) return 0; /* uses: this call's included */
+  if (!(n = conn_new(k->origin))) return 0;
+  c->retried = 1;
+  G.st.retried++;
+  k->call = NULL;
+  conn_close(k);
+  attach(n, c);
+  return 1;
+}
+
+static void fail(h1_conn *k, int err, int os_errno) {
+  if ((err == H1_ESEND || err == H1_ERECV || err == H1_EEMPTY) && retry_fresh(k)) return;
+  finish(k, err, os_errno, 0);
+}
+
+static void on_fail_timer(uv_timer_t *t) {
+  h1_conn *k = t->data;
+  fail(k, k->fail_err, k->fail_os);
+}
+
+/* A failure found while starting (inside h1_start or a callback that must not finish): delivered
+ * from the loop, so on_done never runs inside h1_start. */
+static void fail_later(h1_conn *k, int err, int os_errno) {
+  k->fail_err = err, k->fail_os = os_errno;
+  uv_timer_start(&k->timer, on_fail_timer, 0, 0);
+}
+
+static void on_timeout(uv_timer_t *t) { fail(t->data, H1_ETIMEDOUT, ETIMEDOUT); }
+
+/* The call's timer: the connect timeout while connecting, then the call's own. */
+static void arm_timer(h1_conn *k) {
+  h1_call *c = k->call;
+  uint64_t now = since(c) / 1000000, due = UINT64_MAX;
+  if (c->timeout_ms) due = c->timeout_ms;
+  if (!k->connected && c->connect_timeout_ms && c->connect_timeout_ms < due) due = c->connect_timeout_ms;
+  if (due == UINT64_MAX) uv_timer_stop(&k->timer);
+  else uv_timer_start(&k->timer, on_timeout, due > now ? due - now : 0, 0);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)h;
+  (void)hint;
+  if (G.rbuf_busy) { /* never: reads are parsed before the next one is allocated */
+    b->base = NULL;
+    b->len = 0;
+    return;
+  }
+  G.rbuf_busy = 1;
+  *b = uv_buf_init(G.rbuf, sizeof G.rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
+  h1_conn *k = s->data;
+  h1_call *c = k->call;
+  size_t used;
+  if (b->base == G.rbuf) G.rbuf_busy = 0;
+  if (nread == 0 || k->closing) return;
+  if (!c) { /* idle: the server closed it, or sent what nobody asked for */
+    conn_close(k);
+    return;
+  }
+  if (nread < 0) {
+    if (nread != UV_EOF) {
+      fail(k, H1_ERECV, (int)-nread);
+      return;
+    }
+    http_parser_execute(&k->parser, &settings, NULL, 0); /* the end of a body read to the close */
+    if (k->msg_done) finish(k, H1_OK, 0, 0);
+    else fail(k, c->received ? H1_EPARTIAL : H1_EEMPTY, 0);
+    return;
+  }
+  if (c->received == 0) c->t_ttfb = since(c);
+  c->received += (size_t)nread;
+  used = http_parser_execute(&k->parser, &settings, b->base, (size_t)nread);
+  if (k->msg_done) {
+    /* bytes after the response nobody asked for: the connection is not reused */
+    int keep = used == (size_t)nread && http_should_keep_alive(&k->parser);
+    finish(k, H1_OK, 0, keep);
+    return;
+  }
+  if (HTTP_PARSER_ERRNO(&k->parser) != HPE_OK) {
+    enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
+    if (e == HPE_CB_body || e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
+      finish(k, H1_EABORT, 0, 0);
+    else {
+      c->parse_error = http_errno_description(e);
+      finish(k, H1_EPARSE, 0, 0);
+    }
+  }
+}
+
+static void on_written(uv_write_t *w, int status) {
+  h1_conn *k = w->data;
+  if (status == UV_ECANCELED || k->closing || !k->call) return;
+  if (status < 0) fail(k, H1_ESEND, -status);
+}
+
+/* The request onto the socket: written at once when the socket takes it all (the common case),
+ * the rest queued. Nonzero: it could not be (the caller fails the call). */
+static int conn_write(h1_conn *k) {
+  h1_call *c = k->call;
+  uv_buf_t bufs[2];
+  unsigned n = 0;
+  size_t total = 0;
+  int w;
+  for (unsigned i = 0; i < c->nsend; i++)
+    if (c->send[i].len) bufs[n++] = c->send[i], total += c->send[i].len;
+  w = uv_try_write((uv_stream_t *)&k->tcp, bufs, n);
+  if (w == (int)total) return 0;
+  if (w < 0 && w != UV_EAGAIN) return w;
+  if (w > 0) { /* skip what went */
+    size_t off = (size_t)w;
+    unsigned i = 0;
+    while (off >= bufs[i].len) off -= bufs[i++].len;
+    bufs[i].base += off;
+    bufs[i].len -= off;
+    memmove(bufs, bufs + i, (n - i) * sizeof *bufs);
+    n -= i;
+  }
+  k->write.data = k;
+  return uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written);
+}
+
+static void send_request(h1_conn *k) {
+  int rc;
+  http_parser_init(&k->parser, HTTP_RESPONSE);
+  k->parser.data = k;
+  k->msg_done = k->in_trailers = k->value_seen = 0;
+  k->line_len = 0;
+  k->uses++;
+  if ((rc = conn_write(k)) != 0) fail_later(k, H1_ESEND, -rc);
+}
+
+static void on_connect(uv_connect_t *r, int status) {
+  h1_conn *k = r->data;
+  h1_call *c = k->call;
+  if (status == UV_ECANCELED || k->closing) return;
+  if (!c) { /* the call went away (cannot happen: cancel closes the connection) */
+    conn_close(k);
+    return;
+  }
+  if (status < 0) {
+    if (k->next_addr < k->origin->naddrs && status != UV_ETIMEDOUT) { /* the next address */
+      h1_conn *n = conn_new(k->origin);
+      if (n) {
+        n->next_addr = k->next_addr;
+        k->call = NULL;
+        conn_close(k);
+        n->call = c;
+        c->conn = n;
+        arm_timer(n);
+        conn_connect(n);
+        return;
+      }
+    }
+    finish(k, H1_ECONNECT, -status, 0);
+    return;
+  }
+  k->connected = 1;
+  c->t_connect = since(c);
+  G.st.connects++;
+  uv_tcp_nodelay(&k->tcp, 1);
+  uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+  arm_timer(k); /* the connect timeout no longer applies */
+  send_request(k);
+}
+
+static void conn_connect(h1_conn *k) {
+  h1_origin *o = k->origin;
+  int rc;
+  if (k->next_addr >= o->naddrs) {
+    fail_later(k, H1_ECONNECT, ECONNREFUSED);
+    return;
+  }
+  k->connect.data = k;
+  rc = uv_tcp_connect(&k->connect, &k->tcp, (const struct sockaddr *)&o->addrs[k->next_addr++], on_connect);
+  if (rc != 0) fail_later(k, H1_ECONNECT, -rc);
+}
+
+static void on_resolved(uv_getaddrinfo_t *r, int status, struct addrinfo *res) {
+  struct gai *g = (struct gai *)r;
+  h1_conn *k = g->conn;
+  free(g);
+  if (!k) { /* closed meanwhile */
+    uv_freeaddrinfo(res);
+    return;
+  }
+  k->gai = NULL;
+  if (status == 0) {
+    h1_origin *o = k->origin;
+    int n = 0;
+    for (struct addrinfo *a = res; a && n < ADDRS_MAX; a = a->ai_next)
+      if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) && a->ai_addrlen <= sizeof o->addrs[0])
+        memcpy(&o->addrs[n++], a->ai_addr, a->ai_addrlen);
+    o->naddrs = n;
+    o->addrs_at = uv_hrtime();
+  }
+  uv_freeaddrinfo(res);
+  if (!k->call) return;
+  k->call->t_dns = since(k->call);
+  if (status != 0 || k->origin->naddrs == 0) {
+    finish(k, H1_ERESOLVE, 0, 0);
+    return;
+  }
+  conn_connect(k);
+}
+
+/* k is new: resolve (unless known), connect, send. */
+static void conn_open(h1_conn *k) {
+  h1_origin *o = k->origin;
+  h1_call *c = k->call;
+  c->new_conn = 1;
+  if (o->numeric || (o->naddrs > 0 && uv_hrtime() - o->addrs_at < DNS_TTL_NS)) {
+    conn_connect(k);
+    return;
+  }
+  {
+    struct gai *g = calloc(1, sizeof *g);
+    struct addrinfo hints;
+    char port[8];
+    int rc;
+    if (!g) {
+      fail_later(k, H1_ENOMEM, ENOMEM);
+      return;
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(port, sizeof port, "%d", o->port);
+    g->conn = k;
+    k->gai = g;
+    rc = uv_getaddrinfo(G.loop, &g->req, on_resolved, o->host, port, &hints);
+    if (rc != 0) {
+      k->gai = NULL;
+      free(g);
+      fail_later(k, H1_ERESOLVE, -rc);
+    }
+  }
+}
+
+static void attach(h1_conn *k, h1_call *c) {
+  k->call = c;
+  c->conn = k;
+  arm_timer(k);
+  if (k->connected) send_request(k);
+  else conn_open(k);
+}
+
+int h1_start(h1_call *c) {
+  h1_origin *o;
+  h1_conn *k;
+  c->t0 = uv_hrtime();
+  c->t_dns = c->t_connect = c->t_ttfb = c->t_total = 0;
+  c->status = c->major = c->minor = 0;
+  c->new_conn = c->retried = 0;
+  c->received = 0;
+  c->parse_error = NULL;
+  c->conn = NULL;
+  if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port))) return H1_ENOMEM;
+  G.st.calls++;
+  if ((k = o->idle) != NULL) {
+    idle_unlink(k);
+    G.st.reused++;
+  } else if (!(k = conn_new(o))) return H1_ENOMEM;
+  attach(k, c);
+  return 0;
+}
+
+void h1_cancel(h1_call *c) {
+  h1_conn *k = c->conn;
+  if (!k) return;
+  k->call = NULL;
+  c->conn = NULL;
+  conn_close(k);
+}
+
+void h1_init(uv_loop_t *loop) { G.loop = loop; }
+
+void h1_set_idle_max(long n) { G.idle_max = n < 1 ? 1 : n; }
+
+h1_stats h1_get_stats(void) { return G.st; }
+
+void h1_shutdown(void) {
+  while (G.all) {
+    h1_conn *k = G.all;
+    k->call = NULL;
+    conn_close(k); /* unlinks it */
+  }
+  for (int i = 0; i < ORIGIN_BUCKETS; i++)
+    while (G.b[i]) {
+      h1_origin *o = G.b[i];
+      G.b[i] = o->next;
+      free(o);
+    }
+}
+
+/* ---- the response ------------------------------------------------------------------------------ */
+
+static int line_add(h1_conn *k, const char *p, size_t n) {
+  if (k->line_len + n > k->line_cap) {
+    size_t cap = k->line_cap ? k->line_cap : 256;
+    char *np;
+    while (cap < k->line_len + n) cap *= 2;
+    if (!(np = realloc(k->line, cap))) return -1;
+    k->line = np;
+    k->line_cap = cap;
+  }
+  memcpy(k->line + k->line_len, p, n);
+  k->line_len += n;
+  return 0;
+}
+
+/* The header line read so far to the owner. */
+static int line_flush(h1_conn *k) {
+  int rc = 0;
+  if (k->value_seen && k->line_len) rc = k->call->on_line(k->call, k->line, k->line_len, k->in_trailers);
+  k->line_len = 0;
+  k->value_seen = 0;
+  return rc;
+}
+
+static int on_message_begin(http_parser *p) {
+  h1_conn *k = p->data;
+  k->line_len = 0;
+  k->value_seen = k->in_trailers = 0;
+  return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n) {
+  h1_conn *k = p->data;
+  if (k->value_seen && line_flush(k) != 0) return -1;
+  return line_add(k, at, n);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n) {
+  h1_conn *k = p->data;
+  if (!k->value_seen) {
+    k->value_seen = 1;
+    if (line_add(k, ": ", 2) != 0) return -1;
+  }
+  return line_add(k, at, n);
+}
+
+static int on_headers_complete(http_parser *p) {
+  h1_conn *k = p->data;
+  h1_call *c = k->call;
+  if (line_flush(k) != 0) return -1;
+  k->in_trailers = 1; /* header lines after the body (chunked) are trailers */
+  c->status = p->status_code;
+  c->major = p->http_major;
+  c->minor = p->http_minor;
+  return c->head_method ? 1 : 0; /* 1: no body, whatever the headers say */
+}
+
+static int on_body(http_parser *p, const char *at, size_t n) {
+  h1_conn *k = p->data;
+  return k->call->on_body(k->call, at, n) != 0 ? -1 : 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  h1_conn *k = p->data;
+  if (line_flush(k) != 0) return -1; /* the last trailer */
+  if (p->status_code >= 100 && p->status_code < 200 && p->status_code != 101) {
+    k->call->on_line(k->call, NULL, 0, 0); /* an interim response: the real one follows */
+    return 0;
+  }
+  k->msg_done = 1;
+  http_parser_pause(p, 1); /* nothing after it is parsed */
+  return 0;
+}
+
+static http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};

@@ -1,0 +1,101 @@
+/*
+ * h1.h: a plain-HTTP/1.1 keep-alive client on libuv and Debian's http_parser (engine/h1.c).
+ *
+ * cseng.http (lhttp.c) sends the requests libcurl would send the same way through here when
+ * they are plain `http://` to a host and port, HTTP/1.1, without a proxy, redirects or a
+ * connection limit (lhttp.c's native_ok); everything else stays on libcurl. libcurl's per-transfer
+ * work (URL parsing, request formatting, the connection-cache walk) was ~95k of the ~145k
+ * instructions of a request at 1,024 in flight (issue 26); this path costs a fraction of that.
+ *
+ * No Lua here: the owner (lhttp.c) fills an h1_call, calls h1_start, and gets its response through
+ * the callbacks, from loop callbacks, never from inside h1_start. After on_done the call is the
+ * owner's again (h1 keeps no pointer to it).
+ */
+#ifndef CSENG_H1_H
+#define CSENG_H1_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* How a call ended (on_done's err). */
+enum {
+  H1_OK = 0,
+  H1_ERESOLVE,  /* the host name did not resolve */
+  H1_ECONNECT,  /* no connection (os_errno: why) */
+  H1_ETIMEDOUT, /* the call's timeout or connect timeout passed */
+  H1_ESEND,     /* the request could not be written (os_errno) */
+  H1_ERECV,     /* reading the response failed (os_errno) */
+  H1_EEMPTY,    /* the server closed the connection without a response byte */
+  H1_EPARTIAL,  /* the server closed the connection inside the response */
+  H1_EPARSE,    /* not an HTTP/1.x response (h1_call.parse_error says what) */
+  H1_EABORT,    /* on_body or on_line returned nonzero */
+  H1_ENOMEM
+};
+
+/* A URL the native path takes: http://host[:port][/target], host a lower-case name, a dotted
+ * IPv4 address or a bracketed IPv6 one, target printable ASCII without dot segments (libcurl
+ * would rewrite those), no user info. Pointers are into the URL. */
+typedef struct {
+  const char *host;
+  size_t host_len; /* without IPv6 brackets */
+  int ipv6;        /* host was [...] */
+  int port;
+  int default_port; /* no port in the URL (80): the Host header has none either */
+  const char *target;
+  size_t target_len; /* 0: "/" */
+} h1_url;
+
+/* 1 and *u filled when url is one the native path takes, else 0 (libcurl's job). */
+int h1_url_split(const char *url, size_t len, h1_url *u);
+
+typedef struct h1_call h1_call;
+struct h1_conn;
+
+struct h1_call {
+  /* set by the owner before h1_start */
+  const char *host;
+  size_t host_len;
+  int ipv6, port;
+  uv_buf_t send[2]; /* the request: its head and its body (referenced until on_done) */
+  unsigned nsend;
+  int head_method;                         /* a HEAD request: its response has no body */
+  uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
+  /* A header line as received, "Name: value" without CRLF (trailer: after a chunked body);
+   * p == NULL: a new response starts (after a 1xx), forget the lines so far. */
+  int (*on_line)(h1_call *c, const char *p, size_t n, int trailer);
+  int (*on_body)(h1_call *c, const char *p, size_t n);
+  void (*on_done)(h1_call *c, int err, int os_errno);
+  /* set by h1 */
+  unsigned status, major, minor;
+  int new_conn;                                /* this call opened its connection */
+  uint64_t t0, t_dns, t_connect, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
+  size_t received;                             /* response bytes read */
+  const char *parse_error;
+  /* private */
+  struct h1_conn *conn;
+  int retried;
+};
+
+/* The loop every connection runs on (once, before the first call). */
+void h1_init(uv_loop_t *loop);
+
+/* Start a call. 0, or H1_ENOMEM (then nothing was started and on_done is not called). */
+int h1_start(h1_call *c);
+
+/* Abandon a call before its on_done: its connection is closed (it cannot be reused mid-response);
+ * on_done is not called. */
+void h1_cancel(h1_call *c);
+
+/* Idle connections kept per host and port (default 1024; at least 1). */
+void h1_set_idle_max(long n);
+
+typedef struct {
+  uint64_t calls, connects, reused, retried, open, idle;
+} h1_stats;
+h1_stats h1_get_stats(void);
+
+/* Close every connection (at shutdown; calls still running are abandoned). */
+void h1_shutdown(void);
+
+#endif
