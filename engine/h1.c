@@ -94,6 +94,10 @@ int h1_url_split(const char *url, size_t len, h1_url *u) {
     memcpy(tmp, p + 1, (size_t)(q - p - 1));
     tmp[q - p - 1] = '\0';
     if (inet_pton(AF_INET6, tmp, &a6) != 1) return 0;
+    { /* only the canonical form (libcurl rewrites [::0] as [::], so its Host header differs) */
+      char canon[64];
+      if (!inet_ntop(AF_INET6, &a6, canon, sizeof canon) || strcmp(canon, tmp) != 0) return 0;
+    }
     h = p + 1, he = q, u->ipv6 = 1;
     p = q + 1;
   } else {
@@ -101,7 +105,21 @@ int h1_url_split(const char *url, size_t len, h1_url *u) {
     while (p < end && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
       p++;
     he = p;
-    if (he == h || h[0] == '.' || h[0] == '-') return 0;
+    if (he == h || h[0] == '.' || h[0] == '-' || he[-1] == '.' || memmem(h, (size_t)(he - h), "..", 2)) return 0;
+    { /* a name of numeric labels is an IPv4 address to libcurl (127.1, 0x7f.1, 010.0.0.1, which it
+         rewrites): only a plain dotted quad is taken here */
+      int numeric = 1;
+      for (const char *q = h; q < he; q++)
+        if ((q == h || q[-1] == '.') && !(*q >= '0' && *q <= '9')) numeric = 0;
+      if (numeric) {
+        char tmp[16];
+        struct in_addr a4;
+        if ((size_t)(he - h) >= sizeof tmp) return 0;
+        memcpy(tmp, h, (size_t)(he - h));
+        tmp[he - h] = '\0';
+        if (inet_pton(AF_INET, tmp, &a4) != 1) return 0;
+      }
+    }
   }
   u->host = h, u->host_len = (size_t)(he - h);
   u->port = 80, u->default_port = 1;
@@ -110,21 +128,27 @@ int h1_url_split(const char *url, size_t len, h1_url *u) {
     const char *d = ++p;
     while (p < end && *p >= '0' && *p <= '9' && p - d < 6) port = port * 10 + (*p++ - '0');
     if (p == d || port < 1 || port > 65535 || (p < end && *p != '/' && *p != '?' && *p != '#')) return 0;
-    u->port = (int)port, u->default_port = 0;
+    u->port = (int)port, u->default_port = port == 80; /* libcurl leaves :80 out of Host too */
   }
   if (p < end && *p != '/' && *p != '?' && *p != '#') return 0; /* user info, odd characters */
   u->target = p;
-  for (const char *q = p; q < end; q++) {
+  for (const char *q = p; q < end; q++) { /* the fragment too: libcurl refuses the whole URL */
     unsigned char ch = (unsigned char)*q;
-    if (ch == '#') { /* a fragment is not sent */
+    if (ch <= 0x20 || ch >= 0x7f || ch == '\\') return 0;
+  }
+  for (const char *q = p; q < end; q++)
+    if (*q == '#') { /* a fragment is not sent */
       end = q;
       break;
     }
-    if (ch <= 0x20 || ch >= 0x7f || ch == '\\') return 0;
-  }
   u->target_len = (size_t)(end - p);
+  if (u->target_len && p[u->target_len - 1] == '?' && !memchr(p, '?', u->target_len - 1))
+    return 0; /* an empty query: libcurl may drop the "?" */
   if (u->target_len && *p == '?') return 0; /* libcurl inserts the "/": leave it to it */
-  /* dot segments (libcurl removes them: RFC 3986 5.2.4): leave such URLs to libcurl */
+  /* dot segments (libcurl removes them: RFC 3986 5.2.4, "%2e" counted as a dot): leave such URLs
+   * to libcurl */
+  for (const char *q = p; q + 2 < end; q++)
+    if (q[0] == '%' && q[1] == '2' && (q[2] == 'e' || q[2] == 'E')) return 0;
   for (const char *q = p; q < end; q++) {
     const char *s = q;
     if (*q != '/') continue;

@@ -41,7 +41,7 @@ typedef struct {
   size_t host_len; /* without IPv6 brackets */
   int ipv6;        /* host was [...] */
   int port;
-  int default_port; /* no port in the URL (80): the Host header has none either */
+  int default_port; /* port 80, given or not: the Host header has none (as libcurl's) */
   const char *target;
   size_t target_len; /* 0: "/" */
 } h1_url;
