@@ -1,6 +1,8 @@
 /*
  * lhttp.c: HTTP client on libcurl's multi-socket interface, driven by the
- * libuv loop (curl's multi-uv.c pattern). Module cseng.http.
+ * libuv loop (curl's multi-uv.c pattern). Module cseng.http. Requests libcurl would send as
+ * plain HTTP/1.1 with nothing of its own go through engine/h1.c instead (native_start), with
+ * the same results: their outcome is written into the same req fields, in libcurl's terms.
  *
  *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
  *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=,
@@ -15,8 +17,9 @@
  *     Options are all checked before anything is allocated; a bad one raises
  *     "http.request: opts.<name> must be ...".
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
- *                  max_concurrent_streams=, pools=}
- *   http.stats() -> {in_flight=, started=, completed=, pools=}
+ *                  max_concurrent_streams=, pools=, native=}
+ *   http.stats() -> {in_flight=, started=, completed=, pools=, native={enabled=, requests=,
+ *                    connects=, reused=, retried=, open=, idle=}}
  *
  * Connections are reused across requests and tasks through libcurl's connection cache,
  * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each

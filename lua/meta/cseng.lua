@@ -185,12 +185,24 @@ function clock.epoch() end
 ---@field http_version "1.0"|"1.1"|"2"
 ---@field timings cseng.http.Timings
 
+---@class cseng.http.NativeStats
+---@field enabled boolean plain-HTTP/1.1 requests go through engine/h1.c
+---@field requests integer requests sent through it
+---@field connects integer connections it opened
+---@field reused integer requests that reused an idle connection
+---@field retried integer requests sent again on a new connection (the reused one had been closed)
+---@field open integer connections open now
+---@field idle integer of them idle
+
 ---@class cseng.http.Stats
 ---@field in_flight integer
 ---@field started integer
 ---@field completed integer
+---@field pools integer
+---@field native cseng.http.NativeStats
 
----HTTP client on libcurl's multi-socket API (engine/lhttp.c).
+---HTTP client on libcurl's multi-socket API (engine/lhttp.c); plain-HTTP/1.1 requests on a
+---native path (engine/h1.c) with the same results (docs/ENGINE.md).
 ---@class cseng.http
 local http = {}
 
@@ -205,7 +217,7 @@ local http = {}
 function http.request(opts) end
 
 ---Connection limits of the process's multi handles (pools: docs/ENGINE.md).
----@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer, pools?: integer}
+---@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer, pools?: integer, native?: boolean}
 function http.configure(opts) end
 
 ---@return cseng.http.Stats
