@@ -79,9 +79,11 @@ end
 local commands, seen_cmd = {}, {}
 
 -- Record a command line for the report once per kind, with temp paths and ports made generic.
-local function note(kind, argv)
-  if seen_cmd[kind] then return end
-  seen_cmd[kind] = true
+local function note(kind, argv, env_add)
+  local prefix = ''
+  for k, v in pairs(env_add or {}) do prefix = prefix .. k .. '=' .. tostring(v) .. ' ' end
+  if seen_cmd[prefix .. kind] then return end
+  seen_cmd[prefix .. kind] = true
   local parts = {}
   for i, a in ipairs(argv) do
     if a == EXE then a = './cseng' end
@@ -89,12 +91,12 @@ local function note(kind, argv)
     a = a:gsub('http://127%.0%.0%.1:%d+', '$URL')
     parts[i] = a:find('[%s"\'$]') and not a:find('^%$') and ("'" .. a .. "'") or a
   end
-  commands[#commands + 1] = table.concat(parts, ' ')
+  commands[#commands + 1] = prefix .. table.concat(parts, ' ')
 end
 
-local function run(kind, argv, timeout)
-  note(kind, argv)
-  local r, err, code = proc.run { argv = argv, cwd = ROOT, timeout = timeout or 120, tail_bytes = 1 << 20 }
+local function run(kind, argv, timeout, env_add)
+  note(kind, argv, env_add)
+  local r, err, code = proc.run { argv = argv, cwd = ROOT, timeout = timeout or 120, tail_bytes = 1 << 20, env_add = env_add }
   if not r then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
   if r.timed_out then return nil, kind .. ': timed out', r end
   if r.code ~= 0 then return nil, kind .. ': exit ' .. r.code .. ': ' .. (r.stderr ~= '' and r.stderr or r.stdout):sub(-800), r end
@@ -274,13 +276,13 @@ local function client_argv(kind, url, c, mode)
   return argv
 end
 
-local function run_client(kind, url, c, mode)
-  local out = fs.join(TMP, string.format('%s-%s-%d.json', kind, mode, c))
+local function run_client(kind, url, c, mode, env_add, tag)
+  local out = fs.join(TMP, string.format('%s%s-%s-%d.json', kind, tag and ('-' .. tag) or '', mode, c))
   fs.remove(out)
   local argv = client_argv(kind, url, c, mode)
   argv[#argv + 1] = '--out'
   argv[#argv + 1] = out
-  local r, err = run(kind .. '-' .. mode, argv, WARMUP + DURATION + 120)
+  local r, err = run(kind .. '-' .. mode, argv, WARMUP + DURATION + 120, env_add)
   if not r then return nil, err end
   local d = read_json(out)
   if not d then return nil, kind .. ': no result file' end
@@ -372,6 +374,35 @@ local function raw_rate()
   -- the fake provider's own capacity, for the not-the-bottleneck argument
   local w = wrk(fake_url .. '/zero', RAW_C, DURATION)
   results.fake_capacity = w and { rate = w.rate, errors = w.errors } or nil
+end
+
+-- 8: the native HTTP/1.1 path (engine/h1.c, the default) against libcurl (CSENG_HTTP=curl), the
+-- same binary and client, alternating: lifecycles at the highest concurrency, raw GETs beside wrk
+local function paths()
+  results.paths = {}
+  local big = CONC[#CONC]
+  local raw_url = nginx_url or fake_url
+  for rep = 1, REPS do
+    local w = wrk(raw_url .. '/zero', RAW_C, DURATION)
+    for _, path in ipairs(rep % 2 == 0 and { 'curl', 'native' } or { 'native', 'curl' }) do
+      local env = path == 'curl' and { CSENG_HTTP = 'curl' } or nil
+      local rec = { path = path, rep = rep, concurrency = big, wrk = w and w.rate }
+      local d, derr = run_client('cseng', fake_url, big, 'lifecycle', env, path)
+      if d then
+        local sum = lifecycle_summary(d)
+        rec.lifecycle = { rate = d.rate, share = d.rate / (big / (PERIOD_MS / 1000)), p50 = sum.held.p50,
+          p99 = sum.held.p99, cpu_us = d.cpu_per_request_us, failures = d.failures, first_error = d.first_error }
+      else
+        rec.lifecycle = { error = derr }
+      end
+      local r, rerr = run_client('cseng', raw_url, RAW_C, 'raw', env, path)
+      rec.raw = r and { rate = r.rate, cpu_us = r.cpu_per_request_us, failures = r.failures } or { error = rerr }
+      say('paths rep %d %-6s: c=%d %.1f%% of ideal, p99 %.2f ms, %.1f us/req; raw %.0f req/s (wrk %.0f), %.1f us/req',
+        rep, path, big, (rec.lifecycle.share or 0) * 100, rec.lifecycle.p99 or -1, rec.lifecycle.cpu_us or -1,
+        rec.raw.rate or -1, w and w.rate or -1, rec.raw.cpu_us or -1)
+      results.paths[#results.paths + 1] = rec
+    end
+  end
 end
 
 -- 5: local provider and docker startup
@@ -792,8 +823,44 @@ local function render_modal()
     h.table({ 'run', 'errors', 'seconds', 'control-plane connections', 'first error' }, rows, 'rrrrl')
 end
 
+local function render_paths()
+  local list = results.paths or {}
+  if #list == 0 then return 'Not measured.' end
+  local rows = {}
+  local function pct(v) return v and string.format('%.1f%%', v * 100) or '–' end
+  local function us(v) return v and string.format('%.1f', v) or '–' end
+  local by = {}
+  for _, r in ipairs(list) do by[r.path] = by[r.path] or {}; table.insert(by[r.path], r) end
+  for _, path in ipairs { 'native', 'curl' } do
+    local rs = by[path] or {}
+    local fails = 0
+    for _, r in ipairs(rs) do fails = fails + (r.lifecycle.failures or 0) + (r.raw.failures or 0) end
+    rows[#rows + 1] = { path == 'native' and 'native (`engine/h1.c`, the default)' or 'libcurl (`CSENG_HTTP=curl`)',
+      range(pick(rs, function(r) return r.lifecycle.share end), pct),
+      range(pick(rs, function(r) return r.lifecycle.p99 end)),
+      range(pick(rs, function(r) return r.lifecycle.cpu_us end), us),
+      range(pick(rs, function(r) return r.raw.rate end), int),
+      range(pick(rs, function(r) return r.raw.rate and r.wrk and r.raw.rate / r.wrk end), x2),
+      range(pick(rs, function(r) return r.raw.cpu_us end), us), tostring(fails) }
+  end
+  local ratio = {}
+  for rep = 1, REPS do
+    local n, c
+    for _, r in ipairs(list) do
+      if r.rep == rep and r.path == 'native' then n = r end
+      if r.rep == rep and r.path == 'curl' then c = r end
+    end
+    if n and c and n.lifecycle.cpu_us and c.lifecycle.cpu_us then ratio[#ratio + 1] = c.lifecycle.cpu_us / n.lifecycle.cpu_us end
+  end
+  return h.table({ 'HTTP path', string.format('%% of ideal, %d lifecycles', list[1].concurrency),
+      'error p99 (vs held)', 'CPU µs/request', string.format('raw GETs/s, %d connections', RAW_C), 'ratio to wrk',
+      'raw CPU µs/request', 'failures' }, rows, 'lrrrrrrr') ..
+    string.format('\nlibcurl / native CPU per lifecycle request, same repetition: %s.\n', range(agg(ratio), x2))
+end
+
 local function render(m)
   V.date = clock.wall()
+  V.paths_section = render_paths()
   V.modal_section = render_modal()
   V.modal_burst_n = tostring(MODAL_BURST)
   V.elapsed = string.format('%.0f', results.elapsed_s)
@@ -858,6 +925,8 @@ local ok, err = pcall(function()
   fidelity()
   say('3: raw request rate at %d connections', RAW_C)
   raw_rate()
+  say('8: the native HTTP/1.1 path against libcurl')
+  paths()
   say('5: local provider startup')
   startup()
   say('6: clock.now() and idle RSS')

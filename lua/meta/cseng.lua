@@ -185,6 +185,14 @@ function clock.epoch() end
 ---@field http_version "1.0"|"1.1"|"2"
 ---@field timings cseng.http.Timings
 
+---@class cseng.http.Config
+---@field max_connections? integer cache size per pool (and idle native connections per host)
+---@field max_host_connections? integer
+---@field max_total_connections? integer
+---@field max_concurrent_streams? integer
+---@field pools? integer
+---@field native? boolean the native HTTP/1.1 path on or off
+
 ---@class cseng.http.NativeStats
 ---@field enabled boolean plain-HTTP/1.1 requests go through engine/h1.c
 ---@field requests integer requests sent through it
@@ -217,7 +225,7 @@ local http = {}
 function http.request(opts) end
 
 ---Connection limits of the process's multi handles (pools: docs/ENGINE.md).
----@param opts {max_connections?: integer, max_host_connections?: integer, max_total_connections?: integer, max_concurrent_streams?: integer, pools?: integer, native?: boolean}
+---@param opts cseng.http.Config
 function http.configure(opts) end
 
 ---@return cseng.http.Stats
