@@ -41,7 +41,9 @@ describe('arena --repeat: a provider whose latency shifts between blocks', funct
   local status, by, errtext, info, fa, fb
   setup(function()
     fa = fake.start { latency = { create = shifting } }
-    fb = fake.start { latency = { create = function(n) return 0.09 + (n % 3) * 0.001 end } }
+    -- b does not shift; its creates spread over 20 ms, so that a block's CI is not narrower than
+    -- the machine's own jitter (1 ms steps made a loaded machine's slow block "disagree")
+    fb = fake.start { latency = { create = function(n) return 0.09 + (n % 3) * 0.01 end } }
     started[#started + 1], started[#started + 2] = fa, fb
     status, by, errtext, info = run_arena { providers = { 'a', 'b' }, provider_config = { a = fa.config(), b = fb.config() },
       samples = SAMPLES, warmups = 0, repeats = BLOCKS, seed = 7 }
