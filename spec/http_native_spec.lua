@@ -310,6 +310,52 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.equal(crypto.sha256_hex(body), n.res.headers['x-sum'])
   end)
 
+  it('a reply that comes before the request body was sent (a 413), then more requests', function()
+    -- in its own process: a crash fails this case only (spec/fakes/h1_early_client.lua)
+    local out = {}
+    for _, mode in ipairs({ 'native', 'curl' }) do
+      local r = assert(proc.run { argv = { sys.root() .. '/cseng', 'lua', sys.root() .. '/spec/fakes/h1_early_client.lua',
+        base, mode }, timeout = 60 })
+      assert.equal(0, r.code, mode .. ' client exited with ' .. tostring(r.code) .. ' (139: SIGSEGV); it printed: ' ..
+        r.stdout .. r.stderr)
+      local lines = {}
+      for line in r.stdout:gmatch('[^\n]+') do
+        local f = {}
+        for field in line:gmatch('[^\t]+') do f[#f + 1] = field end
+        lines[#lines + 1] = f
+      end
+      out[mode] = lines
+    end
+    local function seen(lines) -- all but the connection numbers, which differ between runs
+      local t = {}
+      for i, f in ipairs(lines) do t[i] = f[1] == 'done' and { 'done' } or { f[1], f[2], f[3], f[5] } end
+      return t
+    end
+    assert.same(seen(out.curl), seen(out.native))
+    local want = {}
+    for _ = 1, 3 do
+      want[#want + 1] = { 'early', '413', 'too big!', 'nil' }
+      for i = 1, 3 do want[#want + 1] = { 'next' .. i, '200', 'hello', 'nil' } end
+    end
+    want[#want + 1] = { 'done' }
+    assert.same(want, seen(out.native))
+    assert.equal('12', out.native[13][2], 'the native client did not go through h1.c')
+    assert.equal('0', out.curl[13][2], 'the curl client went through h1.c')
+  end)
+
+  it('both a Content-Length and chunked: the chunking wins (RFC 7230 3.3.3)', function()
+    local n = both(get('/cl-and-te'))
+    assert.equal(200, n.res.status)
+    assert.equal('hello', n.res.body)
+  end)
+
+  it('localhost (resolved; ::1 refused, 127.0.0.1 answers) and a URL fragment', function()
+    local n = both { url = 'http://localhost:' .. srv.ports.port .. '/echo-raw#frag', timeout = 20 }
+    assert.equal(200, n.res.status)
+    assert.truthy(n.res.body:find('GET /echo-raw HTTP/1.1\r\n', 1, true))
+    assert.truthy(n.res.body:find('\r\nHost: localhost:' .. srv.ports.port .. '\r\n', 1, true))
+  end)
+
   describe('the request as the server received it', function()
     -- the head as a set of lines (header order is no contract: a user Host takes curl's place
     -- at the top on libcurl's path), and the body
@@ -476,6 +522,36 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.equal(500, good, bad)
     assert.equal(500, native_count() - before)
     assert.equal(0, http.stats().in_flight)
+  end)
+
+  it('a timeout while the request body is still queued; the origin then works', function()
+    local n = both(get('/slowread', { method = 'POST', body = string.rep('q', 4 * 1024 * 1024), timeout = 0.1 }))
+    assert.equal('ETIMEDOUT', n.code)
+    n = both(get('/cl'))
+    assert.equal('hello', n.res.body)
+  end)
+
+  it('a connection limit, a proxy variable or CSENG_HTTP=curl send requests through libcurl', function()
+    http.configure { max_host_connections = 4 }
+    local ok, r = pcall(run, true, get('/cl'))
+    http.configure { max_host_connections = 0, native = true }
+    assert(ok, r)
+    assert.equal('hello', r.res.body)
+    assert.equal(0, r.native, 'a limited request went through h1.c')
+    assert.equal(1, run(true, get('/cl')).native, 'the limit, lifted, still keeps h1.c out')
+    local function child(env)
+      local argv = { 'env', env, sys.root() .. '/cseng', 'lua', sys.root() .. '/spec/fakes/h1_env_client.lua', base .. '/cl' }
+      local c = assert(proc.run { argv = argv, timeout = 60 })
+      assert.equal(0, c.code, c.stderr)
+      local f = {}
+      for field in c.stdout:gsub('\n$', ''):gmatch('[^\t]+') do f[#f + 1] = field end
+      return f
+    end
+    assert.same({ 'false', '0', '200', 'hello' }, child('CSENG_HTTP=curl'))
+    assert.same({ 'true', '1', '200', 'hello' }, child('CSENG_HTTP=native'))
+    -- a proxy that refuses: libcurl's path tries it (and fails), h1.c is not asked
+    local f = child('http_proxy=http://127.0.0.1:' .. free_port())
+    assert.same({ 'true', '0', 'ECONNREFUSED' }, { f[1], f[2], f[3] })
   end)
 
   it('the native stats are consistent after all this', function()

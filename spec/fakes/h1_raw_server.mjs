@@ -26,6 +26,8 @@
 //   /conn-close     HTTP/1.1 with Connection: close, the server leaves the connection open
 //   /fold           a header folded on two lines        /noreason   a status line without reason
 //   /lf-only        lines ended by LF alone             /bigheaders 90 KiB of headers
+//   /early          (POST) a 413 as soon as the head came; the body read 300 ms later and dropped
+//   /cl-and-te      both a Content-Length and Transfer-Encoding: chunked
 //   /stats          {"connections": n, "requests": n}
 import net from 'node:net';
 import fs from 'node:fs';
@@ -161,6 +163,12 @@ function handle(sock, conn, head, body) {
     case '/hold':
       setTimeout(() => send(reply('200 OK', [['Content-Length', 4], x], 'held')), 100);
       break;
+    case '/early': // answered when its head came (see the reader)
+      break;
+    case '/cl-and-te': // both a Content-Length and chunked (RFC 7230 3.3.3: the chunking wins)
+      send('HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\nX-Conn: ' + conn +
+        '\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
+      break;
     case '/keepalive-once': // answered; the next request on this connection is dropped unanswered
       sock.dropNext = true;
       send(reply('200 OK', [['Content-Length', 4], x], 'once'));
@@ -212,6 +220,13 @@ const server = net.createServer((sock) => {
         buf = buf.subarray(end + 4);
         const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
         want = m ? Number(m[1]) : 0;
+        if (head.startsWith('POST /early')) { // answered before its body is read (e.g. a 413)
+          sock.write(reply('413 Payload Too Large', [['Content-Length', 8], ['X-Conn', String(conn)]], 'too big!'));
+          paused = true; // then 300 ms without reading, and the body read and dropped
+          sock.pause();
+          setTimeout(() => { paused = false; sock.resume(); pump(); }, 300);
+          return;
+        }
         if (head.startsWith('POST /slowread') || head.startsWith('PUT /slowread')) {
           paused = true; // read nothing more for 200 ms: the client's write queues up
           sock.pause();
