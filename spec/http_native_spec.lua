@@ -230,6 +230,48 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.equal('EURL', n.code)
   end)
 
+  describe('odd replies (spec/fakes/h1_raw_server.mjs /weird): what libcurl 8.14 makes of them', function()
+    -- kind -> libcurl's reading: {status, http_version, body, header, value} or an error code;
+    -- the native path must read each the same way (these are the libcurl path's answers, not a
+    -- judgement of the RFC's: a stricter native reading is still a difference)
+    local cases = {
+      { 'no-colon', 'EHTTP2' },
+      { 'space-before-colon', { 200, '1.1', 'ok', 'x-sp ', 'v' } },
+      { 'bad-length', 'EHTTP2' },
+      { 'two-lengths', { 200, '1.1', 'ok!', 'content-length', '2, 3' } },
+      { 'same-two-lengths', { 200, '1.1', 'ok', 'content-length', '2, 2' } },
+      { 'status-2-digits', 'EURL' },
+      { 'status-999', { 999, '1.1', 'ok', 'content-length', '2' } },
+      { 'http2-line', { 200, '1.0', 'ok', 'content-length', '2' } },
+      { 'http11-lower', { 200, '1.0', 'ok', 'content-length', '2' } },
+      { 'bad-chunk', 'ECONNRESET' },
+      { 'chunk-ext', { 200, '1.1', 'hello', 'transfer-encoding', 'chunked' } },
+      { 'te-gzip-chunked', 'ECURL' },
+      { 'te-identity', { 200, '1.1', 'ok', 'transfer-encoding', 'identity' } },
+      { 'tab-value', { 200, '1.1', 'ok', 'x-tab', 'v\t' } },
+      { 'utf8-value', { 200, '1.1', 'ok', 'x-u', 'caf\u{e9}' } },
+      { 'trailer-no-chunk', { 200, '1.1', '', 'transfer-encoding', 'chunked' } },
+      { 'interim-then-close', 'ECONNRESET' },
+      { 'status-only', { 200, '1.1', '' } },
+      { 'reason-missing-space', { 200, '1.1', 'ok', 'content-length', '2' } },
+      { 'http10-keepalive', { 200, '1.0', 'ok', 'connection', 'keep-alive' } },
+    }
+    for _, case in ipairs(cases) do
+      local kind, want = case[1], case[2]
+      it(kind, function()
+        local n = both(get('/weird?kind=' .. kind, { timeout = 5 }))
+        if type(want) == 'string' then
+          assert.is_nil(n.res)
+          assert.equal(want, n.code)
+        else
+          assert(n.res, n.msg)
+          assert.same({ want[1], want[2], want[3] }, { n.res.status, n.res.http_version, n.res.body })
+          if want[4] then assert.equal(want[5], n.res.headers[want[4]]) end
+        end
+      end)
+    end
+  end)
+
   it('a server that closes an idle keep-alive connection: the next request succeeds', function()
     local before = http.stats().native
     local n = each(function()

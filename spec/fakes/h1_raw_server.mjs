@@ -28,6 +28,7 @@
 //   /lf-only        lines ended by LF alone             /bigheaders 90 KiB of headers
 //   /early          (POST) a 413 as soon as the head came; the body read 300 ms later and dropped
 //   /cl-and-te      both a Content-Length and Transfer-Encoding: chunked
+//   /weird?kind=K   one of a list of odd replies (see the route), then FIN
 //   /stats          {"connections": n, "requests": n}
 import net from 'node:net';
 import fs from 'node:fs';
@@ -169,6 +170,32 @@ function handle(sock, conn, head, body) {
       send('HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\nX-Conn: ' + conn +
         '\r\n\r\n5\r\nhello\r\n0\r\n\r\n');
       break;
+    case '/weird': { // odd replies by name (?kind=); the connection closed after each
+      const kinds = {
+        'no-colon': 'HTTP/1.1 200 OK\r\nX-A: 1\r\nNoColonHere\r\nContent-Length: 2\r\n\r\nok',
+        'space-before-colon': 'HTTP/1.1 200 OK\r\nX-Sp : v\r\nContent-Length: 2\r\n\r\nok',
+        'bad-length': 'HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nok',
+        'two-lengths': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!',
+        'same-two-lengths': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok',
+        'status-2-digits': 'HTTP/1.1 20 OK\r\nContent-Length: 2\r\n\r\nok',
+        'status-999': 'HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\nok',
+        'http2-line': 'HTTP/2 200\r\nContent-Length: 2\r\n\r\nok',
+        'http11-lower': 'http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+        'bad-chunk': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n',
+        'chunk-ext': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;name=val\r\nhello\r\n0\r\n\r\n',
+        'te-gzip-chunked': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+        'te-identity': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nok',
+        'tab-value': 'HTTP/1.1 200 OK\r\nX-Tab:\tv\t\r\nContent-Length: 2\r\n\r\nok',
+        'utf8-value': 'HTTP/1.1 200 OK\r\nX-U: caf\u00e9\r\nContent-Length: 2\r\n\r\nok',
+        'trailer-no-chunk': 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Only: t\r\n\r\n',
+        'interim-then-close': 'HTTP/1.1 100 Continue\r\n\r\n',
+        'status-only': 'HTTP/1.1 200 OK\r\n',
+        'reason-missing-space': 'HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok',
+        'http10-keepalive': 'HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok',
+      };
+      sock.end(Buffer.from(kinds[q.get('kind')] || 'HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n', 'utf8'));
+      break;
+    }
     case '/keepalive-once': // answered; the next request on this connection is dropped unanswered
       sock.dropNext = true;
       send(reply('200 OK', [['Content-Length', 4], x], 'once'));
