@@ -255,6 +255,9 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
       { 'status-only', { 200, '1.1', '' } },
       { 'reason-missing-space', { 200, '1.1', 'ok', 'content-length', '2' } },
       { 'http10-keepalive', { 200, '1.0', 'ok', 'connection', 'keep-alive' } },
+      { '204-with-length', { 204, '1.1', '', 'content-length', '5' } },
+      { '304-chunked', { 304, '1.1', '', 'transfer-encoding', 'chunked' } },
+      { 'h11-to-close', { 200, '1.1', 'until the close', 'connection', 'close' } },
     }
     for _, case in ipairs(cases) do
       local kind, want = case[1], case[2]
@@ -581,8 +584,11 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.equal('hello', r.res.body)
     assert.equal(0, r.native, 'a limited request went through h1.c')
     assert.equal(1, run(true, get('/cl')).native, 'the limit, lifted, still keeps h1.c out')
-    local function child(env)
-      local argv = { 'env', env, sys.root() .. '/cseng', 'lua', sys.root() .. '/spec/fakes/h1_env_client.lua', base .. '/cl' }
+    local function child(...)
+      local argv = { 'env', ... }
+      for _, a in ipairs({ sys.root() .. '/cseng', 'lua', sys.root() .. '/spec/fakes/h1_env_client.lua', base .. '/cl' }) do
+        argv[#argv + 1] = a
+      end
       local c = assert(proc.run { argv = argv, timeout = 60 })
       assert.equal(0, c.code, c.stderr)
       local f = {}
@@ -592,7 +598,7 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.same({ 'false', '0', '200', 'hello' }, child('CSENG_HTTP=curl'))
     assert.same({ 'true', '1', '200', 'hello' }, child('CSENG_HTTP=native'))
     -- a proxy that refuses: libcurl's path tries it (and fails), h1.c is not asked
-    local f = child('http_proxy=http://127.0.0.1:' .. free_port())
+    local f = child('CSENG_HTTP=native', 'http_proxy=http://127.0.0.1:' .. free_port())
     assert.same({ 'true', '0', 'ECONNREFUSED' }, { f[1], f[2], f[3] })
   end)
 

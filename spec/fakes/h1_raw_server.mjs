@@ -191,6 +191,9 @@ function handle(sock, conn, head, body) {
         'interim-then-close': 'HTTP/1.1 100 Continue\r\n\r\n',
         'status-only': 'HTTP/1.1 200 OK\r\n',
         'reason-missing-space': 'HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok',
+        '204-with-length': 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello',
+        '304-chunked': 'HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n',
+        'h11-to-close': 'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the close',
         'http10-keepalive': 'HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok',
       };
       sock.end(Buffer.from(kinds[q.get('kind')] || 'HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n', 'utf8'));
