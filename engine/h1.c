@@ -41,6 +41,8 @@ typedef struct h1_conn {
   struct gai *gai;                   /* a name lookup in flight */
   int closing, closes;               /* handles closed so far (2: free) */
   int connected, idle, msg_done, in_trailers, value_seen, next_addr;
+  int writing;                       /* a uv_write of the request is still queued */
+  int bad_status;                    /* a status line http_parser took and libcurl would not (< 100) */
   uint64_t uses;                     /* calls it carried */
   int fail_err, fail_os;             /* a failure delivered from the timer (never from h1_start) */
   char *line;                        /* the header line being read: "Name: value" */
@@ -256,7 +258,9 @@ static void finish(h1_conn *k, int err, int os_errno, int keep) {
   c->conn = NULL;
   uv_timer_stop(&k->timer);
   c->t_total = since(c);
-  if (keep && !k->closing) {
+  /* a request still being written (the server answered before it read the body) cannot be
+   * followed by another on this connection: it is closed, which cancels the write */
+  if (keep && !k->closing && !k->writing) {
     h1_origin *o = k->origin;
     if (o->nidle >= G.idle_max) conn_close(k);
     else {
@@ -346,7 +350,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
     }
     http_parser_execute(&k->parser, &settings, NULL, 0); /* the end of a body read to the close */
     if (k->msg_done) finish(k, H1_OK, 0, 0);
-    else fail(k, c->received ? H1_EPARTIAL : H1_EEMPTY, 0);
+    else if (c->phase == 1 && k->parser.status_code >= 100 &&
+             (HTTP_PARSER_ERRNO(&k->parser) == HPE_OK || HTTP_PARSER_ERRNO(&k->parser) == HPE_INVALID_EOF_STATE)) {
+      /* a status line and then the close, before the header block ended: libcurl returns the
+       * response as far as it got (a status, no body), and so does this path */
+      c->status = k->parser.status_code;
+      c->major = k->parser.http_major;
+      c->minor = k->parser.http_minor;
+      finish(k, H1_OK, 0, 0);
+    } else fail(k, c->received ? H1_EPARTIAL : H1_EEMPTY, 0);
     return;
   }
   if (c->received == 0) c->t_ttfb = since(c);
@@ -360,7 +372,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
   }
   if (HTTP_PARSER_ERRNO(&k->parser) != HPE_OK) {
     enum http_errno e = HTTP_PARSER_ERRNO(&k->parser);
-    if (e == HPE_CB_body || e == HPE_CB_header_field || e == HPE_CB_header_value || e == HPE_CB_headers_complete)
+    if (k->bad_status) {
+      c->phase = 0;
+      c->parse_error = "invalid status code";
+      finish(k, H1_EPARSE, 0, 0);
+    } else if (e == HPE_CB_body || e == HPE_CB_header_field || e == HPE_CB_header_value ||
+               e == HPE_CB_headers_complete || e == HPE_CB_status || e == HPE_CB_message_complete)
       finish(k, H1_EABORT, 0, 0);
     else {
       c->parse_error = http_errno_description(e);
@@ -371,6 +388,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
 
 static void on_written(uv_write_t *w, int status) {
   h1_conn *k = w->data;
+  k->writing = 0;
   if (status == UV_ECANCELED || k->closing || !k->call) return;
   if (status < 0) fail(k, H1_ESEND, -status);
 }
@@ -398,14 +416,18 @@ static int conn_write(h1_conn *k) {
     n -= i;
   }
   k->write.data = k;
-  return uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written);
+  if ((w = uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written)) == 0) k->writing = 1;
+  return w;
 }
 
 static void send_request(h1_conn *k) {
   int rc;
   http_parser_init(&k->parser, HTTP_RESPONSE);
   k->parser.data = k;
-  k->msg_done = k->in_trailers = k->value_seen = 0;
+  /* as libcurl reads them: Transfer-Encoding with a Content-Length, repeated lengths, any byte in a
+   * header value (http_parser refuses these when strict) */
+  k->parser.lenient_http_headers = 1;
+  k->msg_done = k->in_trailers = k->value_seen = k->bad_status = 0;
   k->line_len = 0;
   k->uses++;
   if ((rc = conn_write(k)) != 0) fail_later(k, H1_ESEND, -rc);
@@ -554,7 +576,13 @@ void h1_cancel(h1_call *c) {
   conn_close(k);
 }
 
-void h1_init(uv_loop_t *loop) { G.loop = loop; }
+void h1_init(uv_loop_t *loop) {
+  G.loop = loop;
+  /* libcurl takes up to 300 KiB of response headers (MAX_HTTP_RESP_HEADER_SIZE); http_parser's
+   * default is 80 KiB. The limit is the library's, for every parser: cseng.serve keeps its own
+   * smaller one (max_header, checked before the parser's). */
+  http_parser_set_max_header_size(300 * 1024);
+}
 
 void h1_set_idle_max(long n) { G.idle_max = n < 1 ? 1 : n; }
 
@@ -603,11 +631,21 @@ static int on_message_begin(http_parser *p) {
   h1_conn *k = p->data;
   k->line_len = 0;
   k->value_seen = k->in_trailers = 0;
+  k->call->phase = 0;
+  return 0;
+}
+
+static int on_status(http_parser *p, const char *at, size_t n) {
+  h1_conn *k = p->data;
+  (void)at;
+  (void)n;
+  if (k->call->phase == 0) k->call->phase = 1;
   return 0;
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t n) {
   h1_conn *k = p->data;
+  if (k->call->phase == 0) k->call->phase = 1;
   if (k->value_seen && line_flush(k) != 0) return -1;
   return line_add(k, at, n);
 }
@@ -625,11 +663,18 @@ static int on_headers_complete(http_parser *p) {
   h1_conn *k = p->data;
   h1_call *c = k->call;
   if (line_flush(k) != 0) return -1;
+  if (p->status_code < 100) { /* libcurl: "Unsupported HTTP/1 subversion in response" */
+    k->bad_status = 1;
+    return -1;
+  }
+  c->phase = 2;
   k->in_trailers = 1; /* header lines after the body (chunked) are trailers */
   c->status = p->status_code;
   c->major = p->http_major;
   c->minor = p->http_minor;
-  return c->head_method ? 1 : 0; /* 1: no body, whatever the headers say */
+  /* 1: no body, whatever the headers say (a HEAD's response, 1xx, 204, 304: RFC 9110 6.4.1;
+   * http_parser would read a 304's Content-Length worth of the next response as its body) */
+  return c->head_method || p->status_code / 100 == 1 || p->status_code == 204 || p->status_code == 304 ? 1 : 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t n) {
@@ -651,6 +696,7 @@ static int on_message_complete(http_parser *p) {
 
 static http_parser_settings settings = {
     .on_message_begin = on_message_begin,
+    .on_status = on_status,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,

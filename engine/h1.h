@@ -72,6 +72,7 @@ struct h1_call {
   uint64_t t0, t_dns, t_connect, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
   size_t received;                             /* response bytes read */
   const char *parse_error;
+  int phase;                                   /* how far the response got: 0 the status line, 1 headers, 2 body */
   /* private */
   struct h1_conn *conn;
   int retried;

@@ -745,11 +745,29 @@ static void push_headers(lua_State *L, buf *b) {
   char *line = b->p, *end = b->p ? b->p + b->len : NULL;
   int lines = 0;
   for (char *q = line; q && q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) lines++;
+  int last = 0; /* stack index of the last header's name: a folded line (obs-fold) continues it */
   lua_createtable(L, 0, lines > 1 ? lines - 1 : 0); /* the status line is no header */
   while (line && line < end) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
     char *colon, *v, *ve, *k;
     if (!nl) nl = end;
+    if (last && (*line == ' ' || *line == '\t')) { /* RFC 9112 5.2: replaced by one space */
+      v = line;
+      while (v < nl && (*v == ' ' || *v == '\t')) v++;
+      ve = nl;
+      while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+      if (ve > v) {
+        lua_pushvalue(L, last);
+        lua_pushvalue(L, last);
+        lua_rawget(L, -3);
+        lua_pushliteral(L, " ");
+        lua_pushlstring(L, v, (size_t)(ve - v));
+        lua_concat(L, 3);
+        lua_rawset(L, -3);
+      }
+      line = nl + 1;
+      continue;
+    }
     colon = memchr(line, ':', (size_t)(nl - line));
     if (colon && !(nl - line >= 5 && memcmp(line, "HTTP/", 5) == 0)) {
       for (k = line; k < colon; k++) *k = (char)((*k >= 'A' && *k <= 'Z') ? *k + 32 : *k);
@@ -757,7 +775,11 @@ static void push_headers(lua_State *L, buf *b) {
       while (v < nl && (*v == ' ' || *v == '\t')) v++;
       ve = nl;
       while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ')) ve--;
+      if (last) lua_remove(L, last); /* the table moves down to last's slot */
       lua_pushlstring(L, line, (size_t)(colon - line));
+      lua_insert(L, -2); /* name below the table */
+      last = lua_gettop(L) - 1;
+      lua_pushvalue(L, last);
       lua_pushvalue(L, -1);
       if (lua_rawget(L, -3) == LUA_TSTRING) { /* repeated header: join with ", " */
         lua_pushliteral(L, ", ");
@@ -771,6 +793,7 @@ static void push_headers(lua_State *L, buf *b) {
     }
     line = nl + 1;
   }
+  if (last) lua_remove(L, last); /* the table on top */
 }
 
 static void set_time(lua_State *L, const char *k, curl_off_t us) {
@@ -935,6 +958,22 @@ static int native_line(h1_call *c, const char *p, size_t n, int trailer) {
     r->head.len = r->trailers.len = 0;
     return 0;
   }
+  if (!trailer && n > 18 && strncasecmp(p, "transfer-encoding:", 18) == 0) {
+    /* a coding other than chunked (gzip, ...): libcurl refuses what it was not asked to decode */
+    const char *v = p + 18, *end = p + n;
+    while (v < end) {
+      const char *e;
+      while (v < end && (*v == ' ' || *v == '\t' || *v == ',')) v++;
+      e = v;
+      while (e < end && *e != ',' && *e != ' ' && *e != '\t') e++;
+      if (e > v && !((e - v == 7 && strncasecmp(v, "chunked", 7) == 0) || (e - v == 8 && strncasecmp(v, "identity", 8) == 0))) {
+        r->result = CURLE_BAD_CONTENT_ENCODING;
+        snprintf(r->errbuf, sizeof r->errbuf, "Unsolicited Transfer-Encoding (%.*s) found", (int)(e - v), v);
+        return -1;
+      }
+      v = e;
+    }
+  }
   return buf_add(b, p, n) == 0 && buf_add(b, "\r\n", 2) == 0 ? 0 : -1;
 }
 
@@ -995,9 +1034,13 @@ static void native_done(h1_call *c, int err, int os_errno) {
       break;
     case H1_EEMPTY: r->result = CURLE_GOT_NOTHING; break;
     case H1_EPARTIAL: r->result = CURLE_PARTIAL_FILE; break;
-    case H1_EPARSE:
-      r->result = CURLE_WEIRD_SERVER_REPLY;
-      snprintf(r->errbuf, sizeof r->errbuf, "malformed HTTP/1.x response: %s",
+    case H1_EPARSE: /* libcurl's codes for the same faults: no HTTP/1.x status line (it reads
+                       HTTP/0.9, which it refuses), a bad header block, a bad body (chunk sizes) */
+      r->result = c->phase == 0 ? CURLE_UNSUPPORTED_PROTOCOL
+                  : c->phase == 1 ? CURLE_WEIRD_SERVER_REPLY
+                                  : CURLE_RECV_ERROR;
+      snprintf(r->errbuf, sizeof r->errbuf, "%s: %s",
+               c->phase == 0 ? "not an HTTP/1.x status line" : c->phase == 1 ? "malformed response header" : "malformed response body",
                c->parse_error ? c->parse_error : "?");
       break;
     case H1_EABORT:
