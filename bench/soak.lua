@@ -45,7 +45,10 @@ if opts.serve then
   local live, seq, streams = {}, 0, {}
   local st = { created = 0, deleted = 0, streams_open = 0, peak_streams = 0 }
   local JSON = { ['Content-Type'] = 'application/json' }
-  local srv = assert(serve.listen { host = '127.0.0.1', port = 0, backlog = 4096, handler = function(req)
+  -- every held sandbox is a connection: no cap but the descriptor limit (cseng.serve's default,
+  -- 128, is a status server's; it refused create 129)
+  local srv = assert(serve.listen { host = '127.0.0.1', port = 0, backlog = 4096, max_connections = 1 << 20,
+    handler = function(req)
     if req.method == 'POST' and req.path == '/api/sandboxes' then
       seq = seq + 1
       local id = string.format('soak-%06d', seq)
