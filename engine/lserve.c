@@ -4,7 +4,9 @@
  *   serve.listen{host=, port=, handler=, backlog=, max_body=, max_header=,
  *                max_connections=, idle_timeout=} -> server
  *   server:port(), :url(), :accept(), :stats(), :close()
- *   req.method/path/query/headers/body/remote; req:respond(status, headers, body),
+ *   req.method/path/query/headers/body/remote/version, req.received (clock.now()
+ *   nanoseconds when the request was complete: a handler that must time the
+ *   request from its arrival, not from when its task first ran); req:respond(status, headers, body),
  *   req:start(status, headers), req:write(chunk), req:finish(), req:abort(), req:state()
  *
  * Loop callbacks only parse into C structs: a complete request is queued on
@@ -67,6 +69,7 @@ struct request {
   hent *h;
   size_t nh, hcap;
   int last_value;
+  uint64_t received; /* uv_hrtime() when the message was complete: req.received */
 };
 
 struct conn {
@@ -383,6 +386,7 @@ static int on_message_complete(http_parser *p) {
   if (!r) return -1;
   c->parsing = NULL;
   c->active = r;
+  r->received = uv_hrtime();
   uv_timer_stop(&c->idle);
   r->state = R_QUEUED;
   r->counted = 1;
@@ -689,6 +693,8 @@ static void push_request(lua_State *L, request *r) {
   lua_setfield(L, -2, "remote");
   lua_pushfstring(L, "%d.%d", (int)r->major, (int)r->minor);
   lua_setfield(L, -2, "version");
+  lua_pushinteger(L, (lua_Integer)r->received);
+  lua_setfield(L, -2, "received");
   lua_setiuservalue(L, -2, 1);
   /* what Lua now holds need not stay in C */
   cs_buf_free(&r->body);
