@@ -478,22 +478,14 @@ typedef struct {
 static void sleep_free(uv_handle_t *h) { free(h->data); }
 
 /* libuv's timers run on the loop's millisecond time, truncated (and on some kernels read from
- * the coarse clock, which lags the precise one), so an interval counted from uv_now() fires up to
- * a millisecond before it has passed on the precise clock. The interval is therefore counted from
- * the loop time itself up to the precise deadline: when the loop time reaches it, the precise
- * clock (never behind the loop time) has passed the deadline, and a sleep takes one timer, not
- * an early fire plus a re-arm (which cost a second timer and a wake-up per sleep, and put the
- * task a tick later). The re-arm stays for a clock that would still fire early. */
-static uint64_t sleep_ms(uint64_t deadline) {
-  uint64_t base = uv_now(&S.loop) * 1000000u;
-  return deadline > base ? (deadline - base + 999999) / 1000000 : 0;
-}
-
+ * the coarse clock), so a timer can fire up to a millisecond or more before its interval has
+ * passed on the precise clock: a sleep is never shorter than asked, so an early fire re-arms for
+ * the rest (whole milliseconds, at least one). */
 static void sleep_fire(uv_timer_t *h) {
   sleepop *s = h->data;
-  if (uv_hrtime() < s->deadline) {
-    uint64_t ms = sleep_ms(s->deadline);
-    uv_timer_start(&s->timer, sleep_fire, ms ? ms : 1, 0);
+  uint64_t now = uv_hrtime();
+  if (now < s->deadline) {
+    uv_timer_start(&s->timer, sleep_fire, (s->deadline - now + 999999) / 1000000, 0);
     return;
   }
   cs_op_ready(&s->op);
@@ -539,9 +531,9 @@ static int task_sleep(lua_State *L) {
   cs_task_current(L);
   s = calloc(1, sizeof *s);
   if (!s) return luaL_error(L, "out of memory");
-  uv_update_time(&S.loop); /* the cached loop time is stale after running Lua */
+  ms = (uint64_t)(secs * 1000.0 + 0.999);
   s->deadline = uv_hrtime() + (uint64_t)(secs * 1e9);
-  ms = sleep_ms(s->deadline);
+  uv_update_time(&S.loop); /* the cached loop time is stale after running Lua */
   uv_timer_init(&S.loop, &s->timer);
   s->timer.data = s;
   s->op.push = sleep_push;
