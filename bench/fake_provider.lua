@@ -3,7 +3,7 @@
 --- its own process so the measured client never shares its loop:
 ---
 ---   ./cseng lua bench/fake_provider.lua [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20]
----                                       [--delete-ms 10] [--max-seconds 3600]
+---                                       [--delete-ms 10] [--max-seconds 3600] [--hold-from received]
 ---
 ---   POST   /api/sandboxes            {projectId, template, ...} -> 201 {sandboxId, cpus, memoryMb, ...}
 ---   POST   /api/sandboxes/{id}/exec  {cmd, timeoutMs}           -> 200 {exitCode, stdout, stderr}
@@ -12,8 +12,9 @@
 ---   GET    /stats[?reset=1]          counters, peak in flight (reset), the fake's own CPU time
 ---
 --- Every answer to the three lifecycle calls carries X-Fake-Held-Ns: how long the handler held
---- the request, measured here with clock.now(). libuv timers tick in whole milliseconds, so a
---- sleep is never started short: the handler sleeps until clock.now() has passed the deadline
+--- the request, measured here with clock.now() from the moment the server had the whole request
+--- (X-Fake-Wait-Ns: how much of that went by before the handler ran). libuv timers tick in whole
+--- milliseconds, so a sleep is never started short: the handler sleeps until clock.now() has passed the deadline
 --- (held >= nominal, and at most about a millisecond more). Clients subtract either the nominal
 --- latency or the held time; docs/PERFORMANCE.md shows both.
 ---
@@ -35,6 +36,7 @@ local opts, perr = flags.parse(arg, {
   ['exec-ms'] = { key = 'exec_ms', type = 'number' },
   ['delete-ms'] = { key = 'delete_ms', type = 'number' },
   ['max-seconds'] = { key = 'max_seconds', type = 'number' },
+  ['hold-from'] = { key = 'hold_from', type = 'string' },
 })
 if not opts then
   io.stderr:write('fake_provider: ', perr, '\n')
@@ -46,6 +48,15 @@ local NOMINAL = {
   exec = math.floor((opts.exec_ms or 20) * 1e6),
   delete = math.floor((opts.delete_ms or 10) * 1e6),
 }
+-- The hold starts when the server had the whole request (req.received), not when the handler's
+-- task first ran: the wait for the dispatcher and the ready queue is the fake's, so it is inside
+-- the held time (and the hold absorbs it) instead of counting as the client's error.
+-- --hold-from handler restores the old start, to measure what that wait was.
+local HOLD_FROM_HANDLER = opts.hold_from == 'handler'
+if opts.hold_from and not HOLD_FROM_HANDLER and opts.hold_from ~= 'received' then
+  io.stderr:write('fake_provider: --hold-from: received or handler\n')
+  return 2
+end
 local JSON = { ['Content-Type'] = 'application/json' }
 
 local st = { created = 0, deleted = 0, execs = 0, zero = 0, not_found = 0, bad = 0, unauthorized = 0 }
@@ -63,11 +74,12 @@ local function hold(t0, ns)
   return clock.now() - t0
 end
 
-local function answer(status, t0, body)
-  return status, { ['Content-Type'] = 'application/json', ['X-Fake-Held-Ns'] = tostring(clock.now() - t0) }, body
+local function answer(status, t0, body, wait)
+  return status, { ['Content-Type'] = 'application/json', ['X-Fake-Held-Ns'] = tostring(clock.now() - t0),
+    ['X-Fake-Wait-Ns'] = tostring(wait) }, body
 end
 
-local function lifecycle(req, t0)
+local function lifecycle(req, t0, wait)
   local method, path = req.method, req.path
   if req.headers['x-api-key'] == nil then
     st.unauthorized = st.unauthorized + 1
@@ -87,7 +99,7 @@ local function lifecycle(req, t0)
     st.created = st.created + 1
     return answer(201, t0, string.format(
       '{"sandboxId":"%s","cpus":2,"memoryMb":2048,"region":"us-east-1","template":%s,"size":"small","status":"running"}',
-      id, cjson.encode(body.template or 'base')))
+      id, cjson.encode(body.template or 'base')), wait)
   end
   local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
   if id and rest == '/exec' and method == 'POST' then
@@ -99,23 +111,23 @@ local function lifecycle(req, t0)
     hold(t0, NOMINAL.exec)
     if not live[id] then
       st.not_found = st.not_found + 1
-      return answer(404, t0, '{"error":"sandbox not found"}')
+      return answer(404, t0, '{"error":"sandbox not found"}', wait)
     end
     st.execs = st.execs + 1
     -- the seed's readiness command prints its marker; anything else prints nothing
     local printed = body.cmd:match("print%('([^']*)'%)") or body.cmd:match('print%("([^"]*)"%)')
-    return answer(200, t0, cjson.encode { exitCode = 0, stdout = printed and (printed .. '\n') or '', stderr = '' })
+    return answer(200, t0, cjson.encode { exitCode = 0, stdout = printed and (printed .. '\n') or '', stderr = '' }, wait)
   end
   if id and rest == '' and method == 'DELETE' then
     hold(t0, NOMINAL.delete)
     if not live[id] then
       st.not_found = st.not_found + 1
-      return answer(404, t0, '{"error":"sandbox not found"}')
+      return answer(404, t0, '{"error":"sandbox not found"}', wait)
     end
     live[id] = nil
     nlive = nlive - 1
     st.deleted = st.deleted + 1
-    return answer(204, t0, '')
+    return answer(204, t0, '', wait)
   end
   return 404, JSON, '{"error":"no route"}'
 end
@@ -136,7 +148,9 @@ local function stats(reset)
 end
 
 local function handler(req)
-  local t0 = clock.now()
+  local now = clock.now()
+  local t0 = HOLD_FROM_HANDLER and now or req.received
+  local wait = now - req.received
   if req.path == '/zero' then
     st.zero = st.zero + 1
     return 200, JSON, '{"ok":true}'
@@ -144,7 +158,7 @@ local function handler(req)
   if req.path == '/stats' then return 200, JSON, cjson.encode(stats(req.query:find('reset=1', 1, true) ~= nil)) end
   in_flight = in_flight + 1
   if in_flight > peak then peak = in_flight end
-  local ok, status, headers, body = pcall(lifecycle, req, t0)
+  local ok, status, headers, body = pcall(lifecycle, req, t0, wait)
   in_flight = in_flight - 1
   if not ok then error(status, 0) end
   return status, headers, body

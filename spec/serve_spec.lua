@@ -4,6 +4,7 @@ local serve = require 'cseng.serve'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local json = require 'cjson'
+local clock = require 'cseng.clock'
 
 -- Runs a python3 client script with the server's port as argv[1]; returns its JSON output.
 local function py(port, script, timeout)
@@ -25,7 +26,9 @@ describe('cseng.serve', function()
     local seen
     local srv <close> = assert(serve.listen { port = 0, handler = function(req)
       seen = { method = req.method, path = req.path, query = req.query, x = req.headers['x-test'],
-               body = req.body, remote = req.remote, version = req.version }
+               body = req.body, remote = req.remote, version = req.version,
+               -- stamped in C when the message was complete, on clock.now()'s clock
+               received = math.type(req.received) == 'integer' and req.received <= clock.now() }
       return 201, { ['Content-Type'] = 'text/plain', ['X-Reply'] = { 'a', 'b' } }, 'you said ' .. req.body
     end })
     assert.is_true(srv:port() > 0)
@@ -42,7 +45,7 @@ out({'get': [g.status, g.getheader('X-Reply'), g.getheader('Content-Type'), gb],
     assert.same({ 201, 'a, b', 'text/plain', 'you said ' }, r.get)
     assert.same({ 201, 'you said abc' }, r.post)
     assert.same({ method = 'POST', path = '/submit', query = '', x = nil, body = 'abc',
-                  remote = seen.remote, version = '1.1' }, seen)
+                  remote = seen.remote, version = '1.1', received = true }, seen)
     assert.matches('^127%.0%.0%.1:%d+$', seen.remote)
   end)
 
