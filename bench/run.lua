@@ -702,6 +702,29 @@ local function targets_and_render()
   for _, r in ipairs(results.fidelity or {}) do if r.fake then fake_cores[#fake_cores + 1] = r.fake.cores end end
   local fc = agg(fake_cores)
   V.fake_cores_max = fc and string.format('%.2f', fc.max) or '–'
+  -- whether it is: its cores and CPU per request at each concurrency (a loop at ~0.8 core and more
+  -- is saturated: it cannot answer faster, and what the client measures there is the fake's limit)
+  local lines, saturated = {}, {}
+  for _, c in ipairs(CONC) do
+    local cores, per = {}, {}
+    for _, r in ipairs(results.fidelity or {}) do
+      if r.client == 'cseng' and r.concurrency == c and r.fake and r.fake.requests > 0 then
+        cores[#cores + 1] = r.fake.cores
+        per[#per + 1] = r.fake.cpu_s / r.fake.requests * 1e6
+      end
+    end
+    local ca, pa = agg(cores), agg(per)
+    if ca then
+      lines[#lines + 1] = string.format('%d in flight: %.2f of a core, %.0f µs per request', c, ca.med, pa.med)
+      if ca.med >= 0.8 then saturated[#saturated + 1] = tostring(c) end
+    end
+  end
+  V.fake_verdict = #lines == 0 and 'Its CPU was not measured.' or
+    ('Its own CPU during the cseng runs (`getrusage` through `/stats`, median): ' .. table.concat(lines, '; ') .. '. ' ..
+      (#saturated == 0 and 'Its loop is never saturated: it is not the bottleneck of any figure below.' or
+        ('**At ' .. table.concat(saturated, ', ') .. ' in flight it is the bottleneck**: its one loop is at a whole core, ' ..
+          'so it cannot answer faster, and the throughput and timing error measured there are its limit as much as the ' ..
+          'client\'s (with the client beside it, the two processes need more than the machine\'s two cores).')))
   local bad = 0
   for _, r in ipairs(results.fidelity or {}) do
     if r.fake and (r.fake.live_after ~= 0 or r.fake.not_found ~= 0) then bad = bad + 1 end
