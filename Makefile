@@ -130,7 +130,7 @@ build/agent/microvm-agent-aarch64: $(AGENT_SRCS) agent/agent_parse.h
 	aarch64-linux-gnu-gcc $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
 
 # C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
-build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h)
+build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h) $(wildcard test/c/*.h)
 	@mkdir -p build/test
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
 

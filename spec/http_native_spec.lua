@@ -7,7 +7,6 @@
 -- (c) have really gone through h1.c (http.stats().native.requests). Plus nginx, when installed.
 local http = require 'cseng.http'
 local task = require 'cseng.task'
-local serve = require 'cseng.serve'
 local proc = require 'cseng.proc'
 local crypto = require 'cseng.crypto'
 local fs = require 'cseng.fs'
@@ -44,12 +43,7 @@ local function run(native, opts)
   return { res = res, msg = msg, code = code, native = native_count() - before }
 end
 
-local function free_port()
-  local s = assert(serve.listen { port = 0 })
-  local p = s:port()
-  s:close()
-  return p
-end
+local free_port = dofile(sys.root() .. '/spec/helpers/runlog.lua').free_port
 
 describe('cseng.http native HTTP/1.1 path against libcurl', function()
   local srv, base, uniq = nil, nil, 0

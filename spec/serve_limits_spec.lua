@@ -43,12 +43,7 @@ def ask(s, req):
 
 local until_true = H.until_true
 
-local function free_port()
-  local srv = assert(serve.listen { port = 0 })
-  local port = srv:port()
-  srv:close()
-  return port
-end
+local free_port = H.free_port
 
 describe('cseng.serve limits', function()
   it('answers a connection over max_connections 503 and closes it', function()

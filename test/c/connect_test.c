@@ -12,19 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (cond) {                                              \
-      passed++;                                              \
-    } else {                                                 \
-      failed++;                                              \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
+#include "check.h"
 
 typedef struct {
   uint8_t p[1 << 16];

@@ -5,19 +5,7 @@
  * ASan/UBSan by the Makefile. Prints "N passed, N failed". */
 #include "../../fuzz/h1_check.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (cond) {                                              \
-      passed++;                                              \
-    } else {                                                 \
-      failed++;                                              \
-      printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                   \
-      printf("\n");                                          \
-    }                                                        \
-  } while (0)
+#include "check.h"
 
 static void expect(const char *url, int taken) {
   const char *why = NULL;
