@@ -698,10 +698,6 @@ local function targets_and_render()
   V.max_client_rps = int(max_client_rps)
   V.fake_headroom = results.fake_capacity and results.fake_capacity.rate and max_client_rps > 0 and
     string.format('%.1f×', results.fake_capacity.rate / max_client_rps) or '–'
-  local fake_cores = {}
-  for _, r in ipairs(results.fidelity or {}) do if r.fake then fake_cores[#fake_cores + 1] = r.fake.cores end end
-  local fc = agg(fake_cores)
-  V.fake_cores_max = fc and string.format('%.2f', fc.max) or '–'
   -- whether it is: its cores and CPU per request at each concurrency (a loop at ~0.8 core and more
   -- is saturated: it cannot answer faster, and what the client measures there is the fake's limit)
   local lines, saturated = {}, {}

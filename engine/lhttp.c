@@ -40,7 +40,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +115,6 @@ typedef struct req {
   buf urlb;
   struct req *free_next;
   /* the native HTTP/1.1 path (h1.c): */
-  int native;      /* sent through h1, not libcurl */
   int native_live; /* h1 has the call (counted in in_flight) */
   h1_call call;
   buf out;         /* the request head it sends */
@@ -164,7 +162,6 @@ static struct {
   int pk_reuse; /* libcurl >= 8.0: a prior-knowledge request reuses a prior-knowledge connection (see h2origin) */
   int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
   int native;       /* plain-HTTP/1.1 requests go through h1.c (CSENG_HTTP=curl or configure{native=false}: off) */
-  lua_Integer native_started;
 } H;
 
 static void origin_live(h2origin *o) {
@@ -305,16 +302,17 @@ static int key_line(const char *k, size_t kl, const char *v, size_t vl, int omit
 
 /* ---- curl callbacks: C only ------------------------------------------- */
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  req *r = ud;
-  size_t len = size * n;
-  if (r->max_body && r->body.len + len > r->max_body) {
-    r->result = CURLE_FILESIZE_EXCEEDED;
-    return 0;
-  }
-  if (buf_add(&r->body, p, len) != 0) return 0;
+/* Response body bytes, from either path: kept (under max_body), and a stream's task woken.
+ * 0, or the failure (r->result set). */
+static int body_take(req *r, const char *p, size_t len) {
+  if (r->max_body && r->body.len + len > r->max_body) return r->result = CURLE_FILESIZE_EXCEEDED;
+  if (buf_add(&r->body, p, len) != 0) return r->result = CURLE_OUT_OF_MEMORY;
   if (r->stream) cs_op_ready(&r->op);
-  return len;
+  return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud) {
+  return body_take(ud, p, size * n) == 0 ? size * n : 0;
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
@@ -977,19 +975,7 @@ static int native_line(h1_call *c, const char *p, size_t n, int trailer) {
   return buf_add(b, p, n) == 0 && buf_add(b, "\r\n", 2) == 0 ? 0 : -1;
 }
 
-static int native_body(h1_call *c, const char *p, size_t n) {
-  req *r = REQ_OF(c);
-  if (r->max_body && r->body.len + n > r->max_body) {
-    r->result = CURLE_FILESIZE_EXCEEDED;
-    return -1;
-  }
-  if (buf_add(&r->body, p, n) != 0) {
-    r->result = CURLE_OUT_OF_MEMORY;
-    return -1;
-  }
-  if (r->stream) cs_op_ready(&r->op);
-  return 0;
-}
+static int native_body(h1_call *c, const char *p, size_t n) { return body_take(REQ_OF(c), p, n) ? -1 : 0; }
 
 /* The outcome in libcurl's terms (CURLcode, errno, message), so that push_done and error_code
  * answer a native request exactly as they answer a libcurl one. */
@@ -1134,7 +1120,6 @@ static int native_start(lua_State *L, req *r, const char *url, size_t url_len, c
   if (!h1_url_split(url, url_len, &u) || !method_ok(method)) return 0;
   if (body && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) return 0; /* curl makes it a POST */
   if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0)) != 0) return rc < 0 ? -1 : 0;
-  r->native = 1;
   memset(&r->call, 0, sizeof r->call);
   r->call.host = r->url + (u.host - url); /* the request's own copy of the URL: messages quote it */
   r->call.host_len = u.host_len;
@@ -1161,7 +1146,6 @@ static int native_start(lua_State *L, req *r, const char *url, size_t url_len, c
   }
   H.in_flight++;
   H.started++;
-  H.native_started++;
   return 1;
 }
 
@@ -1274,7 +1258,6 @@ static int http_request(lua_State *L) {
       lua_settop(L, 1);
       return cs_yield(L, &r->op);
     }
-    r->native = 0;
   }
   if (!(e = easy_get()) || !(r->hset = hset_get())) {
     if (e) easy_put(e);
@@ -1424,7 +1407,7 @@ static int http_stats(lua_State *L) {
     lua_createtable(L, 0, 6);
     lua_pushboolean(L, H.native);
     lua_setfield(L, -2, "enabled");
-    lua_pushinteger(L, H.native_started);
+    lua_pushinteger(L, (lua_Integer)st.calls);
     lua_setfield(L, -2, "requests");
     lua_pushinteger(L, (lua_Integer)st.connects);
     lua_setfield(L, -2, "connects");
