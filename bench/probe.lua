@@ -2,7 +2,8 @@
 --- bench/client.lua at one concurrency, run by each given binary in turn, repeated, alternating
 --- the order, so a slow phase of a shared machine hits every build alike. The printout is the
 --- median (min-max) per build of: the share of the latency-bound ideal, the p99 timing error
---- against the fake's held time, and the client's CPU per request.
+--- against the fake's held time, the client's CPU per request, and the fake's (its getrusage
+--- through /stats, over the requests it answered during that run).
 ---
 ---   ./cseng lua bench/probe.lua [--exe LABEL=PATH[@LIBDIR][+POOLS],...] [--concurrency 1024] [--reps 3]
 ---                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR]
@@ -15,6 +16,7 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
+local http = require 'cseng.http'
 local stats = require 'cseng.lib.stats'
 local flags = require 'cseng.lib.flags'
 local jsonl = require 'cseng.lib.jsonl'
@@ -68,7 +70,14 @@ end
 local fake, url = dofile(ROOT .. '/bench/lib.lua').start_fake(SELF, TMP,
   { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete })
 
+local function fake_stats()
+  local r = http.request { url = url .. '/stats', timeout = 30 }
+  if not r or r.status ~= 200 then return nil end
+  return cjson.decode(r.body)
+end
+
 local function client(b, prefix)
+  local s0 = fake_stats()
   local out = fs.join(TMP, b.label .. '.json')
   fs.remove(out)
   local argv = {}
@@ -91,7 +100,11 @@ local function client(b, prefix)
     end
   end
   local s = stats.summary(errs)
-  return { share = d.rate / IDEAL, rate = d.rate, p99 = s.p99, p50 = s.p50, cpu_us = d.cpu_per_request_us,
+  local s1, fake_us = fake_stats(), nil
+  if s0 and s1 and s1.requests > s0.requests + 1 then
+    fake_us = (s1.user_s + s1.sys_s - s0.user_s - s0.sys_s) * 1e6 / (s1.requests - s0.requests - 1)
+  end
+  return { share = d.rate / IDEAL, rate = d.rate, p99 = s.p99, p50 = s.p50, cpu_us = d.cpu_per_request_us, fake_us = fake_us,
     failures = d.failures, first_error = d.first_error, maxrss_kb = d.maxrss_kb }
 end
 
@@ -102,8 +115,8 @@ for rep = 1, REPS do
     local r, err = client(b)
     if r then
       b.runs[#b.runs + 1] = r
-      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms, CPU %.1f us/req, failures %d%s\n',
-        b.label, C, rep, r.share * 100, r.p99 or -1, r.cpu_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
+      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms, CPU %.1f us/req (fake %.1f), failures %d%s\n',
+        b.label, C, rep, r.share * 100, r.p99 or -1, r.cpu_us or -1, r.fake_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
     else
       io.stderr:write(string.format('probe: %-8s c=%d rep %d: %s\n', b.label, C, rep, err))
     end
@@ -132,8 +145,8 @@ local function med(runs, k, f)
 end
 local summary = {}
 for _, b in ipairs(builds) do
-  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s  CPU us/req %s  (%d runs)', b.label, C,
-    med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'cpu_us'), #b.runs))
+  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s  CPU us/req %s  fake CPU us/req %s  (%d runs)', b.label, C,
+    med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'cpu_us'), med(b.runs, 'fake_us'), #b.runs))
   summary[#summary + 1] = { label = b.label, exe = b.exe, libdir = b.libdir, concurrency = C, runs = jsonl.array(b.runs) }
 end
 if opts.out then assert(fs.write(opts.out, jsonl.encode(summary))) end

@@ -16,8 +16,9 @@
  * handlers may yield.
  *
  * One request per connection is in flight: the parser pauses at the end of a
- * message and reading stops until the response is finished, which gives
- * backpressure and keeps pipelined requests in order. Reads land in one static
+ * message until the response is finished, which keeps pipelined requests in
+ * order; reading goes on meanwhile (no epoll change per request) and stops
+ * only when LEFT_MAX pipelined bytes wait, which gives backpressure. Reads land in one static
  * buffer; only bytes that must outlive the read (url, headers, body, a paused
  * parser's leftovers) are copied. Responses go out with uv_try_write straight
  * from the Lua strings; only what the socket does not take at once is copied.
@@ -83,7 +84,7 @@ struct conn {
   request *parsing, *active;
   char *left; /* bytes read while the parser was paused */
   size_t leftlen;
-  int closing, shutting, discard, read_eof, too_large, expect_continue;
+  int closing, shutting, discard, read_eof, too_large, expect_continue, reading;
   char remote[64];
 };
 
@@ -180,6 +181,21 @@ static void conn_idle_start(conn *c) {
 static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
 static void conn_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
 
+#define LEFT_MAX ((size_t)256 << 10) /* pipelined bytes held before reading pauses */
+
+static int conn_read_on(conn *c) {
+  if (c->reading) return 0;
+  if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) return -1;
+  c->reading = 1;
+  return 0;
+}
+
+static void conn_read_off(conn *c) {
+  if (!c->reading) return;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->reading = 0;
+}
+
 static void conn_shut_done(uv_shutdown_t *req, int status) {
   conn *c = req->data;
   (void)status;
@@ -199,7 +215,9 @@ static void conn_finish(conn *c, int discard) {
   }
   if (discard) {
     conn_idle_start(c); /* a client that never closes is dropped after idle_timeout */
-    uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
+    conn_read_on(c);
+  } else {
+    conn_read_off(c);
   }
 }
 
@@ -406,24 +424,23 @@ static void conn_feed(conn *c, const char *data, size_t n) {
   enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
   if (c->closing) return;
   if (e == HPE_PAUSED) {
+    /* One request at a time: what arrives meanwhile (a pipelined request) waits in c->left.
+     * Reading stays on (no epoll change per request) until LEFT_MAX bytes wait. */
     size_t rest = n - done;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    if (rest == 0) {
-      c->leftlen = 0;
-    } else if (data == c->left) {
-      memmove(c->left, data + done, rest);
+    if (data == c->left) {
+      if (rest) memmove(c->left, data + done, rest);
       c->leftlen = rest;
-    } else {
-      char *l = malloc(rest);
+    } else if (rest) {
+      char *l = realloc(c->left, c->leftlen + rest);
       if (!l) {
         conn_close(c);
         return;
       }
-      memcpy(l, data + done, rest);
-      free(c->left);
+      memcpy(l + c->leftlen, data + done, rest);
       c->left = l;
-      c->leftlen = rest;
+      c->leftlen += rest;
     }
+    if (c->leftlen >= LEFT_MAX) conn_read_off(c);
     return;
   }
   if (data == c->left) c->leftlen = 0;
@@ -463,7 +480,7 @@ static void conn_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (n == 0) return;
   if (n == UV_EOF && !c->discard) {
     c->read_eof = 1;
-    uv_read_stop(st);
+    conn_read_off(c);
     if (c->active) return; /* a half-closed client still gets its answer */
   }
   conn_close(c);
@@ -487,7 +504,7 @@ static void conn_next(conn *c, request *r) {
     conn_feed(c, c->left, c->leftlen);
     if (c->closing || c->active || c->shutting) return;
   }
-  if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) conn_close(c);
+  if (conn_read_on(c) != 0) conn_close(c);
 }
 
 static void on_connection(uv_stream_t *ls, int status) {
@@ -538,7 +555,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   conn_idle_start(c);
-  if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) conn_close(c);
+  if (conn_read_on(c) != 0) conn_close(c);
 }
 
 /* ---- server --------------------------------------------------------------- */

@@ -315,6 +315,69 @@ out(data.decode())
     assert.same({ '/slow:', '/b:abc', '/c:' }, bodies)
   end)
 
+  it('keeps pipelined requests that arrive in pieces while one is answered', function()
+    -- reading goes on while a request is active: what arrives meanwhile is appended, in order
+    local srv <close> = assert(serve.listen { handler = function(req)
+      if req.path == '/slow' then task.sleep(0.2) end
+      return 200, nil, req.path .. ':' .. req.body
+    end })
+    local r = py(srv:port(), PRELUDE .. [[
+import time
+s = socket.create_connection(('127.0.0.1', port))
+s.sendall(b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n')
+time.sleep(0.02)
+s.sendall(b'POST /b HTTP/1.1\r\nHost: x\r\nContent-Le')
+time.sleep(0.02)
+s.sendall(b'ngth: 3\r\n\r\nab')
+time.sleep(0.02)
+s.sendall(b'cGET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+data = b''
+while True:
+    d = s.recv(65536)
+    if not d: break
+    data += d
+out(data.decode())
+]])
+    local bodies = {}
+    for body in r:gmatch('\r\n\r\n([^H]*)') do bodies[#bodies + 1] = body end
+    assert.same({ '/slow:', '/b:abc', '/c:' }, bodies)
+  end)
+
+  it('answers every one of more pipelined bytes than it holds (reading pauses, then resumes)', function()
+    local srv <close> = assert(serve.listen { handler = function(req)
+      if req.path == '/slow' then task.sleep(0.1) end
+      return 200, nil, req.path
+    end })
+    -- 4,000 requests of ~100 bytes: more than the 256 KiB a paused connection holds
+    local r = py(srv:port(), PRELUDE .. [[
+import threading
+s = socket.create_connection(('127.0.0.1', port))
+reqs = [b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n']
+reqs += [b'GET /%d HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n' % (i, b'p' * 60) for i in range(1, 4000)]
+reqs.append(b'GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+def send():
+    for i in range(0, len(reqs), 500): s.sendall(b''.join(reqs[i:i + 500]))
+t = threading.Thread(target=send); t.start()
+data = b''
+while True:
+    d = s.recv(65536)
+    if not d: break
+    data += d
+t.join()
+out(data.decode())
+]])
+    local paths = {}
+    for body in r:gmatch('\r\n\r\n([^H]*)') do paths[#paths + 1] = body end
+    assert.equal(4001, #paths)
+    assert.equal('/slow', paths[1])
+    assert.equal('/1', paths[2])
+    assert.equal('/3999', paths[4000])
+    assert.equal('/last', paths[4001])
+    for i = 2, 4000 do
+      if paths[i] ~= '/' .. (i - 1) then error('answer ' .. i .. ' is ' .. paths[i]) end
+    end
+  end)
+
   it('answers 400 to garbage and keeps serving others', function()
     local srv <close> = assert(serve.listen { handler = function() return 200, nil, 'ok' end })
     local r = py(srv:port(), PRELUDE .. [[

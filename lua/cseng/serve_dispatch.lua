@@ -1,10 +1,14 @@
 --- The dispatcher of cseng.serve (engine/lserve.c loads it with require when serve.listen is
---- given a handler): one task accepts requests and runs each in its own task, so handlers may
---- yield. A handler's error becomes a 500 (logged with its traceback); a handler that returns
---- after req:start is finished for it; a cancelled handler aborts its request.
+--- given a handler): a pool of worker tasks, each accepting a request and running the handler
+--- in itself, so handlers may yield. A worker that takes a request when none other waits spawns
+--- one more first, so a request never waits for a handler to finish (a handler may wait on
+--- another request); a worker that finishes while IDLE_MAX others wait ends. No task is created
+--- per request under a steady load. A handler's error becomes a 500 (logged with its
+--- traceback); a handler that returns after req:start is finished for it; a cancelled handler
+--- aborts its request and ends its worker.
 ---@param srv table the server (engine/lserve.c)
 ---@param handler fun(req: table): any
----@return table task the accept loop
+---@return table task the first worker
 return function(srv, handler)
   local task = require 'cseng.task'
 
@@ -44,11 +48,22 @@ return function(srv, handler)
     finish(req, ok, status, headers, body)
   end
 
-  return task.spawn(function()
+  local IDLE_MAX = 128
+  local idle = 0
+  local worker
+  function worker()
     while true do
-      local req = srv:accept()
+      idle = idle + 1
+      local ok, req = pcall(srv.accept, srv)
+      idle = idle - 1
+      if not ok then error(req, 0) end
       if not req then return end
-      task.spawn(serve_one, req)
+      if idle == 0 then task.spawn(worker) end
+      serve_one(req)
+      -- a handler that caught its cancellation leaves this task cancelled: serve no more here
+      if idle >= IDLE_MAX or task.cancelled() then return end
     end
-  end)
+  end
+
+  return task.spawn(worker)
 end
