@@ -4,10 +4,13 @@
 --- difference in requests is the steady-state cost (start-up and the connects cancel out).
 ---
 ---   ./cseng lua bench/instructions.lua [--exe PATH] [--concurrency 1024] [--short 4] [--long 12]
----                                      [--pools N] [--out F.json]
+---                                      [--pools N] [--fake] [--out F.json]
 ---
 --- --exe: the build measured (default: this binary; the fake always runs on this one). Prints
 --- "N.Nk instructions/request" and the counts behind it. Needs valgrind.
+--- --fake: measure the other end instead: the fake provider (cseng.serve and the dispatcher)
+--- runs on --exe under callgrind, once per window, and the client runs natively on this binary
+--- (use a lower --concurrency: the fake is some 50x slower under valgrind).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -21,6 +24,7 @@ local opts, perr = flags.parse(arg, {
   short = { key = 'short', type = 'number' },
   long = { key = 'long', type = 'number' },
   pools = { key = 'pools', type = 'int', min = 1 },
+  fake = { key = 'fake', type = 'bool' },
   out = { key = 'out', type = 'string' },
 })
 if not opts then
@@ -43,19 +47,32 @@ if LONG <= SHORT then
 end
 local TMP = assert(fs.tempdir('cseng-instr-'))
 
-local fake, url = dofile(ROOT .. '/bench/lib.lua').start_fake(SELF, TMP)
+local blib = dofile(ROOT .. '/bench/lib.lua')
+local fake, url
+if not opts.fake then fake, url = blib.start_fake(SELF, TMP) end
 
--- One client run under callgrind: its instruction total and its request count.
+-- One client run under callgrind (with --fake: one fake's life under callgrind, the client
+-- native): its instruction total and its request count.
 local function measure(seconds)
   local cg, res = fs.join(TMP, 'cg.' .. seconds), fs.join(TMP, 'res.' .. seconds .. '.json')
-  local argv = { 'valgrind', '--tool=callgrind', '--callgrind-out-file=' .. cg, EXE, 'lua', fs.join(ROOT, 'bench/client.lua'),
+  local grind = { 'valgrind', '--tool=callgrind', '--callgrind-out-file=' .. cg }
+  if opts.fake then fake, url = blib.start_fake(EXE, TMP, nil, grind) end
+  local client_exe = opts.fake and SELF or EXE
+  local argv = { client_exe, 'lua', fs.join(ROOT, 'bench/client.lua'),
     '--url', url, '--concurrency', tostring(C), '--warmup', '2', '--duration', tostring(seconds), '--out', res }
+  if not opts.fake then table.move(argv, 1, #argv, #grind + 1, grind); argv = grind end
   if opts.pools then
     argv[#argv + 1] = '--pools'
     argv[#argv + 1] = tostring(opts.pools)
   end
   local r, err = proc.run { argv = argv, cwd = ROOT, env_add = { CSENG_ROOT = ROOT }, timeout = seconds * 60 + 600,
                             tail_bytes = 1 << 16 }
+  if opts.fake then -- SIGTERM: the fake stops cleanly and callgrind writes its counts
+    fake:kill('TERM')
+    fake:wait()
+    fake:close()
+    fake = nil
+  end
   if not r or r.code ~= 0 then error('instructions: the client failed: ' .. tostring(err or r.stderr), 0) end
   local ir = tonumber((fs.read(cg) or ''):match('\nsummary: (%d+)') or (fs.read(cg) or ''):match('\ntotals: (%d+)'))
   local d = cjson.decode((assert(fs.read(res), 'no client result')))
@@ -64,13 +81,13 @@ local function measure(seconds)
 end
 
 local ok, a, b = pcall(function() return measure(SHORT), measure(LONG) end)
-fake:close()
+if fake then fake:close() end
 fs.remove_tree(TMP)
 if not ok then error(a, 0) end
 if b.requests <= a.requests then error('instructions: the long run made no more requests than the short one', 0) end
 local per = (b.instructions - a.instructions) / (b.requests - a.requests)
-print(string.format('%.1fk instructions/request at %d in flight (%d instr / %d req, %d instr / %d req; failures %d, %d)',
-  per / 1000, C, a.instructions, a.requests, b.instructions, b.requests, a.failures, b.failures))
+print(string.format('%s: %.1fk instructions/request at %d in flight (%d instr / %d req, %d instr / %d req; failures %d, %d)',
+  opts.fake and 'fake' or 'client', per / 1000, C, a.instructions, a.requests, b.instructions, b.requests, a.failures, b.failures))
 if opts.out then
   assert(fs.write(opts.out, jsonl.encode { exe = EXE, concurrency = C, per_request = per, runs = jsonl.array { a, b } }))
 end

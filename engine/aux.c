@@ -94,6 +94,17 @@ void cs_fmt_into(char *buf, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
+size_t cs_utoa(char *out, uint64_t v) {
+  char t[20];
+  size_t n = 0, i;
+  do {
+    t[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (i = 0; i < n; i++) out[i] = t[n - 1 - i];
+  return n;
+}
+
 int cs_buf_add(cs_buf *b, const char *p, size_t n) {
   if (n > SIZE_MAX - b->len) return 0;
   if (b->len + n > b->cap) {

@@ -35,6 +35,7 @@
  * The request body is referenced, not copied; the response body is copied
  * once, from the C buffer into a Lua string.
  */
+#include "aux.h"
 #include "core.h"
 #include "h1.h"
 
@@ -1077,8 +1078,8 @@ static int native_head(req *r, const char *method, const h1_url *u, int has_body
         (u->ipv6 && buf_add(o, "]", 1)))
       return -1;
     if (!u->default_port) {
-      snprintf(num, sizeof num, ":%d", u->port);
-      if (buf_str(o, num)) return -1;
+      num[0] = ':';
+      if (buf_add(o, num, 1 + cs_utoa(num + 1, (uint64_t)u->port))) return -1;
     }
     if (buf_add(o, "\r\n", 2)) return -1;
   }
@@ -1092,8 +1093,9 @@ static int native_head(req *r, const char *method, const h1_url *u, int has_body
       return -1;
   }
   if (has_body) {
-    snprintf(num, sizeof num, "Content-Length: %zu\r\n", body_len);
-    if (buf_str(o, num)) return -1;
+    if (buf_str(o, "Content-Length: ") || buf_add(o, num, cs_utoa(num, (uint64_t)body_len)) ||
+        buf_add(o, "\r\n", 2))
+      return -1;
     if (ctype && buf_str(o, "Content-Type: application/x-www-form-urlencoded\r\n")) return -1;
   }
   return buf_add(o, "\r\n", 2) ? -1 : 0;

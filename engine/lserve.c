@@ -883,11 +883,17 @@ static int check_status(lua_State *L, int idx) {
 
 /* The status line and headers, into head. */
 static void build_head(lua_State *L, request *r, int status, int hidx, int chunked, lua_Integer len) {
-  char line[128];
-  int has_len = 0, close = 0, n;
+  char line[64];
+  const char *why = reason(status);
+  int has_len = 0, close = 0;
+  size_t n;
   head.len = 0;
-  n = snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", status, reason(status));
-  head_add(L, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+  HEAD_LIT(L, "HTTP/1.1 ");
+  n = cs_utoa(line, (uint64_t)status); /* 200..999 (check_status) */
+  line[n++] = ' ';
+  head_add(L, line, n);
+  head_add(L, why, strlen(why));
+  HEAD_LIT(L, "\r\n");
   add_headers(L, hidx, &has_len, &close);
   if (close) r->keep_alive = 0;
   if (chunked && r->minor == 0) r->keep_alive = 0; /* HTTP/1.0: the body ends with the connection */
@@ -895,8 +901,11 @@ static void build_head(lua_State *L, request *r, int status, int hidx, int chunk
     HEAD_LIT(L, "Transfer-Encoding: chunked\r\n");
     r->chunked_out = 1;
   } else if (!chunked && !has_len && status != 204 && status != 304) {
-    n = snprintf(line, sizeof line, "Content-Length: %lld\r\n", (long long)len);
-    head_add(L, line, (size_t)n);
+    HEAD_LIT(L, "Content-Length: ");
+    n = cs_utoa(line, (uint64_t)(len < 0 ? 0 : len));
+    line[n++] = '\r';
+    line[n++] = '\n';
+    head_add(L, line, n);
   }
   if (!r->keep_alive && !close) HEAD_LIT(L, "Connection: close\r\n\r\n");
   else if (r->keep_alive && r->minor == 0) HEAD_LIT(L, "Connection: keep-alive\r\n\r\n");
