@@ -43,7 +43,7 @@ local BEAT = opts.beat or 5
 -- ---- the fake ---------------------------------------------------------------------------------
 if opts.serve then
   local live, seq, streams = {}, 0, {}
-  local st = { created = 0, deleted = 0, streams_open = 0, peak_streams = 0 }
+  local st = { created = 0, deleted = 0, live = 0, streams_open = 0, peak_streams = 0 }
   local JSON = { ['Content-Type'] = 'application/json' }
   -- every held sandbox is a connection: no cap but the descriptor limit (cseng.serve's default,
   -- 128, is a status server's; it refused create 129)
@@ -53,7 +53,7 @@ if opts.serve then
       seq = seq + 1
       local id = string.format('soak-%06d', seq)
       live[id] = true
-      st.created = st.created + 1
+      st.created, st.live = st.created + 1, st.live + 1
       return 201, JSON, cjson.encode { sandboxId = id }
     end
     local id = req.path:match('^/api/sandboxes/([%w%-]+)/stream$')
@@ -74,7 +74,7 @@ if opts.serve then
     id = req.path:match('^/api/sandboxes/([%w%-]+)$')
     if req.method == 'DELETE' and id and live[id] then
       live[id], streams[id] = nil, nil
-      st.deleted = st.deleted + 1
+      st.deleted, st.live = st.deleted + 1, st.live - 1
       return 204, {}, ''
     end
     if req.method == 'GET' and req.path == '/stats' then
@@ -96,16 +96,20 @@ local ROOT = sys.root()
 local EXE = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
 local TMP = assert(fs.tempdir('cseng-soak-'))
 
-local function fds()
-  local names = fs.list('/proc/self/fd') or {}
-  return #names
-end
 local function nofile()
   local lim = (fs.read('/proc/self/limits') or ''):match('Max open files%s+(%d+)%s+(%d+)')
   return tonumber(lim)
 end
+local NOFILE = nofile()
+-- /proc/self/fd cannot be listed only when no descriptor is left: that is the limit
+local function fds()
+  local names = fs.list('/proc/self/fd')
+  return names and #names or NOFILE or 0
+end
 -- (0 when /proc cannot be opened: out of descriptors, which is what the soak looks for)
-local function rss_kb() return tonumber((fs.read('/proc/self/status') or ''):match('VmRSS:%s*(%d+)')) or 0 end
+local function rss_kb()
+  return tonumber((fs.read('/proc/self/status') or ''):match('VmRSS:%s*(%d+)')) or sys.usage().maxrss_kb
+end
 
 local fake = assert(proc.spawn { argv = { EXE, 'lua', fs.join(ROOT, 'bench/soak.lua'), '--serve', '--port-file',
   TMP .. '/port', '--beat', tostring(BEAT) }, stdout = TMP .. '/fake.log', stderr = TMP .. '/fake.log' })
@@ -122,7 +126,7 @@ end
 http.configure { max_connections = N + 512, max_host_connections = 0, max_total_connections = 0 }
 local HEADERS = { ['Content-Type'] = 'application/json' }
 
-local res = { sandboxes = N, ramp = RAMP, hold_s = HOLD, beat_s = BEAT, nofile = nofile(), fds_start = fds(),
+local res = { sandboxes = N, ramp = RAMP, hold_s = HOLD, beat_s = BEAT, nofile = NOFILE, fds_start = fds(),
   rss_start_kb = rss_kb(), versions = sys.versions() }
 local first_error, errors = nil, 0
 local function fail(what, err)
@@ -130,7 +134,10 @@ local function fail(what, err)
   first_error = first_error or (what .. ': ' .. tostring(err))
 end
 
-local ids, opened, beats, lat, ended = {}, 0, 0, {}, 0
+-- created: every sandbox the fake gave, densely, so the delete phase reaches each one even
+-- when a create failed in between (a hole in an indexed list stopped it, and the streams of
+-- the sandboxes never deleted kept the soak waiting for their timeouts)
+local created, opened, beats, lat, ended, stream_failed = {}, 0, 0, {}, 0, 0
 local stream_tasks = {}
 local u0 = sys.usage()
 local t0 = clock.now()
@@ -146,9 +153,9 @@ for w = 1, RAMP do
       local r, err = http.request { method = 'POST', url = base .. '/api/sandboxes', headers = HEADERS, body = '{}', timeout = 120 }
       if not r or r.status ~= 201 then fail('create ' .. i, err or r.status) break end
       local id = cjson.decode(r.body).sandboxId
-      ids[i] = id
+      created[#created + 1] = id
       local got_first = false
-      stream_tasks[i] = task.spawn(function()
+      stream_tasks[#stream_tasks + 1] = task.spawn(function()
         local buf = ''
         local sr, serr = http.request { method = 'POST', url = base .. '/api/sandboxes/' .. id .. '/stream', headers = HEADERS,
           body = '{"cmd":"agent"}', timeout = HOLD + 600, stream = function(chunk)
@@ -164,13 +171,18 @@ for w = 1, RAMP do
             end
             buf = buf:match('[^\n]*$')
           end }
-        if not sr or sr.status ~= 200 then fail('stream ' .. i, serr or sr.status) else ended = ended + 1 end
+        if not sr or sr.status ~= 200 then
+          stream_failed = stream_failed + 1
+          fail('stream ' .. i, serr or sr.status)
+        else
+          ended = ended + 1
+        end
       end)
     end
   end)
 end
 for _, w in ipairs(workers) do task.join(w) end
-while opened < #ids and not first_error and clock.now() - t0 < 600e9 do task.sleep(0.1) end
+while opened + stream_failed < #created and not first_error and clock.now() - t0 < 600e9 do task.sleep(0.1) end
 res.ramp_s = (clock.now() - t0) / 1e9
 res.opened = opened
 res.fds_open = fds()
@@ -201,20 +213,48 @@ res.peak_rss_kb, res.peak_fds = peak_rss, peak_fds
 
 -- delete all: each delete ends its stream
 local d0 = clock.now()
+local undeleted = {} -- a delete that failed (out of descriptors: the streams hold them all) is retried
 next_i = 0
 workers = {}
 for w = 1, RAMP do
   workers[w] = task.spawn(function()
-    while next_i < #ids do
+    while next_i < #created do
       next_i = next_i + 1
-      local id = ids[next_i]
+      local id = created[next_i]
       local r, err = http.request { method = 'DELETE', url = base .. '/api/sandboxes/' .. id, timeout = 120 }
-      if not r or r.status ~= 204 then fail('delete ' .. id, err or (r and r.status)) end
+      if not r or r.status ~= 204 then
+        fail('delete ' .. id, err or (r and r.status))
+        undeleted[#undeleted + 1] = id
+      end
     end
   end)
 end
 for _, w in ipairs(workers) do task.join(w) end
-for _, t in pairs(stream_tasks) do task.join(t) end
+-- every delete ends its stream; one that has not ended 60 s after the last delete is cancelled
+-- and counted, so an error never leaves the soak waiting for a stream's timeout
+local grace = clock.now() + 60e9
+local function streams_left()
+  local n = 0
+  for _, t in ipairs(stream_tasks) do if t:status() ~= 'done' then n = n + 1 end end
+  return n
+end
+while streams_left() > 0 and clock.now() < grace do task.sleep(0.1) end
+res.streams_cancelled = 0
+for _, t in ipairs(stream_tasks) do
+  if t:status() ~= 'done' then
+    t:cancel()
+    res.streams_cancelled = res.streams_cancelled + 1
+  end
+end
+if res.streams_cancelled > 0 then fail('streams', res.streams_cancelled .. ' did not end after their delete (cancelled)') end
+for _, t in ipairs(stream_tasks) do pcall(task.join, t) end
+-- the cancelled streams gave their descriptors back: the deletes that failed go again, so the
+-- fake is left with nothing live
+res.delete_retried, res.delete_failed = #undeleted, 0
+for _, id in ipairs(undeleted) do
+  local r = http.request { method = 'DELETE', url = base .. '/api/sandboxes/' .. id, timeout = 120 }
+  if not r or (r.status ~= 204 and r.status ~= 404) then res.delete_failed = res.delete_failed + 1 end
+end
 res.delete_s = (clock.now() - d0) / 1e9
 res.ended = ended
 local fr = http.request { url = base .. '/stats', timeout = 30 }
@@ -227,10 +267,11 @@ fs.remove_tree(TMP)
 local summary = string.format(
   '%d sandboxes, %d streams open after %.1f s (ramp %d), held %.0f s: client RSS peak %.1f MiB (%.1f KiB per sandbox), ' ..
   'fds peak %d of %s, CPU %.1f%% of a core while holding (%.1f s for the ramp), heartbeat error p50 %.2f / p99 %.2f / max %.2f ms ' ..
-  '(%d beats), %d deleted in %.1f s, %d streams ended, errors %d%s',
+  '(%d beats), %d deleted in %.1f s (%d on a second try), %s left live at the fake, %d streams ended, errors %d%s',
   N, opened, res.ramp_s, RAMP, HOLD, peak_rss / 1024, (peak_rss - res.rss_start_kb) / math.max(1, opened), peak_fds, tostring(res.nofile),
   res.hold_cpu_share * 100, res.ramp_cpu_s, s.p50 or -1, s.p99 or -1, s.max or -1, #hold_lat,
-  res.fake and res.fake.deleted or -1, res.delete_s, ended, errors, first_error and (' (first: ' .. first_error .. ')') or '')
+  res.fake and res.fake.deleted or -1, res.delete_s, res.delete_retried, res.fake and string.format('%d', res.fake.live) or '?', ended, errors,
+  first_error and (' (first: ' .. first_error .. ')') or '')
 print(summary)
 res.summary = summary
 if opts.out then assert(fs.write(opts.out, jsonl.encode(res))) end
