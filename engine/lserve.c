@@ -11,9 +11,9 @@
  *
  * Loop callbacks only parse into C structs: a complete request is queued on
  * its server and wakes a task waiting in server:accept(). With a handler,
- * listen spawns a dispatcher task (lua/cseng/serve_dispatch.lua, loaded with
- * require on first use) that accepts and runs each request in its own task, so
- * handlers may yield.
+ * listen starts the dispatcher (lua/cseng/serve_dispatch.lua, loaded with
+ * require on first use): a pool of worker tasks that accept and run the
+ * handler, so handlers may yield.
  *
  * One request per connection is in flight: the parser pauses at the end of a
  * message until the response is finished, which keeps pipelined requests in

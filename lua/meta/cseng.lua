@@ -408,7 +408,7 @@ function Server:close() end
 ---@class cseng.serve.Options
 ---@field host? string numeric address (default "127.0.0.1")
 ---@field port? integer default 0: ephemeral
----@field handler? cseng.serve.Handler each request runs it in its own task
+---@field handler? cseng.serve.Handler each request runs it in a task of the dispatcher's pool
 ---@field backlog? integer default 1024
 ---@field max_body? integer request body limit in bytes (default 64 MiB)
 ---@field max_header? integer request line + headers limit in bytes (default 64 KiB; 431 beyond)
