@@ -181,9 +181,14 @@ demo: deps all rootfs
 
 # The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the
 # seed-style Python client (httpx), perf/strace for the profiles the report quotes.
-BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace
+BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace libjansson-dev
 deps-bench:
 	$(call install_missing,$(BENCH_DEBS))
+
+# the bench's fake provider in C (bench/fake_provider.c): `bench/probe.lua --fake c`
+build/bench/fake_provider: bench/fake_provider.c
+	@mkdir -p build/bench
+	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson
 
 bench: deps deps-bench all
 	./cseng lua bench/run.lua

@@ -6,12 +6,14 @@
 --- through /stats, over the requests it answered during that run).
 ---
 ---   ./cseng lua bench/probe.lua [--exe LABEL=PATH[@LIBDIR][+POOLS],...] [--concurrency 1024] [--reps 3]
----                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR]
+---                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR] [--fake lua|c]
 ---
 --- --exe: the builds to compare (default: this binary). @LIBDIR runs that build with
 --- LD_LIBRARY_PATH=LIBDIR (e.g. an older libcurl.so.4 extracted with dpkg -x; a build that
 --- needs a newer libcurl refuses to start unless made with CFLAGS+=-DCSENG_CURL_MIN=...). --perf DIR: one more run per build under `perf record` (software
---- clock), its report (dso,sym) written to DIR/perf-LABEL.txt.
+--- clock), its report (dso,sym) written to DIR/perf-LABEL.txt. --fake c: the fake provider is
+--- bench/fake_provider.c (make build/bench/fake_provider; same routes and answers, a fraction of
+--- the Lua fake's CPU, which on two cores is taken from the client it measures).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -29,6 +31,7 @@ local opts, perr = flags.parse(arg, {
   warmup = { key = 'warmup', type = 'number' },
   out = { key = 'out', type = 'string' },
   perf = { key = 'perf', type = 'string' },
+  fake = { key = 'fake', type = 'string' },
 })
 if not opts then
   io.stderr:write('probe: ', perr, '\n')
@@ -67,8 +70,17 @@ local function env_for(b)
 end
 
 -- the fake provider, run by this binary
-local fake, url = dofile(ROOT .. '/bench/lib.lua').start_fake(SELF, TMP,
-  { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete })
+local fake, url
+do
+  local fargs = { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete }
+  local blib = dofile(ROOT .. '/bench/lib.lua')
+  if opts.fake == 'c' then fake, url = blib.start_fake_c(TMP, fargs)
+  elseif opts.fake == nil or opts.fake == 'lua' then fake, url = blib.start_fake(SELF, TMP, fargs)
+  else
+    io.stderr:write('probe: --fake: lua or c\n')
+    return 2
+  end
+end
 
 local function fake_stats()
   local r = http.request { url = url .. '/stats', timeout = 30 }
