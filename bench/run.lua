@@ -2,10 +2,13 @@
 ---
 ---   ./cseng lua bench/run.lua [--reps 3] [--duration 3] [--warmup 1] [--concurrency 4,64,256,1024]
 ---                             [--quick] [--no-python] [--no-docker] [--no-profile] [--no-modal]
----                             [--output docs/PERFORMANCE.md]
+---                             [--output docs/PERFORMANCE.md] [--fake c|lua]
 ---
 --- Every measured client runs in its own process against servers in their own processes:
----   bench/fake_provider.lua  the fake Lizard provider (cseng.serve), injected latencies
+---   build/bench/fake_provider the fake Lizard provider in C (bench/fake_provider.c), injected
+---                            latencies; --fake lua: bench/fake_provider.lua on cseng.serve instead
+---                            (the same answers, spec/bench_fake_spec.lua; ~1.5x its CPU, which
+---                            on two cores is taken from the client it measures)
 ---   nginx (Debian)           the zero-latency endpoint for the raw request rate
 ---   bench/client.lua         the cseng client; bench/client.py the seed-style Python client
 ---   wrk (Debian)             the reference load generator
@@ -43,10 +46,17 @@ local SPEC = {
   ['no-profile'] = { key = 'no_profile', type = 'bool' },
   ['no-modal'] = { key = 'no_modal', type = 'bool' },
   output = { key = 'output', type = 'string' },
+  fake = { key = 'fake', type = 'string' },
 }
 local opts, perr = flags.parse(arg, SPEC)
 if not opts then
   io.stderr:write('bench: ', perr, '\n')
+  return 2
+end
+
+local FAKE = opts.fake or 'c'
+if FAKE ~= 'c' and FAKE ~= 'lua' then
+  io.stderr:write('bench: --fake: c or lua\n')
   return 2
 end
 
@@ -221,8 +231,10 @@ end
 local fake, fake_url
 local function start_fake()
   local argv
-  fake, fake_url, argv = dofile(ROOT .. '/bench/lib.lua').start_fake(EXE, TMP,
-    { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete })
+  local blib = dofile(ROOT .. '/bench/lib.lua')
+  local flags_ = { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete }
+  if FAKE == 'c' then fake, fake_url, argv = blib.start_fake_c(TMP, flags_)
+  else fake, fake_url, argv = blib.start_fake(EXE, TMP, flags_) end
   note('fake', argv)
   return true
 end
@@ -290,7 +302,7 @@ local function run_client(kind, url, c, mode, env_add, tag)
 end
 
 local results = { stamp = STAMP, config = { reps = REPS, duration_s = DURATION, warmup_s = WARMUP, concurrency = CONC,
-  nominal_ms = NOMINAL, raw_concurrency = RAW_C, local_n = LOCAL_N, docker_n = DOCKER_N, clock_n = CLOCK_N } }
+  nominal_ms = NOMINAL, raw_concurrency = RAW_C, local_n = LOCAL_N, docker_n = DOCKER_N, clock_n = CLOCK_N, fake = FAKE } }
 local charts = {} -- err_held samples of the last repetition, per client and concurrency
 local clients = { 'cseng' }
 if not opts.no_python then
@@ -578,7 +590,7 @@ local function render_machine(m)
     { 'memory', string.format('%.1f GiB', m.mem_gib) },
     { 'kernel / OS', m.kernel .. ' / ' .. m.os },
     { 'cseng', (m.cseng_version:gsub('\n', ', '):gsub(', $', '')) },
-    { 'libraries', string.format('%s, libcurl %s, libuv %s, %s', v.lua, v.libcurl, v.libuv, v.openssl) },
+    { 'libraries', string.format('%s, libcurl %s, libuv %s, %s, %s', v.lua, v.libcurl, v.libuv, v.openssl, v.malloc or 'malloc ?') },
     { 'wrk', m.wrk }, { 'nginx', m.nginx }, { 'python / httpx', m.python .. ' / httpx ' .. m.httpx }, { 'perf', m.perf },
     { 'load average (1, 5, 15 min) at start / end', m.loadavg_start .. ' / ' .. (m.loadavg_end or '?') },
     { 'machine busy in the second before the run', m.busy_before and h.pct(m.busy_before) or '?' },
@@ -887,6 +899,13 @@ local function render(m)
   V.machine = render_machine(m)
   V.reps, V.duration, V.warmup = tostring(REPS), tostring(DURATION), tostring(WARMUP)
   V.concurrency = table.concat(CONC, ', ')
+  V.fake_impl = FAKE == 'c' and
+    '`bench/fake_provider.c` (built by `make build/bench/fake_provider`: one libuv loop, Debian\'s http-parser and jansson), ' ..
+    'in its own process; `spec/bench_fake_spec.lua` (in `make check`) holds it to `bench/fake_provider.lua`, the same ' ..
+    'server on the engine\'s own `cseng.serve` (`make bench` ran with the C one: on two cores the fake\'s CPU is ' ..
+    'taken from the client it measures, and the Lua one costs ~1.5× as much per request; `--fake lua` runs that one)'
+    or '`bench/fake_provider.lua`, on the engine\'s own server (`cseng.serve`), in its own process (`--fake lua`; ' ..
+    'the default is its C twin, `bench/fake_provider.c`)'
   V.nominal = string.format('create %d ms, exec %d ms, delete %d ms', NOMINAL.create, NOMINAL.exec, NOMINAL.delete)
   V.local_n, V.docker_n = tostring(LOCAL_N), tostring(DOCKER_N)
   V.commands = table.concat(commands, '\n')

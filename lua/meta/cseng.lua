@@ -734,6 +734,7 @@ function archive.pack_dir(dir, opts) end
 ---@field libuv string
 ---@field libarchive string
 ---@field openssl string
+---@field malloc string the allocator: "jemalloc 5.3.0-..." (./cseng) or "glibc malloc 2.36" (cseng-asan)
 
 ---The process and its host (engine/lsys.c).
 ---@class cseng.sys

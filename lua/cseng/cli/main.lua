@@ -38,6 +38,7 @@ function cli.version()
     'libuv ' .. v.libuv,
     v.libarchive,
     v.openssl,
+    v.malloc,
   }, '\n')
 end
 
