@@ -9,10 +9,13 @@
  *
  *   build/bench/fake_provider [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20]
  *                             [--delete-ms 10] [--max-seconds 3600] [--hold-from received]
+ *                             [--release exact|tick]
  *
  * One libuv loop, Debian's http-parser, jansson for the JSON it reads. A request is held from
  * the moment its last byte was parsed until CLOCK_MONOTONIC (uv_hrtime, cseng's clock.now) has
- * passed the nominal latency, never less; X-Fake-Held-Ns says how long it was held. A
+ * passed the nominal latency, never less; X-Fake-Held-Ns says how long it was held. It is
+ * released at its own deadline (a timerfd armed at the earliest; see "the hold"), not on
+ * libuv's millisecond ticks as the Lua fake's are (--release tick does that). A
  * connection's requests are answered one at a time, in order (pipelined bytes wait). */
 #include <errno.h>
 #include <http_parser.h>
@@ -22,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -62,6 +67,7 @@ typedef struct conn {
   uint64_t seq;   /* the sandbox it names (exec, delete) or gets (create) */
   uint64_t t0;    /* the hold's start */
   uint64_t until; /* the hold's end */
+  size_t hix;     /* its place in the release heap + 1 (0: not in it) */
   char *answer;   /* create: the template's JSON; exec: the stdout */
   struct conn *prev, *next;
 } conn;
@@ -256,6 +262,90 @@ static void hold_done(conn *c) {
   respond(c, 204, "", 1);
 }
 
+/* Release at the deadline. libuv's timers count whole milliseconds from a loop time cached once
+ * per turn, so holds released by them go out in bursts on the loop's millisecond ticks (at 256
+ * lifecycles in flight a response arrived in a burst of ~35 every ~2 ms), and the measured
+ * client queued behind each burst: that queueing is the fake's artefact, not the client's error.
+ * --release exact (the default) keeps the held requests in a min-heap by deadline and arms one
+ * timerfd (CLOCK_MONOTONIC, the clock of uv_hrtime, absolute ns) at the earliest, so each is
+ * released when its own deadline passes; --release tick is the per-request uv_timer (the Lua
+ * fake's behaviour), for comparison. */
+static int release_tick;
+static conn **heap;
+static size_t heap_n, heap_cap;
+static int tfd = -1;
+static uv_poll_t tfd_poll;
+static uint64_t armed; /* the deadline the timerfd is set to (0: disarmed) */
+
+static void heap_swap(size_t a, size_t b) {
+  conn *t = heap[a];
+  heap[a] = heap[b];
+  heap[b] = t;
+  heap[a]->hix = a + 1;
+  heap[b]->hix = b + 1;
+}
+
+static void heap_up(size_t i) {
+  while (i > 0 && heap[(i - 1) / 2]->until > heap[i]->until) {
+    heap_swap(i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+}
+
+static void heap_down(size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < heap_n && heap[l]->until < heap[m]->until) m = l;
+    if (r < heap_n && heap[r]->until < heap[m]->until) m = r;
+    if (m == i) return;
+    heap_swap(i, m);
+    i = m;
+  }
+}
+
+static void heap_remove(conn *c) {
+  size_t i = c->hix - 1;
+  c->hix = 0;
+  heap_n--;
+  if (i == heap_n) return;
+  heap[i] = heap[heap_n];
+  heap[i]->hix = i + 1;
+  heap_up(i);
+  heap_down(heap[i]->hix - 1);
+}
+
+static void tfd_arm(void) {
+  uint64_t next = heap_n ? heap[0]->until : 0;
+  if (next == armed) return;
+  struct itimerspec its = {{0, 0}, {(time_t)(next / 1000000000u), (long)(next % 1000000000u)}};
+  if (next == 0) its.it_value.tv_nsec = 0; /* disarm */
+  armed = next;
+  if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) {
+    fprintf(stderr, "fake_provider: timerfd_settime: %s\n", strerror(errno));
+    exit(1);
+  }
+}
+
+static void on_tfd(uv_poll_t *h, int status, int events) {
+  (void)h;
+  (void)status;
+  (void)events;
+  uint64_t n;
+  if (read(tfd, &n, sizeof n) < 0 && errno != EAGAIN) {
+    fprintf(stderr, "fake_provider: timerfd read: %s\n", strerror(errno));
+    exit(1);
+  }
+  armed = 0;
+  uint64_t now = uv_hrtime();
+  while (heap_n && heap[0]->until <= now) {
+    conn *c = heap[0];
+    heap_remove(c);
+    hold_done(c);
+    if (!heap_n || heap[0]->until > now) now = uv_hrtime(); /* writes took time: catch up */
+  }
+  tfd_arm();
+}
+
 static void hold_tick(uv_timer_t *t) {
   conn *c = t->data;
   uint64_t now = uv_hrtime();
@@ -270,7 +360,24 @@ static void hold(conn *c, int route, uint64_t ns) {
   c->route = route;
   c->until = c->t0 + ns;
   if (++in_flight > peak) peak = in_flight;
-  hold_tick(&c->timer);
+  if (release_tick || c->until <= uv_hrtime()) {
+    hold_tick(&c->timer);
+    return;
+  }
+  if (heap_n == heap_cap) {
+    size_t cap = heap_cap ? heap_cap * 2 : 1024;
+    conn **n = realloc(heap, cap * sizeof *n);
+    if (!n) {
+      hold_tick(&c->timer); /* no memory for the heap: the millisecond timer still holds it */
+      return;
+    }
+    heap = n;
+    heap_cap = cap;
+  }
+  heap[heap_n] = c;
+  c->hix = ++heap_n;
+  heap_up(heap_n - 1);
+  tfd_arm();
 }
 
 /* ---- routing ----------------------------------------------------------------------------- */
@@ -382,6 +489,10 @@ static void conn_close(conn *c) {
   c->closing = 1;
   if (c->route != R_NONE) in_flight--;
   c->route = R_NONE;
+  if (c->hix) {
+    heap_remove(c);
+    tfd_arm();
+  }
   if (c->prev) c->prev->next = c->next;
   else conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -568,7 +679,7 @@ static void on_deadline(uv_timer_t *t) { uv_stop(t->loop); }
 
 static int usage(const char *msg) {
   fprintf(stderr, "fake_provider: %s\nusage: fake_provider [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20] "
-                  "[--delete-ms 10] [--max-seconds 3600] [--hold-from received|handler]\n", msg);
+                  "[--delete-ms 10] [--max-seconds 3600] [--hold-from received|handler] [--release exact|tick]\n", msg);
   return 2;
 }
 
@@ -605,6 +716,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(f, "--hold-from")) {
       if (!v || (strcmp(v, "received") && strcmp(v, "handler"))) return usage("--hold-from: received or handler");
       hold_from_handler = !strcmp(v, "handler"); /* the same here: the handler runs as the request is parsed */
+    } else if (!strcmp(f, "--release")) {
+      if (!v || (strcmp(v, "exact") && strcmp(v, "tick"))) return usage("--release: exact or tick");
+      release_tick = !strcmp(v, "tick");
     } else {
       char m[256];
       snprintf(m, sizeof m, "unknown flag '%s'", f);
@@ -621,6 +735,15 @@ int main(int argc, char **argv) {
   settings.on_message_complete = on_message_complete;
 
   uv_loop_t *loop = uv_default_loop();
+  if (!release_tick) {
+    prctl(PR_SET_TIMERSLACK, 1UL); /* the kernel's default 50 us slack would batch the releases again */
+    tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (tfd < 0 || uv_poll_init(loop, &tfd_poll, tfd) != 0 || uv_poll_start(&tfd_poll, UV_READABLE, on_tfd) != 0) {
+      fprintf(stderr, "fake_provider: timerfd: %s\n", strerror(errno));
+      return 1;
+    }
+    uv_unref((uv_handle_t *)&tfd_poll);
+  }
   uv_tcp_t ls;
   struct sockaddr_in addr;
   uv_tcp_init(loop, &ls);
