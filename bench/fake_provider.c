@@ -263,9 +263,9 @@ static void hold_done(conn *c) {
 }
 
 /* Release at the deadline. libuv's timers count whole milliseconds from a loop time cached once
- * per turn, so holds released by them go out in bursts on the loop's millisecond ticks (at 256
- * lifecycles in flight a response arrived in a burst of ~35 every ~2 ms), and the measured
- * client queued behind each burst: that queueing is the fake's artefact, not the client's error.
+ * per turn, so holds released by them go out in bursts on the loop's millisecond ticks, and
+ * the measured client queued behind each burst: that queueing is the fake's artefact, not the
+ * client's error (docs/PERFORMANCE.md, "The fake provider", has the before and after).
  * --release exact (the default) keeps the held requests in a min-heap by deadline and arms one
  * timerfd (CLOCK_MONOTONIC, the clock of uv_hrtime, absolute ns) at the earliest, so each is
  * released when its own deadline passes; --release tick is the per-request uv_timer (the Lua
@@ -317,8 +317,7 @@ static void heap_remove(conn *c) {
 static void tfd_arm(void) {
   uint64_t next = heap_n ? heap[0]->until : 0;
   if (next == armed) return;
-  struct itimerspec its = {{0, 0}, {(time_t)(next / 1000000000u), (long)(next % 1000000000u)}};
-  if (next == 0) its.it_value.tv_nsec = 0; /* disarm */
+  struct itimerspec its = {{0, 0}, {(time_t)(next / 1000000000u), (long)(next % 1000000000u)}}; /* 0: disarm */
   armed = next;
   if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) {
     fprintf(stderr, "fake_provider: timerfd_settime: %s\n", strerror(errno));

@@ -590,7 +590,7 @@ local function render_machine(m)
     { 'memory', string.format('%.1f GiB', m.mem_gib) },
     { 'kernel / OS', m.kernel .. ' / ' .. m.os },
     { 'cseng', (m.cseng_version:gsub('\n', ', '):gsub(', $', '')) },
-    { 'libraries', string.format('%s, libcurl %s, libuv %s, %s, %s', v.lua, v.libcurl, v.libuv, v.openssl, v.malloc or 'malloc ?') },
+    { 'libraries', string.format('%s, libcurl %s, libuv %s, %s, %s', v.lua, v.libcurl, v.libuv, v.openssl, v.malloc) },
     { 'wrk', m.wrk }, { 'nginx', m.nginx }, { 'python / httpx', m.python .. ' / httpx ' .. m.httpx }, { 'perf', m.perf },
     { 'load average (1, 5, 15 min) at start / end', m.loadavg_start .. ' / ' .. (m.loadavg_end or '?') },
     { 'machine busy in the second before the run', m.busy_before and h.pct(m.busy_before) or '?' },
