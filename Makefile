@@ -184,8 +184,9 @@ demo: deps all rootfs
 	./cseng run plans/cold-gold.lua
 
 # The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the
-# seed-style Python client (httpx), perf/strace for the profiles the report quotes.
-BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace
+# seed-style Python client (httpx), perf/strace for the profiles the report quotes, cyclictest (rt-tests)
+# for the machine's own wake-up latency.
+BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace rt-tests
 deps-bench:
 	$(call install_missing,$(BENCH_DEBS))
 

@@ -14,7 +14,8 @@
 --- raw: `concurrency` tasks GET /zero back to back; the rate counts responses inside the window.
 ---
 --- F receives one JSON object: samples (nanoseconds: measured and the fake's X-Fake-Held-Ns per
---- call), counts, the CPU time used inside the window and the peak RSS (sys.usage()).
+--- call; way_there, way_back, resume: the error's three parts, from the fake's X-Fake-Hold-From),
+--- counts, the CPU time used inside the window and the peak RSS (sys.usage()).
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
@@ -62,7 +63,8 @@ local CREATE_BODY = cjson.encode {
 
 http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools }
 
-local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {} }
+local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {},
+  way_there = {}, way_back = {}, resume = {} }
 local failures, first_error = 0, nil
 local completed, requests, total = 0, 0, 0
 local t_start, t_warm, t_end, usage_warm
@@ -83,31 +85,53 @@ local function call(method, path, body, ok_status)
   if t1 >= t_warm and t1 <= t_end then requests = requests + 1 end
   if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
   if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
-  return data or true, t1 - t0, math.tointeger(tonumber(res.headers['x-fake-held-ns']))
+  local h = res.headers
+  local held, recv = math.tointeger(tonumber(h['x-fake-held-ns'])), math.tointeger(tonumber(h['x-fake-hold-from']))
+  local answered = recv and held and recv + held
+  return data or true, t1 - t0, held, recv, answered, t0, t1, res.timings.total
+end
+
+-- Where one call's error went, from the fake's X-Fake-Hold-From (clock.now() ns on the same
+-- machine; the answer left at Hold-From + Held-Ns): the way there (from the call to the fake
+-- having the whole request: the engine, the write, the kernel, the fake's wake-up and parse; with
+-- the Lua fake's --hold-from handler also its dispatcher), the way back (from the answer to the engine
+-- having the whole response: the kernel, this loop's wake-up, the read and parse) and the
+-- resume (from there to the task's clock.now() after the JSON decoding: the ready queue and the
+-- decoding). The engine's end is the call's start plus its timings.total (whole microseconds).
+local function split(recv, answered, t0, t1, took)
+  if not (recv and answered and took) then return end
+  local done = t0 + math.floor(took * 1e9 + 0.5)
+  local s = samples
+  s.way_there[#s.way_there + 1] = recv - t0
+  s.way_back[#s.way_back + 1] = done - answered
+  s.resume[#s.resume + 1] = t1 - done
 end
 
 local function lifecycle(sampled)
-  local sb, d, held = call('POST', '/api/sandboxes', CREATE_BODY, 201)
+  local sb, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes', CREATE_BODY, 201)
   if not sb then return fail(d) end
   if sampled then
     samples.create[#samples.create + 1] = d
     samples.create_held[#samples.create_held + 1] = held
+    split(recv, answered, t0, t1, took)
   end
   local id = sb.sandboxId
   local r
-  r, d, held = call('POST', '/api/sandboxes/' .. id .. '/exec', cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200)
+  r, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes/' .. id .. '/exec', cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200)
   local ok = r and r.exitCode == 0 and (r.stdout or ''):match('^%s*(.-)%s*$') == MARKER
   if not r then fail(d)
   elseif not ok then fail('invalid readiness response: exit=' .. tostring(r.exitCode))
   elseif sampled then
     samples.exec[#samples.exec + 1] = d
     samples.exec_held[#samples.exec_held + 1] = held
+    split(recv, answered, t0, t1, took)
   end
-  r, d, held = call('DELETE', '/api/sandboxes/' .. id, nil, 204)
+  r, d, held, recv, answered, t0, t1, took = call('DELETE', '/api/sandboxes/' .. id, nil, 204)
   if not r then return fail(d) end
   if sampled then
     samples.delete[#samples.delete + 1] = d
     samples.delete_held[#samples.delete_held + 1] = held
+    split(recv, answered, t0, t1, took)
   end
   return ok
 end

@@ -13,7 +13,10 @@
  *
  * One libuv loop, Debian's http-parser, jansson for the JSON it reads. A request is held from
  * the moment its last byte was parsed until CLOCK_MONOTONIC (uv_hrtime, cseng's clock.now) has
- * passed the nominal latency, never less; X-Fake-Held-Ns says how long it was held. It is
+ * passed the nominal latency, never less; X-Fake-Held-Ns says how long it was held, and
+ * X-Fake-Hold-From from when (CLOCK_MONOTONIC ns: the client's clock.now on the same machine;
+ * the answer was made at Hold-From + Held-Ns, so bench/client.lua can split its error into
+ * the way there, the way back and its own resume). It is
  * released at its own deadline (a timerfd armed at the earliest; see "the hold"), not on
  * libuv's millisecond ticks as the Lua fake's are (--release tick does that). A
  * connection's requests are answered one at a time, in order (pipelined bytes wait). */
@@ -136,12 +139,14 @@ static void respond(conn *c, int status, const char *body, int held) {
   size_t blen = strlen(body);
   int n;
   if (status != 204) snprintf(len, sizeof len, "Content-Length: %zu\r\n", blen);
-  if (held)
+  if (held) {
+    uint64_t now = uv_hrtime();
     n = snprintf(head, sizeof head,
                  "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nX-Fake-Held-Ns: %" PRIu64
-                 "\r\nX-Fake-Wait-Ns: 0\r\n%s%s\r\n",
-                 status, reason(status), uv_hrtime() - c->t0, c->keep ? "" : "Connection: close\r\n", len);
-  else
+                 "\r\nX-Fake-Wait-Ns: 0\r\nX-Fake-Hold-From: %" PRIu64 "\r\n%s%s\r\n",
+                 status, reason(status), now - c->t0, c->t0, c->keep ? "" : "Connection: close\r\n", len);
+  } else
+
     n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s%s\r\n", status,
                  reason(status), c->keep ? "" : "Connection: close\r\n", len);
   if (blen) {

@@ -13,7 +13,8 @@
 ---
 --- Every answer to the three lifecycle calls carries X-Fake-Held-Ns: how long the handler held
 --- the request, measured here with clock.now() from the moment the server had the whole request
---- (X-Fake-Wait-Ns: how much of that went by before the handler ran). libuv timers tick in whole
+--- (X-Fake-Wait-Ns: how much of that went by before the handler ran; X-Fake-Hold-From: that
+--- moment in clock.now() ns, the client's clock on the same machine). libuv timers tick in whole
 --- milliseconds, so a sleep is never started short: the handler sleeps until clock.now() has passed the deadline
 --- (held >= nominal, and at most about a millisecond more). Clients subtract either the nominal
 --- latency or the held time; docs/PERFORMANCE.md shows both.
@@ -74,9 +75,11 @@ local function hold(t0, ns)
   return clock.now() - t0
 end
 
+-- X-Fake-Hold-From: the hold's start t0 in clock.now() ns (CLOCK_MONOTONIC: the client's clock
+-- on the same machine): the answer is made at Hold-From + Held-Ns
 local function answer(status, t0, body, wait)
   return status, { ['Content-Type'] = 'application/json', ['X-Fake-Held-Ns'] = tostring(clock.now() - t0),
-    ['X-Fake-Wait-Ns'] = tostring(wait) }, body
+    ['X-Fake-Wait-Ns'] = tostring(wait), ['X-Fake-Hold-From'] = tostring(t0) }, body
 end
 
 local function lifecycle(req, t0, wait)

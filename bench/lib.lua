@@ -32,14 +32,17 @@ function M.start_fake(exe, tmp, extra, prefix)
 end
 
 --- Start the fake in C (bench/fake_provider.c, built by `make build/bench/fake_provider`) with
---- the same flags; returns the process and its URL, or raises.
-function M.start_fake_c(tmp, extra)
+--- the same flags (prefix: a wrapper's argv, e.g. M.pinning().server); returns the process and
+--- its URL, or raises.
+function M.start_fake_c(tmp, extra, prefix)
   local ROOT = sys.root()
   local exe = fs.join(ROOT, 'build/bench/fake_provider')
   if not fs.stat(exe) then error('the C fake is not built: make build/bench/fake_provider', 0) end
   local port_file, log = fs.join(tmp, 'fake.port'), fs.join(tmp, 'fake.log')
   fs.remove(port_file)
-  local argv = { exe, '--port-file', port_file, '--max-seconds', 3600 }
+  local argv = {}
+  for _, a in ipairs(prefix or {}) do argv[#argv + 1] = a end
+  for _, a in ipairs { exe, '--port-file', port_file, '--max-seconds', 3600 } do argv[#argv + 1] = a end
   for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
   local p = assert(proc.spawn { argv = argv, cwd = ROOT, stdout = log, stderr = log })
   for _ = 1, 200 do
@@ -49,6 +52,29 @@ function M.start_fake_c(tmp, extra)
   end
   p:close()
   error('the C fake did not start: ' .. tostring(fs.read(log)), 0)
+end
+
+--- Where the bench runs its processes: on a machine where this process may use two or more CPUs,
+--- the servers (the fake provider, nginx) are pinned to the last of them and the measured clients
+--- (cseng, python, wrk) to the first, with taskset (util-linux). The fake stands in for a provider
+--- on another machine: left free, the scheduler puts it on the client's core half the time, and
+--- the client's answers wait behind it (at 256 lifecycles in flight on a 2-core VM the error p50
+--- went from ~0.5 to ~0.15 ms when pinned; bench/probe.lua --pin both measures it again).
+--- Returns {client = argv prefix, server = argv prefix, client_cpu, server_cpu, cpus}, or nil and
+--- why not (CSENG_BENCH_PIN=0, one CPU, no taskset).
+function M.pinning()
+  if os.getenv('CSENG_BENCH_PIN') == '0' then return nil, 'CSENG_BENCH_PIN=0' end
+  local list = (fs.read('/proc/self/status') or ''):match('Cpus_allowed_list:%s*([%d,%-]+)')
+  local cpus = {}
+  for part in (list or ''):gmatch('[^,]+') do
+    local a, b = part:match('^(%d+)%-(%d+)$')
+    for c = tonumber(a or part), tonumber(b or part) do cpus[#cpus + 1] = c end
+  end
+  if #cpus < 2 then return nil, 'this process may use ' .. #cpus .. ' CPU' .. (#cpus == 1 and '' or 's') end
+  if not proc.which('taskset') then return nil, 'taskset (util-linux) is not installed' end
+  local first, last = cpus[1], cpus[#cpus]
+  return { client = { 'taskset', '-c', tostring(first) }, server = { 'taskset', '-c', tostring(last) },
+    client_cpu = first, server_cpu = last, cpus = list }
 end
 
 return M

@@ -7,13 +7,16 @@
 ---
 ---   ./cseng lua bench/probe.lua [--exe LABEL=PATH[@LIBDIR][+POOLS],...] [--concurrency 1024] [--reps 3]
 ---                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR] [--fake lua|c]
+---                               [--pin on|off|both]
 ---
 --- --exe: the builds to compare (default: this binary). @LIBDIR runs that build with
 --- LD_LIBRARY_PATH=LIBDIR (e.g. an older libcurl.so.4 extracted with dpkg -x; a build that
 --- needs a newer libcurl refuses to start unless made with CFLAGS+=-DCSENG_CURL_MIN=...). --perf DIR: one more run per build under `perf record` (software
 --- clock), its report (dso,sym) written to DIR/perf-LABEL.txt. --fake c: the fake provider is
 --- bench/fake_provider.c (make build/bench/fake_provider; same routes and answers, a fraction of
---- the Lua fake's CPU, which on two cores is taken from the client it measures).
+--- the Lua fake's CPU, which on two cores is taken from the client it measures). --pin: the fake on
+--- the last CPU and the client on the first (bench/lib.lua's pinning, as make bench runs them; the
+--- default), neither (off), or each build both ways, alternating (labels LABEL and LABEL-free).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -32,6 +35,7 @@ local opts, perr = flags.parse(arg, {
   out = { key = 'out', type = 'string' },
   perf = { key = 'perf', type = 'string' },
   fake = { key = 'fake', type = 'string' },
+  pin = { key = 'pin', type = 'string' },
 })
 if not opts then
   io.stderr:write('probe: ', perr, '\n')
@@ -48,6 +52,18 @@ local NOMINAL = { create = 50, exec = 20, delete = 10 }
 local IDEAL = C / ((NOMINAL.create + NOMINAL.exec + NOMINAL.delete) / 1000)
 local TMP = assert(fs.tempdir('cseng-probe-'))
 
+local blib = dofile(ROOT .. '/bench/lib.lua')
+local PIN = opts.pin or 'on'
+if PIN ~= 'on' and PIN ~= 'off' and PIN ~= 'both' then
+  io.stderr:write('probe: --pin: on, off or both\n')
+  return 2
+end
+local pinning, nopin = blib.pinning()
+if PIN ~= 'off' and not pinning then
+  io.stderr:write('probe: --pin ', PIN, ': ', nopin, '\n')
+  return 2
+end
+
 local builds = {}
 for _, spec in ipairs(opts.exe or { 'self=' .. SELF }) do
   local label, path = spec:match('^([%w_.%-]+)=(.+)$')
@@ -58,7 +74,10 @@ for _, spec in ipairs(opts.exe or { 'self=' .. SELF }) do
   local pools
   path, pools = path:match('^(.-)%+(%d+)$') or path, path:match('%+(%d+)$')
   local exe, libdir = path:match('^(.-)@(.+)$')
-  builds[#builds + 1] = { label = label, exe = exe or path, libdir = libdir, pools = pools, runs = {} }
+  if PIN ~= 'off' then builds[#builds + 1] = { label = label, exe = exe or path, libdir = libdir, pools = pools, runs = {}, pin = true } end
+  if PIN ~= 'on' then
+    builds[#builds + 1] = { label = PIN == 'both' and (label .. '-free') or label, exe = exe or path, libdir = libdir, pools = pools, runs = {} }
+  end
 end
 
 local function env_for(b)
@@ -73,7 +92,6 @@ end
 local fake, url
 do
   local fargs = { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete }
-  local blib = dofile(ROOT .. '/bench/lib.lua')
   if opts.fake == 'c' then fake, url = blib.start_fake_c(TMP, fargs)
   elseif opts.fake == nil or opts.fake == 'lua' then fake, url = blib.start_fake(SELF, TMP, fargs)
   else
@@ -88,12 +106,22 @@ local function fake_stats()
   return cjson.decode(r.body)
 end
 
+-- the fake on the server CPU for a pinned build, free (every CPU this process may use) for the others
+local function place_fake(b)
+  if not pinning then return end
+  local cpus = b.pin and tostring(pinning.server_cpu) or pinning.cpus
+  local r = proc.run { argv = { 'taskset', '-a', '-p', '-c', cpus, tostring(fake:pid()) }, timeout = 10 }
+  assert(r and r.code == 0, 'probe: taskset -p on the fake failed')
+end
+
 local function client(b, prefix)
+  place_fake(b)
   local s0 = fake_stats()
   local out = fs.join(TMP, b.label .. '.json')
   fs.remove(out)
   local argv = {}
   for _, a in ipairs(prefix or {}) do argv[#argv + 1] = a end
+  for _, a in ipairs(b.pin and pinning.client or {}) do argv[#argv + 1] = a end
   for _, a in ipairs { b.exe, 'lua', fs.join(ROOT, 'bench/client.lua'), '--url', url, '--concurrency', C,
     '--warmup', WARMUP, '--duration', DURATION, '--out', out } do argv[#argv + 1] = tostring(a) end
   if b.pools then
@@ -112,11 +140,18 @@ local function client(b, prefix)
     end
   end
   local s = stats.summary(errs)
+  local parts = {}
+  for _, k in ipairs { 'way_there', 'way_back', 'resume' } do
+    local v = {}
+    for i, x in ipairs(d.samples[k] or {}) do v[i] = x / 1e6 end
+    parts[k] = stats.summary(v)
+  end
   local s1, fake_us = fake_stats(), nil
   if s0 and s1 and s1.requests > s0.requests + 1 then
     fake_us = (s1.user_s + s1.sys_s - s0.user_s - s0.sys_s) * 1e6 / (s1.requests - s0.requests - 1)
   end
   return { share = d.rate / IDEAL, rate = d.rate, p99 = s.p99, p50 = s.p50, cpu_us = d.cpu_per_request_us, fake_us = fake_us,
+    there_p99 = parts.way_there.p99, back_p99 = parts.way_back.p99, resume_p99 = parts.resume.p99,
     failures = d.failures, first_error = d.first_error, maxrss_kb = d.maxrss_kb }
 end
 
@@ -127,8 +162,10 @@ for rep = 1, REPS do
     local r, err = client(b)
     if r then
       b.runs[#b.runs + 1] = r
-      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms, CPU %.1f us/req (fake %.1f), failures %d%s\n',
-        b.label, C, rep, r.share * 100, r.p99 or -1, r.cpu_us or -1, r.fake_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
+      io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms ' ..
+        '(parts\' p99: there %.2f, back %.2f, resume %.2f), CPU %.1f us/req (fake %.1f), failures %d%s\n',
+        b.label, C, rep, r.share * 100, r.p99 or -1, r.there_p99 or -1, r.back_p99 or -1, r.resume_p99 or -1, r.cpu_us or -1,
+        r.fake_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
     else
       io.stderr:write(string.format('probe: %-8s c=%d rep %d: %s\n', b.label, C, rep, err))
     end
@@ -157,8 +194,9 @@ local function med(runs, k, f)
 end
 local summary = {}
 for _, b in ipairs(builds) do
-  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s  CPU us/req %s  fake CPU us/req %s  (%d runs)', b.label, C,
-    med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'cpu_us'), med(b.runs, 'fake_us'), #b.runs))
+  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s (there %s, back %s, resume %s)  CPU us/req %s  fake CPU us/req %s  (%d runs)',
+    b.label, C, med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'there_p99'), med(b.runs, 'back_p99'),
+    med(b.runs, 'resume_p99'), med(b.runs, 'cpu_us'), med(b.runs, 'fake_us'), #b.runs))
   summary[#summary + 1] = { label = b.label, exe = b.exe, libdir = b.libdir, concurrency = C, runs = jsonl.array(b.runs) }
 end
 if opts.out then assert(fs.write(opts.out, jsonl.encode(summary))) end
