@@ -57,9 +57,11 @@ end
 --- Where the bench runs its processes: on a machine where this process may use two or more CPUs,
 --- the servers (the fake provider, nginx) are pinned to the last of them and the measured clients
 --- (cseng, python, wrk) to the first, with taskset (util-linux). The fake stands in for a provider
---- on another machine: left free, the scheduler puts it on the client's core half the time, and
---- the client's answers wait behind it (at 256 lifecycles in flight on a 2-core VM the error p50
---- went from ~0.5 to ~0.15 ms when pinned; bench/probe.lua --pin both measures it again).
+--- on another machine: left free, the scheduler often puts it on the client's core, where the
+--- client's answers wait behind it (at 256 lifecycles in flight on a 2-core VM the error p50 went
+--- from ~0.5 to ~0.15 ms when pinned). At a few lifecycles in flight pinning costs a cross-CPU
+--- wake-up of an idle vCPU instead (p99 ~0.4 -> ~0.8 ms at 4 and 64), which a provider on
+--- another machine costs too. bench/probe.lua --pin both measures both ways.
 --- Returns {client = argv prefix, server = argv prefix, client_cpu, server_cpu, cpus}, or nil and
 --- why not (CSENG_BENCH_PIN=0, one CPU, no taskset).
 function M.pinning()

@@ -307,11 +307,13 @@ local function wrk(url, c, seconds)
 end
 
 local function client_argv(kind, url, c, mode)
+  local free = kind == 'cseng-free' -- the cseng client left to the scheduler (and the fake with it)
+  if free then kind = 'cseng' end
   local common = { '--url', url, '--concurrency', c, '--warmup', WARMUP, '--duration', DURATION,
     '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete, '--mode', mode }
   local argv = kind == 'cseng' and { EXE, 'lua', fs.join(ROOT, 'bench/client.lua') } or { PY, fs.join(ROOT, 'bench/client.py') }
   for _, a in ipairs(common) do argv[#argv + 1] = tostring(a) end
-  return pinned('client', argv)
+  return free and argv or pinned('client', argv)
 end
 
 local function run_client(kind, url, c, mode, env_add, tag)
@@ -338,14 +340,31 @@ if not opts.no_python then
 end
 
 -- 1 and 2: timing fidelity and throughput
+-- With pinning, the cseng client also runs unpinned (cseng-free), the fake then unpinned too:
+-- the placement's own effect, shown beside the pinned figures (which the targets use).
+local fidelity_kinds = {}
+for i, k in ipairs(clients) do fidelity_kinds[i] = k end
+if PIN then fidelity_kinds[#fidelity_kinds + 1] = 'cseng-free' end
+
+-- the fake on the servers' CPU, or on every CPU this process may use for an unpinned run
+local function place_fake(free)
+  if not PIN then return end
+  local r = proc.run { argv = { 'taskset', '-a', '-p', '-c', free and PIN.cpus or tostring(PIN.server_cpu), tostring(fake:pid()) },
+    timeout = 10 }
+  assert(r and r.code == 0, 'bench: taskset -p on the fake failed')
+end
+
 local function fidelity()
   results.fidelity = {}
   for rep = 1, REPS do
     for ci, c in ipairs(CONC) do
       local order = {}
-      for i, k in ipairs(clients) do order[i] = k end
-      if (rep + ci) % 2 == 0 and #order == 2 then order = { order[2], order[1] } end
+      for i, k in ipairs(fidelity_kinds) do order[i] = k end
+      if (rep + ci) % 2 == 0 then -- alternate the order
+        for i = 1, #order // 2 do order[i], order[#order - i + 1] = order[#order - i + 1], order[i] end
+      end
       for _, kind in ipairs(order) do
+        place_fake(kind == 'cseng-free')
         get_json(fake_url .. '/stats?reset=1')
         local s0 = get_json(fake_url .. '/stats?reset=1')
         local d, err = run_client(kind, fake_url, c, 'lifecycle')
@@ -378,6 +397,7 @@ local function fidelity()
       end
     end
   end
+  place_fake(false)
 end
 
 -- 3: raw request rate on the zero-latency endpoint
@@ -733,11 +753,12 @@ local function targets_and_render()
 
   -- Figure 1: timing fidelity
   local f1 = {}
+  local function label(kind) return kind == 'cseng-free' and 'cseng, unpinned' or kind end
   for _, c in ipairs(CONC) do
-    for _, kind in ipairs(clients) do
+    for _, kind in ipairs(fidelity_kinds) do
       local l = fid(kind, c)
       if #l > 0 then
-        f1[#f1 + 1] = { c, kind, int((pick(l, function(r) return r.summary.held.n end) or {}).med),
+        f1[#f1 + 1] = { c, label(kind), int((pick(l, function(r) return r.summary.held.n end) or {}).med),
           range(pick(l, function(r) return r.summary.held.p50 end)),
           range(pick(l, function(r) return r.summary.held.p99 end)),
           range(pick(l, function(r) return r.summary.held.max end)),
@@ -764,13 +785,14 @@ local function targets_and_render()
     h.table({ 'lifecycles in flight', 'error p99', 'way there p50', 'way there p99', 'way back p50', 'way back p99',
       'resume p50', 'resume p99' }, f1b, 'rrrrrrrr')
   local series = {}
+  local colors = { cseng = '#0072B2', ['cseng-free'] = '#009E73', python = '#D55E00' }
   for _, c in ipairs(CONC) do
-    for _, kind in ipairs(clients) do
+    for _, kind in ipairs(fidelity_kinds) do
       local v = charts[kind .. '/' .. c]
       if v then
         local clamped = {}
         for i, x in ipairs(v) do clamped[i] = math.max(x, 0.01) end
-        series[#series + 1] = { name = kind .. ' ' .. c, values = clamped, color = kind == 'cseng' and '#0072B2' or '#D55E00' }
+        series[#series + 1] = { name = label(kind) .. ' ' .. c, values = clamped, color = colors[kind] }
       end
     end
   end
@@ -863,10 +885,10 @@ local function targets_and_render()
 
   -- Figure 4: memory
   local f4 = {}
-  for _, kind in ipairs(clients) do
+  for _, kind in ipairs(fidelity_kinds) do
     local l = fid(kind, big)
     local a = pick(l, function(r) return r.maxrss_kb end)
-    f4[#f4 + 1] = { kind, a and range({ med = a.med, min = a.min, max = a.max, n = a.n }, mib) or '–',
+    f4[#f4 + 1] = { label(kind), a and range({ med = a.med, min = a.min, max = a.max, n = a.n }, mib) or '–',
       int((pick(l, function(r) return r.fake and r.fake.peak_in_flight end) or {}).max) }
   end
   local idle = pick(results.micro or {}, function(r) return r.idle_maxrss_kb end)
@@ -1020,8 +1042,11 @@ local function render(m)
   V.concurrency = table.concat(CONC, ', ')
   V.pinning = PIN and string.format('The servers (the fake provider, nginx) run on CPU %d and the measured clients (cseng, ' ..
     'python, wrk) on CPU %d, pinned with `taskset` (`bench/lib.lua`): the fake stands in for a provider on another ' ..
-    'machine, and left to the scheduler it shares the client\'s core about half the time, its work then counted as the ' ..
-    'client\'s error (`./cseng lua bench/probe.lua --pin both` measures both ways).', PIN.server_cpu, PIN.client_cpu) or
+    'machine, so its work is not done on the client\'s core and its answers wake the client from another CPU, as a ' ..
+    'network card\'s would. Figure 1 also shows the cseng client unpinned (the fake then unpinned too): at low load the ' ..
+    'scheduler then wakes the two on one core, which spares the cross-CPU wake-up of an idle vCPU (an error lower than ' ..
+    'a remote provider allows), and from a few hundred in flight they share that core and the client\'s answers wait ' ..
+    'behind the fake. The targets are the pinned runs\'.', PIN.server_cpu, PIN.client_cpu) or
     ('The processes are not pinned to CPUs (' .. tostring(NOPIN) .. ').')
   V.fake_impl = FAKE == 'c' and
     '`bench/fake_provider.c` (built by `make build/bench/fake_provider`: one libuv loop, Debian\'s http-parser and jansson), ' ..
