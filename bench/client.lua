@@ -5,6 +5,8 @@
 ---   ./cseng lua bench/client.lua --url http://127.0.0.1:PORT --concurrency 64 --out F
 ---          [--mode lifecycle|raw] [--warmup 1] [--duration 3] [--create-ms 50 --exec-ms 20 --delete-ms 10]
 ---          [--pools N]   (cseng.http's connection pools, default the engine's)
+---          [--no-split]  (no way_there/way_back/resume samples: bench/instructions.lua, whose
+---                         count would include their encoding at the end)
 ---
 --- lifecycle: `concurrency` tasks each run lifecycles back to back until the window closes; their
 --- starts are spread evenly over one nominal lifecycle so the waves of responses do not all land
@@ -37,6 +39,7 @@ local opts, perr = flags.parse(arg, {
   ['delete-ms'] = { key = 'delete_ms', type = 'number' },
   ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
   pools = { key = 'pools', type = 'int', min = 1 },
+  ['no-split'] = { key = 'no_split', type = 'bool' },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
@@ -63,8 +66,9 @@ local CREATE_BODY = cjson.encode {
 
 http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools }
 
-local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {},
-  way_there = {}, way_back = {}, resume = {} }
+local samples = { create = {}, create_held = {}, exec = {}, exec_held = {}, delete = {}, delete_held = {} }
+-- the split's three parts per call, one flat array (no # per append), taken apart after the window
+local parts, nparts = {}, 0
 local failures, first_error = 0, nil
 local completed, requests, total = 0, 0, 0
 local t_start, t_warm, t_end, usage_warm
@@ -98,13 +102,13 @@ end
 -- having the whole response: the kernel, this loop's wake-up, the read and parse) and the
 -- resume (from there to the task's clock.now() after the JSON decoding: the ready queue and the
 -- decoding). The engine's end is the call's start plus its timings.total (whole microseconds).
+local SPLIT = not opts.no_split
 local function split(recv, answered, t0, t1, took)
-  if not (recv and answered and took) then return end
-  local done = t0 + math.floor(took * 1e9 + 0.5)
-  local s = samples
-  s.way_there[#s.way_there + 1] = recv - t0
-  s.way_back[#s.way_back + 1] = done - answered
-  s.resume[#s.resume + 1] = t1 - done
+  if not (SPLIT and recv and answered and took) then return end
+  local done = t0 + (took * 1e9 + 0.5) // 1
+  local n = nparts
+  parts[n + 1], parts[n + 2], parts[n + 3] = recv - t0, done - answered, t1 - done
+  nparts = n + 3
 end
 
 local function lifecycle(sampled)
@@ -192,6 +196,14 @@ local out = {
   maxrss_kb = usage_final.maxrss_kb,
   samples = {},
 }
+if SPLIT then
+  local there, back, resume = {}, {}, {}
+  for i = 1, nparts, 3 do
+    local j = (i + 2) // 3
+    there[j], back[j], resume[j] = math.tointeger(parts[i]), math.tointeger(parts[i + 1]), math.tointeger(parts[i + 2])
+  end
+  samples.way_there, samples.way_back, samples.resume = there, back, resume
+end
 for k, v in pairs(samples) do out.samples[k] = jsonl.array(v) end
 assert(fs.write(opts.out, jsonl.encode(out)))
 return 0

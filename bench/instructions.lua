@@ -59,7 +59,8 @@ local function measure(seconds)
   if opts.fake then fake, url = blib.start_fake(EXE, TMP, nil, grind) end
   local client_exe = opts.fake and SELF or EXE
   local argv = { client_exe, 'lua', fs.join(ROOT, 'bench/client.lua'),
-    '--url', url, '--concurrency', tostring(C), '--warmup', '2', '--duration', tostring(seconds), '--out', res }
+    '--url', url, '--concurrency', tostring(C), '--warmup', '2', '--duration', tostring(seconds), '--out', res,
+    '--no-split' } -- the split's samples are encoded after the window, which the difference would count
   if not opts.fake then table.move(argv, 1, #argv, #grind + 1, grind); argv = grind end
   if opts.pools then
     argv[#argv + 1] = '--pools'
