@@ -16,7 +16,8 @@
 --- raw: `concurrency` tasks GET /zero back to back; the rate counts responses inside the window.
 ---
 --- F receives one JSON object: samples (nanoseconds: measured and the fake's X-Fake-Held-Ns per
---- call; way_there, way_back, resume: the error's three parts, from the fake's X-Fake-Hold-From),
+--- call; way_there, way_back, resume: the error's three parts for one sampled lifecycle in four,
+--- from the X-Fake-Hold-From the fake adds when asked with X-Fake-Stamp),
 --- counts, the CPU time used inside the window and the peak RSS (sys.usage()).
 local http = require 'cseng.http'
 local task = require 'cseng.task'
@@ -47,6 +48,7 @@ if not opts or not opts.url or not opts.out then
 end
 
 local BASE = opts.url:gsub('/+$', '')
+local SPLIT = not opts.no_split
 local C = opts.concurrency or 64
 local MODE = opts.mode or 'lifecycle'
 local WARMUP = math.floor((opts.warmup or 1) * 1e9)
@@ -60,6 +62,11 @@ local PERIOD = NOMINAL.create + NOMINAL.exec + NOMINAL.delete
 local MARKER = 'arena-startup-ready-20261001'
 local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'
 local HEADERS = { ['X-API-Key'] = 'bench-key', ['Content-Type'] = 'application/json', ['Accept'] = 'application/json' }
+-- one sampled lifecycle in STAMP_EVERY asks the fake for X-Fake-Hold-From (the split below): one
+-- more header each way costs CPU, which at 1,024 in flight is the tail measured
+local STAMPED = { ['X-Fake-Stamp'] = '1' }
+for k, v in pairs(HEADERS) do STAMPED[k] = v end
+local STAMP_EVERY = 4
 local CREATE_BODY = cjson.encode {
   template = 'base', size = 'small', projectId = 'bench', region = 'us-east-1', timeoutMs = 300000,
 }
@@ -79,9 +86,9 @@ local function fail(msg)
 end
 
 -- One API call as the seed makes it: the status checked, the JSON decoded.
-local function call(method, path, body, ok_status)
+local function call(method, path, body, ok_status, headers)
   local t0 = clock.now()
-  local res, err, code = http.request { method = method, url = BASE .. path, headers = HEADERS, body = body, timeout = 90 }
+  local res, err, code = http.request { method = method, url = BASE .. path, headers = headers or HEADERS, body = body, timeout = 90 }
   local data
   if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
   local t1 = clock.now()
@@ -90,9 +97,10 @@ local function call(method, path, body, ok_status)
   if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
   if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
   local h = res.headers
-  local held, recv = math.tointeger(tonumber(h['x-fake-held-ns'])), math.tointeger(tonumber(h['x-fake-hold-from']))
-  local answered = recv and held and recv + held
-  return data or true, t1 - t0, held, recv, answered, t0, t1, res.timings.total
+  local held = math.tointeger(tonumber(h['x-fake-held-ns']))
+  if not headers then return data or true, t1 - t0, held end
+  local recv = math.tointeger(tonumber(h['x-fake-hold-from']))
+  return data or true, t1 - t0, held, recv, recv and held and recv + held, t0, t1, res.timings.total
 end
 
 -- Where one call's error went, from the fake's X-Fake-Hold-From (clock.now() ns on the same
@@ -102,17 +110,22 @@ end
 -- having the whole response: the kernel, this loop's wake-up, the read and parse) and the
 -- resume (from there to the task's clock.now() after the JSON decoding: the ready queue and the
 -- decoding). The engine's end is the call's start plus its timings.total (whole microseconds).
-local SPLIT = not opts.no_split
 local function split(recv, answered, t0, t1, took)
-  if not (SPLIT and recv and answered and took) then return end
+  if not (recv and answered and took) then return end
   local done = t0 + (took * 1e9 + 0.5) // 1
   local n = nparts
   parts[n + 1], parts[n + 2], parts[n + 3] = recv - t0, done - answered, t1 - done
   nparts = n + 3
 end
 
+local nsampled = 0
 local function lifecycle(sampled)
-  local sb, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes', CREATE_BODY, 201)
+  local stamped
+  if sampled and SPLIT then
+    nsampled = nsampled + 1
+    stamped = nsampled % STAMP_EVERY == 0 and STAMPED or nil
+  end
+  local sb, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes', CREATE_BODY, 201, stamped)
   if not sb then return fail(d) end
   if sampled then
     samples.create[#samples.create + 1] = d
@@ -121,7 +134,8 @@ local function lifecycle(sampled)
   end
   local id = sb.sandboxId
   local r
-  r, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes/' .. id .. '/exec', cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200)
+  r, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes/' .. id .. '/exec',
+    cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200, stamped)
   local ok = r and r.exitCode == 0 and (r.stdout or ''):match('^%s*(.-)%s*$') == MARKER
   if not r then fail(d)
   elseif not ok then fail('invalid readiness response: exit=' .. tostring(r.exitCode))
@@ -130,7 +144,7 @@ local function lifecycle(sampled)
     samples.exec_held[#samples.exec_held + 1] = held
     split(recv, answered, t0, t1, took)
   end
-  r, d, held, recv, answered, t0, t1, took = call('DELETE', '/api/sandboxes/' .. id, nil, 204)
+  r, d, held, recv, answered, t0, t1, took = call('DELETE', '/api/sandboxes/' .. id, nil, 204, stamped)
   if not r then return fail(d) end
   if sampled then
     samples.delete[#samples.delete + 1] = d

@@ -13,8 +13,9 @@
 ---
 --- Every answer to the three lifecycle calls carries X-Fake-Held-Ns: how long the handler held
 --- the request, measured here with clock.now() from the moment the server had the whole request
---- (X-Fake-Wait-Ns: how much of that went by before the handler ran; X-Fake-Hold-From: that
---- moment in clock.now() ns, the client's clock on the same machine). libuv timers tick in whole
+--- (X-Fake-Wait-Ns: how much of that went by before the handler ran; X-Fake-Hold-From, to a
+--- request with X-Fake-Stamp: when the hold began, in clock.now() ns, the client's clock on the
+--- same machine). libuv timers tick in whole
 --- milliseconds, so a sleep is never started short: the handler sleeps until clock.now() has passed the deadline
 --- (held >= nominal, and at most about a millisecond more). Clients subtract either the nominal
 --- latency or the held time; docs/PERFORMANCE.md shows both.
@@ -75,15 +76,17 @@ local function hold(t0, ns)
   return clock.now() - t0
 end
 
--- X-Fake-Hold-From: the hold's start t0 in clock.now() ns (CLOCK_MONOTONIC: the client's clock
--- on the same machine): the answer is made at Hold-From + Held-Ns
-local function answer(status, t0, body, wait)
+-- X-Fake-Hold-From, to a request with X-Fake-Stamp: the hold's start t0 in clock.now() ns
+-- (CLOCK_MONOTONIC: the client's clock on the same machine): the answer is made at Hold-From +
+-- Held-Ns
+local function answer(status, t0, body, wait, stamp)
   return status, { ['Content-Type'] = 'application/json', ['X-Fake-Held-Ns'] = tostring(clock.now() - t0),
-    ['X-Fake-Wait-Ns'] = tostring(wait), ['X-Fake-Hold-From'] = tostring(t0) }, body
+    ['X-Fake-Wait-Ns'] = tostring(wait), ['X-Fake-Hold-From'] = stamp and tostring(t0) or nil }, body
 end
 
 local function lifecycle(req, t0, wait)
   local method, path = req.method, req.path
+  local stamp = req.headers['x-fake-stamp'] ~= nil
   if req.headers['x-api-key'] == nil then
     st.unauthorized = st.unauthorized + 1
     return 401, JSON, '{"error":"missing X-API-Key"}'
@@ -102,7 +105,7 @@ local function lifecycle(req, t0, wait)
     st.created = st.created + 1
     return answer(201, t0, string.format(
       '{"sandboxId":"%s","cpus":2,"memoryMb":2048,"region":"us-east-1","template":%s,"size":"small","status":"running"}',
-      id, cjson.encode(body.template or 'base')), wait)
+      id, cjson.encode(body.template or 'base')), wait, stamp)
   end
   local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
   if id and rest == '/exec' and method == 'POST' then
@@ -114,23 +117,23 @@ local function lifecycle(req, t0, wait)
     hold(t0, NOMINAL.exec)
     if not live[id] then
       st.not_found = st.not_found + 1
-      return answer(404, t0, '{"error":"sandbox not found"}', wait)
+      return answer(404, t0, '{"error":"sandbox not found"}', wait, stamp)
     end
     st.execs = st.execs + 1
     -- the seed's readiness command prints its marker; anything else prints nothing
     local printed = body.cmd:match("print%('([^']*)'%)") or body.cmd:match('print%("([^"]*)"%)')
-    return answer(200, t0, cjson.encode { exitCode = 0, stdout = printed and (printed .. '\n') or '', stderr = '' }, wait)
+    return answer(200, t0, cjson.encode { exitCode = 0, stdout = printed and (printed .. '\n') or '', stderr = '' }, wait, stamp)
   end
   if id and rest == '' and method == 'DELETE' then
     hold(t0, NOMINAL.delete)
     if not live[id] then
       st.not_found = st.not_found + 1
-      return answer(404, t0, '{"error":"sandbox not found"}', wait)
+      return answer(404, t0, '{"error":"sandbox not found"}', wait, stamp)
     end
     live[id] = nil
     nlive = nlive - 1
     st.deleted = st.deleted + 1
-    return answer(204, t0, '', wait)
+    return answer(204, t0, '', wait, stamp)
   end
   return 404, JSON, '{"error":"no route"}'
 end
