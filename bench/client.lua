@@ -85,24 +85,6 @@ local function fail(msg)
   first_error = first_error or msg
 end
 
--- One API call as the seed makes it: the status checked, the JSON decoded.
-local function call(method, path, body, ok_status, headers)
-  local t0 = clock.now()
-  local res, err, code = http.request { method = method, url = BASE .. path, headers = headers or HEADERS, body = body, timeout = 90 }
-  local data
-  if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
-  local t1 = clock.now()
-  total = total + 1
-  if t1 >= t_warm and t1 <= t_end then requests = requests + 1 end
-  if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
-  if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
-  local h = res.headers
-  local held = math.tointeger(tonumber(h['x-fake-held-ns']))
-  if not headers then return data or true, t1 - t0, held end
-  local recv = math.tointeger(tonumber(h['x-fake-hold-from']))
-  return data or true, t1 - t0, held, recv, recv and held and recv + held, t0, t1, res.timings.total
-end
-
 -- Where one call's error went, from the fake's X-Fake-Hold-From (clock.now() ns on the same
 -- machine; the answer left at Hold-From + Held-Ns): the way there (from the call to the fake
 -- having the whole request: the engine, the write, the kernel, the fake's wake-up and parse; with
@@ -110,12 +92,30 @@ end
 -- having the whole response: the kernel, this loop's wake-up, the read and parse) and the
 -- resume (from there to the task's clock.now() after the JSON decoding: the ready queue and the
 -- decoding). The engine's end is the call's start plus its timings.total (whole microseconds).
-local function split(recv, answered, t0, t1, took)
-  if not (recv and answered and took) then return end
-  local done = t0 + (took * 1e9 + 0.5) // 1
+local function split(res, held, t0, t1)
+  local recv = math.tointeger(tonumber(res.headers['x-fake-hold-from']))
+  if not (recv and held) then return end
+  local done = t0 + math.floor(res.timings.total * 1e9 + 0.5)
   local n = nparts
-  parts[n + 1], parts[n + 2], parts[n + 3] = recv - t0, done - answered, t1 - done
+  parts[n + 1], parts[n + 2], parts[n + 3] = recv - t0, done - (recv + held), t1 - done
   nparts = n + 3
+end
+
+-- One API call as the seed makes it: the status checked, the JSON decoded. stamped: the request
+-- asks for X-Fake-Hold-From (a sampled lifecycle's call) and its error is split.
+local function call(method, path, body, ok_status, stamped)
+  local t0 = clock.now()
+  local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body, timeout = 90 }
+  local data
+  if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
+  local t1 = clock.now()
+  total = total + 1
+  if t1 >= t_warm and t1 <= t_end then requests = requests + 1 end
+  if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
+  if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
+  local held = math.tointeger(tonumber(res.headers['x-fake-held-ns']))
+  if stamped then split(res, held, t0, t1) end
+  return data or true, t1 - t0, held
 end
 
 local nsampled = 0
@@ -125,16 +125,15 @@ local function lifecycle(sampled)
     nsampled = nsampled + 1
     stamped = nsampled % STAMP_EVERY == 0 and STAMPED or nil
   end
-  local sb, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes', CREATE_BODY, 201, stamped)
+  local sb, d, held = call('POST', '/api/sandboxes', CREATE_BODY, 201, stamped)
   if not sb then return fail(d) end
   if sampled then
     samples.create[#samples.create + 1] = d
     samples.create_held[#samples.create_held + 1] = held
-    split(recv, answered, t0, t1, took)
   end
   local id = sb.sandboxId
   local r
-  r, d, held, recv, answered, t0, t1, took = call('POST', '/api/sandboxes/' .. id .. '/exec',
+  r, d, held = call('POST', '/api/sandboxes/' .. id .. '/exec',
     cjson.encode { cmd = COMMAND, timeoutMs = 30000 }, 200, stamped)
   local ok = r and r.exitCode == 0 and (r.stdout or ''):match('^%s*(.-)%s*$') == MARKER
   if not r then fail(d)
@@ -142,14 +141,12 @@ local function lifecycle(sampled)
   elseif sampled then
     samples.exec[#samples.exec + 1] = d
     samples.exec_held[#samples.exec_held + 1] = held
-    split(recv, answered, t0, t1, took)
   end
-  r, d, held, recv, answered, t0, t1, took = call('DELETE', '/api/sandboxes/' .. id, nil, 204, stamped)
+  r, d, held = call('DELETE', '/api/sandboxes/' .. id, nil, 204, stamped)
   if not r then return fail(d) end
   if sampled then
     samples.delete[#samples.delete + 1] = d
     samples.delete_held[#samples.delete_held + 1] = held
-    split(recv, answered, t0, t1, took)
   end
   return ok
 end
@@ -214,7 +211,7 @@ if SPLIT then
   local there, back, resume = {}, {}, {}
   for i = 1, nparts, 3 do
     local j = (i + 2) // 3
-    there[j], back[j], resume[j] = math.tointeger(parts[i]), math.tointeger(parts[i + 1]), math.tointeger(parts[i + 2])
+    there[j], back[j], resume[j] = parts[i], parts[i + 1], parts[i + 2]
   end
   samples.way_there, samples.way_back, samples.resume = there, back, resume
 end

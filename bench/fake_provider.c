@@ -148,7 +148,6 @@ static void respond(conn *c, int status, const char *body, int held) {
                  "\r\nX-Fake-Wait-Ns: 0\r\n%s%s%s\r\n",
                  status, reason(status), uv_hrtime() - c->t0, stamp, c->keep ? "" : "Connection: close\r\n", len);
   } else
-
     n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s%s\r\n", status,
                  reason(status), c->keep ? "" : "Connection: close\r\n", len);
   if (blen) {

@@ -79,4 +79,12 @@ function M.pinning()
     client_cpu = first, server_cpu = last, cpus = list }
 end
 
+--- Move a running server (pid, every thread) to the servers' CPU of pin (M.pinning()), or with
+--- free back to every CPU this process may use; raises when taskset fails.
+function M.place(pin, pid, free)
+  local r = proc.run { argv = { 'taskset', '-a', '-p', '-c', free and pin.cpus or tostring(pin.server_cpu), tostring(pid) },
+    timeout = 10 }
+  if not (r and r.code == 0) then error('taskset -p ' .. tostring(pid) .. ' failed: ' .. tostring(r and r.stderr), 0) end
+end
+
 return M

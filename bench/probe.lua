@@ -106,16 +106,8 @@ local function fake_stats()
   return cjson.decode(r.body)
 end
 
--- the fake on the server CPU for a pinned build, free (every CPU this process may use) for the others
-local function place_fake(b)
-  if not pinning then return end
-  local cpus = b.pin and tostring(pinning.server_cpu) or pinning.cpus
-  local r = proc.run { argv = { 'taskset', '-a', '-p', '-c', cpus, tostring(fake:pid()) }, timeout = 10 }
-  assert(r and r.code == 0, 'probe: taskset -p on the fake failed')
-end
-
 local function client(b, prefix)
-  place_fake(b)
+  if pinning then blib.place(pinning, fake:pid(), not b.pin) end -- the fake where the build's client expects it
   local s0 = fake_stats()
   local out = fs.join(TMP, b.label .. '.json')
   fs.remove(out)

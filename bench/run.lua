@@ -348,10 +348,7 @@ if PIN then fidelity_kinds[#fidelity_kinds + 1] = 'cseng-free' end
 
 -- the fake on the servers' CPU, or on every CPU this process may use for an unpinned run
 local function place_fake(free)
-  if not PIN then return end
-  local r = proc.run { argv = { 'taskset', '-a', '-p', '-c', free and PIN.cpus or tostring(PIN.server_cpu), tostring(fake:pid()) },
-    timeout = 10 }
-  assert(r and r.code == 0, 'bench: taskset -p on the fake failed')
+  if PIN then blib.place(PIN, fake:pid(), free) end
 end
 
 local function fidelity()
@@ -732,7 +729,6 @@ local function targets_and_render()
     { 'local provider create→first exec p50', '≤ 15 ms', range(lr) .. ' ms', verdict(lr and lr.med <= 15) },
   }
   V.targets = h.table({ 'target', 'goal', 'measured: median (min–max) over runs', 'verdict' }, rows, 'llll')
-  V.target_values = { err_p99 = err_p99, err_nom_p99 = err_nom_p99, thr = thr, rss = rss, ratio_wrk = ratio_wrk, local_ready = lr }
 
   -- the machine's wake-up floor (cyclictest) beside the targets
   local fl = results.floor or {}
@@ -749,7 +745,6 @@ local function targets_and_render()
       range(pick(fl, function(r) return r.p50 end)), range(fp99), range(pick(fl, function(r) return r.p999 end)),
       range(pick(fl, function(r) return r.max end)))
   end
-  V.target_values.floor_p99 = fp99
 
   -- Figure 1: timing fidelity
   local f1 = {}
