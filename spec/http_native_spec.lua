@@ -508,6 +508,29 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     end
   end)
 
+  -- h1.c leaves a connection's timer running from one call to the next (arm_timer): a call
+  -- with a nearer deadline than the one the timer runs for must start it again, and a firing
+  -- meant for an earlier call must not end a later one that has time left.
+  it('each call on a reused connection keeps its own timeout', function()
+    local n = each(function()
+      local seen = {}
+      local r1 = assert(http.request(get('/cl', { timeout = 60 })))
+      local sid = id('r')
+      local r2, _, c2 = http.request(get('/slow?id=' .. sid, { timeout = 0.2 }))
+      local st = assert(http.request(get('/slow-state?id=' .. sid)))
+      seen[#seen + 1] = { r1.body, r2 == nil, c2, st.body }
+      local r3 = assert(http.request(get('/cl', { timeout = 0.1 })))
+      local parts = {}
+      -- five parts 50 ms apart: past r3's 0.1 s, within its own 5 s
+      local r4, m4 = http.request(get('/stream', { timeout = 5, stream = function(c) parts[#parts + 1] = c end }))
+      assert(r4, m4)
+      seen[#seen + 1] = { r3.body, r4.status, table.concat(parts), r4.headers['x-conn'] == r3.headers['x-conn'] }
+      return seen
+    end)
+    assert.same({ { 'hello', true, 'ETIMEDOUT', 'pending' },
+      { 'hello', 200, 'part 1;part 2;part 3;part 4;part 5;', true } }, n)
+  end)
+
   it('a refused port: ECONNREFUSED', function()
     local port = free_port()
     local n = both { url = 'http://127.0.0.1:' .. port .. '/', timeout = 20 }
