@@ -748,7 +748,10 @@ static void push_headers(lua_State *L, buf *b) {
   int lines = 0;
   for (char *q = line; q && q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++) lines++;
   int last = 0; /* stack index of the last header's name: a folded line (obs-fold) continues it */
-  lua_createtable(L, 0, lines > 1 ? lines - 1 : 0); /* the status line is no header */
+  /* libcurl's lines start with the status line; the native path's are the headers alone (sized
+   * one short, the table was rehashed at its last header) */
+  if (lines > 0 && b->len >= 5 && memcmp(b->p, "HTTP/", 5) == 0) lines--;
+  lua_createtable(L, 0, lines);
   while (line && line < end) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
     char *colon, *v, *ve, *k;
@@ -1044,7 +1047,9 @@ static void native_done(h1_call *c, int err, int os_errno) {
 }
 
 static int is_name(const char *line, size_t ll, const char *name) {
-  size_t n = strlen(name);
+  size_t n;
+  if ((line[0] | 0x20) != name[0]) return 0; /* name is lower case */
+  n = strlen(name);
   return ll > n && strncasecmp(line, name, n) == 0 && (line[n] == ':' || line[n] == ';');
 }
 

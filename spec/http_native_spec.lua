@@ -416,6 +416,29 @@ describe('cseng.http native HTTP/1.1 path against libcurl', function()
     assert.truthy(n.res.body:find('\r\nHost: localhost:' .. srv.ports.port .. '\r\n', 1, true))
   end)
 
+  -- h1_url_split keeps the last authority it took (host and port split once): URLs of one
+  -- origin, one that starts with it (its port and a 0: past 65535, not the native path's),
+  -- another name for it, a longer address, a refused port, in turn, twice: each answered as on
+  -- libcurl's path (its own Host, or the same error code)
+  it('URLs of several authorities in turn read as on libcurl\'s path', function()
+    local p = tostring(srv.ports.port)
+    local auths = { '127.0.0.1:' .. p, '127.0.0.1:' .. p .. '0', 'localhost:' .. p, '127.0.0.10:' .. p,
+      '127.0.0.1:' .. free_port(), '127.0.0.1:' .. p }
+    local function read(r) return r.res and r.res.body:match('\r\nHost: ([^\r]*)\r\n') or r.code end
+    local took = 0
+    for round = 1, 2 do
+      for _, auth in ipairs(auths) do
+        local opts = { url = 'http://' .. auth .. '/echo-raw?r=' .. round, timeout = 20 }
+        local n = run(true, opts)
+        local c = run(false, opts)
+        took = took + n.native
+        assert.equal(read(c), read(n), auth)
+      end
+    end
+    http.configure { native = true }
+    assert.is_true(took >= 10) -- the port past 65535 is not the native path's
+  end)
+
   describe('the request as the server received it', function()
     -- the head as a set of lines (header order is no contract: a user Host takes curl's place
     -- at the top on libcurl's path), and the body
