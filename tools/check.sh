@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test suite, prints each suite's result line, and ends with the plain total
 # "N passed, N failed" (CI reads that last line). Suites: c (C unit tests), specs (busted
-# specs inside cseng, one process per spec file, each under SPEC_TIMEOUT seconds), fuzz
-# (short libFuzzer runs). CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..."
-# narrows the specs. Logs: build/check/<suite>.log.
+# specs inside cseng, one process per spec file, each under SPEC_TIMEOUT seconds, CHECK_JOBS
+# files at a time), fuzz (short libFuzzer runs, FUZZ_JOBS at a time: default one per core).
+# CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..." narrows the specs.
+# Logs: build/check/<suite>.log.
 set -u
 export CSENG_STRICT_CODES=1 # a failed trial record must carry a registered error_code (lua/cseng/results/log.lua)
 CSENG=${CSENG:-./cseng}
@@ -39,28 +40,53 @@ for suite in $SUITES; do
         tally "c/$n" "build/check/$n.log"
       done ;;
     specs)
-      # one process per spec file: a hang or crash costs that file only (counted as a failure)
+      # one process per spec file: a hang or crash costs that file only (counted as a failure).
+      # CHECK_JOBS files at a time (default 1), taken in order by whichever slot frees first;
+      # each is tallied as it ends, with its wall seconds.
+      jobs_max=${CHECK_JOBS:-1}
+      declare -A spec_of=() start_of=()
+      run_spec() {
+        timeout --kill-after=15 "${SPEC_TIMEOUT:-900}" "$CSENG" test "$1" >"build/check/$2.log" 2>&1
+        [ $? -eq 124 ] && echo "0 passed, 1 failed (timed out after ${SPEC_TIMEOUT:-900}s)" >>"build/check/$2.log"
+        return 0
+      }
+      reap() {
+        local pid n
+        wait -n -p pid "${!spec_of[@]}"
+        n=${spec_of[$pid]}
+        tally "$n ($(( $(date +%s) - start_of[$pid] ))s)" "build/check/$n.log"
+        unset "spec_of[$pid]" "start_of[$pid]"
+      }
       for f in ${CSENG_SPECS:-spec/*_spec.lua}; do
+        while [ "${#spec_of[@]}" -ge "$jobs_max" ]; do reap; done
         n=$(basename "$f" .lua)
-        start=$(date +%s)
-        timeout --kill-after=15 "${SPEC_TIMEOUT:-900}" "$CSENG" test "$f" >"build/check/$n.log" 2>&1
-        rc=$?
-        [ $rc -eq 124 ] && echo "0 passed, 1 failed (timed out after ${SPEC_TIMEOUT:-900}s)" >>"build/check/$n.log"
-        tally "$n ($(( $(date +%s) - start ))s)" "build/check/$n.log"
-      done ;;
+        run_spec "$f" "$n" &
+        spec_of[$!]=$n
+        start_of[$!]=$(date +%s)
+      done
+      while [ "${#spec_of[@]}" -gt 0 ]; do reap; done ;;
     fuzz)
       [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null || continue
+      # each fuzzer is one process: as many at a time as there are cores (FUZZ_JOBS), each for
+      # the same FUZZ_SECONDS; tallied in name order once all have ended
+      jobs_max=${FUZZ_JOBS:-$(nproc)}
+      names=()
       for f in build/fuzz/*_fuzz; do
         [ -x "$f" ] || continue
         n=$(basename "$f" _fuzz)
+        names+=("$n")
         mkdir -p "build/fuzz/corpus-$n"
-        if "$f" -max_total_time="$FUZZ_SECONDS" "build/fuzz/corpus-$n" "fuzz/corpus/$n" >"build/check/fuzz-$n.log" 2>&1; then
-          echo "1 passed, 0 failed" >>"build/check/fuzz-$n.log"
-        else
-          echo "0 passed, 1 failed" >>"build/check/fuzz-$n.log"
-        fi
-        tally "fuzz/$n (${FUZZ_SECONDS}s)" "build/check/fuzz-$n.log"
-      done ;;
+        (
+          if "$f" -max_total_time="$FUZZ_SECONDS" "build/fuzz/corpus-$n" "fuzz/corpus/$n" >"build/check/fuzz-$n.log" 2>&1; then
+            echo "1 passed, 0 failed" >>"build/check/fuzz-$n.log"
+          else
+            echo "0 passed, 1 failed" >>"build/check/fuzz-$n.log"
+          fi
+        ) &
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+      done
+      wait
+      for n in "${names[@]}"; do tally "fuzz/$n (${FUZZ_SECONDS}s)" "build/check/fuzz-$n.log"; done ;;
   esac
 done
 if [ "$skipped" -gt 0 ]; then
