@@ -2,7 +2,8 @@
 # Runs every test suite, prints each suite's result line, and ends with the plain total
 # "N passed, N failed" (CI reads that last line). Suites: c (C unit tests), specs (busted
 # specs inside cseng, one process per spec file, each under SPEC_TIMEOUT seconds, CHECK_JOBS
-# files at a time), fuzz (short libFuzzer runs, FUZZ_JOBS at a time: default one per core).
+# files at a time), fuzz (short libFuzzer runs: beside the specs when CHECK_JOBS > 1, else
+# FUZZ_JOBS at a time, default one per core).
 # CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..." narrows the specs.
 # Logs: build/check/<suite>.log.
 set -u
@@ -29,6 +30,38 @@ tally() { # $1 = suite name, $2 = log file
     grep -E -A10 '^(Failure|Error) ->' "$2" | head -n 60 | sed 's/^/    /'
   fi
 }
+
+# The fuzzers: one process each, for FUZZ_SECONDS each, $1 at a time; each log ends with its
+# result line. Tallied by the fuzz suite, in name order.
+run_fuzzers() {
+  local f n
+  for f in build/fuzz/*_fuzz; do
+    [ -x "$f" ] || continue
+    n=$(basename "$f" _fuzz)
+    mkdir -p "build/fuzz/corpus-$n"
+    (
+      if "$f" -max_total_time="$FUZZ_SECONDS" "build/fuzz/corpus-$n" "fuzz/corpus/$n" >"build/check/fuzz-$n.log" 2>&1; then
+        echo "1 passed, 0 failed" >>"build/check/fuzz-$n.log"
+      else
+        echo "0 passed, 1 failed" >>"build/check/fuzz-$n.log"
+      fi
+    ) &
+    while [ "$(jobs -rp | wc -l)" -ge "$1" ]; do wait -n; done
+  done
+  wait
+}
+
+# With specs two or more at a time, the fuzzers run beside them, one at a time, from the start
+# (a fuzzer's verdict does not depend on the time it gets; the specs mostly wait); the fuzz
+# suite then waits for them. Otherwise they run in their turn, FUZZ_JOBS at a time.
+fuzz_lane=
+case " $SUITES " in
+  *" specs "*" fuzz "*)
+    if [ "${CHECK_JOBS:-1}" -gt 1 ] && [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null; then
+      run_fuzzers 1 &
+      fuzz_lane=$!
+    fi ;;
+esac
 
 for suite in $SUITES; do
   case $suite in
@@ -67,26 +100,12 @@ for suite in $SUITES; do
       while [ "${#spec_of[@]}" -gt 0 ]; do reap; done ;;
     fuzz)
       [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null || continue
-      # each fuzzer is one process: as many at a time as there are cores (FUZZ_JOBS), each for
-      # the same FUZZ_SECONDS; tallied in name order once all have ended
-      jobs_max=${FUZZ_JOBS:-$(nproc)}
-      names=()
+      if [ -n "$fuzz_lane" ]; then wait "$fuzz_lane"; else run_fuzzers "${FUZZ_JOBS:-$(nproc)}"; fi
       for f in build/fuzz/*_fuzz; do
         [ -x "$f" ] || continue
         n=$(basename "$f" _fuzz)
-        names+=("$n")
-        mkdir -p "build/fuzz/corpus-$n"
-        (
-          if "$f" -max_total_time="$FUZZ_SECONDS" "build/fuzz/corpus-$n" "fuzz/corpus/$n" >"build/check/fuzz-$n.log" 2>&1; then
-            echo "1 passed, 0 failed" >>"build/check/fuzz-$n.log"
-          else
-            echo "0 passed, 1 failed" >>"build/check/fuzz-$n.log"
-          fi
-        ) &
-        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-      done
-      wait
-      for n in "${names[@]}"; do tally "fuzz/$n (${FUZZ_SECONDS}s)" "build/check/fuzz-$n.log"; done ;;
+        tally "fuzz/$n (${FUZZ_SECONDS}s)" "build/check/fuzz-$n.log"
+      done ;;
   esac
 done
 if [ "$skipped" -gt 0 ]; then
