@@ -311,7 +311,10 @@ describe('interruptions', function()
 
   it('completes a run killed with SIGKILL halfway, with --resume, each task recorded once', function()
     local out = tmp .. '/killed.json'
-    local p = assert(proc.spawn { argv = { CSENG, 'run', 'plans/cold-gold.lua', '--concurrency', '1', '--output', out, '--quiet' }, cwd = ROOT })
+    -- the first 10 tasks (--resume takes the selection from the log); every task's gold run is above
+    local LIMIT = 10
+    local p = assert(proc.spawn { argv = { CSENG, 'run', 'plans/cold-gold.lua', '--concurrency', '1', '--task-limit', tostring(LIMIT),
+      '--output', out, '--quiet' }, cwd = ROOT })
     local jsonl = out:gsub('%.json$', '.jsonl')
     wait_for(jsonl, function(ev) return count(ev, 'trial') >= 4 end, 120)
     p:kill('KILL')
@@ -324,8 +327,11 @@ describe('interruptions', function()
     for _, e in ipairs(events) do
       if e.event == 'trial' then per_task[e.task_id] = (per_task[e.task_id] or 0) + 1 end
     end
-    local tasks = dataset.load(ROOT .. '/data/smoke.jsonl')
+    local tasks = { table.unpack(dataset.load(ROOT .. '/data/smoke.jsonl'), 1, LIMIT) }
     for _, t in ipairs(tasks) do assert.equal(1, per_task[t.id], t.id) end
+    local n = 0
+    for _ in pairs(per_task) do n = n + 1 end
+    assert.equal(#tasks, n) -- no task outside the selection
     assert.is_true(count(before, 'trial') < #tasks)
     assert.same({}, results.live_allocations(events))
     local summary = cjson.decode((assert(fs.read(out))))

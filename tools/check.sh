@@ -55,12 +55,13 @@ run_fuzzers() {
 # (a fuzzer's verdict does not depend on the time it gets; the specs mostly wait); the fuzz
 # suite then waits for them. Otherwise they run in their turn, FUZZ_JOBS at a time.
 fuzz_lane=
-case " $SUITES " in
-  *" specs "*" fuzz "*)
+case " $SUITES " in *" specs "*)
+  case " $SUITES " in *" fuzz "*)
     if [ "${CHECK_JOBS:-1}" -gt 1 ] && [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null; then
       run_fuzzers 1 &
       fuzz_lane=$!
     fi ;;
+  esac ;;
 esac
 
 for suite in $SUITES; do
