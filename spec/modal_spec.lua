@@ -373,7 +373,7 @@ describe('cseng run with --provider modal (fake)', function()
   -- no --retry-errors: on libcurl 8.14 (tools/apt-backports.sh) no call breaks under concurrency
   -- (7.88 lost HTTP/2 stream ends here: "Received HTTP/0.9"; issue 26)
   it('cold-gold: every bundled task passes with gold cold, the covering tasks (every kind of environment) warm; they score 0 with nop', function()
-    -- every task's warm and nop runs are the local provider's and docker's (spec/runner_spec.lua,
+    -- every task runs warm on local and docker and with nop on local (spec/runner_spec.lua,
     -- spec/docker_spec.lua); here, the tasks that cover every kind of environment the dataset has
     local ids = vendor.covering_tasks()
     local cover, n = table.concat(ids, ','), task_count()

@@ -81,8 +81,8 @@ end
 --- The fewest tasks of data/smoke.jsonl (greedy, in dataset order on ties) that together have
 --- every feature of V.recipe_features any task has: read from the recipes, never named, so a
 --- task added with a new kind of environment joins the set. The vendor specs run warm mode and
---- nop on these (every task runs cold with gold on every provider; every task's nop and warm
---- runs are the local provider's and docker's, spec/runner_spec.lua and spec/docker_spec.lua).
+--- nop on these (every task runs cold with gold on every provider; every task runs warm on local
+--- and docker, and with nop on local: spec/runner_spec.lua, spec/docker_spec.lua).
 --- Returns the ids in dataset order and the features covered.
 function V.covering_tasks()
   local tasks = require('cseng.workload.dataset').load(V.ROOT .. '/data/smoke.jsonl')
@@ -197,7 +197,7 @@ function V.runner(fake, provider, unset)
   --- Every bundled task of data/smoke.jsonl passes with gold cold; with 'warm' in modes, the
   --- covering tasks (V.covering_tasks: every kind of environment the dataset has) pass with gold
   --- warm; then the covering tasks fail with nop (reward 0, no error) cold. No sandbox is left
-  --- live after any run. Every task's warm and nop runs are the local provider's and docker's
+  --- live after any run. Every task runs warm on local and docker and with nop on local
   --- (spec/runner_spec.lua, spec/docker_spec.lua): what a vendor adds to those is its snapshot and
   --- its reporting, which the covering tasks exercise with every kind of environment. Returns the
   --- summaries by mode (and .nop).
