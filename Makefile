@@ -154,8 +154,8 @@ conformance: cseng $(SDKS)
 # start, those specs are reported as skipped, with the reason in build/docker/unavailable.
 # The last line printed is the total (`N passed, N failed`): docker-down's note goes to
 # build/docker/down.log.
-# CHECK_JOBS spec files run at a time (default 2: most of a spec's time is waiting on its
-# fakes, sandboxes and child processes, and two fit two cores; CHECK_JOBS=1 runs one at a time).
+# CHECK_JOBS spec files run at a time (default 2: one at a time left this 2-core machine about
+# half idle, two keep it 88-98% busy; CHECK_JOBS=1 runs one at a time).
 check: deps deps-test deps-slurm
 	@$(MAKE) --no-print-directory -j$$(nproc) all $(C_TESTS) $(FUZZERS) build/bench/fake_provider
 	@$(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"

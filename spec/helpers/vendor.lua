@@ -60,10 +60,10 @@ function V.smoke_count()
   return n
 end
 
---- What a task's environment asks of a provider's build, as distinct features: each Dockerfile
---- instruction kind of its recipe (COPY and ADD with their --chown/--chmod flags apart), the final
---- WORKDIR and USER, and more than one RUN step.
-function V.recipe_features(t)
+-- What a task's environment asks of a provider's build, as distinct features: each Dockerfile
+-- instruction kind of its recipe (COPY and ADD with their --chown/--chmod flags apart), the final
+-- WORKDIR and USER, and more than one RUN step.
+local function recipe_features(t)
   local f = {}
   for _, s in ipairs(t.recipe.steps or {}) do
     local k = s.op
@@ -79,19 +79,18 @@ function V.recipe_features(t)
 end
 
 --- The fewest tasks of data/smoke.jsonl (greedy, in dataset order on ties) that together have
---- every feature of V.recipe_features any task has: read from the recipes, never named, so a
+--- every feature of recipe_features any task has: read from the recipes, never named, so a
 --- task added with a new kind of environment joins the set. The vendor specs run warm mode and
 --- nop on these (every task runs cold with gold on every provider; every task runs warm on local
 --- and docker, and with nop on local: spec/runner_spec.lua, spec/docker_spec.lua).
---- Returns the ids in dataset order and the features covered.
+--- Returns their ids in dataset order.
 function V.covering_tasks()
   local tasks = require('cseng.workload.dataset').load(V.ROOT .. '/data/smoke.jsonl')
   local feats, missing = {}, {}
   for i, t in ipairs(tasks) do
-    feats[i] = V.recipe_features(t)
+    feats[i] = recipe_features(t)
     for k in pairs(feats[i]) do missing[k] = true end
   end
-  local all = util.copy(missing)
   local chosen = {}
   while next(missing) do
     local best, gain = nil, 0
@@ -105,7 +104,7 @@ function V.covering_tasks()
   end
   local ids = {}
   for i, t in ipairs(tasks) do if chosen[i] then ids[#ids + 1] = t.id end end
-  return ids, all
+  return ids
 end
 
 --- Start Prism proxies concurrently, one per {spec file, upstream URL}; returns them in order.
@@ -204,12 +203,13 @@ function V.runner(fake, provider, unset)
   function h.check_all_tasks(modes)
     local total, out = V.smoke_count(), {}
     local cover = V.covering_tasks()
+    local cover_arg = table.concat(cover, ',')
     for _, mode in ipairs(modes or { 'cold' }) do
       local args = { '--env-file', h.env_file(), '--mode', mode }
       local n = total
       if mode ~= 'cold' then
         args[#args + 1] = '--tasks'
-        args[#args + 1] = table.concat(cover, ',')
+        args[#args + 1] = cover_arg
         n = #cover
       end
       local r, summary = h.run(args)
@@ -225,7 +225,7 @@ function V.runner(fake, provider, unset)
       assert.equal(0, h.f.stats().live, mode)
       out[mode] = summary
     end
-    local r, summary = h.run { '--env-file', h.env_file(), '--solver', 'nop', '--tasks', table.concat(cover, ',') }
+    local r, summary = h.run { '--env-file', h.env_file(), '--solver', 'nop', '--tasks', cover_arg }
     assert.equal(0, r.code, r.stderr)
     assert.equal(#cover, #summary.results)
     assert.equal(0, summary.passed, jsonl.encode(summary))
