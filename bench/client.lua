@@ -10,14 +10,17 @@
 ---
 --- lifecycle: `concurrency` tasks each run lifecycles back to back until the window closes; their
 --- starts are spread evenly over one nominal lifecycle so the waves of responses do not all land
---- in the same millisecond. Each call is timed with clock.now() around the request and its JSON
---- decoding (what a runner reports as the phase time). Lifecycles that start after the warm-up
---- are sampled; throughput counts lifecycles completed inside the window.
+--- in the same millisecond. Each call is timed as a runner times a phase: from clock.now() before
+--- the request to clock.answered() after its JSON decoding, which is when the answer arrived (the
+--- kernel's receive stamp on the native HTTP/1.1 path), not when this loop got round to it.
+--- Lifecycles that start after the warm-up are sampled; throughput counts lifecycles completed
+--- inside the window.
 --- raw: `concurrency` tasks GET /zero back to back; the rate counts responses inside the window.
 ---
 --- F receives one JSON object: samples (nanoseconds: measured and the fake's X-Fake-Held-Ns per
---- call; way_there, way_back, resume: the error's three parts for one sampled lifecycle in four,
---- from the X-Fake-Hold-From the fake adds when asked with X-Fake-Stamp),
+--- call; way_there, way_back: the error's two parts, and resume: the wait for this loop after the
+--- answer arrived (not in the measurement), for one sampled lifecycle in four, from the
+--- X-Fake-Hold-From the fake adds when asked with X-Fake-Stamp),
 --- counts, the CPU time used inside the window and the peak RSS (sys.usage()).
 local http = require 'cseng.http'
 local task = require 'cseng.task'
@@ -26,6 +29,8 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
+-- a build from before clock.answered (bench/probe.lua --exe compares builds): its clock.now()
+local answered = clock.answered or clock.now
 local flags = require 'cseng.lib.flags'
 
 local opts, perr = flags.parse(arg, {
@@ -115,17 +120,17 @@ end
 -- Where one call's error went, from the fake's X-Fake-Hold-From (clock.now() ns on the same
 -- machine; the answer left at Hold-From + Held-Ns): the way there (from the call to the fake
 -- having the whole request: the engine, the write, the kernel, the fake's wake-up and parse; with
--- the Lua fake's --hold-from handler also its dispatcher), the way back (from the answer to the engine
--- having the whole response: the kernel, this loop's wake-up, the read and parse) and the
--- resume (from there to the task's clock.now() after the JSON decoding: the ready queue and the
--- decoding). The engine's end is the call's start plus its timings.total (whole microseconds).
-local function split(res, held, t0, t1)
+-- the Lua fake's --hold-from handler also its dispatcher) and the way back (from the answer to the
+-- end of the measurement, clock.answered(): the kernel's delivery to the socket; on a path without
+-- the kernel's stamp also this loop's wake-up, the read and parse). And, outside the measurement,
+-- the resume: from the answer's arrival to the task's clock.now() after the JSON decoding (the
+-- answer's wait in the socket for this loop, the ready queue and the decoding).
+local function split(res, held, t0, t1, t_run)
   local recv = math.tointeger(tonumber(res.headers['x-fake-hold-from']))
   if not (recv and held) then return end
-  local done = t0 + math.floor(res.timings.total * 1e9 + 0.5)
   add(parts, recv - t0)
-  add(parts, done - (recv + held))
-  add(parts, t1 - done)
+  add(parts, t1 - (recv + held))
+  add(parts, t_run - t1)
 end
 
 -- One API call as the seed makes it: the status checked, the JSON decoded. stamped: the request
@@ -135,13 +140,13 @@ local function call(method, path, body, ok_status, stamped)
   local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body, timeout = 90 }
   local data
   if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
-  local t1 = clock.now()
+  local t1, t_run = answered(t0), clock.now()
   total = total + 1
-  if t1 >= t_warm and t1 <= t_end then requests = requests + 1 end
+  if t_run >= t_warm and t_run <= t_end then requests = requests + 1 end
   if not res then return nil, tostring(err) .. ' (' .. tostring(code) .. ')' end
   if res.status ~= ok_status then return nil, method .. ' ' .. path .. ': HTTP ' .. res.status end
   local held = math.tointeger(tonumber(res.headers['x-fake-held-ns']))
-  if stamped then split(res, held, t0, t1) end
+  if stamped then split(res, held, t0, t1, t_run) end
   return data or true, t1 - t0, held
 end
 

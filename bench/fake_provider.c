@@ -8,12 +8,15 @@
  * fake's answers.
  *
  *   build/bench/fake_provider [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20]
- *                             [--delete-ms 10] [--max-seconds 3600] [--hold-from received]
+ *                             [--delete-ms 10] [--max-seconds 3600] [--hold-from received|parsed]
  *                             [--release exact|tick]
  *
  * One libuv loop, Debian's http-parser, jansson for the JSON it reads. A request is held from
- * the moment its last byte was parsed until CLOCK_MONOTONIC (uv_hrtime, cseng's clock.now) has
- * passed the nominal latency, never less; X-Fake-Held-Ns says how long it was held, and, to a
+ * the moment its last bytes arrived (the kernel's receive stamp of the read that completed it:
+ * SO_TIMESTAMPNS, read with recvmsg; --hold-from parsed: from when this loop parsed them, as
+ * before) until CLOCK_MONOTONIC (uv_hrtime, cseng's clock.now) has passed the nominal latency,
+ * never less: a provider's latency includes its own queue, so a request that waited in this
+ * process's socket while its loop was busy is not held longer for it; X-Fake-Held-Ns says how long it was held, and, to a
  * request that carries X-Fake-Stamp, X-Fake-Hold-From from when (CLOCK_MONOTONIC ns: the
  * client's clock.now on the same machine; the answer was made at Hold-From + Held-Ns, so
  * bench/client.lua can split its error into the way there, the way back and its own resume; on
@@ -31,7 +34,9 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -70,6 +75,7 @@ typedef struct conn {
   int route;      /* what the held request is, once held */
   uint64_t seq;   /* the sandbox it names (exec, delete) or gets (create) */
   uint64_t t0;    /* the hold's start */
+  uint64_t rx;    /* the kernel's receive stamp of the read being parsed (0: none) */
   uint64_t until; /* the hold's end */
   size_t hix;     /* its place in the release heap + 1 (0: not in it) */
   char *answer;   /* create: the template's JSON; exec: the stdout */
@@ -79,7 +85,12 @@ typedef struct conn {
 static struct {
   uint64_t create, exec, del;
 } NOMINAL = {50000000, 20000000, 10000000};
-static int hold_from_handler;
+static int hold_from_handler, hold_from_parsed;
+static struct { /* what on_alloc read, for on_read */
+  conn *c;
+  ssize_t n;
+  uint64_t at;
+} got;
 static http_parser_settings settings;
 static char rbuf[65536];
 static unsigned char *live;
@@ -411,7 +422,8 @@ static void route(conn *c) {
   const char *q = memchr(u, '?', n);
   int method = c->parser.method;
   plen = q ? (size_t)(q - u) : n;
-  c->t0 = uv_hrtime();
+  c->t0 = c->rx && !hold_from_parsed ? c->rx : uv_hrtime();
+  c->rx = 0; /* a pipelined request parsed later is held from then */
   if (plen == 5 && memcmp(u, "/zero", 5) == 0) {
     st.zero++;
     respond(c, 200, "{\"ok\":true}", 0);
@@ -506,10 +518,53 @@ static void conn_close(conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+/* The kernel's receive stamp in what recvmsg returned, on uv_hrtime's clock; 0: none, or not
+ * credible (CLOCK_REALTIME: a clock step could put it in the future). */
+static uint64_t rx_time(struct msghdr *m) {
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm))
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPNS) {
+      struct timespec ts, r, mo;
+      int64_t at;
+      uint64_t now = uv_hrtime();
+      memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+      clock_gettime(CLOCK_REALTIME, &r);
+      clock_gettime(CLOCK_MONOTONIC, &mo);
+      at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec -
+           (((int64_t)r.tv_sec - (int64_t)mo.tv_sec) * 1000000000 + (r.tv_nsec - mo.tv_nsec));
+      return at > 0 && (uint64_t)at <= now ? (uint64_t)at : 0;
+    }
+  return 0;
+}
+
+/* The socket is readable: read it here with recvmsg (for the receive stamp) and give libuv no
+ * buffer, so libuv reads nothing and calls on_read with UV_ENOBUFS, which handles what was read
+ * (not here: closing the stream inside this callback would leave libuv calling a read callback
+ * it had cleared). The same as engine/h1.c. */
 static void on_alloc(uv_handle_t *h, size_t s, uv_buf_t *b) {
-  (void)h;
+  conn *c = h->data;
+  union {
+    char b[CMSG_SPACE(sizeof(struct timespec))];
+    struct cmsghdr align;
+  } ctl;
+  struct iovec v = {rbuf, sizeof rbuf};
+  struct msghdr m;
+  uv_os_fd_t fd;
+  ssize_t n;
   (void)s;
-  *b = uv_buf_init(rbuf, sizeof rbuf);
+  b->base = NULL;
+  b->len = 0;
+  if (c->closing || uv_fileno(h, &fd) != 0) return;
+  memset(&m, 0, sizeof m);
+  m.msg_iov = &v;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl.b;
+  m.msg_controllen = sizeof ctl.b;
+  do n = recvmsg(fd, &m, MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  got.c = c;
+  got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
+  got.at = n > 0 ? rx_time(&m) : 0;
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
@@ -559,9 +614,15 @@ static void feed(conn *c, const char *data, size_t n) {
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
-  conn *c = s->data;
+  conn *c = got.c;
+  (void)b;
+  if (!c || c != s->data) return; /* UV_ENOBUFS with nothing read (see on_alloc) */
+  got.c = NULL;
+  n = got.n;
   if (n > 0) {
-    feed(c, b->base, (size_t)n);
+    c->rx = got.at;
+    feed(c, rbuf, (size_t)n);
+    c->rx = 0;
     return;
   }
   if (n == 0) return;
@@ -669,6 +730,11 @@ static void on_connection(uv_stream_t *ls, int status) {
   conns = c;
   st.connections++;
   uv_tcp_nodelay(&c->tcp, 1);
+  { /* the kernel stamps what arrives: the hold starts there (see on_alloc) */
+    uv_os_fd_t fd;
+    int one = 1;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+  }
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   read_on(c);
@@ -685,7 +751,7 @@ static void on_deadline(uv_timer_t *t) { uv_stop(t->loop); }
 
 static int usage(const char *msg) {
   fprintf(stderr, "fake_provider: %s\nusage: fake_provider [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20] "
-                  "[--delete-ms 10] [--max-seconds 3600] [--hold-from received|handler] [--release exact|tick]\n", msg);
+                  "[--delete-ms 10] [--max-seconds 3600] [--hold-from received|parsed|handler] [--release exact|tick]\n", msg);
   return 2;
 }
 
@@ -720,8 +786,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(f, "--max-seconds")) {
       if (number(f, v, &max_s)) return 2;
     } else if (!strcmp(f, "--hold-from")) {
-      if (!v || (strcmp(v, "received") && strcmp(v, "handler"))) return usage("--hold-from: received or handler");
-      hold_from_handler = !strcmp(v, "handler"); /* the same here: the handler runs as the request is parsed */
+      if (!v || (strcmp(v, "received") && strcmp(v, "parsed") && strcmp(v, "handler")))
+        return usage("--hold-from: received, parsed or handler");
+      /* handler: the Lua fake's flag; here the handler runs as the request is parsed */
+      hold_from_handler = !strcmp(v, "handler");
+      hold_from_parsed = hold_from_handler || !strcmp(v, "parsed");
     } else if (!strcmp(f, "--release")) {
       if (!v || (strcmp(v, "exact") && strcmp(v, "tick"))) return usage("--release: exact or tick");
       release_tick = !strcmp(v, "tick");

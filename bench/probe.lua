@@ -155,7 +155,7 @@ for rep = 1, REPS do
     if r then
       b.runs[#b.runs + 1] = r
       io.stderr:write(string.format('probe: %-8s c=%d rep %d: %.1f%% of ideal, p99 %.2f ms ' ..
-        '(parts\' p99: there %.2f, back %.2f, resume %.2f), CPU %.1f us/req (fake %.1f), failures %d%s\n',
+        '(parts\' p99: there %.2f, back %.2f, loop wait %.2f), CPU %.1f us/req (fake %.1f), failures %d%s\n',
         b.label, C, rep, r.share * 100, r.p99 or -1, r.there_p99 or -1, r.back_p99 or -1, r.resume_p99 or -1, r.cpu_us or -1,
         r.fake_us or -1, r.failures, r.first_error and (' (' .. r.first_error .. ')') or ''))
     else
@@ -182,11 +182,12 @@ local function med(runs, k, f)
   for _, r in ipairs(runs) do if r[k] then v[#v + 1] = r[k] * (f or 1) end end
   if #v == 0 then return '–' end
   table.sort(v)
-  return string.format('%.1f (%.1f–%.1f)', stats.quantile_sorted(v, 0.5), v[1], v[#v])
+  local fmt = v[#v] < 1 and '%.3f (%.3f–%.3f)' or '%.1f (%.1f–%.1f)' -- sub-millisecond errors keep their digits
+  return string.format(fmt, stats.quantile_sorted(v, 0.5), v[1], v[#v])
 end
 local summary = {}
 for _, b in ipairs(builds) do
-  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s (there %s, back %s, resume %s)  CPU us/req %s  fake CPU us/req %s  (%d runs)',
+  print(string.format('%-8s c=%d  ideal %% %s  p99 ms %s (there %s, back %s; loop wait %s)  CPU us/req %s  fake CPU us/req %s  (%d runs)',
     b.label, C, med(b.runs, 'share', 100), med(b.runs, 'p99'), med(b.runs, 'there_p99'), med(b.runs, 'back_p99'),
     med(b.runs, 'resume_p99'), med(b.runs, 'cpu_us'), med(b.runs, 'fake_us'), #b.runs))
   summary[#summary + 1] = { label = b.label, exe = b.exe, libdir = b.libdir, concurrency = C, runs = jsonl.array(b.runs) }

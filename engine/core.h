@@ -59,6 +59,13 @@ int cs_yield(lua_State *L, cs_op *op);
 /* From C callbacks: op's results are ready; its task will be resumed. */
 void cs_op_ready(cs_op *op);
 
+/* The running task was woken by an answer that arrived at `at` (uv_hrtime ns): a binding's push
+ * says so (lhttp.c, for a whole HTTP response). Until the task waits again,
+ * cs_task_answered_at() returns it: clock.answered() ends a timing there rather than when the
+ * loop got round to the task. */
+void cs_task_answered(uint64_t at);
+uint64_t cs_task_answered_at(void); /* 0: the running task's latest wake-up was not an answer */
+
 /* Raise the cancellation error object. */
 int cs_raise_cancelled(lua_State *L);
 

@@ -70,6 +70,7 @@ struct h1_call {
   unsigned status, major, minor;
   int new_conn;                                /* this call opened its connection */
   uint64_t t0, t_dns, t_connect, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
+  uint64_t t_end;  /* uv_hrtime when the response's last bytes arrived (the kernel's stamp), or the call ended */
   size_t received;                             /* response bytes read */
   const char *parse_error;
   int phase;                                   /* how far the response got: 0 the status line, 1 headers, 2 body */

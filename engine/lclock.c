@@ -1,6 +1,12 @@
 /*
  * lclock.c: time. Module cseng.clock.
  *   clock.now()   monotonic nanoseconds (integer; uv_hrtime, CLOCK_MONOTONIC)
+ *   clock.answered([since])  where a timing of a call ends: when the answer that last woke the
+ *                 running task arrived (an HTTP response's last bytes; on the native HTTP/1.1
+ *                 path the kernel's receive stamp), if the task has not waited for anything
+ *                 since and it is not before `since`; otherwise clock.now(). The time the
+ *                 answer then waited for this process's loop, and the decoding after it, are
+ *                 the tool's own, not the provider's.
  *   clock.wall()  ISO-8601 UTC wall time with microseconds, e.g. 2026-11-29T07:35:04.123456Z
  *   clock.epoch() wall time as float seconds since 1970
  */
@@ -11,6 +17,13 @@
 
 static int clock_now(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)uv_hrtime());
+  return 1;
+}
+
+static int clock_answered(lua_State *L) {
+  uint64_t at = cs_task_answered_at(), now = uv_hrtime();
+  lua_Integer since = luaL_optinteger(L, 1, 0);
+  lua_pushinteger(L, (lua_Integer)(at && at <= now && (lua_Integer)at >= since ? at : now));
   return 1;
 }
 
@@ -40,7 +53,7 @@ static int clock_epoch(lua_State *L) {
 
 int luaopen_cseng_clock(lua_State *L) {
   static const luaL_Reg funcs[] = {
-      {"now", clock_now}, {"wall", clock_wall}, {"epoch", clock_epoch}, {NULL, NULL}};
+      {"now", clock_now}, {"answered", clock_answered}, {"wall", clock_wall}, {"epoch", clock_epoch}, {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -111,6 +111,8 @@ typedef struct req {
   long http_version;
   long new_conns; /* connections this transfer opened (CURLINFO_NUM_CONNECTS): 0 = reused one */
   curl_off_t t_dns, t_connect, t_tls, t_ttfb, t_total;
+  uint64_t t_start, t_end; /* uv_hrtime: the request started; its response arrived (native: the kernel's
+                            * stamp, h1.c) or libcurl reported it done */
   char errbuf[CURL_ERROR_SIZE];
   char *url;      /* urlb.p */
   buf urlb;
@@ -528,6 +530,7 @@ static void check_done(pool *pl) {
     curl_easy_getinfo(r->easy, CURLINFO_APPCONNECT_TIME_T, &r->t_tls);
     curl_easy_getinfo(r->easy, CURLINFO_STARTTRANSFER_TIME_T, &r->t_ttfb);
     curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &r->t_total);
+    r->t_end = uv_hrtime();
     r->os_errno = (int)oserr;
     r->done = 1;
     H.completed++;
@@ -854,12 +857,19 @@ static int push_done(lua_State *L, req *r) {
                     : r->http_version == CURL_HTTP_VERSION_1_0 ? "1.0"
                                                                : "1.1");
   lua_setfield(L, -2, "http_version");
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 7);
   set_time(L, "dns", r->t_dns);
   set_time(L, "connect", r->t_connect);
   set_time(L, "tls", r->t_tls);
   set_time(L, "ttfb", r->t_ttfb);
   set_time(L, "total", r->t_total);
+  if (r->t_start && r->t_end >= r->t_start) {
+    lua_pushinteger(L, (lua_Integer)r->t_start);
+    lua_setfield(L, -2, "started_at");
+    lua_pushinteger(L, (lua_Integer)r->t_end);
+    lua_setfield(L, -2, "answered_at");
+    cs_task_answered(r->t_end); /* clock.answered(): this task was woken by this answer */
+  }
   lua_setfield(L, -2, "timings");
   req_free(r);
   return 1;
@@ -1000,6 +1010,8 @@ static void native_done(h1_call *c, int err, int os_errno) {
   r->t_connect = (curl_off_t)(c->t_connect / 1000);
   r->t_ttfb = (curl_off_t)(c->t_ttfb / 1000);
   r->t_total = (curl_off_t)(c->t_total / 1000);
+  r->t_start = c->t0;
+  r->t_end = c->t_end;
   r->head_done = c->status != 0;
   switch (err) {
     case H1_OK: break;
@@ -1341,6 +1353,7 @@ static int http_request(lua_State *L) {
 
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hset->list);
   lua_settop(L, 1);
+  r->t_start = uv_hrtime();
 
   if (wait_on) { /* queued until the origin's first connection speaks HTTP/2 (h2origin) */
     r->waiting = wait_on;

@@ -40,6 +40,8 @@ struct cs_task {
   int strict;    /* depth of task.guard calls: inside, the cancellation stays raised */
   lua_Integer id;
   cs_op *op;
+  uint64_t wakes;       /* times it was resumed */
+  uint64_t answered_at, answered_wake; /* cs_task_answered: when, and at which wake-up */
   cs_task *rnext;       /* ready queue */
   cs_task *prev, *next; /* live list */
   joinwait *joiners;
@@ -209,6 +211,17 @@ cs_task *cs_task_current(lua_State *L) {
   return t;
 }
 
+void cs_task_answered(uint64_t at) {
+  if (!S.current) return;
+  S.current->answered_at = at;
+  S.current->answered_wake = S.current->wakes;
+}
+
+uint64_t cs_task_answered_at(void) {
+  cs_task *t = S.current;
+  return t && t->answered_at && t->answered_wake == t->wakes ? t->answered_at : 0;
+}
+
 cs_task *cs_task_running(lua_State *L) {
   cs_task *t = task_of(L);
   if (t == NULL || t != S.current || t->co != L || !lua_isyieldable(L)) return NULL;
@@ -294,6 +307,7 @@ static void task_step(cs_task *t) {
   int nres = 0, nargs = t->nargs, st;
   t->nargs = 0;
   t->state = T_RUNNING;
+  t->wakes++;
   S.current = t;
   if (sig_count > S.sigseen) process_signal(); /* before any task runs Lua again */
   arm_hook(co, t);

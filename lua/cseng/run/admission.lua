@@ -63,7 +63,8 @@ local controllers = setmetatable({}, { __mode = 'k' }) -- per session: key -> co
 --- A controller for key. o: bound (creates in flight at most), creates_per_minute, adaptive
 --- (default true), event = fn(fields) (the run log), start (the first limit; default the bound:
 --- a healthy provider sees the run exactly as without admission until it throttles), now (the
---- clock, ns; default cseng.clock.now: a spec feeds its own), latency = false (no gradient) or
+--- clock, ns; default cseng.clock.now: a spec feeds its own; a create's end is clock.answered,
+--- the arrival of its last answer, unless a spec's own clock is given), latency = false (no gradient) or
 --- {window, long, tolerance, baseline_q} (admission.LATENCY's fields).
 ---@return table
 function admission.new(key, o)
@@ -72,7 +73,7 @@ function admission.new(key, o)
   if lat ~= false then lat = util.merge(admission.LATENCY, type(lat) == 'table' and lat or nil) end
   local c = setmetatable({
     key = key, bound = bound, adaptive = o.adaptive ~= false, event = o.event or function() end,
-    now = o.now or clock.now, lat = lat or nil, long = {}, nlong = 0, short = {},
+    now = o.now or clock.now, answered = o.now or clock.answered, lat = lat or nil, long = {}, nlong = 0, short = {},
     waits = 0, wait_ns = 0,
     limit = o.adaptive == false and bound or math.max(1, math.min(bound, math.tointeger(o.start) or bound)),
     in_flight = 0, waiting = 0, signals = 0, gate = task.semaphore(0),
@@ -285,7 +286,7 @@ function Ctl:create(p, spec, times, budget_s)
     local held <close> = self:hold() -- released on every path (a cancelled create too)
     times.create_start = self.now()
     local cok, sb, err, code, res = pcall(p.adapter.create, p.client, spec)
-    times.create_end = self.now()
+    times.create_end = self.answered(times.create_start)
     held:release()
     local kind = cok and not sb and admission.THROTTLE[code]
     if not kind then
@@ -401,7 +402,7 @@ function admission.create(s, p, spec, times)
   if not c then
     times.create_start = clock.now()
     local cok, sb, err, code = pcall(p.adapter.create, p.client, spec)
-    times.create_end = clock.now()
+    times.create_end = clock.answered(times.create_start) -- its last answer's arrival (lclock.c)
     return cok, sb, err, code
   end
   return c:create(p, spec, times, s.opts.timeout_seconds)

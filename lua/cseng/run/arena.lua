@@ -10,8 +10,10 @@
 ---     (`round` events, and `position` in every trial) and are identical for the same seed.
 ---   * Warmups are recorded (warmup=true) and excluded from statistics. No measurement is ever
 ---     retried: a failure is a measured outcome (ok=false, error, error_stage, error_code).
----   * ready_ms = create_ms + first_exec_ms, both taken with the monotonic clock around the
----     adapter calls only: the engine's own bookkeeping (the fsynced allocation record) falls
+---   * ready_ms = create_ms + first_exec_ms, each taken with the monotonic clock from the adapter
+---     call to the arrival of its last answer (clock.answered: on the native HTTP/1.1 path the
+---     kernel's receive stamp, so the time an answer waits for this process's loop is not charged
+---     to the provider): the engine's own bookkeeping (the fsynced allocation record) falls
 ---     between them and is recorded apart (record_ms), not charged to the provider.
 ---   * The allocation record is appended and fsynced the moment a sandbox id exists; cleanup is
 ---     tried 3 times with back-off (the session's ledger, lua/cseng/run/session.lua: the arena reads its
@@ -41,7 +43,8 @@ arena.DEFAULT_SAMPLES = 300
 arena.DEFAULT_WARMUPS = 3
 arena.METHOD = 'lockstep rounds, one live sandbox per provider, providers in parallel; seeded shuffled ' ..
   'provider order per round (stats.rng xorshift64*); warmups recorded, excluded from statistics; no ' ..
-  'measurement retries; ready_ms = create_ms + first_exec_ms (monotonic clock around the adapter calls)'
+  'measurement retries; ready_ms = create_ms + first_exec_ms (monotonic clock from each adapter call to ' ..
+  'the arrival of its last answer)'
 
 --- Printed by the environment probe, one key=value per line (parsed by arena.parse_environment).
 arena.ENV_PROBE = table.concat({
@@ -287,7 +290,7 @@ local function trial(run, p, phase, round, position, order, ctx)
     state.stage = 'first_exec'
     local t1 = clock.now()
     local res, eerr, ecode = p.adapter.exec(p.client, sb, opts.command, { timeout = opts.exec_timeout_seconds })
-    local t2 = clock.now()
+    local t2 = clock.answered(t1)
     state.windows[2] = { t1, t2 }
     rec.first_exec_ms = ms(t2 - t1)
     rec.ready_ms = rec.create_ms + rec.first_exec_ms

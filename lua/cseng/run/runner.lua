@@ -115,7 +115,7 @@ local function trial_body(run, t, rec, state)
     if run.frame then run.frame:emit('phase', { task_id = t.id, phase = name }) end
     local s = clock.now()
     local ok, err = pcall(fn)
-    phases[name .. '_seconds'] = ns_to_s(clock.now() - s)
+    phases[name .. '_seconds'] = ns_to_s(clock.answered(s) - s)
     -- a cancellation (trial timeout, Ctrl-C) is delivered once: a cleanup's pcall inside the
     -- phase may have swallowed it, so the phase boundary checks the task's own flag
     if ok and task.cancelled() then ok, err = false, errors.new(errors.ECANCELED, 'task cancelled') end

@@ -169,6 +169,7 @@ end
 ---@field id string
 ---@field provider Provider
 ---@field times table clock.now() marks: queued, create_start, create_end, recorded, destroy_start, destroy_end
+--- (create_end and destroy_end are clock.answered(): when the provider's last answer arrived)
 ---@field result table|nil after close: {ok, attempts, error, code}
 local Lease = {}
 Lease.__index = Lease
@@ -428,7 +429,7 @@ function Lease:close()
   self.result = { ok = false, attempts = 0 } -- a re-entrant close (Ctrl-C inside) sees a result
   self.times.destroy_start = clock.now()
   local ok, attempts, msg, code = s:destroy(p, self.sb)
-  self.times.destroy_end = clock.now()
+  self.times.destroy_end = clock.answered(self.times.destroy_start)
   if p.queue and not self.adopted then p.queue:release() end
   self.result = { ok = ok, attempts = attempts, error = msg, code = code }
   if ok then
