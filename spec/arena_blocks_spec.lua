@@ -7,6 +7,8 @@ local arena = require 'cseng.run.arena'
 local results = require 'cseng.results.log'
 local stats = require 'cseng.lib.stats'
 local fs = require 'cseng.fs'
+local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+teardown(H.remove_tempdirs)
 local sys = require 'cseng.sys'
 
 local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('lizard')
@@ -21,7 +23,7 @@ local started = {}
 teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
 
 local function run_arena(opts)
-  local dir = assert(fs.tempdir('arena-blocks-'))
+  local dir = H.tempdir('arena-blocks-')
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
   local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })

@@ -5,6 +5,8 @@ local arena = require 'cseng.run.arena'
 local results = require 'cseng.results.log'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
+local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+teardown(H.remove_tempdirs)
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
@@ -20,7 +22,7 @@ local started = {}
 teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
 
 local function run_arena(opts)
-  local dir = assert(fs.tempdir('arena-modes-'))
+  local dir = H.tempdir('arena-modes-')
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
   local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
@@ -163,7 +165,7 @@ end)
 describe('startup report: mode and computesdk sections on fixed data', function()
   local md
   setup(function()
-    local dir = assert(fs.tempdir('arena-craft-'))
+    local dir = H.tempdir('arena-craft-')
     local lines = {}
     local function ev(t) t.run_id = 'craft'; t.time = '2026-12-01T00:00:00Z'; lines[#lines + 1] = cjson.encode(t) end
     ev { event = 'run_started', kind = 'startup', providers = { 'p' }, seed = 1, samples = 44, warmups = 0,

@@ -9,6 +9,8 @@ local task = require 'cseng.task'
 local http = require 'cseng.http'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
+local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+teardown(H.remove_tempdirs)
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
@@ -38,7 +40,7 @@ end
 -- Run the arena in-process; returns status, events (by kind too), stderr text, and what
 -- arena.run returned after the status.
 local function run_arena(opts)
-  local dir = assert(fs.tempdir('arena-spec-'))
+  local dir = H.tempdir('arena-spec-')
   opts.output = opts.output or dir
   opts.quiet = true
   opts.cleanup_backoff = opts.cleanup_backoff or { 0.01, 0.02 }
@@ -258,7 +260,7 @@ end)
 describe('arena: a failure is a measured outcome', function()
   it('is recorded, not retried, and the run goes on', function()
     local fakes, config = start_fakes { a = {}, b = { create_status = function(n) return n == 3 and 503 end } }
-    local dir = assert(fs.tempdir('arena-report-'))
+    local dir = H.tempdir('arena-report-')
     local status, _, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
       samples = 4, warmups = 1, seed = 3, report = dir .. '/custom.md' }
     assert.equal(0, status)
@@ -316,7 +318,7 @@ describe('arena: stop rules', function()
     assert.equal(1, #by.cleanup_failed)
     assert_counts(fakes.lizard, { creates = 1, deletes = 3, live = 1 })
     fakes.lizard.set { delete_status = false }
-    local dir = assert(fs.tempdir('arena-cleanup-'))
+    local dir = H.tempdir('arena-cleanup-')
     local c = config.lizard
     assert(fs.write(dir .. '/env', string.format('LIZARD_API_URL=%s\nLIZARD_API_KEY=%s\nLIZARD_PROJECT_ID=%s\n',
       c.api_url, c.api_key, c.project_id)))
@@ -462,7 +464,7 @@ end)
 describe('arena: Ctrl-C', function()
   it('stops allocating, destroys the live sandbox, writes its records, exits 130', function()
     local fakes, config = start_fakes { a = { latency = { exec = 0.2 } } }
-    local dir = assert(fs.tempdir('arena-int-'))
+    local dir = H.tempdir('arena-int-')
     local c = config.a
     local plan_file = dir .. '/plan.lua'
     assert(fs.write(plan_file, string.format([[
@@ -581,7 +583,7 @@ describe('cseng report', function()
   end)
 
   it('renders a log through the startup template, the same every time', function()
-    local dir = assert(fs.tempdir('report-spec-'))
+    local dir = H.tempdir('report-spec-')
     assert.equal(0, report.run({ last.jsonl, '--template', 'lua/reports/startup.lua', '-o', dir .. '/one.md' }))
     assert.equal(0, report.run({ last.jsonl, '--template', 'startup', '-o', dir .. '/two.md' }))
     local one, two = assert(fs.read(dir .. '/one.md')), assert(fs.read(dir .. '/two.md'))
@@ -603,7 +605,7 @@ describe('cseng report', function()
     assert.equal(12, #data.startup_trials)
     assert.equal(0, #data.trials)
     assert.is_table(data.by_provider.by)
-    local dir = assert(fs.tempdir('report-tpl-'))
+    local dir = H.tempdir('report-tpl-')
     assert(fs.write(dir .. '/t.lua', [[
 return function(data, h)
   return h.table({ 'run', 'trials' }, { { data.runs[1].id, #data.startup_trials } })

@@ -8,6 +8,8 @@
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
+local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+teardown(H.remove_tempdirs)
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
@@ -35,7 +37,7 @@ describe('daytona conformance against the vendor specs (Prism)', function()
     if why then return end
     f = fake.start {}
     -- the toolbox spec's paths are relative to {toolboxProxyUrl}/{sandboxId}
-    local tmp = assert(fs.tempdir('daytona-prism-'))
+    local tmp = H.tempdir('daytona-prism-')
     local toolbox_spec = prism.prefix_paths(prism.SPECS .. '/daytona-toolbox-swagger.yaml', 'sandboxId', tmp .. '/toolbox.yaml')
     -- the vendored swagger declares POST /files/bulk-upload as multipart/form-data without its
     -- fields, so Prism would refuse any body: add the two the daemon reads (files[i].path and

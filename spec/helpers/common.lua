@@ -2,6 +2,8 @@
 ---   local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
 ---   H.diff(got, want, 'row 3')      -- the first difference, or nil (integers and floats apart)
 ---   H.cseng({ 'run', ... }, { env = {...}, stdin = '...', timeout = 600 })   -- the binary
+---   H.tempdir('arena-spec-')    -- a temporary directory, removed by H.remove_tempdirs
+---   teardown(H.remove_tempdirs)  -- at the spec file's top level: every one it made
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 
@@ -9,6 +11,27 @@ local H = {}
 
 H.ROOT = sys.root()
 H.CSENG = H.ROOT .. '/cseng'
+
+local made = {}
+
+--- A temporary directory (fs.tempdir(prefix)) that H.remove_tempdirs removes: a spec file that
+--- makes them calls teardown(H.remove_tempdirs), so make check leaves nothing under /tmp.
+---@param prefix string
+---@return string
+function H.tempdir(prefix)
+  local d = assert(require('cseng.fs').tempdir(prefix))
+  made[#made + 1] = d
+  return d
+end
+
+--- Remove every directory H.tempdir made in this process.
+function H.remove_tempdirs()
+  local fs = require 'cseng.fs'
+  for i = #made, 1, -1 do
+    fs.remove_tree(made[i])
+    made[i] = nil
+  end
+end
 
 --- Deep equality that insists integers stay integers and floats stay floats (NaN equals NaN),
 --- naming the first difference ("row.a.b: 1 vs 2"), or nil when a and b are the same.
