@@ -194,7 +194,7 @@ deps-bench:
 
 # the bench's fake provider in C (bench/fake_provider.c): what make bench and bench/probe.lua
 # measure against; spec/bench_fake_spec.lua (make check) holds it to bench/fake_provider.lua
-build/bench/fake_provider: bench/fake_provider.c
+build/bench/fake_provider: bench/fake_provider.c engine/rxstamp.h
 	@mkdir -p build/bench
 	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson
 

@@ -34,11 +34,11 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
+
+#include "rxstamp.h" /* engine/: one read with its kernel receive stamp */
 
 #define MAX_HEAD (64 << 10)
 #define MAX_BODY (1 << 20)
@@ -518,53 +518,24 @@ static void conn_close(conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
-/* The kernel's receive stamp in what recvmsg returned, on uv_hrtime's clock; 0: none, or not
- * credible (CLOCK_REALTIME: a clock step could put it in the future). */
-static uint64_t rx_time(struct msghdr *m) {
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm))
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPNS) {
-      struct timespec ts, r, mo;
-      int64_t at;
-      uint64_t now = uv_hrtime();
-      memcpy(&ts, CMSG_DATA(cm), sizeof ts);
-      clock_gettime(CLOCK_REALTIME, &r);
-      clock_gettime(CLOCK_MONOTONIC, &mo);
-      at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec -
-           (((int64_t)r.tv_sec - (int64_t)mo.tv_sec) * 1000000000 + (r.tv_nsec - mo.tv_nsec));
-      return at > 0 && (uint64_t)at <= now ? (uint64_t)at : 0;
-    }
-  return 0;
-}
-
 /* The socket is readable: read it here with recvmsg (for the receive stamp) and give libuv no
  * buffer, so libuv reads nothing and calls on_read with UV_ENOBUFS, which handles what was read
  * (not here: closing the stream inside this callback would leave libuv calling a read callback
  * it had cleared). The same as engine/h1.c. */
 static void on_alloc(uv_handle_t *h, size_t s, uv_buf_t *b) {
   conn *c = h->data;
-  union {
-    char b[CMSG_SPACE(sizeof(struct timespec))];
-    struct cmsghdr align;
-  } ctl;
-  struct iovec v = {rbuf, sizeof rbuf};
-  struct msghdr m;
   uv_os_fd_t fd;
+  uint64_t at;
   ssize_t n;
   (void)s;
   b->base = NULL;
   b->len = 0;
   if (c->closing || uv_fileno(h, &fd) != 0) return;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = &v;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl.b;
-  m.msg_controllen = sizeof ctl.b;
-  do n = recvmsg(fd, &m, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
+  n = recv_stamped(fd, rbuf, sizeof rbuf, &at);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
   got.c = c;
   got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
-  got.at = n > 0 ? rx_time(&m) : 0;
+  got.at = at;
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
@@ -732,8 +703,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   uv_tcp_nodelay(&c->tcp, 1);
   { /* the kernel stamps what arrives: the hold starts there (see on_alloc) */
     uv_os_fd_t fd;
-    int one = 1;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) (void)rx_stamp_enable(fd);
   }
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;

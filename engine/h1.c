@@ -21,6 +21,7 @@
  * and frees it on the second close callback; a getaddrinfo in flight is detached, not waited for.
  */
 #include "h1.h"
+#include "rxstamp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,8 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 
 #define ORIGIN_BUCKETS 256
 #define ADDRS_MAX 8
@@ -93,8 +92,6 @@ static struct {
     ssize_t n;
     uint64_t at;
   } got;
-  int64_t real_off;    /* CLOCK_REALTIME - CLOCK_MONOTONIC (ns), taken once per loop millisecond */
-  uint64_t real_off_at;
 } G = {.idle_max = 1024};
 
 static http_parser_settings settings;
@@ -396,55 +393,20 @@ static void arm_timer(h1_conn *k) {
   arm_at(k, k->deadline, uv_hrtime());
 }
 
-/* The kernel's receive time of what one recvmsg read, on uv_hrtime's clock (CLOCK_MONOTONIC);
- * 0 if it is not there or not credible (a stamp is CLOCK_REALTIME: a clock step between the
- * arrival and now could put it in the future, or before the call started). */
-static uint64_t rx_time(struct msghdr *m, uint64_t since) {
-  struct cmsghdr *cm;
-  for (cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm))
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_TIMESTAMPNS) {
-      struct timespec ts;
-      uint64_t now = uv_hrtime();
-      int64_t at;
-      memcpy(&ts, CMSG_DATA(cm), sizeof ts);
-      if (G.real_off_at != uv_now(G.loop) || G.real_off == 0) { /* the offset moves only when the clock is stepped */
-        struct timespec r, mo;
-        clock_gettime(CLOCK_REALTIME, &r);
-        clock_gettime(CLOCK_MONOTONIC, &mo);
-        G.real_off = ((int64_t)r.tv_sec - (int64_t)mo.tv_sec) * 1000000000 + (r.tv_nsec - mo.tv_nsec);
-        G.real_off_at = uv_now(G.loop);
-      }
-      at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - G.real_off;
-      return at > 0 && (uint64_t)at <= now && (uint64_t)at >= since ? (uint64_t)at : 0;
-    }
-  return 0;
-}
-
 static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
 
-/* One recvmsg of k's socket into G.rbuf, kept in G.got with its receive time; 0 if there was
- * nothing to read. */
+/* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
+ * there was nothing to read. */
 static int read_once(h1_conn *k) {
-  union {
-    char b[CMSG_SPACE(sizeof(struct timespec))];
-    struct cmsghdr align;
-  } ctl;
-  struct iovec v = {G.rbuf, sizeof G.rbuf};
-  struct msghdr m;
   uv_os_fd_t fd;
+  uint64_t at;
   ssize_t n;
   if (k->closing || uv_fileno((uv_handle_t *)&k->tcp, &fd) != 0) return 0;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = &v;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl.b;
-  m.msg_controllen = sizeof ctl.b;
-  do n = recvmsg(fd, &m, MSG_DONTWAIT);
-  while (n < 0 && errno == EINTR);
+  n = recv_stamped(fd, G.rbuf, sizeof G.rbuf, &at);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   G.got.k = k;
   G.got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
-  G.got.at = n > 0 ? rx_time(&m, k->call ? k->call->t0 : 0) : 0;
+  G.got.at = k->call && at < k->call->t0 ? 0 : at; /* (stale bytes, read after this call started) */
   return 1;
 }
 
@@ -607,8 +569,7 @@ static void on_connect(uv_connect_t *r, int status) {
   uv_tcp_nodelay(&k->tcp, 1);
   { /* the kernel stamps what arrives (see got); without it, reads are stamped when read */
     uv_os_fd_t fd;
-    int one = 1;
-    if (uv_fileno((uv_handle_t *)&k->tcp, &fd) == 0) (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+    if (uv_fileno((uv_handle_t *)&k->tcp, &fd) == 0) (void)rx_stamp_enable(fd);
   }
   uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
   arm_timer(k); /* the connect timeout no longer applies */
