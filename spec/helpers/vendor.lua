@@ -60,11 +60,26 @@ function V.smoke_count()
   return n
 end
 
--- What a task's environment asks of a provider's build, as distinct features: each Dockerfile
--- instruction kind of its recipe (COPY and ADD with their --chown/--chmod flags apart), the final
--- WORKDIR and USER, and more than one RUN step.
-local function recipe_features(t)
+-- What a task asks of a provider, as distinct features: each Dockerfile instruction kind of its
+-- recipe (COPY and ADD with their --chown/--chmod flags apart), the final WORKDIR and USER, more
+-- than one RUN step; and what its files ask of the adapter's upload: an executable file, a binary
+-- one (a NUL in its first 8 KiB), an empty one, one over 256 KiB, a symbolic link, a path three
+-- or more levels deep, a name beyond [A-Za-z0-9._-].
+local function task_features(t)
   local f = {}
+  for _, e in ipairs(fs.walk(t.dir) or {}) do
+    if e.type == 'file' then
+      if e.mode & 73 ~= 0 then f['file:exec'] = true end
+      if e.size == 0 then f['file:empty'] = true end
+      if e.size > 256 * 1024 then f['file:large'] = true end
+      local head = fs.read(fs.join(t.dir, e.path)) or ''
+      if head:sub(1, 8192):find('\0', 1, true) then f['file:binary'] = true end
+    elseif e.type ~= 'dir' then
+      f['file:' .. e.type] = true -- a symbolic link (or anything else an upload must carry)
+    end
+    if select(2, e.path:gsub('/', '')) >= 3 then f['file:deep'] = true end
+    if e.path:find('[^%w%._/%-]') then f['file:oddname'] = true end
+  end
   for _, s in ipairs(t.recipe.steps or {}) do
     local k = s.op
     if s.op == 'COPY' then
@@ -79,16 +94,17 @@ local function recipe_features(t)
 end
 
 --- The fewest tasks of data/smoke.jsonl (greedy, in dataset order on ties) that together have
---- every feature of recipe_features any task has: read from the recipes, never named, so a
---- task added with a new kind of environment joins the set. The vendor specs run warm mode and
---- nop on these (every task runs cold with gold on every provider; every task runs warm on local
---- and docker, and with nop on local: spec/runner_spec.lua, spec/docker_spec.lua).
---- Returns their ids in dataset order.
+--- every feature of task_features any task has: read from the recipes and files, never named, so
+--- a task added with a new kind of environment or file joins the set. The vendor fakes run these
+--- cold, warm and with nop; every task runs cold and warm with gold on local and docker (the real
+--- runtimes) and with nop on local (spec/runner_spec.lua, spec/docker_spec.lua): what a vendor
+--- adds is its API (create, exec, upload, snapshot, destroy), which these exercise with every
+--- kind of environment and file the dataset has. Returns their ids in dataset order.
 function V.covering_tasks()
   local tasks = require('cseng.workload.dataset').load(V.ROOT .. '/data/smoke.jsonl')
   local feats, missing = {}, {}
   for i, t in ipairs(tasks) do
-    feats[i] = recipe_features(t)
+    feats[i] = task_features(t)
     for k in pairs(feats[i]) do missing[k] = true end
   end
   local chosen = {}
@@ -193,26 +209,18 @@ function V.runner(fake, provider, unset)
     assert.equal(0, h.f.stats().live)
   end
 
-  --- Every bundled task of data/smoke.jsonl passes with gold cold; with 'warm' in modes, the
-  --- covering tasks (V.covering_tasks: every kind of environment the dataset has) pass with gold
-  --- warm; then the covering tasks fail with nop (reward 0, no error) cold. No sandbox is left
-  --- live after any run. Every task runs warm on local and docker and with nop on local
-  --- (spec/runner_spec.lua, spec/docker_spec.lua): what a vendor adds to those is its snapshot and
-  --- its reporting, which the covering tasks exercise with every kind of environment. Returns the
+  --- The covering tasks (V.covering_tasks: every kind of environment and file the dataset has)
+  --- pass with gold in each of modes (default cold), then fail with nop (reward 0, no error)
+  --- cold. No sandbox is left live after any run. Every task runs cold and warm on local and
+  --- docker, and with nop on local (spec/runner_spec.lua, spec/docker_spec.lua). Returns the
   --- summaries by mode (and .nop).
-  function h.check_all_tasks(modes)
-    local total, out = V.smoke_count(), {}
+  function h.check_covering_tasks(modes)
+    local out = {}
     local cover = V.covering_tasks()
     local cover_arg = table.concat(cover, ',')
     for _, mode in ipairs(modes or { 'cold' }) do
-      local args = { '--env-file', h.env_file(), '--mode', mode }
-      local n = total
-      if mode ~= 'cold' then
-        args[#args + 1] = '--tasks'
-        args[#args + 1] = cover_arg
-        n = #cover
-      end
-      local r, summary = h.run(args)
+      local n = #cover
+      local r, summary = h.run { '--env-file', h.env_file(), '--mode', mode, '--tasks', cover_arg }
       assert.equal(0, r.code, r.stderr .. r.stdout)
       local failed = {}
       for _, rec in ipairs(summary.results) do
