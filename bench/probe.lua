@@ -50,7 +50,6 @@ local DURATION = opts.duration or 3
 local WARMUP = opts.warmup or 1
 local NOMINAL = { create = 50, exec = 20, delete = 10 }
 local IDEAL = C / ((NOMINAL.create + NOMINAL.exec + NOMINAL.delete) / 1000)
-local TMP = assert(fs.tempdir('cseng-probe-'))
 
 local blib = dofile(ROOT .. '/bench/lib.lua')
 local PIN = opts.pin or 'on'
@@ -88,16 +87,20 @@ local function env_for(b)
   return env
 end
 
+if opts.fake ~= nil and opts.fake ~= 'c' and opts.fake ~= 'lua' then
+  io.stderr:write('probe: --fake: lua or c\n')
+  return 2
+end
+
+-- made once every argument is checked: a refused command leaves nothing behind
+local TMP = assert(fs.tempdir('cseng-probe-'))
+
 -- the fake provider, run by this binary
 local fake, url
 do
   local fargs = { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete }
   if opts.fake == 'c' then fake, url = blib.start_fake_c(TMP, fargs)
-  elseif opts.fake == nil or opts.fake == 'lua' then fake, url = blib.start_fake(SELF, TMP, fargs)
-  else
-    io.stderr:write('probe: --fake: lua or c\n')
-    return 2
-  end
+  else fake, url = blib.start_fake(SELF, TMP, fargs) end
 end
 
 local function fake_stats()

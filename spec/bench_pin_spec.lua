@@ -98,13 +98,21 @@ describe('bench/lib.lua pinning', function()
     end
   end)
 
-  it('bench/probe.lua refuses a --pin it cannot do, before it starts anything', function()
-    local r = assert(proc.run { argv = { CSENG, 'lua', 'bench/probe.lua', '--pin', 'sometimes' }, cwd = ROOT, timeout = 60 })
+  it('bench/probe.lua refuses a --pin or --fake it cannot do, before it starts or makes anything', function()
+    local tmp = assert(fs.tempdir('bench-pin-spec-')) -- its TMPDIR: what a refused probe left is seen here
+    local env = { TMPDIR = tmp }
+    local r = assert(proc.run { argv = { CSENG, 'lua', 'bench/probe.lua', '--pin', 'sometimes' }, cwd = ROOT, timeout = 60, env_add = env })
     assert.are.equal(2, r.code)
     assert.matches('probe: %-%-pin: on, off or both', r.stderr)
     r = assert(proc.run { argv = { 'taskset', '-c', tostring(CPUS[1]), CSENG, 'lua', 'bench/probe.lua', '--pin', 'both' },
-      cwd = ROOT, timeout = 60 })
+      cwd = ROOT, timeout = 60, env_add = env })
     assert.are.equal(2, r.code)
     assert.matches('probe: %-%-pin both: this process may use 1 CPU', r.stderr)
+    r = assert(proc.run { argv = { CSENG, 'lua', 'bench/probe.lua', '--fake', 'python' }, cwd = ROOT, timeout = 60, env_add = env })
+    assert.are.equal(2, r.code)
+    assert.matches('probe: %-%-fake: lua or c', r.stderr)
+    local left = fs.list(tmp)
+    fs.remove_tree(tmp)
+    assert.same({}, left)
   end)
 end)
