@@ -99,8 +99,8 @@ describe('bench/lib.lua pinning', function()
   end)
 
   it('bench/probe.lua refuses a --pin or --fake it cannot do, before it starts or makes anything', function()
-    local tmp = assert(fs.tempdir('bench-pin-spec-')) -- its TMPDIR: what a refused probe left is seen here
-    local env = { TMPDIR = tmp }
+    local dir = assert(fs.tempdir('bench-pin-spec-')) -- its TMPDIR: what a refused probe left is seen here
+    local env = { TMPDIR = dir }
     local r = assert(proc.run { argv = { CSENG, 'lua', 'bench/probe.lua', '--pin', 'sometimes' }, cwd = ROOT, timeout = 60, env_add = env })
     assert.are.equal(2, r.code)
     assert.matches('probe: %-%-pin: on, off or both', r.stderr)
@@ -111,8 +111,8 @@ describe('bench/lib.lua pinning', function()
     r = assert(proc.run { argv = { CSENG, 'lua', 'bench/probe.lua', '--fake', 'python' }, cwd = ROOT, timeout = 60, env_add = env })
     assert.are.equal(2, r.code)
     assert.matches('probe: %-%-fake: lua or c', r.stderr)
-    local left = fs.list(tmp)
-    fs.remove_tree(tmp)
+    local left = fs.list(dir)
+    fs.remove_tree(dir)
     assert.same({}, left)
   end)
 end)
