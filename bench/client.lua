@@ -29,9 +29,9 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
+local flags = require 'cseng.lib.flags'
 -- a build from before clock.answered (bench/probe.lua --exe compares builds): its clock.now()
 local answered = clock.answered or clock.now
-local flags = require 'cseng.lib.flags'
 
 local opts, perr = flags.parse(arg, {
   url = { key = 'url', type = 'string' },

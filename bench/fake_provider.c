@@ -85,7 +85,7 @@ typedef struct conn {
 static struct {
   uint64_t create, exec, del;
 } NOMINAL = {50000000, 20000000, 10000000};
-static int hold_from_handler, hold_from_parsed;
+static int hold_from_parsed;
 static struct { /* what on_alloc read, for on_read */
   conn *c;
   ssize_t n;
@@ -759,8 +759,7 @@ int main(int argc, char **argv) {
       if (!v || (strcmp(v, "received") && strcmp(v, "parsed") && strcmp(v, "handler")))
         return usage("--hold-from: received, parsed or handler");
       /* handler: the Lua fake's flag; here the handler runs as the request is parsed */
-      hold_from_handler = !strcmp(v, "handler");
-      hold_from_parsed = hold_from_handler || !strcmp(v, "parsed");
+      hold_from_parsed = !strcmp(v, "parsed") || !strcmp(v, "handler");
     } else if (!strcmp(f, "--release")) {
       if (!v || (strcmp(v, "exact") && strcmp(v, "tick"))) return usage("--release: exact or tick");
       release_tick = !strcmp(v, "tick");
@@ -771,7 +770,6 @@ int main(int argc, char **argv) {
     }
     i++;
   }
-  (void)hold_from_handler;
   settings.on_message_begin = on_message_begin;
   settings.on_url = on_url;
   settings.on_header_field = on_header_field;

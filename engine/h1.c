@@ -406,7 +406,7 @@ static int read_once(h1_conn *k) {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   G.got.k = k;
   G.got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
-  G.got.at = k->call && at < k->call->t0 ? 0 : at; /* (stale bytes, read after this call started) */
+  G.got.at = k->call && at < k->call->t0 ? 0 : at; /* bytes that arrived before the call: not its answer's time */
   return 1;
 }
 

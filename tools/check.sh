@@ -52,7 +52,8 @@ run_fuzzers() {
 }
 
 # With specs two or more at a time, the fuzzers run beside them, one at a time, from the start
-# (a fuzzer's verdict does not depend on the time it gets); the fuzz suite then waits for them. Otherwise they run in their turn, FUZZ_JOBS at a time.
+# (a fuzzer's verdict does not depend on the time it gets); the fuzz suite then waits for them.
+# Otherwise they run in their turn, FUZZ_JOBS at a time.
 fuzz_lane=
 case " $SUITES " in *" specs "*)
   case " $SUITES " in *" fuzz "*)

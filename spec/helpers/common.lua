@@ -6,6 +6,7 @@
 ---   teardown(H.remove_tempdirs)  -- at the spec file's top level: every one it made
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
+local fs = require 'cseng.fs'
 
 local H = {}
 
@@ -19,14 +20,13 @@ local made = {}
 ---@param prefix string
 ---@return string
 function H.tempdir(prefix)
-  local d = assert(require('cseng.fs').tempdir(prefix))
+  local d = assert(fs.tempdir(prefix))
   made[#made + 1] = d
   return d
 end
 
 --- Remove every directory H.tempdir made in this process.
 function H.remove_tempdirs()
-  local fs = require 'cseng.fs'
   for i = #made, 1, -1 do
     fs.remove_tree(made[i])
     made[i] = nil

@@ -53,13 +53,6 @@ function V.smoke_index(task_id)
   return nil
 end
 
---- The number of tasks in data/smoke.jsonl (counted from the dataset, never hard-coded).
-function V.smoke_count()
-  local n = 0
-  for _ in assert(fs.read(V.ROOT .. '/data/smoke.jsonl')):gmatch('[^\n]+') do n = n + 1 end
-  return n
-end
-
 -- What a task asks of a provider, as distinct features: each Dockerfile instruction kind of its
 -- recipe (COPY and ADD with their --chown/--chmod flags apart), the final WORKDIR and USER, more
 -- than one RUN step; and what its files ask of the adapter's upload: an executable file, a binary
@@ -72,8 +65,11 @@ local function task_features(t)
       if e.mode & 73 ~= 0 then f['file:exec'] = true end
       if e.size == 0 then f['file:empty'] = true end
       if e.size > 256 * 1024 then f['file:large'] = true end
-      local head = fs.read(fs.join(t.dir, e.path)) or ''
-      if head:sub(1, 8192):find('\0', 1, true) then f['file:binary'] = true end
+      local h = io.open(fs.join(t.dir, e.path), 'rb') -- its first 8 KiB, not the whole file
+      if h then
+        if (h:read(8192) or ''):find('\0', 1, true) then f['file:binary'] = true end
+        h:close()
+      end
     elseif e.type ~= 'dir' then
       f['file:' .. e.type] = true -- a symbolic link (or anything else an upload must carry)
     end
