@@ -10,7 +10,7 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
 # build/version.h follows the checkout: rewritten (so lsys.o rebuilds) only when HEAD changes
 VERSION_H := $(shell mkdir -p build; v=$$(printf '\043define CSENG_VERSION "%s"' '$(VERSION)'); \
   [ "$$(cat build/version.h 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > build/version.h)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lm
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lseccomp -lm
 SRCS    := $(wildcard engine/*.c)
 OBJS    := $(SRCS:engine/%.c=build/%.o)
 ASAN_OBJS := $(SRCS:engine/%.c=build/asan/%.o)
@@ -20,7 +20,8 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 # Debian packages the build, the tests and the demo need (make deps installs what is missing).
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
-        libsnappy-dev libhttp-parser-dev libjemalloc-dev libjansson-dev bubblewrap python3 python3-pytest sqlite3 git \
+        libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev bubblewrap \
+        slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 git \
         gawk patch diffutils lua-check curl \
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev

@@ -62,6 +62,14 @@ local function rootfs(f)
   local dest, err, existed = rootfs_image.build({ suite = f.suite, mirror = f.mirror, include = f.include, force = f.force, log = print })
   if not dest then io.stderr:write('cseng: images rootfs: ', tostring(err), '\n'); return 1 end
   if existed then print(string.format('%s exists; --force rebuilds it', dest)) end
+  -- the local provider's sandboxes see it through a user namespace: its owners shifted into the
+  -- subordinate range registered for them
+  local jail = require 'providers.shared.local_jail'
+  local ids, why = jail.ensure_subids()
+  if not ids then io.stderr:write('cseng: images rootfs: ', tostring(why), '\n'); return 1 end
+  if f.force and not existed then fs.remove_tree(rootfs_image.rootfs_dir(f.suite) .. '-u' .. ids.uid) end
+  local shifted, serr = rootfs_image.for_userns(f.suite, ids, { log = print })
+  if not shifted then io.stderr:write('cseng: images rootfs: ', tostring(serr), '\n'); return 1 end
   return 0
 end
 
