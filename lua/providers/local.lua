@@ -268,8 +268,11 @@ end
 --- The layer directory of a recipe on this client's base (complete when layer.json exists).
 M.LAYER_VERSION = 3 -- how layers are built: a change rebuilds them
 
-local function layer_dir(client, key)
-  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION):sub(1, 32)
+-- The network a build had is part of its layer's key, as docker's build cache keys on it: a
+-- --build-network off run never reuses a layer whose steps had the network.
+local function layer_dir(client, key, network)
+  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION
+    .. (network == false and '\0nonet' or '')):sub(1, 32)
 end
 
 --- How this client makes environments: "native" (base root filesystem + the task's layer) or
@@ -424,7 +427,7 @@ local function step_dir(client, key) return client.store.dir .. '/builds/step-' 
 --- log_tail, content_key, steps, cached_steps} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local rcp = req.recipe
-  local dir = layer_dir(client, rcp.key)
+  local dir = layer_dir(client, rcp.key, req.network ~= false)
   local image = 'local-layer:' .. rcp.key:sub(1, 16)
   while client.building[dir] do task.sleep(0.02) end -- another trial of this run builds it
   if fs.exists(dir .. '/layer.json') then

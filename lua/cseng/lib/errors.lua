@@ -67,6 +67,7 @@ errors.registry = {
   { 'EUNSAFE', 'an archive entry or path would escape its directory' },
   { 'ESYMLINK', 'a path goes through a symbolic link' },
   { 'EMOUNT', 'a mount (overlayfs) failed' },
+  { 'ESTALE', 'a sandbox known only by its id (from a log) cannot run commands: its namespaces belonged to the process that made it' },
   -- input and the command line
   { 'EUSAGE', 'the command line is wrong (exit status 2)' },
   { 'EDATASET', 'a dataset file, row or field is invalid' },

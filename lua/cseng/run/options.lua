@@ -69,6 +69,8 @@ local SPEC = {
     help = 'tasks: run each task K times (fresh sandbox each, interleaved); pass@1..K in the summary' },
   ['max-cost-usd'] = { key = 'max_cost_usd', type = 'number', arg = 'X',
     help = 'tasks: dispatch no new trial or agent turn once committed + in-flight spend would pass X USD' },
+  ['default-limits'] = { key = 'default_limits', type = 'string', arg = 'K=V,...',
+    help = 'local: limits of sandboxes and builds whose task names none (cpus=1,memory_mb=2048,storage_mb=10240,pids=4096)' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
@@ -79,7 +81,7 @@ local ORDER = {
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
   'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
-  'stop-after-create-failures',
+  'stop-after-create-failures', 'default-limits',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -156,6 +158,15 @@ function options.merge(p, f, argv)
   end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
+  end
+  if o.default_limits ~= nil then -- a flag's "cpus=2,..." or a plan's table
+    local lim, lerr = require('providers.shared.local_limits').parse(o.default_limits,
+      f.default_limits and '--default-limits' or ((o.plan_file or 'the plan') .. ': default_limits'))
+    if not lim then error(lerr, 0) end
+    o.default_limits = nil
+    require('cseng.run.plan').check(o, SPEC)
+    o.default_limits = lim
+    return o
   end
   -- every field's type and range, one line naming the file and the field
   require('cseng.run.plan').check(o, SPEC)

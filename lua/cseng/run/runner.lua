@@ -225,6 +225,10 @@ function runner.trial(run, t, attempt, key)
   -- stop, on every path
   local lease = state.lease
   if lease then
+    -- the limits the trial ran into (local: OOM kills, forks refused), read before the sandbox goes
+    if type(lease.sb) == 'table' and lease.sb.hits_seen and next(lease.sb.hits_seen) then
+      rec.limit_hits = util.copy(lease.sb.hits_seen)
+    end
     local r = lease:close()
     local p = run.p
     if p and r.ok then p.counts.destroyed, p.live[lease.id] = p.counts.destroyed + 1, nil end

@@ -95,6 +95,7 @@ function staging.sandbox_spec(run, t)
     -- an installed agent (lua/solvers/codex.lua) runs in the sandbox and calls its model endpoint from there
     network = (c.allow_internet and run.opts.allow_network) or (run.solver and run.solver.needs_network) or false,
     cpus = c.cpus, memory_mb = c.memory_mb, disk_mb = c.storage_mb,
+    default_limits = run.opts.default_limits, -- what a provider that enforces limits uses where the task names none
     ttl_seconds = math.ceil(ttl),
     mode = run.opts.mode,
   }
@@ -111,6 +112,8 @@ function staging.build_request(run, t)
     timeout = t.config.build_timeout,
     labels = staging.labels(run, t),
     network = run.opts.build_network ~= 'off', -- RUN steps get the network unless --build-network off
+    limits = { cpus = t.config.cpus, memory_mb = t.config.memory_mb, disk_mb = t.config.storage_mb },
+    default_limits = run.opts.default_limits,
   }
 end
 
