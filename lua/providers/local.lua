@@ -196,6 +196,7 @@ function M.connect(cfg)
     if not filter then errors.raise(fcode or errors.ECONFIG, 'local provider: ' .. tostring(ferr)) end
     client.filter = filter
     client.proc_paths = jail.proc_paths()
+    client.launcher = cfg.launcher ~= false and jail.launcher() or nil
   end
   sweep(client)
   return client
@@ -359,7 +360,7 @@ local function command(client, sb, cmd, opts)
   if client.idmap then
     local binds = sb.binds and util.copy(sb.binds) or {}
     return jail.command({
-      bwrap = client.bwrap, idmap = client.idmap, filter = client.filter, paths = client.proc_paths,
+      bwrap = client.bwrap, launcher = client.launcher, idmap = client.idmap, filter = client.filter, paths = client.proc_paths,
       cgroups = sb.cgroups, cgroup_views = sb.cgroup_views, userns = sb.ns:path('user'), netns = sb.netns,
       root = sb.root, cwd = opts.cwd or sb.workdir, user = opts.user, binds = binds,
     }, argv)
@@ -423,7 +424,8 @@ local function step_dir(client, key) return client.store.dir .. '/builds/step-' 
 --- in a build sandbox (its own network through slirp4netns unless req.network == false), kept
 --- under the content key; each RUN step's result is kept as well (when the store is btrfs), so
 --- a later build of a recipe that shares its first steps starts after them.
---- req: {recipe, timeout, network, limits, default_limits}. Returns {image, layer, cache_hit,
+--- req: {recipe, timeout, network, limits, default_limits, step_cache (false: neither read nor
+--- keep the step snapshots, a cold build however often it runs)}. Returns {image, layer, cache_hit,
 --- log_tail, content_key, steps, cached_steps} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local rcp = req.recipe
@@ -446,7 +448,7 @@ function M.build(client, req)
     errors.check(nil, fs.mkdir_p(bdir))
     errors.check(nil, fs.mkdir_p(sb.root))
     -- the longest prefix of steps already built: its snapshot is where this build starts
-    local keys = client.store.enforced and step_keys(client, rcp, netw) or {}
+    local keys = (client.store.enforced and req.step_cache ~= false) and step_keys(client, rcp, netw) or {}
     local from = 0
     for i = #keys, 1, -1 do
       if fs.exists(step_dir(client, keys[i]) .. '/upper') then from = i; break end
@@ -480,7 +482,7 @@ function M.build(client, req)
     local log = {}
     local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = netw, enforced = true,
       from_step = from,
-      on_step = client.store.enforced and function(i, s)
+      on_step = #keys > 0 and function(i, s)
         -- keep what this RUN step made: a later build that fails further on starts here
         if s.op ~= 'RUN' then return end
         local dest = step_dir(client, keys[i])
@@ -506,7 +508,7 @@ function M.build(client, req)
     if not placed and not fs.exists(dir .. '/layer.json') then -- another filesystem (a layers folder of the caller's)
       local tmp = dir .. '.tmp-' .. name
       local r = proc.run { argv = { 'cp', '-a', vol, tmp }, timeout = 1800, tail_bytes = 65536 }
-      if r and r.code == 0 and fs.rename(tmp, dir) then placed = true else fs.remove_tree(tmp) end
+      if not (r and r.code == 0 and fs.rename(tmp, dir)) then fs.remove_tree(tmp) end
       limits.remove_volume(client.store, vol)
     elseif not placed then
       limits.remove_volume(client.store, vol) -- another process placed the same content first

@@ -90,9 +90,9 @@ end
 --- (seconds for the whole replay, default 600), env (the sandbox's base variables, e.g.
 --- PATH), from_step (steps 1..from_step are already in the sandbox, from a build cache: their
 --- ENV, ARG, WORKDIR and USER still apply, nothing of theirs runs), on_step (fn(i, step) after
---- each RUN step that ran and succeeded, and after the COPY steps before it)}. Returns {steps, runs, copies, seconds} or nil, an error {message, log, step, line},
---- "EBUILD" |
---- "ETIMEDOUT" | the adapter's code.
+--- each RUN step that ran and succeeded, and after the COPY steps before it)}. Returns {steps,
+--- runs, copies, seconds} or nil, an error {message, log, step, line}, "EBUILD" | "ETIMEDOUT" |
+--- the adapter's code.
 ---@param P table
 ---@param client any
 ---@param sb table

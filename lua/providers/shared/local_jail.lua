@@ -14,8 +14,9 @@
 ---   * sees /proc with /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /proc/fs read-only
 ---     and /proc/kcore, /proc/keys, /proc/timer_list and the other paths Docker masks masked; no
 ---     /sys but its own cgroup limits, read-only (what the sandbox was granted is visible inside);
----   * starts inside the sandbox's cgroups (memory, pids, CPU), joined by a root shell before it
----     drops to the namespace's owner uid.
+---   * starts inside the sandbox's cgroups (memory, pids, CPU), joined as root by
+---     jail/cseng-jail (or a shell) before it drops to the namespace's owner uid.
+
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
@@ -23,6 +24,12 @@ local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 
 local jail = {}
+
+--- The launcher: jail/cseng-jail as `make` builds it, when it is there.
+function jail.launcher()
+  local p = require('cseng.sys').root() .. '/build/cseng-jail'
+  return require('cseng.proc').which(p) and p or nil
+end
 
 --- The capabilities docker gives a container's root by default (moby's defaults).
 jail.CAPS = { 'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD', 'CAP_NET_RAW', 'CAP_SETGID',
@@ -187,20 +194,30 @@ function jail.proc_paths()
 end
 
 --- The command that runs argv in the sandbox: a list for proc.run/spawn.
---- j: {bwrap, idmap {uid, gid}, filter (path), paths (proc_paths()), cgroups (dirs to join),
+--- j: {bwrap, launcher (build/cseng-jail, or nil: a shell, nsenter and setpriv do its steps),
+---     idmap {uid, gid}, filter (path), paths (proc_paths()), cgroups (dirs to join),
 ---     userns (path), netns (path; 'host': the engine's own, for test harnesses only; nil:
 ---     loopback only, a new namespace per exec),
 ---     root, cwd, user ('root' | 'verifier' | uid), cgroup_views ({{host dir, inside path}}),
 ---     binds ({'ro', host path, inside path} | {'tmpfs', inside path}, after /proc and /dev)}
 function jail.command(j, argv)
   local uid, gid = j.idmap.uid, j.idmap.gid
-  local joins = {}
-  for i, d in ipairs(j.cgroups or {}) do joins[i] = 'echo $$ > ' .. util.shell_quote(d .. '/cgroup.procs') end
-  joins[#joins + 1] = 'exec "$@" 3<' .. util.shell_quote(j.userns) .. ' 4<' .. util.shell_quote(j.filter)
-  local a = { '/bin/sh', '-c', table.concat(joins, ' && '), 'cseng-sandbox' }
+  local a
   local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
-  if j.netns and j.netns ~= 'host' then add('/usr/bin/nsenter', '--net=' .. j.netns, '--') end
-  add('/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. gid, '--clear-groups', '--')
+  if j.launcher then
+    -- jail/cseng-jail: the same steps as the shell below, in one static executable
+    a = { j.launcher }
+    for _, d in ipairs(j.cgroups or {}) do add('--cgroup', d) end
+    if j.netns and j.netns ~= 'host' then add('--netns', j.netns) end
+    add('--userns', j.userns, '--seccomp', j.filter, '--uid', tostring(uid), '--gid', tostring(gid), '--')
+  else
+    local joins = {}
+    for i, d in ipairs(j.cgroups or {}) do joins[i] = 'echo $$ > ' .. util.shell_quote(d .. '/cgroup.procs') end
+    joins[#joins + 1] = 'exec "$@" 3<' .. util.shell_quote(j.userns) .. ' 4<' .. util.shell_quote(j.filter)
+    a = { '/bin/sh', '-c', table.concat(joins, ' && '), 'cseng-sandbox' }
+    if j.netns and j.netns ~= 'host' then add('/usr/bin/nsenter', '--net=' .. j.netns, '--') end
+    add('/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. gid, '--clear-groups', '--')
+  end
   add(j.bwrap, '--userns', '3', '--seccomp', '4', '--die-with-parent', '--new-session',
     '--unshare-ipc', '--unshare-pid', '--unshare-uts', '--unshare-cgroup-try')
   if not j.netns then add('--unshare-net') end
