@@ -55,8 +55,9 @@ describe('a sandbox killed mid-solve', function()
     assert.is_true(r.retriable)
     assert.is_false(r.probe.alive)
     assert.matches('the sandbox died during the solve', r.error, 1, true)
-    assert.equal('max_turns', r.solver_usage.stop_reason) -- what the agent saw is kept
-    assert.equal(4, r.solver_usage.turns)
+    -- what the agent saw is kept: its next command found the sandbox gone
+    assert.equal('error', r.solver_usage.stop_reason)
+    assert.equal(2, r.solver_usage.turns)
     assert.is_nil(r.phases.verify_seconds) -- no verdict on a dead sandbox
     assert.equal(1, s.errors)
     assert.equal(0, s.failed)

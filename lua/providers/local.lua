@@ -667,6 +667,7 @@ end
 -- A sandbox known only by its id (from a log: cleanup, resume) has no namespaces of this
 -- process: it can be destroyed, not run in.
 local function runnable(client, sb)
+  if sb.destroyed then return nil, 'sandbox ' .. tostring(sb.id) .. ' is gone (destroyed)', 'ESANDBOX' end
   if client.idmap and not sb.ns then return nil, 'sandbox ' .. tostring(sb.id) .. ' was not created by this process', 'ESTALE' end
   return true
 end
@@ -830,6 +831,7 @@ end
 function M.destroy(client, sb)
   local dir = sb.dir or (client.base .. '/sandboxes/' .. sb.id)
   release(sb)
+  sb.destroyed = true
   local mp = mount_point(client, sb.id)
   if fs.exists(mp) then
     namespace.umount(mp, { lazy = true })
