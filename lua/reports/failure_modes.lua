@@ -5,6 +5,7 @@
 --- `cseng report results/ /work/shared/data/seed-results/ --template lua/reports/failure_modes.lua -o out.md`
 local rt = require 'cseng.report.task_runs'
 local stats = require 'cseng.lib.stats'
+local helpers = require 'cseng.report.helpers'
 
 local NONE = '–'
 
@@ -26,11 +27,13 @@ local function one_line(s, n, head)
   return s
 end
 
+-- a group's heading: its provider, stage and code are a log's text (escaped: never a link)
 local function describe(g)
+  local e = helpers.escape
   if g.outcome == 'error' then
-    return string.format('%s: error in %s (%s)', g.provider, g.stage, g.code)
+    return string.format('%s: error in %s (%s)', e(g.provider), e(g.stage), e(g.code))
   end
-  return string.format('%s: %s (the verifier ran; reward below 1)', g.provider, g.outcome)
+  return string.format('%s: %s (the verifier ran; reward below 1)', e(g.provider), e(g.outcome))
 end
 
 return function(data, h)

@@ -23,6 +23,8 @@ local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local util = require 'cseng.lib.util'
+local jsonl = require 'cseng.lib.jsonl'
+local contract = require 'providers.shared.contract'
 
 
 local session = {}
@@ -59,6 +61,12 @@ session.Session = Session
 --- `fn`); a module whose own require fails is reported with that error's first line.
 ---@return table
 function session.plugin(folder, kind, name, fn, hint)
+  -- a name is a file directly in the folder: a log's or shard's adapter name ("shared.adapter",
+  -- "../x") never reaches require, where a dot is a directory
+  if type(name) ~= 'string' or not name:match('^[%w][%w_-]*$') then
+    local flags = require 'cseng.lib.flags'
+    error(flags.unknown(kind, tostring(name), flags.modules(folder, fn, folder == 'providers')) .. (hint or ''), 0)
+  end
   local mod_name = folder .. '.' .. tostring(name):gsub('%-', '_')
   local ok, mod = pcall(require, mod_name)
   if not ok then
@@ -238,6 +246,19 @@ function Session:sandbox(spec, extra, o)
   return lease
 end
 
+--- What is wrong with the sandbox id of a log's record (allocated, destroyed, cleanup_failed)
+--- for its adapter: nil when it is one of the adapter's ids (contract.valid_id), else one line,
+--- `sandbox_id "<id, JSON-quoted>" <why>`.
+---@param rec table
+---@param adapter table|nil the adapter (nil: the generic format)
+---@return string|nil
+function session.id_problem(rec, adapter)
+  local ok, why = contract.valid_id(adapter or {}, rec.sandbox_id)
+  if ok then return nil end
+  local id = rec.sandbox_id
+  return string.format('sandbox_id %s %s', type(id) == 'string' and jsonl.encode(id) or tostring(id), why)
+end
+
 --- Why a sandbox a provider returned is refused (nil: it is not): an id that is not a short
 --- string or number, or a string field over session.MAX_FIELD_BYTES; the message names the
 --- provider and the field.
@@ -252,6 +273,10 @@ function session.oversized(p, sb)
   if #tostring(id) > session.MAX_ID_BYTES then
     return string.format('%s: create answered a sandbox id of %d bytes (sandbox.id: at most %d)', p.name, #tostring(id),
       session.MAX_ID_BYTES)
+  end
+  local ok, why = contract.valid_id(p.adapter, id)
+  if not ok then -- never recorded, and never addressed (Session:destroy refuses it too)
+    return string.format('%s: create answered sandbox id %s, which %s', p.name, jsonl.encode(tostring(id)), why)
   end
   for k, v in pairs(sb) do
     if type(v) == 'string' and #v > session.MAX_FIELD_BYTES then
@@ -392,9 +417,14 @@ local function retry_after_of(err, res)
   return nil
 end
 
---- Destroy with retries under the session's one back-off policy. Never raises.
+--- Destroy with retries under the session's one back-off policy. Never raises. An id that is not
+--- one of the adapter's (contract.valid_id) is refused before the adapter sees it (EUNSAFE).
 ---@return boolean ok, integer attempts, string|nil message, string|nil code
 function Session:destroy(p, sb)
+  local idok, why = contract.valid_id(p.adapter, sb.id)
+  if not idok then
+    return false, 0, string.format('sandbox id %s %s: not destroyed', jsonl.encode(tostring(sb.id)), why), errors.EUNSAFE
+  end
   local attempts, last = 0, nil
   for attempt = 1, #self.backoff + 1 do
     attempts = attempt
@@ -408,9 +438,9 @@ function Session:destroy(p, sb)
       last = errors.from(res, errors.ECLEANUP)
       wait = retry_after_of(res)
     end
-    -- no retry helps an authentication failure or a name that does not resolve
+    -- no retry helps an authentication failure, a name that does not resolve, or a refusal
     if errors.is_auth(last) then self:stop_auth(last); break end
-    if last.code == 'ENOTFOUND' then break end
+    if last.code == 'ENOTFOUND' or last.code == errors.EUNSAFE then break end
     if attempt <= #self.backoff then
       wait = math.max(self.backoff[attempt], math.min(wait or 0, session.RETRY_AFTER_MAX))
       pcall(task.sleep, wait)
@@ -455,6 +485,12 @@ end
 --- the other shards are left alone. `providers(record)` maps a record ({provider=, adapter=})
 --- to a Provider (default: the session's). o: dry_run (list, destroy nothing), on_result(p, id,
 --- result) per sandbox of the log, and on_list_failure(provider, message).
+---
+--- A log may come from another machine: a record whose sandbox id is not one of its adapter's
+--- (session.id_problem) is refused before any path or URL is built from it: nothing is destroyed
+--- or recorded for it, on_result gets {ok = false, refused = true, error = "<log>:<line>: ...",
+--- code = EUNSAFE}, it counts as failed, and the session stops allocating (a --resume of that
+--- log runs nothing new).
 ---@param events table[]
 ---@param destroyed table|nil fields of each destroy record
 ---@param providers (fun(rec:table):Provider)|nil
@@ -470,7 +506,13 @@ function Session:sweep(events, destroyed, providers, o)
   local n_ok, n_fail = 0, 0
   for _, a in ipairs(results.live_allocations(events)) do
     local p = provider_of(a)
-    if o.dry_run then
+    local bad = session.id_problem(a, p.adapter)
+    if bad then
+      local msg = string.format('%s: %s: not destroyed', results.where(a) or tostring(self.jsonl), bad)
+      self.cleanup_failed = self.cleanup_failed or msg
+      n_fail = n_fail + 1
+      if o.on_result then o.on_result(p, a.sandbox_id, { ok = false, refused = true, error = msg, code = errors.EUNSAFE }) end
+    elseif o.dry_run then
       if o.on_result then o.on_result(p, a.sandbox_id, nil) end
     else
       local r = self:adopt({ id = a.sandbox_id, labels = a.labels }, destroyed, p):close()
