@@ -107,6 +107,23 @@ describe('cseng cleanup RUN.jsonl', function()
     assert.equal(1, r.code)
   end)
 
+  it('a --resume of such a log destroys nothing and allocates nothing', function()
+    local log = write_log(fs.join(dir, 'results', 'resume.jsonl'), {
+      started('hostile-resume', { plan = 'cold-gold', dataset = 'data/smoke.jsonl' }),
+      { event = 'allocated', provider = 'local', sandbox_id = '../../victim' },
+    })
+    local r = H.cseng({ 'run', 'plans/cold-gold.lua', '--resume', log, '--task-limit', '1' },
+      { env = { CSENG_LOCAL_ROOT = root, CSENG_LOCAL_HOST_ROOT = '1' }, timeout = 300 })
+    assert.equal('keep me\n', fs.read(fs.join(victim, 'precious')), 'the victim directory was removed')
+    assert.equal(1, r.code, r.stdout .. r.stderr)
+    assert.truthy(r.stderr:find(log .. ':2: sandbox_id "../../victim"', 1, true), r.stderr)
+    local events = require('cseng.results.log').read(log)
+    local n = 0
+    for _, e in ipairs(events) do if e.event == 'allocated' or e.event == 'trial' then n = n + 1 end end
+    assert.equal(1, n, 'the resumed run allocated or ran something')
+    assert.equal('cleanup_failed', events[#events].status)
+  end)
+
   it('loads only an adapter of lua/providers/ that a log names', function()
     local log = write_log(fs.join(dir, 'results', 'adapter.jsonl'), {
       started('hostile-adapter'),

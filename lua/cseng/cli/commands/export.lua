@@ -20,7 +20,8 @@ local cmd = {
   summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
   usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n\n' ..
     'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
-    'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text.\n\noptions:\n' ..
+    'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
+    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\noptions:\n' ..
     flags.help(SPEC, { 'format', 'output' }),
 }
 
