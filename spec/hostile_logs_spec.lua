@@ -1,11 +1,13 @@
 -- Logs, shards and results that come from another machine are hostile input. Each crafted file
--- here is one an attacker can hand over (a results folder, a shard, a log to clean up): a
--- sandbox id that climbs out of local's sandboxes folder, a shard naming such an id or job, a
--- transcript path outside the log's folder (plain, relative, or through a symbolic link), a log
--- naming a loopback port its writer does not hold, markdown that links to `java<TAB>script:` or
--- embeds an outside image, task ids and output tails that a spreadsheet runs as formulas. Each is
--- run through the command that reads it: cleanup, merge, view (server and --export), report,
--- compare and export.
+-- here is one an attacker can hand over (a results folder, a shard, a log to clean up or resume):
+-- a sandbox id that climbs out of local's sandboxes folder (in a log, or in a sandbox.json that
+-- local's list answers), a directory of the right name that is not that sandbox, an adapter name
+-- that is a module path, a shard naming such an id, adapter or job, a transcript path outside the
+-- log's folder (plain, relative, or through a symbolic link), a log naming a loopback port its
+-- writer does not hold, markdown that links to `java<TAB>script:` or embeds an outside image,
+-- task ids and output tails that a spreadsheet runs as formulas. Each is run through the command
+-- that reads it: cleanup, run --resume, merge, view (server and --export), report, compare and
+-- export.
 local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local jsonl = require 'cseng.lib.jsonl'
@@ -105,6 +107,20 @@ describe('cseng cleanup RUN.jsonl', function()
     assert.matches('cseng%-eeeeeeeeeeee: [^\n]*no sandbox%.json', r.stderr)
     assert.matches('cseng%-aaaaaaaaaaaa: [^\n]*not a directory', r.stderr)
     assert.equal(1, r.code)
+  end)
+
+  it('refuses a sandbox id that the provider\'s list answers (a planted sandbox.json), when sweeping by label', function()
+    local planted = fs.join(root, 'sandboxes', 'planted')
+    assert(fs.mkdir_p(planted))
+    assert(fs.write(fs.join(planted, 'sandbox.json'),
+      jsonl.encode({ id = '../../victim', labels = { ['cseng.run'] = 'hostile-listed' } })))
+    local log = write_log(fs.join(dir, 'results', 'listed.jsonl'), { started('hostile-listed') })
+    local r = cleanup(log)
+    assert.equal('keep me\n', fs.read(fs.join(victim, 'precious')), 'the victim directory was removed: ' .. r.stdout)
+    assert.equal(1, r.code, r.stdout .. r.stderr)
+    assert.matches('cseng: cleanup: local: listed sandbox id "../../victim" contains a path separator: not destroyed',
+      r.stderr, 1, true)
+    assert.not_matches('victim', assert(fs.read(log)), 'the listed id was recorded in the log')
   end)
 
   it('a --resume of such a log destroys nothing and allocates nothing', function()

@@ -657,7 +657,8 @@ local function own_dir(client, sb)
   if not real or not rboxes or real ~= rboxes .. '/' .. id then
     return nil, id .. ': ' .. dir .. ' resolves outside ' .. boxes
   end
-  local text = fs.read(dir .. '/sandbox.json')
+  local mst = fs.lstat(dir .. '/sandbox.json')
+  local text = mst and mst.type == 'file' and fs.read(dir .. '/sandbox.json')
   if not text then return nil, id .. ': ' .. dir .. ' has no sandbox.json: not a sandbox of this provider' end
   local ok, meta = pcall(cjson.decode, text)
   if not ok or type(meta) ~= 'table' or meta.id ~= id then

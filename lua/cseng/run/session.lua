@@ -300,8 +300,11 @@ function Session:know(p, id)
   self.known[p.name][tostring(id)] = true
 end
 
--- Destroy and record one sandbox the log did not know (found by label).
+-- Destroy and record one sandbox the log did not know (found by label). An id that is not one of
+-- the adapter's (a provider's answer is input too) is neither recorded nor destroyed: false, why.
 function Session:reclaim(p, sb, reason)
+  local idok, why = contract.valid_id(p.adapter, sb.id)
+  if not idok then return false, string.format('listed sandbox id %s %s: not destroyed', jsonl.encode(tostring(sb.id)), why) end
   self:know(p, sb.id)
   pcall(self.writer.allocated, self.writer, p.name, { id = sb.id }, sb.labels, { reason = reason })
   return self:adopt({ id = sb.id, labels = sb.labels }, { reason = reason }, p):close().ok
@@ -335,7 +338,8 @@ end
 --- of the run is left alone; `cseng cleanup RUN.jsonl` passes the run's alone) and destroy,
 --- recording them, those this session never learned of (a create whose answer was lost and
 --- which the provider finished later; several may carry one cseng.create label). Returns how
---- many, and the list failures ({provider, message}). only: the providers to list (default all).
+--- many, and the failures ({provider, message, refused}: a list that failed, or a listed sandbox
+--- whose id is not one of the adapter's, refused). only: the providers to list (default all).
 ---@param want table|nil labels every reclaimed sandbox must carry
 ---@param only Provider[]|nil
 ---@return integer reclaimed, table[] failures
@@ -359,7 +363,9 @@ function Session:reconcile(want, only)
         local match = true
         for k, v in pairs(want) do if l[k] ~= v then match = false end end
         if match and not self:knows(p, sb) then
-          if self:reclaim(p, sb, 'reconciled') then n = n + 1 end
+          local done, why = self:reclaim(p, sb, 'reconciled')
+          if done then n = n + 1
+          elseif why then failures[#failures + 1] = { provider = p.name, message = why, refused = true } end
         end
       end
     end
@@ -484,7 +490,7 @@ end
 --- labels: the run's cseng.run; for a shard's log, with each of its sessions' cseng.session, so
 --- the other shards are left alone. `providers(record)` maps a record ({provider=, adapter=})
 --- to a Provider (default: the session's). o: dry_run (list, destroy nothing), on_result(p, id,
---- result) per sandbox of the log, and on_list_failure(provider, message).
+--- result) per sandbox of the log, and on_list_failure(provider, message, refused).
 ---
 --- A log may come from another machine: a record whose sandbox id is not one of its adapter's
 --- (session.id_problem) is refused before any path or URL is built from it: nothing is destroyed
@@ -532,7 +538,7 @@ function Session:sweep(events, destroyed, providers, o)
     for _, want in ipairs(wants) do
       local n, failures = self:reconcile(want, { p })
       n_ok = n_ok + n
-      for _, f in ipairs(failures) do if o.on_list_failure then o.on_list_failure(f.provider, f.message) end end
+      for _, f in ipairs(failures) do if o.on_list_failure then o.on_list_failure(f.provider, f.message, f.refused) end end
     end
   end
   return n_ok, n_fail

@@ -65,8 +65,9 @@ function cmd.run(args)
           elseif r.ok then print('destroyed ' .. p.name .. ' ' .. tostring(id))
           else io.stderr:write('cseng: cannot destroy ', tostring(id), ': ', tostring(r.error), '\n') end
         end,
-        on_list_failure = function(name, msg)
-          io.stderr:write('cseng: cleanup: cannot list ', name, '\'s sandboxes by label: ', msg, '\n')
+        on_list_failure = function(name, msg, refused)
+          if refused then io.stderr:write('cseng: cleanup: ', name, ': ', msg, '\n')
+          else io.stderr:write('cseng: cleanup: cannot list ', name, '\'s sandboxes by label: ', msg, '\n') end
           failures = failures + 1
         end,
       })
