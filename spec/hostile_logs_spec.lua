@@ -151,6 +151,35 @@ describe('cseng cleanup RUN.jsonl', function()
   end)
 end)
 
+describe('a create answer', function()
+  it('whose id is not its adapter\'s is refused, destroyed through the adapter at once, and never recorded', function()
+    local session = require 'cseng.run.session'
+    local results = require 'cseng.results.log'
+    local dir = H.tempdir('hostile-create-')
+    local log = fs.join(dir, 'create.jsonl')
+    local s = session.open { kind = 'tasks', opts = { cleanup_backoff = { 0, 0 } }, run_id = 'hostile-create', jsonl = log }
+    local destroyed = {}
+    local p = { name = 'stub', adapter_name = 'stub', client = {}, adapter = { name = 'stub',
+      id_format = { pattern = '^sb%-%d+$', example = 'sb-1' },
+      create = function() return { id = '../../victim' } end,
+      destroy = function(_, sb) destroyed[#destroyed + 1] = sb.id; return true end } }
+    s.providers.stub, s.provider = p, p
+    local ok, err = pcall(s.sandbox, s, { labels = {} })
+    assert.is_false(ok)
+    assert.equal('EBADRESPONSE', err.code)
+    assert.equal('stub: create answered sandbox id "../../victim", which contains a path separator', err.message)
+    assert.same({ '../../victim' }, destroyed)
+    for _, e in ipairs(results.read(log)) do assert.not_equal('allocated', e.event) end
+    -- and a destroy of an id read back (a log, a list) never reaches the adapter
+    local dok, _, msg, code = s:destroy(p, { id = '../../victim' })
+    assert.is_false(dok)
+    assert.equal('EUNSAFE', code)
+    assert.matches('sandbox id "../../victim" contains a path separator: not destroyed', msg, 1, true)
+    assert.same({ '../../victim' }, destroyed)
+    s.writer:close()
+  end)
+end)
+
 -- ---- cseng merge: shards from other machines -------------------------------------------------
 
 describe('cseng merge', function()

@@ -127,7 +127,10 @@ return function(data, h)
   local function solvers_text(g)
     local l = {}
     for name, n in pairs(g.solvers) do l[#l + 1] = { name = name, n = n } end
-    table.sort(l, function(a, b) return a.n ~= b.n and a.n > b.n or a.name < b.name end)
+    table.sort(l, function(a, b) -- most first, then by name (the same order in every process)
+      if a.n ~= b.n then return a.n > b.n end
+      return a.name < b.name
+    end)
     local parts = {}
     for _, x in ipairs(l) do parts[#parts + 1] = x.name .. ' ×' .. x.n end
     return table.concat(parts, ', ')
