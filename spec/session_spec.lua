@@ -175,8 +175,9 @@ describe('a failed cleanup stops allocation', function()
     local log = tmp .. '/resume/killed.jsonl'
     local w = results.open(log, 'killed-run')
     w:event('run_started', { provider = 'ledger_local', mode = 'cold', solver = 'gold' }, true)
-    w:allocated('ledger_local', { id = 'ghost-1' }, { ['cseng.run'] = 'killed-run' }, { task_id = 'x' })
-    sw.fail_destroy = function(sb) return sb.id == 'ghost-1' end
+    -- an id of local's format (any other is refused before a destroy is tried)
+    w:allocated('ledger_local', { id = 'cseng-0000000a0b0c' }, { ['cseng.run'] = 'killed-run' }, { task_id = 'x' })
+    sw.fail_destroy = function(sb) return sb.id == 'cseng-0000000a0b0c' end
     local st = runner.run_tasks { provider = 'ledger_local', dataset = SMOKE, task_limit = 2, concurrency = 1,
       solver = 'gold', mode = 'cold', resume = log, quiet = true, cleanup_backoff = { 0.01, 0.01 } }
     assert.equal(1, st)
@@ -184,7 +185,7 @@ describe('a failed cleanup stops allocation', function()
     local by = by_event(events)
     assert.equal(1, allocations(events), 'nothing new was allocated')
     assert.equal(1, #by.cleanup_failed)
-    assert.equal('ghost-1', by.cleanup_failed[1].sandbox_id)
+    assert.equal('cseng-0000000a0b0c', by.cleanup_failed[1].sandbox_id)
     assert.equal(0, #by.trial)
     assert.equal('cleanup_failed', by.run_finished[1].status)
   end)

@@ -22,8 +22,13 @@ local lizard = dofile(root .. '/spec/fakes/init.lua').module('lizard')
 local LIVE = 'view-live-local-cold-20261201-120000-cccc'
 local BIG = 'view-big-local-cold-20261201-090000-dddd'
 
+-- a 1x1 PNG: the beacon answers with a real image, so only the page's CSP can stop it loading
+local PNG = '\137PNG\013\010\026\010\000\000\000\013IHDR\000\000\000\001\000\000\000\001\008\006\000\000\000' ..
+  '\031\021\196\137\000\000\000\011IDATx\156c`\000\002\000\000\005\000\001z^\171?\000\000\000\000IEND\174B`\130'
+
 describe('cseng view in headless Chromium', function()
   local tmp, fx, arena_id, obs, srv, ctl, fakes, node_err
+  local beacon_hits = 0
   local AGENTS = 'view-agents-local-cold-20261201-130000-eeee'
   setup(function()
     assert(fs.exists('/usr/bin/chromium'), '/usr/bin/chromium is missing: make deps-test installs Debian\'s chromium')
@@ -51,6 +56,10 @@ describe('cseng view in headless Chromium', function()
       { unfinished = true, pid = sys.pid() })
     local appended = 0
     ctl = assert(serve.listen { port = 0, handler = function(req)
+      if req.path == '/beacon.png' then -- what an exported page must never load (its CSP refuses it)
+        beacon_hits = beacon_hits + 1
+        return 200, { ['Content-Type'] = 'image/png' }, PNG
+      end
       if req.path ~= '/append' then return 404, {}, 'no' end
       for k = 1, 3 do
         appended = appended + 1
@@ -166,6 +175,13 @@ describe('cseng view in headless Chromium', function()
     assert.equal('appended 3', obs['live.appended'])
     assert.equal('5', obs['live.after'])
     assert.same({ 'first', 'second', 'grown-1', 'grown-2', 'grown-3' }, obs['live.tasks'])
+  end)
+
+  it('exports pages whose Content-Security-Policy stops a load from elsewhere in Chromium', function()
+    -- the page tried to load an image from a loopback server; its meta CSP (img-src 'self') refused it
+    assert.is_string(obs['export.csp_probe'])
+    assert.not_equal('loaded', obs['export.csp_probe'])
+    assert.equal(0, beacon_hits, 'the exported page loaded an image from another origin')
   end)
 
   it('exports pages that open from file://', function()

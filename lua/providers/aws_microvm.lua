@@ -44,6 +44,8 @@ local M = {
   rates = { vcpu_s = 0.0000276944, gib_s = 0.0000036667, per_create = 0 },
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = false },
   artifact_env = 'AWS_MICROVM_IMAGE_ID',
+  -- microVM ids (microvmId; the ids in its fake: mvm-<hex>): letters, digits and - _ . :
+  id_format = { pattern = '^[%w][%w_.:-]*$', example = 'mvm-0123456789abcdef', max = 256 },
 }
 
 local API = '/2025-09-09'

@@ -56,6 +56,8 @@ local M = {
   -- allocated resources, per second (PROVIDERS.md: secondary sources)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
+  -- sandbox ids (a UUID; the OpenAPI spec's example is sandbox123)
+  id_format = { pattern = '^[%w][%w_-]*$', example = '0b5e2f1c-7a3d-4e8b-9c1f-2d6a8e4b7c90', max = 128 },
   -- create rate limit for lua/cseng/run/admission.lua: Daytona documents 300-600 creates/minute
   -- by tier (issue 26); the lower bound, so a run paces itself instead of collecting 429s
   limits = { creates_per_minute = 300 },

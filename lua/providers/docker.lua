@@ -33,6 +33,8 @@ local M = {
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
   artifact_env = 'DOCKER_IMAGE_ID', -- what `cseng prewarm` prints
+  -- container ids as the Engine API gives them (create's Id, list's Id): 64 hex digits
+  id_format = { pattern = '^%x%x%x%x%x%x%x%x%x%x%x%x+$', example = string.rep('0123456789abcdef', 4), max = 64 },
 }
 
 local API = 'v1.41'

@@ -58,6 +58,8 @@ local M = {
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
+  id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
   -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
   -- files (an installed agent's archive) go in parts under it (lua/solvers/installed.lua)
   limits = { max_upload_bytes = 100 << 20 },

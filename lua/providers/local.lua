@@ -38,6 +38,8 @@ local net = require 'providers.shared.local_net'
 local M = {
   name = 'local',
   description = 'bubblewrap sandboxes on this machine (no credentials, no network by default)',
+  -- its sandbox ids, and so the names of the directories under <root>/sandboxes/ (M.create)
+  id_format = { pattern = '^cseng%-' .. string.rep('%x', 12) .. '$', example = 'cseng-0123456789ab', max = 18 },
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
@@ -826,10 +828,42 @@ local function rm_cgroups(client, sb)
   return true
 end
 
+-- The directory destroy may remove for sb, or nil when there is none (gone already), or nil, why:
+-- a destroy can come from a log another machine wrote (cleanup, --resume), so the id must have
+-- local's format, the directory must be <root>/sandboxes/<id> itself (no symbolic link on the
+-- way), and its own sandbox.json must name that id, before anything is unmounted or removed.
+local function own_dir(client, sb)
+  local id = sb.id
+  if type(id) ~= 'string' or not id:match(M.id_format.pattern) then
+    return nil, string.format('%s is not a local sandbox id (like %s)', cjson.encode(tostring(id)), M.id_format.example)
+  end
+  local boxes = client.base .. '/sandboxes'
+  local dir = boxes .. '/' .. id
+  if sb.dir and sb.dir ~= dir then return nil, id .. ': its directory ' .. tostring(sb.dir) .. ' is not ' .. dir end
+  local st = fs.lstat(dir)
+  if not st then return nil end
+  if st.type ~= 'dir' then return nil, id .. ': ' .. dir .. ' is not a directory (' .. st.type .. ')' end
+  local real, rboxes = sys.realpath(dir), sys.realpath(boxes)
+  if not real or not rboxes or real ~= rboxes .. '/' .. id then
+    return nil, id .. ': ' .. dir .. ' resolves outside ' .. boxes
+  end
+  local mst = fs.lstat(dir .. '/sandbox.json')
+  local text = mst and mst.type == 'file' and fs.read(dir .. '/sandbox.json')
+  if not text then return nil, id .. ': ' .. dir .. ' has no sandbox.json: not a sandbox of this provider' end
+  local ok, meta = pcall(cjson.decode, text)
+  if not ok or type(meta) ~= 'table' or meta.id ~= id then
+    return nil, string.format('%s: its sandbox.json names %s, not this sandbox', id,
+      ok and type(meta) == 'table' and tostring(meta.id) or 'nothing (malformed)')
+  end
+  return dir
+end
+
 --- Destroy a sandbox: stop its network, unmount, remove its writable layer, directory and
---- cgroups. Idempotent.
+--- cgroups. Idempotent. Refused (EUNSAFE, nothing touched) unless the sandbox is one of this
+--- root's own (own_dir).
 function M.destroy(client, sb)
-  local dir = sb.dir or (client.base .. '/sandboxes/' .. sb.id)
+  local dir, why = own_dir(client, sb)
+  if why then return nil, 'local: ' .. why .. ': not removed', 'EUNSAFE' end
   release(sb)
   sb.destroyed = true
   local mp = mount_point(client, sb.id)
@@ -837,13 +871,13 @@ function M.destroy(client, sb)
     namespace.umount(mp, { lazy = true })
     fs.remove(mp)
   end
-  if fs.exists(dir .. '/root') then namespace.umount(dir .. '/root', { lazy = true }) end
+  if dir and fs.exists(dir .. '/root') then namespace.umount(dir .. '/root', { lazy = true }) end
   local cok, cerr = rm_cgroups(client, sb)
   if not cok then return nil, cerr, 'EBUSY' end
   local vol = sb.vol or volume_of(client, sb.id)
   local vok, verr = limits.remove_volume(client.store, vol)
   if not vok then return nil, verr, 'EIO' end
-  if fs.exists(dir) then
+  if dir and fs.exists(dir) then
     local ok, err = fs.remove_tree(dir)
     if not ok then return nil, err, 'EIO' end
   end

@@ -28,6 +28,8 @@ local M = {
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
   applies_dockerfile = true, -- env_mode native: the task's Dockerfile is built as a Modal image (M.build)
   artifact_env = 'MODAL_IMAGE_ID',
+  -- sandbox ids: sb- and alphanumerics (22 of them today)
+  id_format = { pattern = '^sb%-%w+$', example = 'sb-0aB1cD2eF3gH4iJ5kL6mN7', max = 128 },
   remote = true,
   version = '0.1',
 }

@@ -56,6 +56,8 @@ local M = {
   rates = util.copy(RATES),
   capabilities = { non_root = false, network_policy = false, run_steps = true, warm = true },
   artifact_env = 'RUNLOOP_SNAPSHOT_ID',
+  -- devbox ids: dbx_ and alphanumerics
+  id_format = { pattern = '^dbx_[%w_-]+$', example = 'dbx_31TqkLxd7mR2a9hW3YpZc', max = 128 },
 }
 
 local DEFAULTS = {

@@ -52,6 +52,8 @@ local M = {
   rates = { vcpu_s = 0.0000356, gib_s = 0.0000059, per_create = 0.0000006 },
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = true },
   artifact_env = 'VERCEL_SNAPSHOT_ID',
+  -- sb.id is the session id (sess_..., sbx_...): letters, digits, - and _
+  id_format = { pattern = '^[%w][%w_-]*$', example = 'sess_0123456789abcdef', max = 256 },
 }
 
 local DEFAULTS = {

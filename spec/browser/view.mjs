@@ -11,11 +11,13 @@ const note = (name, value) => { out[name] = value; };
 
 const { ctx, page, close } = await launch();
 const errors = [];
-// nothing but the viewer itself (and file:// for the export) may be fetched
+// nothing but the viewer itself (and file:// for the export) may be fetched; the CSP probe's
+// beacon is asked for on purpose (and refused by the page: the spec counts what reached it)
 const offsite = [];
+const beacon = cfg.control + '/beacon.png';
 ctx.on('request', (r) => {
   const u = r.url();
-  if (!u.startsWith(cfg.base) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
+  if (u !== beacon && !u.startsWith(cfg.base) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
 });
 page.on('pageerror', (e) => errors.push(String(e)));
 page.setDefaultTimeout(20000);
@@ -146,6 +148,16 @@ try {
   note('export.compare.ready', await open('file://' + cfg.export + '/compare/' + cfg.export_compare + '.html'));
   note('export.compare.regressions', await page.getAttribute('#regressions', 'data-regressions'));
   await shot('export-compare');
+  // the export's CSP (a meta tag) must stop a load from another origin as the server's header does:
+  // the first of the image's load, its error or the CSP violation says what happened
+  await open('file://' + cfg.export + '/index.html');
+  note('export.csp_probe', await page.evaluate((url) => new Promise((resolve) => {
+    document.addEventListener('securitypolicyviolation', (e) => resolve('blocked: ' + e.effectiveDirective), { once: true });
+    const img = new Image();
+    img.onload = () => resolve('loaded');
+    img.onerror = () => resolve('error');
+    img.src = url;
+  }), beacon));
 } catch (e) {
   note('exception', String(e && e.stack || e));
 } finally {

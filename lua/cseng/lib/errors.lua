@@ -64,7 +64,7 @@ errors.registry = {
   { 'ELIMIT', 'an archive is over a limit (entries, uncompressed bytes)' },
   { 'EBUSY', 'a resource is busy (a cgroup, a mount)' },
   { 'EARCHIVE', 'an archive is corrupt or cannot be written' },
-  { 'EUNSAFE', 'an archive entry or path would escape its directory' },
+  { 'EUNSAFE', 'an archive entry or path would escape its directory, or an id read from a log is not its provider\'s' },
   { 'ESYMLINK', 'a path goes through a symbolic link' },
   { 'EMOUNT', 'a mount (overlayfs) failed' },
   { 'ESTALE', 'a sandbox known only by its id (from a log) cannot run commands: its namespaces belonged to the process that made it' },

@@ -310,11 +310,13 @@ function helpers.ci(lo, hi, fmt)
   return '[' .. fmt(lo) .. ', ' .. fmt(hi) .. ']'
 end
 
---- Escape text for a markdown table cell (pipes, newlines) or inline text.
+--- Escape text for a markdown table cell (pipes, newlines) or inline text. Text from a log is
+--- text: no link or image (`](` is escaped, so `[x](javascript:...)` or `![b](https://...)`
+--- stays literal) and no HTML tag.
 function helpers.escape(s)
   s = tostring(s == nil and '' or s)
   -- "<" only where it could open an HTML tag, so code spans keep most text intact
-  return (s:gsub('\r?\n', ' '):gsub('|', '\\|'):gsub('<([%a/!?])', '&lt;%1'))
+  return (s:gsub('\r?\n', ' '):gsub('|', '\\|'):gsub('<([%a/!?])', '&lt;%1'):gsub('%]%(', ']\\('))
 end
 
 --- Inline code, safe for any content (uses a longer fence when the text holds backticks).

@@ -163,6 +163,10 @@ function Writer:cleanup_failed(provider, sb_id, err)
   return self:event('cleanup_failed', { provider = provider, sandbox_id = sb_id, error = tostring(err) }, true)
 end
 
+-- The file and line of each record results.read returned (weak: records are not kept alive by it,
+-- and no field is added to them, so a record written back out is the one read).
+local origin = setmetatable({}, { __mode = 'k' })
+
 --- Read every event of a run log. A torn final line (a crash mid-write) is ignored, and a torn
 --- record a later write landed on gives up only its torn part (jsonl.read's salvage). A log
 --- that cannot be read is a one-line error naming it.
@@ -176,8 +180,20 @@ function results.read(path)
     errors.raise(code or errors.EIO, 'cannot read the run log ' .. err)
   end
   local events = {}
-  for rec in iter do events[#events + 1] = rec end
+  for rec, line in iter do
+    events[#events + 1] = rec
+    if type(rec) == 'table' then origin[rec] = { path = path, line = line } end
+  end
   return events
+end
+
+--- Where a record read by results.read came from, "<path>:<line>" (nil for a record made in
+--- this process): refusals of what a log holds name the file and the line.
+---@param rec table
+---@return string|nil
+function results.where(rec)
+  local o = origin[rec]
+  return o and string.format('%s:%d', o.path, o.line) or nil
 end
 
 --- A run log to continue (--resume): its events and run id; one-line errors for a log that is

@@ -18,6 +18,8 @@ local passk = require 'cseng.agent.passk'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local confine = require 'cseng.lib.confine'
+local run_status = require 'cseng.view.status'
 
 local app = {}
 
@@ -124,19 +126,11 @@ local function arena_html(log)
   return html
 end
 
--- the live status of a run started with --status-port, when it is still going
+-- the live status of a run started with --status-port, when it is still going and its writer
+-- proves it holds that port (lua/cseng/view/status.lua: read from /proc, before any connection)
 local function status_port_doc(log)
-  local argv = log.started and log.started.argv
-  if type(argv) ~= 'table' or not log:is_live() then return nil end
-  local port
-  for i, a in ipairs(argv) do
-    port = port or (a == '--status-port' and tonumber(argv[i + 1])) or tonumber(tostring(a):match('^%-%-status%-port=(%d+)$'))
-  end
-  if not port or port == 0 then return nil end
-  local http = require 'cseng.http'
-  local r = http.request { url = string.format('http://127.0.0.1:%d/status', port), timeout = 1 }
-  if not r or r.status ~= 200 then return nil end
-  return jsonl.decode(r.body)
+  if not log.started or not log:is_live() then return nil end
+  return run_status.fetch(log.path, log.started)
 end
 
 -- what the run page can group its trials by: each a list of the dimensions kept (the others pooled)
@@ -192,8 +186,10 @@ function app.groups(log, by)
   return doc
 end
 
---- The run page's document (everything but the trials, which are paged).
-function app.run_doc(cat, log)
+--- The run page's document (everything but the trials, which are paged). o.offline (the export):
+--- no live status, so no connection at all.
+---@param o? {offline?: boolean}
+function app.run_doc(cat, log, o)
   local doc = { run = app.run_row(log), version = log.version, phases = jsonl.array() }
   for _, ph in ipairs(index.PHASES) do
     if log.phase_n[ph] then
@@ -220,8 +216,10 @@ function app.run_doc(cat, log)
     doc.report_html = ok and html or nil
     doc.report_error = not ok and tostring(html) or nil
   end
-  local ok, st = pcall(status_port_doc, log)
-  doc.status = ok and st or nil
+  if not (o and o.offline) then
+    local ok, st = pcall(status_port_doc, log)
+    doc.status = ok and st or nil
+  end
   doc.catalogue_version = cat.version
   return doc
 end
@@ -281,22 +279,31 @@ function app.trials_doc(log, f)
   return { total = total, offset = offset, limit = limit, rows = jsonl.array(rows), version = log.version }
 end
 
--- a solver transcript beside the log (runner.save_transcript), read if it is there
+-- A solver transcript, read only from inside the log's own folder: the log may come from another
+-- machine and name any path. Beside the log first (runner.save_transcript's
+-- <log>/transcripts/<name>: a results folder that was copied or moved), then the recorded path
+-- when it lies inside the folder; confine.path refuses `..` and resolves every symbolic link, so
+-- one pointing out of the folder is refused too.
 local function transcript(log, rec)
   local p = type(rec.solver_transcript_path) == 'string' and rec.solver_transcript_path
   if not p then return nil end
-  -- beside the log first (a results folder that was copied or moved), then the recorded path
   local dir = util.dirname(log.path)
-  local candidates = { fs.join(dir, (util.basename(log.path):gsub('%.jsonl$', '')), 'transcripts', util.basename(p)) }
-  if p:sub(1, 1) ~= '/' then candidates[#candidates + 1] = fs.join(dir, p) end
-  candidates[#candidates + 1] = p
-  for _, c in ipairs(candidates) do
-    if fs.exists(c) then
-      local ok, list = pcall(jsonl.read_all, c)
-      if ok and list then return jsonl.array(list), c end
+  local names = { (util.basename(log.path):gsub('%.jsonl$', '')) .. '/transcripts/' .. util.basename(p) }
+  if p:sub(1, 1) ~= '/' then
+    names[#names + 1] = p
+  else
+    local rdir = sys.realpath(dir)
+    if rdir and p:sub(1, #rdir + 1) == rdir .. '/' then names[#names + 1] = p:sub(#rdir + 2) end
+  end
+  for _, name in ipairs(names) do
+    local full = confine.path(dir, name)
+    local st = full and fs.stat(full)
+    if st and st.type == 'file' then
+      local ok, list = pcall(jsonl.read_all, full)
+      if ok and list then return jsonl.array(list), full end
     end
   end
-  return nil, nil, p .. ': not found beside the run log'
+  return nil, nil, p .. ': not found in the run log\'s folder (a path outside the run log\'s folder is never read)'
 end
 
 --- One trial: { row, record, transcript }.
@@ -331,10 +338,16 @@ end
 
 -- ---- the page shell ---------------------------------------------------------------------
 
+-- What a page may load: itself only (its script, stylesheet and data files; data: images). The
+-- server sends it as a header, with frame-ancestors; every page carries it as a meta tag too, so
+-- an exported page opened from file:// keeps it (a meta tag cannot carry frame-ancestors).
+app.CSP = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'"
+
 --- The HTML every page starts from; app.js draws it. root: the path to the site root ('/' on the
 --- server, '../' or '' in an export); scripts: data files of an export.
 function app.shell(root, page, scripts)
   local out = { '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
+    '<meta http-equiv="Content-Security-Policy" content="' .. app.CSP .. '">', -- no " & < > in it
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     '<title>cseng view</title>',
     '<link rel="stylesheet" href="' .. root .. 'assets/app.css"></head>',
@@ -354,8 +367,7 @@ local JSON = { ['Content-Type'] = 'application/json; charset=utf-8', ['Cache-Con
 local SECURITY = {
   ['X-Content-Type-Options'] = 'nosniff',
   ['Referrer-Policy'] = 'no-referrer',
-  ['Content-Security-Policy'] = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " ..
-    "connect-src 'self'; frame-ancestors 'none'",
+  ['Content-Security-Policy'] = app.CSP .. "; frame-ancestors 'none'",
 }
 
 local function with(h, extra)
@@ -503,8 +515,8 @@ function app.export(cat, dir, opts)
   for _, log in ipairs(cat:list()) do
     local id = index.id_of(log)
     local f = app.file_name(id)
-    local doc = app.run_doc(cat, log)
-    doc.run.live, doc.status = false, nil
+    local doc = app.run_doc(cat, log, { offline = true })
+    doc.run.live = false
     local all = app.trials_doc(log, { limit = math.max(1, log.n), offset = 0 })
     if log.n > PAGE_MAX then
       all.rows = jsonl.array()

@@ -60,12 +60,14 @@ function cmd.run(args)
       local ok_n, fail_n = s:sweep(events, { reason = 'cleanup' }, provider, {
         dry_run = f.dry_run,
         on_result = function(p, id, r)
-          if not r then print('would destroy ' .. p.name .. ' ' .. tostring(id))
+          if r and r.refused then io.stderr:write('cseng: cleanup: ', r.error, '\n')
+          elseif not r then print('would destroy ' .. p.name .. ' ' .. tostring(id))
           elseif r.ok then print('destroyed ' .. p.name .. ' ' .. tostring(id))
           else io.stderr:write('cseng: cannot destroy ', tostring(id), ': ', tostring(r.error), '\n') end
         end,
-        on_list_failure = function(name, msg)
-          io.stderr:write('cseng: cleanup: cannot list ', name, '\'s sandboxes by label: ', msg, '\n')
+        on_list_failure = function(name, msg, refused)
+          if refused then io.stderr:write('cseng: cleanup: ', name, ': ', msg, '\n')
+          else io.stderr:write('cseng: cleanup: cannot list ', name, '\'s sandboxes by label: ', msg, '\n') end
           failures = failures + 1
         end,
       })

@@ -1,13 +1,16 @@
 --- `cseng merge DIR -o RUN.jsonl`: the shards of one sharded run (`cseng run --shard K/N`, a
 --- Slurm job array or a Kubernetes Indexed Job) into one log and one summary that the report
 --- templates read exactly as a single-machine run's. Refuses, with one line naming them, shards
---- that are missing, duplicated, from another run, or that hold the same trial twice.
+--- that are missing, duplicated, from another run, or that hold the same trial twice; and, since
+--- a shard comes from another machine, one naming an adapter this cseng does not have, a sandbox
+--- id that is not its adapter's, or a job id that is not a plain name (the file and line named).
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
+local session = require 'cseng.run.session'
 local cli = require 'cseng.cli.main'
 
 local SPEC = {
@@ -41,6 +44,39 @@ local function shard_files(dir)
   end
   table.sort(out, function(a, b) if a.run_id ~= b.run_id then return a.run_id < b.run_id end return a.index < b.index end)
   return out
+end
+
+-- The records of a shard that name what later becomes a path or URL (the merged log feeds
+-- `cseng cleanup`, `--resume` and the viewer): its job id, each record's adapter (a file of
+-- lua/providers/, loaded by name), and each sandbox id (the adapter's own format).
+local function check_records(f)
+  local function at(rec) return results.where(rec) or f.path end
+  local job = f.started.shard.job_id
+  if job ~= nil and (type(job) ~= 'string' or not job:match('^[%w][%w._-]*$') or job:find('..', 1, true)) then
+    fail(string.format('%s: job_id %s is not a job id (letters, digits, . _ -)', at(f.started), jsonl.encode(job)))
+  end
+  local scope = results.run_scope(f.events)
+  local adapters = {}
+  for _, e in ipairs(f.events) do
+    if e.event == 'allocated' or e.event == 'destroyed' or e.event == 'cleanup_failed' or e.event == 'intent'
+      or e.event == 'lost_create' then
+      local info = type(e.provider) == 'string' and scope.providers[e.provider] or {}
+      local name = e.adapter or info.adapter or e.provider
+      local adapter = adapters[name]
+      if adapter == nil then
+        local ok, a = pcall(session.adapter, name)
+        if not ok then
+          fail(string.format('%s: adapter %s is not an adapter of this cseng (lua/providers/, see cseng providers)', at(e),
+            type(name) == 'string' and jsonl.encode(name) or tostring(name)))
+        end
+        adapters[name], adapter = a, a
+      end
+      if e.event ~= 'intent' and e.event ~= 'lost_create' then
+        local bad = session.id_problem(e, adapter)
+        if bad then fail(string.format('%s: %s', at(e), bad)) end
+      end
+    end
+  end
 end
 
 --- Check the shard set and read it. Returns the shards with .events, sorted by index.
@@ -101,6 +137,7 @@ function cmd.collect(dir, want_run)
         first.name, tostring(first.started.shard.job_id), tostring(first.started.plan), tostring(first.started.provider),
         tostring(first.started.mode)))
     end
+    check_records(f)
   end
   return shards, run_id, count
 end

@@ -2,7 +2,7 @@
 // (lua/cseng/view/app.lua), or, in a static export, from the data scripts beside the page
 // (CSENG_PUT calls), so the same code runs over http:// and file://. No framework, no fetch
 // from outside: text goes in with textContent; the only HTML set as markup is what the server
-// rendered and escaped (the arena's report, the comparison).
+// rendered and escaped (the arena's report, the comparison); every href and src passes safeUrl.
 'use strict';
 
 const DATA = { runs: null, run: {}, records: {}, compare: {} };
@@ -81,12 +81,23 @@ const link = {
 
 // ---- small DOM helpers ---------------------------------------------------------------------
 
+// A URL attribute as the browser will read it (ASCII tab and newline dropped anywhere, controls and
+// spaces at the ends: `java<TAB>script:` is `javascript:`), so every control character and space
+// goes first; then only http(s) or a path of the viewer's own passes (not //host or /\host).
+function safeUrl(u) {
+  const seen = String(u).replace(/[\u0000-\u0020\u007f]/g, '');
+  const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):/.exec(seen);
+  if (scheme) return /^https?$/i.test(scheme[1]) ? seen : '#';
+  return /^[\\/][\\/]/.test(seen) ? '#' : seen;
+}
+
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') e.className = v;
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'href' || k === 'src') e.setAttribute(k, safeUrl(v));
     else e.setAttribute(k, v);
   }
   for (const k of kids.flat(Infinity)) if (k !== undefined && k !== null && k !== false) e.append(k instanceof Node ? k : String(k));
