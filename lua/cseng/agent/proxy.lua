@@ -233,7 +233,7 @@ local Grant = {}
 Grant.__index = Grant
 
 local function new_totals()
-  return { api_requests = 0, model_requests = 0, answered = 0, responses = 0, responses_without_usage = 0,
+  return { api_requests = 0, model_requests = 0, responses = 0, responses_without_usage = 0,
     prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, cache_creation_tokens = 0, reasoning_tokens = 0,
     cost_usd = 0, provider_priced = 0, table_priced = 0, unpriced = 0, refused_ceiling = 0, refused_route = 0,
     upstream_errors = 0, statuses = {} }
@@ -279,9 +279,12 @@ function Grant:admit()
   return false
 end
 
---- What the grant counted, as solver_usage fields: tokens from the answers, their cost and its
---- source (provider | prices | mixed | partial | unknown, as the agent loop's), how many requests
---- went and how many were refused, and `ceiling` when the spend ceiling refused one.
+--- What the grant counted, as solver_usage fields: `requests` (the model requests the CLI made,
+--- refused ones included), `api_requests` (the requests forwarded, any route), `responses` (answers
+--- that carried usage), `responses_without_usage` (2xx model answers that carried none), tokens
+--- from the answers, their cost and its source (provider | prices | mixed | partial | unknown, as
+--- the agent loop's), `refused` ({ceiling, route}), `statuses` (the upstream's, by code), and
+--- `ceiling_stop` when the spend ceiling refused a request.
 function Grant:usage()
   local t = self.totals
   local u = { counted_by = 'proxy', api_requests = t.api_requests, requests = t.model_requests, responses = t.responses,
@@ -347,7 +350,6 @@ end
 local function forward(P, g, req, kind, rel, style)
   local t = g.totals
   t.api_requests = t.api_requests + 1
-  if kind ~= true then t.model_requests = t.model_requests + 1 end
   local headers = {}
   for k, v in pairs(req.headers) do
     if not DROP_REQUEST[k] and not k:match('^proxy%-') then headers[k] = v end
@@ -421,6 +423,7 @@ local function handle(P, req)
     return refuse(403, 'permission_error', 'route_not_allowed', string.format(
       'cseng model proxy: %s %s is not a model API route this trial may use', req.method, req.path))
   end
+  if kind ~= true then g.totals.model_requests = g.totals.model_requests + 1 end
   if kind ~= true and not g:admit() then
     g.totals.refused_ceiling = g.totals.refused_ceiling + 1
     P.stats.refused_ceiling = P.stats.refused_ceiling + 1
