@@ -80,6 +80,29 @@ for _, A in ipairs(AGENTS) do
       end)
     end
 
+    if A.solver == 'codex' then
+      it('--model-key sandbox: the real key goes into the sandbox (no proxy), said in one warning line', function()
+        local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+        local f = fk.start { api_key = H.KEY, model = H.MODEL, script = H.gold_script }
+        local warnings = {}
+        local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(1), model_key = 'sandbox',
+          observers = { function(_, name, d) if name == 'warning' then warnings[#warnings + 1] = d.text end end } }, A.env(f))
+        f.close()
+        assert.equal(0, status, tostring(s.results[1] and s.results[1].error))
+        assert.equal(0, f.stats().unauthorized) -- the CLI sent the key itself
+        assert.equal(1, #warnings)
+        assert.matches('codex: the real model key is placed in every local sandbox %(asked for with %-%-model%-key sandbox%)',
+          warnings[1])
+        local u = s.results[1].solver_usage
+        assert.equal('sandbox', u.model_key)
+        assert.is_nil(u.counted_by) -- the CLI's own figures
+        assert.equal(1007 + 2007 + 3007, u.prompt_tokens)
+        for _, e in ipairs(events) do
+          if e.event == 'run_started' then assert.equal('sandbox', e.options.model_key) end
+        end
+      end)
+    end
+
     it('fails before any sandbox without its key', function()
       local ok, err = pcall(H.run, { solver = A.solver, tasks = H.ids(1) }, { [A.model_var] = 'm' })
       assert.is_false(ok)
