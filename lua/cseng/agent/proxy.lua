@@ -443,8 +443,10 @@ function proxy.start()
   local P = setmetatable({ grants = {}, by_trial = {},
     stats = { requests = 0, unauthorized = 0, refused_route = 0, refused_ceiling = 0, upstream_errors = 0, grants = 0,
       revoked = 0 } }, Proxy)
-  -- connections: a few per CLI, many CLIs at once; a handler at work is never timed out
-  local srv, err, code = serve.listen { host = '127.0.0.1', port = 0, max_connections = 4096,
+  -- connections: a few per CLI, many CLIs at once; one kept alive while the CLI runs a long tool
+  -- stays open 5 minutes (a close racing the CLI's next request costs it a retry); a handler at
+  -- work is never timed out
+  local srv, err, code = serve.listen { host = '127.0.0.1', port = 0, max_connections = 4096, idle_timeout = 300,
     handler = function(req) return handle(P, req) end }
   if not srv then errors.raise(code or errors.EIO, 'the model proxy could not listen on 127.0.0.1: ' .. tostring(err)) end
   P.srv, P.port, P.url = srv, srv:port(), srv:url()
