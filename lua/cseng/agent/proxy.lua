@@ -395,9 +395,12 @@ local function forward(P, g, req, kind, rel, style)
   else
     t.upstream_errors = t.upstream_errors + 1
     P.stats.upstream_errors = P.stats.upstream_errors + 1
-    -- a 502 the CLI may retry; the message names the upstream, never the key
-    local s, h, b = refuse(502, 'api_error', 'upstream_unreachable',
-      string.format('cseng model proxy: the model endpoint could not be reached: %s (%s)', tostring(err), tostring(code)))
+    -- a 502 the CLI may retry; the message names the upstream without user info, never the key
+    local why = tostring(err)
+    if why:sub(1, #url + 2) == url .. ': ' then why = why:sub(#url + 3) end
+    why = why:gsub(g.key:gsub('%p', '%%%0'), '[redacted]')
+    local s, h, b = refuse(502, 'api_error', 'upstream_unreachable', string.format(
+      'cseng model proxy: the model endpoint %s could not be reached: %s (%s)', g.shown, why, tostring(code)))
     req:respond(s, h, b)
   end
   if reader then
@@ -471,7 +474,9 @@ function Proxy:grant(o)
   if type(o.api_key) ~= 'string' or o.api_key == '' then errors.raise(errors.ECONFIG, 'model proxy: no key', { stage = 'solve' }) end
   local price, psrc = prices.lookup(o.options, o.getenv, o.model)
   local token = proxy.TOKEN_PREFIX .. crypto.hex(crypto.random_bytes(32))
-  local g = setmetatable({ api = api, upstream = upstream, prefix = path, key = o.api_key, model = o.model, price = price,
+  local shown = origin:gsub('//[^/@]*@', '//') .. path -- what error messages may say of it
+  local g = setmetatable({ api = api, upstream = upstream, shown = shown, prefix = path, key = o.api_key, model = o.model,
+    price = price,
     price_source = psrc, options = o.options, getenv = o.getenv, budget = o.budget, trial = o.trial,
     totals = new_totals(), inflight = {} }, Grant)
   local id = crypto.sha256_hex(token)
