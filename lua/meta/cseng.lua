@@ -166,8 +166,13 @@ function clock.epoch() end
 ---@field follow? boolean follow redirects
 ---@field insecure? boolean skip TLS verification
 ---@field max_body? integer bytes (EBODY beyond)
----@field stream? async fun(chunk: string): boolean? receive the body incrementally; return false to stop (EABORTED)
+---@field stream? async fun(chunk: string, head: cseng.http.Head?): boolean? the body in chunks; false stops it (EABORTED)
 ---@field http_version? "1.1"|"2"|"2-prior-knowledge" "2": ALPN over TLS, prior knowledge for http:// (the response must be HTTP/2, else EHTTP2)
+
+---What a stream callback's first call gets beside its chunk: the response's status and headers.
+---@class cseng.http.Head
+---@field status integer
+---@field headers table<string, string> lowercased names
 
 ---Cumulative marks in seconds since the request started (curl's *_TIME_T).
 ---@class cseng.http.Timings

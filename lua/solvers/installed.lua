@@ -1,15 +1,15 @@
 --- Shared by the installed-agent solvers (lua/solvers/codex.lua): a coding-agent CLI from npm,
 --- pinned in lua/solvers/installed/package-lock.json and installed on the host by `make
 --- deps-agents`, is uploaded into the sandbox (once per sandbox: a sandbox made from a warm artifact
---- that holds it already skips the upload), run there against the solver's endpoint, and its output
---- converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
+--- that holds it already skips the upload), run there against the solver's endpoint (through the
+--- run's model proxy, lua/cseng/agent/proxy.lua, so the sandbox never holds the key), and its
+--- output converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
 local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
-local jsonl = require 'cseng.lib.jsonl'
 local prices = require 'cseng.agent.prices'
 local atif = require 'cseng.agent.atif'
 local crypto = require 'cseng.crypto'
@@ -221,7 +221,9 @@ end
 ---@param scope string what the totals cover ("codex turn", "claude session")
 function installed.account(ctx, tr, last, usage, model, scope)
   local price, psrc = prices.lookup(ctx.options, ctx.getenv, model)
-  if price then
+  if usage.counted_by == 'proxy' then
+    scope = scope .. ', counted by the model proxy' -- the cost is the proxy's, answer by answer
+  elseif price then
     usage.cost_usd = prices.cost({ input = usage.prompt_tokens, cached = usage.cached_tokens,
       cache_creation = usage.cache_creation_tokens, output = usage.completion_tokens }, price)
     usage.cost_source, usage.price_source = 'prices', psrc
@@ -247,104 +249,100 @@ function installed.result(name, res, usage, doc)
   }
 end
 
---- The spend ceiling between the CLI's own turns (`--max-cost-usd`, the trial's ctx.budget): a meter
---- fed the CLI's stdout while it runs (exec with on_output: providers whose exec streams, `local`).
---- Each complete JSON line goes to `turn_usage(event)`, which returns the usage a model request has
---- reported so far ({id, input, cached, cache_creation, output}: Claude Code's assistant messages,
---- the token records of Codex's session) or nil; the request is priced (lua/cseng/agent/prices.lua),
---- what it adds is spent against the trial's budget, and the budget is asked whether a next request
---- that costs what this one did still fits (ledger's admit_turn: committed + in flight + this trial's
---- spend + that estimate <= X). When it does not, feed returns false and the exec stops the CLI (its
---- process group is killed) before that request is answered. A model without a price cannot be
---- metered (`unpriced`): the ceiling then holds between trials only.
----@param ctx SolveContext
----@param model string
----@param turn_usage fun(e: table): table|nil
-function installed.meter(ctx, model, turn_usage)
-  local price = prices.lookup(ctx.options, ctx.getenv, model)
-  local m = { requests = 0, spent_usd = 0, streamed = false, unpriced = price == nil }
-  local buf, charged = '', {}
-  --- on_output for ctx:exec: false once the ceiling would be passed by another request.
-  function m.feed(chunk, stream)
-    if stream ~= 'stdout' then return true end
-    m.streamed = true
-    buf = buf .. chunk
-    local from = 1
-    while true do
-      local nl = buf:find('\n', from, true)
-      if not nl then break end
-      local line = buf:sub(from, nl - 1)
-      from = nl + 1
-      local ok, e = pcall(jsonl.decode, line)
-      local u = ok and type(e) == 'table' and turn_usage(e) or nil
-      if u and price then
-        local usd = prices.cost(u, price)
-        local id = tostring(u.id)
-        if not charged[id] then m.requests = m.requests + 1 end
-        local more = usd - (charged[id] or 0)
-        charged[id] = usd
-        if more > 0 then ctx.budget.spend(more); m.spent_usd = m.spent_usd + more end
-        if not ctx.budget.admit(usd) then
-          m.stopped = true
-          buf = ''
-          return false
-        end
-      end
-    end
-    buf = buf:sub(from)
-    return true
+--- Where the CLI sends its model requests, and with what: through the run's model proxy
+--- (ctx.model_proxy, lua/cseng/agent/proxy.lua: the sandbox gets the proxy's base URL and a token
+--- of this trial, the real key stays on the host) or, when the run places the key in the sandbox
+--- (`--model-key sandbox`, or a provider whose sandboxes cannot reach the proxy), the endpoint and
+--- the key themselves. Returns the configuration the sandbox sees ({base_url, api_key, model}) and
+--- the grant (nil without the proxy).
+---@param api string the proxy's API name ("openai" | "anthropic")
+function installed.route(ctx, cfg, api)
+  if not ctx.model_proxy then return cfg, nil end
+  local grant = ctx.model_proxy.grant { api = api, upstream = cfg.base_url, api_key = cfg.api_key, model = cfg.model,
+    options = ctx.options, getenv = ctx.getenv }
+  return { base_url = grant.base_url, api_key = grant.token, model = cfg.model, upstream = cfg.base_url }, grant
+end
+
+-- The CLI's own usage figures, kept beside the proxy's (what the CLI said it spent).
+local REPORTED = { 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_creation_tokens', 'reasoning_tokens',
+  'agent_cost_usd' }
+
+--- The proxy's counts become the trial's usage: tokens and cost from the answers themselves; the
+--- CLI's own figures are kept as `agent_reported`.
+function installed.counted(usage, pu)
+  local rep = {}
+  for _, k in ipairs(REPORTED) do rep[k] = usage[k] end
+  usage.agent_reported = rep
+  for k, v in pairs(pu) do
+    if k ~= 'ceiling_stop' then usage[k] = v end
   end
-  return m
+  usage.agent_cost_usd = nil
 end
 
 --- The solve of an installed-agent solver `solver` (its config, install and convert): the config
---- (ECONFIG when incomplete), the CLI's upload, `o.prepare(cfg)` (files besides the prompt), the
---- instruction in PREFIX/prompt.md, then `o.command(cfg)` run with `o.env(cfg)` over the task's
---- agent_env; its stdout converted to ATIF, priced (installed.account, `o.scope`) and returned as
---- the solver's result, the trajectory's notes `o.notes`. Under a spend ceiling with `o.turn_usage`
---- the CLI's output is metered while it runs (installed.meter) and a stop is the trial's
---- stop_reason `max_cost` (usage.ceiling says how the ceiling applied).
----@param o {name:string, command:fun(cfg:table):string, env:fun(cfg:table):table, prepare:fun(cfg:table)|nil, scope:string,
----  notes:string, turn_usage:fun(e:table):table|nil}
+--- (ECONFIG when incomplete), the model route (installed.route: the run's proxy, or the key in the
+--- sandbox), the CLI's upload, `o.prepare(scfg)` (files besides the prompt), the instruction in
+--- PREFIX/prompt.md, then `o.command(scfg)` run with `o.env(scfg)` over the task's agent_env, where
+--- `scfg` is what the sandbox may know ({base_url, api_key, model}: through the proxy, its URL
+--- and this trial's token). Its stdout converted to ATIF; through the proxy, the tokens and cost
+--- are the proxy's counts of the answers (installed.counted), else the CLI's figures priced
+--- (installed.account, `o.scope`); the trajectory's notes `o.notes`. The grant is revoked when the
+--- solve ends, on every path. A request the proxy refused at the run's spend ceiling makes the
+--- trial's stop_reason `max_cost`.
+---@param o {name:string, api:string, command:fun(cfg:table):string, env:fun(cfg:table):table, prepare:fun(cfg:table)|nil,
+---  scope:string, notes:string}
 function installed.run(ctx, solver, o)
   local cfg, err, code = solver.config(ctx.options or {}, ctx.getenv)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
   util.add_secret(cfg.api_key)
   local t0 = clock.now()
+  local scfg, grant = installed.route(ctx, cfg, o.api)
+  -- the token opens nothing once the solve is over, however it ends
+  local _ <close> = grant and setmetatable({}, { __close = function() grant.revoke() end }) or nil
   -- before anything is shipped: an agent whose endpoint the sandbox cannot reach would only time out
-  local reach, why, hostport = installed.reachable(ctx, cfg.base_url)
+  local reach, why, hostport = installed.reachable(ctx, scfg.base_url)
   if not reach then
+    if grant then
+      errors.raise(errors.ENONETWORK, string.format('%s: the cseng model proxy %s (%s, for the model endpoint %s) cannot be '
+        .. 'reached from inside the sandbox: %s; the sandbox has no network access to it (an offline sandbox, or a provider '
+        .. 'that does not give it the spec\'s host_ports; --model-key sandbox places the real key in the sandbox instead)',
+        o.name, scfg.base_url, tostring(hostport or scfg.base_url), cfg.base_url, why), { stage = 'solve' })
+    end
     errors.raise(errors.ENONETWORK, string.format('%s: the model endpoint %s (%s) cannot be reached from inside the sandbox: %s; '
       .. 'the sandbox has no network access to it (an offline sandbox, or an endpoint only on the host\'s loopback)',
       o.name, cfg.base_url, tostring(hostport or cfg.base_url), why), { stage = 'solve' })
   end
   local install, _, shipped = solver.install(ctx)
-  if o.prepare then o.prepare(cfg) end
+  if o.prepare then o.prepare(scfg) end
   installed.write(ctx, installed.PREFIX, 'prompt.md', ctx.task.instruction or '')
   local xopts = { timeout = tonumber(ctx.timeout) or 900, tail_bytes = 8 * 1024 * 1024,
-    env = util.merge(ctx.task.config.agent_env, o.env(cfg)) }
-  local meter = ctx.budget and o.turn_usage and installed.meter(ctx, cfg.model, o.turn_usage) or nil
-  if meter then xopts.on_output = meter.feed end
-  local res, xerr, xcode = ctx:exec(o.command(cfg), xopts)
+    env = util.merge(ctx.task.config.agent_env, o.env(scfg)) }
+  local res, xerr, xcode = ctx:exec(o.command(scfg), xopts)
   if not res then
     errors.raise(xcode or errors.EEXEC, o.name .. ': running the CLI in the sandbox: ' .. tostring(xerr), { stage = 'solve' })
   end
   local tr, usage, last = solver.convert(res.stdout or '', { session_id = ctx.session_id or tostring(ctx.task.id),
     model = cfg.model, instruction = ctx.task.instruction or '' })
   if res.timed_out then usage.stop_reason = 'timeout' end
-  if meter and meter.stopped then usage.stop_reason = 'max_cost' end
-  if meter then
-    -- how the run's ceiling applied to this CLI: between its requests (metered), or between trials only
-    usage.ceiling = (meter.unpriced and 'between trials (the model has no price)')
-      or (not meter.streamed and 'between trials (the provider does not stream exec output)')
-      or (meter.requests == 0 and 'between trials (no per-request usage in the CLI\'s output)') or 'between requests'
-    usage.metered_requests, usage.metered_usd = meter.requests, meter.spent_usd
+  usage.model_key = grant and 'proxy' or 'sandbox'
+  local pu
+  if grant then
+    grant.revoke()
+    pu = grant.usage()
+    installed.counted(usage, pu)
+    if pu.ceiling_stop then usage.stop_reason = 'max_cost' end
+  end
+  if ctx.budget then
+    -- how the run's ceiling applied to this CLI: before each of its model requests (the proxy), or between trials only
+    usage.ceiling = (not grant and 'between trials (the real key is in the sandbox: no proxy sees the requests)')
+      or ((pu.responses > 0 and pu.cost_source == 'unknown') and 'between trials (the model has no price)')
+      or 'between requests'
   end
   usage.install, usage.shipped, usage.exit_code = install, shipped, res.code
   installed.account(ctx, tr, last, usage, cfg.model, o.scope)
   usage.elapsed_seconds = (clock.now() - t0) / 1e9
   local doc = tr:finish({ stop_reason = usage.stop_reason, exit_code = res.code })
-  doc.notes = o.notes
+  doc.notes = o.notes .. (grant and ' Tokens and cost: counted by the cseng model proxy from the API\'s answers.' or '')
   local r = installed.result(o.name, res, usage, doc)
   if usage.stop_reason == 'max_cost' then r.note = o.name .. ' stopped: the run\'s spend ceiling (--max-cost-usd)' end
   return r

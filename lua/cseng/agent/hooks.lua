@@ -1,18 +1,40 @@
 --- What the runner calls for agent evals (lua/cseng/run/runner.lua marks each call "agent hook"):
 --- attempts (`--attempts K`), ATIF trajectories, the health probe after a failed solve, the cost
---- ledger and the spend ceiling (`--max-cost-usd`). Kept out of the runner so the run frame can
---- call the same functions.
+--- ledger and the spend ceiling (`--max-cost-usd`), the model proxy of installed agents. Kept out
+--- of the runner so the run frame can call the same functions.
 local atif = require 'cseng.agent.atif'
 local ledger = require 'cseng.agent.ledger'
 local probe = require 'cseng.agent.probe'
+local proxy = require 'cseng.agent.proxy'
 local errors = require 'cseng.lib.errors'
 
 local hooks = {}
 
---- The run's state: the budget when --max-cost-usd is set. Call once per run (runner.run_of).
+--- The run's state: the budget when --max-cost-usd is set; for a solver that calls its model from
+--- the sandbox through the proxy (`solver.model_proxy`: codex, claude_code), how its key travels
+--- (`run.model_key`: "proxy" or "sandbox", lua/cseng/agent/proxy.lua's mode from --model-key and
+--- the provider) and, with the proxy, the proxy itself (`run.model_proxy`, listening until
+--- hooks.finish). Call once per run (runner.run_of). Returns a line for the console when the real
+--- key will be placed in the sandboxes.
+---@return string|nil
 function hooks.init(run)
   local max = run.opts.max_cost_usd
   if max ~= nil then run.budget = ledger.budget(tonumber(max)) end
+  local solver = run.solver
+  if not (solver and solver.model_proxy) then return nil end
+  local mode, why = proxy.mode(run.opts.model_key, run.provider, run.p and run.p.endpoint)
+  run.model_key = mode
+  if mode == 'proxy' then
+    run.model_proxy = proxy.start()
+    return nil
+  end
+  return string.format('cseng: %s: the real model key is placed in every %s sandbox (%s); task code there can read it '
+    .. '(docs/SOLVERS.md, "How keys reach the model")', solver.name, tostring(run.provider.name), why)
+end
+
+--- The run is over: its model proxy stops (every token it granted is revoked).
+function hooks.finish(run)
+  if run.model_proxy then run.model_proxy:close() end
 end
 
 --- The trials of a run: each task `attempts` times, attempts interleaved across tasks (every
@@ -40,9 +62,12 @@ function hooks.trial_name(run, task_id, attempt)
 end
 
 --- Before the solve: the context learns its session id (the ATIF session_id) and its budget.
+--- With the run's model proxy, the context's `model_proxy`: grants for this trial (its budget),
+--- revoked by hooks.after_trial at the latest.
 function hooks.context(run, ctx, rec, key)
   ctx.session_id = string.format('%s/%s', tostring(run.id), hooks.trial_name(run, rec.task_id, rec.attempt))
   if run.budget then ctx.budget = run.budget:for_trial(key or rec) end
+  if run.model_proxy then ctx.model_proxy = run.model_proxy:for_trial(key or rec, ctx.budget) end
 end
 
 --- May another trial be dispatched? False once the ceiling would be passed (run.budget.stop says why).
@@ -77,6 +102,7 @@ end
 --- After the trial's sandbox is gone: the trial's cost ledger, its model, its retriable flag, and
 --- the budget settled.
 function hooks.after_trial(run, rec, key)
+  if run.model_proxy then run.model_proxy:revoke_trial(key or rec) end -- its tokens open nothing from now on
   rec.cost = ledger.trial(rec, run.provider.rates)
   local u = rec.solver_usage
   rec.model = rec.model or (type(u) == 'table' and type(u.model) == 'string' and u.model or nil)

@@ -215,6 +215,8 @@ function Tasks:on(F, name, d)
     if d.status_url then r:line('status: ' .. d.status_url) end
     r:tick(function() self:refresh() end)
     r:live(self:block())
+  elseif name == 'warning' then
+    r:warn(d.text)
   elseif name == 'trial_start' then
     self.running = self.running + 1
   elseif name == 'phase' then

@@ -21,7 +21,7 @@ local SPEC = {
     arg = 'MODE', help = 'tasks: cold|warm (fresh sandbox, or from a prewarmed artifact); startup: ' ..
     'lockstep (default)|sequential|staggered|burst' },
   ['modes'] = { key = 'modes', type = 'list', arg = 'cold,warm', help = 'modes (matrix plans)' },
-  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter' },
+  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter, codex, claude_code' },
   ['solve-command-file'] = { key = 'solve_command_file', type = 'string', arg = 'FILE', help = 'the command solver\'s script' },
   ['solver-env'] = { key = 'solver_env', type = 'string', arg = 'A,B', help = 'host variables passed to the command solver' },
   ['output'] = { key = 'output', type = 'string', arg = 'PATH', help = 'results directory, or the summary .json path' },
@@ -71,6 +71,9 @@ local SPEC = {
     help = 'tasks: dispatch no new trial or agent turn once committed + in-flight spend would pass X USD' },
   ['default-limits'] = { key = 'default_limits', type = 'string', arg = 'K=V,...',
     help = 'local: limits of sandboxes and builds whose task names none (cpus=1,memory_mb=2048,storage_mb=10240,pids=4096)' },
+  ['model-key'] = { key = 'model_key', type = 'string', choices = { 'auto', 'proxy', 'sandbox' }, arg = 'auto|proxy|sandbox',
+    help = 'codex/claude_code: the model key stays on the host behind a proxy (auto: where the provider reaches it, '
+      .. 'else the key goes in with a warning; proxy: always, else refuse; sandbox: the key in the sandbox)' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
@@ -80,7 +83,7 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
   'stop-after-create-failures', 'default-limits',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)

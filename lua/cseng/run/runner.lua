@@ -383,7 +383,9 @@ function runner.run_of(s, p, solver, F)
     session = s, id = s.id, opts = s.opts, provider = p.adapter, client = p.client, solver = solver, p = p,
     writer = s.writer, getenv = s.getenv, warm_cache = {}, launcher = s.launcher, frame = F,
   }
-  agent_hooks.init(run) -- agent hook: the spend ceiling (--max-cost-usd)
+  -- agent hook: the spend ceiling (--max-cost-usd), the model proxy of installed agents
+  local note = agent_hooks.init(run)
+  if note and F then F:emit('warning', { text = note }) end
   run.admission = admission.endpoint(s) -- the model endpoints' admission (ctx.admission), nil when off
   return run
 end
@@ -434,6 +436,8 @@ function runner.run_tasks(opts)
   local p = F:connect(opts.provider, opts.provider_config)
   local provider, writer = p.adapter, s.writer
   local run = runner.run_of(s, p, solver, F)
+  -- agent hook: the model proxy stops with the run, however it ends
+  local _ <close> = setmetatable({}, { __close = function() agent_hooks.finish(run) end })
 
   local done, rerun = {}, {}
   if prior then
@@ -465,7 +469,7 @@ function runner.run_tasks(opts)
       options = {
         task_index = opts.task_index, task_limit = opts.task_limit, stop_after_passes = opts.stop_after_passes,
         timeout_seconds = opts.timeout_seconds, solve_timeout_seconds = opts.solve_timeout_seconds,
-        attempts = opts.attempts, max_cost_usd = opts.max_cost_usd,
+        attempts = opts.attempts, max_cost_usd = opts.max_cost_usd, model_key = run.model_key,
       },
     }, frame.identity(opts, {
       kind = 'tasks', solver = solver.name, provider = provider.name, providers = { provider.name },
