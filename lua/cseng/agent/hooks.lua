@@ -28,6 +28,11 @@ function hooks.init(run)
     run.model_proxy = proxy.start()
     return nil
   end
+  -- the CLI calls its endpoint itself: one on this machine's loopback is a host port the
+  -- sandbox must reach (a provider that isolates its network relays it, nothing else)
+  local cfg = solver.config and solver.config(run.opts, run.getenv)
+  local host, port = tostring(cfg and cfg.base_url or ''):match('^https?://([^/:]+):(%d+)')
+  if host == '127.0.0.1' or host == 'localhost' then run.model_endpoint_port = tonumber(port) end
   return string.format('cseng: %s: the real model key is placed in every %s sandbox (%s); task code there can read it '
     .. '(docs/SOLVERS.md, "How keys reach the model")', solver.name, tostring(run.provider.name), why)
 end
