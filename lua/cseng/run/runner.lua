@@ -404,6 +404,7 @@ function runner.run_tasks(opts)
     local ok, msg = solver.check(opts, session.getenv(opts.env))
     if not ok then error(msg, 0) end
   end
+  session.adapter(opts.provider) -- an unknown provider is refused before the run log exists
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
