@@ -34,6 +34,8 @@ function cmd.run(args)
   if not ok2 then
     return cli.usage_error(o)
   end
+  -- the program as the user invoked it (./cseng), for the commands the end of the run prints
+  o.program = type(_G.arg) == 'table' and type(_G.arg[0]) == 'string' and _G.arg[0] or nil
   local runok, status = pcall(function()
     if o.kind == 'tasks' or o.kind == 'matrix' then
       local worst, done = 0, {}
