@@ -118,10 +118,11 @@ end
 ---@field set fun(opts: table)
 ---@field close fun()
 
---- Start the fake on 127.0.0.1 (an ephemeral port).
+--- The fake without a listener: f.handler(req) answers one request (spec/fakes/llm/model.lua
+--- serves it beside the other APIs on one port).
 ---@param opts table switches, see the file header
 ---@return llm_fake
-function fake.start(opts)
+function fake.new(opts)
   local cfg = {}
   for k, v in pairs(opts or {}) do cfg[k] = v end
   cfg.api_key = cfg.api_key or 'sk-test-key'
@@ -250,13 +251,12 @@ function fake.start(opts)
     })
   end
 
-  local srv = assert(serve.listen { handler = function(req)
+  local self = { api_key = cfg.api_key }
+  function self.handler(req)
     local s, h, b = answer(req)
     count_status(s)
     return s, h, b
-  end })
-  local url = srv:url()
-  local self = { url = url .. '/api/v1', url_v1 = url .. '/v1', api_key = cfg.api_key }
+  end
   function self.stats() return st end
   function self.set(o)
     for k, v in pairs(o) do cfg[k] = v end
@@ -265,8 +265,19 @@ function fake.start(opts)
   end
   function self.close()
     release()
-    srv:close()
+    if self.server then self.server:close() end
   end
+  return self
+end
+
+--- Start the fake on 127.0.0.1 (opts.port, default an ephemeral one).
+---@param opts table switches, see the file header
+---@return llm_fake
+function fake.start(opts)
+  local self = fake.new(opts)
+  self.server = assert(serve.listen { host = '127.0.0.1', port = (opts or {}).port or 0, handler = self.handler })
+  local url = self.server:url()
+  self.url, self.url_v1 = url .. '/api/v1', url .. '/v1'
   return self
 end
 
