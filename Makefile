@@ -155,23 +155,31 @@ test: cseng $(C_TESTS) build/bench/fake_provider
 	@CSENG=./cseng tools/check.sh
 
 # The differential specs alone: each vendor's official SDK and cseng's adapter against one
-# recording fake (docs/providers/CONFORMANCE.md). make check runs them with every spec.
+# recording fake; this target alone rewrites their sections of docs/providers/CONFORMANCE.md
+# (make check runs the same specs, writing to a temporary copy).
 CONFORMANCE_SPECS := $(wildcard spec/conformance_*_spec.lua)
 conformance: cseng $(SDKS)
-	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" tools/check.sh
+	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" \
+	  CSENG_CONFORMANCE_DOC=$(CURDIR)/docs/providers/CONFORMANCE.md tools/check.sh
 
-# dockerd is started for the docker specs when absent (and stopped again); where it cannot
-# start, those specs are reported as skipped, with the reason in build/docker/unavailable.
-# The last line printed is the total (`N passed, N failed`): docker-down's note goes to
-# build/docker/down.log.
+# Every suite, after the steps it needs (deps, the build, the base root filesystem, dockerd).
+# Whatever fails, the last line printed is the total "N passed, N failed" (tools/check.sh): a
+# failed deps or build step counts as a failure (a failed build runs no suite), and make's own
+# note of a failed check follows it on stderr. dockerd is started for the docker specs when
+# absent and stopped after the suites; where it cannot start, those specs are reported as
+# skipped, with the reason in build/docker/unavailable.
 # CHECK_JOBS spec files run at a time (default 2: one at a time left this 2-core machine about
 # half idle, two keep it 88-98% busy; CHECK_JOBS=1 runs one at a time).
-check: deps deps-test deps-slurm
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(C_TESTS) $(FUZZERS) build/bench/fake_provider
-	@$(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"
-	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
-	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} CHECK_JOBS=$${CHECK_JOBS:-2} tools/check.sh; rc=$$?; \
-	  mkdir -p build/docker; tools/docker-down.sh >>build/docker/down.log; exit $$rc
+check:
+	@failed=; \
+	  $(MAKE) --no-print-directory deps deps-test deps-slurm || failed="$$failed deps"; \
+	  $(MAKE) --no-print-directory -j$$(nproc) all $(C_TESTS) $(FUZZERS) build/bench/fake_provider || failed="$$failed build"; \
+	  case " $$failed " in *" build "*) ;; *) \
+	    $(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"; \
+	    tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)" ;; \
+	  esac; \
+	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} CHECK_JOBS=$${CHECK_JOBS:-2} CHECK_FAILED_STEPS="$$failed" \
+	    CHECK_AFTER=tools/docker-down.sh tools/check.sh
 
 asan: deps cseng-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -328,5 +328,6 @@ describe('cseng prewarm --list / --prune', function()
     assert.same({ 'snap-1' }, deleted)
     assert.truthy(sink.text:find('listing    x ', 1, true), sink.text)
     assert.truthy(sink.text:find('1 artifact(s) deleted at the provider', 1, true), sink.text)
+    assert.same({}, fs.list(dir)) -- the prewarm file pruned, and no run log: listing is not a run
   end)
 end)

@@ -106,6 +106,16 @@ function task.cancelled() end
 ---@return integer
 function task.interrupted() end
 
+---The number of the last SIGINT/SIGTERM that arrived, or nil.
+---@return integer|nil
+function task.signal() end
+
+---Whether the engine prints its own line on the first signal (before this call); false turns
+---it off for a caller that says it in its own terms.
+---@param on? boolean
+---@return boolean
+function task.interrupt_notice(on) end
+
 ---Live tasks, the running one included.
 ---@return integer
 function task.count() end

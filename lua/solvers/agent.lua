@@ -20,7 +20,8 @@ local util = require 'cseng.lib.util'
 local atif = require 'cseng.agent.atif'
 local price_table = require 'cseng.agent.prices'
 
-local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers' }
+-- shared: a helper of the solvers beside it, not one `--solver` names (flags.modules leaves it out)
+local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers', shared = true }
 
 --- Option defaults; each may be set in the plan or run options (ctx.options).
 agent.DEFAULTS = {

@@ -15,7 +15,9 @@ local atif = require 'cseng.agent.atif'
 local crypto = require 'cseng.crypto'
 local pack = require 'solvers.installed.pack'
 
-local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
+-- shared: a helper of the solvers beside it, not one `--solver` names (flags.modules leaves it out)
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)',
+  shared = true }
 
 --- Where `make deps-agents` installs the CLIs.
 installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'

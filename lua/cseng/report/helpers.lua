@@ -310,6 +310,36 @@ function helpers.ci(lo, hi, fmt)
   return '[' .. fmt(lo) .. ', ' .. fmt(hi) .. ']'
 end
 
+--- Bootstrap replicates of the reports' (and the console's) confidence intervals.
+helpers.REPS = 2000
+
+--- The ratio of medians slow/fast with its 95% percentile bootstrap CI (stats.ratio_ci,
+--- helpers.REPS replicates, `seed`), over sorted copies: the interval does not depend on the
+--- order the samples were recorded in, so the console and a report of the same run agree.
+---@param slow number[]
+---@param fast number[]
+---@param seed integer
+---@return stats.ratio|nil
+function helpers.ratio_of_medians(slow, fast, seed)
+  local a, b = util.copy(slow), util.copy(fast)
+  table.sort(a)
+  table.sort(b)
+  return stats.ratio_ci(a, b, { reps = helpers.REPS, seed = seed })
+end
+
+--- The answer of a comparison, hyperfine's way: "fast is 1.23 x faster than slow [95% CI
+--- 1.10, 1.37]", or "fast and slow are not distinguishable [95% CI 0.86, 1.30]" when the CI of
+--- the ratio slow/fast holds 1 (r: helpers.ratio_of_medians).
+---@param fast string
+---@param slow string
+---@param r stats.ratio
+---@return string
+function helpers.speedup(fast, slow, r)
+  local ci = string.format('[95%% CI %s, %s]', helpers.num(r.lo, 2), helpers.num(r.hi, 2))
+  if r.lo <= 1 and r.hi >= 1 then return string.format('%s and %s are not distinguishable %s', fast, slow, ci) end
+  return string.format('%s is %s x faster than %s %s', fast, helpers.num(r.ratio, 2), slow, ci)
+end
+
 --- Escape text for a markdown table cell (pipes, newlines) or inline text. Text from a log is
 --- text: no link or image (`](` is escaped, so `[x](javascript:...)` or `![b](https://...)`
 --- stays literal) and no HTML tag.

@@ -657,6 +657,8 @@ function arena.run(opts)
       return 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
     end
   end
+  -- an unknown provider is refused before the run log exists (a usage error leaves no file)
+  for _, name in ipairs(o.providers) do session.adapter((o.provider_config[name] or {}).adapter or name) end
   local holder = {} -- the writes' time windows (tracking_writer), shared with the run
   local run = frame.open { kind = 'startup', opts = o, session = { id_parts = { o.name },
     run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job

@@ -42,7 +42,8 @@ function frame.open(o)
   local F = setmetatable({
     kind = o.kind, opts = o.opts or {}, t0 = clock.now(), observers = {}, P = {}, order = {},
     counts = { started = 0, done = 0, passed = 0, failed = 0, errors = 0, retried = 0, interrupted = 0 },
-    state = { status = 'starting', phase = 'starting' }, in_flight = {}, create_fails = {},
+    state = { status = 'starting', phase = 'starting' }, create_fails = {},
+    guarded = 0, -- trials in flight: bodies inside Frame:guard
   }, Frame)
   for _, fn in ipairs(F.opts.observers or {}) do F.observers[#F.observers + 1] = fn end
   local so = util.copy(o.session or {})
@@ -208,11 +209,20 @@ function frame.restore(opts, started)
   return out
 end
 
+--- The run saw a SIGINT/SIGTERM: remembered, and the observers told once ('interrupted',
+--- {in_flight = the trials in flight, which now stop and destroy their sandboxes; signal}).
+function Frame:interrupt_seen()
+  self.interrupted = true
+  if self.interrupt_told then return end
+  self.interrupt_told = true
+  self:emit('interrupted', { in_flight = self.guarded, signal = task.signal() })
+end
+
 --- Whether the run has halted, and why: an interrupt, a stop rule (Frame:stop), or the
 --- session stopped allocating (auth, a failed cleanup, an unwritable log).
 ---@return string|nil reason
 function Frame:halted()
-  if self.interrupted or task.interrupted() > 0 then self.interrupted = true; return 'interrupted' end
+  if self.interrupted or task.interrupted() > 0 then self:interrupt_seen(); return 'interrupted' end
   if self.stopped then return self.stopped.reason end
   if self.session:halted() then return 'session' end
   return nil
@@ -279,12 +289,14 @@ function frame.fail(rec, err, state, timeout)
 end
 
 -- Join a task; a SIGINT cancels our wait too, so wait again until the task has finished its
--- cleanup. Returns the task's ok, err and whether an interrupt arrived meanwhile.
-local function join(t)
+-- cleanup (on_interrupt() is called when that first happens). Returns the task's ok, err and
+-- whether an interrupt arrived meanwhile.
+local function join(t, on_interrupt)
   local interrupted = false
   while true do
     local jok, ok, err = pcall(t.join, t)
     if jok then return ok, err, interrupted end
+    if not interrupted and on_interrupt then on_interrupt() end
     interrupted = true
   end
 end
@@ -298,6 +310,7 @@ frame.join = join
 function Frame:guard(rec, body, o)
   o = o or {}
   local state = { stage = o.stage }
+  self.guarded = self.guarded + 1
   local child = task.spawn(function() return body(rec, state) end)
   local watchdog
   if o.timeout then
@@ -307,9 +320,10 @@ function Frame:guard(rec, body, o)
       child:cancel()
     end)
   end
-  local ok, err, interrupted = join(child)
+  local ok, err, interrupted = join(child, function() self:interrupt_seen() end)
+  self.guarded = self.guarded - 1
   if watchdog then watchdog:cancel() end
-  if interrupted then self.interrupted = true end
+  if interrupted then self:interrupt_seen() end
   if not ok then frame.fail(rec, err, state, o.timeout) end
   if interrupted and not rec.error then
     rec.interrupted, state.interrupted = true, true
@@ -343,7 +357,7 @@ function Frame:attempts(run_one, is_error)
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
       rec.tries = try
-      self.interrupted = true
+      self:interrupt_seen()
       return rec, true
     end
   end
@@ -361,7 +375,7 @@ function Frame:pool(items, o)
   for _, item in ipairs(items) do
     if self:halted() or (o.more and not o.more()) then break end
     local aok = pcall(sem.acquire, sem)
-    if not aok then self.interrupted = true; break end
+    if not aok then self:interrupt_seen(); break end
     if self:halted() or (o.more and not o.more(item)) then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       local ok, err = pcall(o.each, item)
@@ -375,8 +389,8 @@ end
 --- Join tasks the run spawned; one that failed inside cseng (not a cancellation) stops the run.
 function Frame:join_all(tasks)
   for _, t in ipairs(tasks) do
-    local ok, err, interrupted = join(t)
-    if interrupted then self.interrupted = true end
+    local ok, err, interrupted = join(t, function() self:interrupt_seen() end)
+    if interrupted then self:interrupt_seen() end
     if not ok and not errors.is_cancel(err) then
       self:stop('internal', 'a trial failed inside cseng: ' .. errors.line(err), errors.EINTERNAL)
     end
@@ -405,8 +419,7 @@ end
 ---@param n_errors integer of which outcome error
 function frame.exit_status(F, n, n_errors)
   if F.interrupted or task.interrupted() > 0 then
-    local sig = task.signal and task.signal() or nil
-    return 128 + (math.tointeger(sig) or 2)
+    return 128 + (math.tointeger(task.signal()) or 2)
   end
   if F.stopped or F.session:halted() then return 1 end
   if n > 0 and n_errors == n then return 1 end
@@ -435,7 +448,7 @@ function Frame:close(fields, extra)
   fields = util.copy(fields or {})
   local reclaimed = self:reclaim()
   local interrupted = self.interrupted or task.interrupted() > 0
-  self.interrupted = interrupted
+  if interrupted then self:interrupt_seen() end
   local status = interrupted and 'interrupted' or (self.stopped and 'stopped')
     or (self.session.auth_failed and 'stopped') or (self.session.cleanup_failed and 'cleanup_failed') or 'finished'
   self.state.status, self.state.phase = status, 'done'

@@ -2,6 +2,7 @@
 --- cleanup): the flag table, its help order, and the merge of flags into a plan.
 local fs = require 'cseng.fs'
 local util = require 'cseng.lib.util'
+local flags = require 'cseng.lib.flags'
 
 local options = {}
 
@@ -21,7 +22,8 @@ local SPEC = {
     arg = 'MODE', help = 'tasks: cold|warm (fresh sandbox, or from a prewarmed artifact); startup: ' ..
     'lockstep (default)|sequential|staggered|burst' },
   ['modes'] = { key = 'modes', type = 'list', arg = 'cold,warm', help = 'modes (matrix plans)' },
-  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter, codex, claude_code' },
+  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME',
+    help = function() return table.concat(flags.modules('solvers', 'solve'), ', ') .. ' (lua/solvers/; default gold)' end },
   ['solve-command-file'] = { key = 'solve_command_file', type = 'string', arg = 'FILE', help = 'the command solver\'s script' },
   ['solver-env'] = { key = 'solver_env', type = 'string', arg = 'A,B', help = 'host variables passed to the command solver' },
   ['output'] = { key = 'output', type = 'string', arg = 'PATH', help = 'results directory, or the summary .json path' },

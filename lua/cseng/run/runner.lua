@@ -410,6 +410,7 @@ function runner.run_tasks(opts)
     local ok, msg = solver.check(opts, session.getenv(opts.env))
     if not ok then error(msg, 0) end
   end
+  session.adapter(opts.provider) -- an unknown provider is refused before the run log exists
   local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
 
@@ -484,9 +485,15 @@ function runner.run_tasks(opts)
   -- agent hook: each task --attempts times, interleaved; a recorded (task, attempt) is done
   local queue = agent_hooks.expand(selected, opts.attempts, function(id, a) return done[agent_hooks.trial_id(id, a)] end)
   F:emit('serve', nil, true)
+  -- gold on tasks without a solution solves nothing: said once, before the first trial
+  local unsolvable = 0
+  if solver.name == 'gold' then
+    for _, t in ipairs(selected) do if not t.has_solution then unsolvable = unsolvable + 1 end end
+  end
   F:emit('plan', { run_id = s.id, total = #queue, provider = provider.name, mode = opts.mode, solver = solver.name,
     concurrency = opts.concurrency, log = s.jsonl, status_url = F.status_url,
-    resumed = prior and (#selected * math.max(1, math.tointeger(opts.attempts) or 1) - #queue) or nil })
+    resumed = prior and (#selected * math.max(1, math.tointeger(opts.attempts) or 1) - #queue) or nil,
+    no_solution = unsolvable > 0 and unsolvable or nil, tasks = #selected })
   if opts.on_start then opts.on_start({ run_id = s.id, jsonl = s.jsonl, status_url = F.status_url }) end
 
   local records, passes = {}, 0

@@ -15,17 +15,16 @@ local cli = require 'cseng.cli.main'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
-  ['o'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'same as --output' },
   ['run'] = { key = 'run', type = 'string', arg = 'RUN_ID', help = 'merge this run when DIR holds shards of several' },
   ['allow-incomplete'] = { key = 'allow_incomplete', type = 'bool', help = 'merge shards whose run did not finish (status kept)' },
 }
 
 local cmd = {
   summary = 'merge the shards of a sharded run into one log and summary',
-  usage = 'usage: cseng merge DIR -o RUN.jsonl [--run RUN_ID]\n\n' ..
+  usage = 'usage: cseng merge DIR --output RUN.jsonl [--run RUN_ID] [--allow-incomplete]\n\n' ..
     'DIR holds <run-id>.shard-K-of-N.jsonl files (from cseng run --shard K/N, Slurm job arrays or\n' ..
     'Kubernetes Indexed Jobs). Every shard 0..N-1 of the run must be there exactly once.\n\noptions:\n' ..
-    flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }),
+    flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }) .. '\n  -o RUN.jsonl                   same as --output',
 }
 
 -- what is wrong with the shards given is a usage error (exit status 2)
@@ -215,12 +214,14 @@ function cmd.merge_events(shards, run_id, opts)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
+  local a = {}
+  for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
+  local f, pos = flags.parse(a, SPEC)
   if not f then return cli.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
   if #pos ~= 1 or not f.output then
-    return cli.usage_error('merge needs DIR and -o RUN.jsonl (see cseng merge --help)')
+    return cli.usage_error('merge needs DIR and --output RUN.jsonl (see cseng merge --help)')
   end
-  if not f.output:match('%.jsonl$') then return cli.usage_error('merge: -o must name a .jsonl file') end
+  if not f.output:match('%.jsonl$') then return cli.usage_error('merge: --output must name a .jsonl file') end
   local ok, err = pcall(function()
     local shards, run_id, count = cmd.collect(pos[1], f.run)
     local events = cmd.merge_events(shards, run_id, f)

@@ -96,9 +96,10 @@ local function list_or_prune(o, prune)
   if o.provider then
     adapter = session.adapter(o.provider)
     if adapter.list_artifacts or (prune and adapter.delete_artifact) then
-      local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm-list', adapter.name },
-        stem = function(stamp) return 'prewarm-list-' .. adapter.name .. '-' .. stamp end }
-      client = s:connect(o.provider, o.provider_config).client
+      -- a client, not a run: listing allocates nothing, so it writes no run log
+      local ok, c = pcall(adapter.connect, util.merge(o.provider_config, { getenv = session.getenv(o.env) }))
+      if not ok then error(errors.line(c), 0) end
+      client = c
     end
   end
   if adapter and adapter.list_artifacts then

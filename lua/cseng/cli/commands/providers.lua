@@ -69,13 +69,19 @@ function cmd.run(args)
     io.stdout:write(jsonl.encode(list), '\n')
     return broken > 0 and 1 or 0
   end
+  -- two lines per adapter, aligned whatever their lengths: the name and its state (ready, the
+  -- variables it needs, or the contract it breaks), then its description under the state
+  local w = 0
+  for _, p in ipairs(list) do w = math.max(w, #p.name) end
+  local fmt, indent = '%-' .. w .. 's  %s', string.rep(' ', w + 2)
   for _, p in ipairs(list) do
     if p.error then
-      print(string.format('%-12s (fails to load: %s)', p.name, p.error))
+      print(string.format(fmt, p.name, 'fails to load: ' .. p.error))
     else
       local cred = #p.missing > 0 and ('needs ' .. table.concat(p.missing, ', ')) or (p.ready and 'ready' or 'breaks the contract')
-      print(string.format('%-12s %-34s %s', p.name, cred, p.description or ''))
-      for _, v in ipairs(p.violations) do print(string.format('%-12s   contract: %s', '', v)) end
+      print(string.format(fmt, p.name, cred))
+      if p.description then print(indent .. p.description) end
+      for _, v in ipairs(p.violations) do print(indent .. 'contract: ' .. v) end
     end
   end
   return broken > 0 and 1 or 0

@@ -22,6 +22,10 @@ local cmd = {
     flags.help(SPEC, { 'template', 'output' }) .. '\n  -o OUT.md                      same as --output',
 }
 
+-- The kind of run each bundled template reports.
+local BUNDLED_KIND = { startup = 'startup', cross_vendor = 'tasks', per_task = 'tasks', per_provider = 'tasks',
+  failure_modes = 'tasks' }
+
 function cmd.run(args)
   local a = {}
   for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
@@ -42,6 +46,24 @@ function cmd.run(args)
     else
       return cli.usage_error('report: give --template lua/reports/X.lua (no default for these runs; ' ..
         'cross_vendor, per_task, per_provider, failure_modes)')
+    end
+  end
+  -- a bundled template for the other kind of run renders nothing useful: said, not written
+  local base = template:gsub('^.*/', ''):gsub('%.lua$', '')
+  local wants = BUNDLED_KIND[base]
+  local tok, tpath = pcall(helpers.template_path, template)
+  local sys = require 'cseng.sys'
+  if wants and tok and sys.realpath(tpath) == sys.realpath(sys.root() .. '/lua/reports/' .. base .. '.lua') then
+    local found, have = false, {}
+    for _, r in ipairs(data.runs) do
+      if r.kind == wants then found = true end
+      have[#have + 1] = string.format('%s (%s)', r.id, r.kind == 'startup' and 'a startup arena run' or
+        r.kind == 'tasks' and 'a task run' or ('kind ' .. tostring(r.kind)))
+    end
+    if not found then
+      return cli.usage_error(string.format('report: the %s template reports %s, and the input holds none: %s; ' ..
+        'use %s', template, wants == 'startup' and 'startup arena runs' or 'task runs', table.concat(have, ', '),
+        wants == 'startup' and '--template per_task, per_provider, cross_vendor or failure_modes' or '--template startup'))
     end
   end
   local out = f.output

@@ -34,6 +34,8 @@ function cmd.run(args)
   if not ok2 then
     return cli.usage_error(o)
   end
+  -- the program as the user invoked it (./cseng), for the commands the end of the run prints
+  o.program = type(_G.arg) == 'table' and type(_G.arg[0]) == 'string' and _G.arg[0] or nil
   local runok, status = pcall(function()
     if o.kind == 'tasks' or o.kind == 'matrix' then
       local worst, done = 0, {}
@@ -44,7 +46,14 @@ function cmd.run(args)
         if st >= 128 then break end -- a signal ends the matrix (its status is the signal's)
         worst = math.max(worst, st)
       end
-      if #runs > 1 and not o.quiet then io.stdout:write(present.matrix_summary(done), '\n') end
+      if #runs > 1 and not o.quiet then
+        io.stdout:write(present.matrix_summary(done), '\n')
+        -- the runs' logs share a folder: the viewer opens them together
+        local last = done[#done].info
+        if last and last.jsonl then
+          io.stdout:write('open them: ', present.view_command(o, require('cseng.lib.util').dirname(last.jsonl)), '\n')
+        end
+      end
       if done[#done] and done[#done].status >= 128 then return done[#done].status end
       return worst
     elseif o.kind == 'startup' then
