@@ -120,18 +120,18 @@ build/asan/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build/asan
 cseng-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -rdynamic -o $@ $(ASAN_OBJS) $(LDLIBS)
 
-# The exec agent that runs inside AWS Lambda MicroVMs (agent/, docs/providers/aws_microvm.md):
+# The exec agent that runs inside AWS Lambda MicroVMs (microvm-agent/, docs/providers/aws_microvm.md):
 # static, libc only, for the build machine and for aarch64 (Debian's cross compiler).
-AGENT_SRCS := agent/microvm-agent.c agent/agent_parse.c
+AGENT_SRCS := microvm-agent/microvm-agent.c microvm-agent/agent_parse.c
 AGENT_CFLAGS := -static -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE
 .PHONY: agent
 all: agent
-agent: build/agent/microvm-agent build/agent/microvm-agent-aarch64
-build/agent/microvm-agent: $(AGENT_SRCS) agent/agent_parse.h
-	@mkdir -p build/agent
+agent: build/microvm-agent/microvm-agent build/microvm-agent/microvm-agent-aarch64
+build/microvm-agent/microvm-agent: $(AGENT_SRCS) microvm-agent/agent_parse.h
+	@mkdir -p build/microvm-agent
 	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
-build/agent/microvm-agent-aarch64: $(AGENT_SRCS) agent/agent_parse.h
-	@mkdir -p build/agent
+build/microvm-agent/microvm-agent-aarch64: $(AGENT_SRCS) microvm-agent/agent_parse.h
+	@mkdir -p build/microvm-agent
 	aarch64-linux-gnu-gcc $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
 
 # The first process of every exec in a local sandbox (jail/cseng-jail.c): static, libc only, so
@@ -190,10 +190,10 @@ FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
-# the agent's parsers live in agent/, not engine/
-build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c agent/agent_parse.c agent/agent_parse.h
+# the agent's parsers live in microvm-agent/, not engine/
+build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c microvm-agent/agent_parse.c microvm-agent/agent_parse.h
 	@mkdir -p build/fuzz
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iagent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< agent/agent_parse.c
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Imicrovm-agent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< microvm-agent/agent_parse.c
 fuzzers: $(FUZZERS)
 fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \

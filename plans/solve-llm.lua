@@ -1,4 +1,4 @@
--- Solve with an LLM: the openrouter agent (lua/solvers/agent.lua, one bash tool) on every bundled
+-- Solve with an LLM: the openrouter agent (lua/solvers/shared/chat_loop.lua, one bash tool) on every bundled
 -- task. No task limit and no stop after N passes by default: stopping at the 10th pass (the seed's
 -- proof run: --stop-after-passes 10) biases a pass rate upwards. Repeat with --attempts K for pass@k.
 -- Needs OPENROUTER_API_KEY and OPENROUTER_MODEL (in the environment or --env-file .env).

@@ -1,10 +1,10 @@
--- --attempts K and pass@k (lua/cseng/agent/passk.lua, hooks.expand): each task K times in a fresh
+-- --attempts K and pass@k (lua/cseng/evals/passk.lua, hooks.expand): each task K times in a fresh
 -- sandbox, attempts interleaved across tasks, `attempt` recorded, pass@1..K per solver, model,
 -- provider and mode in the summary, with the unbiased estimator's exact values.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local passk = require 'cseng.agent.passk'
-local atif = require 'cseng.agent.atif'
+local passk = require 'cseng.evals.passk'
+local atif = require 'cseng.evals.atif'
 
 local H
 setup(function() H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-attempts-spec') end)

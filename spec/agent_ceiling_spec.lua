@@ -1,7 +1,7 @@
 -- The spend ceiling between an installed CLI's own requests (--max-cost-usd): the real Codex CLI and
 -- Claude Code in local sandboxes against their API fakes, which charge a known usage per turn
 -- (input 1000 x turn + 7 tokens, output 50 + turn) priced at $1 per 1M tokens each way. The CLI
--- reaches its model through the run's model proxy (lua/cseng/agent/proxy.lua), which reads each
+-- reaches its model through the run's model proxy (lua/cseng/evals/proxy.lua), which reads each
 -- answer's usage, spends its cost against the trial's budget and, before each model request, asks
 -- whether one more request costing what the last one did still fits; the request that would not is
 -- answered 402 by the proxy and never reaches the fake. The verdict is a count: exactly two
@@ -10,8 +10,8 @@
 -- trajectory so far validates.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local atif = require 'cseng.agent.atif'
-local installed = require 'solvers.installed'
+local atif = require 'cseng.evals.atif'
+local installed = require 'solvers.shared.installed'
 
 local ROOT = sys.root()
 local H

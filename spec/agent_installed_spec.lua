@@ -4,11 +4,11 @@
 -- spec/fakes/llm/messages.lua: Anthropic Messages), whose scripted "model" sends the shell tool calls
 -- that apply each task's gold fix; the CLI runs them. Both tasks pass, nop stays 0, the trajectory
 -- is valid ATIF, and the CLI reaches the fake through the run's model proxy
--- (lua/cseng/agent/proxy.lua): the sandbox holds a token, the fake sees only the real key, and the
+-- (lua/cseng/evals/proxy.lua): the sandbox holds a token, the fake sees only the real key, and the
 -- tokens and cost are the proxy's counts of the fake's answers.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local ROOT = sys.root()
 local H

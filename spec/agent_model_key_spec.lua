@@ -4,13 +4,13 @@
 -- and command line (/proc/*/environ, /proc/*/cmdline, ps e) and key-shaped strings in the files it
 -- can read. What it finds goes back to the model in the tool's result (the real Codex CLI and
 -- Claude Code in local sandboxes, against the fakes of their APIs). Through the run's model proxy
--- (lua/cseng/agent/proxy.lua) the probe finds the trial's token where the key used to be, and never
+-- (lua/cseng/evals/proxy.lua) the probe finds the trial's token where the key used to be, and never
 -- the key; the token of the first trial, used from the second trial's sandbox once the first has
 -- ended, is refused (401) while the second trial's own token works, and the fake only ever sees the
 -- real key (the proxy adds it). Verdicts are contents and counts, never durations.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local ROOT = sys.root()
 local PROBE_TASK = ROOT .. '/spec/fixtures/hostile/model-key-probe'
@@ -35,7 +35,7 @@ end
 
 -- the model proxy's port while the run is live (this process runs it); 0 without one
 local function proxy_port()
-  local ok, proxy = pcall(require, 'cseng.agent.proxy')
+  local ok, proxy = pcall(require, 'cseng.evals.proxy')
   return ok and proxy.ports and proxy.ports()[1] or 0
 end
 

@@ -1,4 +1,4 @@
--- The model proxy of installed agents (lua/cseng/agent/proxy.lua) against a loopback upstream that
+-- The model proxy of installed agents (lua/cseng/evals/proxy.lua) against a loopback upstream that
 -- records what reached it: the token is swapped for the real key (in the header style the client
 -- used) and never forwarded; answers stream through as they come (the upstream sends its last
 -- event only once the client has read the first: a proxy that buffered would never deliver it);
@@ -11,8 +11,8 @@ local serve = require 'cseng.serve'
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
-local ledger = require 'cseng.agent.ledger'
-local proxy = require 'cseng.agent.proxy'
+local ledger = require 'cseng.evals.ledger'
+local proxy = require 'cseng.evals.proxy'
 
 local KEY = 'sk-real-0123456789abcdef0123456789abcdef'
 local OPTIONS = { llm_price_in = 1, llm_price_out = 2 } -- USD per 1M tokens

@@ -15,7 +15,7 @@ teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_C
 local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 
 local SDK, S3 = '@aws-sdk/client-lambda-microvms', '@aws-sdk/client-s3'
-local AGENT, AGENT_ARM = ROOT .. '/build/agent/microvm-agent', ROOT .. '/build/agent/microvm-agent-aarch64'
+local AGENT, AGENT_ARM = ROOT .. '/build/microvm-agent/microvm-agent', ROOT .. '/build/microvm-agent/microvm-agent-aarch64'
 local ROLE = 'arn:aws:iam::123456789012:role/cseng-build'
 
 -- Tags are data; the SigV4 headers must be there on both sides.

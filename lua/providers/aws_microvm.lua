@@ -553,7 +553,7 @@ end
 --- the code artifact, uploaded to S3 (path style, SigV4 service s3), CreateMicrovmImage with
 --- the hooks, polled with GetMicrovmImage until CREATED. Names are content-addressed (the zip's
 --- SHA-256), so a second prewarm of the same agent reuses the image. o: {bucket, build_role_arn,
---- agent (path; default AWS_MICROVM_AGENT_BINARY or build/agent/microvm-agent-aarch64), base_image_arn,
+--- agent (path; default AWS_MICROVM_AGENT_BINARY or build/microvm-agent/microvm-agent-aarch64), base_image_arn,
 --- base_from, name, timeout, log = fn(line)}. Returns the image ARN, or nil, message, CODE.
 function M.prewarm_image(client, o)
   local fs = require 'cseng.fs'
@@ -561,7 +561,7 @@ function M.prewarm_image(client, o)
   local log = o.log or function() end
   if not o.bucket then return nil, 'aws-microvm prewarm: --aws-bucket BUCKET is required', 'ECONFIG' end
   if not o.build_role_arn then return nil, 'aws-microvm prewarm: --aws-build-role-arn ARN is required', 'ECONFIG' end
-  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/agent/microvm-agent-aarch64')
+  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/microvm-agent/microvm-agent-aarch64')
   local bin = fs.read(path)
   if not bin then
     return nil, 'aws-microvm prewarm: no agent binary at ' .. path .. ' (build it with make agent, or set AWS_MICROVM_AGENT_BINARY)', 'ENOENT'

@@ -61,7 +61,7 @@ local M = {
   -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
   id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
   -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
-  -- files (an installed agent's archive) go in parts under it (lua/solvers/installed.lua)
+  -- files (an installed agent's archive) go in parts under it (lua/solvers/shared/installed.lua)
   limits = { max_upload_bytes = 100 << 20 },
 }
 

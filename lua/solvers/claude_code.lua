@@ -6,13 +6,13 @@
 --- assistant messages with text / thinking / tool_use blocks, user messages with tool_result
 --- blocks, the final result with usage and cost) become the trial's ATIF trajectory and
 --- solver_usage. The sandbox reaches the API through the run's model proxy
---- (lua/cseng/agent/proxy.lua): ANTHROPIC_BASE_URL is the proxy's and ANTHROPIC_API_KEY holds a
+--- (lua/cseng/evals/proxy.lua): ANTHROPIC_BASE_URL is the proxy's and ANTHROPIC_API_KEY holds a
 --- token of the trial, never the key; tokens and cost are then the proxy's counts of the answers.
 --- The sandbox gets network access (the agent calls its endpoint from inside it).
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local claude = {
   name = 'claude_code', description = 'Claude Code (npm @anthropic-ai/claude-code) in the sandbox, against ANTHROPIC_BASE_URL',

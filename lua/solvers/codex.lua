@@ -3,17 +3,17 @@
 ---   codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m MODEL -
 --- with the instruction on stdin, against a custom model provider (the OpenAI Responses API at
 --- CODEX_BASE_URL, key from OPENAI_API_KEY), so the same binary talks to OpenAI, a gateway or the
---- spec's fake. The sandbox reaches it through the run's model proxy (lua/cseng/agent/proxy.lua):
+--- spec's fake. The sandbox reaches it through the run's model proxy (lua/cseng/evals/proxy.lua):
 --- the provider's base_url is the proxy's and CSENG_CODEX_API_KEY holds a token of the trial, never
 --- the key. Its JSON event stream (thread.started, item.completed {agent_message, reasoning,
 --- command_execution}, turn.completed {usage}, turn.failed) becomes the trial's ATIF trajectory;
 --- tokens and cost are the proxy's counts of the answers (without the proxy: the events' usage x
---- lua/cseng/agent/prices.lua; Codex reports no cost). The sandbox gets network access (the agent
+--- lua/cseng/evals/prices.lua; Codex reports no cost). The sandbox gets network access (the agent
 --- calls its endpoint from inside it).
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local codex = {
   name = 'codex', description = 'the Codex CLI (npm @openai/codex) in the sandbox, against CODEX_BASE_URL',

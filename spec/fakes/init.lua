@@ -25,7 +25,7 @@ M.FAKES = {
   runloop = { dir = 'runloop', port = true },
   modal = { dir = 'modal', needs = 'node and grpc-js (make deps-test)' },
   ['aws-microvm'] = { dir = 'aws', needs = 'python3-botocore and the agent (make agent)',
-    opts = function() return { agent = sys.root() .. '/build/agent/microvm-agent' } end },
+    opts = function() return { agent = sys.root() .. '/build/microvm-agent/microvm-agent' } end },
 }
 -- aws_microvm is the adapter's module name
 M.FAKES.aws_microvm = M.FAKES['aws-microvm']

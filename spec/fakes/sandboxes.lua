@@ -9,7 +9,7 @@
 --- local provider's host_network option gives test harnesses only). Commands get the sandbox's
 --- environment, as a container's processes would.
 --- A networked sandbox is also given the ports of this process's model proxies
---- (lua/cseng/agent/proxy.lua: `host_ports` of the local provider's spec), as a cloud whose
+--- (lua/cseng/evals/proxy.lua: `host_ports` of the local provider's spec), as a cloud whose
 --- sandboxes run on this machine reaches its loopback: the run's installed agents reach the proxy.
 ---
 ---   local host = dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host()
@@ -38,7 +38,7 @@ function M.host()
     local network = spec and spec.network or false
     local sb = assert(localp.create(client, { env = spec and spec.env or {}, workdir = spec and spec.workdir or '/workspace',
                                               network = network,
-                                              host_ports = network and require('cseng.agent.proxy').ports() or nil,
+                                              host_ports = network and require('cseng.evals.proxy').ports() or nil,
                                               labels = spec and spec.labels or {},
                                               warm_artifact = spec and spec.warm_artifact }))
     h.live[sb.id] = sb

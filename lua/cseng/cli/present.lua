@@ -145,7 +145,7 @@ end
 
 -- ---- what a task run shows -----------------------------------------------------------------
 
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
 

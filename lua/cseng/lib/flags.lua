@@ -106,9 +106,9 @@ function flags.parse(args, spec)
   return out, pos
 end
 
---- The modules of lua/<dir>/ (one level) that export a function named fn and are not marked
---- `shared` (a helper of the others): their names as a user types them ('_' as '-' when dash is
---- true), sorted. What an "unknown NAME" error and `cseng run --help` list.
+--- The modules of lua/<dir>/ (one level: the helpers in lua/<dir>/shared/ are not listed) that
+--- export a function named fn: their names as a user types them ('_' as '-' when dash is true),
+--- sorted. What an "unknown NAME" error and `cseng run --help` list.
 ---@param dir string e.g. 'solvers'
 ---@param fn string e.g. 'solve'
 ---@param dash? boolean
@@ -120,8 +120,8 @@ function flags.modules(dir, fn, dash)
     local n = f:match('^(.-)%.lua$')
     local ok, m = false, nil
     if n then ok, m = pcall(require, dir .. '.' .. n) end
-    -- a module marked shared is a helper of the others of its folder (lua/solvers/agent.lua), not one of them
-    if ok and type(m) == 'table' and type(m[fn]) == 'function' and m.shared ~= true then
+    -- only the folder's own files: shared/ holds the helpers of the others (lua/solvers/shared/)
+    if ok and type(m) == 'table' and type(m[fn]) == 'function' then
       out[#out + 1] = dash and (n:gsub('_', '-')) or n
     end
   end

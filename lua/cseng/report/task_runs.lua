@@ -5,7 +5,7 @@
 --- Every function takes `data` (report_helpers.load's result) or trial records; nothing here
 --- writes files.
 local stats = require 'cseng.lib.stats'
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 local results = require 'cseng.results.log'
 
 local M = {}

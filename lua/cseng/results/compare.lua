@@ -1,15 +1,15 @@
 --- Run comparison by cell: the trials of each side grouped per (solver, model, provider, mode), the
---- keying of pass@k (lua/cseng/agent/passk.lua: passk.DIMS, the model from solver_usage.model), and
+--- keying of pass@k (lua/cseng/evals/passk.lua: passk.DIMS, the model from solver_usage.model), and
 --- per cell the pass rate with its change B − A and a 95% CI of that change, pass@1..K when a cell has
 --- repeated attempts, and the cost per trial and per pass when the trials carry a cost ledger
---- (`rec.cost`, lua/cseng/agent/ledger.lua). Data only: lua/cseng/report/compare.lua renders it.
+--- (`rec.cost`, lua/cseng/evals/ledger.lua). Data only: lua/cseng/report/compare.lua renders it.
 ---
 --- The pass rate is passed / graded, graded being the trials whose outcome is not `error`
 --- (infrastructure errors are not samples of the solver, as in pass@k; they are counted apart).
 --- The CI of the difference of two independent proportions is Newcombe's hybrid score interval
 --- (method 10 of Newcombe 1998) built from each side's Wilson interval: it stays informative at
 --- 0% and 100%, where the normal approximation collapses.
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 local stats = require 'cseng.lib.stats'
 
 local compare = {}

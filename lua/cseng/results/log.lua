@@ -380,8 +380,8 @@ function results.summary(events)
     s.results[#s.results + 1] = r
   end
   -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
-  s.pass_at_k = jsonl.array(require('cseng.agent.passk').summary(trials))
-  s.cost = require('cseng.agent.ledger').run(trials)
+  s.pass_at_k = jsonl.array(require('cseng.evals.passk').summary(trials))
+  s.cost = require('cseng.evals.ledger').run(trials)
   s.admission = results.admission(events) -- per key: the limits, changes, 429s, waits (nil when off)
   -- why the run stopped early (a string: max_cost, dead_endpoint, ...) and its details
   if finished and finished.stop_reason ~= nil then s.stop_reason, s.stop_detail = finished.stop_reason, finished.stop_detail end

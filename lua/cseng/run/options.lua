@@ -66,7 +66,7 @@ local SPEC = {
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
-  -- agent evals (lua/cseng/agent/): repeated attempts for pass@k, and the run's spend ceiling
+  -- agent evals (lua/cseng/evals/): repeated attempts for pass@k, and the run's spend ceiling
   ['attempts'] = { key = 'attempts', type = 'int', min = 1, arg = 'K',
     help = 'tasks: run each task K times (fresh sandbox each, interleaved); pass@1..K in the summary' },
   ['max-cost-usd'] = { key = 'max_cost_usd', type = 'number', arg = 'X',

@@ -25,7 +25,7 @@ local replay = require 'cseng.workload.replay'
 local util = require 'cseng.lib.util'
 local shard = require 'cseng.run.shard'
 local frame = require 'cseng.run.frame'
-local agent_hooks = require 'cseng.agent.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
+local agent_hooks = require 'cseng.evals.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
 local admission = require 'cseng.run.admission'
 
 local runner = {}

@@ -14,7 +14,7 @@ local helpers = require 'cseng.report.helpers'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
 local report_compare = require 'cseng.report.compare'
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
@@ -141,7 +141,7 @@ app.GROUPINGS = {
 }
 
 --- The run's trials grouped by one of app.GROUPINGS (`by`, default the first): one row per group
---- with its counts and pass@1..K (lua/cseng/agent/passk.lua over the indexed columns, so no record
+--- with its counts and pass@1..K (lua/cseng/evals/passk.lua over the indexed columns, so no record
 --- is read back), cached per log version. Served apart from the run document
 --- (/api/runs/<id>/groups?by=...): the bootstrap's cost grows with the trials (500 replicates up to
 --- 10,000 trials, then fewer, down to 100: 5,000,000 / trials), and the run document must stay

@@ -11,7 +11,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local helpers = require 'cseng.report.helpers'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 
 local index = {}
 
@@ -106,7 +106,7 @@ function Log:add_trial(e, off, len)
   local c = self.cols
   local code = e.error_code or (type(e.error) == 'table' and e.error.code) or nil
   c.off[i], c.len[i], c.task[i], c.provider[i], c.mode[i] = off, len, task_id, provider, mode or '-'
-  -- solver and model as pass@k keys them (lua/cseng/agent/passk.lua): '-' when absent
+  -- solver and model as pass@k keys them (lua/cseng/evals/passk.lua): '-' when absent
   local solver = e.solver or (not startup and self.started and self.started.solver) or nil
   c.solver[i] = type(solver) == 'string' and solver or '-'
   c.model[i] = passk.model_of(e) or '-'

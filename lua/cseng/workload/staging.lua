@@ -95,7 +95,7 @@ function staging.sandbox_spec(run, t)
     -- an installed agent (lua/solvers/codex.lua) runs in the sandbox and calls its model endpoint from there
     network = (c.allow_internet and run.opts.allow_network) or (run.solver and run.solver.needs_network) or false,
     -- ports of this machine's 127.0.0.1 the sandbox must reach as its own 127.0.0.1:PORT: the run's
-    -- model proxy (lua/cseng/agent/proxy.lua), which installed agents call instead of their endpoint
+    -- model proxy (lua/cseng/evals/proxy.lua), which installed agents call instead of their endpoint
     host_ports = (run.model_proxy and { run.model_proxy.port }) or (run.model_endpoint_port and { run.model_endpoint_port }) or nil,
     cpus = c.cpus, memory_mb = c.memory_mb, disk_mb = c.storage_mb,
     default_limits = run.opts.default_limits, -- what a provider that enforces limits uses where the task names none

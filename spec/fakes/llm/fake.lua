@@ -1,5 +1,5 @@
 --- A stateful loopback fake of an OpenAI-compatible chat-completions API (OpenRouter, Vercel AI
---- Gateway), on cseng.serve, for the LLM solvers (lua/solvers/agent.lua).
+--- Gateway), on cseng.serve, for the LLM solvers (lua/solvers/shared/chat_loop.lua).
 ---
 ---   local llm = dofile(sys.root() .. '/spec/fakes/llm/fake.lua')
 ---   local f = llm.start { api_key = 'sk-test-1', script = llm.replay(function(conv) return { 'ls', 'make' } end) }

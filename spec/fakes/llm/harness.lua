@@ -76,7 +76,7 @@ function M.new(name)
   --- valid ATIF trajectory whose tokens are the trial's and whose tool calls are answered by id.
   function H.assert_installed_solved(r, A)
     local assert = require 'luassert' -- busted's (this file is dofile'd outside the spec's environment)
-    local atif = require 'cseng.agent.atif'
+    local atif = require 'cseng.evals.atif'
     local jsonl = require 'cseng.lib.jsonl'
     assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
     local u = r.solver_usage

@@ -2,17 +2,17 @@
 --- attempts (`--attempts K`), ATIF trajectories, the health probe after a failed solve, the cost
 --- ledger and the spend ceiling (`--max-cost-usd`), the model proxy of installed agents. Kept out
 --- of the runner so the run frame can call the same functions.
-local atif = require 'cseng.agent.atif'
-local ledger = require 'cseng.agent.ledger'
-local probe = require 'cseng.agent.probe'
-local proxy = require 'cseng.agent.proxy'
+local atif = require 'cseng.evals.atif'
+local ledger = require 'cseng.evals.ledger'
+local probe = require 'cseng.evals.probe'
+local proxy = require 'cseng.evals.proxy'
 local errors = require 'cseng.lib.errors'
 
 local hooks = {}
 
 --- The run's state: the budget when --max-cost-usd is set; for a solver that calls its model from
 --- the sandbox through the proxy (`solver.model_proxy`: codex, claude_code), how its key travels
---- (`run.model_key`: "proxy" or "sandbox", lua/cseng/agent/proxy.lua's mode from --model-key and
+--- (`run.model_key`: "proxy" or "sandbox", lua/cseng/evals/proxy.lua's mode from --model-key and
 --- the provider) and, with the proxy, the proxy itself (`run.model_proxy`, listening until
 --- hooks.finish). Call once per run (runner.run_of). Returns a line for the console when the real
 --- key will be placed in the sandboxes.

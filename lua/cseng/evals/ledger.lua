@@ -5,7 +5,7 @@
 ---   sandbox  seconds x the provider adapter's rates (vcpu_s, gib_s, per_create), source "rates"
 ---            (an adapter without rates gives 0 with source "no rates")
 ---   model    the solver's tokens (input, cached, cache_creation, output, reasoning) and USD:
----            the provider-reported cost when the API gave one, else tokens x lua/cseng/agent/prices.lua;
+---            the provider-reported cost when the API gave one, else tokens x lua/cseng/evals/prices.lua;
 ---            source is the solver's cost_source (provider | prices | mixed | partial | unknown)
 --- total_usd sums the lines; `complete` is false when a line is a lower bound or unknown.
 ---

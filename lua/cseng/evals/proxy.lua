@@ -16,8 +16,8 @@
 --- The proxy reads the usage of every answer itself (the `usage` of a JSON answer, of the SSE
 --- events that carry one: Responses' response.completed, Chat Completions' last chunk, Messages'
 --- message_start and message_delta) and prices it (the provider's `usage.cost` when reported, else
---- lua/cseng/agent/prices.lua), so the trial's tokens and cost no longer depend on what a CLI
---- reports. Under a spend ceiling (`--max-cost-usd`: the trial's budget, lua/cseng/agent/ledger.lua)
+--- lua/cseng/evals/prices.lua), so the trial's tokens and cost no longer depend on what a CLI
+--- reports. Under a spend ceiling (`--max-cost-usd`: the trial's budget, lua/cseng/evals/ledger.lua)
 --- each answer's cost is spent against it, and before each model request the budget is asked
 --- whether one more request costing what the last one did still fits; once it does not, that
 --- request and every later one of the grant are answered 402 with an error in the API's shape
@@ -28,7 +28,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
 local errors = require 'cseng.lib.errors'
-local prices = require 'cseng.agent.prices'
+local prices = require 'cseng.evals.prices'
 
 local proxy = {}
 

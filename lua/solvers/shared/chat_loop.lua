@@ -17,11 +17,11 @@ local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local atif = require 'cseng.agent.atif'
-local price_table = require 'cseng.agent.prices'
+local atif = require 'cseng.evals.atif'
+local price_table = require 'cseng.evals.prices'
 
--- shared: a helper of the solvers beside it, not one `--solver` names (flags.modules leaves it out)
-local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers', shared = true }
+-- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
+local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers' }
 
 --- Option defaults; each may be set in the plan or run options (ctx.options).
 agent.DEFAULTS = {
@@ -38,7 +38,7 @@ agent.DEFAULTS = {
 --- The agent's name and version in its ATIF trajectories (agent.name / agent.version).
 agent.ATIF_NAME, agent.VERSION = 'cseng-agent', '1.1'
 
---- List prices: lua/cseng/agent/prices.lua (input, cached input, cache write, output per 1M
+--- List prices: lua/cseng/evals/prices.lua (input, cached input, cache write, output per 1M
 --- tokens), used only when the response carries no `usage.cost`.
 agent.PRICES = price_table.TABLE
 
@@ -114,7 +114,7 @@ local function num_option(ctx, key)
 end
 
 --- Prices per 1M tokens {in, out} from the options or CSENG_LLM_PRICE_IN/OUT, else the table, else
---- nil (lua/cseng/agent/prices.lua has the cached and cache-write prices too).
+--- nil (lua/cseng/evals/prices.lua has the cached and cache-write prices too).
 ---@return number[]|nil prices {in, out}, string|nil where
 function agent.prices(ctx, model)
   local p, src = price_table.lookup(ctx.options, ctx.getenv, model)

@@ -2,22 +2,21 @@
 --- pinned in lua/solvers/installed/package-lock.json and installed on the host by `make
 --- deps-agents`, is uploaded into the sandbox (once per sandbox: a sandbox made from a warm artifact
 --- that holds it already skips the upload), run there against the solver's endpoint (through the
---- run's model proxy, lua/cseng/agent/proxy.lua, so the sandbox never holds the key), and its
---- output converted to ATIF (lua/cseng/agent/atif.lua). Not a solver by itself.
+--- run's model proxy, lua/cseng/evals/proxy.lua, so the sandbox never holds the key), and its
+--- output converted to ATIF (lua/cseng/evals/atif.lua). Not a solver by itself.
 local archive = require 'cseng.archive'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
-local prices = require 'cseng.agent.prices'
-local atif = require 'cseng.agent.atif'
+local prices = require 'cseng.evals.prices'
+local atif = require 'cseng.evals.atif'
 local crypto = require 'cseng.crypto'
 local pack = require 'solvers.installed.pack'
 
--- shared: a helper of the solvers beside it, not one `--solver` names (flags.modules leaves it out)
-local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)',
-  shared = true }
+-- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
 
 --- Where `make deps-agents` installs the CLIs.
 installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
@@ -252,7 +251,7 @@ function installed.result(name, res, usage, doc)
 end
 
 --- Where the CLI sends its model requests, and with what: through the run's model proxy
---- (ctx.model_proxy, lua/cseng/agent/proxy.lua: the sandbox gets the proxy's base URL and a token
+--- (ctx.model_proxy, lua/cseng/evals/proxy.lua: the sandbox gets the proxy's base URL and a token
 --- of this trial, the real key stays on the host) or, when the run places the key in the sandbox
 --- (`--model-key sandbox`, or a provider whose sandboxes cannot reach the proxy), the endpoint and
 --- the key themselves. Returns the configuration the sandbox sees ({base_url, api_key, model}) and
