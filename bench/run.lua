@@ -38,7 +38,7 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local stats = require 'cseng.lib.stats'
 local flags = require 'cseng.lib.flags'
-local report = require 'cseng.report.helpers'
+local report_render = require 'reports.lib.render'
 
 local SPEC = {
   reps = { key = 'reps', type = 'int', min = 1 },
@@ -653,7 +653,7 @@ end
 
 -- ---- the report -------------------------------------------------------------------------------
 
-local h = report.context(OUTPUT)
+local h = report_render.context(OUTPUT)
 local function ms(v) return h.ms(v) end
 local function range(a, fmt)
   fmt = fmt or ms

@@ -185,7 +185,7 @@ describe('startup report: mode and computesdk sections on fixed data', function(
     ev { event = 'run_finished', status = 'finished' }
     local path = dir .. '/craft.jsonl'
     assert(fs.write(path, table.concat(lines, '\n') .. '\n'))
-    require('cseng.report.helpers').render { inputs = { path }, template = 'startup', output = dir .. '/craft.md' }
+    require('reports.lib.render').render { inputs = { path }, template = 'startup', output = dir .. '/craft.md' }
     md = assert(fs.read(dir .. '/craft.md'))
   end)
 

@@ -598,8 +598,8 @@ describe('cseng report', function()
   end)
 
   it('loads a directory of logs and exposes runs and groups to templates', function()
-    local helpers = require 'cseng.report.helpers'
-    local data = helpers.load({ fs.dirname(last.jsonl) })
+    local report_load = require 'reports.lib.load'
+    local data = report_load.load({ fs.dirname(last.jsonl) })
     assert.equal(1, #data.runs)
     assert.equal('startup', data.runs[1].kind)
     assert.equal(12, #data.startup_trials)

@@ -15,7 +15,6 @@ local LAYER_OF = {
   { '^cseng%.cli%.', 'cli' },
   { '^cseng%.run%.', 'run' },
   { '^cseng%.view%.', 'view' },
-  { '^cseng%.report%.', 'report' },
   { '^reports%.', 'reports' },
   { '^solvers%.', 'solvers' },
   { '^providers%.', 'providers' },
@@ -30,11 +29,10 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
+  cli = { 'run', 'view', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
   run = { 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
-  view = { 'report', 'results', 'evals', 'lib' }, -- the results viewer (cseng view)
-  report = { 'results', 'evals', 'lib' },
-  reports = { 'report', 'results', 'evals', 'lib' }, -- the markdown templates
+  view = { 'reports', 'results', 'evals', 'lib' }, -- the results viewer (cseng view)
+  reports = { 'results', 'evals', 'lib' }, -- the markdown templates and their helpers (lua/reports/lib/)
   solvers = { 'evals', 'lib' },
   providers = { 'workload', 'images', 'lib' },
   workload = { 'images', 'lib' },

@@ -7,6 +7,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local util = require 'cseng.lib.util'
+local console = require 'cseng.lib.console'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -38,7 +39,7 @@ local function assert_terminal_clean(text, what)
   -- and every ESC that did reach the terminal is one of the renderer's own sequences
   for seq in text:gmatch('\27(%[?[%d;]*.)') do
     assert.is_truthy(seq:match('^%[%d*[AJK]$') or seq:match('^%[%?[%d;]*[hl]$'),
-      what .. ': unexpected control sequence ESC' .. util.escape(seq))
+      what .. ': unexpected control sequence ESC' .. console.escape(seq))
   end
 end
 

@@ -12,6 +12,7 @@ local http = require 'cseng.http'
 local results = require 'cseng.results.log'
 local runner = require 'cseng.run.runner'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
 local ROOT = sys.root()
@@ -70,16 +71,16 @@ end
 describe('redaction', function()
   it('finds every 8-byte run of a secret, before any cut, and leaves other text alone', function()
     local key = 'rk_' .. crypto.hex(crypto.random_bytes(12))
-    util.add_secret(key)
-    assert.equal('a [redacted] b', util.redact('a ' .. key .. ' b'))
+    secrets.add(key)
+    assert.equal('a [redacted] b', secrets.redact('a ' .. key .. ' b'))
     -- what a 300-byte snippet kept of it before: the first 18 bytes; a tail keeps the last 9
-    assert.equal('x [redacted]', util.redact('x ' .. key:sub(1, 18)))
-    assert.equal('[redacted] y', util.redact(key:sub(-9) .. ' y'))
-    assert.equal('ok ' .. key:sub(1, 7), util.redact('ok ' .. key:sub(1, 7))) -- 7 bytes say nothing
-    assert.equal('nothing secret here, at all', util.redact('nothing secret here, at all'))
+    assert.equal('x [redacted]', secrets.redact('x ' .. key:sub(1, 18)))
+    assert.equal('[redacted] y', secrets.redact(key:sub(-9) .. ' y'))
+    assert.equal('ok ' .. key:sub(1, 7), secrets.redact('ok ' .. key:sub(1, 7))) -- 7 bytes say nothing
+    assert.equal('nothing secret here, at all', secrets.redact('nothing secret here, at all'))
     local body = string.rep('x', 290) .. key .. string.rep('y', 50)
     assert.same({}, leaks(key, { snippet = adapter.snippet(body) }))
-    assert.same({}, leaks(key, { tail = util.tail(util.redact(body), 40) }))
+    assert.same({}, leaks(key, { tail = util.tail(secrets.redact(body), 40) }))
   end)
 
   it('keeps a planted key out of the console, the status endpoint, records and reports', function()

@@ -162,9 +162,9 @@ describe('the server', function()
     local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
     assert.equal(200, st)
     assert.equal(2, doc.regressions)
-    local compare = require 'cseng.report.compare'
-    local helpers = require 'cseng.report.helpers'
-    assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
+    local compare = require 'reports.lib.changes'
+    local report_load = require 'reports.lib.load'
+    assert.equal(compare.compare(report_load.load({ fx.a }), report_load.load({ fx.b }), {}).markdown, doc.markdown)
     assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
   end)
 

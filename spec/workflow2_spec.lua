@@ -229,7 +229,7 @@ describe('--label', function()
       }
       assert(fs.write(dir .. '/r' .. i .. '.jsonl', table.concat(lines, '\n') .. '\n'))
     end
-    require('cseng.report.helpers').render { inputs = { dir }, template = 'cross_vendor', output = tmp .. '/labels.md' }
+    require('reports.lib.render').render { inputs = { dir }, template = 'cross_vendor', output = tmp .. '/labels.md' }
     local md = assert(fs.read(tmp .. '/labels.md'))
     assert.truthy(md:find('| local | cold [before] | 1 | 0 | 1 |', 1, true), md)
     assert.truthy(md:find('| local | cold [after] | 1 | 1 | 0 |', 1, true), md)
@@ -275,7 +275,7 @@ describe('warm artifacts', function()
     assert.truthy(fresh[1].artifact:find('-fresh', 1, true))
     assert.are_not.equal(first[1].artifact, fresh[1].artifact)
     fs.remove_tree(fresh[1].artifact)
-    require('cseng.report.helpers').render { inputs = { info2.jsonl }, template = 'per_provider', output = tmp .. '/warm.md' }
+    require('reports.lib.render').render { inputs = { info2.jsonl }, template = 'per_provider', output = tmp .. '/warm.md' }
     local md = assert(fs.read(tmp .. '/warm.md'))
     assert.truthy(md:find('Warm artifacts: 0 prepared by these runs, 1 reused (age of the reused ones: median', 1, true), md)
   end)

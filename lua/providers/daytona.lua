@@ -39,6 +39,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
@@ -537,8 +538,8 @@ local function upload_contexts(client, rcp)
     return nil, 'daytona: GET /object-storage/push-access: no storageUrl/accessKey/organizationId', 'EPROTO'
   end
   creds.bucket = str(creds.bucket) or 'daytona-volume-builds'
-  util.add_secret(creds.secret)
-  if str(creds.sessionToken) then util.add_secret(creds.sessionToken) end
+  secrets.add(creds.secret)
+  if str(creds.sessionToken) then secrets.add(creds.sessionToken) end
   local hashes = {}
   for _, ctx in ipairs(contexts) do
     local tar, hash = context_tar(ctx)

@@ -38,6 +38,7 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -153,9 +154,9 @@ local function ndjson(client, method, path, o, on_record)
       end
       return true
     end }
-  if not res then return nil, util.redact('vercel: ' .. what .. ': ' .. tostring(err)), code end
+  if not res then return nil, secrets.redact('vercel: ' .. what .. ': ' .. tostring(err)), code end
   if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('vercel: %s: HTTP %d: %s', what, res.status, api_message(table.concat(errbody)))),
+    return nil, secrets.redact(string.format('vercel: %s: HTTP %d: %s', what, res.status, api_message(table.concat(errbody)))),
       'HTTP_' .. res.status
   end
   if pending:find('%S') then

@@ -3,9 +3,9 @@
 --- one example each (the newest: task, error text tail, stdout/stderr tail excerpts); the
 --- infrastructure-error rate per provider; and a "what to look at first" list ordered by count.
 --- `cseng report results/ /work/shared/data/seed-results/ --template lua/reports/failure_modes.lua -o out.md`
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 local stats = require 'cseng.lib.stats'
-local helpers = require 'cseng.report.helpers'
+local report_format = require 'reports.lib.format'
 
 local NONE = '–'
 
@@ -29,7 +29,7 @@ end
 
 -- a group's heading: its provider, stage and code are a log's text (escaped: never a link)
 local function describe(g)
-  local e = helpers.escape
+  local e = report_format.escape
   if g.outcome == 'error' then
     return string.format('%s: error in %s (%s)', e(g.provider), e(g.stage), e(g.code))
   end

@@ -6,7 +6,7 @@
 ---
 --- Pass rates are given both over the evidence trials (report_tasks.RULE) and over every trial;
 --- timing distributions, errors, cache hits and cost use every trial of the provider.
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 local stats = require 'cseng.lib.stats'
 
 local function bar(n, max)

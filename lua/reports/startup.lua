@@ -7,10 +7,10 @@
 --- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
 --- same every time it is rendered.
 local stats = require 'cseng.lib.stats'
-local rt = require 'cseng.report.task_runs'
-local helpers = require 'cseng.report.helpers'
+local rt = require 'reports.lib.task_runs'
+local report_format = require 'reports.lib.format'
 
-local REPS = helpers.REPS
+local REPS = report_format.REPS
 
 local METRICS = {
   { key = 'ready_ms', label = 'ready_ms: create + first exec (time to interactive)' },

@@ -60,13 +60,13 @@ end
 function cli.fail(err, what)
   local errors = require 'cseng.lib.errors'
   if errors.is_cancel(err) then return 130 end
-  -- io.stderr:write redacts and escapes (util.guard_console)
+  -- io.stderr:write redacts and escapes (console.guard)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
   return errors.is_usage(err) and 2 or 1
 end
 
 function cli.main(...)
-  require('cseng.lib.util').guard_console()
+  require('cseng.lib.console').guard()
   local errors = require 'cseng.lib.errors'
   local args = { ... }
   -- an error a command raises is printed here as one redacted line (a table error by its

@@ -5,13 +5,15 @@
 --- The renderer keeps a live block (the trials in flight and a status line for a task run;
 --- the round's status line for the arena) under the permanent lines (a finished trial, a
 --- message). On a terminal the block is redrawn in place with the only control sequences a
---- terminal gets from cseng (util.terminal: carriage return, cursor up, erase below/line);
---- everything else it prints is data, escaped (util.escape) and redacted by the console
+--- terminal gets from cseng (console.terminal: carriage return, cursor up, erase below/line);
+--- everything else it prints is data, escaped (console.escape) and redacted by the console
 --- guard. Without a terminal it prints plain lines, and the arena's status every tenth.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
+local console = require 'cseng.lib.console'
 local stats = require 'cseng.lib.stats'
 local jsonl = require 'cseng.lib.jsonl'
 local errors = require 'cseng.lib.errors'
@@ -37,7 +39,7 @@ function present.renderer(o)
 end
 
 function Renderer:erase()
-  if self.drawn > 0 then util.terminal('\r\27[' .. self.drawn .. 'A\27[J') end
+  if self.drawn > 0 then console.terminal('\r\27[' .. self.drawn .. 'A\27[J') end
   self.drawn = 0
 end
 
@@ -171,7 +173,7 @@ local function example_of(r)
     end
   end
   text = tostring(text or ''):gsub('%s+', ' '):gsub('^ ', '')
-  return util.escape(middle_cut(text, 150), true)
+  return console.escape(middle_cut(text, 150), true)
 end
 
 --- What did not pass, grouped as pytest's short summary and hyperfine's failure notes group
@@ -233,7 +235,7 @@ function present.tasks_table(records, elapsed_s)
   end
   for _, g in ipairs(groups) do
     lines[#lines + 1] = string.format('  %-6s %' .. wn .. 'd x %-' .. wstage .. 's  e.g. %s%s', g.outcome, g.n,
-      g.stage .. ' ' .. g.code, util.escape(g.task_id, true), g.example ~= '' and (': ' .. g.example) or '')
+      g.stage .. ' ' .. g.code, console.escape(g.task_id, true), g.example ~= '' and (': ' .. g.example) or '')
   end
   if #elapsed > 0 then
     lines[#lines + 1] = string.format('trial seconds: median %.2f, p95 %.2f', stats.median(elapsed),
@@ -309,7 +311,7 @@ end
 function Tasks:block()
   local lines = {}
   for _, l in ipairs(self:in_flight()) do
-    lines[#lines + 1] = string.format('  %-40s %-18s %6.1fs', util.escape(l.task_id, true), l.phase or '?', l.phase_s)
+    lines[#lines + 1] = string.format('  %-40s %-18s %6.1fs', console.escape(l.task_id, true), l.phase or '?', l.phase_s)
   end
   lines[#lines + 1] = self:status()
   return lines
@@ -352,8 +354,8 @@ function Tasks:on(F, name, d)
     local rec = d.rec
     self.retried = self.retried + 1
     r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
-      string.rep(' ', 2 * self.width + 1), util.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
-      rec.error_stage or '?', util.escape(util.head(rec.error or '', 120), true), rec.try, d.of))
+      string.rep(' ', 2 * self.width + 1), console.escape(rec.task_id, true), 'error', rec.elapsed_seconds or 0,
+      rec.error_stage or '?', console.escape(util.head(rec.error or '', 120), true), rec.try, d.of))
   elseif name == 'trial_gone' then
     self.running = self.running - 1
     self.live[d.task_id] = nil
@@ -372,7 +374,7 @@ function Tasks:on(F, name, d)
     if (rec.attempt or 1) > 1 then detail = detail .. string.format(' [attempt %d]', rec.attempt) end
     -- a task id or an error is data: its control characters are escaped
     local line = string.format('[%' .. self.width .. 'd/%d] %-40s %-6s %6.1fs%s', self.done, self.total,
-      util.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds or 0, util.escape(detail, true))
+      console.escape(rec.task_id, true), rec.outcome, rec.elapsed_seconds or 0, console.escape(detail, true))
     if not r.tty then line = line .. '  (' .. self:status() .. ')' end
     self:refresh()
     r:line(line)
@@ -476,13 +478,13 @@ function present.arena_comparison(F)
   end
   if #with < 2 then return {} end
   table.sort(with, function(a, b) return a.median < b.median end)
-  local helpers = require 'cseng.report.helpers'
+  local report_format = require 'reports.lib.format'
   local out, fast = {}, with[1]
   for i = 2, #with do
     local slow = with[i]
-    local r = helpers.ratio_of_medians(slow.ready, fast.ready,
+    local r = report_format.ratio_of_medians(slow.ready, fast.ready,
       (math.tointeger(o.seed) or 1) ~ stats.hash('ratio/ready_ms/' .. slow.name .. '/' .. fast.name))
-    out[#out + 1] = helpers.speedup(fast.name, slow.name, r) .. ' (ready_ms medians)'
+    out[#out + 1] = report_format.speedup(fast.name, slow.name, r) .. ' (ready_ms medians)'
   end
   return out
 end
@@ -513,7 +515,7 @@ function Arena:on(F, name, d)
     end
     -- the report: rendered here, by the command line, from the log the run wrote
     local rok, rerr = pcall(function()
-      return require('cseng.report.helpers').render { inputs = { F.jsonl }, template = 'startup', output = d.report_path }
+      return require('reports.lib.render').render { inputs = { F.jsonl }, template = 'startup', output = d.report_path }
     end)
     if rok then r:line('report: ' .. d.report_path)
     else
@@ -538,9 +540,9 @@ local function prewarm_view(r)
       r:line(string.format('prewarm %s: %d task(s) on %s (concurrency %d)', d.run_id, d.total, d.provider, d.concurrency or 1))
       r:line('log: ' .. d.log)
     elseif name == 'artifact' then
-      if d.many then r:line(string.format('%-44s %s', util.escape(d.task_id, true), d.artifact)) end
+      if d.many then r:line(string.format('%-44s %s', console.escape(d.task_id, true), d.artifact)) end
     elseif name == 'artifact_failed' then
-      r:warn(string.format('cseng: prewarm %s: %s', util.escape(d.task_id, true), d.error))
+      r:warn(string.format('cseng: prewarm %s: %s', console.escape(d.task_id, true), d.error))
     elseif name == 'interrupted' then
       r:interrupted(d, function(n) return n == 1 and 'task' or 'tasks' end)
     elseif name == 'finished' then
@@ -591,7 +593,7 @@ function present.status_doc(F, view)
     end
   end
   if F.status_extra then for k, v in pairs(F.status_extra(F)) do doc[k] = v end end
-  return util.redact_all(doc) -- last_error quotes what providers and commands said
+  return secrets.redact_all(doc) -- last_error quotes what providers and commands said
 end
 
 --- Serve present.status_doc on 127.0.0.1:port (GET / or /status), for every run kind. The

@@ -298,10 +298,11 @@ end
 function atif.write(path, doc)
   local fs = require 'cseng.fs'
   local util = require 'cseng.lib.util'
+  local secrets = require 'cseng.lib.secrets'
   local ok, problems = atif.validate(doc)
   if not ok then errors.raise(errors.EINVAL, 'ATIF trajectory ' .. path .. ' is invalid: ' .. table.concat(problems, '; ')) end
   errors.check(nil, fs.mkdir_p(util.dirname(path)))
-  local wok, err, code = fs.write(path, jsonl.encode(util.redact_all(doc)) .. '\n')
+  local wok, err, code = fs.write(path, jsonl.encode(secrets.redact_all(doc)) .. '\n')
   if not wok then errors.raise(code or errors.EIO, 'cannot write ' .. path .. ': ' .. tostring(err)) end
   return path
 end

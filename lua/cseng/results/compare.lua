@@ -2,7 +2,7 @@
 --- keying of pass@k (lua/cseng/evals/passk.lua: passk.DIMS, the model from solver_usage.model), and
 --- per cell the pass rate with its change B − A and a 95% CI of that change, pass@1..K when a cell has
 --- repeated attempts, and the cost per trial and per pass when the trials carry a cost ledger
---- (`rec.cost`, lua/cseng/evals/ledger.lua). Data only: lua/cseng/report/compare.lua renders it.
+--- (`rec.cost`, lua/cseng/evals/ledger.lua). Data only: lua/reports/lib/changes.lua renders it.
 ---
 --- The pass rate is passed / graded, graded being the trials whose outcome is not `error`
 --- (infrastructure errors are not samples of the solver, as in pass@k; they are counted apart).

@@ -3,12 +3,13 @@
 ---
 --- Events: run_started, run_resumed, allocated (fsynced before the sandbox is used),
 --- destroyed, cleanup_failed, trial, prewarmed, run_finished. Every string written passes
---- through util.redact, so secret values never reach a results file.
+--- through secrets.redact, so secret values never reach a results file.
 local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 
 local results = {}
@@ -114,7 +115,7 @@ end
 --- this returns nil, message, code; later events are still tried (a destroy record may fit).
 ---@return table|nil record, string? err, string? code
 function Writer:event(kind, fields, sync)
-  local rec = util.redact_all(fields or {})
+  local rec = secrets.redact_all(fields or {})
   rec.event = kind
   rec.run_id = self.run_id
   rec.time = clock.wall()
@@ -216,7 +217,7 @@ function results.write_transcript(path, transcript)
   local ok, err, code = fs.mkdir_p(util.dirname(path))
   if not ok then return nil, err, code end
   local out = {}
-  for _, entry in ipairs(transcript or {}) do out[#out + 1] = jsonl.encode(util.redact_all(entry)) .. '\n' end
+  for _, entry in ipairs(transcript or {}) do out[#out + 1] = jsonl.encode(secrets.redact_all(entry)) .. '\n' end
   return fs.write(path, table.concat(out))
 end
 

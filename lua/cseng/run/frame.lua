@@ -22,6 +22,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local session = require 'cseng.run.session'
 local admission = require 'cseng.run.admission'
 
@@ -232,7 +233,7 @@ end
 --- (it reaches stderr, the status document and the log).
 function Frame:stop(reason, message, code, detail)
   if self.stopped then return end
-  message = util.redact(message)
+  message = secrets.redact(message)
   self.stopped = { reason = reason, message = message, code = code, detail = detail }
   self.state.status, self.state.stop_reason, self.state.last_error = 'stopping', reason, message
   self:emit('stopping', self.stopped)

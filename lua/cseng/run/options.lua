@@ -2,6 +2,7 @@
 --- cleanup): the flag table, its help order, and the merge of flags into a plan.
 local fs = require 'cseng.fs'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local flags = require 'cseng.lib.flags'
 
 local options = {}
@@ -113,7 +114,7 @@ function options.read_env_files(files)
     if not one then error(perr, 0) end
     for k, v in pairs(one) do
       env[k] = v
-      if util.secret_name(k) then util.add_secret(v) end
+      if secrets.is_name(k) then secrets.add(v) end
     end
   end
   return env

@@ -5,15 +5,15 @@
 ---
 --- Task runs are read through the catalogue's byte-offset index (lua/cseng/view/index.lua); an arena
 --- run's page is lua/reports/startup.lua rendered with its SVG charts inlined; a comparison is what
---- `cseng compare` computes (lua/cseng/report/compare.lua), shown as HTML.
+--- `cseng compare` computes (lua/reports/lib/changes.lua), shown as HTML.
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
-local helpers = require 'cseng.report.helpers'
+local report_render = require 'reports.lib.render'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
-local report_compare = require 'cseng.report.compare'
+local report_compare = require 'reports.lib.changes'
 local passk = require 'cseng.evals.passk'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
@@ -114,13 +114,13 @@ end
 local function arena_html(log)
   if log.report_cache and log.report_cache.version == log.version then return log.report_cache.html end
   local data = log:load()
-  local h = helpers.context('-')
+  local h = report_render.context('-')
   local svgs = {}
   function h.chart(name, svg_text, alt)
     svgs[#svgs + 1] = svg_text
     return string.format('![%s](svg:%d)', ((alt or name):gsub('[%[%]]', '')), #svgs)
   end
-  local fn = dofile(helpers.template_path('startup'))
+  local fn = dofile(report_render.template_path('startup'))
   local html = markdown.html(fn(data, h), { svgs = svgs })
   log.report_cache = { version = log.version, html = html }
   return html

@@ -8,7 +8,7 @@
 --- no run_started, unreadable) keeps its error and is listed with it; it never raises to the server.
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
-local helpers = require 'cseng.report.helpers'
+local report_load = require 'reports.lib.load'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
 local passk = require 'cseng.evals.passk'
@@ -269,7 +269,7 @@ end
 
 --- Every event of the log (for the pages that need them all: the arena's report, compare).
 function Log:load()
-  return helpers.load({ self.path })
+  return report_load.load({ self.path })
 end
 
 -- ---- summaries (.json): small, read whole -----------------------------------------------
@@ -283,10 +283,10 @@ local function summary_log(path)
     if self.size == st.size and self.inode_mtime == st.mtime_ns then return false end
     self:reset()
     self.size, self.mtime, self.inode_mtime = st.size, st.mtime, st.mtime_ns
-    local ok, s, why = pcall(helpers.read_summary, self.path)
+    local ok, s, why = pcall(report_load.read_summary, self.path)
     if not ok then self.error = tostring(s); return true end
     if not s then self.error = self.path .. ': ' .. why; self.not_a_run = true; return true end
-    local run = helpers.summary_run(s, self.path)
+    local run = report_load.summary_run(s, self.path)
     self.run_data = run
     self:add_event(run.started, nil, nil)
     self.run_id = run.id
@@ -301,7 +301,7 @@ local function summary_log(path)
     return self.run_data and self.run_data.trials[self.cols.len[i]] or nil
   end
   function log.load(self)
-    return helpers.load({ self.path })
+    return report_load.load({ self.path })
   end
   function log.is_live() return false end
   return log

@@ -17,6 +17,7 @@ local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local atif = require 'cseng.evals.atif'
 local price_table = require 'cseng.evals.prices'
 
@@ -141,7 +142,7 @@ local function api_message(body)
   m = tostring(m or body or '')
   m = util.trim(m:gsub('%s+', ' '))
   if #m > 300 then m = m:sub(1, 300) .. '...' end
-  return util.redact(m)
+  return secrets.redact(m)
 end
 
 -- One bounded piece of text for the transcript.
@@ -228,7 +229,7 @@ local function complete(state, body)
       if code == errors.ETIMEDOUT and state.left() <= 0 then
         return nil, 'the solve time ran out while waiting for the model', errors.ESOLVETIME
       end
-      last_err, last_code = util.redact(tostring(err)), code
+      last_err, last_code = secrets.redact(tostring(err)), code
       fatal = not RETRY_CODES[code]
     elseif res.status >= 200 and res.status < 300 then
       local doc, derr = jsonl.decode(res.body)
@@ -623,7 +624,7 @@ function agent.solver(def)
   function solver.check(options, getenv)
     local cfg, err, code = def.config(options or {}, getenv)
     if not cfg then return nil, err, code end
-    util.add_secret(cfg.api_key)
+    secrets.add(cfg.api_key)
     return true
   end
 
@@ -631,7 +632,7 @@ function agent.solver(def)
   function solver.solve(ctx)
     local cfg, err, code = def.config(ctx.options or {}, ctx.getenv)
     if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
-    util.add_secret(cfg.api_key)
+    secrets.add(cfg.api_key)
     return agent.run(ctx, cfg)
   end
 
@@ -651,7 +652,7 @@ end
 function agent.write_transcript(path, transcript)
   local fs = require 'cseng.fs'
   local lines = {}
-  for i, e in ipairs(transcript or {}) do lines[i] = jsonl.encode(util.redact_all(e)) end
+  for i, e in ipairs(transcript or {}) do lines[i] = jsonl.encode(secrets.redact_all(e)) end
   local ok, err, code = fs.mkdir_p(util.dirname(path))
   if not ok then return nil, err, code end
   return fs.write(path, table.concat(lines, '\n') .. (#lines > 0 and '\n' or ''))

@@ -10,6 +10,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local prices = require 'cseng.evals.prices'
 local atif = require 'cseng.evals.atif'
 local crypto = require 'cseng.crypto'
@@ -208,7 +209,7 @@ end
 function installed.check(def, options, getenv)
   local cfg, err, code = def.config(options or {}, getenv)
   if not cfg then return nil, err, code end
-  util.add_secret(cfg.api_key)
+  secrets.add(cfg.api_key)
   installed.host_file(def.BINARY)
   return true
 end
@@ -295,7 +296,7 @@ end
 function installed.run(ctx, solver, o)
   local cfg, err, code = solver.config(ctx.options or {}, ctx.getenv)
   if not cfg then errors.raise(code or errors.ECONFIG, err, { stage = 'solve' }) end
-  util.add_secret(cfg.api_key)
+  secrets.add(cfg.api_key)
   local t0 = clock.now()
   local scfg, grant = installed.route(ctx, cfg, o.api)
   -- the token opens nothing once the solve is over, however it ends

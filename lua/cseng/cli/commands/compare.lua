@@ -1,13 +1,13 @@
 --- `cseng compare A B [-o OUT.md] [--fail-on-regression]`: what changed from run A to run B (each a
 --- run log, a summary or a directory of them), as markdown. The comparison itself (per solver,
 --- model, provider and mode cell; per task; per phase; startup per provider) is
---- lua/cseng/report/compare.lua, which the viewer's comparison page shows too; this file is the
+--- lua/reports/lib/changes.lua, which the viewer's comparison page shows too; this file is the
 --- command: its flags, loading both sides, writing the markdown, the exit status.
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
-local helpers = require 'cseng.report.helpers'
+local report_load = require 'reports.lib.load'
 local cli = require 'cseng.cli.main'
-local report_compare = require 'cseng.report.compare'
+local report_compare = require 'reports.lib.changes'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },
@@ -25,7 +25,7 @@ local cmd = {
     flags.help(SPEC, { 'output', 'fail-on-regression', 'seed', 'min-seconds' }),
 }
 
---- Compare loaded data a and b (lua/cseng/report/compare.lua). Returns {markdown, regressions}.
+--- Compare loaded data a and b (lua/reports/lib/changes.lua). Returns {markdown, regressions}.
 cmd.compare = report_compare.compare
 
 function cmd.run(args)
@@ -34,7 +34,7 @@ function cmd.run(args)
   if #pos ~= 2 then return cli.usage_error('compare needs two runs, A and B (see cseng compare --help)') end
   local sides = {}
   for i = 1, 2 do
-    local ok, d = pcall(helpers.load, { pos[i] })
+    local ok, d = pcall(report_load.load, { pos[i] })
     if not ok then return cli.fail(d, 'compare') end
     if #d.runs == 0 then io.stderr:write('cseng: compare: no runs in ', pos[i], '\n'); return 1 end
     sides[i] = d

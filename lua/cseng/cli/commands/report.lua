@@ -1,8 +1,9 @@
 --- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl), run summaries
 --- (.json, cseng's or the seed harness's) or directories of them through a report template
---- (lua/reports/*.lua); see lua/cseng/report/helpers.lua and docs/REPORTS.md.
+--- (lua/reports/*.lua); see lua/reports/lib/ (load, format, svg, render) and docs/REPORTS.md.
 local flags = require 'cseng.lib.flags'
-local helpers = require 'cseng.report.helpers'
+local report_load = require 'reports.lib.load'
+local report_render = require 'reports.lib.render'
 local cli = require 'cseng.cli.main'
 
 local SPEC = {
@@ -34,7 +35,7 @@ function cmd.run(args)
   if #pos == 0 then
     return cli.usage_error('report needs at least one RESULTS path (see cseng report --help)')
   end
-  local ok, data = pcall(helpers.load, pos)
+  local ok, data = pcall(report_load.load, pos)
   if not ok then return cli.fail(data, 'report') end
   for _, w in ipairs(data.warnings) do io.stderr:write('cseng: report: ', w, '\n') end
   if #data.runs == 0 then io.stderr:write('cseng: report: no runs in ', table.concat(pos, ' '), '\n'); return 1 end
@@ -51,7 +52,7 @@ function cmd.run(args)
   -- a bundled template for the other kind of run renders nothing useful: said, not written
   local base = template:gsub('^.*/', ''):gsub('%.lua$', '')
   local wants = BUNDLED_KIND[base]
-  local tok, tpath = pcall(helpers.template_path, template)
+  local tok, tpath = pcall(report_render.template_path, template)
   local sys = require 'cseng.sys'
   if wants and tok and sys.realpath(tpath) == sys.realpath(sys.root() .. '/lua/reports/' .. base .. '.lua') then
     local found, have = false, {}
@@ -71,7 +72,7 @@ function cmd.run(args)
     if #pos == 1 and pos[1]:match('%.jsonl?$') then out = pos[1]:gsub('%.jsonl?$', '') .. '.md'
     else return cli.usage_error('report: give -o OUT.md for several inputs or a directory') end
   end
-  local rok, res = pcall(helpers.render, { data = data, template = template, output = out })
+  local rok, res = pcall(report_render.render, { data = data, template = template, output = out })
   if not rok then return cli.fail(res, 'report') end
   if out ~= '-' then
     io.stdout:write('report: ', out, '\n')

@@ -1,8 +1,8 @@
 --- What the task-run report templates share (lua/reports/cross_vendor.lua, per_task.lua,
 --- per_provider.lua, failure_modes.lua): the evidence rule, provider/mode columns, the phases,
---- the runs table and cell formats. Templates `require 'cseng.report.task_runs'`; see docs/REPORTS.md.
+--- the runs table and cell formats. Templates `require 'reports.lib.task_runs'`; see docs/REPORTS.md.
 ---
---- Every function takes `data` (report_helpers.load's result) or trial records; nothing here
+--- Every function takes `data` (lua/reports/lib/load.lua's result) or trial records; nothing here
 --- writes files.
 local stats = require 'cseng.lib.stats'
 local passk = require 'cseng.evals.passk'

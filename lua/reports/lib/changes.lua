@@ -11,7 +11,7 @@
 --- 0.91 as faster; otherwise "no clear change". Startup runs: per provider, ready_ms (create + first
 --- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), and the
 --- success rate of each side. A cell, provider or phase on one side only is listed as such.
-local helpers = require 'cseng.report.helpers'
+local report_render = require 'reports.lib.render'
 local stats = require 'cseng.lib.stats'
 local cells = require 'cseng.results.compare'
 local identity = require 'cseng.results.identity'
@@ -117,7 +117,7 @@ end
 function M.compare(a, b, opts)
   opts = opts or {}
   local seed = opts.seed or 1
-  local h = helpers.context('-')
+  local h = report_render.context('-')
   local out, regressions, cell_regressions = {}, 0, 0
   local function add(s) out[#out + 1] = s end
   add('# Run comparison')
