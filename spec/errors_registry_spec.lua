@@ -225,6 +225,7 @@ describe('raised errors', function()
   it('gives every command one usage error: one line, no source position, exit status 2', function()
     local proc = require 'cseng.proc'
     local cli = require 'cseng.cli.main'
+    local exit = require 'cseng.cli.exit'
     local tried = 0
     for _, name in ipairs(cli.commands) do
       if name ~= 'test' and name ~= 'lua' then -- they pass options on (to busted, to the script)
@@ -244,7 +245,7 @@ describe('raised errors', function()
     end
     local stderr, said = io.stderr, {}
     io.stderr = { write = function(_, ...) for _, s in ipairs({ ... }) do said[#said + 1] = s end end } -- luacheck: ignore 122
-    local usage_status, other_status = cli.fail(errors.usage('x')), cli.fail(errors.new('EIO', 'y'))
+    local usage_status, other_status = exit.fail(errors.usage('x')), exit.fail(errors.new('EIO', 'y'))
     io.stderr = stderr -- luacheck: ignore 122
     assert.equal(2, usage_status)
     assert.equal(1, other_status)

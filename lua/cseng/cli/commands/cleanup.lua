@@ -6,7 +6,7 @@ local options = require 'cseng.run.options'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
   ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
@@ -39,7 +39,7 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('cleanup: ' .. pos) end
+  if not f then return exit.usage_error('cleanup: ' .. pos) end
   local failures, done = 0, 0
   local ok, err = pcall(function()
     if #pos == 1 then
@@ -124,7 +124,7 @@ function cmd.run(args)
     end
   end)
   if not ok then
-    return cli.fail(err, not errors.is_usage(err) and 'cleanup' or nil)
+    return exit.fail(err, not errors.is_usage(err) and 'cleanup' or nil)
   end
   if not f.dry_run and #pos <= 1 and (done > 0 or failures > 0 or #pos == 0) then
     print(string.format('%d destroyed, %d failed', done, failures))

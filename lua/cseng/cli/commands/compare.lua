@@ -6,7 +6,7 @@
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local report_load = require 'reports.lib.load'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 local report_compare = require 'reports.lib.changes'
 
 local SPEC = {
@@ -30,12 +30,12 @@ cmd.compare = report_compare.compare
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('compare: ' .. pos .. ' (see cseng compare --help)') end
-  if #pos ~= 2 then return cli.usage_error('compare needs two runs, A and B (see cseng compare --help)') end
+  if not f then return exit.usage_error('compare: ' .. pos .. ' (see cseng compare --help)') end
+  if #pos ~= 2 then return exit.usage_error('compare needs two runs, A and B (see cseng compare --help)') end
   local sides = {}
   for i = 1, 2 do
     local ok, d = pcall(report_load.load, { pos[i] })
-    if not ok then return cli.fail(d, 'compare') end
+    if not ok then return exit.fail(d, 'compare') end
     if #d.runs == 0 then io.stderr:write('cseng: compare: no runs in ', pos[i], '\n'); return 1 end
     sides[i] = d
   end

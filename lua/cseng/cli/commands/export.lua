@@ -8,7 +8,7 @@ local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
@@ -132,10 +132,10 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
-  if #pos == 0 then return cli.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
+  if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   local ok, rows = pcall(cmd.rows, pos)
-  if not ok then return cli.fail(rows, 'export') end
+  if not ok then return exit.fail(rows, 'export') end
   local text
   if (f.format or 'csv') == 'csv' then
     text = cmd.csv(rows)

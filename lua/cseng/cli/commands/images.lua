@@ -12,7 +12,7 @@ local proc = require 'cseng.proc'
 local clock = require 'cseng.clock'
 local rootfs_image = require 'cseng.images.rootfs'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
@@ -134,7 +134,7 @@ end
 
 local function prune(f)
   local min_age = f.older_than and age_seconds(f.older_than)
-  if f.older_than and not min_age then return cli.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
+  if f.older_than and not min_age then return exit.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
   local docker, client = connect()
   if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
   local images, err = docker.list_images(client)
@@ -163,13 +163,13 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('images: ' .. pos) end
+  if not f then return exit.usage_error('images: ' .. pos) end
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end
   if sub == 'list' or sub == nil then return list() end
   if sub == 'prune' then return prune(f) end
-  return cli.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
+  return exit.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
 end
 
 return cmd

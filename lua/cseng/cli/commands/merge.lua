@@ -11,7 +11,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 local session = require 'cseng.run.session'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
@@ -217,11 +217,11 @@ function cmd.run(args)
   local a = {}
   for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
   local f, pos = flags.parse(a, SPEC)
-  if not f then return cli.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
+  if not f then return exit.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
   if #pos ~= 1 or not f.output then
-    return cli.usage_error('merge needs DIR and --output RUN.jsonl (see cseng merge --help)')
+    return exit.usage_error('merge needs DIR and --output RUN.jsonl (see cseng merge --help)')
   end
-  if not f.output:match('%.jsonl$') then return cli.usage_error('merge: --output must name a .jsonl file') end
+  if not f.output:match('%.jsonl$') then return exit.usage_error('merge: --output must name a .jsonl file') end
   local ok, err = pcall(function()
     local shards, run_id, count = cmd.collect(pos[1], f.run)
     local events = cmd.merge_events(shards, run_id, f)
@@ -238,7 +238,7 @@ function cmd.run(args)
     io.stdout:write('results: ', f.output, '\n', 'summary: ', json_path, '\n')
   end)
   if not ok then
-    return cli.fail(err, 'merge')
+    return exit.fail(err, 'merge')
   end
   return 0
 end

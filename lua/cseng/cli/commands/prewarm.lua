@@ -13,7 +13,7 @@ local errors = require 'cseng.lib.errors'
 local runner = require 'cseng.run.runner'
 local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
@@ -59,7 +59,7 @@ local function prewarm_image(provider, f)
     print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
   end)
   if ok then return 0 end
-  return cli.fail(err, 'prewarm')
+  return exit.fail(err, 'prewarm')
 end
 
 -- The prewarm files in dir (newest first): {path, doc}, for one provider or all.
@@ -147,11 +147,11 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
+  if not f then return exit.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
   if f.list or f.prune then
-    if #pos > 0 then return cli.usage_error('prewarm --list/--prune take no PLAN.lua') end
+    if #pos > 0 then return exit.usage_error('prewarm --list/--prune take no PLAN.lua') end
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
-    if not ok then return cli.usage_error(o) end
+    if not ok then return exit.usage_error(o) end
     local lok, st = pcall(list_or_prune, o, f.prune)
     if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
     return st
@@ -160,15 +160,15 @@ function cmd.run(args)
     local okp, provider = pcall(session.adapter, f.provider)
     if okp and provider.prewarm_image then return prewarm_image(provider, f) end
   end
-  if #pos > 1 then return cli.usage_error('prewarm takes at most one PLAN.lua') end
+  if #pos > 1 then return exit.usage_error('prewarm takes at most one PLAN.lua') end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)
-  if not ok then return cli.usage_error(p) end
+  if not ok then return exit.usage_error(p) end
   local argv = { 'cseng', 'prewarm', table.unpack(args) }
   local ok2, o = pcall(options.merge, p, f, argv)
-  if not ok2 then return cli.usage_error(o) end
+  if not ok2 then return exit.usage_error(o) end
   o.mode = 'warm'
-  if not f.provider then return cli.usage_error('prewarm needs --provider NAME') end
+  if not f.provider then return exit.usage_error('prewarm needs --provider NAME') end
 
   local status = 0
   local rok, rerr = pcall(function()

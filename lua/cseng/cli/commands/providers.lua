@@ -5,7 +5,7 @@ local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
 local jsonl = require 'cseng.lib.jsonl'
 local contract = require 'providers.shared.contract'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
@@ -54,12 +54,12 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
-  if not f then return cli.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
-  if #pos > 0 then return cli.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
+  if not f then return exit.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
+  if #pos > 0 then return exit.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
   local getenv
   if f.env_file then
     local ok, env = pcall(require('cseng.run.options').read_env_files, f.env_file)
-    if not ok then return cli.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
+    if not ok then return exit.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
     getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
   end
   local list = cmd.list(getenv)

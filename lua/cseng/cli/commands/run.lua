@@ -3,7 +3,7 @@ local flags = require 'cseng.lib.flags'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local present = require 'cseng.cli.present'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
@@ -20,19 +20,19 @@ cmd.options = options.merge
 function cmd.run(args)
   local f, pos = flags.parse(args, options.SPEC)
   if not f then
-    return cli.usage_error('run: ' .. pos .. ' (see cseng run --help)')
+    return exit.usage_error('run: ' .. pos .. ' (see cseng run --help)')
   end
   if #pos ~= 1 then
-    return cli.usage_error('run needs exactly one PLAN.lua (see cseng run --help)')
+    return exit.usage_error('run needs exactly one PLAN.lua (see cseng run --help)')
   end
   local ok, p = pcall(plan.load, pos[1])
   if not ok then
-    return cli.usage_error(p)
+    return exit.usage_error(p)
   end
   local argv = { 'cseng', 'run', table.unpack(args) }
   local ok2, o = pcall(cmd.options, p, f, argv)
   if not ok2 then
-    return cli.usage_error(o)
+    return exit.usage_error(o)
   end
   -- the program as the user invoked it (./cseng), for the commands the end of the run prints
   o.program = type(_G.arg) == 'table' and type(_G.arg[0]) == 'string' and _G.arg[0] or nil
