@@ -61,7 +61,7 @@ function cmd.run(args)
     end
     require('cseng.lib.errors').raise('EPLAN', 'unknown plan kind ' .. tostring(o.kind))
   end)
-  if not runok then return require('cseng.cli.main').fail(status) end
+  if not runok then return exit.fail(status) end
   return status
 end
 
