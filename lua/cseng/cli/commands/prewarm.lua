@@ -153,7 +153,7 @@ function cmd.run(args)
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
     if not ok then return exit.usage_error(o) end
     local lok, st = pcall(list_or_prune, o, f.prune)
-    if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
+    if not lok then return exit.fail(st, 'prewarm') end
     return st
   end
   if f.provider then
@@ -225,7 +225,7 @@ function cmd.run(args)
     status = require('cseng.run.frame').exit_status(F, #selected, nerr)
     if nerr > 0 and status == 0 then status = 1 end -- an artifact that could not be made is missing
   end)
-  if not rok then return require('cseng.cli.main').fail(rerr, 'prewarm') end
+  if not rok then return exit.fail(rerr, 'prewarm') end
   return status
 end
 
