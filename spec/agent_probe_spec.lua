@@ -73,7 +73,7 @@ describe('a sandbox killed mid-solve', function()
     assert.equal(2, r.try)
     local tries = 0
     for _, e in ipairs(events) do
-      if e.event == 'trial_attempt' then tries = tries + 1; assert.equal('ESANDBOX', e.error_code) end
+      if e.event == 'trial_try' then tries = tries + 1; assert.equal('ESANDBOX', e.error_code) end
     end
     assert.equal(1, tries)
   end)

@@ -8,7 +8,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local serve = require 'cseng.serve'
 local replay = require 'cseng.workload.replay'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local images = require 'cseng.images.rootfs' -- the Debian base root filesystem
 
@@ -103,7 +103,7 @@ describe('the local build sandbox and the network', function()
     local opts = { provider = 'local', dataset = d, solver = 'gold', mode = 'cold', concurrency = 1, quiet = true,
                    output = tmp .. '/results', provider_config = { layers = tmp .. '/layers-' .. sys.pid() .. '-' .. tostring(extra and 1 or 0) } }
     for k, v in pairs(extra or {}) do opts[k] = v end
-    local status, info = runner.run_tasks(opts)
+    local status, info = frame.run('tasks', opts)
     local events = results.read(info.jsonl)
     return status, results.summary(events).results[1], events
   end

@@ -2,6 +2,7 @@
 -- tree, the plans and the engine's C is registered; the classification functions keep the
 -- behaviour the run layer relied on; a failed trial record always carries a registered code.
 local fs = require 'cseng.fs'
+local frame = require 'cseng.run.frame'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
@@ -165,7 +166,6 @@ describe('error records', function()
   end)
 
   it('records a string raised inside a trial with a registered code', function()
-    local runner = require 'cseng.run.runner'
     local strict = results.strict_codes
     results.strict_codes = true
     local base = require 'providers.local'
@@ -173,7 +173,7 @@ describe('error records', function()
       name = 'errstring',
       exec = function() error('a plain string from the adapter') end,
     }, { __index = base })
-    local ok, st, info = pcall(runner.run_tasks, { provider = 'errstring', dataset = ROOT .. '/data/smoke.jsonl',
+    local ok, st, info = pcall(frame.run, 'tasks', { provider = 'errstring', dataset = ROOT .. '/data/smoke.jsonl',
       task_limit = 1, solver = 'nop', mode = 'cold', output = tmp .. '/run', quiet = true })
     package.loaded['providers.errstring'] = nil
     results.strict_codes = strict

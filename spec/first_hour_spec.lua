@@ -5,7 +5,7 @@ local proc = require 'cseng.proc'
 local flags = require 'cseng.lib.flags'
 local util = require 'cseng.lib.util'
 local options = require 'cseng.run.options'
-local runner = require 'cseng.run.runner'
+local tasks_kind = require 'cseng.run.kinds.tasks'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -97,10 +97,10 @@ end)
 
 describe('run ids', function()
   it('name the solver the run uses', function()
-    assert.equal('cold-gold', runner.id_name { name = 'cold-gold', solver = 'gold' })
-    assert.equal('cold-gold', runner.id_name { name = 'cold-gold' })
-    assert.equal('cold-nop', runner.id_name { name = 'cold-gold', solver = 'nop' })
-    assert.equal('warm-openrouter', runner.id_name { name = 'warm-gold', solver = 'openrouter' })
+    assert.equal('cold-gold', tasks_kind.id_name { name = 'cold-gold', solver = 'gold' })
+    assert.equal('cold-gold', tasks_kind.id_name { name = 'cold-gold' })
+    assert.equal('cold-nop', tasks_kind.id_name { name = 'cold-gold', solver = 'nop' })
+    assert.equal('warm-openrouter', tasks_kind.id_name { name = 'warm-gold', solver = 'openrouter' })
     local r = cseng({ 'run', ROOT .. '/plans/cold-gold.lua', '--solver', 'nop', '--task-limit', '1', '--quiet', '--output', tmp .. '/nop' })
     assert.equal(0, r.code, r.stderr)
     local names = fs.list(tmp .. '/nop')

@@ -10,7 +10,7 @@ local serve = require 'cseng.serve'
 local crypto = require 'cseng.crypto'
 local http = require 'cseng.http'
 local results = require 'cseng.results.log'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local util = require 'cseng.lib.util'
 local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
@@ -175,7 +175,7 @@ describe('lost create answers', function()
       output = tmp .. '/lost', quiet = true, cleanup_backoff = { 0, 0 },
       provider_config = f.config { request_timeout = 3 },
     }, o)
-    local _, info = runner.run_tasks(opts)
+    local _, info = frame.run('tasks', opts)
     return info
   end
 
@@ -380,7 +380,6 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
   end)
 
   it('a transient 503 on the first warmup exec is a failed warmup, not a readiness verdict', function()
-    local arena = require 'cseng.run.arena'
     local readiness = 0
     local f = lizard_fake.start { exec_status = function(_, cmd)
       if cmd and cmd:find('arena-startup-ready', 1, true) then
@@ -390,9 +389,9 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
       return nil
     end }
     local ok, err = pcall(function()
-      local status, info = arena.run { providers = { 'lizard' }, provider_config = { lizard = f.config() },
+      local status, info = frame.run('startup', { providers = { 'lizard' }, provider_config = { lizard = f.config() },
         samples = 2, warmups = 2, seed = 1, quiet = true, output = tmp .. '/warm503', cleanup_backoff = { 0, 0 },
-        stderr = { write = function() end } }
+        stderr = { write = function() end } })
       assert.equal(0, status, info.stop and info.stop.message)
       assert.is_nil(info.stop)
       local warm_failed, measured_ok = 0, 0

@@ -4,9 +4,9 @@
 -- result files. Exact content is asserted where the data determines it; what depends on timing
 -- (seconds, the stage a timeout hit) is computed from the records and then asserted.
 local fs = require 'cseng.fs'
+local frame = require 'cseng.run.frame'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
-local runner = require 'cseng.run.runner'
 local report_load = require 'reports.lib.load'
 local report = require 'cseng.cli.commands.report'
 local rt = require 'reports.lib.task_runs'
@@ -37,9 +37,9 @@ setup(function()
   for _, p in ipairs(PLAN) do
     -- local's host mode: a FROM gap on every task and the smoke16 tasks' RUN steps (which need
     -- the network) recorded as gaps, the shape the report checks below count on
-    local _, info = runner.run_tasks { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
+    local _, info = frame.run('tasks', { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
       mode = p[4], timeout_seconds = p[5], concurrency = 2, quiet = true, output = dir,
-      provider_config = { host_root = true } }
+      provider_config = { host_root = true } })
     runs[p[1]] = info
   end
 end)

@@ -6,7 +6,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local agent = require 'solvers.shared.chat_loop'
 
@@ -68,7 +68,7 @@ local function run(opts, env)
   opts.quiet = true
   opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
   opts.env = env
-  local status, info = runner.run_tasks(opts)
+  local status, info = frame.run('tasks', opts)
   local s = results.summary(results.read(info.jsonl))
   return status, s, info
 end

@@ -5,7 +5,7 @@
 -- shows the planted regression, a live run's page changes while its log grows (appended when the
 -- browser asks, so no clock decides), and the static export works from file://. Screenshots of
 -- every page: build/view-screenshots/.
-local arena = require 'cseng.run.arena'
+local frame = require 'cseng.run.frame'
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
 local proc = require 'cseng.proc'
@@ -43,9 +43,9 @@ describe('cseng view in headless Chromium', function()
     local fa = lizard.start { latency = { create = function(n) return 0.005 + (n % 5) * 0.002 end } }
     local fb = lizard.start { latency = { create = function(n) return 0.012 + (n % 3) * 0.003 end } }
     fakes = { fa, fb }
-    local status, info = arena.run { providers = { 'fast', 'slow' }, provider_config = { fast = fa.config(), slow = fb.config() },
+    local status, info = frame.run('startup', { providers = { 'fast', 'slow' }, provider_config = { fast = fa.config(), slow = fb.config() },
       samples = 10, warmups = 1, seed = 3, output = dir, quiet = true, cleanup_backoff = { 0.01, 0.02 },
-      stderr = { write = function() end } }
+      stderr = { write = function() end } })
     assert.equal(0, status)
     arena_id = fs.basename(info.jsonl):gsub('%.jsonl$', '')
     local big = {}

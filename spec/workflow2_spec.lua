@@ -2,7 +2,7 @@
 -- task: each task ends passed, every attempt recorded), --resume --rerun-errors, --label,
 -- --status-port on a tasks plan (the arena's JSON shape, `live` always a list), progress lines,
 -- and cseng prewarm --list / --prune.
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local dataset = require 'cseng.workload.dataset'
 local fs = require 'cseng.fs'
@@ -55,7 +55,7 @@ local function run(opts)
   opts.output = opts.output or (tmp .. '/results')
   opts.quiet = true
   opts.retry_delay_seconds = 0
-  return runner.run_tasks(require('cseng.cli.present').attach(opts))
+  return frame.run('tasks', require('cseng.cli.present').attach(opts))
 end
 
 local function events_of(info, kind)
@@ -80,7 +80,7 @@ describe('--retry-errors', function()
       assert.equal(2, t.tries)
       assert.equal(1, t.attempt)
     end
-    local attempts = events_of(info, 'trial_attempt')
+    local attempts = events_of(info, 'trial_try')
     assert.equal(2, #attempts)
     for _, a in ipairs(attempts) do
       assert.equal(1, a.try)
@@ -103,7 +103,7 @@ describe('--retry-errors', function()
     assert.equal(1, status)
     local s = results.summary(results.read(info.jsonl))
     assert.equal(2, s.errors)
-    assert.equal(0, #events_of(info, 'trial_attempt'))
+    assert.equal(0, #events_of(info, 'trial_try'))
   end)
 
   it('never retries a failed verdict', function()
@@ -114,11 +114,11 @@ describe('--retry-errors', function()
       assert.equal('failed', t.outcome)
       assert.equal(1, t.try)
     end
-    assert.equal(0, #events_of(info, 'trial_attempt'))
+    assert.equal(0, #events_of(info, 'trial_try'))
   end)
 
   it('is refused by the arena', function()
-    local ok, err = pcall(require('cseng.run.arena').options, { retry_errors = 1 })
+    local ok, err = pcall(require('cseng.run.kinds.startup').options, { retry_errors = 1 })
     assert.is_false(ok)
     assert.truthy(tostring(err):find('never retries a measurement', 1, true))
   end)
@@ -151,7 +151,7 @@ describe('--resume --rerun-errors', function()
   end)
 
   it('is refused without --resume', function()
-    local ok, err = pcall(runner.run_tasks, { rerun_errors = true, dataset = DATA })
+    local ok, err = pcall(frame.run, 'tasks', { rerun_errors = true, dataset = DATA })
     assert.is_false(ok)
     assert.truthy(tostring(err):find('--rerun-errors goes with --resume', 1, true))
   end)

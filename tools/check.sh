@@ -14,6 +14,7 @@
 # Logs: build/check/<suite>.log.
 set -u
 export CSENG_STRICT_CODES=1 # a failed trial record must carry a registered error_code (lua/cseng/results/log.lua)
+export CSENG_STRICT_RECORDS=1 # a write to a field a record does not declare raises (lua/cseng/run/records.lua)
 CSENG=${CSENG:-./cseng}
 SUITES=${CSENG_SUITES:-"c specs fuzz"}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}

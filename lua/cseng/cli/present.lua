@@ -350,7 +350,7 @@ function Tasks:on(F, name, d)
       self.order[#self.order + 1] = d.task_id
     end
     l.phase, l.since = d.phase, clock.now()
-  elseif name == 'attempt' then
+  elseif name == 'try' then
     local rec = d.rec
     self.retried = self.retried + 1
     r:line(string.format('[%s] %-40s %-6s %6.1fs [%s: %s] attempt %d of %d, retrying',
@@ -408,7 +408,7 @@ function present.arena_line(F)
   local s, o = F.state, F.opts
   local parts = {}
   for _, name in ipairs(o.providers) do
-    local p = F.P[name]
+    local p = F.K.provider(F, name)
     local med = stats.median(p.ready)
     if s.phase == 'warmup' then -- warmups are not measured: their own counts, not "0/0 ok"
       parts[#parts + 1] = string.format('%s %d/%d warmups ok', name, p.counts.warmup_ok, p.counts.warmup)
@@ -417,7 +417,7 @@ function present.arena_line(F)
         med and string.format(' p50 %.1f ms', med) or '')
     end
   end
-  local done = s.phase == 'warmup' and s.round or F.rounds_done.measured
+  local done = s.phase == 'warmup' and s.round or F.k.rounds_done.measured
   local w = #tostring(s.rounds)
   -- warmups run as rounds whatever the mode: labelled warmups, not by a mode they do not have
   local label = s.phase == 'warmup' and 'warmup' or (tostring(s.phase) .. ' ' .. tostring(o.mode))
@@ -436,7 +436,7 @@ function present.arena_table(F)
   }
   local function f(v) return v and string.format('%.1f ms', v) or '-' end
   for _, name in ipairs(o.providers) do
-    local p = F.P[name]
+    local p = F.K.provider(F, name)
     local s = stats.summary(p.ready)
     local lo, hi = stats.bootstrap_ci(p.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
     local bl, note = '-', ''
@@ -455,7 +455,7 @@ function present.arena_table(F)
   if o.computesdk then
     lines[#lines + 1] = 'computesdk-compatible (TTI, 5% trimmed each side, nearest-rank p95/p99, composite score):'
     for _, name in ipairs(o.providers) do
-      local p = F.P[name]
+      local p = F.K.provider(F, name)
       local c = stats.computesdk(p.ready, p.counts.measured)
       lines[#lines + 1] = string.format('  %-14s median %s, p95 %s, p99 %s, success %.1f%%, score %.2f', name,
         f(c.median), f(c.p95), f(c.p99), 100 * c.success_rate, c.score)
@@ -473,7 +473,7 @@ function present.arena_comparison(F)
   local o = F.opts
   local with = {}
   for _, name in ipairs(o.providers) do
-    local p = F.P[name]
+    local p = F.K.provider(F, name)
     if p and #p.ready > 0 then with[#with + 1] = { name = name, ready = p.ready, median = stats.median(p.ready) } end
   end
   if #with < 2 then return {} end
@@ -508,7 +508,7 @@ function Arena:on(F, name, d)
     for _, line in ipairs(present.arena_comparison(F)) do r:line(line) end
     local o = F.opts
     local planned, measured = #o.providers * o.samples * o.repeats, 0
-    for _, pname in ipairs(o.providers) do measured = measured + ((F.P[pname] or {}).counts or {}).measured or 0 end
+    for _, pname in ipairs(o.providers) do measured = measured + ((F.K.provider(F, pname) or {}).counts or {}).measured or 0 end
     if (F.interrupted or F.stopped) and measured < planned then
       r:warn(string.format('cseng: %d of %d measured trials not run (an arena run is not resumed: run it again)',
         planned - measured, planned))
@@ -578,7 +578,7 @@ function present.status_doc(F, view)
     c.live = jsonl.array(live) -- `[]` when empty, never `{}`
     c.last_error = p.last_error
     c.endpoint = p.endpoint
-    if F.status_provider then for k, v in pairs(F.status_provider(p)) do c[k] = v end end
+    if F.K and F.K.status_provider then for k, v in pairs(F.K.status_provider(F, name)) do c[k] = v end end
     doc.providers[name] = c
   end
   if view and view.in_flight then
@@ -592,7 +592,7 @@ function present.status_doc(F, view)
       c.running, c.passed, c.failed, c.errors, c.retried = view.running, view.passed, view.failed, view.errors, view.retried
     end
   end
-  if F.status_extra then for k, v in pairs(F.status_extra(F)) do doc[k] = v end end
+  if F.K and F.K.status then for k, v in pairs(F.K.status(F)) do doc[k] = v end end
   return secrets.redact_all(doc) -- last_error quotes what providers and commands said
 end
 

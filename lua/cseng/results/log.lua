@@ -14,14 +14,14 @@ local errors = require 'cseng.lib.errors'
 
 local results = {}
 
---- Strict codes: a trial record (trial, trial_attempt, startup_trial) that failed must carry a registered
+--- Strict codes: a trial record (trial, trial_try, startup_trial) that failed must carry a registered
 --- error_code, or writing it raises EINTERNAL. On under `cseng test` (in process) and with
 --- CSENG_STRICT_CODES=1 (tools/check.sh exports it for the runs specs start).
 results.strict_codes = os.getenv('CSENG_STRICT_CODES') == '1'
 
 -- The unregistered error_code of a failed trial record, if any (nil when all is well).
 local function bad_code(kind, rec)
-  if kind ~= 'trial' and kind ~= 'trial_attempt' and kind ~= 'startup_trial' then return nil end
+  if kind ~= 'trial' and kind ~= 'trial_try' and kind ~= 'trial_attempt' and kind ~= 'startup_trial' then return nil end
   if rec.outcome ~= 'error' and rec.ok ~= false then return nil end
   if errors.registered(rec.error_code) then return nil end
   return tostring(rec.error_code)

@@ -1,19 +1,25 @@
---- The run frame: the one loop every run kind goes through (tasks and each run of a matrix,
---- resume, the startup arena in every mode, prewarm).
+--- The run frame: the one driver every run kind goes through (lua/cseng/run/kinds/: tasks
+--- and each run of a matrix, resume, the startup arena in every mode, prewarm, cleanup).
 ---
---- A run kind supplies only what differs: what one trial does and what it records. The frame
---- owns the rest, the same way for every kind:
----   * the session (run id, log, providers, the sandbox ledger) and the run's identity, written
----     once in `run_started` (frame.identity; `--resume` restores and checks it);
----   * the worker loop (Frame:pool: a concurrency bound, no new trial once the run halts) and
----     the trial wrapper (Frame:guard: a child task per trial body under the trial's watchdog,
----     so a timeout cancels the body and never the worker, then the error mapped into the
----     record with a registered code; Frame:attempts: --retry-errors);
----   * halting: an authentication failure, a failed cleanup, a log that cannot be written
----     (the session), a stop rule of the kind (Frame:stop), a dead endpoint (Frame:observe: K
----     creates in a row failing with one code), an interrupt;
----   * the end (Frame:close): creates whose answer was lost swept by label on every provider,
----     `run_finished`, and the exit status by one rule (frame.exit_status).
+--- frame.run(kind, opts) owns the sequence, the same for every kind:
+---   open   K.open(opts) -> the options, how the log opens (a new run id, a shard's, the log of
+---          a run being resumed or cleaned), the kind's state (F.k); then the session (run id,
+---          log, providers, the sandbox ledger);
+---   begin  K.begin(F) -> the items: providers connected, the run's identity written once in
+---          `run_started` (frame.identity; `--resume` restores and checks it), the plan said;
+---   trials K.schedule(F, items) (default: Frame:pool, a concurrency bound, no new trial once
+---          the run halts or K.more says no), each item through Frame:trial: a new record
+---          (K.record), the body under the trial's watchdog (K.trial in a child task, so a
+---          timeout cancels the body and never the worker; the error mapped into the record with
+---          a registered code), what follows on every path (K.settle), --retry-errors for a
+---          kind that allows it (K.retries), then K.finished;
+---   halting an authentication failure, a failed cleanup, a log that cannot be written (the
+---          session), a stop rule (Frame:stop), a dead endpoint (Frame:observe: K creates in a row
+---          failing with one code), an interrupt;
+---   end    creates whose answer was lost swept by label on every provider (Frame:reclaim), then
+---          K.finish(F): run_finished (Frame:close) and the exit status by one rule
+---          (frame.exit_status); K.close(F) runs however the run ends.
+--- A kind supplies only what differs; a new kind is one file in lua/cseng/run/kinds/.
 --- The frame never prints: it emits events (Frame:emit) to the observers in opts.observers;
 --- the command line attaches the progress renderer and the status server (cseng.cli.present).
 local task = require 'cseng.task'
@@ -332,34 +338,42 @@ function Frame:guard(rec, body, o)
   return state
 end
 
---- A trial with --retry-errors N (opts.retry_errors): run_one() -> rec, interrupted runs
---- again while its outcome is `error` (an infrastructure failure, a timed-out trial included,
---- never a `failed` verdict), up to N more times, after opts.retry_delay_seconds (default 1).
---- Every try but the last is recorded as a `trial_attempt` event; the last is the trial (`try`
---- numbers it, `tries` counts them; `attempt` is the sample's number among --attempts K, the
---- same on every try). No retry after an interrupt or a halt.
----@return table rec, boolean|nil interrupted
-function Frame:attempts(run_one, is_error)
-  local max = math.tointeger(self.opts.retry_errors) or 0
-  is_error = is_error or function(r) return r.outcome == 'error' end
+--- One trial of the run's kind (the second and last hop between the worker loop and the kind's
+--- body): a new record (K.record), the body under its watchdog (Frame:guard runs K.trial in a
+--- child task), what follows on every path (K.settle), then K.finished(F, item, rec,
+--- interrupted). With --retry-errors N (opts.retry_errors) and a kind that allows it
+--- (K.retries), an `error` outcome (an infrastructure failure, a timed-out trial included, never
+--- a `failed` verdict) runs again up to N more times, after opts.retry_delay_seconds (default 1):
+--- every try but the last is a `trial_try` event; the last is the trial (`try` numbers it,
+--- `tries` counts them; `attempt` is the sample's number among --attempts K, the same on every
+--- try). No retry after an interrupt or a halt. Returns what K.finished returns.
+function Frame:trial(item)
+  local K = self.K
+  if K.skip and K.skip(self, item) then return nil end
+  if K.start then K.start(self, item) end
+  local max = K.retries and (math.tointeger(self.opts.retry_errors) or 0) or 0
   local try = 0
   while true do
     try = try + 1
-    local rec, interrupted = run_one(try)
-    rec.try = try
-    local again = not interrupted and is_error(rec) and try <= max and not self:halted()
+    local rec = K.record(self, item)
+    local t0 = clock.now()
+    local state = self:guard(rec, function(r, st) return K.trial(self, item, r, st) end,
+      { timeout = K.timeout and K.timeout(self, item) or self.opts.timeout_seconds, stage = K.stage })
+    if K.settle then K.settle(self, item, rec, state, t0) end
+    if K.retries then rec.try = try end
+    local again = K.retries and not state.interrupted and rec.outcome == 'error' and try <= max and not self:halted()
     if not again then
       if try > 1 then rec.tries = try end
-      return rec, interrupted
+      return K.finished(self, item, rec, state.interrupted)
     end
     self.counts.retried = self.counts.retried + 1
-    self.writer:event('trial_attempt', rec)
-    self:emit('attempt', { rec = rec, of = max + 1 })
+    self.writer:event('trial_try', rec)
+    self:emit('try', { rec = rec, of = max + 1 })
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
       rec.tries = try
       self:interrupt_seen()
-      return rec, true
+      return K.finished(self, item, rec, true)
     end
   end
 end
@@ -396,6 +410,12 @@ function Frame:join_all(tasks)
       self:stop('internal', 'a trial failed inside cseng: ' .. errors.line(err), errors.EINTERNAL)
     end
   end
+end
+
+--- A resumed run continues: its identity is the one its run_started recorded.
+function Frame:resumed(identity)
+  self.identity = identity
+  self.state.status, self.state.phase = 'running', 'trials'
 end
 
 --- Write run_started: the kind's fields plus the identity record and what every kind shares.
@@ -468,6 +488,52 @@ function Frame:close(fields, extra)
   ev.status, ev.reclaimed, ev.fields = status, reclaimed, fields
   self:emit('finished', ev)
   return status, reclaimed
+end
+
+-- ---- the driver --------------------------------------------------------------------------
+
+--- A run kind by name: lua/cseng/run/kinds/<name>.lua (a table; frame.run documents its fields).
+---@param name string|table
+---@return table
+function frame.kind(name)
+  if type(name) == 'table' then return name end
+  if type(name) ~= 'string' or not name:match('^[%w_]+$') then
+    errors.raise(errors.EPLAN, 'not a run kind: ' .. tostring(name))
+  end
+  local ok, K = pcall(require, 'cseng.run.kinds.' .. name)
+  if not ok then
+    if tostring(K):find("module 'cseng.run.kinds." .. name .. "' not found", 1, true) then
+      errors.raise(errors.EPLAN, "unknown run kind '" .. name .. "' (lua/cseng/run/kinds/)")
+    end
+    error(K, 0)
+  end
+  return K
+end
+
+--- Run a kind with its options: the whole sequence (the header of this file). Returns the
+--- exit status and what the kind's finish returns (its info: run_id, jsonl, ...).
+---@param kind string|table a kind's name (lua/cseng/run/kinds/<name>.lua) or the kind itself
+---@param opts table
+---@return integer status, table|nil info
+function frame.run(kind, opts)
+  local K = frame.kind(kind)
+  local o, so, k = K.open(opts)
+  if o == nil then return so, k end -- the kind had nothing to run (a shard past the providers): status, info
+  local F = frame.open { kind = so and so.resumed and 'resume' or K.name, opts = o, session = so }
+  F.K, F.k = K, k or {}
+  local _ <close> = setmetatable({}, { __close = function() if K.close then K.close(F) end end })
+  local items = K.begin(F)
+  local ok, err = pcall(function()
+    if K.schedule then return K.schedule(F, items) end
+    F:pool(items, { concurrency = o.concurrency, more = K.more and function(item) return K.more(F, item) end,
+      each = function(item) F:trial(item) end })
+  end)
+  if not ok then
+    if errors.is_cancel(err) then F:interrupt_seen()
+    else F:stop('internal', 'the run failed inside cseng: ' .. errors.describe(err), errors.EINTERNAL) end
+  end
+  F:reclaim() -- creates whose answer was lost, by label, before the kind's end reads the log
+  return K.finish(F)
 end
 
 return frame

@@ -121,10 +121,13 @@ function session.paths(output, stem)
   return dir .. '/' .. stem .. '.jsonl', dir .. '/' .. stem .. '.json'
 end
 
+--- A writer that records nothing (a session with no log: o.no_log).
+session.NO_LOG = setmetatable({}, { __index = function() return function() return true end end })
+
 --- Open a session. o: kind, opts (the run's options: env, output, cleanup_backoff), and either
---- run_id + jsonl (continuing a log: resume, cleanup) or id_parts (a new run id) with an
---- optional stem (the file name, default the run id; or a function of the UTC stamp);
---- wrap_writer(writer) -> writer.
+--- run_id + jsonl (continuing a log: resume, cleanup), id_parts (a new run id) with an optional
+--- stem (the file name, default the run id; or a function of the UTC stamp), or no_log (a
+--- session that records nothing: a cleanup by label); wrap_writer(writer) -> writer.
 ---@param o table
 ---@return Session
 function session.open(o)
@@ -134,6 +137,11 @@ function session.open(o)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'), providers = {},
     backoff = opts.cleanup_backoff or session.BACKOFF,
   }, Session)
+  if o.no_log then -- a label sweep (cseng cleanup --provider): nothing to record in
+    s.id = 'cleanup'
+    s.writer = session.NO_LOG
+    return s
+  end
   if o.jsonl then
     s.id, s.jsonl = o.run_id, o.jsonl
     s.json = o.json or (o.jsonl:gsub('%.jsonl$', '') .. '.json')

@@ -280,7 +280,7 @@ function app.trials_doc(log, f)
 end
 
 -- A solver transcript, read only from inside the log's own folder: the log may come from another
--- machine and name any path. Beside the log first (runner.save_transcript's
+-- machine and name any path. Beside the log first (the tasks kind's save_transcript's
 -- <log>/transcripts/<name>: a results folder that was copied or moved), then the recorded path
 -- when it lies inside the folder; confine.path refuses `..` and resolves every symbolic link, so
 -- one pointing out of the folder is refused too.

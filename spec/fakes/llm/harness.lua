@@ -10,7 +10,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
@@ -132,7 +132,7 @@ function M.new(name)
     opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
     opts.retry_delay_seconds = 0
     opts.env = env
-    local status, info = runner.run_tasks(opts)
+    local status, info = frame.run('tasks', opts)
     local events = results.read(info.jsonl)
     return status, results.summary(events), info, events
   end

@@ -1,16 +1,15 @@
 --- `cseng prewarm --provider NAME [PLAN.lua] [--dataset ... --task-index ...]`: prepares the warm
---- artifact of each selected task (runner.prepare_artifact: build if the provider builds, create,
---- stage, prepare, snapshot, destroy) and prints it: `DOCKER_IMAGE_ID=<id>` for one task, a
---- task -> artifact table for several. Writes results/prewarm-<provider>-<stamp>.json, which
+--- artifact of each selected task (the prewarm run kind, lua/cseng/run/kinds/prewarm.lua) and
+--- prints it: `DOCKER_IMAGE_ID=<id>` for one task, a task -> artifact table for several. Writes results/prewarm-<provider>-<stamp>.json, which
 --- `cseng run ... --mode warm --prewarm-file FILE` reads (or pass one id with --warm-artifact).
 local flags = require 'cseng.lib.flags'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local dataset = require 'cseng.workload.dataset'
 local errors = require 'cseng.lib.errors'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
+local environment = require 'cseng.run.environment'
 local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
 local exit = require 'cseng.cli.exit'
@@ -107,7 +106,7 @@ local function list_or_prune(o, prune)
     for _, a in ipairs(list) do
       n_art = n_art + 1
       rows[#rows + 1] = string.format('%-10s %-44s %-8s %s', adapter.name, tostring(a.task_id or '-'),
-        age_text(runner.artifact_age(a.id, a.created_at)), a.id)
+        age_text(environment.artifact_age(a.id, a.created_at)), a.id)
       if prune and adapter.delete_artifact then
         if adapter.delete_artifact(client, a.id) then n_del = n_del + 1 end
       end
@@ -124,7 +123,7 @@ local function list_or_prune(o, prune)
       if not (adapter and adapter.list_artifacts) then
         n_art = n_art + 1
         rows[#rows + 1] = string.format('%-10s %-44s %-8s %s  (%s)', tostring(doc.provider), tid,
-          age_text(runner.artifact_age(id, doc.created_at)), tostring(id), fdoc.path)
+          age_text(environment.artifact_age(id, doc.created_at)), tostring(id), fdoc.path)
         if prune then
           if adapter and adapter.delete_artifact and doc.provider == adapter.name then
             if adapter.delete_artifact(client, id) then n_del = n_del + 1 end
@@ -170,62 +169,14 @@ function cmd.run(args)
   o.mode = 'warm'
   if not f.provider then return exit.usage_error('prewarm needs --provider NAME') end
 
-  local status = 0
-  local rok, rerr = pcall(function()
-    local provider = session.adapter(o.provider)
-    if not provider.snapshot then errors.raise(errors.ENOTSUP, string.format("provider '%s' has no warm mode (no snapshot)", provider.name)) end
-    local tasks = dataset.load(o.dataset)
-    local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
-    -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it
-    local F = require('cseng.run.frame').open { kind = 'prewarm', opts = require('cseng.cli.present').attach(o),
-      session = { id_parts = { 'prewarm', provider.name },
-        stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end } }
-    local s = F.session
-    local out_json, log = s.json, s.jsonl
-    local pv = F:connect(o.provider, o.provider_config)
-    local run = runner.run_of(s, pv, nil, F)
-    F:started({ kind = 'prewarm', provider = provider.name, dataset = o.dataset, task_count = #selected,
-      provider_config = o.provider_config },
-      require('cseng.run.frame').identity(o, { kind = 'prewarm', provider = provider.name, providers = { provider.name },
-        selection = { task_index = o.task_index, task_limit = o.task_limit, tasks = o.tasks, count = #selected } }))
-    F:emit('plan', { run_id = s.id, total = #selected, provider = provider.name, concurrency = o.concurrency or 1, log = log })
-    local artifacts, failed = {}, {}
-    -- the run frame's worker loop: no new allocation once the run halts (a failed cleanup, an
-    -- authentication failure, an interrupt), then the same end as every run kind
-    F:pool(selected, { concurrency = o.concurrency or 1, each = function(t)
-      local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.workload.recipe').for_run(run, t).key:sub(1, 24))
-      if pok then
-        artifacts[t.id] = art
-        F:emit('artifact', { task_id = t.id, artifact = art, many = #selected > 1 })
-      else
-        local e = require('cseng.lib.errors').from(art)
-        F:observe(pv, { error_code = e.code, error = e.message, error_stage = 'start' }, {})
-        failed[t.id] = errors.line(art)
-        F:emit('artifact_failed', { task_id = t.id, error = failed[t.id] })
-      end
-    end })
-    local nerr = 0
-    for _ in pairs(failed) do nerr = nerr + 1 end
-    F:close({ errors = nerr, prepared = #selected - nerr })
-    local doc = {
-      kind = 'cseng-prewarm', provider = provider.name, run_id = s.id, created_at = os.date('!%Y-%m-%dT%H:%M:%SZ'),
-      dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
-      errors = next(failed) and failed or nil,
-    }
-    errors.check(nil, fs.mkdir_p(util.dirname(out_json)))
-    errors.check(nil, fs.write(out_json, util.json_sorted(doc) .. '\n'))
-    local env_name = provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')
-    if #selected == 1 and artifacts[selected[1].id] then
-      print(env_name .. '=' .. artifacts[selected[1].id])
-    end
-    if not o.quiet then
-      io.stdout:write('prewarm file: ', out_json, '\n',
-        string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', provider.name, out_json))
-    end
-    status = require('cseng.run.frame').exit_status(F, #selected, nerr)
-    if nerr > 0 and status == 0 then status = 1 end -- an artifact that could not be made is missing
-  end)
-  if not rok then return exit.fail(rerr, 'prewarm') end
+  local rok, status, info = pcall(frame.run, 'prewarm', require('cseng.cli.present').attach(o))
+  if not rok then return exit.fail(status, 'prewarm') end
+  local sel = info.selected
+  if #sel == 1 and info.artifacts[sel[1].id] then print(info.artifact_env .. '=' .. info.artifacts[sel[1].id]) end
+  if not o.quiet then
+    io.stdout:write('prewarm file: ', info.json, '\n',
+      string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', info.provider, info.json))
+  end
   return status
 end
 

@@ -4,6 +4,7 @@ local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local present = require 'cseng.cli.present'
 local exit = require 'cseng.cli.exit'
+local frame = require 'cseng.run.frame'
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
@@ -41,7 +42,7 @@ function cmd.run(args)
       local worst, done = 0, {}
       local runs = plan.expand(o)
       for _, one in ipairs(runs) do -- a matrix is one tasks run per provider x mode
-        local st, info = require('cseng.run.runner').run_tasks(present.attach(one))
+        local st, info = frame.run('tasks', present.attach(one))
         done[#done + 1] = { opts = one, status = st, info = info }
         if st >= 128 then break end -- a signal ends the matrix (its status is the signal's)
         worst = math.max(worst, st)
@@ -56,10 +57,9 @@ function cmd.run(args)
       end
       if done[#done] and done[#done].status >= 128 then return done[#done].status end
       return worst
-    elseif o.kind == 'startup' then
-      return (require('cseng.run.arena').run(present.attach(o)))
     end
-    require('cseng.lib.errors').raise('EPLAN', 'unknown plan kind ' .. tostring(o.kind))
+    -- any other kind is a run kind of its own (lua/cseng/run/kinds/<kind>.lua: startup, ...)
+    return (frame.run(o.kind, present.attach(o)))
   end)
   if not runok then return exit.fail(status) end
   return status

@@ -1,5 +1,8 @@
---- The startup arena (plans/startup.lua): for each provider, create a sandbox, run one command
---- and check its output, destroy the sandbox; repeat; compare (docs/ARENA.md).
+--- The startup kind, the arena (plans/startup.lua): for each provider, create a sandbox, run one
+--- command and check its output, destroy the sandbox; repeat; compare (docs/ARENA.md). The frame
+--- (lua/cseng/run/frame.lua) runs it; this file supplies its options, its samples, its schedule
+--- (the modes) and its end. Its per-provider state is its own (F.k.providers), not the
+--- connections'.
 ---
 --- Design, against the seed script it replaces:
 ---   * Rounds in lockstep: every round runs one trial per provider, providers in parallel, and
@@ -30,11 +33,12 @@ local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
 local frame = require 'cseng.run.frame'
+local records = require 'cseng.run.records'
 local admission = require 'cseng.run.admission'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
 
-local arena = {}
+local arena = { name = 'startup' }
 
 arena.VERSION = '1.0'
 arena.DEFAULT_EXPECT = 'arena-startup-ready-20261001'
@@ -219,7 +223,7 @@ local function has_marker(stdout, expect)
   return false
 end
 
-local function probe_environment(run, p, sb, spec, rec)
+local function probe_environment(F, p, sb, spec, rec)
   local ok, res, err = pcall(p.adapter.exec, p.client, sb, arena.ENV_PROBE, { timeout = 30 })
   local ev = {
     provider = p.name, adapter = p.adapter_name, sandbox_id = sb.id, phase = rec.phase, round = rec.round,
@@ -233,94 +237,105 @@ local function probe_environment(run, p, sb, spec, rec)
   else
     ev.error = ok and tostring(err) or (errors.describe(res))
   end
-  p.environment = ev
-  run.writer:event('environment', ev)
+  F.k.providers[p.name].environment = ev
+  F.writer:event('environment', ev)
   return ev
 end
 
 -- The sandbox spec for a provider: the plan's `sandbox` table, labels, a lifetime cap.
-local function sandbox_spec(run, p)
-  local spec = util.merge(run.opts.sandbox, (run.opts.provider_config[p.name] or {}).sandbox)
+local function sandbox_spec(F, p)
+  local spec = util.merge(F.opts.sandbox, (F.opts.provider_config[p.name] or {}).sandbox)
   spec.labels = util.merge(spec.labels, {
-    ['cseng.run'] = run.id, ['cseng.launcher'] = run.launcher, ['cseng.purpose'] = 'startup',
+    ['cseng.run'] = F.id, ['cseng.launcher'] = F.launcher, ['cseng.purpose'] = 'startup',
   })
   spec.ttl_seconds = spec.ttl_seconds or 600
   return spec
 end
 
---- Run one trial (never raises). Returns the record, or nil if the run was stopped before it
---- could allocate.
---- ctx (optional): block (the repeat block), due (clock.now() when the create was due: the
---- engine's lateness is measured from it).
-local function trial(run, p, phase, round, position, order, ctx)
-  if run.stopped then return nil end
-  ctx = ctx or {}
-  local opts = run.opts
-  local rec = {
-    provider = p.name, adapter = p.adapter_name, phase = phase, warmup = phase == 'warmup', round = round,
-    position = position, order = order, ok = false, started_at = clock.wall(),
-    block = ctx.block, mode = opts.mode,
-  }
-  local spec = sandbox_spec(run, p)
-  p.counts.started = p.counts.started + 1
-  local t_start = clock.now()
-  local times = {}
-  local state = run:guard(rec, function(_, state)
-    local ok_c, lease = pcall(run.session.sandbox, run.session, spec,
-      { phase = phase, round = round, adapter = p.adapter_name },
-      { provider = p, times = times, destroyed = { phase = phase, round = round } })
-    if times.create_end then
-      state.windows = { { times.create_start, times.create_end } }
-      rec.create_ms = ms(times.create_end - times.create_start)
-    end
-    if times.create_start then -- the request left at start_t_ms (ms since the run began)
-      local first = times.queued or times.create_start
-      rec.start_t_ms = ms(first - run.t0)
-      if ctx.due then rec.lateness_ms = math.max(0, ms(first - ctx.due)) end
-    end
-    if not ok_c then error(lease, 0) end
-    local sb = lease.sb
-    state.sb, state.lease = sb, lease
-    rec.sandbox_id = sb.id
-    rec.http = http_phases(sb.http_timings)
-    p.live[sb.id] = true
-    p.counts.allocated = p.counts.allocated + 1
-    rec.record_ms = ms(times.recorded - times.create_end)
+-- ---- one sample (Frame:trial: K.record, K.trial under the watchdog, K.settle, K.finished) ----
+-- item: {p (the connection), phase, round, position, order, block, due (clock.now() when the
+-- create was due: the engine's lateness is measured from it)}.
 
-    state.stage = 'first_exec'
-    local t1 = clock.now()
-    local res, eerr, ecode = p.adapter.exec(p.client, sb, opts.command, { timeout = opts.exec_timeout_seconds })
-    local t2 = clock.answered(t1)
-    state.windows[2] = { t1, t2 }
-    rec.first_exec_ms = ms(t2 - t1)
-    rec.ready_ms = rec.create_ms + rec.first_exec_ms
-    rec.ready_t_ms = ms(t2 - run.t0)
-    if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
-    rec.exit_code = res.code
-    rec.exec_http = http_phases(res.http_timings)
-    if res.code ~= 0 or not has_marker(res.stdout, opts.expect) then
-      rec.stdout_tail = util.tail(res.stdout or '', 500)
-      rec.stderr_tail = util.tail(res.stderr or '', 500)
-      errors.raise(res.timed_out and errors.ETIMEDOUT or errors.EREADY, string.format(
-        'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
-        tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
-    end
-    rec.ok = true
-  end, { timeout = opts.timeout_seconds, stage = 'create' })
+--- No sample starts once the run stopped (a stop rule, a failed cleanup, auth).
+function arena.skip(F) return F.stopped ~= nil end
+
+function arena.record(F, item)
+  local p = item.p
+  return records.sample {
+    provider = p.name, adapter = p.adapter_name, phase = item.phase, warmup = item.phase == 'warmup', round = item.round,
+    position = item.position, order = item.order, ok = false, started_at = clock.wall(),
+    block = item.block, mode = F.opts.mode,
+  }
+end
+
+arena.stage = 'create'
+
+--- create, record, first command with its marker: the measured calls.
+function arena.trial(F, item, rec, state)
+  local p, opts = item.p, F.opts
+  local spec = sandbox_spec(F, p)
+  state.spec, state.t_start = spec, clock.now()
+  p.counts.started = p.counts.started + 1
+  local times = {}
+  local ok_c, lease = pcall(F.session.sandbox, F.session, spec,
+    { phase = item.phase, round = item.round, adapter = p.adapter_name },
+    { provider = p, times = times, destroyed = { phase = item.phase, round = item.round } })
+  if times.create_end then
+    state.windows = { { times.create_start, times.create_end } }
+    rec.create_ms = ms(times.create_end - times.create_start)
+  end
+  if times.create_start then -- the request left at start_t_ms (ms since the run began)
+    local first = times.queued or times.create_start
+    rec.start_t_ms = ms(first - F.t0)
+    if item.due then rec.lateness_ms = math.max(0, ms(first - item.due)) end
+  end
+  if not ok_c then error(lease, 0) end
+  local sb = lease.sb
+  state.sb, state.lease = sb, lease
+  rec.sandbox_id = sb.id
+  rec.http = http_phases(sb.http_timings)
+  p.live[sb.id] = true
+  p.counts.allocated = p.counts.allocated + 1
+  rec.record_ms = ms(times.recorded - times.create_end)
+
+  state.stage = 'first_exec'
+  local t1 = clock.now()
+  local res, eerr, ecode = p.adapter.exec(p.client, sb, opts.command, { timeout = opts.exec_timeout_seconds })
+  local t2 = clock.answered(t1)
+  state.windows[2] = { t1, t2 }
+  rec.first_exec_ms = ms(t2 - t1)
+  rec.ready_ms = rec.create_ms + rec.first_exec_ms
+  rec.ready_t_ms = ms(t2 - F.t0)
+  if not res then error(errors.returned(eerr, ecode, { default_code = errors.EEXEC }), 0) end
+  rec.exit_code = res.code
+  rec.exec_http = http_phases(res.http_timings)
+  if res.code ~= 0 or not has_marker(res.stdout, opts.expect) then
+    rec.stdout_tail = util.tail(res.stdout or '', 500)
+    rec.stderr_tail = util.tail(res.stderr or '', 500)
+    errors.raise(res.timed_out and errors.ETIMEDOUT or errors.EREADY, string.format(
+      'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
+      tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
+  end
+  rec.ok = true
+end
+
+--- On every path: the engine's own stalls inside the measured calls, the environment probe
+--- (once per provider), the destroy.
+function arena.settle(F, item, rec, state)
+  local p, opts, A = item.p, F.opts, F.k
+  local ps = A.providers[p.name]
   if state.windows then
     local stall = 0
-    for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(run, w[1], w[2]) end
+    for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(F, w[1], w[2]) end
     rec.stall_ms = ms(stall)
   end
-
   -- the environment, once per provider: on its first warmup (or its first trial without
   -- warmups), also after a failed readiness check, where it tells what the template lacks
-  if state.sb and not p.environment and not p.probing and not rec.interrupted and (rec.ok or rec.exit_code ~= nil)
-      and (phase == 'warmup' or opts.warmups == 0) then
-    p.probing = true -- concurrent trials (burst, staggered) probe once
-    probe_environment(run, p, state.sb, spec, rec)
+  if state.sb and not ps.environment and not ps.probing and not rec.interrupted and (rec.ok or rec.exit_code ~= nil)
+      and (item.phase == 'warmup' or opts.warmups == 0) then
+    ps.probing = true -- concurrent trials (burst, staggered) probe once
+    probe_environment(F, p, state.sb, state.spec, rec)
   end
-
   if state.lease then
     local r = state.lease:close()
     rec.cleanup_ms = ms(state.lease:span('destroy_start', 'destroy_end'))
@@ -332,51 +347,54 @@ local function trial(run, p, phase, round, position, order, ctx)
     else
       rec.cleanup_error, rec.cleanup_error_code = r.error, r.code
       p.counts.cleanup_failed = p.counts.cleanup_failed + 1
-      arena.stop(run, 'cleanup', string.format(
+      F:stop('cleanup', string.format(
         'cleanup of %s sandbox %s failed after %d attempts (%s); stopping new allocations. ' ..
-        'Destroy it with: cseng cleanup %s', p.name, state.sb.id, r.attempts, tostring(r.error), run.jsonl), r.code)
+        'Destroy it with: cseng cleanup %s', p.name, state.sb.id, r.attempts, tostring(r.error), F.jsonl), r.code)
     end
   end
-  rec.elapsed_ms = ms(clock.now() - t_start)
+  rec.elapsed_ms = ms(clock.now() - (state.t_start or clock.now()))
   rec.finished_at = clock.wall()
-  run.writer:event('startup_trial', rec)
+end
 
+--- Recorded, counted, and watched by the stop rules that concern every provider.
+function arena.finished(F, item, rec)
+  local p, phase, A = item.p, item.phase, F.k
+  local ps = A.providers[p.name]
+  F.writer:event('startup_trial', rec)
   -- counters for the status endpoint and the console
-  local c = p.counts
-  if rec.interrupted then c.interrupted = c.interrupted + 1
+  local c = ps.counts
+  if rec.interrupted then p.counts.interrupted = p.counts.interrupted + 1
   elseif phase == 'warmup' then c.warmup = c.warmup + 1; if rec.ok then c.warmup_ok = c.warmup_ok + 1 end
   else
     c.measured = c.measured + 1
     if rec.ok then
       c.ok = c.ok + 1
-      p.ready[#p.ready + 1] = rec.ready_ms
+      ps.ready[#ps.ready + 1] = rec.ready_ms
       if rec.block then
-        local b = p.ready_blocks[rec.block] or {}
-        p.ready_blocks[rec.block] = b
+        local b = ps.ready_blocks[rec.block] or {}
+        ps.ready_blocks[rec.block] = b
         b[#b + 1] = rec.ready_ms
       end
     end
   end
-  if rec.ok then p.last_ready_ms = rec.ready_ms
+  if rec.ok then ps.last_ready_ms = rec.ready_ms
   elseif not rec.interrupted then
     -- the create failed this many times in a row with one code: a dead endpoint stops the run
-    run:observe(p, rec, { create = true })
-    c.errors = c.errors + 1
-    p.last_error = string.format('%s (%s, %s round %d)', rec.error, rec.error_stage, phase, round)
-    run.state.last_error = p.name .. ': ' .. p.last_error
+    F:observe(p, rec, { create = true })
+    p.counts.errors = p.counts.errors + 1
+    p.last_error = string.format('%s (%s, %s round %d)', rec.error, rec.error_stage, phase, item.round)
+    F.state.last_error = p.name .. ': ' .. p.last_error
   end
-
-  -- stop conditions that concern every provider
   if errors.is_auth(rec.error_code) then
-    arena.stop(run, 'auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
+    F:stop('auth', string.format('%s answered %s to %s: authentication/authorization failed; ' ..
       'check its credentials (cseng providers). Stopping new allocations.', p.name, rec.error_code:gsub('^HTTP_', ''),
       rec.error_stage), rec.error_code)
   elseif phase == 'warmup' and rec.error_stage == 'first_exec' and not rec.interrupted
     and not errors.is_transient(rec.error_code) and not rec.timed_out then
     -- a readiness verdict (the command ran and did not print the marker, or the call was
     -- refused for good); a transient error (5xx, reset, timeout) is a failed warmup, no more
-    local env = p.environment and p.environment.environment
-    arena.stop(run, 'readiness', string.format('warmup readiness failed on %s: %s. Inspect the template\'s ' ..
+    local env = ps.environment and ps.environment.environment
+    F:stop('readiness', string.format('warmup readiness failed on %s: %s. Inspect the template\'s ' ..
       'command support (does it have python3? does --command print --expect?) before measuring.%s', p.name,
       rec.error, env and env.python_output and (' The sandbox says python=' .. env.python_output) or ''),
       rec.error_code)
@@ -384,19 +402,25 @@ local function trial(run, p, phase, round, position, order, ctx)
   return rec
 end
 
+-- One sample of provider p (a task of the schedule).
+local function sample(F, p, phase, round, position, order, ctx)
+  return F:trial({ p = p, phase = phase, round = round, position = position, order = order,
+    block = ctx and ctx.block, due = ctx and ctx.due })
+end
+
 -- Every record write blocks the loop (fs.append is synchronous, and allocation, destroy and
 -- cleanup records are fsynced): the writer is wrapped to keep the time windows of its writes, so
 -- each trial records how much of its measured calls overlapped them (stall_ms, an upper bound of
 -- what the engine's own bookkeeping added to another provider's timings).
-local function tracking_writer(run, writer)
-  run.stalls = {}
+local function tracking_writer(holder, writer)
+  holder.stalls = {}
   return setmetatable({}, { __index = function(_, k)
     local f = writer[k]
     if type(f) ~= 'function' then return f end
     return function(_, ...)
       local s = clock.now()
       local r = f(writer, ...)
-      local st = run.stalls
+      local st = holder.stalls
       st[#st + 1] = { s, clock.now() }
       if #st > 256 then table.remove(st, 1) end
       return r
@@ -405,8 +429,8 @@ local function tracking_writer(run, writer)
 end
 
 --- Nanoseconds of record writes inside [a, b] (writes never overlap each other: they block).
-function arena.stall_within(run, a, b)
-  local total, st = 0, run.stalls or {}
+function arena.stall_within(F, a, b)
+  local total, st = 0, F.k.stalls or {}
   for i = #st, 1, -1 do
     local s, e = st[i][1], st[i][2]
     if e <= a then break end
@@ -416,47 +440,55 @@ function arena.stall_within(run, a, b)
   return total
 end
 
---- Stop the run (the first reason wins): no round starts after this (Frame:stop).
-function arena.stop(run, reason, message, code) return run:stop(reason, message, code) end
+-- ---- what the status document and the console read ----------------------------------------
 
--- ---- what the status document adds (cseng.cli.present.status_doc) ----------------------
+--- A provider's arena state: {ready (the measured ready_ms of its successes), ready_blocks
+--- (per --repeat block), counts (warmup, warmup_ok, measured, ok), last_ready_ms, environment}.
+function arena.provider(F, name) return F.k.providers[name] end
 
-local function status_extra(run)
-  local st, o = run.state, run.opts
+--- What the status document adds (cseng.cli.present.status_doc).
+function arena.status(F)
+  local st, o = F.state, F.opts
   return { round = st.round, rounds = st.rounds, order = st.order, seed = o.seed, samples = o.samples,
     warmups = o.warmups, mode = o.mode, block = st.block, blocks = o.repeats }
 end
 
-local function status_provider(p)
-  return { last_ready_ms = p.last_ready_ms and rounded(p.last_ready_ms, 1),
-    p50_ready_ms = p.ready[1] and rounded(stats.median(p.ready), 1) }
+--- What a provider's entry of the status document adds.
+function arena.status_provider(F, name)
+  local ps = F.k.providers[name]
+  if not ps then return {} end
+  local out = util.copy(ps.counts)
+  out.last_ready_ms = ps.last_ready_ms and rounded(ps.last_ready_ms, 1)
+  out.p50_ready_ms = ps.ready[1] and rounded(stats.median(ps.ready), 1)
+  return out
 end
 
 --- The run's summary (results/<run-id>.json, like a task run's): per provider and mode, the
 --- measured n, ok, ready (TTI) percentiles with bootstrap CIs, block CIs, and the
 --- computesdk-compatible figures and score. `cseng compare` and the viewer read it.
 ---@return table
-function arena.summary(run)
-  local o = run.opts
-  local doc = { kind = 'cseng-startup-summary', run_id = run.id, mode = o.mode, samples = o.samples,
-    warmups = o.warmups, repeats = o.repeats, seed = o.seed, label = o.label, status = run.state.status,
-    identity = run.identity, providers = {} }
+function arena.summary(F)
+  local o = F.opts
+  local doc = { kind = 'cseng-startup-summary', run_id = F.id, mode = o.mode, samples = o.samples,
+    warmups = o.warmups, repeats = o.repeats, seed = o.seed, label = o.label, status = F.state.status,
+    identity = F.identity, providers = {} }
   for _, name in ipairs(o.providers) do
-    local p = run.P[name]
-    local sm = stats.summary(p.ready)
-    local lo, hi = stats.bootstrap_ci(p.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
-    local c = stats.computesdk(p.ready, p.counts.measured)
+    local p, ps = F.P[name], F.k.providers[name]
+    local c = ps.counts
+    local sm = stats.summary(ps.ready)
+    local lo, hi = stats.bootstrap_ci(ps.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
+    local cs = stats.computesdk(ps.ready, c.measured)
     local entry = {
-      provider = name, mode = o.mode, n = p.counts.measured, ok = p.counts.ok, errors = p.counts.errors,
-      success_rate = p.counts.measured > 0 and p.counts.ok / p.counts.measured or nil,
+      provider = name, mode = o.mode, n = c.measured, ok = c.ok, errors = p.counts.errors,
+      success_rate = c.measured > 0 and c.ok / c.measured or nil,
       ready_ms = { p50 = sm.p50, p90 = sm.p90, p99 = sm.p99, mean = sm.mean, min = sm.min, max = sm.max,
         p50_ci = lo and { lo, hi } or nil },
-      computesdk = { median_ms = c.median, p95_ms = c.p95, p99_ms = c.p99, success_rate = c.success_rate, score = c.score },
+      computesdk = { median_ms = cs.median, p95_ms = cs.p95, p99_ms = cs.p99, success_rate = cs.success_rate, score = cs.score },
       endpoint = p.endpoint,
     }
     if o.repeats > 1 then
       local list = {}
-      for bk = 1, o.repeats do list[#list + 1] = p.ready_blocks[bk] or {} end
+      for bk = 1, o.repeats do list[#list + 1] = ps.ready_blocks[bk] or {} end
       local r = stats.blocks(list, { seed = o.seed ~ stats.hash('blocks/ready_ms/' .. name) })
       if r and r.lo then entry.ready_ms.block_ci = { r.lo, r.hi }; entry.blocks_disagree = r.disagree or nil end
     end
@@ -464,8 +496,6 @@ function arena.summary(run)
   end
   return doc
 end
-
--- ---- the run ---------------------------------------------------------------------------
 
 local function adapter_info(name, adapter)
   local file = sys.root() .. '/lua/providers/' .. name:gsub('%-', '_') .. '.lua'
@@ -475,9 +505,6 @@ local function adapter_info(name, adapter)
     sha256 = src and crypto.sha256_hex(src):sub(1, 16) or nil,
   }
 end
-
--- Join tasks; a SIGINT cancels our wait too, so wait again until every trial has cleaned up.
-local function join_all(run, tasks) return run:join_all(tasks) end
 
 -- ---- host context, per block ---------------------------------------------------------
 
@@ -518,68 +545,66 @@ function arena.host_delta(a, b)
   return d
 end
 
--- ---- the modes -------------------------------------------------------------------------
-
-local function halted(run) return run:halted() end
+-- ---- the schedule: the modes ------------------------------------------------------------
 
 -- Lockstep rounds (warmups, and the lockstep mode): one trial per provider per round, in parallel.
-local function lockstep_rounds(run, phase, count, rng, block, first_round)
-  local o = run.opts
+local function lockstep_rounds(F, phase, count, rng, block, first_round)
+  local o, A = F.opts, F.k
   for r = 1, count do
-    if halted(run) then return end
+    if F:halted() then return end
     local round = (first_round or 0) + r
     local order = stats.shuffle(util.copy(o.providers), rng)
-    run.state.round, run.state.order = round, order
-    run.writer:event('round', { phase = phase, round = round, order = order, block = block })
+    F.state.round, F.state.order = round, order
+    F.writer:event('round', { phase = phase, round = round, order = order, block = block })
     local tasks = {}
     local due = clock.now()
     for pos, name in ipairs(order) do
-      tasks[pos] = task.spawn(trial, run, run.P[name], phase, round, pos, order, { block = block, due = due })
+      tasks[pos] = task.spawn(sample, F, F.P[name], phase, round, pos, order, { block = block, due = due })
     end
-    join_all(run, tasks)
-    if phase == 'warmup' then run.rounds_done.warmup = round else run.rounds_done.measured = round end
-    run:emit('round')
-    if run.any_remote and o.pause_seconds > 0 and not run.stopped then
-      if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
+    F:join_all(tasks)
+    if phase == 'warmup' then A.rounds_done.warmup = round else A.rounds_done.measured = round end
+    F:emit('round')
+    if A.any_remote and o.pause_seconds > 0 and not F.stopped then
+      if not pcall(task.sleep, o.pause_seconds) then F:interrupt_seen() end
     end
   end
 end
 
 -- Sequential: one trial at a time; each round the providers one after another (seeded order).
-local function sequential_rounds(run, count, rng, block, first_round)
-  local o = run.opts
+local function sequential_rounds(F, count, rng, block, first_round)
+  local o, A = F.opts, F.k
   for r = 1, count do
     local round = first_round + r
     local order = stats.shuffle(util.copy(o.providers), rng)
-    run.state.round, run.state.order = round, order
-    run.writer:event('round', { phase = 'measured', round = round, order = order, block = block })
+    F.state.round, F.state.order = round, order
+    F.writer:event('round', { phase = 'measured', round = round, order = order, block = block })
     for pos, name in ipairs(order) do
-      if halted(run) then return end
-      local t = task.spawn(trial, run, run.P[name], 'measured', round, pos, order, { block = block, due = clock.now() })
-      join_all(run, { t })
+      if F:halted() then return end
+      local t = task.spawn(sample, F, F.P[name], 'measured', round, pos, order, { block = block, due = clock.now() })
+      F:join_all({ t })
     end
-    run.rounds_done.measured = round
-    run:emit('round')
+    A.rounds_done.measured = round
+    F:emit('round')
   end
 end
 
 -- Burst or staggered, one provider: `samples` trials, at most --burst in flight (burst), or one
 -- launched every --stagger-ms (staggered). `due` is when each create should have left: the
 -- engine's lateness is measured against it.
-local function batch(run, p, block, first_round)
-  local o = run.opts
+local function batch(F, p, block, first_round)
+  local o, A = F.opts, F.k
   local t0 = clock.now()
   local tasks = {}
   local sem = o.mode == 'burst' and task.semaphore(o.burst) or nil
   local step = o.mode == 'staggered' and math.floor(o.stagger_ms * 1e6) or 0
-  run.writer:event('batch', { block = block, provider = p.name, mode = o.mode, burst = o.burst,
+  F.writer:event('batch', { block = block, provider = p.name, mode = o.mode, burst = o.burst,
     stagger_ms = o.stagger_ms, samples = o.samples })
   for i = 1, o.samples do
-    if halted(run) then break end
+    if F:halted() then break end
     local due = t0 + (i - 1) * step
     if step > 0 then
       local wait = due - clock.now()
-      if wait > 0 and not pcall(task.sleep, wait / 1e9) then run.interrupted = true; break end
+      if wait > 0 and not pcall(task.sleep, wait / 1e9) then F:interrupt_seen(); break end
     end
     tasks[#tasks + 1] = task.spawn(function()
       if sem then
@@ -587,64 +612,61 @@ local function batch(run, p, block, first_round)
         -- a queued create is due when its place opens, not at the burst's start
         if i > o.burst then due = clock.now() end
       end
-      local ok, err = pcall(trial, run, p, 'measured', first_round + i, i, nil, { block = block, due = due })
+      local ok, err = pcall(sample, F, p, 'measured', first_round + i, i, nil, { block = block, due = due })
       if sem then sem:release() end
       if not ok then error(err, 0) end
     end)
   end
-  join_all(run, tasks)
-  run.rounds_done.measured = run.rounds_done.measured + #tasks
-  run:emit('round')
+  F:join_all(tasks)
+  A.rounds_done.measured = A.rounds_done.measured + #tasks
+  F:emit('round')
 end
 
-local function run_rounds(run)
-  local o = run.opts
+--- The arena's schedule: warmup rounds, then per block the mode's rounds.
+function arena.schedule(F)
+  local o, A = F.opts, F.k
   local rng = stats.rng(o.seed)
-  run.any_remote = false
-  for _, name in ipairs(o.providers) do run.any_remote = run.any_remote or run.P[name].adapter.remote == true end
-  run.state.phase, run.state.rounds = 'warmup', o.warmups
-  if not run.stopped then run.state.status = 'running' end
-  lockstep_rounds(run, 'warmup', o.warmups, rng)
+  A.any_remote = false
+  for _, name in ipairs(o.providers) do A.any_remote = A.any_remote or F.P[name].adapter.remote == true end
+  F.state.phase, F.state.rounds = 'warmup', o.warmups
+  if not F.stopped then F.state.status = 'running' end
+  lockstep_rounds(F, 'warmup', o.warmups, rng)
   -- burst and staggered run the providers one after another: each provider's trials count apart
   local per = (o.mode == 'burst' or o.mode == 'staggered') and #o.providers or 1
-  run.state.phase, run.state.rounds = 'measured', o.samples * o.repeats * per
-  run.state.blocks = o.repeats
+  F.state.phase, F.state.rounds = 'measured', o.samples * o.repeats * per
+  F.state.blocks = o.repeats
   -- the blocks' provider orders have their own generator: the rounds' orders stay those of
   -- stats.rng(seed) alone (the same seed gives the same rounds with or without --repeat)
   local block_rng = stats.rng(o.seed ~ stats.hash('blocks'))
   for block = 1, o.repeats do
-    if halted(run) then return end
+    if F:halted() then return end
     local order = stats.shuffle(util.copy(o.providers), block_rng)
-    run.state.block = block
+    F.state.block = block
     local before = arena.host_context()
-    run.writer:event('block', { block = block, blocks = o.repeats, mode = o.mode, order = order,
+    F.writer:event('block', { block = block, blocks = o.repeats, mode = o.mode, order = order,
       host = { loadavg = before.loadavg, client_cpu_s = before.client_cpu_s } })
     local first = (block - 1) * o.samples
-    if o.mode == 'lockstep' then lockstep_rounds(run, 'measured', o.samples, rng, block, first)
-    elseif o.mode == 'sequential' then sequential_rounds(run, o.samples, rng, block, first)
+    if o.mode == 'lockstep' then lockstep_rounds(F, 'measured', o.samples, rng, block, first)
+    elseif o.mode == 'sequential' then sequential_rounds(F, o.samples, rng, block, first)
     else
       for _, name in ipairs(order) do
-        if halted(run) then break end
-        batch(run, run.P[name], block, first)
+        if F:halted() then break end
+        batch(F, F.P[name], block, first)
       end
     end
     local d = arena.host_delta(before, arena.host_context())
-    run.writer:event('block_finished', { block = block, host = d })
-    if block < o.repeats and run.any_remote and o.pause_seconds > 0 and not run.stopped then
-      if not pcall(task.sleep, o.pause_seconds) then run.interrupted = true end
+    F.writer:event('block_finished', { block = block, host = d })
+    if block < o.repeats and A.any_remote and o.pause_seconds > 0 and not F.stopped then
+      if not pcall(task.sleep, o.pause_seconds) then F:interrupt_seen() end
     end
   end
 end
 
---- Run a startup plan (options from plan + flags, see arena.options). Writes
---- results/<run-id>.jsonl and the report (results/<run-id>.md, or opts.report).
---- opts.on_start(info) is called with {run_id, jsonl, status_url, report} once the run has
---- started; opts.stderr (default io.stderr) receives the error messages (specs capture them).
---- Returns the exit status (0 finished, 1 stopped: cleanup, auth, readiness; 130 interrupted)
---- and {run_id, jsonl, report, status, stop}.
----@param opts table
----@return integer status, table info
-function arena.run(opts)
+-- ---- the run ---------------------------------------------------------------------------
+
+--- How the run opens (options from plan + flags, see arena.options): a shard of a job takes its
+--- providers; a shard with none records that it had nothing to do and ends here.
+function arena.open(opts)
   local o = arena.options(opts)
   local sh = require('cseng.run.shard').for_startup(o, o.providers, session.getenv(o.env))
   if sh then
@@ -654,31 +676,31 @@ function arena.run(opts)
       w:event('run_started', { kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv,
         providers = {}, shard = sh.record, task_count = 0 }, true)
       w:event('run_finished', { status = 'finished', passed = 0, failed = 0, errors = 0, recorded = 0 }, true)
-      return 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
+      return nil, 0, { run_id = sh.run_id, jsonl = sh.jsonl, status = 'finished' }
     end
   end
   -- an unknown provider is refused before the run log exists (a usage error leaves no file)
   for _, name in ipairs(o.providers) do session.adapter((o.provider_config[name] or {}).adapter or name) end
-  local holder = {} -- the writes' time windows (tracking_writer), shared with the run
-  local run = frame.open { kind = 'startup', opts = o, session = { id_parts = { o.name },
+  local A = { sh = sh, providers = {}, rounds_done = { warmup = 0, measured = 0 } }
+  return o, { id_parts = { o.name },
     run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
-    wrap_writer = function(w) return tracking_writer(holder, w) end } }
-  run.stalls = holder.stalls
-  run.rounds_done = { warmup = 0, measured = 0 }
-  run.state.round, run.state.rounds, run.state.started_at = 0, 0, clock.wall()
-  run.status_extra, run.status_provider = status_extra, status_provider
-  local run_id = run.id
+    wrap_writer = function(w) return tracking_writer(A, w) end }, A
+end
 
-  -- adapters and credentials first: a missing variable stops us before anything is allocated
+--- The run begins: adapters and credentials first (a missing variable stops us before anything
+--- is allocated), run_started with the identity, the plan said.
+function arena.begin(F)
+  local o, A = F.opts, F.k
+  local sh = A.sh
+  F.state.round, F.state.rounds, F.state.started_at = 0, 0, clock.wall()
   local adapters, endpoints = {}, {}
   for _, name in ipairs(o.providers) do
     local cfg = util.copy(o.provider_config[name])
     local adapter_name = cfg.adapter or name
     cfg.adapter, cfg.sandbox = nil, nil
-    local p = run:connect(adapter_name, cfg, name)
-    p.ready, p.ready_blocks = {}, {}
-    p.counts = { started = 0, allocated = 0, destroyed = 0, cleanup_failed = 0, warmup = 0, warmup_ok = 0,
-                 measured = 0, ok = 0, errors = 0, interrupted = 0 }
+    local p = F:connect(adapter_name, cfg, name)
+    A.providers[name] = { ready = {}, ready_blocks = {},
+      counts = { warmup = 0, warmup_ok = 0, measured = 0, ok = 0 } }
     adapters[name] = adapter_info(adapter_name, p.adapter)
     adapters[name].endpoint = p.endpoint
     endpoints[name] = p.endpoint
@@ -687,9 +709,8 @@ function arena.run(opts)
       adapters[name].runtime = rok and rt or nil
     end
   end
-
-  run.report = o.report or (run.jsonl:gsub('%.jsonl$', '') .. '.md')
-  run:started({
+  A.report = o.report or (F.jsonl:gsub('%.jsonl$', '') .. '.md')
+  F:started({
     kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
     shard = sh and sh.record or nil,
     adapters = adapters, seed = o.seed, seed_given = o.seed_given, samples = o.samples, warmups = o.warmups,
@@ -703,47 +724,50 @@ function arena.run(opts)
   }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
     selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,
       stagger_ms = o.stagger_ms, command = o.command, seed = o.seed } }))
-  run.state.status, run.state.phase = 'starting', 'starting'
-  run:emit('serve', nil, true)
-  run:say('startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', run_id, o.mode,
+  F.state.status, F.state.phase = 'starting', 'starting'
+  F:emit('serve', nil, true)
+  F:say('startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', F.id, o.mode,
     o.mode == 'burst' and (' ' .. o.burst .. ' at once') or (o.mode == 'staggered' and (' every ' .. o.stagger_ms .. ' ms') or ''),
     table.concat(o.providers, ', '), o.samples, o.repeats > 1 and (' x ' .. o.repeats .. ' blocks') or '', o.warmups,
     o.seed, o.seed_given and '' or ' (drawn; pass --seed to pin it)')
-  run:say('log: %s', run.jsonl)
-  if run.status_url then run:say('status: %s', run.status_url) end
+  F:say('log: %s', F.jsonl)
+  if F.status_url then F:say('status: %s', F.status_url) end
   if o.on_start then
-    o.on_start({ run_id = run_id, jsonl = run.jsonl, status_url = run.status_url, report = run.report })
+    o.on_start({ run_id = F.id, jsonl = F.jsonl, status_url = F.status_url, report = A.report })
   end
+  return {}
+end
 
-  local ok, err = pcall(run_rounds, run)
-  if not ok then
-    if errors.is_cancel(err) then run.interrupted = true
-    else run:stop('internal', 'the arena failed: ' .. (errors.describe(err)), errors.EINTERNAL) end
-  end
-  run:reclaim() -- creates whose answer was lost, by label, before the live list is taken
+--- The end: the summary (results/<run-id>.json), run_finished with the live sandboxes, the
+--- exit status (1 when every measured trial failed: the run measured nothing) and
+--- {run_id, jsonl, json, report, status, stop}.
+function arena.finish(F)
+  local o, A = F.opts, F.k
   local live, counts = {}, {}
   for _, name in ipairs(o.providers) do
-    local p = run.P[name]
-    counts[name] = util.copy(p.counts)
+    local p = F.P[name]
+    local c = A.providers[name].counts
+    counts[name] = { started = p.counts.started, allocated = p.counts.allocated, destroyed = p.counts.destroyed,
+      cleanup_failed = p.counts.cleanup_failed, errors = p.counts.errors, interrupted = p.counts.interrupted,
+      warmup = c.warmup, warmup_ok = c.warmup_ok, measured = c.measured, ok = c.ok }
     for id in pairs(p.live) do live[#live + 1] = { provider = name, sandbox_id = id } end
   end
   table.sort(live, function(a, b) return a.sandbox_id < b.sandbox_id end)
   local measured, measured_ok = 0, 0
   for _, c in pairs(counts) do measured, measured_ok = measured + c.measured, measured_ok + c.ok end
-  run.state.status = run.interrupted and 'interrupted' or (run.stopped and 'stopped') or 'finished'
+  F.state.status = F.interrupted and 'interrupted' or (F.stopped and 'stopped') or 'finished'
   local sok, serr = pcall(function()
-    assert(fs.mkdir_p(util.dirname(run.json)))
-    assert(fs.write(run.json, util.json_sorted(arena.summary(run)) .. '\n'))
+    assert(fs.mkdir_p(util.dirname(F.json)))
+    assert(fs.write(F.json, util.json_sorted(arena.summary(F)) .. '\n'))
   end)
-  local status = run:close({
-    rounds_done = run.rounds_done, counts = counts, live_sandboxes = #live > 0 and live or nil,
-    elapsed_s = ms(clock.now() - run.t0) / 1000, summary = sok and run.json or nil,
-  }, { live = #live, report_path = run.report, summary_written = sok or nil,
+  local status = F:close({
+    rounds_done = A.rounds_done, counts = counts, live_sandboxes = #live > 0 and live or nil,
+    elapsed_s = ms(clock.now() - F.t0) / 1000, summary = sok and F.json or nil,
+  }, { live = #live, report_path = A.report, summary_written = sok or nil,
        summary_error = not sok and errors.line(serr) or nil })
-  local info = { run_id = run_id, jsonl = run.jsonl, json = sok and run.json or nil, report = run.report,
-    status = status, stop = run.stopped }
-  -- every measured trial failed: the run measured nothing (exit 1, as a task run whose every trial errored)
-  return frame.exit_status(run, measured, measured - measured_ok), info
+  local info = { run_id = F.id, jsonl = F.jsonl, json = sok and F.json or nil, report = A.report,
+    status = status, stop = F.stopped }
+  return frame.exit_status(F, measured, measured - measured_ok), info
 end
 
 return arena
