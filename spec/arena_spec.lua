@@ -1,4 +1,4 @@
--- The startup arena (lua/cseng/run/arena.lua) against the stateful Lizard fake (spec/fakes/lizard/fake.lua):
+-- The startup arena (lua/cseng/run/kinds/startup.lua) against the stateful Lizard fake (spec/fakes/lizard/fake.lua):
 -- exact call counts at the fake, the records in the log, the stop rules, the status endpoint,
 -- Ctrl-C, the report; plus the lizard adapter itself and a short real run on the local provider.
 local arena = require 'cseng.run.kinds.startup'

@@ -91,7 +91,6 @@ records.Connection = declare('Connection', {
   client = "the adapter's client", queue = "a semaphore of the adapter's max_concurrency",
   live = 'ids of its sandboxes not destroyed yet', counts = 'started, allocated, destroyed, cleanup_failed, outcomes',
   endpoint = 'the endpoint it talks to (scheme, host, port, loopback)', last_error = 'its last trial error',
-  reconciled = 'its lost creates were swept (the session)', known = 'ids the session has seen (the session)',
 })
 
 --- The declared fields of a record kind.

@@ -22,6 +22,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
+local records = require 'cseng.run.records'
 local util = require 'cseng.lib.util'
 local jsonl = require 'cseng.lib.jsonl'
 local contract = require 'providers.shared.contract'
@@ -170,7 +171,7 @@ function Session:connect(adapter_name, cfg, name)
     if errors.is_cancel(client) then error(client, 0) end
     error(errors.line(client), 0)
   end
-  local p = { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
+  local p = records.connection { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
   local limit = math.tointeger(adapter.max_concurrency)
   if limit and limit > 0 then p.queue = task.semaphore(limit) end
   self.providers[p.name] = p
