@@ -17,7 +17,7 @@ const offsite = [];
 const beacon = cfg.control + '/beacon.png';
 ctx.on('request', (r) => {
   const u = r.url();
-  if (u !== beacon && !u.startsWith(cfg.base) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
+  if (u !== beacon && !u.startsWith(cfg.base) && !u.startsWith(cfg.layout) && !u.startsWith('file://') && !u.startsWith('data:')) offsite.push(u);
 });
 page.on('pageerror', (e) => errors.push(String(e)));
 page.setDefaultTimeout(20000);
@@ -125,6 +125,46 @@ try {
   note('live.after', await page.getAttribute('#trial-count', 'data-total'));
   note('live.tasks', await trialTasks());
   await shot('live');
+
+  // the run list's layout at 1,280 and 1,920 px over a folder as a team's looks (spec/browser/fixtures.lua
+  // many_runs: 40 more runs, a 110-character dataset path, labels): measured in the page, not read as
+  // text. Per row its height and the line boxes of its run id; per header cell its right edge against
+  // the table's container and the viewport; the rows on the first screen; the long path's cell.
+  for (const width of [1280, 1920]) {
+    await page.setViewportSize({ width, height: 900 });
+    note(`layout.${width}.ready`, await open(cfg.layout + '/'));
+    note(`layout.${width}`, await page.evaluate((sample) => {
+      const table = document.querySelector('#runs');
+      const wrap = table.parentElement;
+      const vw = document.documentElement.clientWidth;
+      const wr = wrap.getBoundingClientRect();
+      const heads = [...table.querySelectorAll('thead th')];
+      const col = (name) => heads.findIndex((th) => th.textContent.trim().toLowerCase().startsWith(name));
+      const cellOf = (tr, name) => tr.cells[col(name)];
+      const titles = (td) => (td ? [td, ...td.querySelectorAll('[title]')].map((e) => e.getAttribute('title')).filter(Boolean) : []);
+      const rows = [...table.querySelectorAll('tbody tr')].map((tr) => {
+        const idEl = tr.cells[0].firstElementChild;
+        return { id: tr.dataset.runId, height: Math.round(tr.getBoundingClientRect().height * 10) / 10,
+          id_lines: idEl ? idEl.getClientRects().length : 0, bottom: tr.getBoundingClientRect().bottom };
+      });
+      const sampleRow = table.querySelector(`tbody tr[data-run-id="${sample}"]`);
+      const cellInfo = (name) => {
+        const td = sampleRow && cellOf(sampleRow, name);
+        return td ? { text: td.textContent, titles: titles(td), lines: Math.round(td.getBoundingClientRect().height) } : null;
+      };
+      return {
+        viewport: vw, wrap_right: wr.right, wrap_scroll: wrap.scrollWidth, wrap_client: wrap.clientWidth,
+        head_height: table.querySelector('thead tr').getBoundingClientRect().height,
+        heads: heads.map((th) => ({ label: th.textContent.trim(), right: Math.round(th.getBoundingClientRect().right * 10) / 10 })),
+        rows: rows.map(({ bottom, ...r }) => r),
+        on_screen: rows.filter((r) => r.bottom <= window.innerHeight).length,
+        dataset: cellInfo('dataset'), plan: cellInfo('plan'), row_text: sampleRow ? sampleRow.textContent : null,
+        row_titles: sampleRow ? [...sampleRow.querySelectorAll('[title]')].map((e) => e.getAttribute('title')) : [],
+      };
+    }, cfg.layout_sample));
+    await page.screenshot({ path: path.join(cfg.shots, `runs-${width}.png`) });
+  }
+  await page.setViewportSize({ width: 1400, height: 900 });
 
   // the export opens from file://
   note('export.ready', await open('file://' + cfg.export + '/index.html'));
