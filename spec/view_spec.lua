@@ -248,6 +248,86 @@ describe('the pages', function()
   end)
 end)
 
+describe('the comparison page', function()
+  local dir, gold, nop, cat
+  setup(function()
+    dir = fs.join(tmp, 'goldnop')
+    assert(fs.mkdir_p(dir))
+    gold, nop = fixtures.gold_nop(dir)
+    cat = index.new({ dir }):refresh()
+  end)
+
+  it('says the regressions in its header as its body counts them', function()
+    -- 8 tasks regress, the pass rate falls (gold → nop), and verify is 3x slower: 10 in all, and the
+    -- header says what they are, as the body's summary and last line do
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.equal(10, doc.regressions)
+    assert.same({ tasks = 8, cells = 1, phases = 1, providers = 0 }, doc.regressions_by)
+    local summary = '**10 regression(s)**: 8 tasks that passed in A and not in B, 1 pass rate lower ' ..
+      '(gold → nop / - / local / cold), 1 slower phase (verify).'
+    local md_lines = {}
+    for l in doc.markdown:gmatch('[^\n]+') do md_lines[#md_lines + 1] = l end
+    assert.equal(summary, md_lines[#md_lines])
+    local said = select(2, doc.markdown:gsub(summary:gsub('%p', '%%%0'), ''))
+    assert.equal(2, said) -- at the top and at the end
+    assert.equal(markdown.inline(summary), doc.summary_html)
+    -- the body's parts add up to the header's count
+    assert.equal(8, select(2, doc.html:gsub('<strong>regression</strong>', '')))
+    assert.equal(1, select(2, doc.html:gsub('<strong>lower</strong>', '')))
+    assert.equal(1, select(2, doc.html:gsub('<strong>slower</strong>', '')))
+    assert.matches('8 task%(s%) in A, 8 in B, 8 in both: 8 regression%(s%), 0 fix%(es%)%.', doc.html)
+    assert.matches(markdown.inline(summary), doc.html, 1, true)
+  end)
+
+  it('compares the pass rates of a gold run and a nop run by their tasks', function()
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.matches('<td class="left">gold → nop</td><td class="left">%-</td><td class="left">local</td>' ..
+      '<td class="left">cold</td><td class="right">100%.0%% %(8/8%)</td><td class="right">0%.0%% %(0/8%)</td>' ..
+      '<td class="right">%-100%.0</td>', doc.html)
+    assert.not_matches('only in', doc.html)
+  end)
+
+  it('renders the warning as a block quote, not a literal >', function()
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.matches('\n> %*%*Warning:%*%* the runs differ in solver', doc.markdown)
+    local html = markdown.html(doc.markdown)
+    assert.matches('<blockquote><p><strong>Warning:</strong> the runs differ in solver', html, 1, true)
+    assert.not_matches('&gt; ', html)
+    assert.not_matches('&gt; ', doc.html)
+    -- a quote nested a thousand deep is text past four levels, not a thousand calls
+    assert.matches('^<blockquote><blockquote><blockquote><blockquote><p>&gt;', markdown.html(string.rep('>', 1000) .. ' x'))
+  end)
+
+  it('leaves a one-sided cell one-sided when the runs share another cell', function()
+    local compare = require 'cseng.results.compare'
+    local t = function(task, solver, outcome) return { task_id = task, solver = solver, provider = 'local', mode = 'cold', outcome = outcome } end
+    local rows = compare.by_cell({ t('x', 'gold', 'passed'), t('x', 'agent', 'passed') },
+      { t('x', 'agent', 'failed'), t('x', 'codex', 'passed') })
+    local verdicts = {}
+    for _, r in ipairs(rows) do verdicts[r.solver] = r.verdict end
+    assert.same({ agent = 'no clear change', codex = 'only in B', gold = 'only in A' }, verdicts)
+    rows = compare.by_cell({ t('x', 'gold', 'passed') }, { t('x', 'nop', 'failed') })
+    assert.equal(1, #rows)
+    assert.same({ 'gold → nop', true, 'no clear change' }, { rows[1].solver, rows[1].paired, rows[1].verdict })
+  end)
+end)
+
+describe('an arena run', function()
+  it('counts its samples without the warmups', function()
+    local dir = fs.join(tmp, 'arena')
+    assert(fs.mkdir_p(dir))
+    local lines = { line { event = 'run_started', kind = 'startup', run_id = 'arena', time = '2026-12-01T00:00:00Z',
+      plan = 'startup', providers = jsonl.array({ 'a', 'b' }), mode = 'lockstep' } }
+    for _, p in ipairs({ 'a', 'b' }) do
+      for r = 1, 3 do lines[#lines + 1] = line { event = 'startup_trial', provider = p, round = r, warmup = true, ok = true, ready_ms = 50 } end
+      for r = 1, 20 do lines[#lines + 1] = line { event = 'startup_trial', provider = p, round = r, ok = r ~= 7, ready_ms = 20 + r } end
+    end
+    assert(fs.write(fs.join(dir, 'arena.jsonl'), table.concat(lines)))
+    local row = app.runs_doc(index.new({ dir }):refresh()).runs[1]
+    assert.same({ 40, 3 * 2, 38, 0, 2 }, { row.trials, row.warmups, row.passed, row.failed, row.errors })
+  end)
+end)
+
 describe('solver and model', function()
   local srv, id
   setup(function()

@@ -35,6 +35,13 @@ function fixtures.trial(i, t)
     stdout_tail = t.outcome ~= 'error' and ('collected 3 items\n' .. (t.outcome == 'passed' and '3 passed' or '1 failed, 2 passed') .. ' in 0.04s\n') or nil,
     stderr_tail = '', phases = phases, elapsed_seconds = total, sandbox_seconds = total - 0.001,
     estimated_cost_usd = total * 0.0001, sandbox_id = 'sb-' .. i,
+    -- as runner.trial records them: how the environment was made, the limits, the cost ledger
+    environment = { method = 'cached_layer', cache_hit = true, mode = 'native', run_steps = 0,
+      content_key = string.rep('a0ee3239', 8) },
+    limits = { cpus = 1, memory_mb = 1024, pids = 4096, storage_mb = 2048, storage_enforced = true,
+      source = { cpus = 'task', memory_mb = 'task', pids = 'default', storage_mb = 'task' } },
+    cost = { complete = true, total_usd = total * 0.0001,
+      items = jsonl.array({ { item = 'sandbox', seconds = total - 0.001, source = 'rates', usd = total * 0.0001 } }) },
     error = t.error, error_code = t.error_code, error_stage = t.error_stage,
     started_at = '2026-12-01T10:00:00.000000Z', finished_at = '2026-12-01T10:00:01.000000Z',
   }
@@ -96,7 +103,7 @@ end
 
 --- A results folder as a team's looks after a few weeks (the run list's layout fixture): `n` task
 --- runs (default 40) of several plans, providers, solvers and models, with ids as cseng makes them
---- (plan-provider-mode-stamp-hex), a dataset path of 110 characters, labels of 60, three trials
+--- (plan-provider-mode-stamp-hex), a dataset path of 109 characters, labels of 61, three trials
 --- each, started hours apart and lasting minutes. The lines are written directly (the writer stamps
 --- every event with the current time). Returns the run ids and the dataset path.
 ---@param dir string
@@ -139,6 +146,28 @@ function fixtures.many_runs(dir, n)
     ids[#ids + 1] = id
   end
   return ids, dataset
+end
+
+--- A gold run and a nop run of the same 8 tasks (cold-gold with --solver nop): gold passes them
+--- all, nop none, and nop's verify phase takes three times as long. Returns the two run ids.
+function fixtures.gold_nop(dir)
+  local ids = {}
+  for _, solver in ipairs({ 'gold', 'nop' }) do
+    local trials = {}
+    for k = 1, 8 do
+      local t = { task_id = string.format('task-%02d', k), outcome = solver == 'gold' and 'passed' or 'failed' }
+      trials[k] = t
+      if solver == 'nop' then
+        local ph = fixtures.trial(k, t).phases
+        ph.verify_seconds = ph.verify_seconds * 3
+        t.extra = { phases = ph }
+      end
+    end
+    ids[solver] = string.format('cold-%s-local-cold-20261201-14000%d-%s', solver, solver == 'gold' and 0 or 5,
+      solver == 'gold' and '90a1' or '90b2')
+    fixtures.task_run(dir, ids[solver], trials, { solver = solver, plan = 'cold-gold' })
+  end
+  return ids.gold, ids.nop
 end
 
 --- The fixture folder: returns {dir, a, b, truncated, foreign, notrun, ids = {...}}.
