@@ -104,6 +104,20 @@ describe('the index', function()
     assert.same({ 'local', 'docker' }, row.providers)
   end)
 
+  it('lists a run whose run id is not text under its file\'s name', function()
+    local dir = fs.join(tmp, 'oddid')
+    assert(fs.mkdir_p(dir))
+    assert(fs.write(fs.join(dir, 'odd.jsonl'), line { event = 'run_started', run_id = { x = 1 }, time = '2026-12-01T00:00:00Z',
+      label = { a = '<b>' } } .. line { event = 'trial', task_id = 't', outcome = 'passed' }))
+    assert(fs.write(fs.join(dir, 'num.jsonl'), line { event = 'run_started', run_id = 12345, time = '2026-12-01T00:00:01Z' }))
+    local ok, doc = pcall(app.runs_doc, index.new({ dir }):refresh())
+    assert.is_true(ok, tostring(doc))
+    local ids = {}
+    for _, r in ipairs(doc.runs) do ids[#ids + 1] = r.id end
+    assert.same({ '12345', 'odd' }, ids)
+    assert.equal('{"a":"<b>"}', doc.runs[2].label)
+  end)
+
   it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
     local dir = fs.join(tmp, 'bad')
     assert(fs.mkdir_p(dir))

@@ -150,13 +150,21 @@ function Log:add_trial(e, off, len)
   end
 end
 
+-- A run id names the run's page and its export's files: text only (a log may hold anything there;
+-- without a usable one the run goes by its file's name).
+local function text_id(rid)
+  if type(rid) == 'string' and rid ~= '' then return rid end
+  if math.type(rid) == 'integer' then return tostring(rid) end
+  return nil
+end
+
 function Log:add_event(e, off, len)
   local kind = e.event
   if e.time then self.last_time = e.time end
   if kind == 'run_started' then
     if not self.started then
       self.started = e
-      self.run_id = e.run_id
+      self.run_id = text_id(e.run_id)
       self.kind = e.kind or 'tasks'
       local id = type(e.identity) == 'table' and e.identity or {}
       local provs = id.providers or e.providers or (e.provider and { e.provider }) or {}
@@ -294,7 +302,7 @@ local function summary_log(path)
     local run = helpers.summary_run(s, self.path)
     self.run_data = run
     self:add_event(run.started, nil, nil)
-    self.run_id = run.id
+    self.run_id = text_id(run.id)
     -- no file offsets: a summary trial's column `len` is its place in run.trials
     for i, t in ipairs(run.trials) do self:add_trial(t, nil, i) end
     if run.finished.status ~= 'unknown' and run.finished.time then self.finished = run.finished end

@@ -233,8 +233,9 @@ function runCell(r, key) {
   switch (key) {
     case 'id': {
       // a copy of another file's run is listed as "<run id> (<file>)": the id stays whole, the file is a note
-      const suffix = r.run_id && r.id !== r.run_id && r.id.startsWith(r.run_id + ' ') ? r.id.slice(r.run_id.length + 1) : null;
-      const name = suffix ? r.run_id : r.id;
+      const id = String(r.id), rid = typeof r.run_id === 'string' ? r.run_id : null;
+      const suffix = rid && id !== rid && id.startsWith(rid + ' ') ? id.slice(rid.length + 1) : null;
+      const name = suffix ? rid : id;
       const notes = [suffix, r.torn, r.indexing ? `reading the log: ${Math.floor((100 * r.indexing.read) / r.indexing.bytes)}%` : null];
       return el('td', { class: 'run-id' }, r.error && !r.started ? el('span', { class: 'run-name' }, name)
         : el('a', { href: link.run(r), class: 'run-link' }, name),
