@@ -5,7 +5,9 @@
 local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local jsonl = require 'cseng.lib.jsonl'
+local proc = require 'cseng.proc'
 local serve = require 'cseng.serve'
+local task = require 'cseng.task'
 local sys = require 'cseng.sys'
 local app = require 'cseng.view.app'
 local index = require 'cseng.view.index'
@@ -223,6 +225,37 @@ describe('the server', function()
     assert.equal(401, (get(tsrv:url(), '/assets/app.js', { Cookie = 'cseng_view_token=nope' })))
   end)
 
+  it('takes the next free port when the default one is taken, and prints a single run\'s page', function()
+    -- the port of an earlier viewer: the next one is taken; a port given with --port is that or nothing
+    local busy = assert(serve.listen { port = 0, handler = function() return 200, {}, '' end })
+    local h = function() return 200, {}, 'x' end
+    local other = view.listen('127.0.0.1', busy:port(), false, h)
+    assert.is_truthy(other)
+    assert.is_true(other:port() > busy:port() and other:port() < busy:port() + 20)
+    other:close()
+    local none, _, code = view.listen('127.0.0.1', busy:port(), true, h)
+    busy:close()
+    assert.is_nil(none)
+    assert.equal('EADDRINUSE', code)
+    -- `cseng view <log>` (what a run's last line says) prints the run's own page
+    local out = fs.join(tmp, 'view.out')
+    local p = assert(proc.spawn { argv = { sys.root() .. '/cseng', 'view', fx.b, '--port', '0' }, stdout = out, stderr = out })
+    local url
+    for _ = 1, 400 do
+      url = (fs.read(out) or ''):match('view: (http://127%.0%.0%.1:%d+/runs/%S+)\n')
+      if url then break end
+      task.sleep(0.025)
+    end
+    local text = fs.read(out)
+    local r = url and http.request { url = url:gsub('/runs/', '/api/runs/') }
+    p:kill('TERM')
+    p:wait(30)
+    assert.is_string(url, text)
+    assert.equal(fx.ids.b, url:match('/runs/(.*)$'))
+    assert.equal(200, r.status)
+    assert.equal(fx.ids.b, jsonl.decode(r.body).run.id)
+  end)
+
   it('refuses a non-loopback --host without --token', function()
     local err = { text = '' }
     local real = io.stderr
@@ -314,7 +347,7 @@ describe('the comparison page', function()
 
   it('leaves a one-sided cell one-sided when the runs share another cell', function()
     local compare = require 'cseng.results.compare'
-    local t = function(task, solver, outcome) return { task_id = task, solver = solver, provider = 'local', mode = 'cold', outcome = outcome } end
+    local t = function(id, solver, outcome) return { task_id = id, solver = solver, provider = 'local', mode = 'cold', outcome = outcome } end
     local rows = compare.by_cell({ t('x', 'gold', 'passed'), t('x', 'agent', 'passed') },
       { t('x', 'agent', 'failed'), t('x', 'codex', 'passed') })
     local verdicts = {}

@@ -34,6 +34,23 @@ local function loopback(host)
   return host == '127.0.0.1' or host == '::1' or host == 'localhost' or host:match('^127%.%d+%.%d+%.%d+$') ~= nil
 end
 
+--- Listen on host:port, or, when the port was not given (explicit false), on the first free one of
+--- the PORTS_TRIED from it: a run ends by printing `cseng view <its log>`, and the viewer of an
+--- earlier run may still hold the default port. Returns the server, or nil, message, code.
+---@param host string
+---@param port integer
+---@param explicit boolean
+---@param handler function
+function cmd.listen(host, port, explicit, handler)
+  local serve = require 'cseng.serve'
+  local srv, err, code
+  for k = 0, explicit and 0 or PORTS_TRIED - 1 do
+    srv, err, code = serve.listen { host = host, port = port + k, handler = handler }
+    if srv or code ~= 'EADDRINUSE' then break end
+  end
+  return srv, err, code
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then io.stderr:write('cseng: view: ', pos, ' (see cseng view --help)\n'); return 2 end
@@ -68,16 +85,10 @@ function cmd.run(args)
     io.stderr:write('cseng: view: --host ', host, ' is not a loopback address: give --token T (checked on every request)\n')
     return 2
   end
-  local serve = require 'cseng.serve'
   local task = require 'cseng.task'
-  -- a run ends by printing `cseng view <its log>`: with a viewer of an earlier run still open on the
-  -- default port, this one takes the next free port (a port given with --port is that port or nothing)
   local handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET }
-  local port, srv, err, code = f.port or DEFAULT_PORT, nil, nil, nil
-  for k = 0, f.port and 0 or PORTS_TRIED - 1 do
-    srv, err, code = serve.listen { host = host, port = port + k, handler = handler }
-    if srv or code ~= 'EADDRINUSE' then break end
-  end
+  local port = f.port or DEFAULT_PORT
+  local srv, err, code = cmd.listen(host, port, f.port ~= nil, handler)
   if not srv then
     io.stderr:write(string.format('cseng: view: cannot listen on %s:%d%s: %s (%s)\n', host, port,
       f.port and '' or string.format('-%d', port + PORTS_TRIED - 1), tostring(err), tostring(code)))
