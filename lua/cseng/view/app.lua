@@ -40,6 +40,14 @@ function app.file_name(id)
   return s
 end
 
+--- A run id as the path segment of its page (/runs/<segment>): percent-encoded as the page's script
+--- encodes it (encodeURIComponent), so an id with a space or a slash still has an address.
+---@param id string
+---@return string
+function app.url_id(id)
+  return (tostring(id):gsub("[^%w%-_%.!~%*'%(%)]", function(c) return string.format('%%%02X', c:byte()) end))
+end
+
 local function identity(log)
   local s = log.started or {}
   return type(s.identity) == 'table' and s.identity or {}
@@ -81,16 +89,18 @@ function app.run_row(log)
   local sandboxes = {}
   for p, n in pairs(log.live_by_provider) do if n > 0 then sandboxes[p] = n end end
   local row = {
-    id = index.id_of(log), file = app.file_name(index.id_of(log)), path = log.path,
+    id = index.id_of(log), run_id = log.run_id, file = app.file_name(index.id_of(log)), path = log.path,
     kind = log.kind or (log.error and 'unreadable' or '?'),
-    plan = id.plan or s.plan, providers = jsonl.array(util.copy(log.provider_order)),
+    plan = id.plan or s.plan, label = named(id.label or s.label, 'name'), providers = jsonl.array(util.copy(log.provider_order)),
     modes = jsonl.array(keys_sorted(log.modes)),
     mode = named(id.mode or s.mode, 'name'), solver = solver, model = model,
     dataset = dataset, dataset_digest = named(digest, 'sha256', 'digest'),
     tasks = named(id.tasks or id.task_selection or s.task_count, 'count', 'n'),
     started = started, finished = log.finished and log.finished.time or nil,
     duration_s = (t0 and t1) and (t1 - t0) or nil,
-    trials = log.n, passed = log.counts.passed, failed = log.counts.failed, errors = log.counts.error,
+    -- an arena's warmups are listed with the samples but are not samples: counted apart
+    trials = log.n - log.warmups, warmups = log.warmups > 0 and log.warmups or nil,
+    passed = log.counts.passed, failed = log.counts.failed, errors = log.counts.error,
     cost_usd = log.cost, solver_cost_usd = log.solver_cost > 0 and log.solver_cost or nil,
     status = log.finished and log.finished.status or (live and 'running' or (log.error and 'error' or 'incomplete')),
     live = live, error = log.error, live_sandboxes = sandboxes,
@@ -329,11 +339,16 @@ local function identity_warnings(la, lb)
   return jsonl.array(out)
 end
 
---- What `cseng compare A B` computes, as HTML.
+--- What `cseng compare A B` computes, as HTML. The page shows the runs, the warnings and the
+--- regressions (the markdown's own summary line: the same count, made of the same parts, as its
+--- last line) in its header, so the HTML is the markdown from its first section on.
 function app.compare_doc(la, lb)
   local r = report_compare.compare(la:load(), lb:load(), {})
-  return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions,
-    html = markdown.html(r.markdown), markdown = r.markdown, warnings = identity_warnings(la, lb) }
+  local body = r.markdown:match('\n(## .*)$') or r.markdown
+  return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions, fixes = r.fixes,
+    regressions_by = { tasks = #r.by.tasks, cells = #r.by.cells, phases = #r.by.phases, providers = #r.by.providers },
+    summary_html = markdown.inline(r.summary), html = markdown.html(body), markdown = r.markdown,
+    warnings = identity_warnings(la, lb) }
 end
 
 -- ---- the page shell ---------------------------------------------------------------------

@@ -53,6 +53,7 @@ function Log:reset()
   self.started, self.finished, self.kind, self.run_id = nil, nil, nil, nil
   for _, c in ipairs(COLUMNS) do self.cols[c] = {} end
   self.counts = { passed = 0, failed = 0, error = 0 }
+  self.warmups = 0 -- an arena's warmup samples: listed, never counted as samples
   self.cost, self.solver_cost = 0, 0
   self.providers, self.provider_order, self.modes = {}, {}, {}
   self.solvers, self.models = {}, {} -- the values seen (the trial filters' choices)
@@ -92,10 +93,12 @@ function Log:add_trial(e, off, len)
   local task_id = startup and ('round ' .. tostring(e.round or e.sample or '?')) or tostring(e.task_id)
   local key = provider .. '\0' .. tostring(mode) .. '\0' .. task_id
   local i
+  local warmup = e.warmup and true or nil
   if e.rerun and self.rerun_at[key] then
     -- cseng run --resume --rerun-errors: the task's new record replaces its earlier one
     i = self.rerun_at[key]
-    count_outcome(self, { provider = self.cols.provider[i] }, self.cols.outcome[i], -1)
+    if self.cols.warmup[i] then self.warmups = self.warmups - 1
+    else count_outcome(self, { provider = self.cols.provider[i] }, self.cols.outcome[i], -1) end
     self.cost = self.cost - (self.cols.cost[i] or 0)
   else
     self.n = self.n + 1
@@ -116,9 +119,11 @@ function Log:add_trial(e, off, len)
     e.error_stage
   c.sandbox_s[i] = tonumber(e.sandbox_seconds) or (startup and tonumber(e.ready_ms) and e.ready_ms / 1000) or nil
   c.cost[i], c.elapsed[i] = tonumber(e.estimated_cost_usd), tonumber(e.elapsed_seconds)
-  c.block[i], c.warmup[i] = math.tointeger(e.block) or e.block, e.warmup and true or nil
-  count_outcome(self, { provider = provider }, outcome, 1)
+  c.block[i], c.warmup[i] = math.tointeger(e.block) or e.block, warmup
+  -- the cost of a warmup was spent, so it counts; its outcome and timings are not a sample's
   self.cost = self.cost + (tonumber(e.estimated_cost_usd) or 0)
+  if warmup then self.warmups = self.warmups + 1; return end
+  count_outcome(self, { provider = provider }, outcome, 1)
   if type(e.solver_usage) == 'table' and tonumber(e.solver_usage.cost_usd) then
     self.solver_cost = self.solver_cost + e.solver_usage.cost_usd
   end
@@ -145,13 +150,21 @@ function Log:add_trial(e, off, len)
   end
 end
 
+-- A run id names the run's page and its export's files: text only (a log may hold anything there;
+-- without a usable one the run goes by its file's name).
+local function text_id(rid)
+  if type(rid) == 'string' and rid ~= '' then return rid end
+  if math.type(rid) == 'integer' then return tostring(rid) end
+  return nil
+end
+
 function Log:add_event(e, off, len)
   local kind = e.event
   if e.time then self.last_time = e.time end
   if kind == 'run_started' then
     if not self.started then
       self.started = e
-      self.run_id = e.run_id
+      self.run_id = text_id(e.run_id)
       self.kind = e.kind or 'tasks'
       local id = type(e.identity) == 'table' and e.identity or {}
       local provs = id.providers or e.providers or (e.provider and { e.provider }) or {}
@@ -289,7 +302,7 @@ local function summary_log(path)
     local run = report_load.summary_run(s, self.path)
     self.run_data = run
     self:add_event(run.started, nil, nil)
-    self.run_id = run.id
+    self.run_id = text_id(run.id)
     -- no file offsets: a summary trial's column `len` is its place in run.trials
     for i, t in ipairs(run.trials) do self:add_trial(t, nil, i) end
     if run.finished.status ~= 'unknown' and run.finished.time then self.finished = run.finished end

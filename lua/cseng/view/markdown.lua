@@ -1,6 +1,6 @@
 --- The markdown the report templates and `cseng compare` write, as HTML for the viewer: headings,
---- paragraphs, lists, pipe tables (with their alignment row), fenced code, and inline code, bold,
---- emphasis, links and images. An image whose target is `svg:N` is replaced by opts.svgs[N], the
+--- paragraphs, block quotes, lists, pipe tables (with their alignment row), fenced code, and inline
+--- code, bold, emphasis, links and images. An image whose target is `svg:N` is replaced by opts.svgs[N], the
 --- chart's SVG inlined (the report helpers write charts as files; the viewer keeps them in the page).
 --- Every other text is HTML-escaped, so a task id or an error message cannot inject markup; link
 --- targets are checked as the browser reads them (safe_url), and no image comes from elsewhere.
@@ -82,6 +82,13 @@ local function inline(s, opts)
   return table.concat(out)
 end
 
+--- One line of markdown's inline markup (code, bold, emphasis, links) as HTML, its text escaped.
+---@param s string
+---@return string
+function markdown.inline(s)
+  return inline(tostring(s), {})
+end
+
 local function cells(line)
   line = line:gsub('^%s*|', ''):gsub('|%s*$', '')
   local out, cur, i = {}, {}, 1
@@ -97,7 +104,7 @@ end
 
 --- Markdown to HTML.
 ---@param md string
----@param opts? {svgs?: string[]}
+---@param opts? {svgs?: string[], depth?: integer}
 ---@return string
 function markdown.html(md, opts)
   opts = opts or {}
@@ -140,6 +147,18 @@ function markdown.html(md, opts)
       end
       t[#t + 1] = '</tbody></table></div>'
       out[#out + 1] = table.concat(t)
+      i = i - 1
+    elseif l:match('^%s*>') and (opts.depth or 0) < 4 then
+      -- a block quote: its lines without their `>`, rendered as markdown of their own (4 deep at
+      -- most: a line of a thousand `>` is a paragraph, not a thousand calls)
+      flush()
+      local quoted = {}
+      while i <= #lines and lines[i]:match('^%s*>') do
+        quoted[#quoted + 1] = (lines[i]:gsub('^%s*> ?', ''))
+        i = i + 1
+      end
+      out[#out + 1] = '<blockquote>' .. markdown.html(table.concat(quoted, '\n'),
+        { svgs = opts.svgs, depth = (opts.depth or 0) + 1 }) .. '</blockquote>'
       i = i - 1
     elseif l:match('^%s*[-*]%s+') then
       flush()

@@ -10,7 +10,11 @@
 --- task on both sides). A phase whose CI lies wholly above 1.10 is called out as slower, wholly below
 --- 0.91 as faster; otherwise "no clear change". Startup runs: per provider, ready_ms (create + first
 --- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), and the
---- success rate of each side. A cell, provider or phase on one side only is listed as such.
+--- success rate of each side. A cell, provider or phase on one side only is listed as such, except
+--- the cells of two runs of different solvers (or models) over the same provider and mode, which are
+--- compared as one row (lua/cseng/results/compare.lua). The regressions are said once, with what
+--- they are made of ("31 regression(s): 30 tasks ..., 1 slower phase (verify)"), at the top and as
+--- the last line, so no part of the page counts them differently.
 local report_render = require 'reports.lib.render'
 local stats = require 'cseng.lib.stats'
 local cells = require 'cseng.results.compare'
@@ -63,8 +67,8 @@ local function side_rate(c)
   return s
 end
 
--- The per-cell section (solver, model, provider, mode). Returns the regressions it found: cells
--- whose pass rate fell with a CI of the change wholly below 0.
+-- The per-cell section (solver, model, provider, mode). Returns the regressions it found (each cell's
+-- name): cells whose pass rate fell with a CI of the change wholly below 0.
 local function cell_section(add, h, ta, tb, seed)
   local rows, kmax = cells.by_cell(ta, tb, { seed = seed })
   add('## Pass rate by solver, model, provider and mode')
@@ -72,13 +76,15 @@ local function cell_section(add, h, ta, tb, seed)
   add('One row per cell (the keying of the pass@k tables: the model is the one the solver reported). Pass ' ..
     'rate: passed / graded trials, infrastructure errors counted apart; Δ is B − A in percentage points with ' ..
     'a 95% interval (Newcombe\'s hybrid score interval from the two Wilson intervals). Cost: the trials\' ' ..
-    'ledgers (sandbox and model), per trial and per passing trial. A cell on one side only is listed as such.')
+    'ledgers (sandbox and model), per trial and per passing trial. A cell on one side only is listed as such, ' ..
+    'unless each side has one cell of that provider and mode and they share none: then the two are compared ' ..
+    '(`gold → nop`: runs of two solvers over the same tasks).')
   add('')
-  local out, found = {}, 0
+  local out, found = {}, {}
   local function pp(x) return string.format('%+.1f', 100 * x) end
   for _, r in ipairs(rows) do
     local v = r.verdict
-    if v == 'lower' then v = '**lower**'; found = found + 1 end
+    if v == 'lower' then v = '**lower**'; found[#found + 1] = table.concat({ r.solver, r.model, r.provider, r.mode }, ' / ') end
     local d = r.delta
     out[#out + 1] = { r.solver, r.model, r.provider, r.mode, side_rate(r.a), side_rate(r.b),
       d and pp(d.delta) or '–', d and ('[' .. pp(d.lo) .. ', ' .. pp(d.hi) .. ']') or '–',
@@ -112,13 +118,35 @@ local function cell_section(add, h, ta, tb, seed)
   return found
 end
 
+-- "31 regression(s): 30 tasks, 1 slower phase (verify)": the count and what it is made of, as the
+-- summary at the top and the last line say it
+local function regression_line(by)
+  local parts = {}
+  local function part(list, one, many, names)
+    if #list == 0 then return end
+    local s = string.format('%d %s', #list, #list == 1 and one or many)
+    if names then s = s .. ' (' .. table.concat(list, ', ') .. ')' end
+    parts[#parts + 1] = s
+  end
+  part(by.tasks, 'task that passed in A and not in B', 'tasks that passed in A and not in B')
+  part(by.cells, 'pass rate lower', 'pass rates lower', true)
+  part(by.phases, 'slower phase', 'slower phases', true)
+  part(by.providers, 'slower provider', 'slower providers', true)
+  local n = #by.tasks + #by.cells + #by.phases + #by.providers
+  if n == 0 then return 'No regression.', 0 end
+  return string.format('**%d regression(s)**: %s.', n, table.concat(parts, ', ')), n
+end
+
 --- Compare loaded data a and b. Returns {markdown, regressions (count: tasks, slower phases and
---- providers, cells whose pass rate fell)}.
+--- providers, cells whose pass rate fell), by = {tasks, cells, phases, providers} (the names of
+--- each kind), fixes, summary (the line saying so: at the top of the markdown and at its end)}.
 function M.compare(a, b, opts)
   opts = opts or {}
   local seed = opts.seed or 1
   local h = report_render.context('-')
-  local out, regressions, cell_regressions = {}, 0, 0
+  local out = {}
+  local by = { tasks = {}, cells = {}, phases = {}, providers = {} }
+  local fixes = 0
   local function add(s) out[#out + 1] = s end
   add('# Run comparison')
   add('')
@@ -136,13 +164,16 @@ function M.compare(a, b, opts)
     add('> **Warning:** ' .. warn .. '.')
     add('')
   end
+  local summary_at = #out + 1 -- the regressions, filled in at the end
+  add('')
+  add('')
 
   -- task runs
   if #a.trials > 0 or #b.trials > 0 then
-    cell_regressions = cell_section(add, h, a.trials, b.trials, seed)
+    by.cells = cell_section(add, h, a.trials, b.trials, seed)
     local ta, oa = by_task(a.trials)
     local tb, ob = by_task(b.trials)
-    local rows, both, fixes = {}, {}, 0
+    local rows, both = {}, {}
     local all, seen = {}, {}
     for _, id in ipairs(oa) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
     for _, id in ipairs(ob) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
@@ -152,14 +183,14 @@ function M.compare(a, b, opts)
       local change = ''
       if ta[id] and tb[id] then
         both[#both + 1] = id
-        if xa == 'passed' and xb ~= 'passed' then change = '**regression**'; regressions = regressions + 1
+        if xa == 'passed' and xb ~= 'passed' then change = '**regression**'; by.tasks[#by.tasks + 1] = id
         elseif xa ~= 'passed' and xb == 'passed' then change = 'fixed'; fixes = fixes + 1 end
       end
       if change ~= '' or xa ~= xb then rows[#rows + 1] = { h.code(id), xa, xb, change } end
     end
     add('## Outcomes')
     add('')
-    add(string.format('%d task(s) in A, %d in B, %d in both: %d regression(s), %d fix(es).', #oa, #ob, #both, regressions, fixes))
+    add(string.format('%d task(s) in A, %d in B, %d in both: %d regression(s), %d fix(es).', #oa, #ob, #both, #by.tasks, fixes))
     add('')
     if #rows > 0 then
       add(h.table({ 'task', 'A', 'B', 'change' }, rows, 'llll'))
@@ -192,7 +223,7 @@ function M.compare(a, b, opts)
         if v ~= 'too few to tell' and math.abs(stats.median(vb) - stats.median(va)) <= (opts.min_seconds or 0.01) then
           v = 'no clear change (under ' .. h.num(opts.min_seconds or 0.01, 3) .. ' s)'
         end
-        if v == '**slower**' then regressions = regressions + 1 end
+        if v == '**slower**' then by.phases[#by.phases + 1] = ph end
         prow[#prow + 1] = { ph, tostring(#va), h.num(stats.median(va), 3), h.num(stats.median(vb), 3),
           med and (h.num(med, 2) .. '×') or '–', lo and h.ci(lo, hi, function(x) return h.num(x, 2) end) or '–', v }
       end
@@ -236,7 +267,7 @@ function M.compare(a, b, opts)
       if x and y and #x.ok > 0 and #y.ok > 0 then
         local r = stats.ratio_ci(y.ok, x.ok, { seed = seed ~ stats.hash(p) })
         local v = verdict(r.lo, r.hi)
-        if v == '**slower**' then regressions = regressions + 1 end
+        if v == '**slower**' then by.providers[#by.providers + 1] = p end
         local sra, srb = #x.ok / x.n, #y.ok / y.n
         if srb < sra then v = v .. ', fewer successes' end
         rows[#rows + 1] = { p, h.ms(stats.median(x.ok)), h.ms(stats.median(y.ok)), h.num(r.ratio, 2) .. '×',
@@ -254,9 +285,10 @@ function M.compare(a, b, opts)
     add('Neither side has trials.')
     add('')
   end
-  regressions = regressions + cell_regressions
-  add(regressions > 0 and string.format('**%d regression(s).**', regressions) or 'No regression.')
-  return { markdown = table.concat(out, '\n') .. '\n', regressions = regressions }
+  local line, regressions = regression_line(by)
+  out[summary_at] = line
+  add(line)
+  return { markdown = table.concat(out, '\n') .. '\n', regressions = regressions, by = by, fixes = fixes, summary = line }
 end
 
 return M
