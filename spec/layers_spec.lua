@@ -14,7 +14,9 @@ local ROOT = sys.root()
 local LAYER_OF = {
   { '^cseng%.cli%.', 'cli' },
   { '^cseng%.run%.', 'run' },
+  { '^cseng%.watch%.', 'watch' },
   { '^cseng%.view%.', 'view' },
+  { '^cseng%.history%.', 'history' },
   { '^cseng%.report%.', 'report' },
   { '^reports%.', 'reports' },
   { '^solvers%.', 'solvers' },
@@ -30,9 +32,12 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
+  cli = { 'run', 'watch', 'view', 'history', 'report', 'reports', 'solvers', 'providers', 'workload', 'images', 'results',
+    'agent', 'lib' },
+  watch = { 'history', 'results', 'agent', 'lib' }, -- cseng watch: runs are child processes, never the run layer
+  history = { 'results', 'agent', 'lib' }, -- the history store, regression detection, OpenMetrics
   run = { 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
-  view = { 'report', 'results', 'agent', 'lib' }, -- the results viewer (cseng view)
+  view = { 'history', 'report', 'results', 'agent', 'lib' }, -- the results viewer (cseng view)
   report = { 'results', 'agent', 'lib' },
   reports = { 'report', 'results', 'agent', 'lib' }, -- the markdown templates
   solvers = { 'agent', 'lib' },

@@ -68,6 +68,9 @@ errors.registry = {
   { 'ESYMLINK', 'a path goes through a symbolic link' },
   { 'EMOUNT', 'a mount (overlayfs) failed' },
   { 'ESTALE', 'a sandbox known only by its id (from a log) cannot run commands: its namespaces belonged to the process that made it' },
+  { 'ESQLITE', 'an SQLite statement failed (the message says why: a syntax error, a missing table)' },
+  { 'ECORRUPT', 'a database file is corrupt, not a database, or of another schema' },
+  { 'ECONSTRAINT', 'a database constraint was violated (a duplicate key)' },
   -- input and the command line
   { 'EUSAGE', 'the command line is wrong (exit status 2)' },
   { 'EDATASET', 'a dataset file, row or field is invalid' },
