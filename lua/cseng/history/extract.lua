@@ -72,6 +72,14 @@ function extract.text(v, max)
   return util.escape(v, true)
 end
 
+--- Text kept as it was written (the viewer's index keeps it so): a string (a number is written as
+--- one) of at most max bytes, else nil.
+function extract.raw(v, max)
+  if math.type(v) == 'integer' then v = tostring(v) end
+  if type(v) ~= 'string' or #v > max then return nil end
+  return v
+end
+
 --- An ISO-8601 UTC time as cseng writes them (2026-12-07T04:32:00.123456Z), else nil.
 function extract.time(v)
   if type(v) ~= 'string' or #v > 40 then return nil end
@@ -186,8 +194,8 @@ function extract.trial_row(e, startup, run)
     r.elapsed = ms(e.elapsed_ms) and e.elapsed_ms / 1000 or nil
     r.task = 'round ' .. tostring(r.round or '?')
   else
-    local task = extract.text(e.task_id)
-    if not task then return nil, 'task_id is not text' end
+    local task = extract.raw(e.task_id, 4096)
+    if not task then return nil, 'task_id is not text of at most 4096 bytes' end
     r.task = task
     local o = e.outcome
     r.outcome = (o == 'passed' or o == 'failed') and o or 'error'
@@ -197,9 +205,11 @@ function extract.trial_row(e, startup, run)
       for _, ph in ipairs(extract.PHASES) do r['ph_' .. ph] = seconds(e.phases[ph .. '_seconds']) end
     end
   end
-  r.solver = extract.name(named(e.solver))
+  r.solver = extract.name(e.solver)
+  if e.solver ~= nil and not r.solver then return nil, 'solver is not a solver name' end
   local usage = type(e.solver_usage) == 'table' and e.solver_usage or {}
-  r.model = extract.text(usage.model, 200)
+  r.model = extract.raw(usage.model, 256)
+  if usage.model ~= nil and not r.model then return nil, 'solver_usage.model is not text of at most 256 bytes' end
   r.solver_cost = finite(usage.cost_usd, 0, 1e9) and usage.cost_usd or nil
   r.attempt = int(e.attempt, 1, 1e6)
   r.rerun = e.rerun == true or nil
@@ -207,7 +217,8 @@ function extract.trial_row(e, startup, run)
   r.code = extract.code(code)
   if code ~= nil and not r.code then return nil, 'error_code is not a code' end
   r.stage = extract.name(e.error_stage, 64)
-  r.error = type(e.error) == 'string' and extract.text(e.error, extract.MAX_ERROR) or nil
+  -- the error's first bytes, as the viewer's index keeps them (never cut further)
+  r.error = type(e.error) == 'string' and e.error:sub(1, extract.MAX_ERROR) or nil
   r.sandbox_s = seconds(e.sandbox_seconds)
   r.cost = finite(e.estimated_cost_usd, 0, 1e9) and e.estimated_cost_usd or nil
   r.block = int(e.block, 0, 1e6)

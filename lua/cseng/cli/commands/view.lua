@@ -39,8 +39,8 @@ function cmd.run(args)
     if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end
   end
   local app = require 'cseng.view.app'
-  local cat = index.new(pos)
   if f.export then
+    local cat = index.new(pos)
     cat:refresh()
     local pairs_list
     if f.compare then
@@ -67,8 +67,13 @@ function cmd.run(args)
   end
   local serve = require 'cseng.serve'
   local task = require 'cseng.task'
+  -- the folders' history stores: the history page, and the index of every log they hold as it is
+  -- now restored from them instead of read (lua/cseng/view/history.lua)
+  local history = require 'cseng.view.history'
+  local stores = history.open(pos)
+  local cat = index.new(pos, { restore = function(log) return history.restore(stores, log) end })
   local srv, err, code = serve.listen { host = host, port = f.port or 8765,
-    handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET } }
+    handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET, history = stores } }
   if not srv then
     io.stderr:write(string.format('cseng: view: cannot listen on %s:%d: %s (%s)\n', host, f.port or 8765, tostring(err), tostring(code)))
     return 1
@@ -80,12 +85,22 @@ function cmd.run(args)
   -- the logs are read in slices, requests answered in between: a big log's page opens at once
   -- and fills in as its index grows; then every half second for what the logs gained
   local said = false
+  local remembered = {}
   while true do
     cat:refresh(BUDGET)
     if not cat.pending and not said then
       said = true
       io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
       io.stdout:flush()
+    end
+    if said then -- a finished log read from its bytes goes into the store, one per turn: the next start restores it
+      for _, log in ipairs(cat:list()) do
+        local key = log.path .. '\0' .. tostring(log.version)
+        if not remembered[key] and log.finished and not log:is_live() then
+          remembered[key] = true
+          if history.remember(stores, log) then break end
+        end
+      end
     end
     task.sleep(cat.pending and 0 or 0.5)
   end
