@@ -163,8 +163,10 @@ static int db_prepare(lua_State *L) {
   if (tail) {
     while (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == '\r' || *tail == ';') tail++;
     if (*tail) {
+      char more[48];
+      cs_fmt_into(more, sizeof more, "%.40s", tail); /* lua_pushfstring has no precision */
       sqlite3_finalize(st);
-      return luaL_error(L, "sqlite: prepare takes one statement (more follows: %.40s)", tail);
+      return luaL_error(L, "sqlite: prepare takes one statement (more follows: %s)", more);
     }
   }
   lstmt *s = lua_newuserdatauv(L, sizeof *s, 1);

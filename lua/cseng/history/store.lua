@@ -543,6 +543,14 @@ function Store:sync(o)
   for _, row in ipairs(self:all('SELECT DISTINCT lineage FROM runs WHERE lineage IS NOT NULL ORDER BY lineage')) do
     for _, c in ipairs(self:detect(row.lineage)) do out.changes[#out.changes + 1] = c end
   end
+  -- a lineage left without runs (its logs are gone) keeps nothing but a watch's options
+  self:tx(function()
+    local gone = "lineage NOT IN (SELECT lineage FROM runs WHERE lineage IS NOT NULL)"
+    self:run('DELETE FROM changes WHERE ' .. gone)
+    self:run('DELETE FROM detect_state WHERE ' .. gone)
+    self:run('DELETE FROM lineages WHERE ' .. gone .. " AND lineage NOT IN (SELECT 'watch:' || watch FROM slots)")
+    self:run("UPDATE lineages SET processed = 0, digest = '' WHERE " .. gone)
+  end)
   return out
 end
 

@@ -44,7 +44,8 @@ local function event_of(t)
     estimated_cost_usd = t.cost, block = t.block, warmup = t.warmup == 1 or nil, solver = t.solver }
   if t.model or t.solver_cost then e.solver_usage = { model = t.model, cost_usd = t.solver_cost } end
   if t.event == 'startup_trial' then
-    e.round, e.ok, e.ready_ms = t.round, t.ok == 1, t.ready_ms
+    -- the index decodes a startup trial's line with cjson, whose numbers are floats ("round 3.0")
+    e.round, e.ok, e.ready_ms = t.round and t.round + 0.0, t.ok == 1, t.ready_ms
   else
     e.task_id, e.outcome, e.elapsed_seconds = t.task, t.outcome, t.elapsed
     e.phases = {}
