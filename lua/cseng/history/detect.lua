@@ -20,6 +20,9 @@ local stats = require 'cseng.lib.stats'
 
 local detect = {}
 
+--- The method's version: a store judged with another version judges every run again.
+detect.VERSION = '1'
+
 detect.DEFAULTS = { window = 10, min_window = 5, hold = 3, min_change = 0.10, min_rate_change = 0.02, reps = 1000 }
 
 --- The options with their defaults filled, checked (one line naming the bad one).

@@ -36,6 +36,9 @@ extract.PRIMITIVE = { build = 'build', start = 'create', upload = 'put', prepare
   solve = 'solve', verify = 'verify', stop = 'destroy' }
 --- The arena's measured primitives (a startup run's phase is `measured`; warmups are left out).
 extract.ARENA = { 'create', 'first_exec', 'ready', 'destroy' }
+--- Primitives made of others (ready = create + first_exec): stored and shown, not judged apart
+--- (a change in create would be called twice).
+extract.DERIVED = { ready = true }
 --- Error codes that mean the sandbox vanished under the workload.
 extract.LOST_CODES = { ENOSANDBOX = true, ESANDBOX = true, EGONE = true }
 

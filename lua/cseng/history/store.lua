@@ -405,7 +405,8 @@ function Store:detect(lineage, o)
   self:tx(function()
     -- the runs already judged must be the first ones now, unchanged; else judge them all again
     local processed = lin and lin.processed or 0
-    local h = crypto.sha256_hex('')
+    -- the digest starts from the method and its options: either changed, every run is judged again
+    local h = crypto.sha256_hex(detect.VERSION .. jsonl.encode(opts))
     local digests = {}
     for i, r in ipairs(runs) do
       h = crypto.sha256_hex(h .. '\n' .. r.file .. '\0' .. tostring(r.size) .. '\0' .. tostring(r.mtime_ns))
@@ -465,7 +466,7 @@ function Store:detect(lineage, o)
           'FROM series WHERE file = ? ORDER BY provider, phase, primitive', r.file)) do
         local lo, hi = s.p50_lo, s.p50_hi
         if (s.n_blocks or 0) >= 2 and s.block_lo then lo, hi = s.block_lo, s.block_hi end
-        if s.p50 and lo then
+        if s.p50 and lo and not extract.DERIVED[s.primitive] then
           judge(index, r, s.provider, s.phase, s.primitive, 'p50', 'latency', { value = s.p50, lo = lo, hi = hi })
         end
       end
@@ -573,18 +574,30 @@ function Store:lineages()
     'FROM runs r WHERE lineage IS NOT NULL GROUP BY lineage ORDER BY MAX(started_s) DESC, lineage')
 end
 
---- The judged series of a lineage: {provider, phase, primitive, metric, points}.
+--- The series of a lineage's judged runs: {provider, phase, primitive, metric, points}: the
+--- median of every primitive (judged, but for derived ones), and the rates.
 function Store:series_list(lineage)
-  return self:all('SELECT provider, phase, primitive, metric, COUNT(*) AS points FROM points WHERE lineage = ? ' ..
-    'GROUP BY provider, phase, primitive, metric ORDER BY provider, phase, primitive, metric', lineage)
+  return self:all("SELECT s.provider, s.phase, s.primitive, 'p50' AS metric, COUNT(*) AS points FROM series s " ..
+    'JOIN runs r ON r.file = s.file WHERE r.lineage = ? AND r.lineage_index IS NOT NULL ' ..
+    'GROUP BY s.provider, s.phase, s.primitive ' ..
+    "UNION ALL SELECT provider, phase, primitive, metric, COUNT(*) AS points FROM points WHERE lineage = ? AND metric <> 'p50' " ..
+    'GROUP BY provider, phase, primitive, metric ORDER BY 1, 2, 3, 4', lineage, lineage)
 end
 
---- One series of a lineage, run by run: the judged point and the run's statistics.
+--- One series of a lineage, run by run: the run's statistics and, where it was judged, its point
+--- (its interval, verdict and window). metric: 'p50' (a primitive's median) or a rate.
 function Store:series(lineage, provider, phase, primitive, metric)
+  if metric == 'p50' then
+    return self:all('SELECT r.lineage_index AS i, r.file, r.run_id, r.started_at, r.slot, ' ..
+      'COALESCE(p.value, s.p50) AS value, COALESCE(p.lo, s.p50_lo) AS lo, COALESCE(p.hi, s.p50_hi) AS hi, p.verdict, ' ..
+      'p.w_value, p.w_lo, p.w_hi, s.n, s.p50, s.p50_lo, s.p50_hi, s.p95, s.p95_lo, s.p95_hi ' ..
+      'FROM runs r JOIN series s ON s.file = r.file AND s.provider = ? AND s.phase = ? AND s.primitive = ? ' ..
+      "LEFT JOIN points p ON p.file = r.file AND p.provider = s.provider AND p.phase = s.phase AND p.primitive = s.primitive " ..
+      "AND p.metric = 'p50' WHERE r.lineage = ? AND r.lineage_index IS NOT NULL ORDER BY r.lineage_index",
+      provider, phase, primitive, lineage)
+  end
   return self:all('SELECT p.lineage_index AS i, p.file, r.run_id, r.started_at, r.slot, p.value, p.lo, p.hi, p.verdict, ' ..
-    'p.w_value, p.w_lo, p.w_hi, s.n, s.p50, s.p50_lo, s.p50_hi, s.p95, s.p95_lo, s.p95_hi ' ..
-    'FROM points p JOIN runs r ON r.file = p.file ' ..
-    'LEFT JOIN series s ON s.file = p.file AND s.provider = p.provider AND s.phase = p.phase AND s.primitive = p.primitive ' ..
+    'p.w_value, p.w_lo, p.w_hi FROM points p JOIN runs r ON r.file = p.file ' ..
     'WHERE p.lineage = ? AND p.provider = ? AND p.phase = ? AND p.primitive = ? AND p.metric = ? ORDER BY p.lineage_index',
     lineage, provider, phase, primitive, metric)
 end

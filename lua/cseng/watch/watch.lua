@@ -226,6 +226,7 @@ local function settle(W, s, resume_first)
         local c = proc.run { argv = { W.exe, 'cleanup', path }, timeout = 3600 }
         W.journal:event('slot', { slot = s.slot, attempt = s.attempt, status = 'abandoned', file = s.file,
           reason = 'cut short; cleaned up (exit ' .. tostring(c and c.code) .. ')' }, true)
+        ingest(W, s.file) -- the cleanup appended its destroy records
         s = { slot = s.slot, attempt = s.attempt + 1, due = s.due }
         s.file = watch.file_of(W.name, s.slot, s.attempt)
         status, run, r, interrupted = run_attempt(W, s, false)
@@ -329,7 +330,8 @@ local function notify(W, st)
   end
 end
 
-local function refresh_store(W)
+local function refresh_store(W, all)
+  if all then W.store:sync() end -- every log of the folder as it is now
   local events = results.read(W.journal_path)
   W.store:apply_journal(W.name, store_mod.fold_journal(events))
   W.store:detect(W.lineage)
@@ -416,6 +418,7 @@ function watch.run(o)
   end
   W.journal = journal
   local st = watch.fold(prior)
+  local fresh = not st.started_before -- slots before a watch's first start are not missed
   W.journal:event('watch_started', { name = W.name, plan = W.plan_file, kind = W.kind, every_s = W.schedule.every,
     jitter_s = W.schedule.jitter, max_late_s = W.schedule.max_late, detect = W.detect, run_args = W.run_args,
     on_change = W.on_change and true or nil, pid = sys.pid(), host = sys.hostname(), resumed = st.started_before or nil }, true)
@@ -465,7 +468,7 @@ function watch.run(o)
     local first = true
     while not (o.runs and W.runs_done >= o.runs) do
       local n = W.schedule:next(st.last, now())
-      if n.missed and (st.started_before or not first) then
+      if n.missed and not (first and fresh) then
         local reason = first and 'down' or 'busy'
         W.journal:event('slots_missed', { first = n.missed.first, last = n.missed.last, reason = reason }, true)
         W.m.missed:inc({ watch = W.name, reason = reason }, n.missed.last - n.missed.first + 1)
@@ -498,7 +501,7 @@ function watch.run(o)
     if errors.is_cancel(lerr) then status = 128 + (task.signal and task.signal() or 2)
     else
       pcall(W.journal.event, W.journal, 'watch_stopped', { reason = 'error', error = errors.line(lerr) }, true)
-      pcall(refresh_store, W)
+      pcall(refresh_store, W, true)
       W.store:close()
       if srv then srv:close() end
       W.journal:close()
@@ -507,7 +510,7 @@ function watch.run(o)
   end
   W.journal:event('watch_stopped', { reason = status == 0 and 'runs' or (status >= 128 and 'signal' or 'error'),
     runs = W.runs_done }, true)
-  pcall(refresh_store, W)
+  pcall(refresh_store, W, true)
   W.emit('stopped', { status = status, runs = W.runs_done })
   W.store:close()
   if srv then srv:close() end

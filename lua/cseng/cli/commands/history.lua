@@ -89,7 +89,7 @@ function cmd.run(args)
       out[#out + 1] = string.format('  %-12s %-18s %-11s %-10s run %-5s %s [%s, %s]%s  %s', r.provider, r.phase, r.primitive,
         r.metric, tostring(r.index), f(r.value, unit), f(r.lo, unit), f(r.hi, unit),
         r.window and string.format('  window %s [%s, %s]', f(r.window.value, unit), f(r.window.lo, unit), f(r.window.hi, unit)) or '',
-        r.verdict)
+        r.verdict or 'not judged (derived)')
     end
     for _, c in ipairs(l.changes) do
       local unit = c.metric == 'p50' and 'ms' or 'rate'
