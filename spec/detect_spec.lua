@@ -11,7 +11,7 @@ local function judge(kind, points, o)
   local st, verdicts, changes = detect.state(), {}, {}
   for i, p in ipairs(points) do
     p.index, p.run_id = i, 'run-' .. i
-    local v, change
+    local v, change, _
     st, v, _, change = detect.step('spec/series', kind, st, p, o)
     verdicts[i] = v
     if change then changes[#changes + 1] = change end

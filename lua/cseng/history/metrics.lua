@@ -38,6 +38,10 @@ local function number(v)
   if v ~= v then return 'NaN' end
   if math.type(v) == 'integer' then return tostring(v) end
   if v == math.floor(v) and math.abs(v) < 1e15 then return string.format('%.1f', v) end
+  for _, f in ipairs({ '%.15g', '%.16g' }) do -- the shortest that reads back the same
+    local t = string.format(f, v)
+    if tonumber(t) == v then return t end
+  end
   return string.format('%.17g', v)
 end
 
