@@ -100,8 +100,9 @@ function chart(doc, opts) {
   const ticks = Math.min(n, 6);
   for (let t = 0; t < ticks; t++) {
     const k = ticks <= 1 ? 0 : Math.round((t * (n - 1)) / (ticks - 1));
-    root.append(svg('text', { x: xs[k], y: H - 14, 'text-anchor': 'middle' }, 'run ' + c.i[k]));
-    root.append(svg('text', { x: xs[k], y: H - 2, 'text-anchor': 'middle', class: 'muted-svg' }, time(c.started_at[k]).slice(0, 10)));
+    const anchor = ticks > 1 && t === ticks - 1 ? 'end' : (ticks > 1 && t === 0 ? 'start' : 'middle');
+    root.append(svg('text', { x: xs[k], y: H - 14, 'text-anchor': anchor }, 'run ' + c.i[k]));
+    root.append(svg('text', { x: xs[k], y: H - 2, 'text-anchor': anchor, class: 'muted-svg' }, time(c.started_at[k]).slice(0, 10)));
   }
   // the window detection judged against, then the run's CI, then the lines
   root.append(svg('path', { d: bandPath(xs, m(c.w_lo), m(c.w_hi)), fill: '#e5e7eb', 'fill-opacity': 0.7, class: 'window-band' }));
