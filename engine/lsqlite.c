@@ -11,6 +11,7 @@
  *   stmt:one(...)               -> the first row as a table, or nil | nil, msg, code
  *   stmt:all(...)               -> an array of rows | nil, msg, code
  *   stmt:each(fn, ...)          -> rows seen | nil, msg, code   fn(row) per row (it must not yield)
+ *   stmt:arrays(null, ...)      -> {column = {values...}}, rows | nil, msg, code   a NULL is `null`
  *   stmt:columns(), stmt:close()
  *
  * Values only ever reach SQL as bound parameters: every statement method takes the values of
@@ -334,6 +335,47 @@ static int st_each(lua_State *L) {
   return 1;
 }
 
+/* Every row as one array per column, {name = {v1, v2, ...}} (a NULL is the value `null`): a chart's
+ * thousands of rows without a table per row. */
+static int st_arrays(lua_State *L) {
+  lstmt *s = check_stmt(L, 1);
+  luaL_checkany(L, 2);
+  bind_all(L, s, 3);
+  int n = sqlite3_column_count(s->st);
+  int base = lua_gettop(L);
+  for (int c = 0; c < n; c++) lua_newtable(L); /* the columns at base+1 .. base+n */
+  lua_Integer i = 0;
+  int rc;
+  while ((rc = sqlite3_step(s->st)) == SQLITE_ROW) {
+    i++;
+    for (int c = 0; c < n; c++) {
+      switch (sqlite3_column_type(s->st, c)) {
+      case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)sqlite3_column_int64(s->st, c)); break;
+      case SQLITE_FLOAT: lua_pushnumber(L, sqlite3_column_double(s->st, c)); break;
+      case SQLITE_TEXT:
+      case SQLITE_BLOB: {
+        const void *b = sqlite3_column_blob(s->st, c);
+        lua_pushlstring(L, b ? b : "", (size_t)sqlite3_column_bytes(s->st, c));
+        break;
+      }
+      default: lua_pushvalue(L, 2); break;
+      }
+      lua_rawseti(L, base + 1 + c, i);
+    }
+  }
+  if (rc != SQLITE_DONE) return step_fail(L, s, rc);
+  sqlite3_reset(s->st);
+  lua_createtable(L, 0, n);
+  for (int c = 0; c < n; c++) {
+    const char *name = sqlite3_column_name(s->st, c);
+    if (!name) return luaL_error(L, "sqlite: out of memory");
+    lua_pushvalue(L, base + 1 + c);
+    lua_setfield(L, -2, name);
+  }
+  lua_pushinteger(L, i);
+  return 2;
+}
+
 static int st_columns(lua_State *L) {
   lstmt *s = check_stmt(L, 1);
   int n = sqlite3_column_count(s->st);
@@ -375,8 +417,9 @@ int luaopen_cseng_sqlite(lua_State *L) {
                                         {"close", db_close},
                                         {NULL, NULL}};
   static const luaL_Reg db_meta[] = {{"__gc", db_close}, {"__close", db_close}, {"__tostring", db_tostring}, {NULL, NULL}};
-  static const luaL_Reg st_methods[] = {{"run", st_run},         {"one", st_one},     {"all", st_all}, {"each", st_each},
-                                        {"columns", st_columns}, {"close", st_close}, {NULL, NULL}};
+  static const luaL_Reg st_methods[] = {{"run", st_run},       {"one", st_one},         {"all", st_all},
+                                        {"each", st_each},     {"arrays", st_arrays},   {"columns", st_columns},
+                                        {"close", st_close},   {NULL, NULL}};
   static const luaL_Reg st_meta[] = {{"__gc", st_close}, {"__close", st_close}, {"__tostring", st_tostring}, {NULL, NULL}};
   static const luaL_Reg funcs[] = {{"open", l_open}, {"version", l_version}, {NULL, NULL}};
   cs_new_class(L, DB_MT, db_methods, db_meta);

@@ -49,7 +49,7 @@ function M.against_window(S, ref)
     out[#out + 1] = string.format('| %s | %s | %s | %s | %s | [%s, %s] | %s (%s-%s) | [%s, %s] | %s |', esc(p.provider),
       esc(p.phase), esc(p.primitive), p.metric, num(p.value, p.metric), num(p.lo, p.metric), num(p.hi, p.metric),
       num(p.w_value, p.metric), tostring(p.w_first or '–'), tostring(p.w_last or '–'), num(p.w_lo, p.metric),
-      num(p.w_hi, p.metric), up and ('**' .. p.verdict .. ' (slower)**') or p.verdict)
+      num(p.w_hi, p.metric), up and ('**' .. p.verdict .. ' (slower)**') or (p.verdict or 'not judged (derived)'))
   end
   local changes = S:all('SELECT * FROM changes WHERE lineage = ? AND confirmed_index <= ? ORDER BY first_index, key',
     run.lineage, run.lineage_index)

@@ -29,7 +29,7 @@ local detect = require 'cseng.history.detect'
 local store = {}
 
 store.FILE = 'history.sqlite'
-store.SCHEMA = 1
+store.SCHEMA = 3
 store.JOURNALS = 'watches' -- <dir>/watches/<name>.jsonl: the watches' journals
 store.ENDED = { finished = true, stopped = true, cleanup_failed = true }
 
@@ -42,9 +42,12 @@ CREATE TABLE IF NOT EXISTS runs(
   providers TEXT, started_at TEXT, started_s REAL, finished_at TEXT, finished_s REAL, duration_s REAL, status TEXT,
   trials INTEGER, passed INTEGER, failed INTEGER, errors INTEGER, lost INTEGER, leaked INTEGER, cost_usd REAL,
   solver_cost_usd REAL, rejected INTEGER, rejected_first TEXT, lines INTEGER, torn INTEGER, last_time TEXT,
-  started_json TEXT, finished_json TEXT, live_json TEXT,
   lineage TEXT, slot INTEGER, attempt INTEGER, superseded INTEGER NOT NULL DEFAULT 0, lineage_index INTEGER);
 CREATE INDEX IF NOT EXISTS runs_lineage ON runs(lineage, lineage_index);
+-- a run's first and last records and its live sandboxes, apart: the runs table stays narrow for
+-- the queries that walk a year of runs
+CREATE TABLE IF NOT EXISTS run_events(file TEXT PRIMARY KEY REFERENCES runs(file) ON DELETE CASCADE,
+  started_json TEXT, finished_json TEXT, live_json TEXT);
 CREATE INDEX IF NOT EXISTS runs_id ON runs(run_id);
 CREATE TABLE IF NOT EXISTS series(
   file TEXT REFERENCES runs(file) ON DELETE CASCADE, provider TEXT, phase TEXT, primitive TEXT,
@@ -67,18 +70,24 @@ CREATE TABLE IF NOT EXISTS trials(
   PRIMARY KEY(file, seq));
 CREATE INDEX IF NOT EXISTS trials_task ON trials(task, provider);
 CREATE INDEX IF NOT EXISTS trials_outcome ON trials(provider, outcome);
+-- every run's point in each series of its lineage, judged or not (a derived primitive's is not),
+-- with what a chart draws, keyed so a series is one range of the key: a year of hourly runs is
+-- read in one scan
 CREATE TABLE IF NOT EXISTS points(
-  file TEXT REFERENCES runs(file) ON DELETE CASCADE, lineage TEXT, lineage_index INTEGER, provider TEXT,
-  phase TEXT, primitive TEXT, metric TEXT, value REAL, lo REAL, hi REAL, verdict TEXT,
-  w_first INTEGER, w_last INTEGER, w_runs INTEGER, w_value REAL, w_lo REAL, w_hi REAL,
-  PRIMARY KEY(file, provider, phase, primitive, metric));
-CREATE INDEX IF NOT EXISTS points_series ON points(lineage, provider, phase, primitive, metric, lineage_index);
+  lineage TEXT, provider TEXT, phase TEXT, primitive TEXT, metric TEXT, lineage_index INTEGER,
+  file TEXT REFERENCES runs(file) ON DELETE CASCADE, run_id TEXT, started_s REAL,
+  value REAL, lo REAL, hi REAL, verdict TEXT, w_first INTEGER, w_last INTEGER, w_runs INTEGER, w_value REAL,
+  w_lo REAL, w_hi REAL, n INTEGER, p95 REAL, p95_lo REAL, p95_hi REAL,
+  PRIMARY KEY(lineage, provider, phase, primitive, metric, lineage_index)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS points_file ON points(file);
 CREATE TABLE IF NOT EXISTS changes(
   key TEXT PRIMARY KEY, lineage TEXT, provider TEXT, phase TEXT, primitive TEXT, metric TEXT, direction TEXT,
   regression INTEGER, first_index INTEGER, confirmed_index INTEGER, first_file TEXT, first_run_id TEXT,
   confirmed_file TEXT, confirmed_run_id TEXT, value REAL, baseline_value REAL, baseline_lo REAL, baseline_hi REAL,
   ratio REAL, evidence TEXT);
 CREATE INDEX IF NOT EXISTS changes_lineage ON changes(lineage, first_index);
+CREATE TABLE IF NOT EXISTS lineage_series(lineage TEXT, provider TEXT, phase TEXT, primitive TEXT, metric TEXT,
+  points INTEGER, PRIMARY KEY(lineage, provider, phase, primitive, metric));
 CREATE TABLE IF NOT EXISTS detect_state(lineage TEXT, key TEXT, state TEXT, PRIMARY KEY(lineage, key));
 CREATE TABLE IF NOT EXISTS lineages(lineage TEXT PRIMARY KEY, options TEXT, processed INTEGER, digest TEXT);
 CREATE TABLE IF NOT EXISTS slots(
@@ -206,7 +215,7 @@ end
 local RUN_COLS = { 'file', 'run_id', 'kind', 'plan', 'label', 'mode', 'solver', 'model', 'dataset', 'dataset_digest',
   'providers', 'started_at', 'started_s', 'finished_at', 'finished_s', 'duration_s', 'status', 'trials', 'passed',
   'failed', 'errors', 'lost', 'leaked', 'cost_usd', 'solver_cost_usd', 'rejected', 'rejected_first', 'lines', 'torn',
-  'last_time', 'started_json', 'finished_json', 'live_json', 'lineage', 'slot', 'attempt', 'superseded' }
+  'last_time', 'lineage', 'slot', 'attempt', 'superseded' }
 local TRIAL_COLS = { 'file', 'seq', 'event', 'task', 'round', 'provider', 'mode', 'solver', 'model', 'attempt', 'outcome',
   'ok', 'rerun', 'reward', 'code', 'stage', 'error', 'sandbox_s', 'cost', 'solver_cost', 'elapsed', 'block', 'warmup',
   'interrupted', 'create_ms', 'first_exec_ms', 'ready_ms', 'cleanup_ms', 'cleanup_ok', 'ph_build', 'ph_start',
@@ -264,13 +273,14 @@ function Store:ingest(file)
       finished_at = run.finished_at, finished_s = run.finished_s, duration_s = run.duration_s, status = run.status,
       trials = c.trials, passed = c.passed, failed = c.failed, errors = c.errors, lost = c.lost, leaked = leaked,
       cost_usd = c.cost, solver_cost_usd = c.solver_cost, rejected = run.rejected, rejected_first = run.rejected_first,
-      lines = run.lines, torn = run.torn and 1 or 0, last_time = run.last_time, started_json = run.started_line,
-      finished_json = run.finished_line, live_json = jsonl.encode(jsonl.array(run.live)),
+      lines = run.lines, torn = run.torn and 1 or 0, last_time = run.last_time,
       lineage = slot and ('watch:' .. slot.watch) or default_lineage(run), slot = slot and slot.slot,
       attempt = slot and slot.attempt, superseded = slot and slot.status == 'abandoned' and 1 or 0,
     }
     local buf = {}
     self:run(RUN_INSERT, values(row, RUN_COLS, buf))
+    self:run('INSERT INTO run_events(file, started_json, finished_json, live_json) VALUES (?, ?, ?, ?)', file,
+      run.started_line, run.finished_line, jsonl.encode(jsonl.array(run.live)))
     local ins = self:stmt(TRIAL_INSERT)
     for _, t in ipairs(run.trials) do
       t.file = file
@@ -377,7 +387,7 @@ end
 
 --- The runs detection judges in a lineage, in order: file, run_id, size.
 function Store:judged_runs(lineage)
-  return self:all('SELECT r.file, r.run_id, l.size, l.mtime_ns FROM runs r JOIN logs l ON l.file = r.file ' ..
+  return self:all('SELECT r.file, r.run_id, r.started_s, l.size, l.mtime_ns FROM runs r JOIN logs l ON l.file = r.file ' ..
     "WHERE r.lineage = ? AND r.superseded = 0 AND r.trials > 0 AND r.status IN ('finished', 'stopped', 'cleanup_failed') " ..
     'ORDER BY ' .. lineage_order(lineage), lineage)
 end
@@ -419,6 +429,7 @@ function Store:detect(lineage, o)
       self:run('DELETE FROM points WHERE lineage = ?', lineage)
       self:run('DELETE FROM changes WHERE lineage = ?', lineage)
       self:run('DELETE FROM detect_state WHERE lineage = ?', lineage)
+      self:run('DELETE FROM lineage_series WHERE lineage = ?', lineage)
       self:run('UPDATE runs SET lineage_index = NULL WHERE lineage = ?', lineage)
       from = 1
     end
@@ -427,7 +438,15 @@ function Store:detect(lineage, o)
       states[row.key] = jsonl.decode(row.state)
     end
     local touched = {}
-    local function judge(index, r, provider, phase, primitive, metric, kind, p)
+    local POINT = 'INSERT OR REPLACE INTO points(lineage, provider, phase, primitive, metric, lineage_index, file, run_id, ' ..
+      'started_s, value, lo, hi, verdict, w_first, w_last, w_runs, w_value, w_lo, w_hi, n, p95, p95_lo, p95_hi) ' ..
+      'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'
+    local function point(index, r, provider, phase, primitive, metric, pt, verdict, b, s)
+      self:run(POINT, lineage, provider, phase, primitive, metric, index, r.file, r.run_id, r.started_s, pt.value, pt.lo,
+        pt.hi, verdict, b and b.first, b and b.last, b and b.runs, b and b.value, b and b.lo, b and b.hi, s and s.n,
+        s and s.p95, s and s.p95_lo, s and s.p95_hi)
+    end
+    local function judge(index, r, provider, phase, primitive, metric, kind, p, s)
       local key = series_key(provider, phase, primitive, metric)
       p.index, p.run_id, p.file = index, r.run_id, r.file
       local state, verdict, b, change = detect.step(key, kind, states[key] or detect.state(), p, opts)
@@ -435,10 +454,7 @@ function Store:detect(lineage, o)
       local pt = state.hist[#state.hist]
       if state.cand then pt = state.cand.points[#state.cand.points] end
       if verdict == 'change' then pt = change.points[#change.points] end
-      self:run('INSERT OR REPLACE INTO points(file, lineage, lineage_index, provider, phase, primitive, metric, value, lo, ' ..
-        'hi, verdict, w_first, w_last, w_runs, w_value, w_lo, w_hi) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-        r.file, lineage, index, provider, phase, primitive, metric, pt.value, pt.lo, pt.hi, verdict, b and b.first,
-        b and b.last, b and b.runs, b and b.value, b and b.lo, b and b.hi)
+      point(index, r, provider, phase, primitive, metric, pt, verdict, b, s)
       if change then
         local first = change.points[1]
         local c = { lineage = lineage, provider = provider, phase = phase, primitive = primitive, metric = metric,
@@ -459,15 +475,20 @@ function Store:detect(lineage, o)
         new[#new + 1] = c
       end
     end
+    local count = 'INSERT INTO lineage_series(lineage, provider, phase, primitive, metric, points) VALUES (?, ?, ?, ?, ?, 1) ' ..
+      'ON CONFLICT(lineage, provider, phase, primitive, metric) DO UPDATE SET points = points + 1'
     for index = from, #runs do
       local r = runs[index]
       self:run('UPDATE runs SET lineage_index = ? WHERE file = ?', index, r.file)
-      for _, s in ipairs(self:all('SELECT provider, phase, primitive, p50, p50_lo, p50_hi, n_blocks, block_lo, block_hi ' ..
-          'FROM series WHERE file = ? ORDER BY provider, phase, primitive', r.file)) do
+      for _, s in ipairs(self:all('SELECT provider, phase, primitive, n, p50, p50_lo, p50_hi, p95, p95_lo, p95_hi, n_blocks, ' ..
+          'block_lo, block_hi FROM series WHERE file = ? ORDER BY provider, phase, primitive', r.file)) do
+        self:run(count, lineage, s.provider, s.phase, s.primitive, 'p50')
         local lo, hi = s.p50_lo, s.p50_hi
         if (s.n_blocks or 0) >= 2 and s.block_lo then lo, hi = s.block_lo, s.block_hi end
         if s.p50 and lo and not extract.DERIVED[s.primitive] then
-          judge(index, r, s.provider, s.phase, s.primitive, 'p50', 'latency', { value = s.p50, lo = lo, hi = hi })
+          judge(index, r, s.provider, s.phase, s.primitive, 'p50', 'latency', { value = s.p50, lo = lo, hi = hi }, s)
+        else -- shown, not judged
+          point(index, r, s.provider, s.phase, s.primitive, 'p50', { value = s.p50, lo = lo, hi = hi }, nil, nil, s)
         end
       end
       for _, rel in ipairs(self:all('SELECT provider, trials, errors, lost FROM reliability WHERE file = ? ORDER BY provider',
@@ -475,6 +496,8 @@ function Store:detect(lineage, o)
         if rel.trials > 0 then
           judge(index, r, rel.provider, '-', '-', 'error_rate', 'rate', { k = rel.errors, n = rel.trials })
           judge(index, r, rel.provider, '-', '-', 'lost_rate', 'rate', { k = rel.lost, n = rel.trials })
+          self:run(count, lineage, rel.provider, '-', '-', 'error_rate')
+          self:run(count, lineage, rel.provider, '-', '-', 'lost_rate')
         end
       end
     end
@@ -548,7 +571,9 @@ function Store:sync(o)
   self:tx(function()
     local gone = "lineage NOT IN (SELECT lineage FROM runs WHERE lineage IS NOT NULL)"
     self:run('DELETE FROM changes WHERE ' .. gone)
+    self:run('DELETE FROM points WHERE ' .. gone)
     self:run('DELETE FROM detect_state WHERE ' .. gone)
+    self:run('DELETE FROM lineage_series WHERE ' .. gone)
     self:run('DELETE FROM lineages WHERE ' .. gone .. " AND lineage NOT IN (SELECT 'watch:' || watch FROM slots)")
     self:run("UPDATE lineages SET processed = 0, digest = '' WHERE " .. gone)
   end)
@@ -558,7 +583,7 @@ end
 --- Empty the store and read every log again (the logs are the source of truth).
 function Store:rebuild(o)
   self:tx(function()
-    for _, t in ipairs({ 'logs', 'lineages', 'detect_state', 'changes', 'slots', 'missed' }) do
+    for _, t in ipairs({ 'logs', 'lineages', 'lineage_series', 'detect_state', 'changes', 'slots', 'missed' }) do
       self:run('DELETE FROM ' .. t)
     end
   end)
@@ -577,29 +602,26 @@ end
 --- The series of a lineage's judged runs: {provider, phase, primitive, metric, points}: the
 --- median of every primitive (judged, but for derived ones), and the rates.
 function Store:series_list(lineage)
-  return self:all("SELECT s.provider, s.phase, s.primitive, 'p50' AS metric, COUNT(*) AS points FROM series s " ..
-    'JOIN runs r ON r.file = s.file WHERE r.lineage = ? AND r.lineage_index IS NOT NULL ' ..
-    'GROUP BY s.provider, s.phase, s.primitive ' ..
-    "UNION ALL SELECT provider, phase, primitive, metric, COUNT(*) AS points FROM points WHERE lineage = ? AND metric <> 'p50' " ..
-    'GROUP BY provider, phase, primitive, metric ORDER BY 1, 2, 3, 4', lineage, lineage)
+  return self:all('SELECT provider, phase, primitive, metric, points FROM lineage_series WHERE lineage = ? ' ..
+    'ORDER BY provider, phase, primitive, metric', lineage)
 end
 
---- One series of a lineage, run by run: the run's statistics and, where it was judged, its point
---- (its interval, verdict and window). metric: 'p50' (a primitive's median) or a rate.
+local SERIES = 'SELECT lineage_index AS i, run_id, started_s, value, lo, hi, verdict, w_value, w_lo, w_hi, n, ' ..
+  'p95, p95_lo, p95_hi FROM points WHERE lineage = ? AND provider = ? AND phase = ? AND primitive = ? AND metric = ? ' ..
+  'ORDER BY lineage_index'
+
+--- One series of a lineage, run by run: each run's point (its median or rate and interval, its
+--- verdict and window where it was judged, its p95 and CI). metric: 'p50' or a rate.
 function Store:series(lineage, provider, phase, primitive, metric)
-  if metric == 'p50' then
-    return self:all('SELECT r.lineage_index AS i, r.file, r.run_id, r.started_at, r.slot, ' ..
-      'COALESCE(p.value, s.p50) AS value, COALESCE(p.lo, s.p50_lo) AS lo, COALESCE(p.hi, s.p50_hi) AS hi, p.verdict, ' ..
-      'p.w_value, p.w_lo, p.w_hi, s.n, s.p50, s.p50_lo, s.p50_hi, s.p95, s.p95_lo, s.p95_hi ' ..
-      'FROM runs r JOIN series s ON s.file = r.file AND s.provider = ? AND s.phase = ? AND s.primitive = ? ' ..
-      "LEFT JOIN points p ON p.file = r.file AND p.provider = s.provider AND p.phase = s.phase AND p.primitive = s.primitive " ..
-      "AND p.metric = 'p50' WHERE r.lineage = ? AND r.lineage_index IS NOT NULL ORDER BY r.lineage_index",
-      provider, phase, primitive, lineage)
-  end
-  return self:all('SELECT p.lineage_index AS i, p.file, r.run_id, r.started_at, r.slot, p.value, p.lo, p.hi, p.verdict, ' ..
-    'p.w_value, p.w_lo, p.w_hi FROM points p JOIN runs r ON r.file = p.file ' ..
-    'WHERE p.lineage = ? AND p.provider = ? AND p.phase = ? AND p.primitive = ? AND p.metric = ? ORDER BY p.lineage_index',
-    lineage, provider, phase, primitive, metric)
+  return self:all(SERIES, lineage, provider, phase, primitive, metric)
+end
+
+--- The same series as one array per column ({i = {...}, value = {...}, ...}; a NULL is `null`)
+--- and its length: a year of hourly runs without a table per run.
+function Store:series_arrays(null, lineage, provider, phase, primitive, metric)
+  local cols, n, code = self:stmt(SERIES):arrays(null, lineage, provider, phase, primitive, metric)
+  if not cols then check(nil, n, code) end
+  return cols, n
 end
 
 --- The changes of a lineage (every lineage when nil), in order.
@@ -616,9 +638,10 @@ end
 --- Every row of every table, in key order (the rebuilt store equals the one kept current).
 function Store:dump()
   local out = {}
-  local keys = { logs = 'file', runs = 'file', series = 'file, provider, phase, primitive', reliability = 'file, provider',
-    codes = 'file, provider, code', trials = 'file, seq', points = 'file, provider, phase, primitive, metric',
-    changes = 'key', detect_state = 'lineage, key', lineages = 'lineage', slots = 'watch, slot, attempt',
+  local keys = { logs = 'file', runs = 'file', run_events = 'file', series = 'file, provider, phase, primitive',
+    reliability = 'file, provider', codes = 'file, provider, code', trials = 'file, seq',
+    points = 'lineage, provider, phase, primitive, metric, lineage_index', changes = 'key', detect_state = 'lineage, key',
+    lineage_series = 'lineage, provider, phase, primitive, metric', lineages = 'lineage', slots = 'watch, slot, attempt',
     missed = 'watch, first' }
   for t, k in pairs(keys) do out[t] = self:all('SELECT * FROM ' .. t .. ' ORDER BY ' .. k) end
   return out

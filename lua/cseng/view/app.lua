@@ -445,6 +445,7 @@ function app.handler(opts)
     if opts.history and (path == '/history' or path:match('^/api/history')) then -- the history page (view/history.lua)
       local st, h, b = require('cseng.view.history').handle(opts.history, path, q, { csp = app.CSP,
         json = function(status, doc) return json(status, doc, extra) end,
+        body = function(status, text) return status, with(JSON, extra), text end,
         html = function(body) return 200, with({ ['Content-Type'] = 'text/html; charset=utf-8', ['Cache-Control'] = 'no-store' }, extra), body end })
       if st then return st, h, b end
     end

@@ -268,9 +268,11 @@ local function verdict_of(W, file, failed)
   if #changes > 0 then return 'improvement' end
   local any, learning = false, true
   for _, r in ipairs(rows) do
+    if r.verdict == nil then goto next end -- a derived primitive: shown, not judged
     any = true
     if r.verdict == 'candidate' then return 'candidate' end
     if r.verdict ~= 'learning' then learning = false end
+    ::next::
   end
   if any and learning then return 'learning' end
   return 'ok'

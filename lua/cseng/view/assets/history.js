@@ -32,6 +32,9 @@ async function api(path) {
   const r = await fetch(path, { credentials: 'same-origin', cache: 'no-store' });
   const doc = await r.json();
   if (!r.ok) throw new Error(doc.error || 'HTTP ' + r.status);
+  // an empty list may come as {} (the server's JSON encoder cannot tell an empty array)
+  if (doc.columns) for (const k of Object.keys(doc.columns)) if (!Array.isArray(doc.columns[k])) doc.columns[k] = [];
+  if (doc.changes && !Array.isArray(doc.changes)) doc.changes = [];
   return doc;
 }
 
@@ -39,6 +42,7 @@ const runLink = (id) => '/runs/' + encodeURIComponent(id);
 const fmtMs = (v) => (v === null || v === undefined ? '–' : v >= 1000 ? (v / 1000).toFixed(2) + ' s' : v.toFixed(1) + ' ms');
 const fmtRate = (v) => (v === null || v === undefined ? '–' : (100 * v).toFixed(1) + '%');
 const time = (t) => (t ? String(t).replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–');
+const epochTime = (s) => (s === null || s === undefined ? '–' : time(new Date(s * 1000).toISOString()));
 
 function niceMax(v) {
   if (!(v > 0)) return 1;
@@ -75,10 +79,10 @@ function bandPath(xs, lo, hi) {
   return d;
 }
 
-// One chart of a series: doc.columns are parallel arrays (i, run_id, started_at, value, lo, hi,
+// One chart of a series: doc.columns are parallel arrays (i, run_id, started_s, value, lo, hi,
 // verdict, w_value, w_lo, w_hi, p50.., p95..). rate: the error rate (no p95).
 function chart(doc, opts) {
-  const c = doc.columns, n = c.i.length;
+  const c = doc.columns, n = doc.n;
   const rate = opts.rate;
   const fmt = rate ? fmtRate : fmtMs;
   const tops = [];
@@ -102,7 +106,7 @@ function chart(doc, opts) {
     const k = ticks <= 1 ? 0 : Math.round((t * (n - 1)) / (ticks - 1));
     const anchor = ticks > 1 && t === ticks - 1 ? 'end' : (ticks > 1 && t === 0 ? 'start' : 'middle');
     root.append(svg('text', { x: xs[k], y: H - 14, 'text-anchor': anchor }, 'run ' + c.i[k]));
-    root.append(svg('text', { x: xs[k], y: H - 2, 'text-anchor': anchor, class: 'muted-svg' }, time(c.started_at[k]).slice(0, 10)));
+    root.append(svg('text', { x: xs[k], y: H - 2, 'text-anchor': anchor, class: 'muted-svg' }, epochTime(c.started_s[k]).slice(0, 10)));
   }
   // the window detection judged against, then the run's CI, then the lines
   root.append(svg('path', { d: bandPath(xs, m(c.w_lo), m(c.w_hi)), fill: '#e5e7eb', 'fill-opacity': 0.7, class: 'window-band' }));
@@ -142,7 +146,7 @@ function chart(doc, opts) {
   catcher.addEventListener('mousemove', (ev) => {
     const k = nearest(ev);
     hover.setAttribute('x1', xs[k]); hover.setAttribute('x2', xs[k]); hover.setAttribute('visibility', 'visible');
-    opts.tip(`run ${c.i[k]} · ${time(c.started_at[k])} · ${c.run_id[k]} · median ${fmt(c.value[k])} [${fmt(c.lo[k])}, ${fmt(c.hi[k])}]` +
+    opts.tip(`run ${c.i[k]} · ${epochTime(c.started_s[k])} · ${c.run_id[k]} · median ${fmt(c.value[k])} [${fmt(c.lo[k])}, ${fmt(c.hi[k])}]` +
       (rate ? '' : ` · p95 ${fmt(c.p95[k])}`) + ` · window ${fmt(c.w_value[k])} [${fmt(c.w_lo[k])}, ${fmt(c.w_hi[k])}] · ${c.verdict[k]}`);
   });
   catcher.addEventListener('mouseleave', () => { hover.setAttribute('visibility', 'hidden'); opts.tip(''); });
@@ -193,21 +197,29 @@ async function draw(root, index) {
       'was judged against; a red (green) line: a regression (improvement) from that run. Click a point for its run.'),
     tip, charts);
   const [phase, primitive] = (prim || '/').split('/');
+  // every series the page shows, asked for at once
+  const wanted = [];
   for (const p of providers) {
-    const lq = (metric, ph, pr) => new URLSearchParams({ store: String(cur.store), lineage: cur.lineage, provider: p, phase: ph,
-      primitive: pr, metric }).toString();
-    const sec = el('section', { class: 'provider', 'data-provider': p }, el('h2', {}, p));
+    const lq = (metric, ph, pr) => '/api/history/series?' + new URLSearchParams({ store: String(cur.store), lineage: cur.lineage,
+      provider: p, phase: ph, primitive: pr, metric }).toString();
+    const has = (metric) => cur.series.some((s) => s.provider === p && s.metric === metric &&
+      (metric !== 'p50' || (s.phase === phase && s.primitive === primitive)));
+    wanted.push({ p, latency: prim && has('p50') ? api(lq('p50', phase, primitive)) : null,
+      errors: has('error_rate') ? api(lq('error_rate', '-', '-')) : null });
+  }
+  const setTip = (t) => { tip.textContent = t; };
+  for (const w of wanted) {
+    const sec = el('section', { class: 'provider', 'data-provider': w.p }, el('h2', {}, w.p));
     charts.append(sec);
-    if (prim && p50s.some((s) => s.provider === p && s.phase === phase && s.primitive === primitive)) {
-      const doc = await api('/api/history/series?' + lq('p50', phase, primitive));
+    if (w.latency) {
+      const doc = await w.latency;
       sec.append(el('h3', {}, `${primitive} (${phase}): median and p95`),
-        chart(doc, { provider: p, p95: true, tip: (t) => { tip.textContent = t; }, title: `${p} ${primitive}` }),
-        changesTable(doc.changes, false));
+        chart(doc, { provider: w.p, p95: true, tip: setTip, title: `${w.p} ${primitive}` }), changesTable(doc.changes, false));
     }
-    if (cur.series.some((s) => s.provider === p && s.metric === 'error_rate')) {
-      const doc = await api('/api/history/series?' + lq('error_rate', '-', '-'));
-      sec.append(el('h3', {}, 'error rate'), chart(doc, { provider: p, rate: true, tip: (t) => { tip.textContent = t; },
-        title: `${p} error rate` }), changesTable(doc.changes, true));
+    if (w.errors) {
+      const doc = await w.errors;
+      sec.append(el('h3', {}, 'error rate'), chart(doc, { provider: w.p, rate: true, tip: setTip, title: `${w.p} error rate` }),
+        changesTable(doc.changes, true));
     }
   }
 }
