@@ -150,6 +150,54 @@ describe('cseng watch', function()
     assert.equal(2, #W.slots(j, 'finished'))
   end)
 
+  it('--once runs the slot that is due and exits, and a second --once finds none due', function()
+    local dir = H.tempdir('cseng-watch-once-')
+    local fake = lizard.start { latency = { create = 0.005 } }
+    local args = { 'watch', W.plan(dir, 3), '--every', '1h', '--max-late', '1h', '--once', '--output', dir }
+    local r1 = H.cseng(args, { env = fake.env(), timeout = 120 })
+    local r2 = H.cseng(args, { env = fake.env(), timeout = 120 })
+    fake.close()
+    assert.equal(0, r1.code, r1.stderr)
+    assert.equal(0, r2.code, r2.stderr)
+    assert.equal(1, #W.slots(W.journal(dir, 'wspec'), 'finished'))
+    assert.matches('%-%-once: no slot is due', r2.stdout)
+  end)
+
+  it('ships a systemd unit and Kubernetes manifests that run it as the docs say', function()
+    local unit = assert(fs.read(fs.join(root, 'deploy/systemd/cseng-watch.service')))
+    assert.matches('\nExecStart=/opt/cseng/cseng watch ', unit)
+    assert.matches('\nKillMode=mixed\n', unit) -- SIGTERM to the watch alone: it stops its run
+    assert.matches('\nTimeoutStopSec=%d+', unit)
+    local check = [[
+import sys, yaml
+docs = [d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]
+kinds = {d['kind'] for d in docs}
+dep = next(d for d in docs if d['kind'] == 'Deployment')
+assert dep['spec']['replicas'] == 1 and dep['spec']['strategy']['type'] == 'Recreate'
+c = dep['spec']['template']['spec']['containers'][0]
+assert c['command'][:2] == ['tini', '--'] and c['args'][0] == 'watch', c
+assert c['args'][c['args'].index('--metrics-port') + 1] == str(c['ports'][0]['containerPort'])
+cron = next(d for d in docs if d['kind'] == 'CronJob')
+assert cron['spec']['concurrencyPolicy'] == 'Forbid'
+cc = cron['spec']['jobTemplate']['spec']['template']['spec']['containers'][0]
+assert '--once' in cc['args'] and cc['args'][0] == 'watch'
+claim = next(d for d in docs if d['kind'] == 'PersistentVolumeClaim')
+assert claim['spec']['accessModes'] == ['ReadWriteOnce']
+print(' '.join(sorted(kinds)))
+]]
+    local r = assert(require('cseng.proc').run { argv = { 'python3', '-c', check, fs.join(root, 'deploy/kubernetes/cseng-watch.yaml'),
+      fs.join(root, 'deploy/kubernetes/cseng-watch-cronjob.yaml') }, timeout = 60 })
+    assert.equal(0, r.code, r.stderr)
+    assert.equal('CronJob Deployment PersistentVolumeClaim Secret Service\n', r.stdout)
+    -- the arguments the manifests pass are ones cseng watch takes
+    local h = H.cseng({ 'watch', '--help' }, { timeout = 30 }).stdout .. H.cseng({ 'run', '--help' }, { timeout = 30 }).stdout
+    for _, f in ipairs({ 'deploy/kubernetes/cseng-watch.yaml', 'deploy/kubernetes/cseng-watch-cronjob.yaml' }) do
+      for flag in (fs.read(fs.join(root, f)) or ''):gmatch('"%-%-([%w-]+)"') do
+        assert.truthy(h:find('--' .. flag, 1, true), f .. ': --' .. flag)
+      end
+    end
+  end)
+
   it('refuses a command line it cannot run, before anything starts', function()
     local dir = H.tempdir('cseng-watch-usage-')
     local plan = W.plan(dir, 3)

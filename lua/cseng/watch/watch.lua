@@ -387,7 +387,8 @@ end
 
 --- Run a watch until it is stopped (SIGINT/SIGTERM) or has run o.runs slots. o: name, plan_file,
 --- kind ('tasks' | 'startup'), run_args (the `cseng run` options it passes on), dir (the results
---- folder), every, jitter, max_late (seconds), runs, detect (options), on_change (a shell
+--- folder), every, jitter, max_late (seconds), runs, once (finish an open slot, run the slot due now
+--- if one is, then return: a CronJob's pod), detect (options), on_change (a shell
 --- command), metrics_port, metrics_host, exe (the cseng binary), emit(event, data) (the
 --- presentation), now (clock, default clock.epoch), child_stderr ('inherit' | a path).
 --- Returns the exit status: 0 after o.runs runs, 128 + N after signal N, 1 when the run's
@@ -470,6 +471,7 @@ function watch.run(o)
     local first = true
     while not (o.runs and W.runs_done >= o.runs) do
       local n = W.schedule:next(st.last, now())
+      if o.once and not first then return end -- --once: the slot that was due, and no other
       if n.missed and not (first and fresh) then
         local reason = first and 'down' or 'busy'
         W.journal:event('slots_missed', { first = n.missed.first, last = n.missed.last, reason = reason }, true)
@@ -477,6 +479,7 @@ function watch.run(o)
         W.emit('missed', { first = n.missed.first, last = n.missed.last, reason = reason })
       end
       first = false
+      if o.once and n.due > now() then W.emit('none_due', { slot = n.slot, due = n.due }); return end
       st.last = n.slot - 1
       W.next = n
       W.m.next_run:set({ watch = W.name }, n.due)

@@ -19,6 +19,8 @@ local SPEC = {
   ['name'] = { key = 'name', type = 'string', arg = 'NAME', help = 'the watch\'s name (default: the plan\'s); one watch of a name per folder' },
   ['output'] = { key = 'output', type = 'string', arg = 'DIR', help = 'the results folder of the runs, journal and history (default results)' },
   ['runs'] = { key = 'runs', type = 'int', min = 1, arg = 'N', help = 'stop after N runs (default: run until stopped)' },
+  ['once'] = { key = 'once', type = 'bool',
+    help = 'finish a slot left open, run the slot due now if one is, and exit (a cron job, a Kubernetes CronJob)' },
   ['window'] = { key = 'window', type = 'int', min = 2, arg = 'N', help = 'regression detection: runs in the trailing window (default 10)' },
   ['min-window'] = { key = 'min_window', type = 'int', min = 2, arg = 'N', help = 'runs the window needs before it judges (default 5)' },
   ['hold'] = { key = 'hold', type = 'int', min = 1, arg = 'N', help = 'runs a change must hold before it is called (default 3)' },
@@ -31,7 +33,7 @@ local SPEC = {
   ['metrics-host'] = { key = 'metrics_host', type = 'string', arg = 'ADDR',
     help = 'the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for a scraper on another host)' },
 }
-local ORDER = { 'every', 'jitter', 'max-late', 'name', 'output', 'runs', 'window', 'min-window', 'hold', 'min-change',
+local ORDER = { 'every', 'jitter', 'max-late', 'name', 'output', 'runs', 'once', 'window', 'min-window', 'hold', 'min-change',
   'min-rate-change', 'on-change', 'metrics-port', 'metrics-host' }
 
 -- run options the watch owns or that make no sense on a schedule
@@ -49,7 +51,7 @@ cmd.usage = 'usage: cseng watch PLAN.lua --every DURATION [watch options] [run o
   'trailing window of the ones before it (docs/WATCH.md); stops on Ctrl-C or SIGTERM (a run in\n' ..
   'progress stops as any run does, and the next start finishes it). Run options are those of\n' ..
   '`cseng run` (see cseng run --help), passed to every run.\n\nwatch options:\n' .. flags.help(SPEC, ORDER) ..
-  '\n\nexit status: 0 after --runs N runs; 1 when the runs\' options are refused or a slot failed for good;\n' ..
+  '\n\nexit status: 0 after --runs N runs (or --once); 1 when the runs\' options are refused or a slot failed for good;\n' ..
   '2 usage; 128+N after signal N.'
 
 -- Split args into the watch's options, the runs' options (passed on as given) and positionals.
@@ -139,6 +141,7 @@ local function presenter(out, err)
         c.value or 0, c.baseline_value or 0, c.baseline_lo or 0, c.baseline_hi or 0)
     elseif name == 'hook_failed' then err:write('cseng: watch: --on-change failed (', tostring(d.result), ')',
       d.stderr and d.stderr ~= '' and (': ' .. d.stderr) or '', '\n')
+    elseif name == 'none_due' then say('--once: no slot is due (the next, %d, is due at %s)', d.slot, clock.wall(d.due))
     elseif name == 'stopped' then say('stopped after %d run(s)', d.runs)
     end
   end
@@ -184,7 +187,7 @@ function cmd.run(args)
   end
   local run_ok, status = pcall(watch.run, {
     name = name, plan_file = pos[1], kind = o.kind, run_args = theirs, dir = f.output or 'results',
-    every = wo.every, jitter = wo.jitter, max_late = wo.max_late, runs = f.runs, detect = wo.detect,
+    every = wo.every, jitter = wo.jitter, max_late = wo.max_late, runs = f.runs, once = f.once, detect = wo.detect,
     on_change = f.on_change or pw.on_change, metrics_port = f.metrics_port, metrics_host = f.metrics_host,
     emit = presenter(io.stdout, io.stderr),
   })
