@@ -78,6 +78,13 @@ $(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
 	@touch $@
+# The watch's metrics spec (spec/watch_prometheus_spec.lua): Debian's prometheus, which the spec starts
+# itself on a loopback port with its own temporary data folder (the packaged service is not used).
+PROMETHEUS_DEBS := prometheus
+.PHONY: deps-prometheus
+deps-prometheus:
+	$(call install_missing,$(PROMETHEUS_DEBS))
+deps-test: deps-prometheus
 # Coding-agent CLIs run as solvers (lua/solvers/codex.lua; pinned in lua/solvers/installed/package-lock.json).
 AGENTS := lua/solvers/installed/node_modules/.package-lock.json
 deps-agents: $(AGENTS)
