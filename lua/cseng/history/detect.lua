@@ -17,6 +17,7 @@
 --- and the window's place), so the store rebuilt from the logs gives the same changes as the
 --- one updated run by run, and a verdict depends on counts and run indices, never on a clock.
 local stats = require 'cseng.lib.stats'
+local errors = require 'cseng.lib.errors'
 
 local detect = {}
 
@@ -34,14 +35,16 @@ function detect.options(o)
   for k, v in pairs(detect.DEFAULTS) do out[k] = o[k] == nil and v or o[k] end
   local function int(k, lo)
     local n = math.tointeger(out[k])
-    if not n or n < lo then error(string.format('%s must be a whole number >= %d, got %s', k, lo, tostring(out[k])), 0) end
+    if not n or n < lo then errors.raise(errors.EUSAGE, string.format('%s must be a whole number >= %d, got %s', k, lo, tostring(out[k]))) end
     out[k] = n
   end
   int('window', 2); int('min_window', 2); int('hold', 1); int('reps', 100)
-  if out.min_window > out.window then error(string.format('min_window (%d) must not exceed window (%d)', out.min_window, out.window), 0) end
+  if out.min_window > out.window then
+    errors.raise(errors.EUSAGE, string.format('min_window (%d) must not exceed window (%d)', out.min_window, out.window))
+  end
   for _, k in ipairs({ 'min_change', 'min_rate_change' }) do
     local v = out[k]
-    if type(v) ~= 'number' or v ~= v or v < 0 or v >= 10 then error(k .. ' must be a number in [0, 10)', 0) end
+    if type(v) ~= 'number' or v ~= v or v < 0 or v >= 10 then errors.raise(errors.EUSAGE, k .. ' must be a number in [0, 10)') end
   end
   return out
 end

@@ -13,6 +13,7 @@
 --- The collector's samples are the store's (extract.samples): a histogram of the create latency
 --- and the store's median of it count the same trials.
 local extract = require 'cseng.history.extract'
+local errors = require 'cseng.lib.errors'
 
 local metrics = {}
 
@@ -52,7 +53,7 @@ local function key_of(fam, lv)
   local parts = {}
   for i, l in ipairs(fam.labels) do
     local v = lv[l]
-    if v == nil then error(string.format('metric %s: label %s has no value', fam.name, l), 2) end
+    if v == nil then errors.raise(errors.EINVAL, string.format('metric %s: label %s has no value', fam.name, l)) end
     parts[i] = tostring(v)
   end
   return table.concat(parts, '\0')

@@ -6,6 +6,7 @@
 --- of its due time is missed, and recorded as missed: a run that overran its period (`busy`), or
 --- a watch that was not running (`down`).
 local stats = require 'cseng.lib.stats'
+local errors = require 'cseng.lib.errors'
 
 local schedule = {}
 
@@ -42,11 +43,13 @@ Schedule.__index = Schedule
 ---@return table
 function schedule.new(o)
   local every = o.every
-  if type(every) ~= 'number' or every < 1 or every > 366 * 86400 then error('--every must be from 1s to 366d', 0) end
+  if type(every) ~= 'number' or every < 1 or every > 366 * 86400 then errors.raise(errors.EUSAGE, '--every must be from 1s to 366d') end
   local jitter = o.jitter or 0
-  if type(jitter) ~= 'number' or jitter < 0 or jitter >= every then error('--jitter must be under --every', 0) end
+  if type(jitter) ~= 'number' or jitter < 0 or jitter >= every then errors.raise(errors.EUSAGE, '--jitter must be under --every') end
   local max_late = o.max_late or every / 2
-  if type(max_late) ~= 'number' or max_late < 0 or max_late > every then error('--max-late must be from 0 to --every', 0) end
+  if type(max_late) ~= 'number' or max_late < 0 or max_late > every then
+    errors.raise(errors.EUSAGE, '--max-late must be from 0 to --every')
+  end
   return setmetatable({ every = every, jitter = jitter, max_late = max_late, seed = tostring(o.seed or '') }, Schedule)
 end
 

@@ -8,6 +8,7 @@ local clock = require 'cseng.clock'
 local util = require 'cseng.lib.util'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
+local errors = require 'cseng.lib.errors'
 local cli = require 'cseng.cli.main'
 local schedule = require 'cseng.watch.schedule'
 
@@ -97,14 +98,16 @@ local function fraction(v, what)
   if v == nil then return nil end
   local n = tonumber(v)
   if type(v) == 'string' and v:match('%%$') then n = tonumber(v:sub(1, -2)); n = n and n / 100 end
-  if not n or n ~= n or n < 0 or n >= 10 then error(string.format('%s: expected a fraction or a percentage (10%% or 0.1), got %s', what, tostring(v)), 0) end
+  if not n or n ~= n or n < 0 or n >= 10 then
+    errors.raise(errors.EUSAGE, string.format('%s: expected a fraction or a percentage (10%% or 0.1), got %s', what, tostring(v)))
+  end
   return n
 end
 
 local function duration(v, what)
   if v == nil then return nil end
   local s, err = schedule.duration(v)
-  if not s then error(what .. ': ' .. err, 0) end
+  if not s then errors.raise(errors.EUSAGE, what .. ': ' .. err) end
   return s
 end
 
@@ -159,7 +162,7 @@ function cmd.run(args)
   if not ok then return cli.usage_error(p) end
   -- the runs' options as `cseng run` checks them, now, not at the first slot
   local ok2, o = pcall(options.merge, p, rf, { 'cseng', 'run', pos[1], table.unpack(theirs) })
-  if not ok2 then return cli.usage_error('watch: ' .. tostring(o)) end
+  if not ok2 then return cli.usage_error('watch: ' .. errors.line(o)) end
   if o.kind ~= 'tasks' and o.kind ~= 'startup' then
     return cli.usage_error('watch: a %s plan cannot be watched (a tasks or startup plan; a matrix is one watch per provider and mode)',
       tostring(o.kind))
@@ -167,7 +170,7 @@ function cmd.run(args)
   local pw = type(p.watch) == 'table' and p.watch or {}
   local ok3, wo = pcall(function()
     local every = duration(f.every or pw.every, '--every')
-    if not every then error('--every DURATION is needed (or the plan\'s watch = { every = ... })', 0) end
+    if not every then errors.raise(errors.EUSAGE, '--every DURATION is needed (or the plan\'s watch = { every = ... })') end
     return {
       every = every, jitter = duration(f.jitter or pw.jitter, '--jitter'), max_late = duration(f.max_late or pw.max_late, '--max-late'),
       detect = require('cseng.history.detect').options {
@@ -177,9 +180,9 @@ function cmd.run(args)
       },
     }
   end)
-  if not ok3 then return cli.usage_error('watch: ' .. tostring(wo)) end
+  if not ok3 then return cli.usage_error('watch: ' .. errors.line(wo)) end
   local sok, serr = pcall(schedule.new, { every = wo.every, jitter = wo.jitter, max_late = wo.max_late })
-  if not sok then return cli.usage_error('watch: ' .. tostring(serr)) end
+  if not sok then return cli.usage_error('watch: ' .. errors.line(serr)) end
   local name = f.name or pw.name or p.name or (fs.basename(pos[1]):gsub('%.lua$', ''))
   local watch = require 'cseng.watch.watch'
   if not watch.valid_name(name) then
