@@ -78,6 +78,15 @@ local function stop_server()
   server = nil
 end
 
+-- the server's CPU seconds (utime + stime): on a loaded machine the wall times include waiting for
+-- a core, this does not
+local function cpu_s()
+  local st = fs.read('/proc/' .. server:pid() .. '/stat') or ''
+  local fields = {}
+  for x in (st:match('%) (.*)$') or ''):gmatch('%S+') do fields[#fields + 1] = x end
+  return ((tonumber(fields[12]) or 0) + (tonumber(fields[13]) or 0)) / 100
+end
+
 local function get(p)
   local s = clock.now()
   local resp = assert(http.request { url = base .. p, timeout = 120 })
@@ -111,7 +120,9 @@ console.log(JSON.stringify({ times, points }));
 ]]))
 local have_browser = fs.exists('/usr/bin/chromium') and fs.exists(root .. '/spec/browser/node_modules/playwright-core')
 if have_browser then
+  local c0 = cpu_s()
   local br = proc.run { argv = { 'node', probe, base .. '/history', '4' }, timeout = 900 }
+  m.page_server_cpu_s = cpu_s() - c0 -- the 4 loads (the first one builds the series' JSON)
   local doc = br and jsonl.decode(br.stdout:match('[^\n]*\n?$') or '')
   if doc then m.page_ms, m.page_points = doc.times, doc.points else m.page_error = br and br.stderr:sub(-400) end
 else
@@ -131,8 +142,9 @@ if f.out then assert(fs.write(f.out, jsonl.encode(m))) end
 print(jsonl.encode(m))
 print(string.format('history bench: %d hourly runs (2 providers). Store rebuilt from the logs in %.1f s (%.1f MiB). ' ..
   'Viewer start until every run is listed: %.0f ms with the store current, %.0f ms reading every log. History JSON: ' ..
-  'index %.0f ms (%d bytes), one series %.0f ms (%d bytes). Page drawn in Chromium in %s ms (fresh, then warm). ' ..
+  'index %.0f ms (%d bytes), one series %.0f ms (%d bytes). Page drawn in Chromium in %s ms (fresh, then warm; ' ..
+  'the server\'s CPU for the four: %s s). ' ..
   'Load average %s / %s on %d CPUs.', N, m.rebuild_s, m.store_mib, m.view_start_store_ms, m.view_start_logs_ms,
   m.history_index_ms, m.history_index_bytes, m.history_series_ms, m.history_series_bytes,
-  m.page_ms and table.concat(m.page_ms, ' / ') or tostring(m.page_error), tostring(m.loadavg_1min_before),
+  m.page_ms and table.concat(m.page_ms, ' / ') or tostring(m.page_error), tostring(m.page_server_cpu_s), tostring(m.loadavg_1min_before),
   tostring(m.loadavg_1min_after), m.cpus))

@@ -1012,7 +1012,8 @@ local function render_history()
     { '`/api/history/series` (one primitive, every run), first and again', msf(d.history_series_ms) .. ' / ' .. msf(d.history_series_ms_2),
       string.format('%d bytes', d.history_series_bytes) },
     { 'the page drawn in Chromium (a fresh browser, then warm loads)', d.page_ms and (table.concat(d.page_ms, ' / ') .. ' ms') or
-      tostring(d.page_error), d.page_points and (table.concat(d.page_points, ', ') .. ' points per chart') or '' },
+      tostring(d.page_error), d.page_points and (table.concat(d.page_points, ', ') .. ' points per chart; the server\'s CPU for the ' ..
+      'four loads ' .. tostring(d.page_server_cpu_s) .. ' s') or '' },
   }
   return string.format('`bench/history_bench.lua`: a watch folder of %d hourly arena runs (two providers, 10 measured samples ' ..
     'each, one provider\'s create latency 25%% higher from two thirds on), written as logs, then measured through ' ..

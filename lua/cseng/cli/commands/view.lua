@@ -71,7 +71,12 @@ function cmd.run(args)
   -- now restored from them instead of read (lua/cseng/view/history.lua)
   local history = require 'cseng.view.history'
   local stores = history.open(pos)
-  local cat = index.new(pos, { restore = function(log) return history.restore(stores, log) end })
+  local restored = setmetatable({}, { __mode = 'k' })
+  local cat = index.new(pos, { restore = function(log)
+    local ok = history.restore(stores, log)
+    if ok then restored[log] = true end
+    return ok
+  end })
   local srv, err, code = serve.listen { host = host, port = f.port or 8765,
     handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET, history = stores } }
   if not srv then
@@ -85,7 +90,7 @@ function cmd.run(args)
   -- the logs are read in slices, requests answered in between: a big log's page opens at once
   -- and fills in as its index grows; then every half second for what the logs gained
   local said = false
-  local remembered = {}
+  local remembered, todo, seen = {}, {}, nil
   while true do
     cat:refresh(BUDGET)
     if not cat.pending and not said then
@@ -93,14 +98,22 @@ function cmd.run(args)
       io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
       io.stdout:flush()
     end
-    if said then -- a finished log read from its bytes goes into the store, one per turn: the next start restores it
-      for _, log in ipairs(cat:list()) do
-        local key = log.path .. '\0' .. tostring(log.version)
-        if not remembered[key] and log.finished and not log:is_live() then
-          remembered[key] = true
-          if history.remember(stores, log) then break end
+    -- a finished log read from its bytes (not restored) goes into the store, one per turn: the next
+    -- start restores it
+    if said and #stores > 0 then
+      if seen ~= cat.version then
+        seen = cat.version
+        for _, path in ipairs(cat.order) do
+          local log = cat.logs[path]
+          local key = path .. '\0' .. tostring(log.version)
+          if not restored[log] and not remembered[key] and log.finished and not log.summary then
+            remembered[key] = true
+            todo[#todo + 1] = log
+          end
         end
       end
+      local log = table.remove(todo)
+      if log then history.remember(stores, log) end
     end
     task.sleep(cat.pending and 0 or 0.5)
   end
