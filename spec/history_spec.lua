@@ -252,6 +252,42 @@ describe('the history store', function()
   end)
 end)
 
+describe('cseng history and cseng compare --history', function()
+  it('print the lineages and judge a run against its window, by run id', function()
+    local dir = H.tempdir('cseng-history-cli-')
+    local runs = {}
+    for k = 1, 9 do
+      local base = k <= 5 and 50 or 80
+      runs[k] = { samples = 15, create = function(i) return base + HH.jitter(k, i, 4) end }
+    end
+    HH.watch_folder(dir, 'cli', runs, { window = 5, min_window = 3, hold = 2 })
+    local h = H.cseng({ 'history', dir })
+    assert.equal(0, h.code, h.stderr)
+    assert.matches('watch:cli: 9 run%(s%), 9 judged', h.stdout)
+    assert.matches('change: REGRESSION lizard measured create p50 up from run 6 %(cli%-000006%)', h.stdout)
+    local j = H.cseng({ 'history', dir, '--json', '--lineage', 'watch:cli' })
+    assert.equal(0, j.code, j.stderr)
+    local doc = jsonl.decode(j.stdout)
+    assert.equal(1, #doc.lineages)
+    assert.equal(6, doc.lineages[1].changes[1].first_index)
+    -- the run where the change began, against its window: it separates upward
+    local c = H.cseng({ 'compare', '--history', 'cli-000006', '--results', dir, '--fail-on-regression' })
+    assert.equal(1, c.code, c.stderr)
+    assert.matches('# cli%-000006 against its history', c.stdout)
+    assert.matches('| lizard | measured | create | p50 | [%d.]+ ms | .* | %*%*candidate %(slower%)%*%* |', c.stdout)
+    local latest = H.cseng({ 'compare', '--history', '--results', dir, '--fail-on-regression' })
+    assert.equal(0, latest.code, latest.stderr) -- run 9: the new regime is its baseline
+    assert.matches('cli%-000009 against its history', latest.stdout)
+    -- two runs by their ids, found through the store
+    local ab = H.cseng({ 'compare', 'cli-000001', 'cli-000009', '--results', dir })
+    assert.equal(0, ab.code, ab.stderr)
+    assert.matches('%*%*A%*%* %(baseline%): `cli%-000001`', ab.stdout)
+    local none = H.cseng({ 'compare', '--history', 'no-such-run', '--results', dir })
+    assert.equal(1, none.code)
+    assert.matches('no run no%-such%-run in ', none.stderr)
+  end)
+end)
+
 describe('the viewer\'s run index restored from the store', function()
   it('equals the index read from the logs, page for page', function()
     local index = require 'cseng.view.index'
