@@ -391,8 +391,8 @@ end
 --- if one is, then return: a CronJob's pod), detect (options), on_change (a shell
 --- command), metrics_port, metrics_host, exe (the cseng binary), emit(event, data) (the
 --- presentation), now (clock, default clock.epoch), child_stderr ('inherit' | a path).
---- Returns the exit status: 0 after o.runs runs, 128 + N after signal N, 1 when the run's
---- command line is refused or a slot fails for good (the message was emitted).
+--- Returns the exit status: 0 after o.runs runs (or o.once), 128 + N after signal N, 1 when a run
+--- refuses its command line (a slot whose run keeps dying is recorded failed, and the watch goes on).
 ---@param o table
 ---@return integer status
 function watch.run(o)

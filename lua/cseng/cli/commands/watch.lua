@@ -52,8 +52,8 @@ cmd.usage = 'usage: cseng watch PLAN.lua --every DURATION [watch options] [run o
   'trailing window of the ones before it (docs/WATCH.md); stops on Ctrl-C or SIGTERM (a run in\n' ..
   'progress stops as any run does, and the next start finishes it). Run options are those of\n' ..
   '`cseng run` (see cseng run --help), passed to every run.\n\nwatch options:\n' .. flags.help(SPEC, ORDER) ..
-  '\n\nexit status: 0 after --runs N runs (or --once); 1 when the runs\' options are refused or a slot failed for good;\n' ..
-  '2 usage; 128+N after signal N.'
+  '\n\nexit status: 0 after --runs N runs (or --once); 1 when a run refuses its command line (a slot whose run\n' ..
+  'dies three times is recorded failed, and the watch goes on); 2 usage; 128+N after signal N.'
 
 -- Split args into the watch's options, the runs' options (passed on as given) and positionals.
 local function split(args)
