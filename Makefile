@@ -2,7 +2,7 @@
 # Targets: deps, all (./cseng), rootfs, check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
-PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
+PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd sqlite3
 VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
@@ -21,7 +21,7 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
         libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev bubblewrap \
-        slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 git \
+        slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 libsqlite3-dev git \
         gawk patch diffutils lua-check curl \
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev
@@ -78,6 +78,13 @@ $(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
 	@touch $@
+# The watch's metrics spec (spec/watch_prometheus_spec.lua): Debian's prometheus, which the spec starts
+# itself on a loopback port with its own temporary data folder (the packaged service is not used).
+PROMETHEUS_DEBS := prometheus
+.PHONY: deps-prometheus
+deps-prometheus:
+	$(call install_missing,$(PROMETHEUS_DEBS))
+deps-test: deps-prometheus
 # Coding-agent CLIs run as solvers (lua/solvers/codex.lua; pinned in lua/solvers/installed/package-lock.json).
 AGENTS := lua/solvers/installed/node_modules/.package-lock.json
 deps-agents: $(AGENTS)

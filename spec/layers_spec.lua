@@ -14,7 +14,9 @@ local ROOT = sys.root()
 local LAYER_OF = {
   { '^cseng%.cli%.', 'cli' },
   { '^cseng%.run%.', 'run' },
+  { '^cseng%.watch%.', 'watch' },
   { '^cseng%.view%.', 'view' },
+  { '^cseng%.history%.', 'history' },
   { '^reports%.', 'reports' },
   { '^solvers%.', 'solvers' },
   { '^providers%.', 'providers' },
@@ -29,9 +31,12 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
+  cli = { 'run', 'watch', 'view', 'history', 'reports', 'solvers', 'providers', 'workload', 'images', 'results',
+    'evals', 'lib' },
+  watch = { 'history', 'results', 'evals', 'lib' }, -- cseng watch: runs are child processes, never the run layer
+  history = { 'results', 'evals', 'lib' }, -- the history store, regression detection, OpenMetrics
   run = { 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
-  view = { 'reports', 'results', 'evals', 'lib' }, -- the results viewer (cseng view)
+  view = { 'history', 'reports', 'results', 'evals', 'lib' }, -- the results viewer (cseng view)
   reports = { 'results', 'evals', 'lib' }, -- the markdown templates and their helpers (lua/reports/lib/)
   solvers = { 'evals', 'lib' },
   providers = { 'workload', 'images', 'lib' },

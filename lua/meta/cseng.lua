@@ -927,4 +927,98 @@ function redact.apply(s) end
 ---@param s string
 function redact.diag(s) end
 
+-- ---------------------------------------------------------------------------------------
+-- cseng.sqlite
+-- ---------------------------------------------------------------------------------------
+
+---Debian's libsqlite3 (engine/lsqlite.c): synchronous, values only as bound parameters.
+---@class cseng.sqlite
+local sqlite = {}
+
+---@class cseng.sqlite.Db
+local Db = {}
+
+---@class cseng.sqlite.Stmt
+local Stmt = {}
+
+---Open a database (not through a symbolic link; an untrusted, defensive schema).
+---@param path string
+---@param opts? {readonly?: boolean, create?: boolean, busy_timeout?: number}
+---@return cseng.sqlite.Db? db
+---@return string? message
+---@return cseng.Code? code
+function sqlite.open(path, opts) end
+
+---@return string version
+function sqlite.version() end
+
+---SQL without parameters (one or more statements).
+---@param sql string
+---@return true? ok
+---@return string? message
+---@return cseng.Code? code
+function Db:exec(sql) end
+
+---One statement with ? parameters.
+---@param sql string
+---@return cseng.sqlite.Stmt? stmt
+---@return string? message
+---@return cseng.Code? code
+function Db:prepare(sql) end
+
+---@return integer
+function Db:changes() end
+---@return integer
+function Db:last_insert_rowid() end
+---@return boolean
+function Db:autocommit() end
+---@param seconds number
+function Db:busy_timeout(seconds) end
+function Db:close() end
+
+---Bind exactly the statement's values, run it to the end.
+---@return integer? changes
+---@return string? message
+---@return cseng.Code? code
+function Stmt:run(...) end
+---@return table? row
+---@return string? message
+---@return cseng.Code? code
+function Stmt:one(...) end
+---@return table[]? rows
+---@return string? message
+---@return cseng.Code? code
+function Stmt:all(...) end
+---@param fn fun(row: table)
+---@return integer? rows
+---@return string? message
+---@return cseng.Code? code
+function Stmt:each(fn, ...) end
+---Every row as one array per column; a NULL is `null`.
+---@param null any
+---@return table<string, any[]>? columns
+---@return integer|string? rows_or_message
+---@return cseng.Code? code
+function Stmt:arrays(null, ...) end
+---@return string[]
+function Stmt:columns() end
+function Stmt:close() end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.bootstrap
+-- ---------------------------------------------------------------------------------------
+
+---The percentile bootstrap CI of a quantile in C (engine/lbootstrap.c), as stats.bootstrap_ci.
+---@class cseng.bootstrap
+local bootstrap = {}
+
+---@param xs number[]
+---@param q number the quantile (type 7)
+---@param reps integer
+---@param seed integer
+---@param level number
+---@return number? lo
+---@return number? hi
+function bootstrap.quantile_ci(xs, q, reps, seed, level) end
+
 error('lua/meta/cseng.lua holds LuaLS definitions only; require the cseng.* modules instead', 2)

@@ -6,8 +6,8 @@ local exit = require 'cseng.cli.exit'
 local cli = {}
 
 -- The order here is the order of `cseng --help`.
-cli.commands = { 'run', 'merge', 'report', 'compare', 'view', 'export', 'cleanup', 'prewarm', 'providers', 'fake', 'dataset',
-  'images', 'lua', 'test' }
+cli.commands = { 'run', 'watch', 'history', 'merge', 'report', 'compare', 'view', 'export', 'cleanup', 'prewarm', 'providers',
+  'fake', 'dataset', 'images', 'lua', 'test' }
 
 local function load_command(name)
   local ok, mod = pcall(require, 'cseng.cli.commands.' .. name)

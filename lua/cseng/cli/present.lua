@@ -596,16 +596,40 @@ function present.status_doc(F, view)
   return secrets.redact_all(doc) -- last_error quotes what providers and commands said
 end
 
---- Serve present.status_doc on 127.0.0.1:port (GET / or /status), for every run kind. The
---- server bounds its connections (the engine's defaults: a connection cap, an idle timeout).
+-- each run's metrics: its log read incrementally into a registry (weak: it goes with the run)
+local run_metrics = setmetatable({}, { __mode = 'k' })
+
+--- The OpenMetrics exposition of a run (its `/metrics`): what its log holds so far, read from
+--- where the last scrape stopped (lua/cseng/history/metrics.lua: trials by outcome and code,
+--- latency histograms per provider, phase and primitive, live sandboxes, admission limits).
+---@return string
+function present.metrics(F)
+  local metrics = require 'cseng.history.metrics'
+  local m = run_metrics[F]
+  if not m then
+    local R = metrics.registry()
+    m = { R = R, C = metrics.collector(R) }
+    run_metrics[F] = m
+  end
+  m.C:feed(F.jsonl)
+  return m.R:render()
+end
+
+--- Serve present.status_doc on 127.0.0.1:port (GET / or /status) and the run's metrics (GET
+--- /metrics, OpenMetrics), for every run kind. The server bounds its connections (the engine's
+--- defaults: a connection cap, an idle timeout).
 function present.status_server(F, port, view)
   local serve = require 'cseng.serve'
   local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
     if req.method ~= 'GET' and req.method ~= 'HEAD' then
       return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'
     end
+    if req.path == '/metrics' then
+      return 200, { ['Content-Type'] = require('cseng.history.metrics').CONTENT_TYPE, ['Cache-Control'] = 'no-store' },
+        present.metrics(F)
+    end
     if req.path ~= '/' and req.path ~= '/status' then
-      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status"}'
+      return 404, { ['Content-Type'] = 'application/json' }, '{"error":"try GET / or /status or /metrics"}'
     end
     return 200, { ['Content-Type'] = 'application/json', ['Cache-Control'] = 'no-store' },
       util.json_sorted(present.status_doc(F, view)) .. '\n'

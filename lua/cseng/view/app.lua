@@ -23,7 +23,8 @@ local run_status = require 'cseng.view.status'
 
 local app = {}
 
-local ASSETS = { ['app.js'] = 'application/javascript; charset=utf-8', ['app.css'] = 'text/css; charset=utf-8' }
+local ASSETS = { ['app.js'] = 'application/javascript; charset=utf-8', ['app.css'] = 'text/css; charset=utf-8',
+  ['history.js'] = 'application/javascript; charset=utf-8' }
 local PAGE_MAX = 500
 
 --- The directory of the page assets.
@@ -368,6 +369,7 @@ function app.shell(root, page, scripts)
     '<link rel="stylesheet" href="' .. root .. 'assets/app.css"></head>',
     '<body data-root="' .. root .. '" data-page="' .. markdown.escape(page or '') .. '">',
     '<header><a class="brand" href="' .. root .. (root == '/' and '' or 'index.html') .. '">cseng view</a>',
+    root == '/' and '<a class="brand" href="/history">history</a>' or '', -- served only (view/history.lua)
     '<span id="live-indicator"></span></header>',
     '<main id="app"><p class="muted">loading…</p></main>',
     '<script src="' .. root .. 'assets/app.js"></script>' }
@@ -454,6 +456,13 @@ function app.handler(opts)
       local page = path == '/compare' and 'compare' or (path:match('^/runs/') and 'run' or 'runs')
       return 200, with({ ['Content-Type'] = 'text/html; charset=utf-8', ['Cache-Control'] = 'no-store' }, extra),
         app.shell('/', page)
+    end
+    if opts.history and (path == '/history' or path:match('^/api/history')) then -- the history page (view/history.lua)
+      local st, h, b = require('cseng.view.history').handle(opts.history, path, q, { csp = app.CSP,
+        json = function(status, doc) return json(status, doc, extra) end,
+        body = function(status, text) return status, with(JSON, extra), text end,
+        html = function(body) return 200, with({ ['Content-Type'] = 'text/html; charset=utf-8', ['Cache-Control'] = 'no-store' }, extra), body end })
+      if st then return st, h, b end
     end
     if path:match('^/api/') then
       refresh()

@@ -325,10 +325,12 @@ end
 local Catalogue = {}
 Catalogue.__index = Catalogue
 
---- A catalogue over folders (or single files).
+--- A catalogue over folders (or single files). o.restore(log): fill a new log's index from elsewhere
+--- (the history store: lua/cseng/view/history.lua) instead of reading it; returns whether it did.
 ---@param inputs string[]
-function index.new(inputs)
-  return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0 }, Catalogue)
+---@param o? {restore?: fun(log: table): boolean}
+function index.new(inputs, o)
+  return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0, restore = o and o.restore }, Catalogue)
 end
 
 local function files_of(input, out)
@@ -350,6 +352,7 @@ function Catalogue:refresh(budget)
   for _, path in ipairs(files) do
     if path:match('%.jsonl$') then logs_seen[path:gsub('%.jsonl$', '')] = true end
   end
+  local changed = false
   for _, path in ipairs(files) do
     if not self.logs[path] then
       -- a summary beside its log is the same run (cseng writes both): the log is read
@@ -357,10 +360,11 @@ function Catalogue:refresh(budget)
       if not twin then
         self.logs[path] = path:match('%.jsonl$') and new_log(path) or summary_log(path)
         self.order[#self.order + 1] = path
+        if self.restore and not self.logs[path].summary and self.restore(self.logs[path]) then changed = true end
       end
     end
   end
-  local changed, left = false, budget or math.huge
+  local left = budget or math.huge
   self.pending = false
   for _, path in ipairs(self.order) do
     local log = self.logs[path]

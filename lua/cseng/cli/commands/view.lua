@@ -59,8 +59,8 @@ function cmd.run(args)
     if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end
   end
   local app = require 'cseng.view.app'
-  local cat = index.new(pos)
   if f.export then
+    local cat = index.new(pos)
     cat:refresh()
     local pairs_list
     if f.compare then
@@ -86,7 +86,17 @@ function cmd.run(args)
     return 2
   end
   local task = require 'cseng.task'
-  local handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET }
+  -- the folders' history stores: the history page, and the index of every log they hold as it is
+  -- now restored from them instead of read (lua/cseng/view/history.lua)
+  local history = require 'cseng.view.history'
+  local stores = history.open(pos)
+  local restored = setmetatable({}, { __mode = 'k' })
+  local cat = index.new(pos, { restore = function(log)
+    local ok = history.restore(stores, log)
+    if ok then restored[log] = true end
+    return ok
+  end })
+  local handler = app.handler { catalogue = cat, token = f.token, loopback = lb, budget = BUDGET, history = stores }
   local port = f.port or DEFAULT_PORT
   local srv, err, code = cmd.listen(host, port, f.port ~= nil, handler)
   if not srv then
@@ -113,12 +123,30 @@ function cmd.run(args)
   -- the logs are read in slices, requests answered in between: a big log's page opens at once
   -- and fills in as its index grows; then every half second for what the logs gained
   local said = false
+  local remembered, todo, seen = {}, {}, nil
   while true do
     cat:refresh(BUDGET)
     if not cat.pending and not said then
       said = true
       io.stdout:write(string.format('view: %d run(s) from %s\n', #cat:list(), table.concat(pos, ' ')))
       io.stdout:flush()
+    end
+    -- a finished log read from its bytes (not restored) goes into the store, one per turn: the next
+    -- start restores it
+    if said and #stores > 0 then
+      if seen ~= cat.version then
+        seen = cat.version
+        for _, path in ipairs(cat.order) do
+          local log = cat.logs[path]
+          local key = path .. '\0' .. tostring(log.version)
+          if not restored[log] and not remembered[key] and log.finished and not log.summary then
+            remembered[key] = true
+            todo[#todo + 1] = log
+          end
+        end
+      end
+      local log = table.remove(todo)
+      if log then history.remember(stores, log) end
     end
     task.sleep(cat.pending and 0 or 0.5)
   end
