@@ -909,7 +909,7 @@ function M.find_artifact(client, key)
     if fs.exists(dest .. '/artifact.json') then return dest end
     return nil
   end
-  local dest = client.base .. '/warm/' .. key
+  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
   if fs.exists(dest .. '/etc/passwd') then return dest end
   return nil
 end
@@ -970,10 +970,18 @@ end
 --- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
 function M.snapshot(client, sb, key)
   if sb.base_mode then return snapshot_on_base(client, sb, key) end
-  local dest = client.base .. '/warm/' .. key
+  -- a root made in the sandboxes' user namespace is named by its id range: one made before (or
+  -- without root) has other owners and is never taken for it
+  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
   if fs.exists(dest .. '/etc/passwd') then return dest end
   local tmp = dest .. '.tmp-' .. sb.id
-  local ok, err = fs.copy_tree(sb.files or sb.root, tmp)
+  local ok, err
+  if client.idmap then -- cp -a keeps the owners the sandbox's namespace gave its files
+    local r = proc.run { argv = { 'cp', '-a', sb.files or sb.root, tmp }, timeout = 600, tail_bytes = 65536 }
+    ok, err = r and r.code == 0, 'copying the prepared root: ' .. util.trim(r and r.stderr or '')
+  else
+    ok, err = fs.copy_tree(sb.files or sb.root, tmp)
+  end
   if not ok then fs.remove_tree(tmp); return nil, err, 'EIO' end
   if not fs.rename(tmp, dest) then -- another run got there first
     fs.remove_tree(tmp)
