@@ -20,7 +20,7 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 # Debian packages the build, the tests and the demo need (make deps installs what is missing).
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
-        libsnappy-dev libhttp-parser-dev libjemalloc-dev libjansson-dev bubblewrap python3 python3-pytest sqlite3 git \
+        libsnappy-dev libhttp-parser-dev libjemalloc-dev libjansson-dev libnghttp2-dev openssl bubblewrap python3 python3-pytest sqlite3 git \
         gawk patch diffutils lua-check curl \
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev
@@ -188,15 +188,16 @@ demo: deps all rootfs
 # The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the
 # seed-style Python client (httpx), perf/strace for the profiles the report quotes, cyclictest (rt-tests)
 # for the machine's own wake-up latency.
-BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace rt-tests
+BENCH_DEBS := wrk nginx-light nghttp2-client python3-httpx linux-perf strace rt-tests
 deps-bench:
 	$(call install_missing,$(BENCH_DEBS))
 
 # the bench's fake provider in C (bench/fake_provider.c): what make bench and bench/probe.lua
-# measure against; spec/bench_fake_spec.lua (make check) holds it to bench/fake_provider.lua
+# measure against, plain, over TLS (OpenSSL) and over HTTP/2 (libnghttp2); spec/bench_fake_spec.lua
+# (make check) holds it to bench/fake_provider.lua
 build/bench/fake_provider: bench/fake_provider.c engine/rxstamp.h
 	@mkdir -p build/bench
-	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson
+	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson -lssl -lcrypto -lnghttp2
 
 bench: deps deps-bench all build/bench/fake_provider
 	./cseng lua bench/run.lua

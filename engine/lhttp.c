@@ -165,6 +165,9 @@ static struct {
   int pk_reuse; /* libcurl >= 8.0: a prior-knowledge request reuses a prior-knowledge connection (see h2origin) */
   int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
   int native;       /* plain-HTTP/1.1 requests go through h1.c (CSENG_HTTP=curl or configure{native=false}: off) */
+  char *ca_default; /* libcurl's built-in CA bundle (CURLINFO_CAINFO; NULL: none) */
+  char *ca_path;    /* libcurl's built-in CA directory (CURLINFO_CAPATH; NULL: none) */
+  char *ca_file;    /* http.configure{ca_file=}: the bundle for requests that name none (NULL: the default) */
 } H;
 
 static void origin_live(h2origin *o) {
@@ -1172,7 +1175,7 @@ static int native_start(lua_State *L, req *r, const char *url, size_t url_len, c
 }
 
 static int http_request(lua_State *L) {
-  const char *method, *url, *unix_socket, *body, *version;
+  const char *method, *url, *unix_socket, *body, *version, *ca_file;
   size_t body_len = 0, url_len = 0;
   req *r;
   CURL *e = NULL;
@@ -1183,7 +1186,7 @@ static int http_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   cs_task_current(L);
-  /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version) */
+  /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version, ca_file) */
   url = opt_string(L, "url", &url_len, 1);
   method = opt_string(L, "method", NULL, 0);
   if (!method) method = "GET";
@@ -1202,6 +1205,8 @@ static int http_request(lua_State *L) {
       luaL_error(L, "http.request: opts.http_version must be '1.1', '2' or '2-prior-knowledge', got '%s'",
                  version);
   }
+  ca_file = opt_string(L, "ca_file", NULL, 0);
+  if (!ca_file) ca_file = H.ca_file; /* http.configure's, or NULL: the system store */
   timeout = opt_number(L, "timeout", 60);
   connect_timeout = opt_number(L, "connect_timeout", 0);
   max_body = opt_number(L, "max_body", 0);
@@ -1332,6 +1337,8 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, insecure ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, insecure ? 0L : 2L);
+  /* the CA bundle: the one asked for, else libcurl's built-in one (set again: the handle is reused) */
+  curl_easy_setopt(e, CURLOPT_CAINFO, ca_file ? ca_file : H.ca_default);
   curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, unix_socket); /* NULL: none */
   /* the method as after curl_easy_reset (a GET, no body, no custom method), then this one's */
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
@@ -1397,6 +1404,16 @@ static int http_configure(lua_State *L) {
   if (!lua_isnil(L, -1)) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "http.configure: native must be a boolean");
     H.native = lua_toboolean(L, -1);
+  }
+  lua_getfield(L, 1, "ca_file");
+  if (!lua_isnil(L, -1)) {
+    char *v = NULL;
+    if (lua_isstring(L, -1) && lua_type(L, -1) == LUA_TSTRING) {
+      if (!(v = strdup(lua_tostring(L, -1)))) return luaL_error(L, "out of memory");
+    } else if (!(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
+      luaL_error(L, "http.configure: ca_file must be a path or false (the system store)");
+    free(H.ca_file);
+    H.ca_file = v;
   }
   lua_getfield(L, 1, "max_connections");
   if (!lua_isnil(L, -1)) {
@@ -1488,6 +1505,10 @@ static void http_shutdown(void) {
   free(H.socks);
   H.socks = NULL;
   H.nsocks = 0;
+  free(H.ca_default);
+  free(H.ca_path);
+  free(H.ca_file);
+  H.ca_default = H.ca_path = H.ca_file = NULL;
   curl_global_cleanup();
 }
 
@@ -1527,6 +1548,18 @@ int luaopen_cseng_http(lua_State *L) {
       exit(1);
     }
     H.multi = H.pools[0].multi;
+    { /* libcurl's built-in trust store: requests without a ca_file get it back (easy handles are
+         reused), and the native path loads the same one */
+      CURL *probe = curl_easy_init();
+      char *ca = NULL, *cap = NULL;
+      if (probe) {
+        curl_easy_getinfo(probe, CURLINFO_CAINFO, &ca);
+        curl_easy_getinfo(probe, CURLINFO_CAPATH, &cap);
+        H.ca_default = ca ? strdup(ca) : NULL;
+        H.ca_path = cap ? strdup(cap) : NULL;
+        curl_easy_cleanup(probe);
+      }
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);
     lua_pop(L, 1);

@@ -165,6 +165,7 @@ function clock.epoch() end
 ---@field unix_socket? string connect to this Unix socket
 ---@field follow? boolean follow redirects
 ---@field insecure? boolean skip TLS verification
+---@field ca_file? string PEM file of the CAs to trust instead of libcurl's built-in bundle (its CA directory stays)
 ---@field max_body? integer bytes (EBODY beyond)
 ---@field stream? async fun(chunk: string): boolean? receive the body incrementally; return false to stop (EABORTED)
 ---@field http_version? "1.1"|"2"|"2-prior-knowledge" "2": ALPN over TLS, prior knowledge for http:// (the response must be HTTP/2, else EHTTP2)
@@ -192,6 +193,7 @@ function clock.epoch() end
 ---@field max_concurrent_streams? integer
 ---@field pools? integer
 ---@field native? boolean the native HTTP/1.1 path on or off
+---@field ca_file? string|false the CA bundle of requests that name none (false: the built-in one again)
 
 ---@class cseng.http.NativeStats
 ---@field enabled boolean plain-HTTP/1.1 requests go through engine/h1.c
