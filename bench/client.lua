@@ -5,6 +5,8 @@
 ---   ./cseng lua bench/client.lua --url http://127.0.0.1:PORT --concurrency 64 --out F
 ---          [--mode lifecycle|raw] [--warmup 1] [--duration 3] [--create-ms 50 --exec-ms 20 --delete-ms 10]
 ---          [--pools N]   (cseng.http's connection pools, default the engine's)
+---          [--ca FILE]   (the CA bundle to trust: an https:// fake's, bench/lib.lua's make_certs)
+---          [--http-version 1.1|2]  (each request's http_version; default cseng.http's)
 ---          [--no-split]  (no way_there/way_back/resume samples: bench/instructions.lua, whose
 ---                         count would include their encoding at the end)
 ---
@@ -46,6 +48,8 @@ local opts, perr = flags.parse(arg, {
   ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
   pools = { key = 'pools', type = 'int', min = 1 },
   ['no-split'] = { key = 'no_split', type = 'bool' },
+  ca = { key = 'ca', type = 'string' },
+  ['http-version'] = { key = 'http_version', type = 'string' },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
@@ -76,7 +80,9 @@ local CREATE_BODY = cjson.encode {
   template = 'base', size = 'small', projectId = 'bench', region = 'us-east-1', timeoutMs = 300000,
 }
 
-http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools }
+http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools,
+  ca_file = opts.ca }
+local VERSION = opts.http_version
 
 -- The samples, kept as packed strings of CHUNK integers each (string.pack), not as Lua arrays:
 -- a Lua array of every sample (some 300,000 numbers by the end of a window at 1,024 in flight)
@@ -137,7 +143,8 @@ end
 -- asks for X-Fake-Hold-From (a sampled lifecycle's call) and its error is split.
 local function call(method, path, body, ok_status, stamped)
   local t0 = clock.now()
-  local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body, timeout = 90 }
+  local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body,
+    timeout = 90, http_version = VERSION }
   local data
   if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
   local t1, t_run = answered(t0), clock.now()
@@ -196,7 +203,7 @@ end
 local function raw_worker()
   local url = BASE .. '/zero'
   while clock.now() < t_end do
-    local res, err, code = http.request { url = url, timeout = 90 }
+    local res, err, code = http.request { url = url, timeout = 90, http_version = VERSION }
     local now = clock.now()
     total = total + 1
     if not res or res.status ~= 200 then fail(tostring(err or res.status) .. ' ' .. tostring(code))
