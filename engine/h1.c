@@ -1,11 +1,14 @@
 /*
- * h1.c: a plain-HTTP/1.1 keep-alive client on libuv and Debian's http_parser (see h1.h).
+ * h1.c: an HTTP/1.1 keep-alive client on libuv and Debian's http_parser (see h1.h), plain or
+ * over TLS (tls.c).
  *
- * Connections are kept per origin (host and port, as written in the URL) in a list of idle ones,
- * newest first; an idle connection stays read-polled, and anything it reads (the server closing
- * it, or junk) closes it. A request goes to the newest idle connection, else to a new one. As in
- * libcurl, a request on a reused connection that fails before one response byte (the server had
- * closed it in the meantime) is sent once more on a new connection.
+ * Connections are kept per origin (scheme, host and port as written in the URL, and for TLS the
+ * verification asked for) in a list of idle ones, newest first; an idle connection stays
+ * read-polled, and anything it reads (the server closing it, or junk; over TLS, anything but
+ * the session tickets a TLS 1.3 server sends after the handshake) closes it. A request goes to
+ * the newest idle connection, else to a new one. As in libcurl, a request on a reused connection
+ * that fails before one response byte (the server had closed it in the meantime) is sent once
+ * more on a new connection.
  *
  * Each connection owns its libuv handles (TCP stream, timer) and requests (connect, write,
  * getaddrinfo); a call borrows one connection at a time.
@@ -15,18 +18,25 @@
  * receive time of the bytes read. It reads in libuv's alloc callback, which then hands libuv no
  * buffer: libuv documents that as "read nothing" and calls the read callback with UV_ENOBUFS,
  * where what was read is parsed (not in the alloc callback: closing the stream there would
- * leave libuv calling a read callback it had cleared). At 1,024
- * calls in flight on a busy loop an answer waited ~5-10 ms (p99) in the socket before it was
- * read; that wait is this client's, not the server's, and no longer counts in t_total. Closing a connection closes both handles
- * and frees it on the second close callback; a getaddrinfo in flight is detached, not waited for.
+ * leave libuv calling a read callback it had cleared). An answer that waited in the socket
+ * while the loop was busy (at 1,024 calls in flight, milliseconds) is this client's wait, not
+ * the server's, and does not count in t_total. Over TLS the connection hands OpenSSL what it
+ * read (a memory BIO) and parses the plaintext that comes out, stamped with the read whose
+ * ciphertext completed it; what OpenSSL writes goes out through the same stream. The handshake
+ * is timed apart (t_tls), its session kept per origin and offered to the next connection.
+ * Closing a connection closes both handles and frees it on the second close callback; a
+ * getaddrinfo in flight is detached, not waited for.
  */
 #include "h1.h"
 #include "rxstamp.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +61,10 @@ typedef struct h1_conn {
   struct gai *gai;                   /* a name lookup in flight */
   int closing, closes;               /* handles closed so far (2: free) */
   int connected, idle, msg_done, in_trailers, value_seen, next_addr;
-  int writing;                       /* a uv_write of the request is still queued */
+  int writing;                       /* uv_writes still queued (the request's, or TLS records) */
+  SSL *ssl;                          /* TLS (NULL: plain), on memory BIOs: */
+  BIO *rbio, *wbio;                  /* what was read, for OpenSSL; what it wrote, to send */
+  int hs_done;                       /* the TLS handshake is done */
   int bad_status;                    /* a status line http_parser took and libcurl would not (< 100) */
   uint64_t uses;                     /* calls it carried */
   int fail_err, fail_os;             /* a failure delivered from the timer (never from h1_start) */
@@ -66,6 +79,8 @@ struct h1_origin {
   h1_origin *next;
   h1_conn *idle; /* newest first */
   long nidle;
+  struct tls_conf *tls; /* https (NULL: plain): the verification its connections do */
+  tls_cache cache;      /* their newest TLS session, offered to the next connection */
   struct sockaddr_storage addrs[ADDRS_MAX];
   int naddrs;
   uint64_t addrs_at; /* when resolved (names only) */
@@ -87,6 +102,8 @@ static struct {
   long idle_max;
   h1_stats st;
   char rbuf[READ_BUF]; /* every read lands here and is parsed at once */
+  char pbuf[READ_BUF]; /* over TLS: the plaintext of what was read */
+  char obuf[READ_BUF]; /* over TLS: records OpenSSL wrote, on their way to the socket */
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
     ssize_t n;
@@ -106,16 +123,21 @@ static struct {
   char auth[96];
   size_t len;
   size_t host_off, host_len;
-  int ipv6, port, default_port;
+  int tls, ipv6, port, default_port;
 } last_auth;
 
 int h1_url_split(const char *url, size_t len, h1_url *u) {
-  const char *p = url, *end = url + len, *h, *he, *ae;
+  const char *p = url, *end = url + len, *h, *he, *ae, *auth;
+  int tls;
   memset(u, 0, sizeof *u);
-  if (len < 8 || memcmp(p, "http://", 7) != 0) return 0;
-  p += 7;
+  if (len >= 8 && memcmp(p, "http://", 7) == 0) tls = 0, p += 7;
+  else if (len >= 9 && memcmp(p, "https://", 8) == 0) tls = 1, p += 8;
+  else return 0;
+  auth = p;
+  u->tls = tls;
   for (ae = p; ae < end && *ae != '/' && *ae != '?' && *ae != '#'; ae++) {}
-  if (last_auth.len && (size_t)(ae - p) == last_auth.len && memcmp(p, last_auth.auth, last_auth.len) == 0) {
+  if (last_auth.len && last_auth.tls == tls && (size_t)(ae - p) == last_auth.len &&
+      memcmp(p, last_auth.auth, last_auth.len) == 0) {
     u->host = p + last_auth.host_off, u->host_len = last_auth.host_len;
     u->ipv6 = last_auth.ipv6, u->port = last_auth.port, u->default_port = last_auth.default_port;
     p = ae;
@@ -157,20 +179,20 @@ int h1_url_split(const char *url, size_t len, h1_url *u) {
     }
   }
   u->host = h, u->host_len = (size_t)(he - h);
-  u->port = 80, u->default_port = 1;
+  u->port = tls ? 443 : 80, u->default_port = 1;
   if (p < end && *p == ':') {
     long port = 0;
     const char *d = ++p;
     while (p < end && *p >= '0' && *p <= '9' && p - d < 6) port = port * 10 + (*p++ - '0');
     if (p == d || port < 1 || port > 65535 || (p < end && *p != '/' && *p != '?' && *p != '#')) return 0;
-    u->port = (int)port, u->default_port = port == 80; /* libcurl leaves :80 out of Host too */
+    u->port = (int)port, u->default_port = port == (tls ? 443 : 80); /* libcurl leaves it out of Host too */
   }
   if (p < end && *p != '/' && *p != '?' && *p != '#') return 0; /* user info, odd characters */
-  if ((size_t)(p - (url + 7)) < sizeof last_auth.auth) { /* p == ae here */
-    last_auth.len = (size_t)(p - (url + 7));
-    memcpy(last_auth.auth, url + 7, last_auth.len);
-    last_auth.host_off = (size_t)(u->host - (url + 7)), last_auth.host_len = u->host_len;
-    last_auth.ipv6 = u->ipv6, last_auth.port = u->port, last_auth.default_port = u->default_port;
+  if ((size_t)(p - auth) < sizeof last_auth.auth) { /* p == ae here */
+    last_auth.len = (size_t)(p - auth);
+    memcpy(last_auth.auth, auth, last_auth.len);
+    last_auth.host_off = (size_t)(u->host - auth), last_auth.host_len = u->host_len;
+    last_auth.tls = tls, last_auth.ipv6 = u->ipv6, last_auth.port = u->port, last_auth.default_port = u->default_port;
   }
 target:
   u->target = p;
@@ -206,17 +228,19 @@ target:
 
 /* ---- origins ---------------------------------------------------------------------------- */
 
-static h1_origin *origin_get(const char *host, size_t n, int ipv6, int port) {
+static h1_origin *origin_get(const char *host, size_t n, int ipv6, int port, struct tls_conf *tls) {
   unsigned hash = 2166136261u;
   h1_origin *o;
   for (size_t i = 0; i < n; i++) hash = (hash ^ (unsigned char)host[i]) * 16777619u;
   hash = (hash ^ (unsigned)port) * 16777619u;
+  hash = (hash ^ (unsigned)((uintptr_t)tls >> 4)) * 16777619u;
   for (o = G.b[hash % ORIGIN_BUCKETS]; o; o = o->next)
-    if (o->port == port && o->host_len == n && memcmp(o->host, host, n) == 0) return o;
+    if (o->port == port && o->tls == tls && o->host_len == n && memcmp(o->host, host, n) == 0) return o;
   if (!(o = calloc(1, sizeof *o + n + 1))) return NULL;
   memcpy(o->host, host, n);
   o->host_len = n;
   o->port = port;
+  o->tls = tls;
   if (ipv6) {
     struct sockaddr_in6 *a = (struct sockaddr_in6 *)&o->addrs[0];
     a->sin6_family = AF_INET6;
@@ -250,6 +274,7 @@ static void idle_unlink(h1_conn *k) {
 static void conn_freed(uv_handle_t *h) {
   h1_conn *k = h->data;
   if (++k->closes < 2) return;
+  if (k->ssl) SSL_free(k->ssl); /* and its BIOs */
   free(k->line);
   free(k);
 }
@@ -386,7 +411,8 @@ static void arm_timer(h1_conn *k) {
   h1_call *c = k->call;
   uint64_t due = UINT64_MAX;
   if (c->timeout_ms) due = c->timeout_ms;
-  if (!k->connected && c->connect_timeout_ms && c->connect_timeout_ms < due) due = c->connect_timeout_ms;
+  if ((!k->connected || (k->origin->tls && !k->hs_done)) && c->connect_timeout_ms && c->connect_timeout_ms < due)
+    due = c->connect_timeout_ms; /* libcurl's connect phase: TCP and the TLS handshake */
   k->deadline = due == UINT64_MAX ? 0 : c->t0 + due * 1000000;
   if (!k->deadline || k->fail_pending) return;
   if (k->armed && k->armed <= k->deadline && uv_is_active((uv_handle_t *)&k->timer)) return;
@@ -394,6 +420,9 @@ static void arm_timer(h1_conn *k) {
 }
 
 static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
+static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
+static int tls_step(h1_conn *k);
+static int tls_flush(h1_conn *k);
 
 /* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
  * there was nothing to read. */
@@ -430,7 +459,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
     ssize_t n = G.got.n;
     if (!k || k != s->data) return;
     G.got.k = NULL;
-    got(k, n, G.rbuf, G.got.at);
+    got_raw(k, n, G.rbuf, G.got.at);
     /* (not after the last: what it read would wait in G.got for another connection's read) */
     if (i == 31 || n < (ssize_t)sizeof G.rbuf || k->closing || !k->call || !read_once(k)) return;
   }
@@ -491,21 +520,129 @@ static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
   }
 }
 
+/* What one read of k's socket gave, before HTTP. Plain: the response's bytes. TLS: ciphertext
+ * for OpenSSL, which it uses to go on with the handshake, and whose plaintext goes on to got()
+ * with this read's stamp (the read that completed a record is when its bytes arrived). */
+static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
+  int n, e;
+  if (!k->ssl) {
+    got(k, nread, p, at);
+    return;
+  }
+  if (k->closing) return;
+  if (nread < 0) {
+    if (!k->hs_done) { /* closed or reset during the handshake */
+      if (k->call) {
+        snprintf(k->call->tls_error, sizeof k->call->tls_error,
+                 "TLS connect error: the connection %s during the handshake", nread == UV_EOF ? "closed" : "failed");
+        finish(k, H1_ETLS, nread == UV_EOF ? 0 : (int)-nread, 0);
+      } else
+        conn_close(k);
+      return;
+    }
+    if (nread == UV_EOF && k->call) {
+      /* the TCP stream ended without close_notify: a truncation attack looks the same, so it is
+       * a failed read, even where a plain connection's close would end a body (libcurl with
+       * OpenSSL 3: "unexpected eof while reading") */
+      snprintf(k->call->tls_error, sizeof k->call->tls_error,
+               "TLS: the connection closed without close_notify (unexpected eof while reading)");
+      fail(k, H1_ERECV, 0);
+      return;
+    }
+    got(k, nread, NULL, at);
+    return;
+  }
+  if (BIO_write(k->rbio, p, (int)nread) != (int)nread) {
+    ERR_clear_error();
+    if (k->call) finish(k, H1_ENOMEM, ENOMEM, 0);
+    else conn_close(k);
+    return;
+  }
+  if (!k->hs_done && !tls_step(k)) return;
+  for (;;) {
+    n = SSL_read(k->ssl, G.pbuf, sizeof G.pbuf);
+    if (n > 0) { /* an idle connection's plaintext closes it there, as on a plain one */
+      got(k, n, G.pbuf, at);
+      if (k->closing) return;
+      continue;
+    }
+    e = SSL_get_error(k->ssl, n);
+    if (e == SSL_ERROR_WANT_READ) break; /* a whole record consumed: a session ticket, or nothing yet */
+    ERR_clear_error();
+    /* close_notify: the end of the stream; anything else (a bad record, an alert): a failed read */
+    got(k, e == SSL_ERROR_ZERO_RETURN ? UV_EOF : -ECONNRESET, NULL, at);
+    return;
+  }
+  if (tls_flush(k) != 0 && !k->closing) { /* what reading wrote (a key update's answer) */
+    if (k->call) fail(k, H1_ESEND, EPIPE);
+    else conn_close(k);
+  }
+}
+
 static void on_written(uv_write_t *w, int status) {
   h1_conn *k = w->data;
-  k->writing = 0;
+  k->writing--;
   if (status == UV_ECANCELED || k->closing || !k->call) return;
   if (status < 0) fail(k, H1_ESEND, -status);
 }
 
+/* TLS records queued behind the socket's buffer: a copy, freed when written. */
+typedef struct {
+  uv_write_t w;
+  h1_conn *k;
+  char data[];
+} tls_wr;
+
+static void tls_written(uv_write_t *w, int status) {
+  h1_conn *k = ((tls_wr *)w)->k;
+  free(w);
+  k->writing--;
+  if (status == UV_ECANCELED || k->closing || !k->call) return;
+  if (status < 0) fail(k, H1_ESEND, -status);
+}
+
+/* What OpenSSL wrote (handshake messages, records, alerts) onto the socket: at once when the
+ * socket takes it, the rest queued (libuv keeps the order: uv_try_write refuses while anything
+ * is queued). 0, or a libuv error. */
+static int tls_flush(h1_conn *k) {
+  int n;
+  while (!k->closing && (n = BIO_read(k->wbio, G.obuf, sizeof G.obuf)) > 0) {
+    uv_buf_t b = uv_buf_init(G.obuf, (unsigned)n);
+    int w = uv_try_write((uv_stream_t *)&k->tcp, &b, 1), rc;
+    tls_wr *t;
+    if (w == n) continue;
+    if (w < 0 && w != UV_EAGAIN) return w;
+    if (w < 0) w = 0;
+    if (!(t = malloc(sizeof *t + (size_t)(n - w)))) return UV_ENOMEM;
+    memcpy(t->data, G.obuf + w, (size_t)(n - w));
+    t->k = k;
+    b = uv_buf_init(t->data, (unsigned)(n - w));
+    if ((rc = uv_write(&t->w, (uv_stream_t *)&k->tcp, &b, 1, tls_written)) != 0) {
+      free(t);
+      return rc;
+    }
+    k->writing++;
+  }
+  return 0;
+}
+
 /* The request onto the socket: written at once when the socket takes it all (the common case),
- * the rest queued. Nonzero: it could not be (the caller fails the call). */
+ * the rest queued. Nonzero: it could not be (the caller fails the call). Over TLS the request is
+ * encrypted into records first (a memory BIO takes it all), then sent as they are. */
 static int conn_write(h1_conn *k) {
   h1_call *c = k->call;
   uv_buf_t bufs[2];
   unsigned n = 0;
   size_t total = 0;
   int w;
+  if (k->ssl) {
+    for (unsigned i = 0; i < c->nsend; i++)
+      if (c->send[i].len && SSL_write(k->ssl, c->send[i].base, (int)c->send[i].len) <= 0) {
+        ERR_clear_error();
+        return UV_EPROTO;
+      }
+    return tls_flush(k);
+  }
   for (unsigned i = 0; i < c->nsend; i++)
     if (c->send[i].len) bufs[n++] = c->send[i], total += c->send[i].len;
   w = uv_try_write((uv_stream_t *)&k->tcp, bufs, n);
@@ -521,7 +658,7 @@ static int conn_write(h1_conn *k) {
     n -= i;
   }
   k->write.data = k;
-  if ((w = uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written)) == 0) k->writing = 1;
+  if ((w = uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written)) == 0) k->writing++;
   return w;
 }
 
@@ -536,6 +673,79 @@ static void send_request(h1_conn *k) {
   k->line_len = 0;
   k->uses++;
   if ((rc = conn_write(k)) != 0) fail_later(k, H1_ESEND, -rc);
+}
+
+/* ---- TLS ---------------------------------------------------------------------------------- */
+
+/* The handshake failed: the call fails with libcurl's kind of failure (a refused certificate, or
+ * any other handshake error); a connection without a call just closes. */
+static void tls_failed(h1_conn *k, int rc) {
+  h1_call *c = k->call;
+  h1_origin *o = k->origin;
+  char msg[sizeof c->tls_error];
+  int cert = tls_failure(k->ssl, rc, o->host, o->numeric, msg, sizeof msg);
+  (void)tls_flush(k); /* the alert, as OpenSSL wrote it */
+  if (!c) {
+    conn_close(k);
+    return;
+  }
+  memcpy(c->tls_error, msg, sizeof msg);
+  finish(k, cert ? H1_ECERT : H1_ETLS, 0, 0);
+}
+
+/* One step of the handshake, after something was read (or to start it). 1: done, the request
+ * went out; 0: not yet, or it failed (the call has been told). */
+static int tls_step(h1_conn *k) {
+  int rc = SSL_do_handshake(k->ssl), e;
+  h1_call *c = k->call;
+  if (rc == 1) {
+    k->hs_done = 1;
+    G.st.tls_handshakes++;
+    if (SSL_session_reused(k->ssl)) G.st.tls_resumed++;
+    tls_handshake_done(k->ssl);
+    if (!c) { /* nobody waits for it */
+      conn_close(k);
+      return 0;
+    }
+    c->t_tls = since(c);
+    c->tls_resumed = SSL_session_reused(k->ssl);
+    arm_timer(k); /* the connect timeout no longer applies */
+    send_request(k); /* with the handshake's last flight, in one write (tls_flush) */
+    return !k->closing && k->call == c;
+  }
+  e = SSL_get_error(k->ssl, rc);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    int w = tls_flush(k);
+    if (w != 0 && c) {
+      ERR_clear_error();
+      finish(k, H1_ESEND, -w, 0);
+    }
+    return 0;
+  }
+  tls_failed(k, rc);
+  return 0;
+}
+
+/* TCP is up: a TLS client on memory BIOs (tls.c) for the origin's host, offering HTTP/1.1 by
+ * ALPN, resuming the origin's last session; its ClientHello goes out now. */
+static void tls_start(h1_conn *k) {
+  h1_origin *o = k->origin;
+  h1_call *c = k->call;
+  static const unsigned char alpn_h1[] = "\x08http/1.1";
+  const char *why = tls_conf_error(o->tls);
+  if (why) { /* the CA bundle did not load: libcurl's CURLE_SSL_CACERT_BADFILE */
+    snprintf(c->tls_error, sizeof c->tls_error, "%s", why);
+    finish(k, H1_ECAFILE, 0, 0);
+    return;
+  }
+  if (!(k->ssl = tls_new(o->tls, o->host, o->numeric, alpn_h1, sizeof alpn_h1 - 1, &o->cache))) {
+    finish(k, H1_ENOMEM, ENOMEM, 0);
+    return;
+  }
+  k->rbio = SSL_get_rbio(k->ssl);
+  k->wbio = SSL_get_wbio(k->ssl);
+  arm_timer(k);
+  (void)tls_step(k);
 }
 
 static void on_connect(uv_connect_t *r, int status) {
@@ -572,6 +782,10 @@ static void on_connect(uv_connect_t *r, int status) {
     if (uv_fileno((uv_handle_t *)&k->tcp, &fd) == 0) (void)rx_stamp_enable(fd);
   }
   uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+  if (k->origin->tls) {
+    tls_start(k);
+    return;
+  }
   arm_timer(k); /* the connect timeout no longer applies */
   send_request(k);
 }
@@ -661,13 +875,14 @@ int h1_start(h1_call *c) {
   h1_origin *o;
   h1_conn *k;
   c->t0 = uv_hrtime();
-  c->t_dns = c->t_connect = c->t_ttfb = c->t_total = c->t_end = 0;
+  c->t_dns = c->t_connect = c->t_tls = c->t_ttfb = c->t_total = c->t_end = 0;
   c->status = c->major = c->minor = 0;
-  c->new_conn = c->retried = 0;
+  c->new_conn = c->retried = c->tls_resumed = 0;
+  c->tls_error[0] = '\0';
   c->received = 0;
   c->parse_error = NULL;
   c->conn = NULL;
-  if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port))) return H1_ENOMEM;
+  if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port, c->tls))) return H1_ENOMEM;
   G.st.calls++;
   if ((k = o->idle) != NULL) {
     idle_unlink(k);
@@ -707,6 +922,7 @@ void h1_shutdown(void) {
     while (G.b[i]) {
       h1_origin *o = G.b[i];
       G.b[i] = o->next;
+      if (o->cache.session) SSL_SESSION_free(o->cache.session);
       free(o);
     }
 }

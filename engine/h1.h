@@ -1,9 +1,10 @@
 /*
- * h1.h: a plain-HTTP/1.1 keep-alive client on libuv and Debian's http_parser (engine/h1.c).
+ * h1.h: an HTTP/1.1 keep-alive client on libuv and Debian's http_parser (engine/h1.c), plain or
+ * over TLS (engine/tls.c: OpenSSL on memory BIOs over the same stream).
  *
  * cseng.http (lhttp.c) sends the requests libcurl would send the same way through here when
- * they are plain `http://` to a host and port, HTTP/1.1, without a proxy, redirects or a
- * connection limit (lhttp.c's native_ok); everything else stays on libcurl. libcurl's per-transfer
+ * they are `http://` or `https://` to a host and port, HTTP/1.1, without a proxy, redirects or a
+ * connection limit (lhttp.c's native_start); everything else stays on libcurl. libcurl's per-transfer
  * work (URL parsing, request formatting, the connection-cache walk) was ~95k of the ~145k
  * instructions of a request at 1,024 in flight (issue 26); this path costs a fraction of that.
  *
@@ -30,18 +31,22 @@ enum {
   H1_EPARTIAL,  /* the server closed the connection inside the response */
   H1_EPARSE,    /* not an HTTP/1.x response (h1_call.parse_error says what) */
   H1_EABORT,    /* on_body or on_line returned nonzero */
-  H1_ENOMEM
+  H1_ENOMEM,
+  H1_ETLS,      /* the TLS handshake failed (tls_error says how) */
+  H1_ECERT,     /* the server's certificate was refused (tls_error says why) */
+  H1_ECAFILE    /* the CA bundle could not be loaded (tls_error) */
 };
 
-/* A URL the native path takes: http://host[:port][/target], host a lower-case name, a dotted
+/* A URL the native path takes: http[s]://host[:port][/target], host a lower-case name, a dotted
  * IPv4 address or a bracketed IPv6 one, target printable ASCII without dot segments (libcurl
  * would rewrite those), no user info. Pointers are into the URL. */
 typedef struct {
+  int tls;          /* https:// */
   const char *host;
   size_t host_len; /* without IPv6 brackets */
   int ipv6;        /* host was [...] */
   int port;
-  int default_port; /* port 80, given or not: the Host header has none (as libcurl's) */
+  int default_port; /* the scheme's port (80, 443), given or not: the Host header has none (as libcurl's) */
   const char *target;
   size_t target_len; /* 0: "/" */
 } h1_url;
@@ -51,6 +56,7 @@ int h1_url_split(const char *url, size_t len, h1_url *u);
 
 typedef struct h1_call h1_call;
 struct h1_conn;
+struct tls_conf;
 
 struct h1_call {
   /* set by the owner before h1_start */
@@ -60,7 +66,8 @@ struct h1_call {
   uv_buf_t send[2]; /* the request: its head and its body (referenced until on_done) */
   unsigned nsend;
   int head_method;                         /* a HEAD request: its response has no body */
-  uint64_t timeout_ms, connect_timeout_ms; /* 0: none */
+  uint64_t timeout_ms, connect_timeout_ms; /* 0: none; connect_timeout covers TCP and TLS, as libcurl's */
+  struct tls_conf *tls;                    /* https: the verification it asks for (tls_conf_get); NULL: plain */
   /* A header line as received, "Name: value" without CRLF (trailer: after a chunked body);
    * p == NULL: a new response starts (after a 1xx), forget the lines so far. */
   int (*on_line)(h1_call *c, const char *p, size_t n, int trailer);
@@ -69,10 +76,12 @@ struct h1_call {
   /* set by h1 */
   unsigned status, major, minor;
   int new_conn;                                /* this call opened its connection */
-  uint64_t t0, t_dns, t_connect, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
+  int tls_resumed;                             /* ... and its TLS handshake resumed a session */
+  uint64_t t0, t_dns, t_connect, t_tls, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
   uint64_t t_end;  /* uv_hrtime when the response's last bytes arrived (the kernel's stamp), or the call ended */
   size_t received;                             /* response bytes read */
   const char *parse_error;
+  char tls_error[256];                         /* H1_ETLS, H1_ECERT, H1_ECAFILE: libcurl's kind of message */
   int phase;                                   /* how far the response got: 0 the status line, 1 headers, 2 body */
   /* private */
   struct h1_conn *conn;
@@ -94,6 +103,7 @@ void h1_set_idle_max(long n);
 
 typedef struct {
   uint64_t calls, connects, reused, retried, open, idle;
+  uint64_t tls_handshakes, tls_resumed; /* TLS handshakes done, and of them those that resumed a session */
 } h1_stats;
 h1_stats h1_get_stats(void);
 

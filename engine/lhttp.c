@@ -38,6 +38,7 @@
 #include "aux.h"
 #include "core.h"
 #include "h1.h"
+#include "tls.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -1011,6 +1012,7 @@ static void native_done(h1_call *c, int err, int os_errno) {
   r->new_conns = c->new_conn;
   r->t_dns = (curl_off_t)(c->t_dns / 1000);
   r->t_connect = (curl_off_t)(c->t_connect / 1000);
+  r->t_tls = (curl_off_t)(c->t_tls / 1000);
   r->t_ttfb = (curl_off_t)(c->t_ttfb / 1000);
   r->t_total = (curl_off_t)(c->t_total / 1000);
   r->t_start = c->t0;
@@ -1038,7 +1040,8 @@ static void native_done(h1_call *c, int err, int os_errno) {
       break;
     case H1_ERECV:
       r->result = CURLE_RECV_ERROR;
-      snprintf(r->errbuf, sizeof r->errbuf, "Recv failure: %s", strerror(os_errno));
+      if (c->tls_error[0]) snprintf(r->errbuf, sizeof r->errbuf, "%s", c->tls_error);
+      else snprintf(r->errbuf, sizeof r->errbuf, "Recv failure: %s", strerror(os_errno));
       break;
     case H1_EEMPTY: r->result = CURLE_GOT_NOTHING; break;
     case H1_EPARTIAL: r->result = CURLE_PARTIAL_FILE; break;
@@ -1053,6 +1056,14 @@ static void native_done(h1_call *c, int err, int os_errno) {
       break;
     case H1_EABORT:
       if (r->result == CURLE_OK) r->result = CURLE_WRITE_ERROR;
+      break;
+    case H1_ETLS: /* libcurl's codes for the same failures (all ETLS to the caller) */
+    case H1_ECERT:
+    case H1_ECAFILE:
+      r->result = err == H1_ECERT ? CURLE_PEER_FAILED_VERIFICATION
+                  : err == H1_ECAFILE ? CURLE_SSL_CACERT_BADFILE
+                                      : CURLE_SSL_CONNECT_ERROR;
+      snprintf(r->errbuf, sizeof r->errbuf, "%s", c->tls_error);
       break;
     default: r->result = CURLE_OUT_OF_MEMORY; break;
   }
@@ -1137,15 +1148,20 @@ static int method_ok(const char *m) {
  * its out buffer), -1 (out of memory). The options were checked; the header lines are in HS.key. */
 static int native_start(lua_State *L, req *r, const char *url, size_t url_len, const char *method,
                         const char *body, size_t body_len, int body_idx, double timeout,
-                        double connect_timeout) {
+                        double connect_timeout, int insecure, const char *ca_file) {
   h1_url u;
   int has_body = body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
                  strcmp(method, "PATCH") == 0;
   int rc;
   if (!h1_url_split(url, url_len, &u) || !method_ok(method)) return 0;
+  if (u.tls && !(r->call.tls = tls_conf_get(!insecure, ca_file))) return -1;
   if (body && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) return 0; /* curl makes it a POST */
   if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0)) != 0) return rc < 0 ? -1 : 0;
-  memset(&r->call, 0, sizeof r->call);
+  {
+    struct tls_conf *tls = r->call.tls;
+    memset(&r->call, 0, sizeof r->call);
+    r->call.tls = tls;
+  }
   r->call.host = r->url + (u.host - url); /* the request's own copy of the URL: messages quote it */
   r->call.host_len = u.host_len;
   r->call.ipv6 = u.ipv6;
@@ -1272,11 +1288,13 @@ static int http_request(lua_State *L) {
   r->op.cancel = req_cancel;
   r->max_body = (size_t)max_body;
   r->stream = stream;
-  /* plain HTTP/1.1 that libcurl would send with nothing of its own (no socket path, redirect,
-   * proxy, connection limit or HTTP/2): the native path */
+  /* HTTP/1.1 that libcurl would send with nothing of its own (no socket path, redirect, proxy,
+   * connection limit or HTTP/2; over TLS, HTTP/1.1 asked for): the native path */
   if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable &&
-      (http_version == 0 || http_version == CURL_HTTP_VERSION_1_1)) {
-    int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout);
+      (strncmp(url, "https://", 8) == 0 ? http_version == CURL_HTTP_VERSION_1_1
+                                         : (http_version == 0 || http_version == CURL_HTTP_VERSION_1_1))) {
+    int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout, insecure,
+                          ca_file);
     if (rc < 0) {
       req_free(r);
       return luaL_error(L, "out of memory");
@@ -1459,6 +1477,10 @@ static int http_stats(lua_State *L) {
     lua_setfield(L, -2, "open");
     lua_pushinteger(L, (lua_Integer)st.idle);
     lua_setfield(L, -2, "idle");
+    lua_pushinteger(L, (lua_Integer)st.tls_handshakes);
+    lua_setfield(L, -2, "tls_handshakes");
+    lua_pushinteger(L, (lua_Integer)st.tls_resumed);
+    lua_setfield(L, -2, "tls_resumed");
     lua_setfield(L, -2, "native");
   }
   return 1;
@@ -1467,6 +1489,7 @@ static int http_stats(lua_State *L) {
 static void http_shutdown(void) {
   if (!H.multi) return;
   h1_shutdown();
+  tls_shutdown();
   for (int i = 0; i < POOLS_MAX; i++) {
     pool *pl = &H.pools[i];
     if (!pl->multi) continue;
@@ -1560,6 +1583,7 @@ int luaopen_cseng_http(lua_State *L) {
         curl_easy_cleanup(probe);
       }
     }
+    tls_set_defaults(H.ca_default, H.ca_path); /* the native path trusts what libcurl trusts */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);
     lua_pop(L, 1);
