@@ -2,7 +2,7 @@
 # Targets: deps, all (./cseng), rootfs, check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
-PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd
+PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd libnghttp2
 VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \

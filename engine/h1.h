@@ -34,7 +34,17 @@ enum {
   H1_ENOMEM,
   H1_ETLS,      /* the TLS handshake failed (tls_error says how) */
   H1_ECERT,     /* the server's certificate was refused (tls_error says why) */
-  H1_ECAFILE    /* the CA bundle could not be loaded (tls_error) */
+  H1_ECAFILE,   /* the CA bundle could not be loaded (tls_error) */
+  H1_EH2,       /* HTTP/2: the session failed (not an HTTP/2 server, a protocol error, a GOAWAY error) */
+  H1_EH2STREAM, /* HTTP/2: the stream was reset, or ended without a response (parse_error says how) */
+  H1_ERETRY     /* (internal) the stream was refused before the server processed it: sent again */
+};
+
+/* The protocol a call asks for (h1_call.version). */
+enum {
+  H1_V_ANY = 0, /* http://: HTTP/1.1; https://: HTTP/2 or HTTP/1.1 by ALPN (libcurl's default) */
+  H1_V_1,       /* HTTP/1.1 only */
+  H1_V_2        /* HTTP/2: by ALPN over TLS (HTTP/1.1 if that is all the server speaks), prior knowledge on http:// */
 };
 
 /* A URL the native path takes: http[s]://host[:port][/target], host a lower-case name, a dotted
@@ -57,6 +67,7 @@ int h1_url_split(const char *url, size_t len, h1_url *u);
 typedef struct h1_call h1_call;
 struct h1_conn;
 struct tls_conf;
+struct h2_sess;
 
 struct h1_call {
   /* set by the owner before h1_start */
@@ -68,6 +79,9 @@ struct h1_call {
   int head_method;                         /* a HEAD request: its response has no body */
   uint64_t timeout_ms, connect_timeout_ms; /* 0: none; connect_timeout covers TCP and TLS, as libcurl's */
   struct tls_conf *tls;                    /* https: the verification it asks for (tls_conf_get); NULL: plain */
+  int version;                             /* H1_V_ANY, H1_V_1, H1_V_2 */
+  int fresh;                               /* a connection of its own, new (h1_warm's calls) */
+  int no_request;                          /* nothing to send: the call ends when its connection is ready (h1_warm) */
   /* A header line as received, "Name: value" without CRLF (trailer: after a chunked body);
    * p == NULL: a new response starts (after a 1xx), forget the lines so far. */
   int (*on_line)(h1_call *c, const char *p, size_t n, int trailer);
@@ -86,6 +100,12 @@ struct h1_call {
   /* private */
   struct h1_conn *conn;
   int retried;
+  uint64_t deadline;             /* HTTP/2 streams, calls waiting for a connection: t0 + timeout (0: none) */
+  struct h1_call *qnext, *qprev; /* a connection's waiting calls, or a session's streams */
+  struct h2_sess *sess;          /* the HTTP/2 session it is a stream of */
+  int32_t stream;
+  size_t body_off;
+  int h2_final, h2_abort;        /* the final response's header block is in; the owner refused a chunk */
 };
 
 /* The loop every connection runs on (once, before the first call). */
@@ -104,7 +124,12 @@ void h1_set_idle_max(long n);
 typedef struct {
   uint64_t calls, connects, reused, retried, open, idle;
   uint64_t tls_handshakes, tls_resumed; /* TLS handshakes done, and of them those that resumed a session */
+  uint64_t h2_connections, h2_streams;  /* HTTP/2 connections opened, streams started */
 } h1_stats;
+
+/* HTTP/2 streams a connection carries at most (default 100, libcurl's; the server's SETTINGS may
+ * lower it). */
+void h1_set_max_streams(long n);
 h1_stats h1_get_stats(void);
 
 /* Close every connection (at shutdown; calls still running are abandoned). */

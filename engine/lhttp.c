@@ -1008,7 +1008,9 @@ static void native_done(h1_call *c, int err, int os_errno) {
   H.completed++;
   r->os_errno = os_errno;
   r->status = (long)c->status;
-  r->http_version = c->major == 1 && c->minor == 0 ? CURL_HTTP_VERSION_1_0 : CURL_HTTP_VERSION_1_1;
+  r->http_version = c->major == 2                    ? CURL_HTTP_VERSION_2_0
+                    : c->major == 1 && c->minor == 0 ? CURL_HTTP_VERSION_1_0
+                                                     : CURL_HTTP_VERSION_1_1;
   r->new_conns = c->new_conn;
   r->t_dns = (curl_off_t)(c->t_dns / 1000);
   r->t_connect = (curl_off_t)(c->t_connect / 1000);
@@ -1057,6 +1059,19 @@ static void native_done(h1_call *c, int err, int os_errno) {
     case H1_EABORT:
       if (r->result == CURLE_OK) r->result = CURLE_WRITE_ERROR;
       break;
+    case H1_EH2: /* libcurl's: the session failed (CURLE_HTTP2), a stream did (CURLE_HTTP2_STREAM) */
+      r->result = CURLE_HTTP2;
+      snprintf(r->errbuf, sizeof r->errbuf, "Error in the HTTP2 framing layer");
+      break;
+    case H1_EH2STREAM:
+      r->result = CURLE_HTTP2_STREAM;
+      if (c->parse_error)
+        snprintf(r->errbuf, sizeof r->errbuf, "HTTP/2 stream %d was not closed cleanly: %s", (int)c->stream,
+                 c->parse_error);
+      else
+        snprintf(r->errbuf, sizeof r->errbuf,
+                 "HTTP/2 stream %d was not closed cleanly before end of the underlying connection", (int)c->stream);
+      break;
     case H1_ETLS: /* libcurl's codes for the same failures (all ETLS to the caller) */
     case H1_ECERT:
     case H1_ECAFILE:
@@ -1085,7 +1100,7 @@ static int buf_str(buf *b, const char *p) { return buf_add(b, p, strlen(p)); }
  * a request with a body Content-Length and, unless given, curl's form Content-Type) into
  * r->out, from the header lines in HS.key. 0, 1: not for the native path (a header curl
  * treats specially, a line break in a value), -1: out of memory. */
-static int native_head(req *r, const char *method, const h1_url *u, int has_body, size_t body_len) {
+static int native_head(req *r, const char *method, const h1_url *u, int has_body, size_t body_len, int h2) {
   buf *o = &r->out;
   int host = 1, accept = 1, ctype = has_body;
   char num[32];
@@ -1100,7 +1115,7 @@ static int native_head(req *r, const char *method, const h1_url *u, int has_body
     else if (is_name(l, ll, "content-type")) ctype = 0;
     else if (is_name(l, ll, "content-length") || is_name(l, ll, "transfer-encoding") ||
              is_name(l, ll, "connection") || is_name(l, ll, "expect") || is_name(l, ll, "upgrade") ||
-             is_name(l, ll, "te"))
+             (!h2 && is_name(l, ll, "te"))) /* (HTTP/2 asked for: gRPC's "te: trailers" goes as it is) */
       return 1;
   }
   if (buf_str(o, method) || buf_add(o, " ", 1) ||
@@ -1148,20 +1163,23 @@ static int method_ok(const char *m) {
  * its out buffer), -1 (out of memory). The options were checked; the header lines are in HS.key. */
 static int native_start(lua_State *L, req *r, const char *url, size_t url_len, const char *method,
                         const char *body, size_t body_len, int body_idx, double timeout,
-                        double connect_timeout, int insecure, const char *ca_file) {
+                        double connect_timeout, int insecure, const char *ca_file, long http_version) {
   h1_url u;
   int has_body = body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
                  strcmp(method, "PATCH") == 0;
   int rc;
   if (!h1_url_split(url, url_len, &u) || !method_ok(method)) return 0;
+  if (u.tls ? http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : http_version == CURL_HTTP_VERSION_2TLS)
+    return 0; /* (never: "2" is ALPN over TLS, prior knowledge on http://) */
   if (u.tls && !(r->call.tls = tls_conf_get(!insecure, ca_file))) return -1;
   if (body && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) return 0; /* curl makes it a POST */
-  if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0)) != 0) return rc < 0 ? -1 : 0;
+  if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0, r->want_h2)) != 0) return rc < 0 ? -1 : 0;
   {
     struct tls_conf *tls = r->call.tls;
     memset(&r->call, 0, sizeof r->call);
     r->call.tls = tls;
   }
+  r->call.version = http_version == CURL_HTTP_VERSION_1_1 ? H1_V_1 : r->want_h2 ? H1_V_2 : H1_V_ANY;
   r->call.host = r->url + (u.host - url); /* the request's own copy of the URL: messages quote it */
   r->call.host_len = u.host_len;
   r->call.ipv6 = u.ipv6;
@@ -1288,13 +1306,12 @@ static int http_request(lua_State *L) {
   r->op.cancel = req_cancel;
   r->max_body = (size_t)max_body;
   r->stream = stream;
-  /* HTTP/1.1 that libcurl would send with nothing of its own (no socket path, redirect, proxy,
-   * connection limit or HTTP/2; over TLS, HTTP/1.1 asked for): the native path */
-  if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable &&
-      (strncmp(url, "https://", 8) == 0 ? http_version == CURL_HTTP_VERSION_1_1
-                                         : (http_version == 0 || http_version == CURL_HTTP_VERSION_1_1))) {
+  /* a request libcurl would send with nothing of its own (no socket path, redirect, proxy or
+   * connection limit): the native path, HTTP/1.1 or HTTP/2 (engine/h1.c, engine/h2.c) */
+  r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+  if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable) {
     int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout, insecure,
-                          ca_file);
+                          ca_file, http_version);
     if (rc < 0) {
       req_free(r);
       return luaL_error(L, "out of memory");
@@ -1310,7 +1327,6 @@ static int http_request(lua_State *L) {
     return luaL_error(L, "out of memory");
   }
   r->easy = e;
-  r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
   /* every per-request option, set on every request (the handle may be reused: easy_get) */
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
@@ -1443,8 +1459,10 @@ static int http_configure(lua_State *L) {
   lua_getfield(L, 1, "max_total_connections");
   if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAX_TOTAL_CONNECTIONS, total = opt_long(L, "max_total_connections", 0));
   lua_getfield(L, 1, "max_concurrent_streams");
-  if (!lua_isnil(L, -1))
+  if (!lua_isnil(L, -1)) {
     pools_setopt(CURLMOPT_MAX_CONCURRENT_STREAMS, H.max_streams = opt_long(L, "max_concurrent_streams", 1));
+    h1_set_max_streams(H.max_streams); /* the native path's streams per HTTP/2 connection */
+  }
   if (host >= 0 || total >= 0) H.limited = host > 0 || total > 0;
   H.npools = H.limited ? 1 : H.pools_wanted; /* a connection limit stays exact: one pool */
   return 0;
@@ -1481,6 +1499,10 @@ static int http_stats(lua_State *L) {
     lua_setfield(L, -2, "tls_handshakes");
     lua_pushinteger(L, (lua_Integer)st.tls_resumed);
     lua_setfield(L, -2, "tls_resumed");
+    lua_pushinteger(L, (lua_Integer)st.h2_connections);
+    lua_setfield(L, -2, "h2_connections");
+    lua_pushinteger(L, (lua_Integer)st.h2_streams);
+    lua_setfield(L, -2, "h2_streams");
     lua_setfield(L, -2, "native");
   }
   return 1;

@@ -40,6 +40,16 @@ N.cases({
   extra = function() return { http_version = '1.1', ca_file = certs.ca } end,
 }, _ENV)
 
+-- the same with http_version unset: HTTP/2 and HTTP/1.1 offered by ALPN, the server settles on
+-- HTTP/1.1 (calls made meanwhile wait for that first connection's answer, then take their own)
+N.cases({
+  title = 'cseng.http native HTTPS path against libcurl, ALPN offering h2 (the plain cases over TLS)',
+  scheme = 'https',
+  setup = ensure_certs,
+  server_args = function() return { '--tls', certs.cert, certs.key } end,
+  extra = function() return { ca_file = certs.ca } end,
+}, _ENV)
+
 -- A raw TLS server with the given certificate (and ALPN list); returns it and its base URL.
 local function tls_server(cert, alpn)
   local c = ensure_certs()
