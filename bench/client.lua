@@ -7,6 +7,7 @@
 ---          [--pools N]   (cseng.http's connection pools, default the engine's)
 ---          [--ca FILE]   (the CA bundle to trust: an https:// fake's, bench/lib.lua's make_certs)
 ---          [--http-version 1.1|2]  (each request's http_version; default cseng.http's)
+---          [--max-streams N]  (HTTP/2 streams a connection carries, http.configure's max_concurrent_streams)
 ---          [--no-split]  (no way_there/way_back/resume samples: bench/instructions.lua, whose
 ---                         count would include their encoding at the end)
 ---
@@ -50,6 +51,7 @@ local opts, perr = flags.parse(arg, {
   ['no-split'] = { key = 'no_split', type = 'bool' },
   ca = { key = 'ca', type = 'string' },
   ['http-version'] = { key = 'http_version', type = 'string' },
+  ['max-streams'] = { key = 'max_streams', type = 'int', min = 1 },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
@@ -81,7 +83,7 @@ local CREATE_BODY = cjson.encode {
 }
 
 http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools,
-  ca_file = opts.ca }
+  ca_file = opts.ca, max_concurrent_streams = opts.max_streams }
 local VERSION = opts.http_version
 
 -- The samples, kept as packed strings of CHUNK integers each (string.pack), not as Lua arrays:

@@ -53,6 +53,7 @@
 #define MAX_BODY (1 << 20)
 #define LEFT_MAX (256 << 10)
 #define H2_STREAMS 1000 /* SETTINGS_MAX_CONCURRENT_STREAMS: above what a client asks (libcurl: 100) */
+#define RELEASE_SLICE_NS 100000 /* the longest run of releases between two looks at the sockets */
 
 typedef struct {
   char *p;
@@ -462,12 +463,17 @@ static void on_tfd(uv_poll_t *h, int status, int events) {
     exit(1);
   }
   armed = 0;
-  uint64_t now = uv_hrtime();
+  uint64_t now = uv_hrtime(), start = now;
   while (heap_n && heap[0]->until <= now) {
     rq *r = heap[0];
     heap_remove(r);
     hold_done(r);
     if (!heap_n || heap[0]->until > now) now = uv_hrtime(); /* writes took time: catch up */
+    /* back to the loop after a while, the rest released at once when it comes back: requests that
+     * arrive meanwhile are read (and stamped) then, not after the whole batch. A socket left
+     * unread merges what queues there and the kernel stamps it with the newest arrival, which
+     * would start the holds of an HTTP/2 connection's earlier requests late */
+    if (uv_hrtime() - start > RELEASE_SLICE_NS) break;
   }
   tfd_arm();
 }

@@ -1001,23 +1001,36 @@ void cs_sched_init(lua_State *L) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-/* One pass: run the tasks that were ready when it began. Tasks they make ready (a
- * task.yield() loop) wait for the next pass, so the loop polls I/O, timers and signals
- * between passes and no task can starve the others. */
-static void drain_ready(void) {
-  cs_task *t, *last = S.ready_tail;
-  while (last && (t = dequeue()) != NULL) {
-    if (t->state == T_READY) task_step(t);
-    if (t == last) break;
-  }
-}
-
 static int loop_run(uv_run_mode mode) {
   int alive;
   S.in_uv_run = 1;
   alive = uv_run(&S.loop, mode);
   S.in_uv_run = 0;
   return alive;
+}
+
+/* A pass polls I/O (without blocking) once this long has gone by since the last poll: answers
+ * that arrive during a long pass are read then, not at its end. A socket left unread holds what
+ * arrived on it meanwhile, and the kernel merges what queues there and stamps the merged bytes
+ * with the newest arrival: an HTTP/2 connection carrying many calls would stamp an answer that
+ * waited under a later one with the later one's time. */
+#define POLL_EVERY_NS 100000
+
+/* One pass: run the tasks that were ready when it began. Tasks they make ready (a
+ * task.yield() loop) wait for the next pass, so the loop polls I/O, timers and signals
+ * between passes and no task can starve the others; a long pass polls in between too
+ * (POLL_EVERY_NS). */
+static void drain_ready(void) {
+  cs_task *t, *last = S.ready_tail;
+  uint64_t polled = uv_hrtime();
+  while (last && (t = dequeue()) != NULL) {
+    if (t->state == T_READY) task_step(t);
+    if (t == last) break;
+    if (uv_hrtime() - polled > POLL_EVERY_NS) {
+      loop_run(UV_RUN_NOWAIT);
+      polled = uv_hrtime();
+    }
+  }
 }
 
 int cs_sched_run_main(lua_State *L, int nargs) {
