@@ -327,6 +327,7 @@ static void redispatch_waiters(h1_conn *k) {
     c->qnext = c->qprev = NULL;
     c->conn = NULL;
     k->nwaiters--;
+    c->t_ready = uv_hrtime() - c->t0; /* (a new connection it then opens sets it again) */
     if (dispatch(k->origin, c) != 0) call_end(c, H1_ENOMEM, ENOMEM);
   }
 }
@@ -1147,6 +1148,10 @@ static void conn_ready(h1_conn *k) {
     o->h1_known = !h2;
   }
   list_del(k);
+  if (c) {
+    c->t_ready = since(c);
+    c->major = h2 ? 2 : 1; /* (what a warming call found) */
+  }
   if (!h2) {
     if (c && c->no_request) finish(k, H1_OK, 0, 1); /* warm: idle now */
     else if (c) send_request(k);
@@ -1168,6 +1173,7 @@ static void conn_ready(h1_conn *k) {
   while (k->waiters && h2_room(k->h2, G.max_streams) > 0) {
     h1_call *w = k->waiters;
     unwait(k, w);
+    w->t_ready = since(w);
     if (stream_start(k, w, 0) != 0) call_end(w, H1_ENOMEM, ENOMEM);
   }
   redispatch_waiters(k); /* more than it may carry */
@@ -1230,6 +1236,7 @@ int h1_start(h1_call *c) {
   c->qnext = c->qprev = NULL;
   c->stream = 0;
   c->deadline = 0;
+  c->t_ready = 0;
   c->h2_final = c->h2_abort = 0;
   if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port, c->tls))) return H1_ENOMEM;
   G.st.calls++;
@@ -1275,6 +1282,43 @@ void h1_set_idle_max(long n) { G.idle_max = n < 1 ? 1 : n; }
 h1_stats h1_get_stats(void) { return G.st; }
 
 void h1_set_max_streams(long n) { G.max_streams = n < 1 ? 1 : (unsigned)n; }
+
+void h1_origin_state(const h1_call *c, unsigned long *ready, unsigned *h2_conns, unsigned *h2_max) {
+  h1_origin *o = origin_get(c->host, c->host_len, c->ipv6, c->port, c->tls);
+  *ready = 0, *h2_conns = 0, *h2_max = 0;
+  if (!o) return;
+  *ready = (unsigned long)o->nidle;
+  for (h1_conn *k = o->h2; k; k = k->lnext)
+    if (h2_usable(k->h2)) {
+      unsigned room = h2_room(k->h2, G.max_streams);
+      *ready += room;
+      (*h2_conns)++;
+      if (!*h2_max) *h2_max = room + h2_open(k->h2);
+    }
+}
+
+unsigned h1_close_idle(const char *host, size_t host_len, int port, int tls) {
+  unsigned n = 0;
+  for (int i = 0; i < ORIGIN_BUCKETS; i++)
+    for (h1_origin *o = G.b[i]; o; o = o->next) {
+      h1_conn *k, *nx;
+      if (o->port != port || (o->tls != NULL) != (tls != 0) || o->host_len != host_len ||
+          memcmp(o->host, host, host_len) != 0)
+        continue;
+      while (o->idle) {
+        conn_close(o->idle); /* unlinks it */
+        n++;
+      }
+      for (k = o->h2; k; k = nx) {
+        nx = k->lnext;
+        if (h2_open(k->h2) == 0 && !k->call) {
+          conn_close(k);
+          n++;
+        }
+      }
+    }
+  return n;
+}
 
 void h1_shutdown(void) {
   while (G.all) {

@@ -92,6 +92,7 @@ struct h1_call {
   int new_conn;                                /* this call opened its connection */
   int tls_resumed;                             /* ... and its TLS handshake resumed a session */
   uint64_t t0, t_dns, t_connect, t_tls, t_ttfb, t_total; /* uv_hrtime at start; the rest ns after it (0: not reached) */
+  uint64_t t_ready;  /* ns after t0 when a connection it had to wait for was ready (0: one was) */
   uint64_t t_end;  /* uv_hrtime when the response's last bytes arrived (the kernel's stamp), or the call ended */
   size_t received;                             /* response bytes read */
   const char *parse_error;
@@ -131,6 +132,15 @@ typedef struct {
  * lower it). */
 void h1_set_max_streams(long n);
 h1_stats h1_get_stats(void);
+
+/* The origin c names (host, port, TLS; the call is not started): how many calls would start
+ * there now without a new connection (idle HTTP/1.1 connections, and the free streams of HTTP/2
+ * ones), its ready HTTP/2 connections, and the streams the newest of them may carry at most. */
+void h1_origin_state(const h1_call *c, unsigned long *ready, unsigned *h2_conns, unsigned *h2_max);
+
+/* Close the idle connections to host and port (tls: https; any verification), HTTP/1.1 ones and
+ * HTTP/2 ones without a stream; returns how many. */
+unsigned h1_close_idle(const char *host, size_t host_len, int port, int tls);
 
 /* Close every connection (at shutdown; calls still running are abandoned). */
 void h1_shutdown(void);

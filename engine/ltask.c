@@ -42,6 +42,7 @@ struct cs_task {
   cs_op *op;
   uint64_t wakes;       /* times it was resumed */
   uint64_t answered_at, answered_wake; /* cs_task_answered: when, and at which wake-up */
+  uint64_t handshakes, handshake_ns;   /* cs_task_handshake: its calls' waits for new connections */
   cs_task *rnext;       /* ready queue */
   cs_task *prev, *next; /* live list */
   joinwait *joiners;
@@ -220,6 +221,17 @@ void cs_task_answered(uint64_t at) {
 uint64_t cs_task_answered_at(void) {
   cs_task *t = S.current;
   return t && t->answered_at && t->answered_wake == t->wakes ? t->answered_at : 0;
+}
+
+void cs_task_handshake(uint64_t ns) {
+  if (!S.current) return;
+  S.current->handshakes++;
+  S.current->handshake_ns += ns;
+}
+
+void cs_task_handshakes(uint64_t *count, uint64_t *ns) {
+  *count = S.current ? S.current->handshakes : 0;
+  *ns = S.current ? S.current->handshake_ns : 0;
 }
 
 cs_task *cs_task_running(lua_State *L) {

@@ -203,6 +203,10 @@ function clock.epoch() end
 ---@field retried integer requests sent again on a new connection (the reused one had been closed)
 ---@field open integer connections open now
 ---@field idle integer of them idle
+---@field tls_handshakes integer TLS handshakes done
+---@field tls_resumed integer of them resuming a session
+---@field h2_connections integer HTTP/2 connections opened
+---@field h2_streams integer HTTP/2 streams started
 
 ---@class cseng.http.Stats
 ---@field in_flight integer
@@ -232,6 +236,42 @@ function http.configure(opts) end
 
 ---@return cseng.http.Stats
 function http.stats() end
+
+---@class cseng.http.WarmOptions
+---@field url string the origin (scheme, host, port; the path is ignored)
+---@field calls? integer requests that should start at once without a new connection (default 1)
+---@field http_version? "1.1"|"2"
+---@field ca_file? string
+---@field insecure? boolean
+---@field timeout? number
+---@field connect_timeout? number
+
+---@class cseng.http.WarmInfo
+---@field opened integer connections opened
+---@field ready integer calls that would now start without a new connection
+---@field http_version "1.1"|"2"
+---@field connections? integer HTTP/2 connections to the origin
+---@field streams? integer streams each may carry
+---@field seconds number
+
+---Open the native path's connections a burst of `calls` requests would start on (TCP, TLS,
+---HTTP/2 settings), options not given taken from the origin's latest native request.
+---@async
+---@param opts cseng.http.WarmOptions
+---@return cseng.http.WarmInfo? info
+---@return string? message
+---@return cseng.Code? code
+function http.warm(opts) end
+
+---Close the idle native connections to the URL's scheme, host and port; returns how many.
+---@param url string
+---@return integer
+function http.close_idle(url) end
+
+---How many of the running task's requests waited for a new connection, and for how long in all.
+---@return integer count
+---@return number seconds
+function http.handshakes() end
 
 -- ---------------------------------------------------------------------------------------
 -- cseng.proc
