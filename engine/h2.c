@@ -161,6 +161,7 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud) {
   h2_sess *s = ud;
   h1_call *c = call_of(ng, id);
   if (!c) return 0;
+  if (code == NGHTTP2_REFUSED_STREAM) s->goaway = 1; /* as libcurl: no new stream on it (it closes it) */
   if (c->h2_abort) end_call(s, c, H1_EABORT, 0);
   else if (code == NGHTTP2_REFUSED_STREAM && c->received == 0) end_call(s, c, H1_ERETRY, 0);
   else {

@@ -84,13 +84,13 @@ for _, proto in ipairs { { name = 'HTTP/2', alpn = 'h2,http/1.1' }, { name = 'HT
       local c = by.connections[1]
       assert.is_true(c.cold)
       assert.is_true(c.closed >= 1, 'the warmup\'s connection was not closed')
-      -- HTTP/1.1: every create opens its own connection. HTTP/2: the first opens one and those made
-      -- while it is being opened wait for it; one made after it was ready multiplexes on it
+      -- The first create opens a connection (none is left), and those made while it is being opened
+      -- open their own (HTTP/1.1) or wait for it (HTTP/2); one made after a connection was free
+      -- again (a slow client: the first creates already answered) takes it, as a burst would
       local m, waited = measured(by), 0
       assert.equal(12, #m)
       for _, t in ipairs(m) do
         assert.is_true(t.ok, t.error)
-        if proto.name == 'HTTP/1.1' then assert.equal(1, t.handshakes) end
         if t.handshakes then
           waited = waited + 1
           assert.equal(1, t.handshakes)
