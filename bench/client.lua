@@ -8,6 +8,9 @@
 ---          [--ca FILE]   (the CA bundle to trust: an https:// fake's, bench/lib.lua's make_certs)
 ---          [--http-version 1.1|2]  (each request's http_version; default cseng.http's)
 ---          [--max-streams N]  (HTTP/2 streams a connection carries, http.configure's max_concurrent_streams)
+---          [--warm]      (the connections the concurrency needs opened before the warm-up: http.warm)
+---          [--loops N]   (N client processes, each running its share of the lifecycles on its own loop,
+---                         their windows started together and their results merged into one)
 ---          [--no-split]  (no way_there/way_back/resume samples: bench/instructions.lua, whose
 ---                         count would include their encoding at the end)
 ---
@@ -24,7 +27,11 @@
 --- call; way_there, way_back: the error's two parts, and resume: the wait for this loop after the
 --- answer arrived (not in the measurement), for one sampled lifecycle in four, from the
 --- X-Fake-Hold-From the fake adds when asked with X-Fake-Stamp),
---- counts, the CPU time used inside the window and the peak RSS (sys.usage()).
+--- counts, the CPU time used inside the window and the peak RSS (sys.usage()). With --loops N the
+--- same object for the N processes together: samples and counts joined, the rate summed, CPU per
+--- request over every request, maxrss_kb their sum (loop_maxrss_kb each one's).
+--- --loops: a process the machine may run on another core; the parent waits until every child
+--- has opened its connections (its --warm), then tells them all when their window starts.
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
@@ -52,15 +59,82 @@ local opts, perr = flags.parse(arg, {
   ca = { key = 'ca', type = 'string' },
   ['http-version'] = { key = 'http_version', type = 'string' },
   ['max-streams'] = { key = 'max_streams', type = 'int', min = 1 },
+  warm = { key = 'warm', type = 'bool' },
+  loops = { key = 'loops', type = 'int', min = 1 },
+  ['loop-index'] = { key = 'loop_index', type = 'int', min = 1 },
+  ['loop-dir'] = { key = 'loop_dir', type = 'string' },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
   return 2
 end
 
+-- --loops N: this process starts N children (the same arguments, --loop-index I), lets their
+-- windows start together once all are warm, and merges what they wrote
+if (opts.loops or 1) > 1 and not opts.loop_index then
+  local proc = require 'cseng.proc'
+  local dir = assert(fs.tempdir('cseng-client-loops-'))
+  local kids = {}
+  local self = fs.readlink('/proc/self/exe')
+  for i = 1, opts.loops do
+    local argv = { self, 'lua', arg[0] }
+    for _, a in ipairs(arg) do argv[#argv + 1] = a end
+    for _, a in ipairs { '--loop-index', tostring(i), '--loop-dir', dir, '--out', fs.join(dir, 'out.' .. i) } do
+      argv[#argv + 1] = a
+    end
+    kids[i] = assert(proc.spawn { argv = argv, stdout = fs.join(dir, 'log.' .. i), stderr = fs.join(dir, 'log.' .. i) })
+  end
+  local ready = 0
+  for _ = 1, 12000 do -- every child warm (a bound on a failure: 10 min)
+    ready = 0
+    for i = 1, opts.loops do if fs.stat(fs.join(dir, 'ready.' .. i)) then ready = ready + 1 end end
+    if ready == opts.loops then break end
+    local dead = false
+    for _, k in ipairs(kids) do if k:wait(0.001) then dead = true end end
+    if dead then break end
+    task.sleep(0.05)
+  end
+  if ready == opts.loops then assert(fs.write(fs.join(dir, 'go'), tostring(clock.now() + 100000000))) end
+  local merged
+  for i, k in ipairs(kids) do
+    local st = k:wait()
+    k:close()
+    local d = st and st.code == 0 and fs.read(fs.join(dir, 'out.' .. i))
+    if not d then
+      io.stderr:write('client: loop ', i, ' failed: ', tostring(fs.read(fs.join(dir, 'log.' .. i))), '\n')
+      fs.remove_tree(dir)
+      return 1
+    end
+    d = cjson.decode(d)
+    if not merged then
+      merged = d
+      merged.loop_maxrss_kb = { d.maxrss_kb }
+    else
+      for _, k2 in ipairs { 'completed', 'requests', 'total_requests', 'failures', 'rate', 'cpu_user_s', 'cpu_sys_s', 'cpu_s',
+        'maxrss_kb' } do merged[k2] = (merged[k2] or 0) + (d[k2] or 0) end
+      merged.first_error = merged.first_error or d.first_error
+      merged.loop_maxrss_kb[#merged.loop_maxrss_kb + 1] = d.maxrss_kb
+      for k2, v in pairs(d.samples) do
+        local into = merged.samples[k2]
+        for _, x in ipairs(v) do into[#into + 1] = x end
+      end
+    end
+  end
+  fs.remove_tree(dir)
+  merged.concurrency, merged.loops = opts.concurrency or 64, opts.loops
+  merged.cpu_per_request_us = merged.requests > 0 and merged.cpu_s / merged.requests * 1e6 or nil
+  for k2, v in pairs(merged.samples) do merged.samples[k2] = jsonl.array(v) end
+  merged.loop_maxrss_kb = jsonl.array(merged.loop_maxrss_kb)
+  assert(fs.write(opts.out, jsonl.encode(merged)))
+  return 0
+end
+
 local BASE = opts.url:gsub('/+$', '')
 local SPLIT = not opts.no_split
-local C = opts.concurrency or 64
+local C_ALL = opts.concurrency or 64
+local LOOPS, LOOP = opts.loops or 1, opts.loop_index or 1
+-- this loop's share of the lifecycles (the first ones take the remainder)
+local C = C_ALL // LOOPS + ((LOOP <= C_ALL % LOOPS) and 1 or 0)
 local MODE = opts.mode or 'lifecycle'
 local WARMUP = math.floor((opts.warmup or 1) * 1e9)
 local DURATION = math.floor((opts.duration or 3) * 1e9)
@@ -193,7 +267,8 @@ local function lifecycle(sampled)
 end
 
 local function lifecycle_worker(i)
-  if not opts.no_stagger then task.sleep((i - 1) * PERIOD / C / 1e9) end
+  -- starts spread evenly over one lifecycle, across every loop's workers
+  if not opts.no_stagger then task.sleep(((i - 1) * LOOPS + LOOP - 1) * PERIOD / C_ALL / 1e9) end
   while clock.now() < t_end do
     local sampled = clock.now() >= t_warm
     local ok = lifecycle(sampled)
@@ -211,6 +286,27 @@ local function raw_worker()
     if not res or res.status ~= 200 then fail(tostring(err or res.status) .. ' ' .. tostring(code))
     elseif now >= t_warm and now <= t_end then requests = requests + 1 end
   end
+end
+
+local warmed
+if opts.warm then -- the connections C calls start on, open and ready before anything is timed
+  local w, werr, wcode = http.warm { url = BASE, calls = C, http_version = VERSION, timeout = 600 }
+  if not w then
+    io.stderr:write('client: warm: ', tostring(werr), ' (', tostring(wcode), ')\n')
+    return 1
+  end
+  warmed = { opened = w.opened, ready = w.ready, http_version = w.http_version, seconds = w.seconds }
+end
+if opts.loop_dir then -- warm: the parent starts every loop's window at once
+  assert(fs.write(fs.join(opts.loop_dir, 'ready.' .. LOOP), '1'))
+  local go
+  for _ = 1, 12000 do
+    go = tonumber(fs.read(fs.join(opts.loop_dir, 'go')) or '')
+    if go then break end
+    task.sleep(0.01)
+  end
+  if not go then return 1 end
+  if go > clock.now() then task.sleep((go - clock.now()) / 1e9) end
 end
 
 t_start = clock.now()
@@ -246,6 +342,8 @@ local out = {
   cpu_user_s = usage_end.user_s - usage_warm.user_s, cpu_sys_s = usage_end.sys_s - usage_warm.sys_s,
   cpu_s = cpu_s, cpu_per_request_us = requests > 0 and cpu_s / requests * 1e6 or nil,
   maxrss_kb = usage_final.maxrss_kb,
+  warm = warmed,
+  native = http.stats().native,
   samples = {},
 }
 for k, v in pairs(samples) do out.samples[k] = jsonl.array(array(v)) end
