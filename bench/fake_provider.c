@@ -94,6 +94,8 @@ typedef struct rq {
   char *answer;    /* create: the template's JSON; exec: the stdout */
   uv_timer_t *tick; /* --release tick: its millisecond timer (HTTP/1.1: the connection's) */
   struct rq *snext, *sprev; /* the connection's streams (HTTP/2) */
+  struct rq *pnext, *pprev; /* HTTP/2: whole, stamped, waiting to be routed (see route_later) */
+  int queued;
 } rq;
 
 enum { P_H1, P_H2 };
@@ -554,8 +556,10 @@ static void route(rq *r) {
   const char *q = memchr(u, '?', n);
   int method = r->method;
   plen = q ? (size_t)(q - u) : n;
-  r->t0 = c->rx && !hold_from_parsed ? c->rx : uv_hrtime();
-  if (!r->stream) c->rx = 0; /* a pipelined request parsed later is held from then */
+  if (!r->stream) { /* (an HTTP/2 request's start was stamped when it was whole: route_later) */
+    r->t0 = c->rx && !hold_from_parsed ? c->rx : uv_hrtime();
+    c->rx = 0; /* a pipelined request parsed later is held from then */
+  }
   if (plen == 5 && memcmp(u, "/zero", 5) == 0) {
     st.zero++;
     respond(r, 200, "{\"ok\":true}", 0);
@@ -643,8 +647,11 @@ static void rq_clear(rq *r) {
   r->answer = NULL;
 }
 
+static void unqueue(rq *r);
+
 static void rq_free(rq *r) {
   conn *c = r->c;
+  unqueue(r);
   if (r->sprev) r->sprev->snext = r->snext;
   else if (c->streams == r) c->streams = r->snext;
   if (r->snext) r->snext->sprev = r->sprev;
@@ -945,6 +952,48 @@ static int on_message_complete(http_parser *p) {
 
 /* ---- HTTP/2 ------------------------------------------------------------------------------- */
 
+/* HTTP/2 requests are routed (their JSON read, their hold begun) after every readable socket has
+ * been read, a slice at a time, not inside the read that completed them: an HTTP/2 connection
+ * carries many requests, and while this loop worked through one socket's the others' sat unread,
+ * where the kernel merges what queues and stamps it with the newest arrival, starting their
+ * holds late. Each request keeps the stamp of the read that completed it. */
+static rq *pend_head, *pend_tail;
+static uv_idle_t route_idle;
+
+static void unqueue(rq *r) {
+  if (!r->queued) return;
+  if (r->pprev) r->pprev->pnext = r->pnext;
+  else pend_head = r->pnext;
+  if (r->pnext) r->pnext->pprev = r->pprev;
+  else pend_tail = r->pprev;
+  r->pnext = r->pprev = NULL;
+  r->queued = 0;
+}
+
+static void on_route_idle(uv_idle_t *h) {
+  uint64_t start = uv_hrtime();
+  while (pend_head) {
+    rq *r = pend_head;
+    conn *c = r->c;
+    unqueue(r);
+    route(r);
+    if (!c->closing) h2_flush(c); /* an answer made at once (/zero, a refusal) */
+    if (uv_hrtime() - start > RELEASE_SLICE_NS) return; /* the sockets first, the rest next turn */
+  }
+  uv_idle_stop(h);
+}
+
+static void route_later(rq *r) {
+  r->t0 = r->c->rx && !hold_from_parsed ? r->c->rx : uv_hrtime();
+  r->queued = 1;
+  r->pnext = NULL;
+  r->pprev = pend_tail;
+  if (pend_tail) pend_tail->pnext = r;
+  else pend_head = r;
+  pend_tail = r;
+  uv_idle_start(&route_idle, on_route_idle);
+}
+
 /* Everything nghttp2 has to send, encrypted over TLS as one write. */
 static void h2_flush(conn *c) {
   const uint8_t *d;
@@ -1017,10 +1066,10 @@ static int h2_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
   (void)ud;
   if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
     return 0;
-  if (!(r = nghttp2_session_get_stream_user_data(s, f->hd.stream_id)) || r->route != R_NONE) return 0;
+  if (!(r = nghttp2_session_get_stream_user_data(s, f->hd.stream_id)) || r->route != R_NONE || r->queued) return 0;
   st.requests++;
   if (r->url.len == 0 && buf_add(&r->url, "/", 1) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  route(r);
+  route_later(r);
   return 0;
 }
 
@@ -1220,6 +1269,7 @@ int main(int argc, char **argv) {
   nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks, h2_stream_close);
 
   uv_loop_t *loop = uv_default_loop();
+  uv_idle_init(loop, &route_idle);
   if (!release_tick) {
     prctl(PR_SET_TIMERSLACK, 1UL); /* the kernel's default 50 us slack would batch the releases again */
     tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
