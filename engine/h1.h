@@ -1,12 +1,15 @@
 /*
- * h1.h: an HTTP/1.1 keep-alive client on libuv and Debian's http_parser (engine/h1.c), plain or
- * over TLS (engine/tls.c: OpenSSL on memory BIOs over the same stream).
+ * h1.h: the native HTTP client of cseng.http (engine/h1.c): keep-alive connections on libuv,
+ * plain or over TLS (engine/tls.c: OpenSSL on memory BIOs over the same stream), speaking
+ * HTTP/1.1 (Debian's http_parser) or HTTP/2 (engine/h2.c, Debian's libnghttp2: by ALPN, or prior
+ * knowledge on http://).
  *
  * cseng.http (lhttp.c) sends the requests libcurl would send the same way through here when
- * they are `http://` or `https://` to a host and port, HTTP/1.1, without a proxy, redirects or a
- * connection limit (lhttp.c's native_start); everything else stays on libcurl. libcurl's per-transfer
- * work (URL parsing, request formatting, the connection-cache walk) was ~95k of the ~145k
- * instructions of a request at 1,024 in flight (issue 26); this path costs a fraction of that.
+ * they are `http://` or `https://` to a host and port, without a proxy, redirects, a Unix socket
+ * or a connection limit (lhttp.c's native_start); everything else stays on libcurl. Here a call
+ * costs a fraction of libcurl's per-transfer work (URL parsing, request formatting, the
+ * connection-cache walk), and ends at the kernel's receive stamp of the read that completed its
+ * answer, not when libcurl reported it done.
  *
  * No Lua here: the owner (lhttp.c) fills an h1_call, calls h1_start, and gets its response through
  * the callbacks, from loop callbacks, never from inside h1_start. After on_done the call is the

@@ -1,11 +1,16 @@
 /*
  * lhttp.c: HTTP client on libcurl's multi-socket interface, driven by the
- * libuv loop (curl's multi-uv.c pattern). Module cseng.http. Requests libcurl would send as
- * plain HTTP/1.1 with nothing of its own go through engine/h1.c instead (native_start), with
- * the same results: their outcome is written into the same req fields, in libcurl's terms.
+ * libuv loop (curl's multi-uv.c pattern). Module cseng.http. Requests libcurl would send with
+ * nothing of its own (HTTP/1.1 or HTTP/2, plain or over TLS, no proxy, redirect, Unix socket or
+ * connection limit) go through the native client instead (engine/h1.c, tls.c, h2.c;
+ * native_start), with the same results: their outcome is written into the same req fields, in
+ * libcurl's terms.
  *
- *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
- *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=,
+ *   http.warm{url=, calls=, ...} -> {opened, ready, http_version, connections, streams, seconds}
+ *   http.close_idle(url) -> n      http.handshakes() -> count, seconds
+ *
+" *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
+ *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=, ca_file=,
  *                http_version='1.1'|'2'|'2-prior-knowledge', omit_headers={names}}
  *     (a header whose value is "" is sent empty; omit_headers are not sent at all,
  *     not even curl's own, such as the Content-Type it gives a request body)
@@ -17,9 +22,10 @@
  *     Options are all checked before anything is allocated; a bad one raises
  *     "http.request: opts.<name> must be ...".
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
- *                  max_concurrent_streams=, pools=, native=}
+ *                  max_concurrent_streams=, pools=, native=, ca_file=}
  *   http.stats() -> {in_flight=, started=, completed=, pools=, native={enabled=, requests=,
- *                    connects=, reused=, retried=, open=, idle=}}
+ *                    connects=, reused=, retried=, open=, idle=, tls_handshakes=, tls_resumed=,
+ *                    h2_connections=, h2_streams=}}
  *
  * Connections are reused across requests and tasks through libcurl's connection cache,
  * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each

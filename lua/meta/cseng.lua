@@ -192,11 +192,11 @@ function clock.epoch() end
 ---@field max_total_connections? integer
 ---@field max_concurrent_streams? integer
 ---@field pools? integer
----@field native? boolean the native HTTP/1.1 path on or off
+---@field native? boolean the native path (HTTP/1.1 and HTTP/2, plain and over TLS) on or off
 ---@field ca_file? string|false the CA bundle of requests that name none (false: the built-in one again)
 
 ---@class cseng.http.NativeStats
----@field enabled boolean plain-HTTP/1.1 requests go through engine/h1.c
+---@field enabled boolean the native path (engine/h1.c, tls.c, h2.c) takes the requests it can
 ---@field requests integer requests sent through it
 ---@field connects integer connections it opened
 ---@field reused integer requests that reused an idle connection
@@ -215,8 +215,8 @@ function clock.epoch() end
 ---@field pools integer
 ---@field native cseng.http.NativeStats
 
----HTTP client on libcurl's multi-socket API (engine/lhttp.c); plain-HTTP/1.1 requests on a
----native path (engine/h1.c) with the same results (docs/ENGINE.md).
+---HTTP client on libcurl's multi-socket API (engine/lhttp.c); the requests libcurl would send with
+---nothing of its own on a native path (engine/h1.c, tls.c, h2.c) with the same results (docs/ENGINE.md).
 ---@class cseng.http
 local http = {}
 
