@@ -454,6 +454,10 @@ local function fidelity()
             }
             rec.fake.cores = rec.fake.cpu_s / wall
           end
+          if rec.fake and d.fake_window and d.fake_window.requests > 0 then -- the window's alone (not the warm's handshakes)
+            rec.fake.cpu_s, rec.fake.requests, rec.fake.wall_s = d.fake_window.cpu_s, d.fake_window.requests, d.fake_window.wall_s
+            rec.fake.cores = d.fake_window.cpu_s / d.fake_window.wall_s
+          end
           charts[kind .. '/' .. c] = held
           say('%-6s c=%-4d rep %d: %.0f lifecycles/s (ideal %.0f), error vs held p50 %.3f p99 %.3f ms, CPU %.1f us/req, RSS %.1f MiB',
             kind, c, rep, d.rate, rec.ideal, sum.held.p50 or -1, sum.held.p99 or -1, d.cpu_per_request_us or -1, d.maxrss_kb / 1024)
