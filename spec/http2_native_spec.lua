@@ -73,7 +73,9 @@ for _, M in ipairs(MODES) do
     end
     local function each(fn)
       http.configure { native = true }
+      local before = http.stats().native.requests
       local n = fn('native')
+      assert.is_true(http.stats().native.requests > before, 'the native run did not go through the native path')
       http.configure { native = false }
       local c = fn('curl')
       http.configure { native = true }

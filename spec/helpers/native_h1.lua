@@ -95,6 +95,7 @@ describe(T.title, function()
     local before = native_count()
     local n = fn('native')
     local took = native_count() - before
+    assert.is_true(took >= 1, 'the native run did not go through h1.c')
     http.configure { native = false }
     before = native_count()
     local c = fn('curl')
