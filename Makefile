@@ -139,10 +139,10 @@ build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h) $(wildcard 
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
 
 C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test.c))
-# h1.c speaks TLS through tls.c: its test and fuzzer link both
-build/test/h1_test: test/c/h1_test.c engine/h1.c engine/tls.c $(wildcard engine/*.h) $(wildcard test/c/*.h)
+# h1.c speaks TLS through tls.c and HTTP/2 through h2.c: its test and fuzzer link all three
+build/test/h1_test: test/c/h1_test.c engine/h1.c engine/tls.c engine/h2.c $(wildcard engine/*.h) $(wildcard test/c/*.h)
 	@mkdir -p build/test
-	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c $(LDLIBS)
+	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c engine/h2.c $(LDLIBS)
 
 # Every suite; tools/check.sh prints each suite's line and the plain total last.
 test: cseng $(C_TESTS) build/bench/fake_provider
@@ -176,9 +176,9 @@ FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
-build/fuzz/h1_fuzz: fuzz/h1_fuzz.c engine/h1.c engine/tls.c $(wildcard engine/*.h)
+build/fuzz/h1_fuzz: fuzz/h1_fuzz.c engine/h1.c engine/tls.c engine/h2.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c $(LDLIBS)
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c engine/h2.c $(LDLIBS)
 # the agent's parsers live in agent/, not engine/
 build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c agent/agent_parse.c agent/agent_parse.h
 	@mkdir -p build/fuzz
