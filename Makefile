@@ -2,7 +2,7 @@
 # Targets: deps, all (./cseng), rootfs, check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
-PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd libnghttp2
+PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd sqlite3 libnghttp2
 VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
@@ -10,7 +10,7 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
 # build/version.h follows the checkout: rewritten (so lsys.o rebuilds) only when HEAD changes
 VERSION_H := $(shell mkdir -p build; v=$$(printf '\043define CSENG_VERSION "%s"' '$(VERSION)'); \
   [ "$$(cat build/version.h 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > build/version.h)
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lm
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lsnappy -lhttp_parser -lseccomp -lm
 SRCS    := $(wildcard engine/*.c)
 OBJS    := $(SRCS:engine/%.c=build/%.o)
 ASAN_OBJS := $(SRCS:engine/%.c=build/asan/%.o)
@@ -20,7 +20,8 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 # Debian packages the build, the tests and the demo need (make deps installs what is missing).
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
-        libsnappy-dev libhttp-parser-dev libjemalloc-dev libjansson-dev libnghttp2-dev openssl bubblewrap python3 python3-pytest sqlite3 git \
+        libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev libnghttp2-dev openssl bubblewrap \
+        slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 libsqlite3-dev git \
         gawk patch diffutils lua-check curl \
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev
@@ -77,6 +78,13 @@ $(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
 	@touch $@
+# The watch's metrics spec (spec/watch_prometheus_spec.lua): Debian's prometheus, which the spec starts
+# itself on a loopback port with its own temporary data folder (the packaged service is not used).
+PROMETHEUS_DEBS := prometheus
+.PHONY: deps-prometheus
+deps-prometheus:
+	$(call install_missing,$(PROMETHEUS_DEBS))
+deps-test: deps-prometheus
 # Coding-agent CLIs run as solvers (lua/solvers/codex.lua; pinned in lua/solvers/installed/package-lock.json).
 AGENTS := lua/solvers/installed/node_modules/.package-lock.json
 deps-agents: $(AGENTS)
@@ -119,19 +127,28 @@ build/asan/%.o: engine/%.c build/modules.h $(wildcard engine/*.h) | build/asan
 cseng-asan: $(ASAN_OBJS)
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -rdynamic -o $@ $(ASAN_OBJS) $(LDLIBS)
 
-# The exec agent that runs inside AWS Lambda MicroVMs (agent/, docs/providers/aws_microvm.md):
+# The exec agent that runs inside AWS Lambda MicroVMs (microvm-agent/, docs/providers/aws_microvm.md):
 # static, libc only, for the build machine and for aarch64 (Debian's cross compiler).
-AGENT_SRCS := agent/microvm-agent.c agent/agent_parse.c
+AGENT_SRCS := microvm-agent/microvm-agent.c microvm-agent/agent_parse.c
 AGENT_CFLAGS := -static -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE
 .PHONY: agent
 all: agent
-agent: build/agent/microvm-agent build/agent/microvm-agent-aarch64
-build/agent/microvm-agent: $(AGENT_SRCS) agent/agent_parse.h
-	@mkdir -p build/agent
+agent: build/microvm-agent/microvm-agent build/microvm-agent/microvm-agent-aarch64
+build/microvm-agent/microvm-agent: $(AGENT_SRCS) microvm-agent/agent_parse.h
+	@mkdir -p build/microvm-agent
 	$(CC) $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
-build/agent/microvm-agent-aarch64: $(AGENT_SRCS) agent/agent_parse.h
-	@mkdir -p build/agent
+build/microvm-agent/microvm-agent-aarch64: $(AGENT_SRCS) microvm-agent/agent_parse.h
+	@mkdir -p build/microvm-agent
 	aarch64-linux-gnu-gcc $(AGENT_CFLAGS) -o $@ $(AGENT_SRCS)
+
+# The first process of every exec in a local sandbox (jail/cseng-jail.c): static, libc only, so
+# starting it costs one exec() and no dynamic linking.
+.PHONY: jail
+all: jail
+jail: build/cseng-jail
+build/cseng-jail: jail/cseng-jail.c
+	@mkdir -p build
+	$(CC) -static -O2 -std=gnu11 -Wall -Wextra -o $@ $<
 
 # C unit tests: test/c/<name>_test.c links engine/<name>.c (plain C, no Lua).
 build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h) $(wildcard test/c/*.h)
@@ -149,23 +166,31 @@ test: cseng $(C_TESTS) build/bench/fake_provider
 	@CSENG=./cseng tools/check.sh
 
 # The differential specs alone: each vendor's official SDK and cseng's adapter against one
-# recording fake (docs/providers/CONFORMANCE.md). make check runs them with every spec.
+# recording fake; this target alone rewrites their sections of docs/providers/CONFORMANCE.md
+# (make check runs the same specs, writing to a temporary copy).
 CONFORMANCE_SPECS := $(wildcard spec/conformance_*_spec.lua)
 conformance: cseng $(SDKS)
-	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" tools/check.sh
+	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" \
+	  CSENG_CONFORMANCE_DOC=$(CURDIR)/docs/providers/CONFORMANCE.md tools/check.sh
 
-# dockerd is started for the docker specs when absent (and stopped again); where it cannot
-# start, those specs are reported as skipped, with the reason in build/docker/unavailable.
-# The last line printed is the total (`N passed, N failed`): docker-down's note goes to
-# build/docker/down.log.
+# Every suite, after the steps it needs (deps, the build, the base root filesystem, dockerd).
+# Whatever fails, the last line printed is the total "N passed, N failed" (tools/check.sh): a
+# failed deps or build step counts as a failure (a failed build runs no suite), and make's own
+# note of a failed check follows it on stderr. dockerd is started for the docker specs when
+# absent and stopped after the suites; where it cannot start, those specs are reported as
+# skipped, with the reason in build/docker/unavailable.
 # CHECK_JOBS spec files run at a time (default 2: one at a time left this 2-core machine about
 # half idle, two keep it 88-98% busy; CHECK_JOBS=1 runs one at a time).
-check: deps deps-test deps-slurm
-	@$(MAKE) --no-print-directory -j$$(nproc) all $(C_TESTS) $(FUZZERS) build/bench/fake_provider
-	@$(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"
-	@tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)"; \
-	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} CHECK_JOBS=$${CHECK_JOBS:-2} tools/check.sh; rc=$$?; \
-	  mkdir -p build/docker; tools/docker-down.sh >>build/docker/down.log; exit $$rc
+check:
+	@failed=; \
+	  $(MAKE) --no-print-directory deps deps-test deps-slurm || failed="$$failed deps"; \
+	  $(MAKE) --no-print-directory -j$$(nproc) all $(C_TESTS) $(FUZZERS) build/bench/fake_provider || failed="$$failed build"; \
+	  case " $$failed " in *" build "*) ;; *) \
+	    $(MAKE) --no-print-directory rootfs || echo "make check: the base root filesystem could not be built; the local specs will say why"; \
+	    tools/docker-up.sh || echo "make check: docker is unavailable; the docker specs are reported as skipped (build/docker/unavailable)" ;; \
+	  esac; \
+	  CSENG=./cseng FUZZ_SECONDS=$${FUZZ_SECONDS:-20} CHECK_JOBS=$${CHECK_JOBS:-2} CHECK_FAILED_STEPS="$$failed" \
+	    CHECK_AFTER=tools/docker-down.sh tools/check.sh
 
 asan: deps cseng-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -179,10 +204,10 @@ build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 build/fuzz/h1_fuzz: fuzz/h1_fuzz.c engine/h1.c engine/tls.c engine/h2.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c engine/h2.c $(LDLIBS)
-# the agent's parsers live in agent/, not engine/
-build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c agent/agent_parse.c agent/agent_parse.h
+# the agent's parsers live in microvm-agent/, not engine/
+build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c microvm-agent/agent_parse.c microvm-agent/agent_parse.h
 	@mkdir -p build/fuzz
-	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iagent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< agent/agent_parse.c
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Imicrovm-agent -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< microvm-agent/agent_parse.c
 fuzzers: $(FUZZERS)
 fuzz: deps $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f _fuzz); mkdir -p build/fuzz/corpus-$$n; \

@@ -1,7 +1,7 @@
 --- make bench: cseng's own overhead, measured on loopback, written to docs/PERFORMANCE.md.
 ---
 ---   ./cseng lua bench/run.lua [--reps 3] [--duration 3] [--warmup 1] [--concurrency 4,64,256,1024]
----                             [--quick] [--no-python] [--no-docker] [--no-profile] [--no-modal]
+---                             [--quick] [--no-python] [--no-docker] [--no-profile] [--no-modal] [--no-history]
 ---                             [--output docs/PERFORMANCE.md] [--fake c|lua] [--no-pin]
 ---                             [--no-tls] [--no-burst] [--no-loops]
 ---
@@ -23,6 +23,7 @@
 ---   bench/startup.lua        create -> first exec of the local (and docker) provider
 ---   bench/micro.lua          clock.now() cost, idle RSS
 ---   bench/modal_burst.lua    a burst of 100 against the Modal fake (gRPC over HTTP/2), 5 runs, plain and over TLS
+---   bench/history_bench.lua  the history page and the viewer's start at a year of hourly runs
 --- The servers run on the last CPU and the measured clients (cseng, python, wrk) on the first
 --- (bench/lib.lua's pinning; --no-pin or CSENG_BENCH_PIN=0 leaves them to the scheduler), and the
 --- machine's own wake-up latency on the clients' CPU is measured with cyclictest (rt-tests), the
@@ -46,7 +47,7 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local stats = require 'cseng.lib.stats'
 local flags = require 'cseng.lib.flags'
-local report = require 'cseng.report.helpers'
+local report_render = require 'reports.lib.render'
 
 local SPEC = {
   reps = { key = 'reps', type = 'int', min = 1 },
@@ -58,6 +59,7 @@ local SPEC = {
   ['no-docker'] = { key = 'no_docker', type = 'bool' },
   ['no-profile'] = { key = 'no_profile', type = 'bool' },
   ['no-modal'] = { key = 'no_modal', type = 'bool' },
+  ['no-history'] = { key = 'no_history', type = 'bool' },
   output = { key = 'output', type = 'string' },
   fake = { key = 'fake', type = 'string' },
   ['no-pin'] = { key = 'no_pin', type = 'bool' },
@@ -821,7 +823,7 @@ end
 
 -- ---- the report -------------------------------------------------------------------------------
 
-local h = report.context(OUTPUT)
+local h = report_render.context(OUTPUT)
 local function ms(v) return h.ms(v) end
 local function range(a, fmt)
   fmt = fmt or ms
@@ -1250,6 +1252,37 @@ local function targets_and_render()
   end
 end
 
+-- 11: the history page at a year of hourly runs (bench/history_bench.lua, in its own processes)
+local HISTORY_RUNS = QUICK and 500 or 9000
+local function history_page()
+  if opts.no_history then results.history = { skipped = 'skipped (--no-history)' } return end
+  local out = fs.join(TMP, 'history.json')
+  local _, err = run('history', { EXE, 'lua', fs.join(ROOT, 'bench/history_bench.lua'), '--runs', tostring(HISTORY_RUNS),
+    '--out', out }, 7200)
+  results.history = read_json(out) or { skipped = 'did not run: ' .. tostring(err) }
+end
+local function render_history()
+  local d = results.history or { skipped = 'not run' }
+  if d.skipped then return 'Not measured: ' .. d.skipped .. '.' end
+  local function msf(v) return v and string.format('%.0f ms', v) or '–' end
+  local rows = {
+    { 'store rebuilt from the logs (`cseng history --rebuild`)', string.format('%.1f s', d.rebuild_s), string.format('%.1f MiB', d.store_mib) },
+    { 'the viewer started until every run is listed, the store current', msf(d.view_start_store_ms), 'the index restored from the store' },
+    { 'the same, without a store', msf(d.view_start_logs_ms), 'every log read' },
+    { '`/api/history` (lineages and series)', msf(d.history_index_ms), string.format('%d bytes', d.history_index_bytes) },
+    { '`/api/history/series` (one primitive, every run), first and again', msf(d.history_series_ms) .. ' / ' .. msf(d.history_series_ms_2),
+      string.format('%d bytes', d.history_series_bytes) },
+    { 'the page drawn in Chromium (a fresh browser, then warm loads)', d.page_ms and (table.concat(d.page_ms, ' / ') .. ' ms') or
+      tostring(d.page_error), d.page_points and (table.concat(d.page_points, ', ') .. ' points per chart; the server\'s CPU for the ' ..
+      'four loads ' .. tostring(d.page_server_cpu_s) .. ' s') or '' },
+  }
+  return string.format('`bench/history_bench.lua`: a watch folder of %d hourly arena runs (two providers, 10 measured samples ' ..
+    'each, one provider\'s create latency 25%% higher from two thirds on), written as logs, then measured through ' ..
+    '`cseng history` and `cseng view` in their own processes. Load average %s before, %s after, on %d CPUs.\n\n',
+    d.runs, tostring(d.loadavg_1min_before), tostring(d.loadavg_1min_after), d.cpus or 0) ..
+    h.table({ 'what', 'time', '' }, rows, 'lrl')
+end
+
 local function render_modal(mo)
   mo = mo or { skipped = 'not run' }
   if mo.skipped then return 'Not measured: ' .. mo.skipped .. '.' end
@@ -1371,6 +1404,7 @@ local function render(m)
   V.bursts_section = render_bursts()
   V.loops_section = render_loops()
   V.burst_n = tostring(BURST_N)
+  V.history_section = render_history()
   V.modal_burst_n = tostring(MODAL_BURST)
   V.elapsed = string.format('%.0f', results.elapsed_s)
   V.stamp = STAMP
@@ -1467,6 +1501,8 @@ local ok, err = pcall(function()
   end
   say('7: Modal burst of %d, %d runs, plain and over TLS', MODAL_BURST, MODAL_RUNS)
   modal_burst()
+  say('11: the history page at %d hourly runs', HISTORY_RUNS)
+  history_page()
   say('profile')
   profile()
 end)

@@ -294,6 +294,7 @@ static int reader_start(struct archive *a, const source *src) {
 
 typedef struct {
   int max_entries, strip, owners, unsafe_symlinks;
+  lua_Integer id_offset; /* >= 0: owners restored as entry id + id_offset (a user namespace's range) */
   int64_t max_bytes;
   /* results */
   int64_t entries, bytes;
@@ -524,13 +525,13 @@ static int extract_write_pass(guard *g, const source *src, xstate *x) {
               ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM;
   int r, skip, rc = -1;
   x->entries = x->bytes = 0;
-  if (x->owners) flags |= ARCHIVE_EXTRACT_OWNER;
+  if (x->owners || x->id_offset >= 0) flags |= ARCHIVE_EXTRACT_OWNER;
   if (!norm || !linknorm || !(g->w = archive_write_disk_new())) {
     xfail(x, "ENOMEM", source_name(src), "out of memory");
     goto out;
   }
   archive_write_disk_set_options(g->w, flags);
-  if (x->owners) archive_write_disk_set_standard_lookup(g->w);
+  if (x->owners && x->id_offset < 0) archive_write_disk_set_standard_lookup(g->w);
   for (;;) {
     char name[NAME_MAX_LEN];
     r = archive_read_next_header(g->r, &e);
@@ -548,8 +549,17 @@ static int extract_write_pass(guard *g, const source *src, xstate *x) {
     }
     archive_entry_set_pathname(e, norm);
     if (archive_entry_hardlink(e)) archive_entry_set_hardlink(e, linknorm);
+    if (x->id_offset >= 0) {
+      /* numeric ids inside the namespace's 65,536 (names would be looked up on the host);
+       * an id past the range becomes nobody's, as the kernel shows unmapped ids */
+      la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+      archive_entry_set_uname(e, NULL);
+      archive_entry_set_gname(e, NULL);
+      archive_entry_set_uid(e, (uid >= 0 && uid < 65536 ? uid : 65534) + x->id_offset);
+      archive_entry_set_gid(e, (gid >= 0 && gid < 65536 ? gid : 65534) + x->id_offset);
+    }
     /* no setuid/setgid/sticky bits unless owners are restored too */
-    archive_entry_set_perm(e, archive_entry_perm(e) & (x->owners ? 07777 : 0777));
+    archive_entry_set_perm(e, archive_entry_perm(e) & (x->owners || x->id_offset >= 0 ? 07777 : 0777));
     r = archive_write_header(g->w, e);
     if (r < ARCHIVE_WARN) {
       int en = archive_errno(g->w);
@@ -581,7 +591,9 @@ out:
 
 /** archive.extract(bytes|path, dir, opts) -> {entries=, bytes=} | nil, "<entry>: <reason>", CODE
  * opts: from ("bytes"|"path"), max_entries (100000), max_bytes (512 MiB), strip_components (0),
- * owners (false), unsafe_symlinks (false: refuse symlinks whose target could leave dir). */
+ * owners (false), unsafe_symlinks (false: refuse symlinks whose target could leave dir),
+ * id_offset (none: with an integer, each entry's owner and group are its ids plus id_offset, the
+ * host's view of a user namespace's ids, whatever owners says). */
 static int archive_extract(lua_State *L) {
   source src;
   xstate *x;
@@ -597,6 +609,11 @@ static int archive_extract(lua_State *L) {
   x->strip = opt_int(L, 3, "strip_components", 0);
   x->owners = cs_opt_bool(L, 3, "owners", 0);
   x->unsafe_symlinks = cs_opt_bool(L, 3, "unsafe_symlinks", 0);
+  {
+    int t = cs_opt_field(L, 3, "id_offset");
+    lua_pop(L, 1);
+    x->id_offset = t == LUA_TNIL ? -1 : cs_opt_integer(L, 3, "id_offset", 0, 0);
+  }
   g = guard_new(L);
   if (stat(dir, &st) != 0) return cs_fail(L, cs_errno_code(errno), "%s: %s", dir, strerror(errno));
   if (!S_ISDIR(st.st_mode)) return cs_fail(L, "ENOTDIR", "%s: %s", dir, strerror(ENOTDIR));

@@ -2,7 +2,7 @@
  * lfs.c: local files and directories. Module cseng.fs.
  *   read, write (atomic), append (one write(2)), mkdir_p, list, walk, stat,
  *   lstat, exists, remove, remove_tree, tempdir, copy_tree, symlink, readlink,
- *   chmod, rename, and the pure path helpers basename, dirname, join.
+ *   chmod, lchown, shift_owner, rename, and the pure path helpers basename, dirname, join.
  *   fs.commit_stats() -> {records=, fsyncs=}: synced appends made inside tasks, and the
  *   fsyncs that covered them (group commit, see fs.append).
  *
@@ -17,6 +17,7 @@
 #include "aux.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -852,6 +853,57 @@ static int fs_chmod(lua_State *L) {
   return 1;
 }
 
+/** fs.lchown(path, uid, gid) -> true | nil, msg, code (the link itself, never its target) */
+static int fs_lchown(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer uid = luaL_checkinteger(L, 2), gid = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, uid >= 0 && uid < 0xffffffffLL, 2, "uid out of range");
+  luaL_argcheck(L, gid >= 0 && gid < 0xffffffffLL, 3, "gid out of range");
+  if (lchown(path, (uid_t)uid, (gid_t)gid) != 0) return cs_fail_errno(L, errno, "%s", path);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* fs.shift_owner's walk: nftw's callback has no user argument */
+static unsigned long shift_by;
+static long shift_count;
+static int shift_errno;
+static char shift_path[PATH_MAX];
+
+static int shift_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)flag, (void)ftw;
+  if (lchown(path, (uid_t)(st->st_uid + shift_by), (gid_t)(st->st_gid + shift_by)) != 0) goto fail;
+  /* chown clears setuid/setgid bits: put them back (a link has no mode of its own) */
+  if (!S_ISLNK(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID)) && chmod(path, st->st_mode & 07777) != 0) goto fail;
+  shift_count++;
+  return 0;
+fail:
+  shift_errno = errno;
+  cs_fmt_into(shift_path, sizeof shift_path, "%s", path);
+  return 1;
+}
+
+/** fs.shift_owner(dir, by) -> entries | nil, msg, code
+ * Adds `by` to the owner and group of dir and everything under it (links themselves, never
+ * followed; one filesystem): a tree made for the host's ids becomes the same tree for a user
+ * namespace whose ids start at `by`. Entries whose ids are already >= by are refused (a tree
+ * shifted twice would leave the namespace's range). */
+static int fs_shift_owner(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  lua_Integer by = luaL_checkinteger(L, 2);
+  struct stat st;
+  luaL_argcheck(L, by > 0 && by < 0xffff0000LL, 2, "by out of range");
+  if (lstat(dir, &st) != 0) return cs_fail_errno(L, errno, "%s", dir);
+  if ((lua_Integer)st.st_uid >= by) return cs_fail(L, "EINVAL", "%s: already owned by uid %u (shifted?)", dir, (unsigned)st.st_uid);
+  shift_by = (unsigned long)by;
+  shift_count = 0;
+  shift_errno = 0;
+  if (nftw(dir, shift_one, 64, FTW_PHYS | FTW_MOUNT) != 0)
+    return cs_fail_errno(L, shift_errno ? shift_errno : errno, "%s", shift_errno ? shift_path : dir);
+  lua_pushinteger(L, shift_count);
+  return 1;
+}
+
 /** fs.rename(from, to) -> true | nil, msg, code (rename(2): atomic, same filesystem only) */
 static int fs_rename(lua_State *L) {
   const char *from = luaL_checkstring(L, 1);
@@ -1000,6 +1052,8 @@ int luaopen_cseng_fs(lua_State *L) {
                                    {"symlink", fs_symlink},
                                    {"readlink", fs_readlink},
                                    {"chmod", fs_chmod},
+                                   {"lchown", fs_lchown},
+                                   {"shift_owner", fs_shift_owner},
                                    {"rename", fs_rename},
                                    {"basename", fs_basename},
                                    {"dirname", fs_dirname},

@@ -9,8 +9,8 @@
  *   http.warm{url=, calls=, ...} -> {opened, ready, http_version, connections, streams, seconds}
  *   http.close_idle(url) -> n      http.handshakes() -> count, seconds
  *
-" *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
- *                unix_socket=, stream=fn(chunk), follow=, insecure=, max_body=, ca_file=,
+ *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
+ *                unix_socket=, stream=fn(chunk[, head]), follow=, insecure=, max_body=, ca_file=,
  *                http_version='1.1'|'2'|'2-prior-knowledge', omit_headers={names}}
  *     (a header whose value is "" is sent empty; omit_headers are not sent at all,
  *     not even curl's own, such as the Content-Type it gives a request body)
@@ -109,6 +109,7 @@ typedef struct req {
   int body_ref;
   buf body, head, trailers;
   int done, stream, cancelled;
+  int head_given; /* the stream callback had the response's status and headers (its first call) */
   int head_done; /* the current response's header block ended: later header lines are trailers */
   size_t max_body;
   int want_h2; /* http_version '2' or '2-prior-knowledge' */
@@ -907,13 +908,32 @@ static int stream_k(lua_State *L, int status, lua_KContext ctx) {
   return req_push(L, &r->op);
 }
 
+/* The status of the response whose body is arriving: curl's (the last response's code) or the
+ * native path's (set when its header block ended, before any body byte). */
+static long live_status(req *r) {
+  long code = r->status;
+  if (code == 0 && r->easy) curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+  if (code == 0) code = (long)r->call.status;
+  return code;
+}
+
 static int req_push(lua_State *L, cs_op *op) {
   req *r = (req *)op;
   if (r->stream && r->body.len > 0) {
+    int nargs = 1;
     lua_getfield(L, 1, "stream");
     lua_pushlstring(L, r->body.p, r->body.len);
     r->body.len = 0;
-    return stream_k(L, lua_pcallk(L, 1, 1, 0, (lua_KContext)r, stream_k), (lua_KContext)r);
+    if (!r->head_given) { /* the first chunk comes with {status, headers}, so a proxy can answer before the end */
+      r->head_given = 1;
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, live_status(r));
+      lua_setfield(L, -2, "status");
+      push_headers(L, &r->head);
+      lua_setfield(L, -2, "headers");
+      nargs = 2;
+    }
+    return stream_k(L, lua_pcallk(L, nargs, 1, 0, (lua_KContext)r, stream_k), (lua_KContext)r);
   }
   if (r->done) return push_done(L, r);
   return cs_yield(L, op); /* more chunks to come */

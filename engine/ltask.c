@@ -74,6 +74,9 @@ static struct {
  * (uv_async_send is too). */
 static volatile sig_atomic_t sig_count, sig_last;
 static lua_State *volatile running_co;
+/* whether the engine says "cancelling N task(s)" itself on the first signal (a run's
+ * presentation that says it in its own terms turns it off: task.interrupt_notice) */
+static int notice_on = 1;
 
 static void process_signal(void);
 static void arm_hook(lua_State *co, cs_task *t);
@@ -595,6 +598,22 @@ static int task_interrupted(lua_State *L) {
   return 1;
 }
 
+/** task.signal() -> the number of the last SIGINT/SIGTERM that arrived, or nil. */
+static int task_signal(lua_State *L) {
+  if (sig_count) lua_pushinteger(L, (lua_Integer)sig_last);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/** task.interrupt_notice([on]) -> whether the engine prints its own line on the first signal
+ * (before the change); on = false: the caller says it (a run's presentation). */
+static int task_interrupt_notice(lua_State *L) {
+  int was = notice_on;
+  if (!lua_isnoneornil(L, 1)) notice_on = lua_toboolean(L, 1);
+  lua_pushboolean(L, was);
+  return 1;
+}
+
 /** task.count() -> number of live tasks. */
 static int task_count(lua_State *L) {
   lua_pushinteger(L, S.nlive);
@@ -823,8 +842,9 @@ static void on_signal(int signum) {
 static void process_signal(void) {
   if (S.sigseen >= (int)sig_count) return;
   S.sigseen = (int)sig_count;
-  cs_diag("\ncseng: %s: cancelling %d task(s) so their cleanup runs; interrupt again to exit at once\n",
-          sig_last == SIGINT ? "interrupted" : "terminated", S.nlive);
+  if (notice_on)
+    cs_diag("\ncseng: %s: cancelling %d task(s) so their cleanup runs; interrupt again to exit at once\n",
+            sig_last == SIGINT ? "interrupted" : "terminated", S.nlive);
   cancel_all();
 }
 
@@ -1128,6 +1148,8 @@ int luaopen_cseng_task(lua_State *L) {
                                    {"cancel", task_cancel_l},
                                    {"cancelled", task_cancelled},
                                    {"interrupted", task_interrupted},
+                                   {"signal", task_signal},
+                                   {"interrupt_notice", task_interrupt_notice},
                                    {"count", task_count},
                                    {"semaphore", task_semaphore},
                                    {"error", task_error_l},

@@ -1,4 +1,4 @@
-/* agent_parse_fuzz.c — libFuzzer target for agent/agent_parse.c, the microvm-agent's parsers
+/* agent_parse_fuzz.c — libFuzzer target for microvm-agent/agent_parse.c, the microvm-agent's parsers
  * of untrusted bytes. The input's first byte picks the parser (the rest is its input):
  *   0 HTTP request head (the head's pointers must stay inside the input, lengths consistent);
  *   1 chunked body, fed whole and then in chunks from a generator seeded by the input: both

@@ -1,8 +1,10 @@
 -- Adaptive admission of a model endpoint (lua/cseng/run/admission.lua, admission.endpoint; the
 -- agent loop's ctx.admission, key model:<host>) against the chat-completions fake with a hidden
--- request rate (spec/fakes/llm/fake.lua `rate`): the run converges below it with no failed trial
--- although every completion may be tried only twice (a 429 under admission spends no try), with
--- and without Retry-After; with admission off the same run fails trials. Verdicts are counts.
+-- limit of one request at a time (spec/fakes/llm/fake.lua `limit`), reached whatever the
+-- machine's speed: the fake holds its first request until another one was refused (`hold_first`).
+-- The run ends with no failed trial although every completion may be tried only twice (a 429
+-- under admission spends no try), with and without Retry-After; with admission off the same run
+-- fails a trial. Verdicts are counts, never times.
 local sys = require 'cseng.sys'
 
 local H
@@ -27,8 +29,8 @@ local function run(f, extra)
 end
 
 describe('admission of a model endpoint', function()
-  it('converges below a hidden request rate: no failed trial, the 429s bounded', function()
-    local f = H.start { script = H.llm.replay(H.gold_commands), rate = 8 }
+  it('throttled by the endpoint: the limit halves, every 429 retried, no failed trial', function()
+    local f = H.start { script = H.llm.replay(H.gold_commands), limit = 1, hold_first = 1 }
     local status, summary, _, events = run(f)
     local st = f.stats()
     assert.equal(0, status)
@@ -36,12 +38,14 @@ describe('admission of a model endpoint', function()
     assert.equal(9, summary.passed, 'no failed trial')
     assert.equal(0, summary.errors)
     assert.equal(27, st.completions)
-    assert.is_true(st.rate_limited > 0, 'the hidden rate was reached') -- else the spec shows nothing
-    -- converged: far fewer refusals than completions (no admission: every worker retries into it)
-    assert.is_true(st.rate_limited * 2 <= st.completions,
-      string.format('%d 429s for %d completions', st.rate_limited, st.completions))
+    assert.equal(1, st.held)
+    assert.is_true(st.rate_limited >= 1, 'the hidden limit was reached') -- else the spec shows nothing
+    -- the refusals met the first (held) request: after them admission never sent two at once
+    -- (the fake answers without yielding, so only the held request can overlap another)
+    assert.is_true(st.rate_limited <= 2, st.rate_limited .. ' 429s: more than the two other workers\' first requests')
     local dec = admission_events(events, 'decrease')
     assert.is_true(#dec >= 1)
+    assert.is_true(dec[1].limit < 3, 'the first decrease lowered the limit from --concurrency')
     local total = admission_events(events, 'total')
     assert.equal(1, #total)
     assert.equal(st.rate_limited, total[1].throttled) -- every 429 seen, none lost
@@ -52,15 +56,15 @@ describe('admission of a model endpoint', function()
   end)
 
   it('with Retry-After: the pause holds every conversation, no failed trial', function()
-    local f = H.start { script = H.llm.replay(H.gold_commands), rate = 8, rate_retry_after = 0.5 }
+    local f = H.start { script = H.llm.replay(H.gold_commands), limit = 1, hold_first = 1, retry_after = 0.5 }
     local status, summary, _, events = run(f)
     local st = f.stats()
     assert.equal(0, status)
     assert.equal(9, summary.passed)
-    assert.is_true(st.rate_limited > 0)
-    assert.is_true(#admission_events(events, 'pause') >= 1)
-    assert.is_true(st.rate_limited * 2 <= st.completions,
-      string.format('%d 429s for %d completions', st.rate_limited, st.completions))
+    assert.is_true(st.rate_limited >= 1)
+    local pauses = admission_events(events, 'pause')
+    assert.is_true(#pauses >= 1)
+    assert.equal(0.5, pauses[1].retry_after_s)
   end)
 
   it('a trial cut by its timeout mid-request gives its place back', function()
@@ -72,10 +76,20 @@ describe('admission of a model endpoint', function()
     assert.equal(0, total[1].in_flight) -- the cancelled request released it (else every later one waits)
   end)
 
-  it('off: the same run fails trials (each 429 spends one of the two tries)', function()
-    local f = H.start { script = H.llm.replay(H.gold_commands), rate = 8 }
+  it('off: the same endpoint fails a trial (each 429 spends one of the two tries)', function()
+    -- held until one conversation was refused twice: without admission its retry comes while the
+    -- first request still holds the endpoint's one place, and its completion has no try left
+    local f = H.start { script = H.llm.replay(H.gold_commands), limit = 1, hold_first = 2 }
     local _, summary, _, events = run(f, { admission = 'off' })
-    assert.is_true(summary.errors > 0, 'trials failed on 429')
+    assert.is_true(summary.errors >= 1, 'a trial failed on 429')
+    local failed = 0
+    for _, r in ipairs(summary.results) do
+      if r.outcome == 'error' then
+        failed = failed + 1
+        assert.equal('HTTP_429', r.error_code, tostring(r.error))
+      end
+    end
+    assert.equal(summary.errors, failed)
     assert.same({}, admission_events(events))
     assert.is_nil(summary.admission)
   end)

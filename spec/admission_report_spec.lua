@@ -1,7 +1,8 @@
 -- The admission of a run in its JSON summary (`admission`, results.admission) and in the markdown
 -- reports, rendered by the cseng binary as users run it (`cseng report RUN.jsonl --template T`),
 -- from the log and from the summary: a run against the chat-completions fake with a hidden
--- request rate; the table's counts checked against the fake's and the log's own counts.
+-- limit it reaches whatever the machine's speed (its first request held until another was
+-- refused); the table's counts checked against the fake's and the log's own counts.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
@@ -23,12 +24,12 @@ local function has(md, s) assert(md:find(s, 1, true), 'missing: ' .. s .. '\nin:
 
 describe('admission in the summary and the reports', function()
   it('the summary has the admission section; per_provider, per_task, cross_vendor and failure_modes show it', function()
-    local f = H.start { script = H.llm.replay(H.gold_commands), rate = 8 }
+    local f = H.start { script = H.llm.replay(H.gold_commands), limit = 1, hold_first = 1 }
     local status, _, info, events = H.run({ tasks = H.ids(3), attempts = 2, concurrency = 3, llm_attempts = 2 },
       H.openrouter_env(f))
     assert.equal(0, status)
     local st = f.stats()
-    assert.is_true(st.rate_limited > 0, 'the hidden rate was reached')
+    assert.is_true(st.rate_limited > 0, 'the hidden limit was reached')
     local key = 'model:' .. f.url:match('^http://([^/]+)')
     -- the log's own counts, independently of results.admission
     local ups, downs, limits = 0, 0, {}

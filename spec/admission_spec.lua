@@ -248,14 +248,14 @@ end)
 
 describe('the arena burst pins admission off', function()
   it('a burst against a throttling provider: no admission event or wait, the 429s recorded as failures', function()
-    local arena = require 'cseng.run.arena'
+    local arena = require 'cseng.run.kinds.startup'
     local f = fake_mod.start { rate = 5, latency = 0.05 }
     local sink = { text = '' }
     function sink:write(...) for _, x in ipairs({ ... }) do self.text = self.text .. tostring(x) end end
     local o = { providers = { 'liz' }, mode = 'burst', burst = 12, samples = 12, warmups = 0, seed = 3,
       output = tmp .. '/arena', quiet = true, cleanup_backoff = { 0.01 }, stderr = sink,
       provider_config = { liz = { adapter = 'lizard', api_url = f.url, api_key = f.api_key, project_id = f.project_id } } }
-    local _, info = arena.run(require('cseng.cli.present').attach(o, { err = sink }))
+    local _, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(o, { err = sink }))
     local evs = results.read(info.jsonl)
     local failed, adm = 0, 0
     for _, e in ipairs(evs) do

@@ -1,10 +1,10 @@
--- --attempts K and pass@k (lua/cseng/agent/passk.lua, hooks.expand): each task K times in a fresh
+-- --attempts K and pass@k (lua/cseng/evals/passk.lua, hooks.expand): each task K times in a fresh
 -- sandbox, attempts interleaved across tasks, `attempt` recorded, pass@1..K per solver, model,
 -- provider and mode in the summary, with the unbiased estimator's exact values.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local passk = require 'cseng.agent.passk'
-local atif = require 'cseng.agent.atif'
+local passk = require 'cseng.evals.passk'
+local atif = require 'cseng.evals.atif'
 
 local H
 setup(function() H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-attempts-spec') end)
@@ -87,15 +87,15 @@ describe('--attempts', function()
     assert.near(5 / 6, row.pass_at['2'].value, 1e-12)
     assert.near(1, row.pass_at['3'].value, 1e-12)
     -- every task template shows the same numbers, with solver and model as dimensions
-    local helpers = require 'cseng.report.helpers'
+    local report_render = require 'reports.lib.render'
     for _, tpl in ipairs({ 'cross_vendor', 'per_task', 'per_provider', 'failure_modes' }) do
       local out = H.tmp .. '/report-' .. tpl .. '.md'
-      local md = helpers.render({ inputs = { info.jsonl }, template = tpl, output = out }).markdown
+      local md = report_render.render({ inputs = { info.jsonl }, template = tpl, output = out }).markdown
       assert.matches('## pass@k by solver, model, provider and mode', md, 1, true)
       assert.matches('| openrouter | ' .. H.MODEL .. ' | local | cold | 2 | 6 | 3 | 0 | 0 | 50.0% [33.3, 66.7] (2) | '
         .. '83.3% [66.7, 100.0] (2) | 100.0% [100.0, 100.0] (2) |', md, 1, true)
     end
-    local md = helpers.render({ inputs = { info.jsonl }, template = 'cross_vendor', output = H.tmp .. '/cv.md' }).markdown
+    local md = report_render.render({ inputs = { info.jsonl }, template = 'cross_vendor', output = H.tmp .. '/cv.md' }).markdown
     assert.matches('| local | cold · openrouter:' .. H.MODEL .. ' |', md, 1, true) -- the column names the agent
   end)
 

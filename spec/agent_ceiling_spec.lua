@@ -1,16 +1,17 @@
--- The spend ceiling between an installed CLI's own turns (--max-cost-usd): the real Codex CLI and
+-- The spend ceiling between an installed CLI's own requests (--max-cost-usd): the real Codex CLI and
 -- Claude Code in local sandboxes against their API fakes, which charge a known usage per turn
--- (input 1000 x turn + 7 tokens, output 50 + turn) priced at $1 per 1M tokens each way. The CLI's
--- output is streamed while it runs (the local provider's exec on_output), each request priced as it
--- arrives, and the CLI is stopped after the turn whose spend plus the same again would pass the
--- ceiling. The fake holds the request after that turn (a model slower than the meter), so the
--- verdict is a count: exactly two completions served (a third request, when the CLI sent it before
--- the kill landed, is held unanswered), none after. The trial is recorded
--- with stop_reason max_cost, the run stops with max_cost, and the trajectory so far validates.
+-- (input 1000 x turn + 7 tokens, output 50 + turn) priced at $1 per 1M tokens each way. The CLI
+-- reaches its model through the run's model proxy (lua/cseng/evals/proxy.lua), which reads each
+-- answer's usage, spends its cost against the trial's budget and, before each model request, asks
+-- whether one more request costing what the last one did still fits; the request that would not is
+-- answered 402 by the proxy and never reaches the fake. The verdict is a count: exactly two
+-- completions served, none held, the third request refused by the proxy. The trial is recorded
+-- with stop_reason max_cost and the proxy's exact tokens, the run stops with max_cost, and the
+-- trajectory so far validates.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local atif = require 'cseng.agent.atif'
-local installed = require 'solvers.installed'
+local atif = require 'cseng.evals.atif'
+local installed = require 'solvers.shared.installed'
 
 local ROOT = sys.root()
 local H
@@ -29,16 +30,16 @@ local function with(t, extra)
   return t
 end
 
+-- turn t costs (1000t + 7 + 50 + t) / 1e6: t1 $0.001058, t2 $0.002059, as the proxy reads them from
+-- the answers (the CLIs' own reports do not matter: Claude Code's stream-json counts output tokens
+-- as 1 while a message streams)
 local AGENTS = {
   { solver = 'codex', fake = 'responses.lua',
-    env = function(f) return with({ OPENAI_API_KEY = H.KEY, CODEX_BASE_URL = f.url, CODEX_MODEL = H.MODEL }, PRICES) end,
-    -- turn t costs (1000t + 7 + 50 + t) / 1e6: t1 $0.001058, t2 $0.002059
-    spent = 0.001058 + 0.002059, prompt = 1007 + 2007, completion = 51 + 52 },
+    env = function(f) return with({ OPENAI_API_KEY = H.KEY, CODEX_BASE_URL = f.url, CODEX_MODEL = H.MODEL }, PRICES) end },
   { solver = 'claude_code', fake = 'messages.lua',
-    env = function(f) return with({ ANTHROPIC_API_KEY = H.KEY, ANTHROPIC_BASE_URL = f.url, CLAUDE_CODE_MODEL = H.MODEL }, PRICES) end,
-    -- stream-json reports a message's input tokens exactly and its output as 1 while it streams
-    spent = 0.001008 + 0.002008, prompt = 1007 + 2007, completion = 1 + 1 },
+    env = function(f) return with({ ANTHROPIC_API_KEY = H.KEY, ANTHROPIC_BASE_URL = f.url, CLAUDE_CODE_MODEL = H.MODEL }, PRICES) end },
 }
+local SPENT, PROMPT, COMPLETION = 0.001058 + 0.002059, 1007 + 2007, 51 + 52
 
 for _, A in ipairs(AGENTS) do
   local mod = require('solvers.' .. A.solver)
@@ -49,18 +50,18 @@ for _, A in ipairs(AGENTS) do
       return
     end
 
-    it('stops the CLI after the turn that crosses the estimate; the trial and the run say max_cost', function()
+    it('refuses the request after the turn that crosses the estimate; the trial and the run say max_cost', function()
       local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
-      -- turn 1: $0.00106 spent + $0.00106 expected <= $0.0025, go on; turn 2: $0.0031 + $0.0021 > $0.0025, stop
+      -- before turn 2: $0.00106 spent + $0.00106 expected <= $0.0025, go on; before turn 3: $0.0031 + $0.0021 > $0.0025,
+      -- refused. A third request reaching the fake would be held (never answered): none may
       local f = fk.start { api_key = H.KEY, model = H.MODEL, script = long_script, hold = function(conv) return conv.turn >= 3 end }
-      local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 0.0025, solve_timeout_seconds = 90 },
+      local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(1), max_cost_usd = 0.0025, solve_timeout_seconds = 300 },
         A.env(f))
       local st = f.stats()
       f.close()
       assert.same({}, st.problems)
       assert.equal(2, st.completions)
-      -- the third request is held if the CLI sent it before the kill landed (it runs a tool first)
-      assert.is_true(st.held <= 1, 'held ' .. st.held)
+      assert.equal(0, st.held)
       assert.equal(1, status)
       assert.equal('max_cost', s.stop_reason)
       local fin
@@ -72,10 +73,17 @@ for _, A in ipairs(AGENTS) do
       local u = r.solver_usage
       assert.equal('max_cost', u.stop_reason, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
       assert.equal('between requests', u.ceiling)
-      assert.equal(2, u.metered_requests)
-      assert.near(A.spent, u.metered_usd, 1e-12)
-      assert.equal(A.prompt, u.prompt_tokens)
-      assert.equal(A.completion, u.completion_tokens)
+      assert.equal('proxy', u.counted_by)
+      assert.equal(2, u.responses)
+      -- every model request after the stop was refused by the proxy (the CLI may ask again)
+      assert.is_true(u.refused.ceiling >= 1, tostring(u.refused.ceiling))
+      assert.equal(2 + u.refused.ceiling, u.requests)
+      assert.equal(2, u.statuses['200'])
+      assert.near(SPENT, u.cost_usd, 1e-12)
+      assert.equal('prices', u.cost_source)
+      assert.equal(PROMPT, u.prompt_tokens)
+      assert.equal(COMPLETION, u.completion_tokens)
+      assert.near(SPENT, r.cost.items[2].usd, 1e-12)
       assert.matches('spend ceiling', r.solve_note)
       local text = assert(fs.read(r.trajectory_path))
       local ok, p = atif.validate_text(text)
@@ -93,7 +101,9 @@ for _, A in ipairs(AGENTS) do
       assert.is_nil(s.stop_reason)
       local u = s.results[1].solver_usage
       assert.equal('done', u.stop_reason)
-      assert.equal(7, u.metered_requests)
+      assert.equal(7, u.responses)
+      assert.equal(0, u.refused.ceiling)
+      assert.equal('between requests', u.ceiling)
       assert.is_true(status == 0 or s.results[1].outcome == 'failed') -- the echo session fixes nothing
     end)
 

@@ -8,9 +8,11 @@
 -- pass, nop stays 0 on them, the trajectory is valid ATIF; the archive is packed once per agent and
 -- reused by the next run (counted, not timed); a corrupted part is EPREPARE naming it; a sandbox
 -- without network fails at once with ENONETWORK naming the endpoint, before any part is shipped.
+-- The CLIs reach their fakes through the run's model proxy (lua/cseng/evals/proxy.lua): the E2B
+-- fake's sandboxes run on this machine and are given the proxy's port (spec/fakes/sandboxes.lua).
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 local pack = require 'solvers.installed.pack'
 
 local ROOT = sys.root()

@@ -3,10 +3,12 @@
 -- against fakes of the API each speaks (spec/fakes/llm/responses.lua: OpenAI Responses;
 -- spec/fakes/llm/messages.lua: Anthropic Messages), whose scripted "model" sends the shell tool calls
 -- that apply each task's gold fix; the CLI runs them. Both tasks pass, nop stays 0, the trajectory
--- is valid ATIF and the tokens are the fake's.
+-- is valid ATIF, and the CLI reaches the fake through the run's model proxy
+-- (lua/cseng/evals/proxy.lua): the sandbox holds a token, the fake sees only the real key, and the
+-- tokens and cost are the proxy's counts of the fake's answers.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local ROOT = sys.root()
 local H
@@ -32,10 +34,12 @@ for _, A in ipairs(AGENTS) do
       return
     end
 
-    it('solves two bundled tasks in local sandboxes against its API fake; the trajectory validates', function()
+    it('solves two bundled tasks in local sandboxes through the model proxy; usage and cost from the answers', function()
       local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
       local f = fk.start { api_key = H.KEY, model = H.MODEL, script = H.gold_script }
-      local status, s = H.run({ solver = A.solver, tasks = H.ids(2), concurrency = 2 }, A.env(f))
+      local env = A.env(f)
+      env.CSENG_LLM_PRICE_IN, env.CSENG_LLM_PRICE_OUT = '1', '2' -- USD per 1M tokens
+      local status, s = H.run({ solver = A.solver, tasks = H.ids(2), concurrency = 2 }, env)
       f.close()
       local st = f.stats()
       assert.same({}, st.problems)
@@ -44,10 +48,17 @@ for _, A in ipairs(AGENTS) do
       assert.equal(6, st.completions) -- per task: write the fix, run it, answer
       assert.equal(0, status, tostring(s.results[1] and s.results[1].error))
       assert.equal(2, s.passed)
+      -- each answer priced as it came: input 1000t + 7 at $1/M, output 50 + t at $2/M, turns 1..3
+      local want = ((1007 + 2007 + 3007) * 1 + (51 + 52 + 53) * 2) / 1e6
       for _, r in ipairs(s.results) do
-        H.assert_installed_solved(r, A)
+        local u = H.assert_installed_solved(r, A)
+        assert.equal('prices', u.cost_source)
+        assert.near(want, u.cost_usd, 1e-12)
         assert.equal(2, r.cost and #r.cost.items)
+        assert.same({ item = 'model', model = H.MODEL, usd = u.cost_usd, source = 'prices', tokens = { input = 6021,
+          cached = 0, cache_creation = 0, output = 156, reasoning = 0 } }, r.cost.items[2])
       end
+      assert.near(2 * want, s.cost.model_usd, 1e-12)
     end)
 
     if A.solver == 'codex' then
@@ -66,6 +77,29 @@ for _, A in ipairs(AGENTS) do
         local prewarmed = 0
         for _, e in ipairs(events) do if e.event == 'prewarmed' then prewarmed = prewarmed + 1 end end
         assert.equal(2, prewarmed)
+      end)
+    end
+
+    if A.solver == 'codex' then
+      it('--model-key sandbox: the real key goes into the sandbox (no proxy), said in one warning line', function()
+        local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+        local f = fk.start { api_key = H.KEY, model = H.MODEL, script = H.gold_script }
+        local warnings = {}
+        local status, s, _, events = H.run({ solver = A.solver, tasks = H.ids(1), model_key = 'sandbox',
+          observers = { function(_, name, d) if name == 'warning' then warnings[#warnings + 1] = d.text end end } }, A.env(f))
+        f.close()
+        assert.equal(0, status, tostring(s.results[1] and s.results[1].error))
+        assert.equal(0, f.stats().unauthorized) -- the CLI sent the key itself
+        assert.equal(1, #warnings)
+        assert.matches('codex: the real model key is placed in every local sandbox %(asked for with %-%-model%-key sandbox%)',
+          warnings[1])
+        local u = s.results[1].solver_usage
+        assert.equal('sandbox', u.model_key)
+        assert.is_nil(u.counted_by) -- the CLI's own figures
+        assert.equal(1007 + 2007 + 3007, u.prompt_tokens)
+        for _, e in ipairs(events) do
+          if e.event == 'run_started' then assert.equal('sandbox', e.options.model_key) end
+        end
       end)
     end
 

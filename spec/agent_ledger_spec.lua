@@ -1,8 +1,8 @@
--- The cost ledger (lua/cseng/agent/ledger.lua, prices.lua) and the spend ceiling --max-cost-usd:
+-- The cost ledger (lua/cseng/evals/ledger.lua, prices.lua) and the spend ceiling --max-cost-usd:
 -- a fake model that charges a fixed amount per call, so every figure is known in advance.
 local sys = require 'cseng.sys'
-local prices = require 'cseng.agent.prices'
-local ledger = require 'cseng.agent.ledger'
+local prices = require 'cseng.evals.prices'
+local ledger = require 'cseng.evals.ledger'
 
 local H
 setup(function() H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-ledger-spec') end)

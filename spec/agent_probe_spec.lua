@@ -1,4 +1,4 @@
--- Infra vs agent failure (lua/cseng/agent/probe.lua): a sandbox destroyed for real in the middle
+-- Infra vs agent failure (lua/cseng/evals/probe.lua): a sandbox destroyed for real in the middle
 -- of an agent's solve is recorded as an ESANDBOX error (retriable: --retry-errors reruns it), not
 -- as the agent failing; an agent that fails in a live sandbox stays `failed`.
 local sys = require 'cseng.sys'
@@ -55,8 +55,9 @@ describe('a sandbox killed mid-solve', function()
     assert.is_true(r.retriable)
     assert.is_false(r.probe.alive)
     assert.matches('the sandbox died during the solve', r.error, 1, true)
-    assert.equal('max_turns', r.solver_usage.stop_reason) -- what the agent saw is kept
-    assert.equal(4, r.solver_usage.turns)
+    -- what the agent saw is kept: its next command found the sandbox gone
+    assert.equal('error', r.solver_usage.stop_reason)
+    assert.equal(2, r.solver_usage.turns)
     assert.is_nil(r.phases.verify_seconds) -- no verdict on a dead sandbox
     assert.equal(1, s.errors)
     assert.equal(0, s.failed)
@@ -72,7 +73,7 @@ describe('a sandbox killed mid-solve', function()
     assert.equal(2, r.try)
     local tries = 0
     for _, e in ipairs(events) do
-      if e.event == 'trial_attempt' then tries = tries + 1; assert.equal('ESANDBOX', e.error_code) end
+      if e.event == 'trial_try' then tries = tries + 1; assert.equal('ESANDBOX', e.error_code) end
     end
     assert.equal(1, tries)
   end)

@@ -3,7 +3,7 @@
 -- the other blocks, the block-level CI (stats.blocks: median of block medians, bootstrap over
 -- blocks) covers the shift, the report says the runs disagree, and a comparison whose block-level
 -- CIs overlap reads "not distinguishable". Plus the host context recorded per block.
-local arena = require 'cseng.run.arena'
+local arena = require 'cseng.run.kinds.startup'
 local results = require 'cseng.results.log'
 local stats = require 'cseng.lib.stats'
 local fs = require 'cseng.fs'
@@ -25,7 +25,7 @@ teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
 local function run_arena(opts)
   local dir = H.tempdir('arena-blocks-')
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
+  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
   return status, by, opts.stderr.text, info

@@ -5,7 +5,8 @@
 -- handshake_ms), the choice recorded in the run's identity. Against the bench's C fake over TLS
 -- (the Lizard shape, a CA made for this run), speaking HTTP/2 and, with ALPN narrowed, HTTP/1.1.
 -- Verdicts are counts and values (a handshake_ms present or absent), never durations.
-local arena = require 'cseng.run.arena'
+local arena = require 'cseng.run.kinds.startup'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local http = require 'cseng.http'
 local fs = require 'cseng.fs'
@@ -25,7 +26,7 @@ end
 local function run_arena(opts)
   local dir = H.tempdir('arena-conn-')
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
+  local status, info = frame.run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
   return status, by, opts.stderr.text

@@ -1,7 +1,6 @@
 -- The arena's modes (--mode lockstep|sequential|staggered|burst, lua/arena.lua) against Lizard
 -- fakes that count the creates in flight at once, and the startup report's mode and
 -- computesdk-compatible sections checked against a hand computation on a crafted log.
-local arena = require 'cseng.run.arena'
 local results = require 'cseng.results.log'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
@@ -24,7 +23,7 @@ teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
 local function run_arena(opts)
   local dir = H.tempdir('arena-modes-')
   opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
+  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
   return status, by, opts.stderr.text, info
@@ -185,7 +184,7 @@ describe('startup report: mode and computesdk sections on fixed data', function(
     ev { event = 'run_finished', status = 'finished' }
     local path = dir .. '/craft.jsonl'
     assert(fs.write(path, table.concat(lines, '\n') .. '\n'))
-    require('cseng.report.helpers').render { inputs = { path }, template = 'startup', output = dir .. '/craft.md' }
+    require('reports.lib.render').render { inputs = { path }, template = 'startup', output = dir .. '/craft.md' }
     md = assert(fs.read(dir .. '/craft.md'))
   end)
 

@@ -1,7 +1,7 @@
--- The startup arena (lua/cseng/run/arena.lua) against the stateful Lizard fake (spec/fakes/lizard/fake.lua):
+-- The startup arena (lua/cseng/run/kinds/startup.lua) against the stateful Lizard fake (spec/fakes/lizard/fake.lua):
 -- exact call counts at the fake, the records in the log, the stop rules, the status endpoint,
 -- Ctrl-C, the report; plus the lizard adapter itself and a short real run on the local provider.
-local arena = require 'cseng.run.arena'
+local arena = require 'cseng.run.kinds.startup'
 local results = require 'cseng.results.log'
 local stats = require 'cseng.lib.stats'
 local lizard = require 'providers.lizard'
@@ -45,7 +45,7 @@ local function run_arena(opts)
   opts.quiet = true
   opts.cleanup_backoff = opts.cleanup_backoff or { 0.01, 0.02 }
   opts.stderr = capture()
-  local status, info = arena.run(require('cseng.cli.present').attach(opts, { err = opts.stderr }))
+  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
   local events = results.read(info.jsonl)
   local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
   for _, e in ipairs(events) do table.insert(by[e.event], e) end
@@ -520,7 +520,7 @@ describe('arena: options', function()
   end)
 
   it('charges record writes that overlap a measured call to stall_ms', function()
-    local run = { stalls = { { 10, 20 }, { 30, 40 }, { 50, 60 } } }
+    local run = { k = { stalls = { { 10, 20 }, { 30, 40 }, { 50, 60 } } } }
     assert.equal(0, arena.stall_within(run, 0, 10))
     assert.equal(5, arena.stall_within(run, 15, 25))
     assert.equal(20, arena.stall_within(run, 15, 55)) -- 5 + 10 + 5
@@ -598,8 +598,8 @@ describe('cseng report', function()
   end)
 
   it('loads a directory of logs and exposes runs and groups to templates', function()
-    local helpers = require 'cseng.report.helpers'
-    local data = helpers.load({ fs.dirname(last.jsonl) })
+    local report_load = require 'reports.lib.load'
+    local data = report_load.load({ fs.dirname(last.jsonl) })
     assert.equal(1, #data.runs)
     assert.equal('startup', data.runs[1].kind)
     assert.equal(12, #data.startup_trials)

@@ -1,10 +1,10 @@
--- ATIF trajectories (lua/cseng/agent/atif.lua): the validator's rules (docs/SOLVERS.md "ATIF"),
+-- ATIF trajectories (lua/cseng/evals/atif.lua): the validator's rules (docs/SOLVERS.md "ATIF"),
 -- each broken on purpose, and the trajectory every openrouter trial writes, checked against the
 -- validator and against the fake's own counts.
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
-local atif = require 'cseng.agent.atif'
+local atif = require 'cseng.evals.atif'
 
 local H
 setup(function() H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-atif-spec') end)

@@ -24,8 +24,8 @@ local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
-local AGENT = ROOT .. '/build/agent/microvm-agent'
-local AGENT_ARM = ROOT .. '/build/agent/microvm-agent-aarch64'
+local AGENT = ROOT .. '/build/microvm-agent/microvm-agent'
+local AGENT_ARM = ROOT .. '/build/microvm-agent/microvm-agent-aarch64'
 local ROLE = 'arn:aws:iam::123456789012:role/cseng-build'
 
 -- The agent builds (make agent), made here when missing.

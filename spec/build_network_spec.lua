@@ -1,13 +1,14 @@
--- The network of build steps (issue 23): RUN steps get the network as `docker build` gives it,
+-- The network of build steps: RUN steps get a network of their own (outbound through
+-- slirp4netns, as `docker build` gives one through its bridge, never the host's loopback),
 -- `--build-network off` forbids it, the trial keeps its own policy; a RUN step that cannot reach
--- a host says which (lua/cseng/workload/replay.lua's replay.unreachable). Only loopback is used: the
--- "reachable" host is a listener on 127.0.0.1, which the build sandbox reaches when it shares
--- the host's network namespace and cannot when it has its own.
+-- a host says which (lua/cseng/workload/replay.lua's replay.unreachable). Only loopback is used:
+-- a listener on the host's 127.0.0.1 that the build must not reach, and the build's own route
+-- table says whether it has a way out.
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local serve = require 'cseng.serve'
 local replay = require 'cseng.workload.replay'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local images = require 'cseng.images.rootfs' -- the Debian base root filesystem
 
@@ -91,9 +92,10 @@ describe('the local build sandbox and the network', function()
     fs.write(d .. '/instruction.md', 'nothing to do\n')
     fs.write(d .. '/environment/Dockerfile', dockerfile)
     fs.write(d .. '/solution/solve.sh', 'true\n')
-    -- the trial keeps today's policy: no network (the task does not allow it)
-    fs.write(d .. '/tests/test.sh', 'grep -q reached /built && ! python3 /probe.py 2>/dev/null && echo 1 > /logs/verifier/reward.txt '
-      .. '|| echo 0 > /logs/verifier/reward.txt\n')
+    -- the build had a route out and no way to the host's loopback; the trial (the task does not
+    -- allow the network) has neither: only its loopback interface
+    fs.write(d .. '/tests/test.sh', 'grep -q tap0 /built && grep -q refused /built && ! python3 /probe.py 2>/dev/null '
+      .. '&& ! grep -q tap0 /proc/net/dev && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n')
     return d
   end
 
@@ -101,21 +103,25 @@ describe('the local build sandbox and the network', function()
     local opts = { provider = 'local', dataset = d, solver = 'gold', mode = 'cold', concurrency = 1, quiet = true,
                    output = tmp .. '/results', provider_config = { layers = tmp .. '/layers-' .. sys.pid() .. '-' .. tostring(extra and 1 or 0) } }
     for k, v in pairs(extra or {}) do opts[k] = v end
-    local status, info = runner.run_tasks(opts)
+    local status, info = frame.run('tasks', opts)
     local events = results.read(info.jsonl)
     return status, results.summary(events).results[1], events
   end
 
+  -- a RUN step that records its route out (slirp4netns' tap0) and fails when it has none, after
+  -- trying the host's loopback listener (which must refuse it: the build's network is its own)
   local function dockerfile()
     local probe = string.format("import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:%d/').read().decode())",
       srv:port())
-    return 'FROM debian:bookworm-slim\nRUN echo "' .. probe .. '" > /probe.py\nRUN python3 /probe.py > /built\n'
+    return 'FROM debian:bookworm-slim\nRUN echo "' .. probe .. '" > /probe.py\n'
+      .. 'RUN (python3 /probe.py 2>&1 | grep -q reached && echo reached || echo refused) > /built && '
+      .. '(grep tap0 /proc/net/route >> /built || (echo "no route out: the build has no network" >&2; exit 1))\n'
   end
 
-  it('gives RUN steps the host network (a loopback listener answers), and the trial none', function()
+  it('gives RUN steps a network of their own (a route out, no way to the host\'s loopback), and the trial none', function()
     local status, r, events = run(a_task('net-on', dockerfile()))
     assert.equal(0, status)
-    assert.equal('passed', r.outcome, tostring(r.error))
+    assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.build_log_tail))
     assert.same({}, results.live_allocations(events))
   end)
 
@@ -125,8 +131,9 @@ describe('the local build sandbox and the network', function()
     assert.equal('error', r.outcome)
     assert.equal('build', r.error_stage)
     assert.equal('EBUILD', r.error_code)
-    assert.matches('^environment/Dockerfile line 3: RUN python3 /probe.py > /built: exit 1', r.error)
-    assert.matches('Connection refused', r.build_log_tail)
+    assert.matches('^environment/Dockerfile line 3: RUN %(python3 /probe.py', r.error)
+    assert.matches('exit 1', r.error)
+    assert.matches('no route out', r.build_log_tail)
   end)
 
   it('--build-network off: an apt-get step says which host it could not reach, and why', function()

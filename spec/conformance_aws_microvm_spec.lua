@@ -3,7 +3,7 @@
 -- (spec/sdk/aws_microvm.mjs) passes against the fake (spec/fakes/aws/fake.py, SigV4 verified
 -- with botocore), cseng's adapter runs the same lifecycle and prewarm's image build against the
 -- same fake, and the two request logs agree per operation up to the differences listed below
--- with their reasons. Writes the aws-microvm section of docs/providers/CONFORMANCE.md.
+-- with their reasons. Writes the aws-microvm section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -11,10 +11,11 @@ local aws = require 'providers.aws_microvm'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local awsfake = dofile(ROOT .. '/spec/fakes/init.lua').module('aws-microvm')
 
 local SDK, S3 = '@aws-sdk/client-lambda-microvms', '@aws-sdk/client-s3'
-local AGENT, AGENT_ARM = ROOT .. '/build/agent/microvm-agent', ROOT .. '/build/agent/microvm-agent-aarch64'
+local AGENT, AGENT_ARM = ROOT .. '/build/microvm-agent/microvm-agent', ROOT .. '/build/microvm-agent/microvm-agent-aarch64'
 local ROLE = 'arn:aws:iam::123456789012:role/cseng-build'
 
 -- Tags are data; the SigV4 headers must be there on both sides.

@@ -4,7 +4,7 @@
 -- operation up to the differences listed below with their reasons. Both lifecycles include a
 -- native build of a task's Dockerfile (the SDK: Image.fromDockerfile + snapshot.create; the
 -- adapter: daytona.build with the task's recipe), so push-access, the S3 calls and POST /snapshots
--- are compared too. Writes the daytona section of docs/providers/CONFORMANCE.md.
+-- are compared too. Writes the daytona section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -16,6 +16,7 @@ local recipe = require 'cseng.workload.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('daytona')
 
 -- How records are compared: labels and environments hold data, not schema. X-Daytona-Source

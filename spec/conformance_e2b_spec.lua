@@ -1,7 +1,7 @@
 -- E2B against its official SDK (e2b, spec/sdk/package.json): the SDK's lifecycle
 -- (spec/sdk/e2b.mjs) passes against the stateful fake (spec/fakes/e2b/fake.lua), cseng's adapter runs
 -- the same lifecycle against the same fake, and the two request logs agree per operation up to the
--- differences listed below with their reasons. Writes the e2b section of docs/providers/CONFORMANCE.md.
+-- differences listed below with their reasons. Writes the e2b section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 -- The lifecycle includes a native build of one Dockerfile (BUILD below, in a task directory per
 -- side): the SDK's Template().fromDockerfile + Template.build, the adapter's e2b.build of the task's
 -- recipe (cseng.workload.recipe), each followed by a sandbox from the template that shows the RUN step
@@ -15,6 +15,7 @@ local recipe = require 'cseng.workload.recipe'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('e2b')
 
 -- How records are compared: label, metadata and environment maps hold data, not schema; the

@@ -12,6 +12,7 @@ local lizard = require 'providers.lizard'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = dofile(ROOT .. '/spec/fakes/init.lua').module('lizard')
 
 local PROVIDERS = ROOT .. '/../shared/docs/PROVIDERS.md'

@@ -10,6 +10,7 @@ local modal = require 'providers.modal'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local modal_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('modal')
 
 -- Headers compared: credentials and tokens by presence, the client identification by value.

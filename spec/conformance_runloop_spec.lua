@@ -3,7 +3,7 @@
 -- through the official SDK (spec/sdk/runloop.mjs, which must pass) and once through
 -- lua/providers/runloop.lua against one recording fake (spec/fakes/runloop/fake.lua); every
 -- operation is compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW,
--- with its reason, fails. Writes the runloop section of docs/providers/CONFORMANCE.md.
+-- with its reason, fails. Writes the runloop section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 local sys = require 'cseng.sys'
 local runloop = require 'providers.runloop'
 local adapter = require 'providers.shared.adapter'
@@ -12,6 +12,7 @@ local dataset = require 'cseng.workload.dataset'
 local recipe = require 'cseng.workload.recipe'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('runloop')
 

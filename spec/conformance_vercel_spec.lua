@@ -2,11 +2,12 @@
 -- runs once through the official SDK (spec/sdk/vercel.mjs, which must pass) and once through
 -- lua/providers/vercel.lua against one recording fake (spec/fakes/vercel/fake.lua); every operation is
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
--- fails. Writes the vercel section of docs/providers/CONFORMANCE.md.
+-- fails. Writes the vercel section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 local sys = require 'cseng.sys'
 local vercel = require 'providers.vercel'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
+teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(sys.root() .. '/spec/fakes/init.lua').module('vercel')
 

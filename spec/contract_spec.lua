@@ -61,6 +61,52 @@ describe('the adapter contract', function()
     assert.same({ 'the file must return a table, not a boolean' }, contract.check(true, 'x'))
   end)
 
+  it('every adapter declares the format of its sandbox ids, which accepts its own and refuses hostile ones', function()
+    -- ids as each provider (its fake, its bundled bench fake, its API's documentation) gives them
+    local OWN = {
+      ['local'] = { 'cseng-0a1b2c3d4e5f' },
+      docker = { string.rep('9f', 32) },
+      daytona = { '0b5e2f1c-7a3d-4e8b-9c1f-2d6a8e4b7c90', 'sandbox123' },
+      e2b = { 'i0a1b2c3d4e5f0001', 'i6sbq7qk1r2gqbm8q9fd1-a1b2c3d4' },
+      lizard = { 'lz-000001', 'lz-00000042', 'adm-000001' },
+      modal = { 'sb-0aB1cD2eF3gH4iJ5kL6mN7' },
+      runloop = { 'dbx_fake000001', 'dbx_31TqkLxd7mR2a9hW3YpZc' },
+      vercel = { 'sess_fake000001', 'sbx_0123456789' },
+      aws_microvm = { 'mvm-0123456789abcdef' },
+    }
+    for _, n in ipairs(adapters()) do
+      local P = require('providers.' .. n)
+      assert.is_table(P.id_format, n)
+      assert.is_true(contract.valid_id(P, P.id_format.example), n)
+      for _, id in ipairs(assert(OWN[n], n .. ': no ids of its own listed here')) do
+        assert.is_true(contract.valid_id(P, id), n .. ': refuses its own id ' .. id)
+      end
+      for _, id in ipairs(contract.HOSTILE_IDS) do
+        local ok, why = contract.valid_id(P, id)
+        assert.is_nil(ok, string.format('%s accepts %q', n, id))
+        assert.is_string(why)
+      end
+    end
+    assert.same({ nil, 'is not a local sandbox id (like cseng-0123456789ab)' },
+      { contract.valid_id(require('providers.local'), 'cseng-012345') })
+    assert.same({ nil, 'contains a path separator' }, { contract.valid_id(require('providers.e2b'), 'x/y') })
+    assert.same({ nil, 'is not a string (table)' }, { contract.valid_id(require('providers.e2b'), {}) })
+    -- an adapter without the field (one a spec builds) gets the generic format
+    assert.is_true(contract.valid_id({ name = 'x' }, 'sb-1'))
+    assert.is_nil(contract.valid_id({ name = 'x' }, '../sb-1'))
+  end)
+
+  it('reports a missing or malformed id_format', function()
+    local P = require 'providers.lizard'
+    assert.same({ 'id_format is required (table)' }, contract.check(mutated(P, { id_format = false }), 'lizard'))
+    assert.same({ 'id_format pattern must be a Lua pattern anchored at both ends (^...$)' },
+      contract.check(mutated(P, { id_format = { pattern = '[%w-]+', example = 'lz-1' } }), 'lizard'))
+    assert.same({ 'id_format example "lz/1" does not match its pattern' },
+      contract.check(mutated(P, { id_format = { pattern = '^lz%-%d+$', example = 'lz/1' } }), 'lizard'))
+    assert.same({ 'id_format example "a..b" contains ..' },
+      contract.check(mutated(P, { id_format = { pattern = '^[%w.]+$', example = 'a..b' } }), 'lizard'))
+  end)
+
   it('fills the optional fields with their defaults', function()
     local P = { description = 'x', credentials = {} }
     assert.equal('aws-microvm', contract.get(P, 'name', 'aws_microvm'))

@@ -251,18 +251,19 @@ describe('daytona lifecycle (stateful fake)', function()
   end)
 
   it('polls until started with back-off, and times the readiness', function()
-    f.set { start_delay = 0.4 }
-    local client = daytona.connect(f.config { poll = { first = 0.02, factor = 1.5, max = 0.1 } })
-    local sb = assert(daytona.create(client, {}))
-    assert.is_true(sb.ready_seconds >= 0.4)
+    f.set { start_reads = 4 } -- four GETs read "creating", the fifth "started"
+    local client = daytona.connect(f.config { poll = { first = 0.02, factor = 1.5, max = 0.04 } })
     local gets = f.stats().gets
-    assert.is_true(gets >= 3 and gets <= 12, 'gets ' .. gets)
+    local sb = assert(daytona.create(client, {}))
+    assert.equal(5, f.stats().gets - gets)
+    -- the readiness includes every back-off sleep: 0.02, 0.03, then the 0.04 cap three times
+    assert.is_true(sb.ready_seconds >= 0.02 + 0.03 + 0.04 * 3, 'ready after ' .. sb.ready_seconds .. ' s')
     assert(daytona.destroy(client, sb))
   end)
 
   it('fails with ESTATE on error/build_failed and deletes what was allocated', function()
     for _, state in ipairs({ 'error', 'build_failed' }) do
-      f.set { end_state = state, start_delay = 0.05 }
+      f.set { end_state = state, start_reads = 0 }
       local client = daytona.connect(f.config())
       local sb, msg, code = daytona.create(client, {})
       assert.is_nil(sb)
@@ -277,7 +278,7 @@ describe('daytona lifecycle (stateful fake)', function()
   end)
 
   it('gives up on a slow start with ETIMEDOUT and deletes the sandbox', function()
-    f.set { start_delay = 30 }
+    f.set { start_reads = math.huge } -- never started
     local client = daytona.connect(f.config { start_timeout = 0.3 })
     local sb, msg, code = daytona.create(client, {})
     assert.is_nil(sb)
@@ -288,7 +289,7 @@ describe('daytona lifecycle (stateful fake)', function()
   end)
 
   it('deletes the sandbox when the trial is cancelled while it starts', function()
-    f.set { start_delay = 30 }
+    f.set { start_reads = math.huge } -- never started
     local client = daytona.connect(f.config())
     local t = task.spawn(function() return daytona.create(client, {}) end)
     while f.stats().gets < 2 do task.sleep(0.01) end

@@ -356,13 +356,13 @@ describe('docker provider on dockerd', function()
   -- every bundled task, through the runner (in this process)
 
   local function run_tasks(opts)
-    local runner, results = require 'cseng.run.runner', require 'cseng.results.log'
+    local results = require 'cseng.results.log'
     opts.provider, opts.dataset = 'docker', opts.dataset or (ROOT .. '/data/smoke.jsonl')
     opts.solver, opts.mode = opts.solver or 'gold', opts.mode or 'cold'
     opts.concurrency, opts.quiet = opts.concurrency or 2, true
     opts.image_map = MAP
     opts.output = assert(fs.tempdir('cseng-spec-out-'))
-    local status, info = runner.run_tasks(opts)
+    local status, info = frame.run('tasks', opts)
     local events = results.read(info.jsonl)
     fs.remove_tree(opts.output)
     return status, results.summary(events).results, events

@@ -13,7 +13,7 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local e2b = require 'providers.e2b'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
@@ -353,7 +353,7 @@ describe('e2b lifecycle (stateful fake)', function()
     assert.equal('HTTP_401', code2)
     assert.is_nil(msg2:find('wrong-key-123456', 1, true))
     local good = assert(e2b.create(client, {}))
-    assert.equal('token [redacted]', util.redact('token ' .. good.token))
+    assert.equal('token [redacted]', secrets.redact('token ' .. good.token))
     assert.is_true(e2b.destroy(client, good))
   end)
 

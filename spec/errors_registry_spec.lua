@@ -2,6 +2,7 @@
 -- tree, the plans and the engine's C is registered; the classification functions keep the
 -- behaviour the run layer relied on; a failed trial record always carries a registered code.
 local fs = require 'cseng.fs'
+local frame = require 'cseng.run.frame'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
@@ -165,7 +166,6 @@ describe('error records', function()
   end)
 
   it('records a string raised inside a trial with a registered code', function()
-    local runner = require 'cseng.run.runner'
     local strict = results.strict_codes
     results.strict_codes = true
     local base = require 'providers.local'
@@ -173,7 +173,7 @@ describe('error records', function()
       name = 'errstring',
       exec = function() error('a plain string from the adapter') end,
     }, { __index = base })
-    local ok, st, info = pcall(runner.run_tasks, { provider = 'errstring', dataset = ROOT .. '/data/smoke.jsonl',
+    local ok, st, info = pcall(frame.run, 'tasks', { provider = 'errstring', dataset = ROOT .. '/data/smoke.jsonl',
       task_limit = 1, solver = 'nop', mode = 'cold', output = tmp .. '/run', quiet = true })
     package.loaded['providers.errstring'] = nil
     results.strict_codes = strict
@@ -225,6 +225,7 @@ describe('raised errors', function()
   it('gives every command one usage error: one line, no source position, exit status 2', function()
     local proc = require 'cseng.proc'
     local cli = require 'cseng.cli.main'
+    local exit = require 'cseng.cli.exit'
     local tried = 0
     for _, name in ipairs(cli.commands) do
       if name ~= 'test' and name ~= 'lua' then -- they pass options on (to busted, to the script)
@@ -244,7 +245,7 @@ describe('raised errors', function()
     end
     local stderr, said = io.stderr, {}
     io.stderr = { write = function(_, ...) for _, s in ipairs({ ... }) do said[#said + 1] = s end end } -- luacheck: ignore 122
-    local usage_status, other_status = cli.fail(errors.usage('x')), cli.fail(errors.new('EIO', 'y'))
+    local usage_status, other_status = exit.fail(errors.usage('x')), exit.fail(errors.new('EIO', 'y'))
     io.stderr = stderr -- luacheck: ignore 122
     assert.equal(2, usage_status)
     assert.equal(1, other_status)

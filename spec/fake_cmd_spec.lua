@@ -1,5 +1,6 @@
--- `cseng fake PROVIDER` (issue 23): a bundled fake started on its own serves a cold-gold run and
--- an arena run by the environment it prints alone, and leaves no file behind after SIGTERM.
+-- `cseng fake PROVIDER`: a bundled fake started on its own serves a cold-gold run and an arena
+-- run by the environment it prints alone, and leaves no file behind after SIGTERM; `cseng fake
+-- llm`, the scripted model, serves plans/solve-llm.lua the same way.
 -- Each fake runs as its own cseng process with a private TMPDIR, so "no file behind" is checked
 -- on that directory (other processes' temporary files never count).
 local fs = require 'cseng.fs'
@@ -93,6 +94,54 @@ for _, name in ipairs({ 'lizard', 'e2b', 'modal' }) do
     end)
   end)
 end
+
+describe('cseng fake llm', function()
+  it('a scripted model: plans/solve-llm.lua passes bundled tasks with --attempts 3 by its printed environment', function()
+    local fk = start('llm')
+    local ok, err = pcall(function()
+      for _, k in ipairs({ 'OPENROUTER_BASE_URL', 'OPENROUTER_API_KEY', 'OPENROUTER_MODEL', 'AI_GATEWAY_BASE_URL',
+        'AI_GATEWAY_API_KEY', 'AI_GATEWAY_MODEL', 'CODEX_BASE_URL', 'OPENAI_API_KEY', 'CODEX_MODEL',
+        'ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'CLAUDE_CODE_MODEL' }) do
+        assert.is_string(fk.env[k], k)
+      end
+      -- a TerminalBench task, and a SWE-smith one whose solve.sh reads its patch from /solution
+      local tasks = 'awk-fixed-width-to-csv,csv-sales-report,tinystats__median_even_floor'
+      local r = cseng(fk, { 'run', ROOT .. '/plans/solve-llm.lua', '--tasks', tasks, '--attempts', '3',
+        '--dataset', ROOT .. '/data/smoke.jsonl', '--output', fk.dir .. '/llm' }, 600)
+      assert.equal(0, r.code, r.stderr .. r.stdout)
+      local s = summary(fk.dir .. '/llm')
+      assert.same({ 9, 9, 0, 0 }, { s.task_count, s.passed, s.failed, s.errors })
+      assert.equal('openrouter', s.results[1].solver)
+      assert.matches('3 tasks x 3 attempts: pass@1 1.000 [1.000, 1.000], pass@2 1.000 [1.000, 1.000], ' ..
+        'pass@3 1.000 [1.000, 1.000]', r.stdout, 1, true)
+      -- the chat-completions fake counted 3 completions per trial and no bad request
+      for _, res in ipairs(s.results) do assert.equal(3, res.solver_usage.turns, res.task_id) end
+      -- the same model over the AI Gateway's base URL
+      local g = cseng(fk, { 'run', ROOT .. '/plans/solve-llm.lua', '--solver', 'ai_gateway', '--tasks', 'csv-sales-report',
+        '--dataset', ROOT .. '/data/smoke.jsonl', '--output', fk.dir .. '/gw', '--quiet' }, 600)
+      assert.equal(0, g.code, g.stderr)
+      assert.equal(1, summary(fk.dir .. '/gw').passed)
+    end)
+    local exit = stop(fk)
+    assert.is_true(ok, tostring(err))
+    assert.is_true(exit.code == 130 or exit.code == 143, 'exit ' .. tostring(exit.code))
+    assert.matches('llm stopped', fs.read(fk.dir .. '/err'))
+  end)
+
+  it('answers a prompt it does not know with no command (the trial fails), and refuses --dataset for a provider', function()
+    local model = dofile(ROOT .. '/spec/fakes/llm/model.lua')
+    local script = model.gold_script({ { id = 't', instruction = 'Make the widget.', dir = tmp } }, 'x.jsonl')
+    local reply = script({ user = 'Something else entirely.', turn = 1 })
+    assert.is_nil(reply.tool_calls)
+    assert.matches('replays the gold solutions of x%.jsonl', reply.content)
+    reply = script({ user = 'Working directory: /w\n\nMake the widget.', turn = 1 })
+    assert.is_nil(reply.tool_calls) -- known, but it has no solution/solve.sh
+    assert.matches('task t has no gold solution', reply.content)
+    local r = assert(proc.run { argv = { CSENG, 'fake', 'lizard', '--dataset', 'data/smoke.jsonl' }, cwd = ROOT, timeout = 30 })
+    assert.equal(2, r.code)
+    assert.matches('%-%-dataset is for cseng fake llm', r.stderr)
+  end)
+end)
 
 describe('cseng fake: usage', function()
   it('an unknown provider lists the fakes and suggests the near one', function()

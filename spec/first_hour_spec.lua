@@ -5,7 +5,7 @@ local proc = require 'cseng.proc'
 local flags = require 'cseng.lib.flags'
 local util = require 'cseng.lib.util'
 local options = require 'cseng.run.options'
-local runner = require 'cseng.run.runner'
+local tasks_kind = require 'cseng.run.kinds.tasks'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -97,10 +97,10 @@ end)
 
 describe('run ids', function()
   it('name the solver the run uses', function()
-    assert.equal('cold-gold', runner.id_name { name = 'cold-gold', solver = 'gold' })
-    assert.equal('cold-gold', runner.id_name { name = 'cold-gold' })
-    assert.equal('cold-nop', runner.id_name { name = 'cold-gold', solver = 'nop' })
-    assert.equal('warm-openrouter', runner.id_name { name = 'warm-gold', solver = 'openrouter' })
+    assert.equal('cold-gold', tasks_kind.id_name { name = 'cold-gold', solver = 'gold' })
+    assert.equal('cold-gold', tasks_kind.id_name { name = 'cold-gold' })
+    assert.equal('cold-nop', tasks_kind.id_name { name = 'cold-gold', solver = 'nop' })
+    assert.equal('warm-openrouter', tasks_kind.id_name { name = 'warm-gold', solver = 'openrouter' })
     local r = cseng({ 'run', ROOT .. '/plans/cold-gold.lua', '--solver', 'nop', '--task-limit', '1', '--quiet', '--output', tmp .. '/nop' })
     assert.equal(0, r.code, r.stderr)
     local names = fs.list(tmp .. '/nop')
@@ -141,5 +141,76 @@ describe('a task with no gold solution', function()
     end
     assert.equal('failed', trial.outcome)
     assert.is_true(trial.no_solution)
+    -- said once before the first trial, in one line
+    local before = r.stdout .. r.stderr
+    assert.matches('cseng: none of the 1 selected tasks has a gold solution %(solution/solve%.sh%): gold solves ' ..
+      'nothing there, so its trial can only fail or error', before)
+  end)
+end)
+
+describe('the smaller defects of the first hour, round two', function()
+  it('a report template for the other kind of run says so, and writes nothing', function()
+    local dir = tmp .. '/kinds'
+    assert(fs.mkdir_p(dir))
+    local task_log = dir .. '/t.jsonl'
+    fs.write(task_log, '{"event":"run_started","run_id":"t1","kind":"tasks","time":"2026-01-01T00:00:00Z"}\n' ..
+      '{"event":"trial","run_id":"t1","task_id":"a","outcome":"passed","provider":"local","mode":"cold"}\n')
+    for _, tpl in ipairs({ 'lua/reports/startup.lua', 'startup' }) do
+      local r = cseng({ 'report', task_log, '--template', tpl, '-o', dir .. '/s.md' })
+      assert.equal(2, r.code, r.stdout)
+      assert.matches('reports startup arena runs, and the input holds none: t1 %(a task run%); use %-%-template per_task', r.stderr)
+      assert.is_false(fs.exists(dir .. '/s.md'))
+    end
+    local arena_log = dir .. '/a.jsonl'
+    fs.write(arena_log, '{"event":"run_started","run_id":"a1","kind":"startup","time":"2026-01-01T00:00:00Z"}\n')
+    local r = cseng({ 'report', arena_log, '--template', 'per_task', '-o', dir .. '/p.md' })
+    assert.equal(2, r.code, r.stdout)
+    assert.matches('per_task template reports task runs, and the input holds none: a1 %(a startup arena run%); ' ..
+      'use %-%-template startup', r.stderr)
+    -- a template of one's own is not judged by its name
+    fs.write(dir .. '/mine.lua', 'return function(data) return "# " .. #data.runs .. " run(s)\\n" end\n')
+    assert.equal(0, cseng({ 'report', task_log, '--template', dir .. '/mine.lua', '-o', dir .. '/m.md' }).code)
+  end)
+
+  it('cseng providers: every description starts in one column, however long the names and variables', function()
+    local r = cseng({ 'providers' })
+    local lines = {}
+    for l in r.stdout:gmatch('[^\n]+') do lines[#lines + 1] = l end
+    local col
+    for i = 2, #lines, 2 do
+      local at = lines[i]:find('%S')
+      col = col or at
+      assert.equal(col, at, lines[i])
+      assert.equal(col, #lines[i - 1]:match('^%S+%s+') + 1, lines[i - 1]) -- the state under it, aligned
+    end
+    assert.is_true(#lines >= 18)
+  end)
+
+  it('cseng merge: --help and the usage line name the same option', function()
+    local r = cseng({ 'merge', '--help' })
+    assert.matches('usage: cseng merge DIR %-%-output RUN%.jsonl', r.stdout)
+    assert.matches('\n  %-%-output RUN%.jsonl', r.stdout)
+    assert.matches('\n  %-o RUN%.jsonl%s+same as %-%-output', r.stdout)
+    local bad = cseng({ 'merge', tmp, '-o', tmp .. '/x.json' })
+    assert.equal(2, bad.code)
+    assert.matches('%-%-output must name a %.jsonl file', bad.stderr)
+  end)
+
+  it('cseng run --help lists every solver, and no helper module', function()
+    local r = cseng({ 'run', '--help' })
+    local line = r.stdout:match('\n  %-%-solver NAME%s+([^\n]+)')
+    assert.is_string(line, r.stdout)
+    for _, name in ipairs({ 'ai_gateway', 'claude_code', 'codex', 'command', 'gold', 'nop', 'openrouter' }) do
+      assert.matches('%f[%w_]' .. name .. '%f[^%w_]', line)
+    end
+    assert.is_nil(line:find('agent,', 1, true))
+    assert.is_nil(line:find('installed', 1, true))
+  end)
+
+  it('cseng prewarm --list writes no file', function()
+    local dir = tmp .. '/pwlist'
+    assert(fs.mkdir_p(dir))
+    for _ = 1, 2 do assert.equal(0, cseng({ 'prewarm', '--list', '--provider', 'local', '--output', dir }).code) end
+    assert.same({}, fs.list(dir))
   end)
 end)

@@ -192,6 +192,24 @@ for _, M in ipairs(MODES) do
       assert.equal(0, http.stats().in_flight)
     end)
 
+    it("a stream callback's first call carries the response's status and headers, later calls none", function()
+      local function heads(path)
+        local seen = {}
+        local res = assert(http.request(get(path, { stream = function(_, head)
+          local h = head and { status = head.status, ct = head.headers['content-type'], final = head.headers['x-final'],
+            link = head.headers.link }
+          seen[#seen + 1] = h or false
+        end })))
+        local later = 'none'
+        if #seen > 1 then later = seen[#seen] end
+        return { status = res.status, first = seen[1], later = later }
+      end
+      local n = each(function() return { heads('/stream'), heads('/early-hints'), heads('/cl') } end)
+      assert.same({ status = 200, first = { status = 200, ct = 'text/plain' }, later = false }, n[1])
+      assert.same({ status = 200, final = 'yes' }, n[2].first) -- the final response's, not the 103's
+      assert.same({ status = 200, ct = 'text/plain' }, n[3].first)
+    end)
+
     it('ETIMEDOUT past the timeout; the connection then carries the next request', function()
       local ids = {}
       local n = both(function(path)

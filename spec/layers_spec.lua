@@ -14,15 +14,16 @@ local ROOT = sys.root()
 local LAYER_OF = {
   { '^cseng%.cli%.', 'cli' },
   { '^cseng%.run%.', 'run' },
+  { '^cseng%.watch%.', 'watch' },
   { '^cseng%.view%.', 'view' },
-  { '^cseng%.report%.', 'report' },
+  { '^cseng%.history%.', 'history' },
   { '^reports%.', 'reports' },
   { '^solvers%.', 'solvers' },
   { '^providers%.', 'providers' },
   { '^cseng%.workload%.', 'workload' },
   { '^cseng%.images%.', 'images' },
   { '^cseng%.results%.', 'results' },
-  { '^cseng%.agent%.', 'agent' },
+  { '^cseng%.evals%.', 'evals' },
   { '^cseng%.lib%.', 'lib' },
   { '^cseng%.serve_dispatch$', 'engine' },
 }
@@ -30,22 +31,24 @@ local LAYER_OF = {
 -- The allowed edges: a module of the layer on the left may require modules of the layers on the
 -- right (and of its own layer, and the engine's C modules and external libraries: cjson, busted).
 local ALLOWED = {
-  cli = { 'run', 'view', 'report', 'reports', 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
-  run = { 'solvers', 'providers', 'workload', 'images', 'results', 'agent', 'lib' },
-  view = { 'report', 'results', 'agent', 'lib' }, -- the results viewer (cseng view)
-  report = { 'results', 'agent', 'lib' },
-  reports = { 'report', 'results', 'agent', 'lib' }, -- the markdown templates
-  solvers = { 'agent', 'lib' },
+  cli = { 'run', 'watch', 'view', 'history', 'reports', 'solvers', 'providers', 'workload', 'images', 'results',
+    'evals', 'lib' },
+  watch = { 'history', 'results', 'evals', 'lib' }, -- cseng watch: runs are child processes, never the run layer
+  history = { 'results', 'evals', 'lib' }, -- the history store, regression detection, OpenMetrics
+  run = { 'solvers', 'providers', 'workload', 'images', 'results', 'evals', 'lib' },
+  view = { 'history', 'reports', 'results', 'evals', 'lib' }, -- the results viewer (cseng view)
+  reports = { 'results', 'evals', 'lib' }, -- the markdown templates and their helpers (lua/reports/lib/)
+  solvers = { 'evals', 'lib' },
   providers = { 'workload', 'images', 'lib' },
   workload = { 'images', 'lib' },
   images = { 'lib' },
-  results = { 'agent', 'lib' },
-  agent = { 'lib' }, -- agent evals' records: ATIF, pass@k, the cost ledger, prices
+  results = { 'evals', 'lib' },
+  evals = { 'lib' }, -- the evals layer's records: ATIF, pass@k, the cost ledger, prices, the model proxy
   lib = {},
   engine = {},
 }
 
--- Upward edges that another item of issue 21 removes, each still present (a stale entry fails):
+-- Upward edges that a pending change removes, each still present (a stale entry fails):
 -- file, required module, why it is still here.
 local PENDING = {}
 

@@ -6,7 +6,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local images = require 'cseng.images.rootfs'
 local base = require 'providers.local'
@@ -26,7 +26,7 @@ local function run(opts)
   opts.concurrency = opts.concurrency or 2
   opts.output = tmp .. '/results'
   opts.quiet = true
-  local status, info = runner.run_tasks(opts)
+  local status, info = frame.run('tasks', opts)
   local events = results.read(info.jsonl)
   return status, results.summary(events), events
 end

@@ -1,4 +1,4 @@
--- The exec agent for AWS Lambda MicroVMs (agent/microvm-agent.c), on loopback:
+-- The exec agent for AWS Lambda MicroVMs (microvm-agent/microvm-agent.c), on loopback:
 --   exec (stdout, stderr, exit code, env, cwd, stdin, tails), a timeout that kills the process
 --   group, put/get round trips of tar archives, refused path escapes, refused requests without
 --   the token or with a wrong one, the hooks and the run hook's token, malformed and slow
@@ -13,13 +13,13 @@ local archive = require 'cseng.archive'
 local jsonl = require 'cseng.lib.jsonl'
 
 local ROOT = sys.root()
-local NATIVE = ROOT .. '/build/agent/microvm-agent'
-local AARCH64 = ROOT .. '/build/agent/microvm-agent-aarch64'
+local NATIVE = ROOT .. '/build/microvm-agent/microvm-agent'
+local AARCH64 = ROOT .. '/build/microvm-agent/microvm-agent-aarch64'
 local TOKEN_HEADER = 'X-Cseng-Agent-Token'
 
 -- Build both binaries (make: nothing to do when they are current).
-local built = assert(proc.run { argv = { 'make', '-s', '-C', ROOT, 'build/agent/microvm-agent',
-                                         'build/agent/microvm-agent-aarch64' }, timeout = 300 })
+local built = assert(proc.run { argv = { 'make', '-s', '-C', ROOT, 'build/microvm-agent/microvm-agent',
+                                         'build/microvm-agent/microvm-agent-aarch64' }, timeout = 300 })
 assert(built.code == 0, 'make agent failed: ' .. built.stdout .. built.stderr)
 
 local QEMU = proc.which('qemu-aarch64')

@@ -422,7 +422,8 @@ describe('cseng run with --provider modal (fake)', function()
   it('cseng prewarm --provider modal prints MODAL_IMAGE_ID', function()
     local i = vendor.smoke_index((cjson.decode(assert(fs.read(ROOT .. '/data/smoke.jsonl')):match('[^\n]+'))).task_id)
     local r = assert(proc.run { argv = { ROOT .. '/cseng', 'prewarm', '--provider', 'modal', '--task-index', tostring(i),
-      '--task-limit', '1', '--env-file', env_file() }, cwd = ROOT, timeout = 600, env_add = unset })
+      '--task-limit', '1', '--env-file', env_file(), '--output', tmp .. '/prewarm' }, cwd = ROOT, timeout = 600,
+      env_add = unset })
     assert.equal(0, r.code, r.stderr)
     assert.matches('MODAL_IMAGE_ID=im%-%w+', r.stdout)
     assert.equal(0, f.stats().live)

@@ -7,6 +7,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local util = require 'cseng.lib.util'
+local console = require 'cseng.lib.console'
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'
@@ -38,7 +39,7 @@ local function assert_terminal_clean(text, what)
   -- and every ESC that did reach the terminal is one of the renderer's own sequences
   for seq in text:gmatch('\27(%[?[%d;]*.)') do
     assert.is_truthy(seq:match('^%[%d*[AJK]$') or seq:match('^%[%?[%d;]*[hl]$'),
-      what .. ': unexpected control sequence ESC' .. util.escape(seq))
+      what .. ': unexpected control sequence ESC' .. console.escape(seq))
   end
 end
 
@@ -62,6 +63,83 @@ describe_pty('progress under a pseudo-terminal', function()
     assert.matches('\27%[%d+A\27%[J', out)
     assert.matches('measured lockstep %[4/4%]', out)
     assert.matches('warmup %[1/1%]', out) -- warmups are labelled warmups in every mode, never "lockstep"
+  end)
+
+  it('an interrupted task run keeps its notice on screen, clears the live block, says what is left and how to resume', function()
+    local task = require 'cseng.task'
+    local out_dir = tmp .. '/int'
+    local log = tmp .. '/int.typescript'
+    local argv = { CSENG, 'run', 'plans/cold-gold.lua', '--provider', 'local', '--concurrency', '2',
+      '--tasks', 'awk-fixed-width-to-csv,csv-sales-report,sqlite-top-customers,shell-backup-rotation,regex-redact-logs',
+      '--output', out_dir }
+    local p = assert(proc.spawn { argv = { 'script', '-q', '-e', '-f', '-c',
+      'stty cols 160 rows 40 2>/dev/null; exec ' .. util.shell_join(argv), log }, cwd = ROOT,
+      env_add = { TERM = 'xterm-256color' } })
+    -- a trial in flight: its line in the live block (two spaces, the task id, its phase)
+    local text = ''
+    for _ = 1, 6000 do
+      text = fs.read(log) or ''
+      if text:find('\n  %S+%s+%a[%w_]*%s+%d+%.%ds') then break end
+      task.sleep(0.02)
+    end
+    assert.matches('\n  %S+%s+%a[%w_]*%s+%d+%.%ds', text, nil, 'no trial was in flight: ' .. text)
+    local child = assert(proc.run { argv = { 'pgrep', '-P', tostring(p:pid()) } }).stdout:match('%d+')
+    assert(sys.kill(assert(tonumber(child), 'the cseng process under script'), 'INT'))
+    local w = p:wait(240)
+    local out = fs.read(log) or ''
+    assert.equal(130, w.code, out)
+    assert_terminal_clean(out, 'interrupted run')
+    -- the notice counts trials, not the engine's tasks, and the block was erased just before it
+    local at, n = out:match('\27%[%d+A\27%[J()cseng: interrupted: stopping the (%d+) trials? in flight')
+    assert.is_truthy(at, 'the notice right after the live block was erased:\n' .. out)
+    assert.is_true(tonumber(n) >= 1 and tonumber(n) <= 2, n .. ' trials in flight at concurrency 2')
+    assert.is_nil(out:find('cancelling %d+ task', 1), 'the engine\'s own line (coroutines) was printed')
+    -- nothing drawn after it can move the cursor up over it: the block is gone for good
+    local after = out:sub(at)
+    assert.is_nil(after:find('\27%[%d+A'), 'a redraw after the notice:\n' .. after)
+    local left, total = after:match('cseng: (%d+) of (%d+) trials not run; finish the run with:')
+    assert.equal('5', total, after)
+    assert.is_true(tonumber(left) >= 1)
+    local resume = after:match('\n  ([^\r\n]+%-%-resume [^\r\n]+)')
+    assert.is_string(resume, after)
+    local jsonl = after:match('open them: %S+ view (%S+%.jsonl)')
+    assert.is_string(jsonl, after)
+    assert.equal(util.shell_join(argv) .. ' --resume ' .. jsonl, resume)
+    -- the command finishes the run: every task recorded once, none interrupted twice
+    local r = proc.run { argv = { 'sh', '-c', resume .. ' --quiet' }, cwd = ROOT, timeout = 600 }
+    assert.equal(0, r.code, r.stderr)
+    local seen = {}
+    for line in assert(fs.read(jsonl)):gmatch('[^\n]+') do
+      local id = line:match('"event":"trial"') and line:match('"task_id":"([^"]+)"')
+      if id then
+        assert.is_nil(seen[id], id .. ' recorded twice')
+        seen[id] = true
+      end
+    end
+    local ids = {}
+    for id in pairs(seen) do ids[#ids + 1] = id end
+    assert.equal(5, #ids)
+  end)
+
+  it('an arena run between two providers ends with the comparison', function()
+    local plan_file = tmp .. '/two.lua'
+    assert(fs.write(plan_file, [[
+local plan = require 'cseng.run.plan'
+return plan.startup { name = 'two', providers = { 'a', 'b' }, samples = 6, warmups = 1, seed = 11,
+  provider_config = { a = { adapter = 'local' }, b = { adapter = 'local' } } }
+]]))
+    local out, code = under_pty({ CSENG, 'run', plan_file, '--output', tmp .. '/two' }, 'two')
+    assert.equal(0, code, out)
+    assert_terminal_clean(out, 'arena run')
+    local line = out:match('\n(%a is %d+%.%d%d x faster than %a %[95%% CI %d+%.%d%d, %d+%.%d%d%] %(ready_ms medians%))\r?\n')
+      or out:match('\n(%a and %a are not distinguishable %[95%% CI %d+%.%d%d, %d+%.%d%d%] %(ready_ms medians%))\r?\n')
+    assert.is_string(line, out)
+    -- after the table, before the command that opens the run
+    local t_at, l_at, v_at = out:find('provider%s+ok/n'), out:find(line, 1, true), out:find('open them: ')
+    assert.is_true(t_at < l_at and l_at < v_at, out)
+    -- the report says the same, first
+    local md = assert(fs.read(assert(out:match('report: (%S+%.md)'))))
+    assert.matches('^# Sandbox startup: a vs b\n\n## Answer\n\n%- %*%*' .. line:gsub(' %(ready_ms medians%)$', ''):gsub('%p', '%%%0'), md)
   end)
 
   it('without a terminal the same runs print plain lines and no control sequence', function()

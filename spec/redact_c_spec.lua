@@ -6,7 +6,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local redact = require 'cseng.redact'
-local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 
 local CSENG = sys.root() .. '/cseng'
 local KEY = 'sk-planted/Key+0123456789=abc&x y'
@@ -37,7 +37,7 @@ end
 -- its base64 / percent-encoding (whole, or 8 characters of an aligned core).
 local function leaks(text, key)
   if text:find(key:sub(1, 8), 1, true) or text:find(key:sub(-8), 1, true) then return 'raw' end
-  for _, f in ipairs(util.secret_forms(key)) do
+  for _, f in ipairs(secrets.forms(key)) do
     if #f >= 12 and text:find(f:sub(3, 12), 1, true) then return f end
   end
   return nil
@@ -48,10 +48,10 @@ describe('C diagnostics', function()
     local script = tmp .. '/gc.lua'
     assert(fs.write(script, [[
 local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local crypto = require 'cseng.crypto'
 local key = arg[1]
-util.add_secret(key)
+secrets.add(key)
 task.spawn(function() error('string error: key=' .. key) end)
 task.spawn(function() error({ code = 'ELEAK', message = 'table error: ' .. crypto.base64('u:' .. key) }) end)
 task.spawn(function() error('env error: ' .. os.getenv('PLANTED_SECRET') .. ' \27[2J') end)
@@ -73,10 +73,10 @@ collectgarbage()
 end)
 
 describe('encoded secrets', function()
-  it('util.redact hides the base64 and percent-encoded forms, and the C side hides the same bytes', function()
-    util.add_secret(KEY)
+  it('secrets.redact hides the base64 and percent-encoded forms, and the C side hides the same bytes', function()
+    secrets.add(KEY)
     for _, text in ipairs(echoes(KEY)) do
-      local lua_out = util.redact(text)
+      local lua_out = secrets.redact(text)
       assert.is_nil(leaks(lua_out, KEY), text .. ' -> ' .. lua_out)
       assert.matches('[redacted]', lua_out, 1, true)
       assert.equal(lua_out, redact.apply(text), text)
@@ -84,9 +84,9 @@ describe('encoded secrets', function()
   end)
 
   it('leaves text without a secret as it is', function()
-    util.add_secret(KEY)
+    secrets.add(KEY)
     local plain = 'GET /api/sandboxes/lz-000001 200 ' .. crypto.base64('nothing to hide here')
-    assert.equal(plain, util.redact(plain))
+    assert.equal(plain, secrets.redact(plain))
     assert.equal(plain, redact.apply(plain))
   end)
 end)

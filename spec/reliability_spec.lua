@@ -10,8 +10,9 @@ local serve = require 'cseng.serve'
 local crypto = require 'cseng.crypto'
 local http = require 'cseng.http'
 local results = require 'cseng.results.log'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
 local ROOT = sys.root()
@@ -70,16 +71,16 @@ end
 describe('redaction', function()
   it('finds every 8-byte run of a secret, before any cut, and leaves other text alone', function()
     local key = 'rk_' .. crypto.hex(crypto.random_bytes(12))
-    util.add_secret(key)
-    assert.equal('a [redacted] b', util.redact('a ' .. key .. ' b'))
+    secrets.add(key)
+    assert.equal('a [redacted] b', secrets.redact('a ' .. key .. ' b'))
     -- what a 300-byte snippet kept of it before: the first 18 bytes; a tail keeps the last 9
-    assert.equal('x [redacted]', util.redact('x ' .. key:sub(1, 18)))
-    assert.equal('[redacted] y', util.redact(key:sub(-9) .. ' y'))
-    assert.equal('ok ' .. key:sub(1, 7), util.redact('ok ' .. key:sub(1, 7))) -- 7 bytes say nothing
-    assert.equal('nothing secret here, at all', util.redact('nothing secret here, at all'))
+    assert.equal('x [redacted]', secrets.redact('x ' .. key:sub(1, 18)))
+    assert.equal('[redacted] y', secrets.redact(key:sub(-9) .. ' y'))
+    assert.equal('ok ' .. key:sub(1, 7), secrets.redact('ok ' .. key:sub(1, 7))) -- 7 bytes say nothing
+    assert.equal('nothing secret here, at all', secrets.redact('nothing secret here, at all'))
     local body = string.rep('x', 290) .. key .. string.rep('y', 50)
     assert.same({}, leaks(key, { snippet = adapter.snippet(body) }))
-    assert.same({}, leaks(key, { tail = util.tail(util.redact(body), 40) }))
+    assert.same({}, leaks(key, { tail = util.tail(secrets.redact(body), 40) }))
   end)
 
   it('keeps a planted key out of the console, the status endpoint, records and reports', function()
@@ -174,7 +175,7 @@ describe('lost create answers', function()
       output = tmp .. '/lost', quiet = true, cleanup_backoff = { 0, 0 },
       provider_config = f.config { request_timeout = 3 },
     }, o)
-    local _, info = runner.run_tasks(opts)
+    local _, info = frame.run('tasks', opts)
     return info
   end
 
@@ -379,7 +380,6 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
   end)
 
   it('a transient 503 on the first warmup exec is a failed warmup, not a readiness verdict', function()
-    local arena = require 'cseng.run.arena'
     local readiness = 0
     local f = lizard_fake.start { exec_status = function(_, cmd)
       if cmd and cmd:find('arena-startup-ready', 1, true) then
@@ -389,9 +389,9 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
       return nil
     end }
     local ok, err = pcall(function()
-      local status, info = arena.run { providers = { 'lizard' }, provider_config = { lizard = f.config() },
+      local status, info = frame.run('startup', { providers = { 'lizard' }, provider_config = { lizard = f.config() },
         samples = 2, warmups = 2, seed = 1, quiet = true, output = tmp .. '/warm503', cleanup_backoff = { 0, 0 },
-        stderr = { write = function() end } }
+        stderr = { write = function() end } })
       assert.equal(0, status, info.stop and info.stop.message)
       assert.is_nil(info.stop)
       local warm_failed, measured_ok = 0, 0

@@ -4,12 +4,12 @@
 -- result files. Exact content is asserted where the data determines it; what depends on timing
 -- (seconds, the stage a timeout hit) is computed from the records and then asserted.
 local fs = require 'cseng.fs'
+local frame = require 'cseng.run.frame'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
-local runner = require 'cseng.run.runner'
-local helpers = require 'cseng.report.helpers'
+local report_load = require 'reports.lib.load'
 local report = require 'cseng.cli.commands.report'
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'
@@ -37,9 +37,9 @@ setup(function()
   for _, p in ipairs(PLAN) do
     -- local's host mode: a FROM gap on every task and the smoke16 tasks' RUN steps (which need
     -- the network) recorded as gaps, the shape the report checks below count on
-    local _, info = runner.run_tasks { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
+    local _, info = frame.run('tasks', { name = 'reports-spec', provider = 'local', dataset = p[2], task_limit = 3, solver = p[3],
       mode = p[4], timeout_seconds = p[5], concurrency = 2, quiet = true, output = dir,
-      provider_config = { host_root = true } }
+      provider_config = { host_root = true } })
     runs[p[1]] = info
   end
 end)
@@ -88,7 +88,7 @@ end
 describe('report loader', function()
   it('maps the seed summaries to trial records (provider from the top level, mode unknown)', function()
     if not need_seed() then return end
-    local data = helpers.load({ SEED })
+    local data = report_load.load({ SEED })
     assert.equal(2, #data.runs)
     assert.equal(17, #data.trials)
     local modal
@@ -115,12 +115,12 @@ describe('report loader', function()
 
   it('reads a directory of logs and summaries once per run, and a summary alone like its log', function()
     if not need_seed() then return end
-    local data = helpers.load({ dir, SEED, dir })
+    local data = report_load.load({ dir, SEED, dir })
     assert.equal(8, #data.runs)
     assert.equal(35, #data.trials)
     assert.equal(6, #data.skipped) -- each run's .json beside its .jsonl
-    local a_log = helpers.load({ runs.A.jsonl })
-    local a_sum = helpers.load({ runs.A.json })
+    local a_log = report_load.load({ runs.A.jsonl })
+    local a_sum = report_load.load({ runs.A.json })
     assert.equal('log', a_log.runs[1].source)
     assert.equal('summary', a_sum.runs[1].source)
     assert.equal(runs.A.run_id, a_sum.runs[1].id)
@@ -140,13 +140,13 @@ describe('report loader', function()
     assert(fs.mkdir_p(d))
     assert(fs.write(d .. '/prewarm-local-x.json', '{"provider": "local", "artifact": "x"}\n'))
     assert(fs.write(d .. '/broken.json', '{"results": [\n'))
-    local data = helpers.load({ d })
+    local data = report_load.load({ d })
     assert.equal(0, #data.runs)
     assert.equal(1, #data.warnings)
     assert.matches('skipped ' .. d .. '/broken.json: not valid JSON', data.warnings[1], 1, true)
     assert.same({ { path = d .. '/prewarm-local-x.json', why = 'not a run summary (no results[] array)' } }, data.skipped)
     for _, f in ipairs({ 'broken.json: not valid JSON', 'prewarm-local-x.json: not a run summary' }) do
-      local ok, err = pcall(helpers.load, { d .. '/' .. f:match('^(%S+):') })
+      local ok, err = pcall(report_load.load, { d .. '/' .. f:match('^(%S+):') })
       assert.is_false(ok)
       assert.matches(d .. '/' .. f, err, 1, true)
     end
@@ -155,7 +155,7 @@ describe('report loader', function()
 
   it('applies the evidence rule: newest passing trial, else the newest trial', function()
     if not need_seed() then return end
-    local ev = rt.evidence(helpers.load({ dir, SEED }))
+    local ev = rt.evidence(report_load.load({ dir, SEED }))
     assert.equal(4, #ev.columns)
     assert.same({ 'daytona/unknown', 'local/cold', 'local/warm', 'modal/unknown' },
       { ev.columns[1].key, ev.columns[2].key, ev.columns[3].key, ev.columns[4].key })
@@ -233,7 +233,7 @@ describe('task report templates', function()
     local n = 0
     for _ in all:gmatch('\n| `') do n = n + 1 end
     assert.equal(19, n)
-    for _, t in ipairs(helpers.load({ SEED }).trials) do has(all, '| `' .. t.task_id .. '` |') end
+    for _, t in ipairs(report_load.load({ SEED }).trials) do has(all, '| `' .. t.task_id .. '` |') end
     -- a smoke task: passed cold (once in three), failed warm
     local b = by_task('B', rec('B', 1).task_id)
     local d = by_task('D', b.task_id)

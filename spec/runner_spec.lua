@@ -7,7 +7,7 @@ local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
@@ -149,7 +149,7 @@ local function run(opts)
   opts.concurrency = opts.concurrency or 2
   opts.output = opts.output or (tmp .. '/results')
   opts.quiet = true
-  local status, info = runner.run_tasks(opts)
+  local status, info = frame.run('tasks', opts)
   local s = results.summary(results.read(info.jsonl))
   return status, s, info
 end

@@ -4,12 +4,13 @@
 -- Retry-After is honoured. Real sandboxes on the local provider (bubblewrap), wrapped so a
 -- spec can make destroy fail.
 local fs = require 'cseng.fs'
+local frame = require 'cseng.run.frame'
 local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local results = require 'cseng.results.log'
-local runner = require 'cseng.run.runner'
+local tasks_kind = require 'cseng.run.kinds.tasks'
 local session = require 'cseng.run.session'
 local errors = require 'cseng.lib.errors'
 
@@ -102,8 +103,8 @@ describe('every run kind', function()
   it('writes the same allocation and destroy records: tasks, matrix, startup, prewarm', function()
     install()
     -- tasks
-    local st, info = runner.run_tasks { provider = 'ledger_local', dataset = SMOKE, task_limit = 2, concurrency = 2,
-      solver = 'gold', mode = 'cold', output = tmp .. '/tasks', quiet = true }
+    local st, info = frame.run('tasks', { provider = 'ledger_local', dataset = SMOKE, task_limit = 2, concurrency = 2,
+      solver = 'gold', mode = 'cold', output = tmp .. '/tasks', quiet = true })
     assert.equal(0, st)
     local _, n = assert_ledger(info.jsonl)
     assert.equal(2, n)
@@ -117,9 +118,8 @@ describe('every run kind', function()
       assert.equal(mode == 'warm' and 2 or 1, m, mode) -- warm: the preparation sandbox, then the trial
     end
     -- startup
-    local arena = require 'cseng.run.arena'
-    local ast, ainfo = arena.run { providers = { 'ledger_local' }, samples = 2, warmups = 1, seed = 7,
-      output = tmp .. '/startup', quiet = true, stderr = { write = function() end } }
+    local ast, ainfo = frame.run('startup', { providers = { 'ledger_local' }, samples = 2, warmups = 1, seed = 7,
+      output = tmp .. '/startup', quiet = true, stderr = { write = function() end } })
     assert.equal(0, ast)
     local _, a = assert_ledger(ainfo.jsonl)
     assert.equal(3, a)
@@ -144,8 +144,8 @@ describe('a failed cleanup stops allocation', function()
   it('in warm preparation', function()
     install()
     sw.fail_destroy = function() return true end
-    local st, info = runner.run_tasks { provider = 'ledger_local', dataset = SMOKE, task_limit = 3, concurrency = 1,
-      solver = 'gold', mode = 'warm', output = tmp .. '/warmfail', quiet = true, cleanup_backoff = { 0.01, 0.01 } }
+    local st, info = frame.run('tasks', { provider = 'ledger_local', dataset = SMOKE, task_limit = 3, concurrency = 1,
+      solver = 'gold', mode = 'warm', output = tmp .. '/warmfail', quiet = true, cleanup_backoff = { 0.01, 0.01 } })
     assert.equal(1, st)
     local events = results.read(info.jsonl)
     local by = by_event(events)
@@ -175,16 +175,17 @@ describe('a failed cleanup stops allocation', function()
     local log = tmp .. '/resume/killed.jsonl'
     local w = results.open(log, 'killed-run')
     w:event('run_started', { provider = 'ledger_local', mode = 'cold', solver = 'gold' }, true)
-    w:allocated('ledger_local', { id = 'ghost-1' }, { ['cseng.run'] = 'killed-run' }, { task_id = 'x' })
-    sw.fail_destroy = function(sb) return sb.id == 'ghost-1' end
-    local st = runner.run_tasks { provider = 'ledger_local', dataset = SMOKE, task_limit = 2, concurrency = 1,
-      solver = 'gold', mode = 'cold', resume = log, quiet = true, cleanup_backoff = { 0.01, 0.01 } }
+    -- an id of local's format (any other is refused before a destroy is tried)
+    w:allocated('ledger_local', { id = 'cseng-0000000a0b0c' }, { ['cseng.run'] = 'killed-run' }, { task_id = 'x' })
+    sw.fail_destroy = function(sb) return sb.id == 'cseng-0000000a0b0c' end
+    local st = frame.run('tasks', { provider = 'ledger_local', dataset = SMOKE, task_limit = 2, concurrency = 1,
+      solver = 'gold', mode = 'cold', resume = log, quiet = true, cleanup_backoff = { 0.01, 0.01 } })
     assert.equal(1, st)
     local events = results.read(log)
     local by = by_event(events)
     assert.equal(1, allocations(events), 'nothing new was allocated')
     assert.equal(1, #by.cleanup_failed)
-    assert.equal('ghost-1', by.cleanup_failed[1].sandbox_id)
+    assert.equal('cseng-0000000a0b0c', by.cleanup_failed[1].sandbox_id)
     assert.equal(0, #by.trial)
     assert.equal('cleanup_failed', by.run_finished[1].status)
   end)
@@ -282,8 +283,8 @@ describe('the ledger', function()
 
   it('the runner queues trials under max_concurrency (records stay the same)', function()
     local max_live = install { max_concurrency = 1 }
-    local st, info = runner.run_tasks { provider = 'ledger_local', dataset = SMOKE, task_limit = 3, concurrency = 3,
-      solver = 'gold', mode = 'cold', output = tmp .. '/mcrun', quiet = true }
+    local st, info = frame.run('tasks', { provider = 'ledger_local', dataset = SMOKE, task_limit = 3, concurrency = 3,
+      solver = 'gold', mode = 'cold', output = tmp .. '/mcrun', quiet = true })
     assert.equal(0, st)
     assert_ledger(info.jsonl)
     assert.equal(1, max_live())
@@ -312,7 +313,7 @@ describe('the warm cache', function()
     assert(fs.write(ds, table.concat(rows, '\n') .. '\n'))
     local sleeps, real_sleep = 0, task.sleep
     task.sleep = function(s) if s == 0.05 then sleeps = sleeps + 1 end; return real_sleep(s) end
-    local ok, st, info = pcall(runner.run_tasks, { provider = 'ledger_local', dataset = ds, concurrency = 3,
+    local ok, st, info = pcall(frame.run, 'tasks', { provider = 'ledger_local', dataset = ds, concurrency = 3,
       solver = 'gold', mode = 'warm', output = tmp .. '/samewarm', quiet = true })
     task.sleep = real_sleep
     assert(ok, st)
@@ -374,12 +375,12 @@ describe('small fixes', function()
 
   it('a solver whose own require fails is reported with that error', function()
     package.preload['solvers.broken_dep'] = function() return require 'cseng_no_such_module_xyz' end
-    local ok, err = pcall(runner.solver, 'broken_dep')
+    local ok, err = pcall(tasks_kind.solver, 'broken_dep')
     package.preload['solvers.broken_dep'] = nil
     assert.is_false(ok)
     assert.matches("^solver 'broken_dep' failed to load: .*module 'cseng_no_such_module_xyz' not found$", err)
     assert.is_nil(err:find('unknown solver', 1, true))
-    local ok2, err2 = pcall(runner.solver, 'no_such_solver')
+    local ok2, err2 = pcall(tasks_kind.solver, 'no_such_solver')
     assert.is_false(ok2)
     assert.matches("^unknown solver 'no_such_solver'", tostring(err2))
     assert.matches('gold', tostring(err2)) -- the valid names are listed

@@ -1,4 +1,4 @@
--- The LLM solvers (lua/solvers/agent.lua, openrouter.lua, ai_gateway.lua) end to end through the
+-- The LLM solvers (lua/solvers/shared/chat_loop.lua, openrouter.lua, ai_gateway.lua) end to end through the
 -- runner on the local provider, against the scripted chat-completions fake (spec/fakes/llm/fake.lua).
 -- The fake "model" replays each task's gold solution through bash tool calls, or misbehaves on
 -- purpose; counts are asserted exactly on both sides.
@@ -6,9 +6,9 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
-local agent = require 'solvers.agent'
+local agent = require 'solvers.shared.chat_loop'
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'
@@ -68,7 +68,7 @@ local function run(opts, env)
   opts.quiet = true
   opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
   opts.env = env
-  local status, info = runner.run_tasks(opts)
+  local status, info = frame.run('tasks', opts)
   local s = results.summary(results.read(info.jsonl))
   return status, s, info
 end

@@ -5,7 +5,9 @@
 local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local jsonl = require 'cseng.lib.jsonl'
+local proc = require 'cseng.proc'
 local serve = require 'cseng.serve'
+local task = require 'cseng.task'
 local sys = require 'cseng.sys'
 local app = require 'cseng.view.app'
 local index = require 'cseng.view.index'
@@ -104,6 +106,20 @@ describe('the index', function()
     assert.same({ 'local', 'docker' }, row.providers)
   end)
 
+  it('lists a run whose run id is not text under its file\'s name', function()
+    local dir = fs.join(tmp, 'oddid')
+    assert(fs.mkdir_p(dir))
+    assert(fs.write(fs.join(dir, 'odd.jsonl'), line { event = 'run_started', run_id = { x = 1 }, time = '2026-12-01T00:00:00Z',
+      label = { a = '<b>' } } .. line { event = 'trial', task_id = 't', outcome = 'passed' }))
+    assert(fs.write(fs.join(dir, 'num.jsonl'), line { event = 'run_started', run_id = 12345, time = '2026-12-01T00:00:01Z' }))
+    local ok, doc = pcall(app.runs_doc, index.new({ dir }):refresh())
+    assert.is_true(ok, tostring(doc))
+    local ids = {}
+    for _, r in ipairs(doc.runs) do ids[#ids + 1] = r.id end
+    assert.same({ '12345', 'odd' }, ids)
+    assert.equal('{"a":"<b>"}', doc.runs[2].label)
+  end)
+
   it('lists a foreign file, a log without run_started and a truncated copy with their errors', function()
     local dir = fs.join(tmp, 'bad')
     assert(fs.mkdir_p(dir))
@@ -162,9 +178,9 @@ describe('the server', function()
     local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
     assert.equal(200, st)
     assert.equal(2, doc.regressions)
-    local compare = require 'cseng.report.compare'
-    local helpers = require 'cseng.report.helpers'
-    assert.equal(compare.compare(helpers.load({ fx.a }), helpers.load({ fx.b }), {}).markdown, doc.markdown)
+    local compare = require 'reports.lib.changes'
+    local report_load = require 'reports.lib.load'
+    assert.equal(compare.compare(report_load.load({ fx.a }), report_load.load({ fx.b }), {}).markdown, doc.markdown)
     assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
   end)
 
@@ -178,7 +194,12 @@ describe('the server', function()
     local text = assert(fs.read(w.path)):gsub('"argv":%["cseng","run"%]',
       '"argv":["cseng","run","--status-port","' .. status:port() .. '"]', 1)
     assert(fs.write(w.path, text))
+    -- the proof the viewer asks for (lua/cseng/view/status.lua): the log's writer (this process,
+    -- its pid) holds the log (the rewrite made a new file: hold it as a run holds its log) and
+    -- the port; hostile_logs_spec has the logs that fail it
+    local lock = assert(fs.lock(w.path))
     local st, doc = get(srv:url(), '/api/runs/with-status')
+    lock:close()
     status:close()
     assert.equal(200, st)
     assert.is_true(doc.run.live)
@@ -202,6 +223,37 @@ describe('the server', function()
     assert.equal(200, (get(tsrv:url(), '/api/runs', { Cookie = 'cseng_view_token=s3cret-token' })))
     assert.equal(200, (get(tsrv:url(), '/api/runs', { Authorization = 'Bearer s3cret-token' })))
     assert.equal(401, (get(tsrv:url(), '/assets/app.js', { Cookie = 'cseng_view_token=nope' })))
+  end)
+
+  it('takes the next free port when the default one is taken, and prints a single run\'s page', function()
+    -- the port of an earlier viewer: the next one is taken; a port given with --port is that or nothing
+    local busy = assert(serve.listen { port = 0, handler = function() return 200, {}, '' end })
+    local h = function() return 200, {}, 'x' end
+    local other = view.listen('127.0.0.1', busy:port(), false, h)
+    assert.is_truthy(other)
+    assert.is_true(other:port() > busy:port() and other:port() < busy:port() + 20)
+    other:close()
+    local none, _, code = view.listen('127.0.0.1', busy:port(), true, h)
+    busy:close()
+    assert.is_nil(none)
+    assert.equal('EADDRINUSE', code)
+    -- `cseng view <log>` (what a run's last line says) prints the run's own page
+    local out = fs.join(tmp, 'view.out')
+    local p = assert(proc.spawn { argv = { sys.root() .. '/cseng', 'view', fx.b, '--port', '0' }, stdout = out, stderr = out })
+    local url
+    for _ = 1, 400 do
+      url = (fs.read(out) or ''):match('view: (http://127%.0%.0%.1:%d+/runs/%S+)\n')
+      if url then break end
+      task.sleep(0.025)
+    end
+    local text = fs.read(out)
+    local r = url and http.request { url = url:gsub('/runs/', '/api/runs/') }
+    p:kill('TERM')
+    p:wait(30)
+    assert.is_string(url, text)
+    assert.equal(fx.ids.b, url:match('/runs/(.*)$'))
+    assert.equal(200, r.status)
+    assert.equal(fx.ids.b, jsonl.decode(r.body).run.id)
   end)
 
   it('refuses a non-loopback --host without --token', function()
@@ -240,6 +292,86 @@ describe('the pages', function()
     local page = assert(fs.read(fs.join(out, 'runs', fx.ids.b .. '.html')))
     assert.matches('<script src="%.%./data/run%-' .. fx.ids.b:gsub('%-', '%%-') .. '%.js"></script>', page)
     assert.not_matches('http://', page)
+  end)
+end)
+
+describe('the comparison page', function()
+  local dir, gold, nop, cat
+  setup(function()
+    dir = fs.join(tmp, 'goldnop')
+    assert(fs.mkdir_p(dir))
+    gold, nop = fixtures.gold_nop(dir)
+    cat = index.new({ dir }):refresh()
+  end)
+
+  it('says the regressions in its header as its body counts them', function()
+    -- 8 tasks regress, the pass rate falls (gold → nop), and verify is 3x slower: 10 in all, and the
+    -- header says what they are, as the body's summary and last line do
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.equal(10, doc.regressions)
+    assert.same({ tasks = 8, cells = 1, phases = 1, providers = 0 }, doc.regressions_by)
+    local summary = '**10 regression(s)**: 8 tasks that passed in A and not in B, 1 pass rate lower ' ..
+      '(gold → nop / - / local / cold), 1 slower phase (verify).'
+    local md_lines = {}
+    for l in doc.markdown:gmatch('[^\n]+') do md_lines[#md_lines + 1] = l end
+    assert.equal(summary, md_lines[#md_lines])
+    local said = select(2, doc.markdown:gsub(summary:gsub('%p', '%%%0'), ''))
+    assert.equal(2, said) -- at the top and at the end
+    assert.equal(markdown.inline(summary), doc.summary_html)
+    -- the body's parts add up to the header's count
+    assert.equal(8, select(2, doc.html:gsub('<strong>regression</strong>', '')))
+    assert.equal(1, select(2, doc.html:gsub('<strong>lower</strong>', '')))
+    assert.equal(1, select(2, doc.html:gsub('<strong>slower</strong>', '')))
+    assert.matches('8 task%(s%) in A, 8 in B, 8 in both: 8 regression%(s%), 0 fix%(es%)%.', doc.html)
+    assert.matches(markdown.inline(summary), doc.html, 1, true)
+  end)
+
+  it('compares the pass rates of a gold run and a nop run by their tasks', function()
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.matches('<td class="left">gold → nop</td><td class="left">%-</td><td class="left">local</td>' ..
+      '<td class="left">cold</td><td class="right">100%.0%% %(8/8%)</td><td class="right">0%.0%% %(0/8%)</td>' ..
+      '<td class="right">%-100%.0</td>', doc.html)
+    assert.not_matches('only in', doc.html)
+  end)
+
+  it('renders the warning as a block quote, not a literal >', function()
+    local doc = app.compare_doc(cat:find(gold), cat:find(nop))
+    assert.matches('\n> %*%*Warning:%*%* the runs differ in solver', doc.markdown)
+    local html = markdown.html(doc.markdown)
+    assert.matches('<blockquote><p><strong>Warning:</strong> the runs differ in solver', html, 1, true)
+    assert.not_matches('&gt; ', html)
+    assert.not_matches('&gt; ', doc.html)
+    -- a quote nested a thousand deep is text past four levels, not a thousand calls
+    assert.matches('^<blockquote><blockquote><blockquote><blockquote><p>&gt;', markdown.html(string.rep('>', 1000) .. ' x'))
+  end)
+
+  it('leaves a one-sided cell one-sided when the runs share another cell', function()
+    local compare = require 'cseng.results.compare'
+    local t = function(id, solver, outcome) return { task_id = id, solver = solver, provider = 'local', mode = 'cold', outcome = outcome } end
+    local rows = compare.by_cell({ t('x', 'gold', 'passed'), t('x', 'agent', 'passed') },
+      { t('x', 'agent', 'failed'), t('x', 'codex', 'passed') })
+    local verdicts = {}
+    for _, r in ipairs(rows) do verdicts[r.solver] = r.verdict end
+    assert.same({ agent = 'no clear change', codex = 'only in B', gold = 'only in A' }, verdicts)
+    rows = compare.by_cell({ t('x', 'gold', 'passed') }, { t('x', 'nop', 'failed') })
+    assert.equal(1, #rows)
+    assert.same({ 'gold → nop', true, 'no clear change' }, { rows[1].solver, rows[1].paired, rows[1].verdict })
+  end)
+end)
+
+describe('an arena run', function()
+  it('counts its samples without the warmups', function()
+    local dir = fs.join(tmp, 'arena')
+    assert(fs.mkdir_p(dir))
+    local lines = { line { event = 'run_started', kind = 'startup', run_id = 'arena', time = '2026-12-01T00:00:00Z',
+      plan = 'startup', providers = jsonl.array({ 'a', 'b' }), mode = 'lockstep' } }
+    for _, p in ipairs({ 'a', 'b' }) do
+      for r = 1, 3 do lines[#lines + 1] = line { event = 'startup_trial', provider = p, round = r, warmup = true, ok = true, ready_ms = 50 } end
+      for r = 1, 20 do lines[#lines + 1] = line { event = 'startup_trial', provider = p, round = r, ok = r ~= 7, ready_ms = 20 + r } end
+    end
+    assert(fs.write(fs.join(dir, 'arena.jsonl'), table.concat(lines)))
+    local row = app.runs_doc(index.new({ dir }):refresh()).runs[1]
+    assert.same({ 40, 3 * 2, 38, 0, 2 }, { row.trials, row.warmups, row.passed, row.failed, row.errors })
   end)
 end)
 

@@ -2,7 +2,7 @@
 -- task: each task ends passed, every attempt recorded), --resume --rerun-errors, --label,
 -- --status-port on a tasks plan (the arena's JSON shape, `live` always a list), progress lines,
 -- and cseng prewarm --list / --prune.
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local dataset = require 'cseng.workload.dataset'
 local fs = require 'cseng.fs'
@@ -55,7 +55,7 @@ local function run(opts)
   opts.output = opts.output or (tmp .. '/results')
   opts.quiet = true
   opts.retry_delay_seconds = 0
-  return runner.run_tasks(require('cseng.cli.present').attach(opts))
+  return frame.run('tasks', require('cseng.cli.present').attach(opts))
 end
 
 local function events_of(info, kind)
@@ -80,7 +80,7 @@ describe('--retry-errors', function()
       assert.equal(2, t.tries)
       assert.equal(1, t.attempt)
     end
-    local attempts = events_of(info, 'trial_attempt')
+    local attempts = events_of(info, 'trial_try')
     assert.equal(2, #attempts)
     for _, a in ipairs(attempts) do
       assert.equal(1, a.try)
@@ -103,7 +103,7 @@ describe('--retry-errors', function()
     assert.equal(1, status)
     local s = results.summary(results.read(info.jsonl))
     assert.equal(2, s.errors)
-    assert.equal(0, #events_of(info, 'trial_attempt'))
+    assert.equal(0, #events_of(info, 'trial_try'))
   end)
 
   it('never retries a failed verdict', function()
@@ -114,11 +114,11 @@ describe('--retry-errors', function()
       assert.equal('failed', t.outcome)
       assert.equal(1, t.try)
     end
-    assert.equal(0, #events_of(info, 'trial_attempt'))
+    assert.equal(0, #events_of(info, 'trial_try'))
   end)
 
   it('is refused by the arena', function()
-    local ok, err = pcall(require('cseng.run.arena').options, { retry_errors = 1 })
+    local ok, err = pcall(require('cseng.run.kinds.startup').options, { retry_errors = 1 })
     assert.is_false(ok)
     assert.truthy(tostring(err):find('never retries a measurement', 1, true))
   end)
@@ -151,7 +151,7 @@ describe('--resume --rerun-errors', function()
   end)
 
   it('is refused without --resume', function()
-    local ok, err = pcall(runner.run_tasks, { rerun_errors = true, dataset = DATA })
+    local ok, err = pcall(frame.run, 'tasks', { rerun_errors = true, dataset = DATA })
     assert.is_false(ok)
     assert.truthy(tostring(err):find('--rerun-errors goes with --resume', 1, true))
   end)
@@ -229,7 +229,7 @@ describe('--label', function()
       }
       assert(fs.write(dir .. '/r' .. i .. '.jsonl', table.concat(lines, '\n') .. '\n'))
     end
-    require('cseng.report.helpers').render { inputs = { dir }, template = 'cross_vendor', output = tmp .. '/labels.md' }
+    require('reports.lib.render').render { inputs = { dir }, template = 'cross_vendor', output = tmp .. '/labels.md' }
     local md = assert(fs.read(tmp .. '/labels.md'))
     assert.truthy(md:find('| local | cold [before] | 1 | 0 | 1 |', 1, true), md)
     assert.truthy(md:find('| local | cold [after] | 1 | 1 | 0 |', 1, true), md)
@@ -275,7 +275,7 @@ describe('warm artifacts', function()
     assert.truthy(fresh[1].artifact:find('-fresh', 1, true))
     assert.are_not.equal(first[1].artifact, fresh[1].artifact)
     fs.remove_tree(fresh[1].artifact)
-    require('cseng.report.helpers').render { inputs = { info2.jsonl }, template = 'per_provider', output = tmp .. '/warm.md' }
+    require('reports.lib.render').render { inputs = { info2.jsonl }, template = 'per_provider', output = tmp .. '/warm.md' }
     local md = assert(fs.read(tmp .. '/warm.md'))
     assert.truthy(md:find('Warm artifacts: 0 prepared by these runs, 1 reused (age of the reused ones: median', 1, true), md)
   end)
@@ -328,5 +328,6 @@ describe('cseng prewarm --list / --prune', function()
     assert.same({ 'snap-1' }, deleted)
     assert.truthy(sink.text:find('listing    x ', 1, true), sink.text)
     assert.truthy(sink.text:find('1 artifact(s) deleted at the provider', 1, true), sink.text)
+    assert.same({}, fs.list(dir)) -- the prewarm file pruned, and no run log: listing is not a run
   end)
 end)

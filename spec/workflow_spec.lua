@@ -196,18 +196,18 @@ describe('every command', function()
 end)
 
 describe('bar charts', function()
-  local h = require 'cseng.report.helpers'
+  local report_svg = require 'reports.lib.svg'
   it('turn horizontal at 26+ categories, every label in full and one bar per value', function()
     local cats, vals = {}, {}
     for i = 1, 30 do cats[i] = 'a-fairly-long-task-name-number-' .. i; vals[i] = i end
-    local text = h.svg.bars(cats, { { name = 'local/cold', values = vals } }, { title = 't' })
+    local text = report_svg.bars(cats, { { name = 'local/cold', values = vals } }, { title = 't' })
     local height = tonumber(text:match('<svg[^>]-height="(%d+)"'))
     assert.is_true(height >= 30 * 20, tostring(height)) -- grows with the categories
     for _, c in ipairs(cats) do assert.matches('>' .. c:gsub('%-', '%%-') .. '<title>', text) end
     local _, bars = text:gsub('<rect [^>]*><title>', '')
     assert.are.equal(30, bars)
     -- a few short categories stay vertical
-    local v = h.svg.bars({ 'start', 'verify' }, { { name = 's', values = { 1, 2 } } }, {})
+    local v = report_svg.bars({ 'start', 'verify' }, { { name = 's', values = { 1, 2 } } }, {})
     assert.is_nil(v:find('<title>start</title>', 1, true))
     assert.matches('text%-anchor="middle" fill="#222">start<', v)
   end)

@@ -13,6 +13,8 @@ local M = {
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   capabilities = { non_root = false },
   remote = true,
+  -- what its sandbox ids look like: an id read back from a log is checked against it first
+  id_format = { pattern = '^sb%-%w+$', example = 'sb-0123abcd' },
 }
 
 --- Settings come from the plan's provider_config first, then the environment (cfg.getenv: the

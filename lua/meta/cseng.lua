@@ -106,6 +106,16 @@ function task.cancelled() end
 ---@return integer
 function task.interrupted() end
 
+---The number of the last SIGINT/SIGTERM that arrived, or nil.
+---@return integer|nil
+function task.signal() end
+
+---Whether the engine prints its own line on the first signal (before this call); false turns
+---it off for a caller that says it in its own terms.
+---@param on? boolean
+---@return boolean
+function task.interrupt_notice(on) end
+
 ---Live tasks, the running one included.
 ---@return integer
 function task.count() end
@@ -167,8 +177,13 @@ function clock.epoch() end
 ---@field insecure? boolean skip TLS verification
 ---@field ca_file? string PEM file of the CAs to trust instead of libcurl's built-in bundle (its CA directory stays)
 ---@field max_body? integer bytes (EBODY beyond)
----@field stream? async fun(chunk: string): boolean? receive the body incrementally; return false to stop (EABORTED)
+---@field stream? async fun(chunk: string, head: cseng.http.Head?): boolean? the body in chunks; false stops it (EABORTED)
 ---@field http_version? "1.1"|"2"|"2-prior-knowledge" "2": ALPN over TLS, prior knowledge for http:// (the response must be HTTP/2, else EHTTP2)
+
+---What a stream callback's first call gets beside its chunk: the response's status and headers.
+---@class cseng.http.Head
+---@field status integer
+---@field headers table<string, string> lowercased names
 
 ---Cumulative marks in seconds since the request started (curl's *_TIME_T).
 ---@class cseng.http.Timings
@@ -953,5 +968,99 @@ function redact.apply(s) end
 ---Write s to stderr as a C diagnostic (redacted, control characters escaped).
 ---@param s string
 function redact.diag(s) end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.sqlite
+-- ---------------------------------------------------------------------------------------
+
+---Debian's libsqlite3 (engine/lsqlite.c): synchronous, values only as bound parameters.
+---@class cseng.sqlite
+local sqlite = {}
+
+---@class cseng.sqlite.Db
+local Db = {}
+
+---@class cseng.sqlite.Stmt
+local Stmt = {}
+
+---Open a database (not through a symbolic link; an untrusted, defensive schema).
+---@param path string
+---@param opts? {readonly?: boolean, create?: boolean, busy_timeout?: number}
+---@return cseng.sqlite.Db? db
+---@return string? message
+---@return cseng.Code? code
+function sqlite.open(path, opts) end
+
+---@return string version
+function sqlite.version() end
+
+---SQL without parameters (one or more statements).
+---@param sql string
+---@return true? ok
+---@return string? message
+---@return cseng.Code? code
+function Db:exec(sql) end
+
+---One statement with ? parameters.
+---@param sql string
+---@return cseng.sqlite.Stmt? stmt
+---@return string? message
+---@return cseng.Code? code
+function Db:prepare(sql) end
+
+---@return integer
+function Db:changes() end
+---@return integer
+function Db:last_insert_rowid() end
+---@return boolean
+function Db:autocommit() end
+---@param seconds number
+function Db:busy_timeout(seconds) end
+function Db:close() end
+
+---Bind exactly the statement's values, run it to the end.
+---@return integer? changes
+---@return string? message
+---@return cseng.Code? code
+function Stmt:run(...) end
+---@return table? row
+---@return string? message
+---@return cseng.Code? code
+function Stmt:one(...) end
+---@return table[]? rows
+---@return string? message
+---@return cseng.Code? code
+function Stmt:all(...) end
+---@param fn fun(row: table)
+---@return integer? rows
+---@return string? message
+---@return cseng.Code? code
+function Stmt:each(fn, ...) end
+---Every row as one array per column; a NULL is `null`.
+---@param null any
+---@return table<string, any[]>? columns
+---@return integer|string? rows_or_message
+---@return cseng.Code? code
+function Stmt:arrays(null, ...) end
+---@return string[]
+function Stmt:columns() end
+function Stmt:close() end
+
+-- ---------------------------------------------------------------------------------------
+-- cseng.bootstrap
+-- ---------------------------------------------------------------------------------------
+
+---The percentile bootstrap CI of a quantile in C (engine/lbootstrap.c), as stats.bootstrap_ci.
+---@class cseng.bootstrap
+local bootstrap = {}
+
+---@param xs number[]
+---@param q number the quantile (type 7)
+---@param reps integer
+---@param seed integer
+---@param level number
+---@return number? lo
+---@return number? hi
+function bootstrap.quantile_ci(xs, q, reps, seed, level) end
 
 error('lua/meta/cseng.lua holds LuaLS definitions only; require the cseng.* modules instead', 2)

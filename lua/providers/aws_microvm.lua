@@ -28,6 +28,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local sigv4 = require 'cseng.lib.aws.sigv4'
@@ -44,6 +45,8 @@ local M = {
   rates = { vcpu_s = 0.0000276944, gib_s = 0.0000036667, per_create = 0 },
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = false },
   artifact_env = 'AWS_MICROVM_IMAGE_ID',
+  -- microVM ids (microvmId; the ids in its fake: mvm-<hex>): letters, digits and - _ . :
+  id_format = { pattern = '^[%w][%w_.:-]*$', example = 'mvm-0123456789abcdef', max = 256 },
 }
 
 local API = '/2025-09-09'
@@ -91,8 +94,8 @@ function M.connect(cfg)
   if not c then
     errors.raise(errors.ECONFIG, 'aws-microvm provider: ' .. tostring(err) .. ' (export them, or put them in an --env-file)')
   end
-  util.add_secret(c.secret_access_key)
-  if c.session_token then util.add_secret(c.session_token) end
+  secrets.add(c.secret_access_key)
+  if c.session_token then secrets.add(c.session_token) end
   local region = setting('region') or c.region
   local endpoint = setting('endpoint_url', 'AWS_MICROVM_ENDPOINT_URL') or setting(nil, 'AWS_ENDPOINT_URL_LAMBDA')
     or setting(nil, 'AWS_ENDPOINT_URL') or ('https://lambda.' .. region .. '.amazonaws.com')
@@ -184,7 +187,7 @@ local function call(client, method, path, o)
     local retry_after
     if not res then
       if not RETRY_TRANSPORT[code] or attempt >= client.o.max_attempts then
-        return nil, util.redact('aws-microvm: ' .. what .. ': ' .. tostring(err)), code
+        return nil, secrets.redact('aws-microvm: ' .. what .. ': ' .. tostring(err)), code
       end
       client.stats.transport_errors = client.stats.transport_errors + 1
     elseif res.status >= 200 and res.status <= 299 or (o.expect and o.expect[res.status]) then
@@ -197,7 +200,7 @@ local function call(client, method, path, o)
       local etype, msg = M.error_of(res)
       local retryable = res.status == 429 or res.status >= 500
       if not retryable or attempt >= client.o.max_attempts then
-        return nil, util.redact(string.format('aws-microvm: %s: HTTP %d: %s: %s', what, res.status, etype, msg)),
+        return nil, secrets.redact(string.format('aws-microvm: %s: HTTP %d: %s: %s', what, res.status, etype, msg)),
           'HTTP_' .. res.status, res
       end
       if res.status == 429 then client.stats.throttled = client.stats.throttled + 1
@@ -297,7 +300,7 @@ function M.create(client, spec)
   end
   spec.client_token = spec.client_token or ('cseng-' .. crypto.hex(crypto.random_bytes(16)))
   spec.agent_token = spec.agent_token or crypto.hex(crypto.random_bytes(24))
-  util.add_secret(spec.agent_token)
+  secrets.add(spec.agent_token)
   local t0 = clock.now()
   local body = M.run_body(client, spec)
   local data, res, code = call(client, 'POST', API .. '/microvms', { json = body })
@@ -344,7 +347,7 @@ ensure_token = function(client, sb, force)
   if not data then return nil, err, code end
   local tok = type(data) == 'table' and type(data.authToken) == 'table' and str(data.authToken['X-aws-proxy-auth'])
   if not tok then return nil, 'aws-microvm: CreateMicrovmAuthToken: no X-aws-proxy-auth in authToken', 'EPROTO' end
-  util.add_secret(tok)
+  secrets.add(tok)
   sb.proxy_auth = tok
   sb.proxy_auth_until = now + math.floor((minutes * 60 - 120) * 1e9)
   return true
@@ -360,7 +363,7 @@ agent_request = function(client, sb, method, path, body, o)
   for k, v in pairs(o.headers or {}) do headers[k] = v end
   local res, err, code = http.request { method = method, url = sb.endpoint .. path, headers = headers, body = body,
                                         timeout = o.timeout or client.o.request_timeout }
-  if not res then return nil, util.redact('aws-microvm: ' .. method .. ' ' .. path .. ' at the endpoint: ' .. tostring(err)), code end
+  if not res then return nil, secrets.redact('aws-microvm: ' .. method .. ' ' .. path .. ' at the endpoint: ' .. tostring(err)), code end
   return res
 end
 
@@ -381,7 +384,7 @@ local function agent(client, sb, method, path, body, o)
   if (res.status < 200 or res.status > 299) and not (o.ok_statuses and o.ok_statuses[res.status]) then
     local okj, j = pcall(cjson.decode, res.body or '')
     local msg = okj and type(j) == 'table' and (str(j.error) or str(j.message)) or adapter.snippet(res.body)
-    return nil, util.redact(string.format('aws-microvm: agent %s %s: HTTP %d: %s', method, path, res.status, msg)),
+    return nil, secrets.redact(string.format('aws-microvm: agent %s %s: HTTP %d: %s', method, path, res.status, msg)),
       'HTTP_' .. res.status, res
   end
   return res
@@ -551,7 +554,7 @@ end
 --- the code artifact, uploaded to S3 (path style, SigV4 service s3), CreateMicrovmImage with
 --- the hooks, polled with GetMicrovmImage until CREATED. Names are content-addressed (the zip's
 --- SHA-256), so a second prewarm of the same agent reuses the image. o: {bucket, build_role_arn,
---- agent (path; default AWS_MICROVM_AGENT_BINARY or build/agent/microvm-agent-aarch64), base_image_arn,
+--- agent (path; default AWS_MICROVM_AGENT_BINARY or build/microvm-agent/microvm-agent-aarch64), base_image_arn,
 --- base_from, name, timeout, log = fn(line)}. Returns the image ARN, or nil, message, CODE.
 function M.prewarm_image(client, o)
   local fs = require 'cseng.fs'
@@ -559,7 +562,7 @@ function M.prewarm_image(client, o)
   local log = o.log or function() end
   if not o.bucket then return nil, 'aws-microvm prewarm: --aws-bucket BUCKET is required', 'ECONFIG' end
   if not o.build_role_arn then return nil, 'aws-microvm prewarm: --aws-build-role-arn ARN is required', 'ECONFIG' end
-  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/agent/microvm-agent-aarch64')
+  local path = o.agent or os.getenv('AWS_MICROVM_AGENT_BINARY') or (sys.root() .. '/build/microvm-agent/microvm-agent-aarch64')
   local bin = fs.read(path)
   if not bin then
     return nil, 'aws-microvm prewarm: no agent binary at ' .. path .. ' (build it with make agent, or set AWS_MICROVM_AGENT_BINARY)', 'ENOENT'

@@ -39,6 +39,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local archive = require 'cseng.archive'
@@ -56,6 +57,8 @@ local M = {
   -- allocated resources, per second (PROVIDERS.md: secondary sources)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
+  -- sandbox ids (a UUID; the OpenAPI spec's example is sandbox123)
+  id_format = { pattern = '^[%w][%w_-]*$', example = '0b5e2f1c-7a3d-4e8b-9c1f-2d6a8e4b7c90', max = 128 },
   -- create rate limit for lua/cseng/run/admission.lua: Daytona documents 300-600 creates/minute
   -- by tier (issue 26); the lower bound, so a run paces itself instead of collecting 429s
   limits = { creates_per_minute = 300 },
@@ -535,8 +538,8 @@ local function upload_contexts(client, rcp)
     return nil, 'daytona: GET /object-storage/push-access: no storageUrl/accessKey/organizationId', 'EPROTO'
   end
   creds.bucket = str(creds.bucket) or 'daytona-volume-builds'
-  util.add_secret(creds.secret)
-  if str(creds.sessionToken) then util.add_secret(creds.sessionToken) end
+  secrets.add(creds.secret)
+  if str(creds.sessionToken) then secrets.add(creds.sessionToken) end
   local hashes = {}
   for _, ctx in ipairs(contexts) do
     local tar, hash = context_tar(ctx)

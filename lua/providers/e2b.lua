@@ -44,6 +44,7 @@ local jsonl = require 'cseng.lib.jsonl'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
@@ -58,8 +59,10 @@ local M = {
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
+  id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
   -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
-  -- files (an installed agent's archive) go in parts under it (lua/solvers/installed.lua)
+  -- files (an installed agent's archive) go in parts under it (lua/solvers/shared/installed.lua)
   limits = { max_upload_bytes = 100 << 20 },
 }
 
@@ -414,7 +417,7 @@ function M.create(client, spec)
     'e2b: POST /v2/sandboxes')
   if not data then return nil, res, code end
   local token = str(data.envdAccessToken)
-  if token then util.add_secret(token) end
+  if token then secrets.add(token) end
   return {
     id = data.sandboxID,
     token = token,
@@ -553,14 +556,14 @@ function M.exec(client, sb, cmd, opts)
   end
   if not res then
     if code == 'ETIMEDOUT' then return timed_out('cseng: no end of the command after ' .. timeout .. ' s') end
-    return nil, util.redact('e2b: exec: ' .. tostring(err)), code
+    return nil, secrets.redact('e2b: exec: ' .. tostring(err)), code
   end
   if res.status ~= 200 then
     local body = table.concat(st.raw)
     local c = 'HTTP_' .. res.status
     local ok, j = pcall(cjson.decode, body)
     if ok and type(j) == 'table' and CONNECT_HTTP[j.code] then c = CONNECT_HTTP[j.code] end
-    return nil, util.redact(string.format('e2b: exec: HTTP %d: %s', res.status, error_text(body))), c
+    return nil, secrets.redact(string.format('e2b: exec: HTTP %d: %s', res.status, error_text(body))), c
   end
   if st.failed then return nil, 'e2b: exec: ' .. st.failed, 'ECONNECT' end
   local fin, ferr = dec:finish()
@@ -570,7 +573,7 @@ function M.exec(client, sb, cmd, opts)
   if type(terr) == 'table' then
     local ccode = str(terr.code) or 'unknown'
     if ccode == 'deadline_exceeded' then return timed_out(str(terr.message)) end
-    return nil, util.redact(string.format('e2b: exec: envd error %s: %s', ccode, str(terr.message) or '')),
+    return nil, secrets.redact(string.format('e2b: exec: envd error %s: %s', ccode, str(terr.message) or '')),
       CONNECT_HTTP[ccode] or 'ECONNECT'
   end
   if not st.ended then return nil, 'e2b: exec: the stream ended without the process end event', 'ECONNECT' end

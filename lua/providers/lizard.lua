@@ -25,6 +25,8 @@ local M = {
   credentials = { 'LIZARD_API_KEY', 'LIZARD_PROJECT_ID' },
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 }, -- no published rates: set them in the plan
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = false },
+  -- sandboxId (lz-<digits> from lizard.build)
+  id_format = { pattern = '^[%w][%w_-]*$', example = 'lz-00000042', max = 128 },
 }
 
 local DEFAULTS = {

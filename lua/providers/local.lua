@@ -3,37 +3,47 @@
 --- Base root filesystem mode (the default): the sandbox's "/" is an overlayfs whose lowest layer
 --- is the Debian base root filesystem `cseng images rootfs` builds with debootstrap (the content
 --- of docker's cseng/debian:bookworm), above it the task's layer, above that the trial's own
---- upper directory (state persists between the exec calls of one trial). The task's layer is
---- its build: the recipe's steps (lua/cseng/workload/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG) replayed
---- (lua/cseng/workload/replay.lua) in a build sandbox over the base, whose upper directory is then kept under
---- the recipe's content key (<cache>/local-layers/<key>), so a later run of an unchanged task
---- starts from the cached layer (build cache hit). Needs root (overlayfs mounts).
---- Host mode (--host-root, or when asked with host_root = true): as before this layer existed,
---- the host's /usr bound read-only, a synthetic /etc, cseng stages COPY/ENV/WORKDIR and the
---- runner records RUN steps as fidelity gaps.
---- Every exec is a new bwrap process in new namespaces (a trial has no network unless the task
---- allows it and the user asks; the build sandbox has the host's, as docker build gives it, unless
---- --build-network off), with --die-with-parent, inside a cgroup with the task's memory/CPU
---- limits when the machine lets us. Warm: the prepared sandbox's upper directory (base mode) or
---- root (host mode) becomes one more lower layer of later trials.
+--- writable layer (state persists between the exec calls of one trial). The task's layer is its
+--- build: the recipe's steps (lua/cseng/workload/recipe.lua: COPY, RUN, ENV, WORKDIR, USER, ARG)
+--- replayed (lua/cseng/workload/replay.lua) in a build sandbox over the base, kept under the
+--- recipe's content key, and each RUN step's result kept too, so a rerun after a failed step
+--- starts at that step (as docker build's cache does). Needs root.
+--- Host mode (--host-root, or host_root = true): the host's /usr bound read-only, a synthetic
+--- /etc, cseng stages COPY/ENV/WORKDIR and the runner records RUN steps as fidelity gaps.
+---
+--- Isolation (providers/shared/local_jail.lua; docs/providers/local.md): every exec is a new
+--- bubblewrap process in the sandbox's own user namespace (root inside is an unprivileged
+--- subordinate uid outside), with Docker's capabilities, seccomp profile and masked /proc paths,
+--- new mount/pid/ipc/uts/cgroup namespaces and the sandbox's network namespace
+--- (providers/shared/local_net.lua: none, or slirp4netns with no route to the host's loopback).
+--- Limits (providers/shared/local_limits.lua): every sandbox and build runs in cgroups (memory,
+--- pids, CPU) and on a size-limited writable layer, with defaults when the task names none.
+--- Warm: the prepared sandbox's writable layer (base mode) or root (host mode) becomes one more
+--- lower layer of later trials.
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
+local namespace = require 'cseng.namespace'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
+local jail = require 'providers.shared.local_jail'
+local limits = require 'providers.shared.local_limits'
+local net = require 'providers.shared.local_net'
 
 local M = {
   name = 'local',
   description = 'bubblewrap sandboxes on this machine (no credentials, no network by default)',
+  -- its sandbox ids, and so the names of the directories under <root>/sandboxes/ (M.create)
+  id_format = { pattern = '^cseng%-' .. string.rep('%x', 12) .. '$', example = 'cseng-0123456789ab', max = 18 },
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
@@ -41,80 +51,59 @@ local M = {
 --- The image the base root filesystem is (a recipe whose base is another image records a gap).
 M.BASE_IMAGE = 'cseng/debian:bookworm'
 
--- The capabilities docker gives a container's root by default (moby's defaults).
-local DOCKER_CAPS = { 'CHOWN', 'DAC_OVERRIDE', 'FSETID', 'FOWNER', 'MKNOD', 'NET_RAW', 'SETGID', 'SETUID', 'SETFCAP',
-  'SETPCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'KILL', 'AUDIT_WRITE' }
-
 local DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 local VERIFIER_UID = 1000
 
--- /etc entries bound read-only from the host when present.
+-- /etc entries bound read-only from the host when present (host mode).
 local ETC_BINDS = {
   'alternatives', 'ssl', 'ca-certificates', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
   'python3', 'python3.11', 'python3.12', 'bash.bashrc', 'inputrc', 'magic', 'magic.mime', 'mime.types',
   'protocols', 'services', 'debian_version', 'os-release', 'gai.conf', 'profile', 'perl', 'gitconfig',
 }
 
--- cgroups: v2 (one unified tree) or v1 (one tree per controller; cpu may be mounted alone or
--- as "cpu,cpuacct"). Files in cgroupfs cannot be replaced by rename, so limits are written
--- in place with fs.append (one write(2)).
-local CG = '/sys/fs/cgroup'
-
-local function cg_write(path, value)
-  return fs.append(path, tostring(value))
-end
-
-local function detect_cgroup()
-  if fs.exists(CG .. '/cgroup.controllers') then
-    local base = CG .. '/cseng'
-    if not fs.mkdir_p(base) then return nil end
-    -- controllers must be enabled for children, in the root and in cseng/
-    cg_write(CG .. '/cgroup.subtree_control', '+memory +cpu +pids')
-    cg_write(base .. '/cgroup.subtree_control', '+memory +cpu +pids')
-    return { version = 2, trees = { base } }
-  end
-  if fs.exists(CG .. '/memory/tasks') then
-    local cpu = fs.exists(CG .. '/cpu,cpuacct/tasks') and (CG .. '/cpu,cpuacct') or (CG .. '/cpu')
-    local trees = {}
-    for _, d in ipairs({ CG .. '/memory', cpu, CG .. '/pids' }) do
-      if fs.exists(d .. '/tasks') and fs.mkdir_p(d .. '/cseng') then trees[#trees + 1] = d .. '/cseng' end
-    end
-    if #trees == 0 then return nil end
-    return { version = 1, trees = trees, memory = CG .. '/memory/cseng', cpu = cpu .. '/cseng', pids = CG .. '/pids/cseng' }
-  end
-  return nil
-end
-
--- Remove a sandbox's cgroup: kill what is left in it, then rmdir (EBUSY while processes exit).
-local function cg_remove(dir)
-  for _ = 1, 40 do
-    if not fs.exists(dir) then return true end
-    local procs = fs.read(dir .. '/cgroup.procs') or ''
-    for pid in procs:gmatch('%d+') do sys.kill(tonumber(pid), 'KILL') end
-    if fs.remove(dir) then return true end
-    task.sleep(0.025)
-  end
-  return nil, 'cgroup ' .. dir .. ' stays busy', 'EBUSY'
-end
-
 -- A sandbox's cgroup name: "sb-<tag of the sandboxes' root>-<id>", so a sweep by a client with
 -- another root (another run's, a spec's) never takes a live sandbox's cgroup.
 local function cg_name(client, id) return 'sb-' .. client.cg_tag .. '-' .. id end
 
--- Leftovers of dead runs: empty cgroups (of this sandboxes' root) whose sandbox directory is gone.
-local function cg_sweep(client)
+-- Where a sandbox's root is mounted: under /run/cseng-local/<tag>/ (root's, mode 0711), so the
+-- namespace's owner uid that bubblewrap runs as can reach it whatever the sandboxes' folder's
+-- parents allow (a spec's 0700 temporary directory, a user's home).
+local function mount_point(client, id) return client.mnt .. '/' .. id end
+
+-- A sandbox's writable layer in the store: derived from the id, never read from a file.
+local function volume_of(client, id) return client.store.dir .. '/sb-' .. client.cg_tag .. '-' .. id end
+
+-- Leftovers of dead runs: empty cgroups and writable layers (of this sandboxes' root) whose
+-- sandbox directory is gone.
+local function sweep(client)
   local prefix = 'sb-' .. client.cg_tag .. '-'
-  for _, tree in ipairs(client.cgroup.trees) do
+  local function gone(name) return name:sub(1, #prefix) == prefix and not fs.exists(client.base .. '/sandboxes/' .. name:sub(#prefix + 1)) end
+  for _, tree in ipairs(client.cgroup and client.cgroup.trees or {}) do
     for _, name in ipairs(fs.list(tree) or {}) do
-      if name:sub(1, #prefix) == prefix and not fs.exists(client.base .. '/sandboxes/' .. name:sub(#prefix + 1)) then
+      if gone(name) then
         local procs = fs.read(tree .. '/' .. name .. '/cgroup.procs') or ''
         if not procs:match('%d') then fs.remove(tree .. '/' .. name) end
       end
     end
   end
+  for _, name in ipairs(fs.list(client.store.dir) or {}) do
+    if gone(name) then limits.remove_volume(client.store, client.store.dir .. '/' .. name) end
+  end
+  for _, name in ipairs(fs.list(client.mnt) or {}) do
+    if not fs.exists(client.base .. '/sandboxes/' .. name) then
+      namespace.umount(client.mnt .. '/' .. name, { lazy = true })
+      fs.remove(client.mnt .. '/' .. name)
+    end
+  end
 end
 
---- Check that bwrap is present and works; choose where sandboxes live.
+local function machine()
+  local r = proc.run { argv = { 'uname', '-m' }, timeout = 10 }
+  return r and util.trim(r.stdout) or 'x86_64'
+end
+
+--- Check that bwrap is present and works; choose where sandboxes live; set up the isolation
+--- (the sandboxes' id range, the seccomp filter, the store of writable layers).
 function M.connect(cfg)
   cfg = cfg or {}
   local bwrap = cfg.bwrap or os.getenv('CSENG_BWRAP') or '/usr/bin/bwrap'
@@ -127,27 +116,56 @@ function M.connect(cfg)
   local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
   local images = require 'cseng.images.rootfs'
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
+  local is_root = sys.uid() == 0
   local base_root
+  local idmap
+  if is_root then
+    local why
+    idmap, why = jail.subids()
+    if not idmap then idmap, why = jail.ensure_subids() end
+    if not idmap then errors.raise(errors.ECONFIG, 'local provider: ' .. tostring(why)) end
+  end
   if host_root then
     -- host mode: /usr from the host, or from a user-given root filesystem
     if rootfs and not fs.exists(rootfs .. '/usr') then
       errors.raise(errors.ECONFIG, 'local provider: rootfs ' .. rootfs .. ' has no usr/ directory')
     end
   else
-    base_root = rootfs or images.rootfs_dir('bookworm')
+    if not is_root then
+      errors.raise(errors.ECONFIG, 'local provider: the base root filesystem mode needs root (overlayfs mounts, the '
+        .. "sandboxes' user namespaces); run as root, or pass --host-root to run on the host's /usr")
+    end
+    if rootfs then
+      base_root = rootfs
+      local st = fs.stat(rootfs)
+      if not fs.exists(rootfs .. '/usr/bin') or not fs.exists(rootfs .. '/etc/passwd') then
+        errors.raise(errors.ECONFIG, 'local provider: the Debian base root filesystem is absent (' .. rootfs .. '): build it with '
+          .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
+          .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)")
+      end
+      if st and st.uid ~= idmap.uid then
+        errors.raise(errors.ECONFIG, 'local provider: rootfs ' .. rootfs .. ' must be owned by the sandboxes\' root (uid '
+          .. idmap.uid .. ', from /etc/subuid), as `cseng images rootfs` makes it')
+      end
+    else
+      local plain = images.rootfs_dir('bookworm')
+      if not fs.exists(plain .. '/usr/bin') or not fs.exists(plain .. '/etc/passwd') then
+        errors.raise(errors.ECONFIG, 'local provider: the Debian base root filesystem is absent (' .. plain .. '): build it with '
+          .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
+          .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)")
+      end
+      local err
+      base_root, err = images.for_userns('bookworm', idmap)
+      if not base_root then errors.raise(errors.ECONFIG, 'local provider: ' .. tostring(err)) end
+    end
     rootfs = nil
-    if not fs.exists(base_root .. '/usr/bin') or not fs.exists(base_root .. '/etc/passwd') then
-      errors.raise(errors.ECONFIG, 'local provider: the Debian base root filesystem is absent (' .. base_root .. '): build it with '
-        .. '`./cseng images rootfs` (debootstrap, needs root; make check and make demo do), or pass --host-root '
-        .. "to run on the host's /usr (RUN steps are then recorded as fidelity gaps, not run)")
-    end
-    if sys.uid() ~= 0 then
-      errors.raise(errors.ECONFIG, 'local provider: the base root filesystem mode needs root (overlayfs mounts); run as root, or pass '
-        .. "--host-root to run on the host's /usr")
-    end
   end
-  local layers = cfg.layers or os.getenv('CSENG_LOCAL_LAYERS') or (images.cache_dir() .. '/local-layers')
-  if base_root then assert(fs.mkdir_p(layers)) end
+  local cache = images.cache_dir()
+  local store = is_root and limits.store { dir = cfg.store or (cache .. '/local-store'), image = cache .. '/local-store.img',
+    fallback = base .. '/volumes' } or { dir = base .. '/volumes', enforced = false, why = 'storage limits need root' }
+  assert(fs.mkdir_p(store.dir))
+  local layers = cfg.layers or os.getenv('CSENG_LOCAL_LAYERS') or (store.enforced and (store.dir .. '/layers') or (cache .. '/local-layers'))
+  if base_root then assert(fs.mkdir_p(layers)); assert(fs.mkdir_p(store.dir .. '/builds')) end
   local marker = base_root and (fs.read(base_root .. '/.cseng-rootfs') or '')
   local mst = base_root and fs.stat(base_root .. '/.cseng-rootfs')
   local client = {
@@ -160,111 +178,104 @@ function M.connect(cfg)
     base_id = base_root and crypto.sha256_hex(base_root .. '\0' .. marker .. '\0' .. tostring(mst and mst.mtime)):sub(1, 16),
     layers = layers,
     building = {},
-    is_root = sys.uid() == 0,
-    cgroup = cfg.cgroups ~= false and detect_cgroup() or nil,
+    is_root = is_root,
+    idmap = idmap,
+    store = store,
+    -- a test harness's fakes stand for cloud sandboxes that reach the host's services: with
+    -- host_network their network sandboxes share the host's namespace (never the default)
+    host_network = cfg.host_network == true,
+    default_limits = cfg.default_limits,
+    cgroup = cfg.cgroups ~= false and limits.detect_cgroup() or nil,
     cg_tag = crypto.sha256_hex(sys.realpath(base) or base):sub(1, 8),
     keep_usr_local = cfg.keep_usr_local or os.getenv('CSENG_LOCAL_KEEP_USR_LOCAL') == '1',
   }
-  if client.cgroup then cg_sweep(client) end
+  client.mnt = (is_root and '/run/cseng-local/' or (base .. '/mnt/')) .. client.cg_tag
+  assert(fs.mkdir_p(client.mnt))
+  if is_root then
+    fs.chmod('/run/cseng-local', tonumber('711', 8))
+    fs.chmod(client.mnt, tonumber('711', 8))
+    local filter, ferr, fcode = jail.filter_file(base, machine())
+    if not filter then errors.raise(fcode or errors.ECONFIG, 'local provider: ' .. tostring(ferr)) end
+    client.filter = filter
+    client.proc_paths = jail.proc_paths()
+    client.launcher = cfg.launcher ~= false and jail.launcher() or nil
+  end
+  sweep(client)
   return client
 end
 
--- /etc/hostname and /etc/hosts naming the sandbox, and with the network the host's resolv.conf.
-local function write_host_files(root, hostname, network)
-  fs.write(root .. '/etc/hostname', hostname .. '\n')
-  fs.write(root .. '/etc/hosts', '127.0.0.1 localhost ' .. hostname .. '\n::1 localhost\n')
+-- ---- files the engine writes into a sandbox ------------------------------------------
+
+-- Owned by the sandbox's root (the host's idmap.uid), so root inside may change them.
+local function own(client, path)
+  if client.idmap then fs.lchown(path, client.idmap.uid, client.idmap.gid) end
+end
+
+local function mkdirs(client, root, rel)
+  local cur = root
+  for part in rel:gmatch('[^/]+') do
+    cur = cur .. '/' .. part
+    if not fs.lstat(cur) then
+      errors.check(nil, fs.mkdir_p(cur))
+      own(client, cur)
+    end
+  end
+  return cur
+end
+
+local function write_owned(client, path, data)
+  fs.write(path, data)
+  own(client, path)
+end
+
+-- /etc/hostname, /etc/hosts, and with the network a resolv.conf (slirp4netns' resolver, or the
+-- host's when the sandbox shares the host's network).
+local function write_host_files(client, root, hostname, network)
+  write_owned(client, root .. '/etc/hostname', hostname .. '\n')
+  write_owned(client, root .. '/etc/hosts', '127.0.0.1 localhost ' .. hostname .. '\n::1 localhost\n')
   if network then
-    local resolv = fs.read('/etc/resolv.conf')
-    if resolv then fs.write(root .. '/etc/resolv.conf', resolv) end
+    write_owned(client, root .. '/etc/resolv.conf', client.host_network and (fs.read('/etc/resolv.conf') or net.RESOLV) or net.RESOLV)
   end
 end
 
-local function write_etc(root, hostname, network)
-  errors.check(nil, fs.mkdir_p(root .. '/etc'))
-  fs.write(root .. '/etc/passwd', table.concat({
-    'root:x:0:0:root:/root:/bin/bash',
-    'cseng:x:' .. VERIFIER_UID .. ':' .. VERIFIER_UID .. ':cseng verifier:/home/cseng:/bin/bash',
-    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', '' }, '\n'))
-  fs.write(root .. '/etc/group', table.concat({
-    'root:x:0:', 'cseng:x:' .. VERIFIER_UID .. ':', 'nogroup:x:65534:', '' }, '\n'))
-  fs.write(root .. '/etc/nsswitch.conf', 'passwd: files\ngroup: files\nhosts: files dns\n')
-  write_host_files(root, hostname, network)
-end
-
-local function make_root(root, hostname, network)
-  for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'cseng' }) do
-    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
+local function make_root(client, root, hostname, network)
+  for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'workspace', 'run', 'cseng', 'etc' }) do
+    mkdirs(client, root, d)
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/var/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
   for _, l in ipairs({ { 'usr/bin', 'bin' }, { 'usr/sbin', 'sbin' }, { 'usr/lib', 'lib' }, { 'usr/lib64', 'lib64' } }) do
-    if not fs.lstat(root .. '/' .. l[2]) then fs.symlink(l[1], root .. '/' .. l[2]) end
+    if not fs.lstat(root .. '/' .. l[2]) then fs.symlink(l[1], root .. '/' .. l[2]); own(client, root .. '/' .. l[2]) end
   end
-  write_etc(root, hostname, network)
+  write_owned(client, root .. '/etc/passwd', table.concat({
+    'root:x:0:0:root:/root:/bin/bash',
+    'cseng:x:' .. VERIFIER_UID .. ':' .. VERIFIER_UID .. ':cseng verifier:/home/cseng:/bin/bash',
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', '' }, '\n'))
+  write_owned(client, root .. '/etc/group', table.concat({
+    'root:x:0:', 'cseng:x:' .. VERIFIER_UID .. ':', 'nogroup:x:65534:', '' }, '\n'))
+  write_owned(client, root .. '/etc/nsswitch.conf', 'passwd: files\ngroup: files\nhosts: files dns\n')
+  write_host_files(client, root, hostname, network)
 end
 
-local function setup_cgroup(client, sb, spec)
-  local cg = client.cgroup
-  if not cg or not (spec.memory_mb or spec.cpus) then return end
-  local dirs, applied = {}, {}
-  local function make(tree)
-    local d = tree .. '/' .. cg_name(client, sb.id)
-    if fs.mkdir_p(d) then dirs[#dirs + 1] = d; return d end
-  end
-  if cg.version == 2 then
-    local d = make(cg.trees[1])
-    if d then
-      if spec.memory_mb and cg_write(d .. '/memory.max', math.floor(spec.memory_mb * 1048576)) then applied.memory_mb = spec.memory_mb end
-      if spec.cpus and cg_write(d .. '/cpu.max', string.format('%d 100000', math.floor(spec.cpus * 100000))) then applied.cpus = spec.cpus end
-      cg_write(d .. '/pids.max', 4096)
-    end
-  else
-    if spec.memory_mb and fs.exists(cg.memory) then
-      local d = make(cg.memory)
-      if d and cg_write(d .. '/memory.limit_in_bytes', math.floor(spec.memory_mb * 1048576)) then applied.memory_mb = spec.memory_mb end
-    end
-    if spec.cpus and fs.exists(cg.cpu) then
-      local d = make(cg.cpu)
-      if d and cg_write(d .. '/cpu.cfs_period_us', 100000)
-          and cg_write(d .. '/cpu.cfs_quota_us', math.floor(spec.cpus * 100000)) then applied.cpus = spec.cpus end
-    end
-    if fs.exists(cg.pids) then
-      local d = make(cg.pids)
-      if d then cg_write(d .. '/pids.max', 4096) end
-    end
-  end
-  sb.cgroups = dirs
-  sb.limits = applied -- what the machine let us enforce (recorded by the runner)
-end
-
--- Mount an overlayfs of lowers (top first) with dir/upper and dir/work at dir/root.
-local function mount_overlay(dir, lowers)
-  for _, d in ipairs({ dir .. '/root', dir .. '/upper', dir .. '/work' }) do errors.check(nil, fs.mkdir_p(d)) end
-  local res = proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
-    'lowerdir=' .. table.concat(lowers, ':') .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', dir .. '/root' },
-    timeout = 30 }
-  if not res or res.code ~= 0 then
-    return nil, 'mounting the sandbox root (overlayfs): ' .. util.trim(res and (res.stderr .. res.stdout) or 'mount did not run'), 'EMOUNT'
-  end
-  return true
-end
-
--- What every sandbox on the base root filesystem gets in its own upper layer.
-local function base_root_files(root, network)
+-- What every sandbox on the base root filesystem gets in its own writable layer.
+local function base_root_files(client, root, network)
   for _, d in ipairs({ 'tmp', 'var/tmp', 'root', 'home/cseng', 'logs/agent', 'logs/verifier', 'cseng' }) do
-    errors.check(nil, fs.mkdir_p(root .. '/' .. d))
+    mkdirs(client, root, d)
   end
   fs.chmod(root .. '/tmp', tonumber('1777', 8))
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
-  write_host_files(root, 'sandbox', network)
+  write_host_files(client, root, 'sandbox', network)
 end
 
 --- The layer directory of a recipe on this client's base (complete when layer.json exists).
-M.LAYER_VERSION = 2 -- how layers are built: a change rebuilds them
+M.LAYER_VERSION = 3 -- how layers are built: a change rebuilds them
 
-local function layer_dir(client, key)
-  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION):sub(1, 32)
+-- The network a build had is part of its layer's key, as docker's build cache keys on it: a
+-- --build-network off run never reuses a layer whose steps had the network.
+local function layer_dir(client, key, network)
+  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION
+    .. (network == false and '\0nonet' or '')):sub(1, 32)
 end
 
 --- How this client makes environments: "native" (base root filesystem + the task's layer) or
@@ -300,16 +311,127 @@ function M.fidelity_gaps(client, t, run)
   return gaps
 end
 
-local bwrap_argv -- defined below
+-- ---- namespaces, networks and limits of one sandbox --------------------------------------
+
+-- The sandbox's user namespace, its network (slirp4netns when it has the network, relays for
+-- its host_ports) and its cgroups, recorded on sb. Returns true or nil, why, code.
+local function isolate(client, sb, lim, host_ports)
+  if not client.idmap then return true end
+  local shared_net = sb.network and client.host_network
+  local own_net = (sb.network and not shared_net) or (host_ports and #host_ports > 0 and not shared_net)
+  local ns, err, code = namespace.create { uid = client.idmap.uid, gid = client.idmap.gid, count = client.idmap.count,
+    net = own_net or nil }
+  if not ns then return nil, 'the sandbox\'s namespaces: ' .. tostring(err), code end
+  sb.ns = ns
+  if shared_net then sb.netns = 'host' end
+  if own_net then
+    sb.netns = ns:path('net')
+    if sb.network then
+      local h, nerr, ncode = net.start(ns, sb.dir)
+      if not h then return nil, 'the sandbox\'s network: ' .. tostring(nerr), ncode end
+      sb.slirp = h
+    end
+    local relays, rerr, rcode = net.relays(ns, host_ports)
+    if not relays then return nil, 'the sandbox\'s host ports: ' .. tostring(rerr), rcode end
+    sb.relays = relays
+  end
+  local cg = limits.cgroup(client.cgroup, cg_name(client, sb.id), lim)
+  sb.cgroups, sb.cgroup_views = cg.dirs, cg.views
+  sb.limits = {
+    cpus = cg.applied.cpus, memory_mb = cg.applied.memory_mb, pids = cg.applied.pids,
+    storage_mb = client.store.enforced and lim.storage_mb or nil,
+    storage_enforced = client.store.enforced, storage_gap = client.store.why,
+    source = lim.source,
+  }
+  return true
+end
+
+local function release(sb)
+  for _, r in ipairs(sb.relays or {}) do r:close() end
+  sb.relays = nil
+  net.stop(sb.slirp)
+  sb.slirp = nil
+  if sb.ns then sb.ns:close(); sb.ns = nil end
+end
+
 local exec_env
 
+-- The command that runs bash -c cmd in sb.
+local function command(client, sb, cmd, opts)
+  local argv = { '/bin/bash', '-c', cmd }
+  if client.idmap then
+    local binds = sb.binds and util.copy(sb.binds) or {}
+    return jail.command({
+      bwrap = client.bwrap, launcher = client.launcher, idmap = client.idmap, filter = client.filter, paths = client.proc_paths,
+      cgroups = sb.cgroups, cgroup_views = sb.cgroup_views, userns = sb.ns:path('user'), netns = sb.netns,
+      root = sb.root, cwd = opts.cwd or sb.workdir, user = opts.user, binds = binds,
+    }, argv)
+  end
+  -- host mode without root: bubblewrap's own unprivileged user namespace (the caller's uid
+  -- mapped, nothing else), the host's /usr read-only; no cgroups (they need root)
+  local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-all' }
+  local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
+  if sb.network then add('--share-net') end
+  add('--hostname', 'sandbox', '--bind', sb.root, '/')
+  for _, b in ipairs(sb.binds or {}) do
+    if b[1] == 'tmpfs' then add('--tmpfs', b[2]) else add('--ro-bind', b[2], b[3]) end
+  end
+  add('--proc', '/proc', '--dev', '/dev')
+  local user = opts.user
+  if user and user ~= 'root' and user ~= 0 then
+    local uid = user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID
+    add('--uid', tostring(uid), '--gid', tostring(uid))
+  end
+  add('--chdir', opts.cwd or sb.workdir)
+  for _, x in ipairs(argv) do a[#a + 1] = x end
+  return a
+end
+
+-- Host mode's binds: the host's (or the user's root filesystem's) /usr and some of /etc.
+local function host_binds(client, network)
+  local b = { { 'ro', (client.rootfs or '') .. '/usr', '/usr' } }
+  -- the host's /usr/local holds tools and Python packages no task image has
+  if not client.rootfs and not client.keep_usr_local then b[#b + 1] = { 'tmpfs', '/usr/local' } end
+  if client.rootfs and fs.exists(client.rootfs .. '/etc/alternatives') then
+    b[#b + 1] = { 'ro', client.rootfs .. '/etc/alternatives', '/etc/alternatives' }
+  end
+  for _, e in ipairs(ETC_BINDS) do
+    local src = (client.rootfs or '') .. '/etc/' .. e
+    if fs.exists(src) and (e ~= 'resolv.conf' or network) then b[#b + 1] = { 'ro', src, '/etc/' .. e } end
+  end
+  return b
+end
+
+-- ---- builds --------------------------------------------------------------------------------
+
+-- The chain of step keys of a recipe: key[i] names the layer after step i (what docker's build
+-- cache keys a step by: the steps before it, the step itself, the build context for COPY, and
+-- here the build's network setting and base).
+local function step_keys(client, rcp, network)
+  local keys, prev = {}, crypto.sha256_hex(client.base_id .. '\0' .. M.LAYER_VERSION .. '\0' .. tostring(rcp.base))
+  local canonical = require('cseng.workload.recipe')._canonical
+  for i, s in ipairs(rcp.steps or {}) do
+    local st = {}
+    for k, v in pairs(s) do if k ~= 'line' then st[k] = v end end
+    prev = crypto.sha256_hex(prev .. '\0' .. canonical(st) .. '\0' .. (s.op == 'COPY' and tostring(rcp.context_sha256) or '')
+      .. '\0' .. (network and 'net' or 'nonet'))
+    keys[i] = prev
+  end
+  return keys
+end
+
+local function step_dir(client, key) return client.store.dir .. '/builds/step-' .. key:sub(1, 32) end
+
 --- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
---- in a build sandbox (the host's network unless req.network == false), its upper directory kept
---- under the content key. req: {recipe, timeout, network}. Returns {image, layer, cache_hit, log_tail, content_key, steps} or nil,
---- {message, log}, "EBUILD" | "ETIMEDOUT".
+--- in a build sandbox (its own network through slirp4netns unless req.network == false), kept
+--- under the content key; each RUN step's result is kept as well (when the store is btrfs), so
+--- a later build of a recipe that shares its first steps starts after them.
+--- req: {recipe, timeout, network, limits, default_limits, step_cache (false: neither read nor
+--- keep the step snapshots, a cold build however often it runs)}. Returns {image, layer, cache_hit,
+--- log_tail, content_key, steps, cached_steps} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
 function M.build(client, req)
   local rcp = req.recipe
-  local dir = layer_dir(client, rcp.key)
+  local dir = layer_dir(client, rcp.key, req.network ~= false)
   local image = 'local-layer:' .. rcp.key:sub(1, 16)
   while client.building[dir] do task.sleep(0.02) end -- another trial of this run builds it
   if fs.exists(dir .. '/layer.json') then
@@ -317,41 +439,101 @@ function M.build(client, req)
       log_tail = 'cseng: layer ' .. dir .. ' exists (content key ' .. rcp.key .. '): build skipped\n' }
   end
   client.building[dir] = true
-  local bdir = dir .. '.build-' .. crypto.hex(crypto.random_bytes(4))
+  local name = 'build-' .. crypto.hex(crypto.random_bytes(6))
+  local bdir = client.base .. '/sandboxes/' .. name
+  local vol = client.store.dir .. '/builds/' .. name
+  local netw = req.network ~= false
+  local lim = limits.resolve(util.merge({ default_limits = req.default_limits or client.default_limits }, req.limits or {}))
+  local sb = { id = name, dir = bdir, root = mount_point(client, name), env = {}, workdir = '/', network = netw, base_mode = true }
   local ok, res, err, code = pcall(function()
     local t0 = clock.now()
-    local mok, merr, mcode = mount_overlay(bdir, { client.base_root })
-    if not mok then fs.remove_tree(bdir); return nil, errors.new(mcode or errors.EMOUNT, merr), mcode end
-    -- RUN steps get the host's network, as `docker build` gives it (and its resolv.conf, bound
-    -- read-only: it never lands in the layer); --build-network off (req.network == false) keeps
-    -- the build in its own empty network namespace
-    local net = req.network ~= false
-    local sb = { id = 'build', dir = bdir, root = bdir .. '/root', env = {}, workdir = '/', network = net, base_mode = true,
-      resolv = net and sys.realpath('/etc/resolv.conf') or nil }
-    local replay = require 'cseng.workload.replay'
-    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = net, enforced = true })
-    proc.run { argv = { 'umount', bdir .. '/root' }, timeout = 60 }
-    if not info then fs.remove_tree(bdir); return nil, rerr, rcode end
-    fs.write(bdir .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
-      base_id = client.base_id, built = os.time(), steps = info.steps, runs = info.runs }))
-    fs.remove_tree(bdir .. '/work')
-    fs.remove(bdir .. '/root')
-    if not fs.rename(bdir, dir) then -- another process got there first: the same content
-      fs.remove_tree(bdir)
-      if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
+    errors.check(nil, fs.mkdir_p(bdir))
+    errors.check(nil, fs.mkdir_p(sb.root))
+    -- the longest prefix of steps already built: its snapshot is where this build starts
+    local keys = (client.store.enforced and req.step_cache ~= false) and step_keys(client, rcp, netw) or {}
+    local from = 0
+    for i = #keys, 1, -1 do
+      if fs.exists(step_dir(client, keys[i]) .. '/upper') then from = i; break end
     end
+    local vok, verr
+    if from > 0 then
+      vok, verr = require('cseng.volume').snapshot(step_dir(client, keys[from]), vol)
+      if vok then require('cseng.volume').limit(vol, math.floor(lim.storage_mb * 1048576)) end
+    else
+      vok, verr = limits.volume(client.store, vol, lim.storage_mb)
+      if vok then
+        errors.check(nil, fs.mkdir_p(vol .. '/upper'))
+        own(client, vol .. '/upper')
+      end
+    end
+    if not vok then return nil, errors.new(errors.EIO, 'the build\'s writable layer: ' .. tostring(verr)), errors.EIO end
+    errors.check(nil, fs.mkdir_p(vol .. '/work'))
+    local mok, merr = namespace.mount_overlay(sb.root, { client.base_root }, vol .. '/upper', vol .. '/work')
+    if not mok then return nil, errors.new(errors.EMOUNT, 'mounting the build root: ' .. tostring(merr)), errors.EMOUNT end
+    sb.overlay = true
+    -- the resolver is bound over the root's own, read-only: it never lands in the layer
+    if netw then
+      local resolv = client.mnt .. '/' .. name .. '.resolv.conf'
+      fs.write(resolv, client.host_network and (fs.read('/etc/resolv.conf') or net.RESOLV) or net.RESOLV)
+      sb.binds = { { 'ro', resolv, '/etc/resolv.conf' } }
+      sb.resolv = resolv
+    end
+    local iok, ierr, icode = isolate(client, sb, lim, nil)
+    if not iok then return nil, errors.new(icode or errors.EIO, ierr), icode end
+    local replay = require 'cseng.workload.replay'
+    local log = {}
+    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = netw, enforced = true,
+      from_step = from,
+      on_step = #keys > 0 and function(i, s)
+        -- keep what this RUN step made: a later build that fails further on starts here
+        if s.op ~= 'RUN' then return end
+        local dest = step_dir(client, keys[i])
+        if not fs.exists(dest) then
+          require('cseng.volume').snapshot(vol, dest, { readonly = true })
+          log[#log + 1] = string.format('cseng: step %d (Dockerfile line %d) kept in the build cache\n', i, s.line or 0)
+        end
+      end or nil })
+    namespace.umount(sb.root)
+    sb.overlay = nil
+    if from > 0 then
+      table.insert(log, 1, string.format('cseng: steps 1-%d from the build cache (%s)\n', from, step_dir(client, keys[from])))
+    end
+    if not info then
+      if type(rerr) == 'table' then rerr.log = table.concat(log) .. (rerr.log or '') end
+      return nil, rerr, rcode
+    end
+    require('cseng.volume').limit(vol, 0)
+    fs.remove_tree(vol .. '/work')
+    fs.write(vol .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
+      base_id = client.base_id, built = os.time(), steps = info.steps, runs = info.runs, cached_steps = from }))
+    local placed = fs.rename(vol, dir)
+    if not placed and not fs.exists(dir .. '/layer.json') then -- another filesystem (a layers folder of the caller's)
+      local tmp = dir .. '.tmp-' .. name
+      local r = proc.run { argv = { 'cp', '-a', vol, tmp }, timeout = 1800, tail_bytes = 65536 }
+      if not (r and r.code == 0 and fs.rename(tmp, dir)) then fs.remove_tree(tmp) end
+      limits.remove_volume(client.store, vol)
+    elseif not placed then
+      limits.remove_volume(client.store, vol) -- another process placed the same content first
+    end
+    if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
     return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
-      log_tail = string.format('cseng: built layer %s (%d steps, %d RUN) in %.2f s\n', dir, info.steps, info.runs,
-        (clock.now() - t0) / 1e9) }
+      cached_steps = from,
+      log_tail = table.concat(log) .. string.format('cseng: built layer %s (%d steps, %d RUN, %d from the cache) in %.2f s\n',
+        dir, info.steps, info.runs, from, (clock.now() - t0) / 1e9) }
   end)
   client.building[dir] = nil
-  if not ok then -- cancelled (a trial timeout, Ctrl-C) or broken: leave no build mount behind
-    proc.run { argv = { 'umount', '-l', bdir .. '/root' }, timeout = 60 }
-    fs.remove_tree(bdir)
-    error(res, 0)
-  end
+  release(sb)
+  if sb.overlay then namespace.umount(sb.root, { lazy = true }) end
+  fs.remove(sb.root)
+  if sb.resolv then fs.remove(sb.resolv) end
+  for _, d in ipairs(sb.cgroups or {}) do limits.remove_cgroup(d) end
+  if fs.exists(vol) then limits.remove_volume(client.store, vol) end
+  fs.remove_tree(bdir)
+  if not ok then error(res, 0) end -- cancelled (a trial timeout, Ctrl-C) or broken: nothing is left behind
   return res, err, code
 end
+
+-- ---- sandboxes -----------------------------------------------------------------------------
 
 -- The lower layers of a warm artifact made in base mode (artifact.json beside its upper/).
 local function artifact_lowers(artifact)
@@ -362,53 +544,83 @@ local function artifact_lowers(artifact)
   return lowers
 end
 
---- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb,
+local function new_id() return 'cseng-' .. crypto.hex(crypto.random_bytes(6)) end
+
+-- A failed create leaves nothing: what isolate and the mounts made is undone.
+local function abandon(client, sb)
+  release(sb)
+  if sb.overlay or sb.bound then namespace.umount(sb.root, { lazy = true }) end
+  fs.remove(sb.root)
+  for _, d in ipairs(sb.cgroups or {}) do limits.remove_cgroup(d) end
+  if sb.vol then limits.remove_volume(client.store, sb.vol) end
+  fs.remove_tree(sb.dir)
+end
+
+--- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb, disk_mb,
+--- default_limits, host_ports (host loopback ports the sandbox reaches at 127.0.0.1:P),
 --- warm_artifact (a prepared root from M.snapshot), layer (from M.build), recipe}.
 function M.create(client, spec)
   if not client.host_root then return M.create_on_base(client, spec) end
-  local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
+  local id = new_id()
   local dir = client.base .. '/sandboxes/' .. id
-  local root = dir .. '/root'
   errors.check(nil, fs.mkdir_p(dir))
   local sb = {
-    id = id, dir = dir, root = root, env = spec.env or {}, workdir = spec.workdir or '/workspace',
+    id = id, dir = dir, root = dir .. '/root', env = spec.env or {}, workdir = spec.workdir or '/workspace',
     network = spec.network and true or false, labels = spec.labels or {},
     cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(),
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  local root = sb.root -- the files; sb.root becomes its mount point below when the jail is on
   if spec.warm_artifact then
     local lower = spec.warm_artifact
     if not fs.exists(lower .. '/etc/passwd') then
+      fs.remove_tree(dir)
       return nil, 'warm artifact ' .. lower .. ' is not a prepared root (run cseng prewarm --provider local)', 'EARTIFACT'
     end
-    errors.check(nil, fs.mkdir_p(root)); errors.check(nil, fs.mkdir_p(dir .. '/upper')); errors.check(nil, fs.mkdir_p(dir .. '/work'))
-    local res = client.is_root and proc.run { argv = { 'mount', '-t', 'overlay', 'overlay', '-o',
-      'lowerdir=' .. lower .. ',upperdir=' .. dir .. '/upper,workdir=' .. dir .. '/work', root }, timeout = 30 }
-    if res and res.code == 0 then
+    local ok
+    if client.is_root then
+      errors.check(nil, fs.mkdir_p(root)); errors.check(nil, fs.mkdir_p(dir .. '/upper')); errors.check(nil, fs.mkdir_p(dir .. '/work'))
+      own(client, dir .. '/upper')
+      ok = namespace.mount_overlay(root, { lower }, dir .. '/upper', dir .. '/work')
+    end
+    if ok then
       sb.overlay = true
     else
       fs.remove_tree(root)
-      local ok, err = fs.copy_tree(lower, root)
-      if not ok then return nil, 'cannot copy the warm root: ' .. tostring(err), 'EIO' end
+      local cok, err = fs.copy_tree(lower, root)
+      if not cok then fs.remove_tree(dir); return nil, 'cannot copy the warm root: ' .. tostring(err), 'EIO' end
       sb.warm_copy = true
     end
   else
-    make_root(root, 'sandbox', sb.network)
+    errors.check(nil, fs.mkdir_p(root))
+    own(client, root)
+    make_root(client, root, 'sandbox', sb.network)
   end
-  errors.check(nil, fs.mkdir_p(root .. sb.workdir))
-  setup_cgroup(client, sb, spec)
+  mkdirs(client, root, sb.workdir)
+  sb.binds = host_binds(client, sb.network)
+  if client.idmap then
+    local mp = mount_point(client, id)
+    errors.check(nil, fs.mkdir_p(mp))
+    local bok, berr = namespace.bind_mount(root, mp)
+    if not bok then abandon(client, sb); return nil, tostring(berr), 'EMOUNT' end
+    sb.files, sb.root, sb.bound = root, mp, true
+  end
+  local lim = limits.resolve(util.merge({ default_limits = client.default_limits }, spec))
+  local ok, err, code = isolate(client, sb, lim, spec.host_ports)
+  if not ok then abandon(client, sb); return nil, err, code end
   return sb
 end
 
---- A sandbox on the base root filesystem: the overlay of its own upper over the warm artifact
---- or the task's layer over the base.
+--- A sandbox on the base root filesystem: the overlay of its own writable layer (a size-limited
+--- volume in the store) over the warm artifact or the task's layer over the base.
 function M.create_on_base(client, spec)
-  local id = 'cseng-' .. crypto.hex(crypto.random_bytes(6))
+  local id = new_id()
   local dir = client.base .. '/sandboxes/' .. id
   errors.check(nil, fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(mount_point(client, id)))
   local rcp = spec.recipe or {}
   local sb = {
-    id = id, dir = dir, root = dir .. '/root', env = util.merge(rcp.env, spec.env),
+    id = id, dir = dir, root = mount_point(client, id), env = util.merge(rcp.env, spec.env),
     workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
     labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
   }
@@ -417,6 +629,7 @@ function M.create_on_base(client, spec)
   if spec.warm_artifact then
     lowers = artifact_lowers(spec.warm_artifact)
     if not lowers then
+      fs.remove_tree(dir)
       return nil, 'warm artifact ' .. spec.warm_artifact .. ' is not a prepared layer (run cseng prewarm --provider local)', 'EARTIFACT'
     end
   else
@@ -424,62 +637,22 @@ function M.create_on_base(client, spec)
     if not spec.layer then lowers = { client.base_root } end
   end
   sb.lowers = lowers
-  local ok, err, code = mount_overlay(dir, lowers)
-  if not ok then fs.remove_tree(dir); return nil, err, code end
+  local lim = limits.resolve(util.merge({ default_limits = client.default_limits }, spec))
+  local vol = volume_of(client, id)
+  local vok, verr, vcode = limits.volume(client.store, vol, lim.storage_mb)
+  if not vok then fs.remove_tree(dir); return nil, 'the sandbox\'s writable layer: ' .. tostring(verr), vcode end
+  sb.vol = vol
+  errors.check(nil, fs.mkdir_p(vol .. '/upper'))
+  errors.check(nil, fs.mkdir_p(vol .. '/work'))
+  own(client, vol .. '/upper')
+  local ok, err = namespace.mount_overlay(sb.root, lowers, vol .. '/upper', vol .. '/work')
+  if not ok then abandon(client, sb); return nil, 'mounting the sandbox root (overlayfs): ' .. tostring(err), 'EMOUNT' end
   sb.overlay = true
-  base_root_files(sb.root, sb.network)
-  errors.check(nil, fs.mkdir_p(sb.root .. sb.workdir))
-  setup_cgroup(client, sb, spec)
+  base_root_files(client, sb.root, sb.network)
+  mkdirs(client, sb.root, sb.workdir)
+  local iok, ierr, icode = isolate(client, sb, lim, spec.host_ports)
+  if not iok then abandon(client, sb); return nil, ierr, icode end
   return sb
-end
-
-bwrap_argv = function(client, sb, opts)
-  if sb.base_mode then
-    -- the whole root is the overlay: nothing from the host. No user namespace: one maps only
-    -- root, and builds need every id (useradd, chown, dpkg); a non-root command drops to its
-    -- uid with setpriv inside the sandbox
-    local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-ipc', '--unshare-pid', '--unshare-uts',
-      '--unshare-cgroup-try' }
-    if not sb.network then a[#a + 1] = '--unshare-net' end
-    -- root keeps docker's default capability set, not all of them (no mounts, no modules)
-    a[#a + 1] = '--cap-drop'; a[#a + 1] = 'ALL'
-    for _, c in ipairs(DOCKER_CAPS) do a[#a + 1] = '--cap-add'; a[#a + 1] = 'CAP_' .. c end
-    for _, x in ipairs({ '--hostname', 'sandbox', '--bind', sb.root, '/', '--proc', '/proc', '--dev', '/dev',
-      '--chdir', opts.cwd or sb.workdir }) do a[#a + 1] = x end
-    if sb.resolv then -- the build sandbox: the host's resolver, read-only, over the root's own
-      for _, x in ipairs({ '--ro-bind', sb.resolv, '/etc/resolv.conf' }) do a[#a + 1] = x end
-    end
-    local user = opts.user
-    if user and user ~= 'root' and user ~= 0 then
-      local uid = tostring(user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID)
-      for _, x in ipairs({ '/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. uid, '--clear-groups' }) do a[#a + 1] = x end
-    end
-    return a
-  end
-  local a = { client.bwrap, '--die-with-parent', '--new-session', '--unshare-all' }
-  local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
-  if sb.network then add('--share-net') end
-  add('--hostname', 'sandbox', '--bind', sb.root, '/')
-  add('--ro-bind', (client.rootfs or '') .. '/usr', '/usr')
-  -- the host's /usr/local holds tools and Python packages no task image has
-  if not client.rootfs and not client.keep_usr_local then add('--tmpfs', '/usr/local') end
-  if client.rootfs then
-    for _, d in ipairs({ 'etc/alternatives' }) do
-      if fs.exists(client.rootfs .. '/' .. d) then add('--ro-bind', client.rootfs .. '/' .. d, '/' .. d) end
-    end
-  end
-  for _, e in ipairs(ETC_BINDS) do
-    local src = (client.rootfs or '') .. '/etc/' .. e
-    if fs.exists(src) and (e ~= 'resolv.conf' or sb.network) then add('--ro-bind', src, '/etc/' .. e) end
-  end
-  add('--proc', '/proc', '--dev', '/dev')
-  local user = opts.user
-  if user and user ~= 'root' and user ~= 0 then
-    local uid = user == 'verifier' and VERIFIER_UID or tonumber(user) or VERIFIER_UID
-    add('--uid', tostring(uid), '--gid', tostring(uid))
-  end
-  add('--chdir', opts.cwd or sb.workdir)
-  return a
 end
 
 exec_env = function(sb, opts)
@@ -493,28 +666,43 @@ exec_env = function(sb, opts)
   return env
 end
 
---- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout, stdin}.
+-- A sandbox known only by its id (from a log: cleanup, resume) has no namespaces of this
+-- process: it can be destroyed, not run in.
+local function runnable(client, sb)
+  if sb.destroyed then return nil, 'sandbox ' .. tostring(sb.id) .. ' is gone (destroyed)', 'ESANDBOX' end
+  if client.idmap and not sb.ns then return nil, 'sandbox ' .. tostring(sb.id) .. ' was not created by this process', 'ESTALE' end
+  return true
+end
+
+-- The limits the sandbox's cgroups report hit since the last look: added to res.limit_hits.
+local function note_hits(sb, res)
+  if not sb.cgroups or #sb.cgroups == 0 then return end
+  local now = limits.hits(nil, sb.cgroups)
+  local seen = sb.hits_seen or {}
+  for k, n in pairs(now) do
+    if n > (seen[k] or 0) then
+      res.limit_hits = res.limit_hits or {}
+      res.limit_hits[k] = n - (seen[k] or 0)
+    end
+  end
+  sb.hits_seen = now
+end
+
+--- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout,
+--- stdin, on_output}. The result has proc.run's shape, plus limit_hits ({memory = OOM kills,
+--- pids = forks refused}) when the command ran into the sandbox's limits.
 function M.exec(client, sb, cmd, opts)
   opts = opts or {}
-  local argv = bwrap_argv(client, sb, opts)
-  argv[#argv + 1] = '/bin/bash'
-  argv[#argv + 1] = '-c'
-  argv[#argv + 1] = cmd
-  if sb.cgroups and #sb.cgroups > 0 then
-    -- join the trial's cgroups, then become bwrap
-    local join = {}
-    for i, d in ipairs(sb.cgroups) do join[i] = 'echo $$ > ' .. util.shell_quote(d .. '/cgroup.procs') end
-    table.insert(argv, 1, '/bin/sh')
-    table.insert(argv, 2, '-c')
-    table.insert(argv, 3, table.concat(join, ' && ') .. ' && exec "$@"')
-    table.insert(argv, 4, 'cseng-cgroup')
-  end
+  local rok, rerr, rcode = runnable(client, sb)
+  if not rok then return nil, rerr, rcode end
+  local argv = command(client, sb, cmd, opts)
   if opts.on_output then return M.exec_streaming(sb, argv, opts) end
   local res, err, code = proc.run {
     argv = argv, env = exec_env(sb, opts), stdin = opts.stdin, timeout = opts.timeout or 600,
     tail_bytes = opts.tail_bytes or (1 << 20),
   }
   if not res then return nil, err, code end
+  note_hits(sb, res)
   return res
 end
 
@@ -583,12 +771,14 @@ function M.exec_streaming(sb, argv, opts)
     stderr = util.tail(read_from(err_path, math.max(0, at.stderr - keep)) or '', keep) }
   fs.remove(out_path); fs.remove(err_path)
   if in_path then fs.remove(in_path) end
+  note_hits(sb, res)
   return res
 end
 
 -- Refuse to write through a symlink the sandbox may have planted: every component of the
--- target path below the sandbox root must be a real directory (or not exist yet).
-local function safe_target(root, path)
+-- target path below the sandbox root must be a real directory (or not exist yet; it is made,
+-- owned by the sandbox's root).
+local function safe_target(client, root, path)
   local cur = root
   for part in path:gmatch('[^/]+') do
     if part == '..' then return nil, path .. ': ".." in a target path', 'EUNSAFE' end
@@ -598,22 +788,24 @@ local function safe_target(root, path)
     if not st then
       local ok, err, code = fs.mkdir_p(cur)
       if not ok then return nil, err, code end
+      own(client, cur)
     end
   end
   return cur
 end
 
---- Unpack a tar (bytes) into a directory of the sandbox.
-function M.put(client, sb, dir, tar_bytes) -- luacheck: ignore 212/client
-  local target, err = safe_target(sb.root, dir)
+--- Unpack a tar (bytes) into a directory of the sandbox (its entries owned by their ids inside
+--- the sandbox: root's files are the sandbox root's).
+function M.put(client, sb, dir, tar_bytes)
+  local target, err = safe_target(client, sb.root, dir)
   if not target then return nil, err, 'EUNSAFE' end
-  local ok, xerr, code = archive.extract(tar_bytes, target, {})
+  local ok, xerr, code = archive.extract(tar_bytes, target, { id_offset = client.idmap and client.idmap.uid or nil })
   if not ok then return nil, xerr, code end
   return true
 end
 
 --- Read a file of the sandbox (resolved inside it).
-function M.get(client, sb, path) -- luacheck: ignore 212/client (every adapter takes it)
+function M.get(client, sb, path)
   local limit = 256 * 1048576
   local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/', tail_bytes = limit })
   if not res then return nil, err, code end
@@ -630,21 +822,62 @@ local function rm_cgroups(client, sb)
     for _, tree in ipairs(client.cgroup.trees) do dirs[#dirs + 1] = tree .. '/' .. cg_name(client, sb.id) end
   end
   for _, d in ipairs(dirs) do
-    local ok, err, code = cg_remove(d)
+    local ok, err, code = limits.remove_cgroup(d)
     if not ok then return nil, err, code end
   end
   return true
 end
 
---- Destroy a sandbox: unmount, remove its directory and cgroups. Idempotent.
-function M.destroy(client, sb)
-  local dir = sb.dir or (client.base .. '/sandboxes/' .. sb.id)
-  if fs.exists(dir .. '/root') and (sb.overlay or fs.exists(dir .. '/upper')) then
-    proc.run { argv = { 'umount', '-l', dir .. '/root' }, timeout = 30 }
+-- The directory destroy may remove for sb, or nil when there is none (gone already), or nil, why:
+-- a destroy can come from a log another machine wrote (cleanup, --resume), so the id must have
+-- local's format, the directory must be <root>/sandboxes/<id> itself (no symbolic link on the
+-- way), and its own sandbox.json must name that id, before anything is unmounted or removed.
+local function own_dir(client, sb)
+  local id = sb.id
+  if type(id) ~= 'string' or not id:match(M.id_format.pattern) then
+    return nil, string.format('%s is not a local sandbox id (like %s)', cjson.encode(tostring(id)), M.id_format.example)
   end
+  local boxes = client.base .. '/sandboxes'
+  local dir = boxes .. '/' .. id
+  if sb.dir and sb.dir ~= dir then return nil, id .. ': its directory ' .. tostring(sb.dir) .. ' is not ' .. dir end
+  local st = fs.lstat(dir)
+  if not st then return nil end
+  if st.type ~= 'dir' then return nil, id .. ': ' .. dir .. ' is not a directory (' .. st.type .. ')' end
+  local real, rboxes = sys.realpath(dir), sys.realpath(boxes)
+  if not real or not rboxes or real ~= rboxes .. '/' .. id then
+    return nil, id .. ': ' .. dir .. ' resolves outside ' .. boxes
+  end
+  local mst = fs.lstat(dir .. '/sandbox.json')
+  local text = mst and mst.type == 'file' and fs.read(dir .. '/sandbox.json')
+  if not text then return nil, id .. ': ' .. dir .. ' has no sandbox.json: not a sandbox of this provider' end
+  local ok, meta = pcall(cjson.decode, text)
+  if not ok or type(meta) ~= 'table' or meta.id ~= id then
+    return nil, string.format('%s: its sandbox.json names %s, not this sandbox', id,
+      ok and type(meta) == 'table' and tostring(meta.id) or 'nothing (malformed)')
+  end
+  return dir
+end
+
+--- Destroy a sandbox: stop its network, unmount, remove its writable layer, directory and
+--- cgroups. Idempotent. Refused (EUNSAFE, nothing touched) unless the sandbox is one of this
+--- root's own (own_dir).
+function M.destroy(client, sb)
+  local dir, why = own_dir(client, sb)
+  if why then return nil, 'local: ' .. why .. ': not removed', 'EUNSAFE' end
+  release(sb)
+  sb.destroyed = true
+  local mp = mount_point(client, sb.id)
+  if fs.exists(mp) then
+    namespace.umount(mp, { lazy = true })
+    fs.remove(mp)
+  end
+  if dir and fs.exists(dir .. '/root') then namespace.umount(dir .. '/root', { lazy = true }) end
   local cok, cerr = rm_cgroups(client, sb)
   if not cok then return nil, cerr, 'EBUSY' end
-  if fs.exists(dir) then
+  local vol = sb.vol or volume_of(client, sb.id)
+  local vok, verr = limits.remove_volume(client.store, vol)
+  if not vok then return nil, verr, 'EIO' end
+  if dir and fs.exists(dir) then
     local ok, err = fs.remove_tree(dir)
     if not ok then return nil, err, 'EIO' end
   end
@@ -681,7 +914,7 @@ function M.find_artifact(client, key)
   return nil
 end
 
--- Base mode: the prepared sandbox's upper directory (cp -a keeps owners, modes, xattrs and
+-- Base mode: the prepared sandbox's writable layer (cp -a keeps owners, modes, xattrs and
 -- overlay whiteouts), with the layers below it named in artifact.json.
 local function snapshot_on_base(client, sb, key)
   local dest = client.base .. '/warm/base-' .. key .. '-' .. client.base_id
@@ -689,7 +922,7 @@ local function snapshot_on_base(client, sb, key)
   local tmp = dest .. '.tmp-' .. sb.id
   fs.remove_tree(tmp)
   errors.check(nil, fs.mkdir_p(tmp))
-  local r = proc.run { argv = { 'cp', '-a', sb.dir .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
+  local r = proc.run { argv = { 'cp', '-a', sb.vol .. '/upper', tmp .. '/upper' }, timeout = 600, tail_bytes = 65536 }
   if not r or r.code ~= 0 then fs.remove_tree(tmp); return nil, 'copying the prepared layer: ' .. util.trim(r and r.stderr or ''), 'EIO' end
   fs.write(tmp .. '/artifact.json', cjson.encode({ lowers = sb.lowers, key = key, created = os.time(),
     task_id = (sb.labels or {})['cseng.task'] }))
@@ -740,7 +973,7 @@ function M.snapshot(client, sb, key)
   local dest = client.base .. '/warm/' .. key
   if fs.exists(dest .. '/etc/passwd') then return dest end
   local tmp = dest .. '.tmp-' .. sb.id
-  local ok, err = fs.copy_tree(sb.root, tmp)
+  local ok, err = fs.copy_tree(sb.files or sb.root, tmp)
   if not ok then fs.remove_tree(tmp); return nil, err, 'EIO' end
   if not fs.rename(tmp, dest) then -- another run got there first
     fs.remove_tree(tmp)

@@ -14,6 +14,7 @@ local crypto = require 'cseng.crypto'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 local S = require 'providers.shared.modal_schema'
@@ -28,6 +29,8 @@ local M = {
   capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
   applies_dockerfile = true, -- env_mode native: the task's Dockerfile is built as a Modal image (M.build)
   artifact_env = 'MODAL_IMAGE_ID',
+  -- sandbox ids: sb- and alphanumerics (22 of them today)
+  id_format = { pattern = '^sb%-%w+$', example = 'sb-0aB1cD2eF3gH4iJ5kL6mN7', max = 128 },
   remote = true,
   version = '0.1',
 }
@@ -164,7 +167,7 @@ local function call(client, target, method, message, o)
     local why = M.http1_diagnosis(target.base)
     if why ~= '' then err, code = tostring(err) .. why, 'EHTTP2' end
   end
-  return nil, util.redact(string.format('modal: %s: %s', method, tostring(err))), code or 'EGRPC', info
+  return nil, secrets.redact(string.format('modal: %s: %s', method, tostring(err))), code or 'EGRPC', info
 end
 
 --- The x-modal-auth-token (AuthTokenGet once per client; again when it is about to expire).
@@ -185,7 +188,7 @@ function M.auth_token(client)
     return nil, err, code
   end
   if not r.token or r.token == '' then return nil, 'modal: AuthTokenGet: the server returned no token', 'EPROTO' end
-  util.add_secret(r.token)
+  secrets.add(r.token)
   a.token = r.token
   local payload = r.token:match('^[^.]+%.([^.]+)%.')
   local claims = payload and crypto.unbase64((payload:gsub('-', '+'):gsub('_', '/')) ..
@@ -589,7 +592,7 @@ function M.router(client, sb)
   if not r then return nil, err, code end
   local scheme, host, port = parse_url(r.url)
   if scheme ~= 'https' then return nil, 'modal: the task router URL must be https, got ' .. tostring(r.url), 'EPROTO' end
-  util.add_secret(r.jwt)
+  secrets.add(r.jwt)
   local plain = client.loopback and client.server_url:match('^http://') ~= nil
   ro = { base = (plain and 'http://' or 'https://') .. host .. ':' .. port, task_id = tid,
          headers = { authorization = 'Bearer ' .. r.jwt } }

@@ -40,6 +40,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 local adapter = require 'providers.shared.adapter'
 
@@ -56,6 +57,8 @@ local M = {
   rates = util.copy(RATES),
   capabilities = { non_root = false, network_policy = false, run_steps = true, warm = true },
   artifact_env = 'RUNLOOP_SNAPSHOT_ID',
+  -- devbox ids: dbx_ and alphanumerics
+  id_format = { pattern = '^dbx_[%w_-]+$', example = 'dbx_31TqkLxd7mR2a9hW3YpZc', max = 128 },
 }
 
 local DEFAULTS = {
@@ -92,7 +95,7 @@ function M.connect(cfg)
   if not key then
     errors.raise(errors.ECONFIG, 'runloop provider: RUNLOOP_API_KEY is not set (export it, or put it in an --env-file)')
   end
-  util.add_secret(key)
+  secrets.add(key)
   local rates = {}
   for name, default in pairs(RATES) do
     local v = setting(name, 'RUNLOOP_' .. name:upper())

@@ -38,6 +38,7 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
 local M = {
@@ -52,6 +53,8 @@ local M = {
   rates = { vcpu_s = 0.0000356, gib_s = 0.0000059, per_create = 0.0000006 },
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = true },
   artifact_env = 'VERCEL_SNAPSHOT_ID',
+  -- sb.id is the session id (sess_..., sbx_...): letters, digits, - and _
+  id_format = { pattern = '^[%w][%w_-]*$', example = 'sess_0123456789abcdef', max = 256 },
 }
 
 local DEFAULTS = {
@@ -151,9 +154,9 @@ local function ndjson(client, method, path, o, on_record)
       end
       return true
     end }
-  if not res then return nil, util.redact('vercel: ' .. what .. ': ' .. tostring(err)), code end
+  if not res then return nil, secrets.redact('vercel: ' .. what .. ': ' .. tostring(err)), code end
   if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('vercel: %s: HTTP %d: %s', what, res.status, api_message(table.concat(errbody)))),
+    return nil, secrets.redact(string.format('vercel: %s: HTTP %d: %s', what, res.status, api_message(table.concat(errbody)))),
       'HTTP_' .. res.status
   end
   if pending:find('%S') then

@@ -3,8 +3,9 @@
 --- one example each (the newest: task, error text tail, stdout/stderr tail excerpts); the
 --- infrastructure-error rate per provider; and a "what to look at first" list ordered by count.
 --- `cseng report results/ /work/shared/data/seed-results/ --template lua/reports/failure_modes.lua -o out.md`
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 local stats = require 'cseng.lib.stats'
+local report_format = require 'reports.lib.format'
 
 local NONE = '–'
 
@@ -26,11 +27,13 @@ local function one_line(s, n, head)
   return s
 end
 
+-- a group's heading: its provider, stage and code are a log's text (escaped: never a link)
 local function describe(g)
+  local e = report_format.escape
   if g.outcome == 'error' then
-    return string.format('%s: error in %s (%s)', g.provider, g.stage, g.code)
+    return string.format('%s: error in %s (%s)', e(g.provider), e(g.stage), e(g.code))
   end
-  return string.format('%s: %s (the verifier ran; reward below 1)', g.provider, g.outcome)
+  return string.format('%s: %s (the verifier ran; reward below 1)', e(g.provider), e(g.outcome))
 end
 
 return function(data, h)
@@ -124,7 +127,10 @@ return function(data, h)
   local function solvers_text(g)
     local l = {}
     for name, n in pairs(g.solvers) do l[#l + 1] = { name = name, n = n } end
-    table.sort(l, function(a, b) return a.n ~= b.n and a.n > b.n or a.name < b.name end)
+    table.sort(l, function(a, b) -- most first, then by name (the same order in every process)
+      if a.n ~= b.n then return a.n > b.n end
+      return a.name < b.name
+    end)
     local parts = {}
     for _, x in ipairs(l) do parts[#parts + 1] = x.name .. ' ×' .. x.n end
     return table.concat(parts, ', ')

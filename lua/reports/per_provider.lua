@@ -6,7 +6,7 @@
 ---
 --- Pass rates are given both over the evidence trials (report_tasks.RULE) and over every trial;
 --- timing distributions, errors, cache hits and cost use every trial of the provider.
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 local stats = require 'cseng.lib.stats'
 
 local function bar(n, max)
@@ -15,7 +15,7 @@ local function bar(n, max)
 end
 
 local function section(provider, data, ev, h, add)
-  add('## ' .. provider .. '\n')
+  add('## ' .. h.escape(provider) .. '\n')
   local trials, runs, cols = {}, {}, {}
   for _, t in ipairs(data.trials) do if tostring(t.provider or 'unknown') == provider then trials[#trials + 1] = t end end
   for _, col in ipairs(ev.columns) do if col.provider == provider then cols[#cols + 1] = col end end
@@ -211,7 +211,9 @@ return function(data, h)
   if #providers == 0 then
     return rt.no_records(data, out)
   end
-  add('Providers: ' .. table.concat(providers, ', ') .. '.\n')
+  local names = {}
+  for i, p in ipairs(providers) do names[i] = h.escape(p) end
+  add('Providers: ' .. table.concat(names, ', ') .. '.\n')
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
   add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
   for _, p in ipairs(providers) do section(p, data, ev, h, add) end

@@ -5,7 +5,7 @@
 --- Sections: counts per column; tasks whose outcome differs between the columns that ran them
 --- (the interesting ones); tasks that pass nowhere; tasks that pass everywhere they ran; the full
 --- table. Evidence rule: report_tasks.RULE.
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
 
 local function cell(ev, t)
   if not t then return '–' end
@@ -41,7 +41,6 @@ return function(data, h)
     return rt.no_records(data, out)
   end
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
-  add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
   add('Cells: ✓ passed (reward 1), ✗ failed (the verifier ran, reward below 1), `error: <stage>` (an ' ..
     'infrastructure error in that phase, no verdict), – not run there. "(k/n passed)" when the column ran the ' ..
     'task n times. Seconds are the evidence trial\'s `elapsed_seconds`.\n')
@@ -107,6 +106,9 @@ return function(data, h)
 
   add('## All tasks\n')
   add(task_table(h, ev, ev.tasks))
+
+  -- how the runs were paced: after the answers, not before them
+  add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
 
   add('## Runs\n')
   add(rt.runs_table(data, h))

@@ -7,9 +7,10 @@
 --- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
 --- same every time it is rendered.
 local stats = require 'cseng.lib.stats'
-local rt = require 'cseng.report.task_runs'
+local rt = require 'reports.lib.task_runs'
+local report_format = require 'reports.lib.format'
 
-local REPS = 2000
+local REPS = report_format.REPS
 
 local METRICS = {
   { key = 'ready_ms', label = 'ready_ms: create + first exec (time to interactive)' },
@@ -147,8 +148,71 @@ local function section(run, h, multi)
     return described[what]
   end
 
-  -- header
+  local H2 = multi and '### ' or '## '
+  local blocks = block_numbers(run.startup_trials)
+
+  -- the summary of ready_ms, per provider
+  local srows = {}
+  local ready = {}
+  for _, name in ipairs(providers) do
+    local n = #(measured[name] or {})
+    local oks = ok_trials(name)
+    local vals = h.values(oks, 'ready_ms')
+    ready[name] = vals
+    local d = describe(vals, 'ready_ms/' .. name)
+    local wlo, whi = stats.wilson(#oks, n)
+    srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
+      h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
+  end
+  -- the block-level medians and CIs (--repeat), per provider
+  local block_ci = {}
+  if #blocks > 1 then
+    for _, name in ipairs(providers) do
+      local bb = by_block(ok_trials(name))
+      local lists = {}
+      for _, b in ipairs(blocks) do lists[#lists + 1] = h.values(bb[b] or {}, 'ready_ms') end
+      block_ci[name] = stats.blocks(lists, { reps = REPS, seed = seed_for(run, 'blocks/ready_ms/' .. name) })
+    end
+  end
+
+  -- the answer first: the fastest provider against each other one, as the console says it
   add((multi and '## ' or '# ') .. 'Sandbox startup: ' .. table.concat(providers, ' vs ') .. '\n')
+  local answer = {}
+  local ranked = {}
+  for _, name in ipairs(providers) do
+    if #ready[name] > 0 then ranked[#ranked + 1] = { name = name, median = stats.median(ready[name]) } end
+  end
+  table.sort(ranked, function(a, b) return a.median < b.median end)
+  for i = 2, #ranked do
+    local fast, slow = ranked[1].name, ranked[i].name
+    local r = h.ratio_of_medians(ready[slow], ready[fast], seed_for(run, 'ratio/ready_ms/' .. slow .. '/' .. fast))
+    local line = '**' .. h.speedup(fast, slow, r) .. '** (ready_ms, the ratio of medians)'
+    local a, b = block_ci[fast], block_ci[slow]
+    if a and b then
+      if not (a.lo and b.lo) or stats.overlap(a.lo, a.hi, b.lo, b.hi) then
+        line = line .. '; across the ' .. #blocks .. ' blocks they are **not distinguishable** (block-level CIs overlap)'
+      else
+        line = line .. '; the ' .. #blocks .. ' blocks agree (block-level CIs apart)'
+      end
+    end
+    answer[#answer + 1] = '- ' .. line
+  end
+  if #ranked == 1 and #providers == 1 then
+    local d = describe(ready[ranked[1].name], 'ready_ms/' .. ranked[1].name)
+    answer[#answer + 1] = string.format('- **%s is ready in %s ms** (median ready_ms, 95%% CI %s)', ranked[1].name,
+      h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi))
+  end
+  for _, name in ipairs(providers) do
+    if #ready[name] == 0 then answer[#answer + 1] = '- **' .. name .. ' had no successful measured trial** (Failures, below)' end
+  end
+  add(H2 .. 'Answer\n')
+  add(table.concat(answer, '\n') .. '\n')
+  add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' },
+    srows))
+  add('ready_ms: create + the first command (time to interactive), measured trials only.\n')
+
+  -- the run
+  add(H2 .. 'Run\n')
   local status = fin.status or 'incomplete (no run_finished record: the run was killed or is still going)'
   local versions = st.versions or {}
   local rows = {
@@ -184,23 +248,6 @@ local function section(run, h, multi)
     'median is a percentile bootstrap (' .. REPS .. ' replicates, seeded from the run seed); success-rate ' ..
     'intervals are Wilson score intervals.\n')
 
-  -- summary
-  add((multi and '### ' or '## ') .. 'Summary: ready_ms\n')
-  local srows = {}
-  local ready = {}
-  for _, name in ipairs(providers) do
-    local n = #(measured[name] or {})
-    local oks = ok_trials(name)
-    local vals = h.values(oks, 'ready_ms')
-    ready[name] = vals
-    local d = describe(vals, 'ready_ms/' .. name)
-    local wlo, whi = stats.wilson(#oks, n)
-    srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
-      h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
-  end
-  add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' },
-    srows))
-
   local series = {}
   for _, name in ipairs(providers) do series[#series + 1] = { name = name, values = ready[name] } end
   add(h.chart((multi and (run.id .. '.') or '') .. 'ready-ecdf', h.svg.ecdf(series, {
@@ -212,26 +259,20 @@ local function section(run, h, multi)
     'box plot of ready_ms per provider') .. '\n')
 
 
-  local H2 = multi and '### ' or '## '
   local mode = st.mode or 'lockstep'
 
   -- repeated blocks: the run as a random effect
-  local blocks = block_numbers(run.startup_trials)
   if #blocks > 1 then
     add(H2 .. 'Repeated blocks: how much of the difference survives a rerun\n')
     add(string.format('The measured trials ran as %d blocks (`--repeat`). The block-level figure is the median of ' ..
       'the block medians, with a percentile bootstrap over whole blocks (%d replicates): it counts the run itself ' ..
       'as a random effect. The within-run CI is the usual bootstrap over every sample pooled, as one run would ' ..
       'report it; each block\'s own CI is what that block alone would have said.\n', #blocks, REPS))
-    local brows, block_ci = {}, {}
+    local brows = {}
     for _, name in ipairs(providers) do
-      local bb = by_block(ok_trials(name))
-      local lists = {}
-      for _, b in ipairs(blocks) do lists[#lists + 1] = h.values(bb[b] or {}, 'ready_ms') end
-      local r = stats.blocks(lists, { reps = REPS, seed = seed_for(run, 'blocks/ready_ms/' .. name) })
+      local r = block_ci[name]
       local d = describe(ready[name], 'ready_ms/' .. name)
       if r then
-        block_ci[name] = r
         local own = {}
         for i, m in ipairs(r.medians) do
           own[#own + 1] = h.ms(m) .. ' ' .. h.ci(r.within[i].lo, r.within[i].hi)
@@ -405,9 +446,21 @@ local function section(run, h, multi)
   if any_http then
     add('**HTTP phases of the create call** (curl\'s marks, ms from the start of the request; a reused ' ..
       'connection has no DNS, connect or TLS time)\n')
+    local skipped = {}
     for _, m in ipairs(HTTP_METRICS) do
-      add('*create call: ' .. m.label .. '*\n')
-      add(metric_table(http_get(m.key), 'http_' .. m.key))
+      local any = false
+      for _, name in ipairs(providers) do
+        for _, v in ipairs(h.values(ok_trials(name), http_get(m.key))) do if v ~= 0 then any = true end end
+      end
+      if any then
+        add('*create call: ' .. m.label .. '*\n')
+        add(metric_table(http_get(m.key), 'http_' .. m.key))
+      else
+        skipped[#skipped + 1] = m.key
+      end
+    end
+    if #skipped > 0 then
+      add('Left out, zero in every trial: ' .. table.concat(skipped, ', ') .. ' (a reused connection or a local socket).\n')
     end
     local rrows = {}
     for _, name in ipairs(providers) do
@@ -450,12 +503,11 @@ local function section(run, h, multi)
           if #va > 0 and #vb > 0 then
             local fast, slow, vf, vs = a, b, va, vb
             if stats.median(va) > stats.median(vb) then fast, slow, vf, vs = b, a, vb, va end
-            local r = stats.ratio_ci(vs, vf,
-              { reps = REPS, seed = seed_for(run, 'ratio/' .. m.key .. '/' .. slow .. '/' .. fast) })
-            local sig = r.lo > 1 and 'yes' or 'no'
+            local r = h.ratio_of_medians(vs, vf, seed_for(run, 'ratio/' .. m.key .. '/' .. slow .. '/' .. fast))
+            local sig = (r.lo > 1 or r.hi < 1) and 'yes' or 'no'
             prow[#prow + 1] = { m.key, fast, slow, h.num(r.ratio, 3),
               h.ci(r.lo, r.hi, function(v) return h.num(v, 3) end),
-              sig, string.format('%s is %s× faster', fast, h.num(r.ratio, 2)) }
+              sig, (h.speedup(fast, slow, r):gsub(' %[95%% CI [^%]]*%]$', '')) }
           end
         end
       end
@@ -519,8 +571,9 @@ local function section(run, h, multi)
     add(string.format('%d trial(s) were cut short by an interrupt and are left out.\n', interrupted))
   end
 
-  -- warmups
-  add((multi and '### ' or '## ') .. 'Warmups (excluded from the statistics)\n')
+  -- warmups (none: no section)
+  local any_warmup = false
+  for _, name in ipairs(providers) do if #(warmups[name] or {}) > 0 then any_warmup = true end end
   local wrows = {}
   for _, name in ipairs(providers) do
     local ws = warmups[name] or {}
@@ -531,7 +584,10 @@ local function section(run, h, multi)
     end
     wrows[#wrows + 1] = { name, #ws, okc, table.concat(vals, ', ') }
   end
-  add(h.table({ 'provider', 'warmups', 'ok', 'ready_ms in order' }, wrows, 'lrrl'))
+  if any_warmup then
+    add((multi and '### ' or '## ') .. 'Warmups (excluded from the statistics)\n')
+    add(h.table({ 'provider', 'warmups', 'ok', 'ready_ms in order' }, wrows, 'lrrl'))
+  end
 
   -- environment
   add((multi and '### ' or '## ') .. 'Environment (probed on the first warmup)\n')

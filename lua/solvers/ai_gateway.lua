@@ -1,9 +1,9 @@
---- The Vercel AI Gateway solver: the agent loop (solvers/agent.lua) on the gateway's
+--- The Vercel AI Gateway solver: the agent loop (solvers/shared/chat_loop.lua) on the gateway's
 --- OpenAI-compatible chat completions. Variables (the --env-file first, then the environment):
 ---   AI_GATEWAY_API_KEY, or else VERCEL_OIDC_TOKEN (one is required);
 ---   AI_GATEWAY_MODEL (required unless the plan or --model sets `model`), e.g. deepseek/deepseek-v4-flash;
 ---   AI_GATEWAY_BASE_URL (default https://ai-gateway.vercel.sh/v1).
-local agent = require 'solvers.agent'
+local agent = require 'solvers.shared.chat_loop'
 
 local ENDPOINT = {
   name = 'ai_gateway', keys = { 'AI_GATEWAY_API_KEY', 'VERCEL_OIDC_TOKEN' },

@@ -5,15 +5,19 @@
 --- ANTHROPIC_API_KEY), telemetry and update checks off. Its stream-json events (system init,
 --- assistant messages with text / thinking / tool_use blocks, user messages with tool_result
 --- blocks, the final result with usage and cost) become the trial's ATIF trajectory and
---- solver_usage. The sandbox gets network access (the agent calls its endpoint from inside it).
+--- solver_usage. The sandbox reaches the API through the run's model proxy
+--- (lua/cseng/evals/proxy.lua): ANTHROPIC_BASE_URL is the proxy's and ANTHROPIC_API_KEY holds a
+--- token of the trial, never the key; tokens and cost are then the proxy's counts of the answers.
+--- The sandbox gets network access (the agent calls its endpoint from inside it).
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local claude = {
   name = 'claude_code', description = 'Claude Code (npm @anthropic-ai/claude-code) in the sandbox, against ANTHROPIC_BASE_URL',
   needs_network = true,
+  model_proxy = true, -- through the run's model proxy: the key stays on the host
 }
 
 claude.VERSION = '2.1.332'
@@ -41,7 +45,7 @@ local function text_of(c)
 end
 
 --- The usage one model request has reported so far, from a stream-json line (an assistant message:
---- its input tokens are exact, its output tokens partial while it streams), for installed.meter.
+--- its input tokens are exact, its output tokens partial while it streams).
 function claude.turn_usage(e)
   local m = e.type == 'assistant' and type(e.message) == 'table' and e.message or nil
   local u = m and type(m.usage) == 'table' and m.usage or nil
@@ -52,8 +56,8 @@ function claude.turn_usage(e)
 end
 
 --- stream-json events -> ATIF trajectory builder, usage, the last agent step. A session stopped
---- before its result (the spend ceiling) sums its messages' own usage instead (output tokens as far
---- as the stream reported them).
+--- before its result (a timeout) sums its messages' own usage instead (output tokens as far as the
+--- stream reported them). Through the proxy, the proxy's counts replace these (installed.counted).
 function claude.convert(stdout, meta)
   local tr, usage = installed.start('claude_code', 'claude-code', claude.VERSION, 'claude -p --output-format stream-json', meta)
   local by_msg, by_call, last = {}, {}, nil
@@ -142,11 +146,12 @@ function claude.install(ctx) return installed.ensure(ctx, 'claude', installed.ho
 ---@param ctx SolveContext
 function claude.solve(ctx)
   return installed.run(ctx, claude, {
-    name = 'claude_code', scope = 'claude session', turn_usage = claude.turn_usage,
+    name = 'claude_code', scope = 'claude session', api = 'anthropic',
     command = function(cfg)
       return string.format('%s/claude/claude -p --output-format stream-json --verbose --dangerously-skip-permissions'
         .. ' --model %s < %s/prompt.md', installed.PREFIX, util.shell_quote(cfg.model), installed.PREFIX)
     end,
+    -- cfg: what the sandbox may know (through the proxy: its base URL and the trial's token)
     env = function(cfg)
       return { HOME = '/root', IS_SANDBOX = '1', ANTHROPIC_BASE_URL = cfg.base_url, ANTHROPIC_API_KEY = cfg.api_key,
         DISABLE_TELEMETRY = '1', DISABLE_AUTOUPDATER = '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = '1' }

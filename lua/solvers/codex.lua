@@ -3,18 +3,22 @@
 ---   codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -m MODEL -
 --- with the instruction on stdin, against a custom model provider (the OpenAI Responses API at
 --- CODEX_BASE_URL, key from OPENAI_API_KEY), so the same binary talks to OpenAI, a gateway or the
---- spec's fake. Its JSON event stream (thread.started, item.completed {agent_message, reasoning,
---- command_execution}, turn.completed {usage}, turn.failed) becomes the trial's ATIF trajectory and
---- solver_usage; the cost is tokens x lua/cseng/agent/prices.lua (Codex reports no cost).
---- The sandbox gets network access (the agent calls its endpoint from inside it).
+--- spec's fake. The sandbox reaches it through the run's model proxy (lua/cseng/evals/proxy.lua):
+--- the provider's base_url is the proxy's and CSENG_CODEX_API_KEY holds a token of the trial, never
+--- the key. Its JSON event stream (thread.started, item.completed {agent_message, reasoning,
+--- command_execution}, turn.completed {usage}, turn.failed) becomes the trial's ATIF trajectory;
+--- tokens and cost are the proxy's counts of the answers (without the proxy: the events' usage x
+--- lua/cseng/evals/prices.lua; Codex reports no cost). The sandbox gets network access (the agent
+--- calls its endpoint from inside it).
 local errors = require 'cseng.lib.errors'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local installed = require 'solvers.installed'
+local installed = require 'solvers.shared.installed'
 
 local codex = {
   name = 'codex', description = 'the Codex CLI (npm @openai/codex) in the sandbox, against CODEX_BASE_URL',
   needs_network = true, -- the CLI runs inside the sandbox and calls its endpoint from there
+  model_proxy = true, -- through the run's model proxy: the key stays on the host
 }
 
 codex.VERSION = '0.171.0' -- the pinned package (package-lock.json); the binary's own --version is recorded too
@@ -49,57 +53,16 @@ function codex.config_toml(cfg)
   }, '\n')
 end
 
---- The usage of one model request from a line of the CLI's metered output (codex.METERED: the
---- session's token_usage_record, one per response), for installed.meter; nil for other lines.
-function codex.turn_usage(e)
-  if e.type ~= 'token_usage_record' or type(e.payload) ~= 'table' or type(e.payload.usage) ~= 'table' then return nil end
-  local u = e.payload.usage
-  local function int(v) return math.tointeger(v) or 0 end
-  return { id = e.payload.response_id, input = int(u.input_tokens), cached = int(u.cached_input_tokens),
-    cache_creation = int(u.cache_write_input_tokens), output = int(u.output_tokens) }
-end
-
---- Under a spend ceiling the CLI runs through this wrapper: `codex exec --json` prints its usage
---- only when the whole turn completes, but its session's rollout file (CODEX_HOME/sessions/...)
---- gets a token_usage_record per model response as it arrives; the wrapper copies those records onto
---- stdout beside the CLI's events, so installed.meter can price each request. Needs tail and grep
---- in the sandbox (the Debian base has them). usage: codex-metered.sh PROMPT_FILE CODEX_COMMAND...
-codex.METERED = table.concat({
-  '#!/bin/sh',
-  'prompt=$1; shift',
-  '"$@" < "$prompt" &',
-  'pid=$!',
-  '(',
-  '  while :; do',
-  '    r=$(ls "$CODEX_HOME"/sessions/*/*/*/rollout-*.jsonl 2>/dev/null | head -n 1)',
-  '    [ -n "$r" ] && break',
-  '    kill -0 "$pid" 2>/dev/null || exit 0',
-  '    sleep 0.05',
-  '  done',
-  '  tail -n +1 -s 0.1 -f --pid="$pid" "$r" | grep --line-buffered \'"type":"token_usage_record"\'',
-  ') &',
-  'wait "$pid"; rc=$?',
-  'wait',
-  'exit $rc',
-  '',
-}, '\n')
-
---- Codex's JSON events -> ATIF document and usage. usage: the summed turn.completed usage; a session
---- stopped before its turn completed (the spend ceiling) sums the token records of its responses
---- instead (codex.METERED puts them in the output).
+--- Codex's JSON events -> ATIF document and usage. usage: the summed turn.completed usage (what the
+--- CLI reports; through the proxy, the proxy's counts replace it: installed.counted).
 ---@param stdout string
 ---@param meta {session_id: string, model: string, instruction: string}
 function codex.convert(stdout, meta)
   local tr, usage = installed.start('codex', 'codex', codex.VERSION, 'codex exec --json', meta)
   local reasoning, last, thread
-  local records, nrec = {}, 0
   for line in stdout:gmatch('[^\n]+') do
     local e = jsonl.decode(line)
-    local rec = type(e) == 'table' and codex.turn_usage(e)
-    if rec then
-      if not records[tostring(rec.id)] then nrec = nrec + 1 end
-      records[tostring(rec.id)] = rec
-    elseif type(e) == 'table' then
+    if type(e) == 'table' then
       usage.events = usage.events + 1
       if e.type == 'thread.started' then thread = e.thread_id
       elseif e.type == 'item.completed' and type(e.item) == 'table' then
@@ -133,12 +96,6 @@ function codex.convert(stdout, meta)
       end
     end
   end
-  if nrec > 0 then
-    usage.requests = nrec
-    if usage.turns == 0 then -- no turn.completed: the responses' own records
-      installed.add_records(usage, records)
-    end
-  end
   usage.total_tokens = usage.prompt_tokens + usage.completion_tokens
   usage.thread_id = thread
   return tr, usage, last
@@ -151,20 +108,14 @@ function codex.install(ctx) return installed.ensure(ctx, 'codex', installed.host
 ---@param ctx SolveContext
 function codex.solve(ctx)
   local home = installed.PREFIX .. '/codex-home'
-  local metered = ctx.budget ~= nil -- a spend ceiling: per-request usage from the session's records
   return installed.run(ctx, codex, {
-    name = 'codex', scope = 'codex turn',
-    prepare = function(cfg)
-      installed.write(ctx, home, 'config.toml', codex.config_toml(cfg))
-      if metered then installed.write(ctx, installed.PREFIX, 'codex-metered.sh', codex.METERED, '0755') end
-    end,
+    name = 'codex', scope = 'codex turn', api = 'openai',
+    -- cfg: what the sandbox may know (through the proxy: its base URL and the trial's token)
+    prepare = function(cfg) installed.write(ctx, home, 'config.toml', codex.config_toml(cfg)) end,
     command = function()
-      local cli = string.format('%s/codex/codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox'
-        .. ' -C %s -', installed.PREFIX, util.shell_quote(ctx.workdir or '/'))
-      if metered then return string.format('%s/codex-metered.sh %s/prompt.md %s', installed.PREFIX, installed.PREFIX, cli) end
-      return string.format('%s < %s/prompt.md', cli, installed.PREFIX)
+      return string.format('%s/codex/codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox'
+        .. ' -C %s - < %s/prompt.md', installed.PREFIX, util.shell_quote(ctx.workdir or '/'), installed.PREFIX)
     end,
-    turn_usage = codex.turn_usage,
     env = function(cfg) return { CODEX_HOME = home, HOME = '/root', CSENG_CODEX_API_KEY = cfg.api_key } end,
     notes = 'Converted from `codex exec --json` events; Codex reports usage per turn, so a turn\'s tokens are the metrics of its last step.',
   })

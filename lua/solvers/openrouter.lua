@@ -1,10 +1,10 @@
---- The OpenRouter solver: the agent loop (solvers/agent.lua) on OpenRouter's OpenAI-compatible
+--- The OpenRouter solver: the agent loop (solvers/shared/chat_loop.lua) on OpenRouter's OpenAI-compatible
 --- chat completions. Variables (the --env-file first, then the environment):
 ---   OPENROUTER_API_KEY (required), OPENROUTER_MODEL (required unless the plan or --model sets
 ---   `model`), OPENROUTER_BASE_URL (default https://openrouter.ai/api/v1),
 ---   OPENROUTER_HTTP_REFERER and OPENROUTER_X_TITLE (attribution headers; the title defaults to cseng).
 --- OpenRouter reports each response's cost in usage.cost; the record uses it.
-local agent = require 'solvers.agent'
+local agent = require 'solvers.shared.chat_loop'
 
 local ENDPOINT = {
   name = 'openrouter', keys = { 'OPENROUTER_API_KEY' }, model_var = 'OPENROUTER_MODEL',

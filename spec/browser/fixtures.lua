@@ -35,6 +35,13 @@ function fixtures.trial(i, t)
     stdout_tail = t.outcome ~= 'error' and ('collected 3 items\n' .. (t.outcome == 'passed' and '3 passed' or '1 failed, 2 passed') .. ' in 0.04s\n') or nil,
     stderr_tail = '', phases = phases, elapsed_seconds = total, sandbox_seconds = total - 0.001,
     estimated_cost_usd = total * 0.0001, sandbox_id = 'sb-' .. i,
+    -- as runner.trial records them: how the environment was made, the limits, the cost ledger
+    environment = { method = 'cached_layer', cache_hit = true, mode = 'native', run_steps = 0,
+      content_key = string.rep('a0ee3239', 8) },
+    limits = { cpus = 1, memory_mb = 1024, pids = 4096, storage_mb = 2048, storage_enforced = true,
+      source = { cpus = 'task', memory_mb = 'task', pids = 'default', storage_mb = 'task' } },
+    cost = { complete = true, total_usd = total * 0.0001,
+      items = jsonl.array({ { item = 'sandbox', seconds = total - 0.001, source = 'rates', usd = total * 0.0001 } }) },
     error = t.error, error_code = t.error_code, error_stage = t.error_stage,
     started_at = '2026-12-01T10:00:00.000000Z', finished_at = '2026-12-01T10:00:01.000000Z',
   }
@@ -92,6 +99,75 @@ function fixtures.agents_run(dir)
   add('t3', 'codex', 'fake/model-2', 1, 'error')
   local _, path = fixtures.task_run(dir, id, trials, { solver = 'openrouter', plan = 'view-agents' })
   return id, path
+end
+
+--- A results folder as a team's looks after a few weeks (the run list's layout fixture): `n` task
+--- runs (default 40) of several plans, providers, solvers and models, with ids as cseng makes them
+--- (plan-provider-mode-stamp-hex), a dataset path of 109 characters, labels of 61, three trials
+--- each, started hours apart and lasting minutes. The lines are written directly (the writer stamps
+--- every event with the current time). Returns the run ids and the dataset path.
+---@param dir string
+---@param n? integer
+function fixtures.many_runs(dir, n)
+  local dataset = '/srv/benchmarks/terminal-bench/datasets/terminal-bench-core-0.1.1/tasks-with-build-steps/smoke16-subset.jsonl'
+  local plans = { { 'cold-gold', 'gold' }, { 'solve-llm', 'openrouter', 'anthropic/claude-sonnet-4.5' },
+    { 'cold-gold', 'nop' }, { 'solve', 'codex', 'gpt-5-codex' }, { 'warm-gold', 'gold' } }
+  local providers = { 'local', 'docker', 'daytona', 'modal', 'e2b' }
+  local base = os.time { year = 2026, month = 11, day = 1, hour = 0 }
+  local function iso(t) return os.date('!%Y-%m-%dT%H:%M:%S', t) .. '.000000Z' end
+  local ids = {}
+  for k = 1, n or 40 do
+    local p = plans[(k - 1) % #plans + 1]
+    local provider = providers[(k * 3 - 1) % #providers + 1]
+    local mode = p[1] == 'warm-gold' and 'warm' or 'cold'
+    local t0 = base + k * 7 * 3600 + (k * 617) % 3600
+    local id = string.format('%s-%s-%s-%s-%04x', p[1], provider, mode, os.date('!%Y%m%d-%H%M%S', t0), (k * 40503) % 65536)
+    local lines = {}
+    local function event(kind, t, fields)
+      fields.event, fields.run_id, fields.time = kind, id, iso(t)
+      lines[#lines + 1] = jsonl.encode(fields)
+    end
+    event('run_started', t0, { plan = p[1], plan_file = 'plans/' .. p[1] .. '.lua', provider = provider, mode = mode,
+      solver = p[2], model = p[3], dataset = dataset, task_count = 3, concurrency = 4, host = 'ci-runner-07', pid = DEAD_PID,
+      label = k % 3 == 0 and ('nightly terminal-bench core, retries on, build network off #' .. k) or nil,
+      argv = jsonl.array({ 'cseng', 'run', 'plans/' .. p[1] .. '.lua' }) })
+    local n_out = { passed = 0, failed = 0, error = 0 }
+    for i = 1, 3 do
+      local outcome = (k + i) % 5 == 0 and 'failed' or ((k + i) % 7 == 0 and 'error' or 'passed')
+      local t = { task_id = 'task-' .. i, outcome = outcome, provider = provider, mode = mode, solver = p[2] }
+      if outcome == 'error' then t.error_code, t.error_stage, t.error = 'ECREATE', 'start', 'create failed: HTTP 503' end
+      if p[3] then t.extra = { solver_usage = { model = p[3], turns = 4, prompt_tokens = 5200, completion_tokens = 310 } } end
+      event('trial', t0 + 60 * i, fixtures.trial(i, t))
+      n_out[outcome] = n_out[outcome] + 1
+    end
+    event('run_finished', t0 + 200 + 97 * k, { status = 'finished', passed = n_out.passed, failed = n_out.failed,
+      errors = n_out.error, recorded = 3, selected = 3 })
+    assert(fs.write(fs.join(dir, id .. '.jsonl'), table.concat(lines, '\n') .. '\n'))
+    ids[#ids + 1] = id
+  end
+  return ids, dataset
+end
+
+--- A gold run and a nop run of the same 8 tasks (cold-gold with --solver nop): gold passes them
+--- all, nop none, and nop's verify phase takes three times as long. Returns the two run ids.
+function fixtures.gold_nop(dir)
+  local ids = {}
+  for _, solver in ipairs({ 'gold', 'nop' }) do
+    local trials = {}
+    for k = 1, 8 do
+      local t = { task_id = string.format('task-%02d', k), outcome = solver == 'gold' and 'passed' or 'failed' }
+      trials[k] = t
+      if solver == 'nop' then
+        local ph = fixtures.trial(k, t).phases
+        ph.verify_seconds = ph.verify_seconds * 3
+        t.extra = { phases = ph }
+      end
+    end
+    ids[solver] = string.format('cold-%s-local-cold-20261201-14000%d-%s', solver, solver == 'gold' and 0 or 5,
+      solver == 'gold' and '90a1' or '90b2')
+    fixtures.task_run(dir, ids[solver], trials, { solver = solver, plan = 'cold-gold' })
+  end
+  return ids.gold, ids.nop
 end
 
 --- The fixture folder: returns {dir, a, b, truncated, foreign, notrun, ids = {...}}.

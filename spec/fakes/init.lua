@@ -13,9 +13,11 @@ local M = {}
 
 local ROOT = sys.root() .. '/spec/fakes/'
 
---- provider -> {dir (under spec/fakes/), port (whether --port is honoured), opts (what `cseng fake` starts it with),
---- needs (what it needs beyond cseng: shown when it is missing)}
+--- provider -> {dir (under spec/fakes/), file (default fake.lua), port (whether --port is honoured), opts (what
+--- `cseng fake` starts it with), needs (what it needs beyond cseng: shown when it is missing)}. `llm` is no
+--- provider: the scripted model the LLM solvers run against (spec/fakes/llm/model.lua).
 M.FAKES = {
+  llm = { dir = 'llm', file = 'model.lua', port = true },
   daytona = { dir = 'daytona', port = true },
   e2b = { dir = 'e2b', port = true },
   lizard = { dir = 'lizard', port = true, opts = { real = true } }, -- commands really run (the specs emulate them)
@@ -23,12 +25,12 @@ M.FAKES = {
   runloop = { dir = 'runloop', port = true },
   modal = { dir = 'modal', needs = 'node and grpc-js (make deps-test)' },
   ['aws-microvm'] = { dir = 'aws', needs = 'python3-botocore and the agent (make agent)',
-    opts = function() return { agent = sys.root() .. '/build/agent/microvm-agent' } end },
+    opts = function() return { agent = sys.root() .. '/build/microvm-agent/microvm-agent' } end },
 }
 -- aws_microvm is the adapter's module name
 M.FAKES.aws_microvm = M.FAKES['aws-microvm']
 
---- The providers that have a fake (the adapters' names, sorted).
+--- The providers that have a fake (the adapters' names, sorted), and llm.
 function M.names()
   local out = {}
   for k in pairs(M.FAKES) do if k ~= 'aws_microvm' then out[#out + 1] = k end end
@@ -40,7 +42,7 @@ end
 function M.module(name)
   local e = M.FAKES[name]
   if not e then return nil end
-  return dofile(ROOT .. e.dir .. '/fake.lua')
+  return dofile(ROOT .. e.dir .. '/' .. (e.file or 'fake.lua'))
 end
 
 --- Start the fake of provider name. o: {port} and the fake's own switches. Returns f (f.env() is

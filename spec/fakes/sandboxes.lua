@@ -5,7 +5,12 @@
 --- A fake's sandbox is a bubblewrap sandbox of the local provider (lua/providers/local.lua): its
 --- own directory is "/" inside, so /workspace, /tests, /logs, /tmp are the sandbox's, state
 --- persists between commands, and commands really run (loopback and local only; no network
---- inside unless created with network = true: then the host's, loopback included). Commands get the sandbox's environment, as a container's processes would.
+--- inside unless created with network = true: then the host's, loopback included, which the
+--- local provider's host_network option gives test harnesses only). Commands get the sandbox's
+--- environment, as a container's processes would.
+--- A networked sandbox is also given the ports of this process's model proxies
+--- (lua/cseng/evals/proxy.lua: `host_ports` of the local provider's spec), as a cloud whose
+--- sandboxes run on this machine reaches its loopback: the run's installed agents reach the proxy.
 ---
 ---   local host = dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host()
 ---   local sb = host.create { env = {A='1'} }            -- warm_artifact = a host.snapshot result;
@@ -26,12 +31,14 @@ local localp = require 'providers.local'
 --- A sandbox host: sandboxes live under a temporary directory removed by close().
 function M.host()
   local root = assert(fs.tempdir('cseng-fake-sandboxes-'))
-  local client = localp.connect { root = root, cgroups = false }
+  local client = localp.connect { root = root, cgroups = false, host_network = true }
   local h = { root = root, live = {} }
 
   function h.create(spec)
+    local network = spec and spec.network or false
     local sb = assert(localp.create(client, { env = spec and spec.env or {}, workdir = spec and spec.workdir or '/workspace',
-                                              network = spec and spec.network or false,
+                                              network = network,
+                                              host_ports = network and require('cseng.evals.proxy').ports() or nil,
                                               labels = spec and spec.labels or {},
                                               warm_artifact = spec and spec.warm_artifact }))
     h.live[sb.id] = sb

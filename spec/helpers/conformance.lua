@@ -24,7 +24,27 @@ local assert = require 'luassert'
 
 local C = {}
 
-C.DOC = sys.root() .. '/docs/providers/CONFORMANCE.md'
+-- The specs' sections go to the tracked docs/providers/CONFORMANCE.md only when
+-- CSENG_CONFORMANCE_DOC names it (`make conformance` does: the one command that regenerates the
+-- doc); otherwise to a temporary file of the spec process (C.doc), removed by C.remove_doc, so
+-- make check writes nothing tracked whatever a verdict says.
+C.TRACKED_DOC = sys.root() .. '/docs/providers/CONFORMANCE.md'
+local tmp_dir
+
+--- The file the sections are written to: $CSENG_CONFORMANCE_DOC, else a temporary one.
+---@return string
+function C.doc()
+  local p = os.getenv('CSENG_CONFORMANCE_DOC')
+  if p and p ~= '' then return p end
+  tmp_dir = tmp_dir or assert(fs.tempdir('cseng-conformance-'))
+  return tmp_dir .. '/CONFORMANCE.md'
+end
+
+--- Remove the temporary doc (a conformance spec's teardown).
+function C.remove_doc()
+  if tmp_dir then fs.remove_tree(tmp_dir) end
+  tmp_dir = nil
+end
 
 -- ---- JSON, exactly ----------------------------------------------------------------------------
 
@@ -486,19 +506,19 @@ path template, query keys, the headers that matter, and the JSON body's keys wit
 ("bodies agree": the same keys with the same JSON types; values are not compared, since labels, ids
 and commands differ by design). A spec fails on any difference that is not listed below with its
 reason. Lizard has no official SDK: its section says what it is checked against instead. Sections
-are rewritten by their spec; do not edit between the markers by hand.
+are rewritten by `make conformance` only (make check runs the same specs and writes their sections
+to a temporary file); do not edit between the markers by hand.
 ]]
 
 --- Rewrite only provider's section of docs/providers/CONFORMANCE.md (between
 --- <!-- conformance:PROVIDER --> and <!-- /conformance:PROVIDER -->), keeping the others and
---- sorting sections by name; creates the file with C.INTRO. path: another file (specs of the
---- harness itself).
+--- sorting sections by name; creates the file with C.INTRO. path: default C.doc().
 ---@param provider string
 ---@param markdown string
 ---@param path? string
 function C.write_section(provider, markdown, path)
   assert(provider:match('^[%w_.-]+$'), 'provider name: letters, digits, _ . - only')
-  path = path or C.DOC
+  path = path or C.doc()
   local text = fs.read(path) or C.INTRO
   local sections = {}
   local first = text:find('<!-- conformance:', 1, true)
@@ -630,7 +650,7 @@ function C.renamed(recs, op, from, to)
 end
 
 --- The verdict of one provider: compare the SDK's and the adapter's records, write the
---- provider's CONFORMANCE.md section (info: C.markdown's), and fail on a difference with no
+--- provider's CONFORMANCE.md section (info: C.markdown's; to C.doc()), and fail on a difference with no
 --- reason, on an allow entry that matched nothing, or on an operation of o.ops not compared.
 ---@param provider string
 ---@param info table

@@ -630,6 +630,26 @@ describe(T.title, function()
     assert.equal(0, http.stats().in_flight)
   end)
 
+  it("a stream callback's first call carries the response's status and headers, later calls none", function()
+    local function heads(path)
+      local seen = {}
+      local res = assert(http.request(get(path, { stream = function(_, head)
+        local h = head and { status = head.status, conn = head.headers['x-conn'] ~= nil,
+          te = head.headers['transfer-encoding'], ct = head.headers['content-type'], fold = head.headers['x-fold'],
+          interim = head.headers['x-interim'], final = head.headers['x-final'] }
+        seen[#seen + 1] = h or false
+      end })))
+      local later = 'none'
+      if #seen > 1 then later = seen[#seen] end
+      return { status = res.status, first = seen[1], later = later }
+    end
+    local n = each(function() return { heads('/stream'), heads('/continue'), heads('/cl'), heads('/fold') } end)
+    assert.same({ status = 200, first = { status = 200, conn = true, te = 'chunked' }, later = false }, n[1])
+    assert.same({ status = 200, conn = true, final = 'yes' }, n[2].first) -- the final response's, not the 100's
+    assert.same({ status = 200, conn = true, ct = 'text/plain' }, n[3].first)
+    assert.same({ status = 200, conn = true, fold = 'first second' }, n[4].first)
+  end)
+
   it('a task cancelled mid-request; a new request to the same origin then works', function()
     local before = native_count()
     local n = each(function()

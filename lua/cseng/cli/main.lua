@@ -1,12 +1,13 @@
 --- The command line: `cseng <command> [args]`. Each command is a module under
 --- lua/cseng/cli/commands/ returning {summary=, usage=, run=function(args) -> exit status}.
 local sys = require 'cseng.sys'
+local exit = require 'cseng.cli.exit'
 
 local cli = {}
 
 -- The order here is the order of `cseng --help`.
-cli.commands = { 'run', 'merge', 'report', 'compare', 'view', 'export', 'cleanup', 'prewarm', 'providers', 'fake', 'dataset',
-  'images', 'lua', 'test' }
+cli.commands = { 'run', 'watch', 'history', 'merge', 'report', 'compare', 'view', 'export', 'cleanup', 'prewarm', 'providers',
+  'fake', 'dataset', 'images', 'lua', 'test' }
 
 local function load_command(name)
   local ok, mod = pcall(require, 'cseng.cli.commands.' .. name)
@@ -42,31 +43,8 @@ function cli.version()
   }, '\n')
 end
 
---- A usage error (the one shape: errors.usage, code EUSAGE) reported now: one line
---- "cseng: message" on stderr, status 2. A command either returns this or raises
---- errors.usage(message) (cli.fail, and cli.main around every command, give it status 2).
----@param fmt any a format and its arguments, or one message (an error value: its message)
----@return integer status 2
-function cli.usage_error(fmt, ...)
-  local errors = require 'cseng.lib.errors'
-  return cli.fail(errors.usage(select('#', ...) > 0 and string.format(fmt, ...) or errors.line(fmt)))
-end
-
---- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), 2 for a usage
---- error (EUSAGE), else 1; one line "cseng: [what: ]message" on stderr (never a traceback).
----@param err any
----@param what string|nil the command, e.g. "prewarm"
----@return integer status
-function cli.fail(err, what)
-  local errors = require 'cseng.lib.errors'
-  if errors.is_cancel(err) then return 130 end
-  -- io.stderr:write redacts and escapes (util.guard_console)
-  io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
-  return errors.is_usage(err) and 2 or 1
-end
-
 function cli.main(...)
-  require('cseng.lib.util').guard_console()
+  require('cseng.lib.console').guard()
   local errors = require 'cseng.lib.errors'
   local args = { ... }
   -- an error a command raises is printed here as one redacted line (a table error by its
@@ -80,7 +58,7 @@ function cli.main(...)
   if ok then return status end
   if errors.is_cancel(status) then error(status, 0) end
   if status.bug then io.stderr:write('cseng: ', status.bug, '\n'); return 1 end
-  return cli.fail(status.failed)
+  return exit.fail(status.failed)
 end
 
 --- The command line without the top-level error handler (cli.main adds it).
@@ -97,7 +75,7 @@ function cli.dispatch(args)
   end
   local cmd = name:sub(1, 1) ~= '-' and load_command(name) or nil
   if not cmd then
-    return cli.usage_error("unknown %s '%s' (see cseng --help)", name:sub(1, 1) == '-' and 'option' or 'command', name)
+    return exit.usage_error("unknown %s '%s' (see cseng --help)", name:sub(1, 1) == '-' and 'option' or 'command', name)
   end
   table.remove(args, 1)
   if args[1] == '--help' or args[1] == '-h' then

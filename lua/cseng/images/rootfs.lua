@@ -121,4 +121,38 @@ function rootfs.build(o)
   return dest
 end
 
+--- The base root filesystem as a user namespace sees it: a copy whose owners are shifted by
+--- idmap.uid (root's files owned by the namespace's root, which is an unprivileged uid on the
+--- host), made once beside the original (<dir>-u<uid>). Returns its directory, or nil and why.
+---@param suite string|nil
+---@param idmap {uid:integer, gid:integer}
+function rootfs.for_userns(suite, idmap, o)
+  o = o or {}
+  local src = rootfs.rootfs_dir(suite)
+  if idmap.uid ~= idmap.gid then return nil, 'the sandboxes\' uid and gid ranges must start at the same id (/etc/subuid, /etc/subgid)' end
+  local dest = src .. '-u' .. idmap.uid
+  if fs.exists(dest .. '/.cseng-rootfs') then return dest end
+  if not fs.exists(src .. '/.cseng-rootfs') then return nil, 'the Debian base root filesystem is absent (' .. src .. ')' end
+  if sys.uid() ~= 0 then return nil, 'shifting the base root filesystem\'s owners needs root' end
+  local say = o.log or function() end
+  local t0 = clock.now()
+  local work = dest .. '.tmp-' .. sys.pid()
+  fs.remove_tree(work)
+  local r = proc.run { argv = { 'cp', '-a', '--reflink=auto', src, work }, timeout = 1800, tail_bytes = 65536 }
+  if not r or r.code ~= 0 then
+    fs.remove_tree(work)
+    return nil, 'copying ' .. src .. ': ' .. util.trim(r and r.stderr or 'cp did not run')
+  end
+  local n, err = fs.shift_owner(work, idmap.uid)
+  if not n then fs.remove_tree(work); return nil, 'shifting the owners of ' .. work .. ': ' .. tostring(err) end
+  fs.write(work .. '/.cseng-idmap', string.format('%d %d\n', idmap.uid, idmap.gid))
+  if not fs.rename(work, dest) then
+    fs.remove_tree(work)
+    if fs.exists(dest .. '/.cseng-rootfs') then return dest end
+    return nil, 'cannot place the shifted root filesystem at ' .. dest
+  end
+  say(string.format('%s (owners shifted by %d: %d entries, %.1f s)', dest, idmap.uid, n, (clock.now() - t0) / 1e9))
+  return dest
+end
+
 return rootfs

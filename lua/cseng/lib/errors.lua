@@ -64,9 +64,13 @@ errors.registry = {
   { 'ELIMIT', 'an archive is over a limit (entries, uncompressed bytes)' },
   { 'EBUSY', 'a resource is busy (a cgroup, a mount)' },
   { 'EARCHIVE', 'an archive is corrupt or cannot be written' },
-  { 'EUNSAFE', 'an archive entry or path would escape its directory' },
+  { 'EUNSAFE', 'an archive entry or path would escape its directory, or an id read from a log is not its provider\'s' },
   { 'ESYMLINK', 'a path goes through a symbolic link' },
   { 'EMOUNT', 'a mount (overlayfs) failed' },
+  { 'ESTALE', 'a sandbox known only by its id (from a log) cannot run commands: its namespaces belonged to the process that made it' },
+  { 'ESQLITE', 'an SQLite statement failed (the message says why: a syntax error, a missing table)' },
+  { 'ECORRUPT', 'a database file is corrupt, not a database, or of another schema' },
+  { 'ECONSTRAINT', 'a database constraint was violated (a duplicate key)' },
   -- input and the command line
   { 'EUSAGE', 'the command line is wrong (exit status 2)' },
   { 'EDATASET', 'a dataset file, row or field is invalid' },
@@ -262,7 +266,7 @@ function errors.maybe_created(e)
   return true
 end
 
---- A usage error (EUSAGE): the one shape of a wrong command line. cli.fail prints it as one
+--- A usage error (EUSAGE): the one shape of a wrong command line. exit.fail prints it as one
 --- line "cseng: message" and the command exits 2.
 ---@param message string
 ---@return table

@@ -106,8 +106,9 @@ function flags.parse(args, spec)
   return out, pos
 end
 
---- The modules of lua/<dir>/ (one level) that export a function named fn: their names as a
---- user types them ('_' as '-' when dash is true), sorted. What an "unknown NAME" error lists.
+--- The modules of lua/<dir>/ (one level: the helpers in lua/<dir>/shared/ are not listed) that
+--- export a function named fn: their names as a user types them ('_' as '-' when dash is true),
+--- sorted. What an "unknown NAME" error and `cseng run --help` list.
 ---@param dir string e.g. 'solvers'
 ---@param fn string e.g. 'solve'
 ---@param dash? boolean
@@ -119,7 +120,10 @@ function flags.modules(dir, fn, dash)
     local n = f:match('^(.-)%.lua$')
     local ok, m = false, nil
     if n then ok, m = pcall(require, dir .. '.' .. n) end
-    if ok and type(m) == 'table' and type(m[fn]) == 'function' then out[#out + 1] = dash and (n:gsub('_', '-')) or n end
+    -- only the folder's own files: shared/ holds the helpers of the others (lua/solvers/shared/)
+    if ok and type(m) == 'table' and type(m[fn]) == 'function' then
+      out[#out + 1] = dash and (n:gsub('_', '-')) or n
+    end
   end
   table.sort(out)
   return out
@@ -142,7 +146,9 @@ function flags.help(spec, order)
   for _, name in ipairs(order) do
     local s = spec[name]
     local arg = s.type == 'bool' and '' or (' ' .. (s.arg or s.type:upper()))
-    lines[#lines + 1] = string.format('  --%-28s %s', name .. arg, s.help or '')
+    local help = s.help
+    if type(help) == 'function' then help = help() end -- computed when shown (a listing)
+    lines[#lines + 1] = string.format('  --%-28s %s', name .. arg, help or '')
   end
   return table.concat(lines, '\n')
 end

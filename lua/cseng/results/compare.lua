@@ -1,15 +1,15 @@
 --- Run comparison by cell: the trials of each side grouped per (solver, model, provider, mode), the
---- keying of pass@k (lua/cseng/agent/passk.lua: passk.DIMS, the model from solver_usage.model), and
+--- keying of pass@k (lua/cseng/evals/passk.lua: passk.DIMS, the model from solver_usage.model), and
 --- per cell the pass rate with its change B − A and a 95% CI of that change, pass@1..K when a cell has
 --- repeated attempts, and the cost per trial and per pass when the trials carry a cost ledger
---- (`rec.cost`, lua/cseng/agent/ledger.lua). Data only: lua/cseng/report/compare.lua renders it.
+--- (`rec.cost`, lua/cseng/evals/ledger.lua). Data only: lua/reports/lib/changes.lua renders it.
 ---
 --- The pass rate is passed / graded, graded being the trials whose outcome is not `error`
 --- (infrastructure errors are not samples of the solver, as in pass@k; they are counted apart).
 --- The CI of the difference of two independent proportions is Newcombe's hybrid score interval
 --- (method 10 of Newcombe 1998) built from each side's Wilson interval: it stays informative at
 --- 0% and 100%, where the normal approximation collapses.
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 local stats = require 'cseng.lib.stats'
 
 local compare = {}
@@ -84,9 +84,15 @@ function compare.delta(a, b)
 end
 
 --- Compare two sides' trials cell by cell. Rows in key order: {key, solver, model, provider, mode,
---- a, b (the cells, nil on the side that lacks it), only ('A' | 'B' | nil), delta, verdict}; the
---- verdict is 'lower' when the CI of the change lies wholly below 0, 'higher' wholly above, else
+--- a, b (the cells, nil on the side that lacks it), only ('A' | 'B' | nil), paired, delta, verdict};
+--- the verdict is 'lower' when the CI of the change lies wholly below 0, 'higher' wholly above, else
 --- 'no clear change' ('only in A'/'only in B' for a one-sided cell).
+---
+--- Runs of two solvers (gold against nop, one model against another) share no cell, yet they ran the
+--- same tasks on the same provider and mode: when, for a provider and mode, each side has exactly one
+--- cell and the two differ, they are compared as one row (paired = true) whose solver and model read
+--- `A → B` where they differ. With a cell common to both sides (an agent-eval run with several
+--- solvers), the one-sided cells stay one-sided: which of them to pair would be a guess.
 ---@param a_trials table[]
 ---@param b_trials table[]
 ---@param opts? {seed?: integer, reps?: integer}
@@ -99,24 +105,48 @@ function compare.by_cell(a_trials, b_trials, opts)
     for _, k in ipairs(list) do if not seen[k] then seen[k] = true; keys[#keys + 1] = k end end
   end
   table.sort(keys)
+  -- per provider and mode: the keys of each side's cells (pairing needs one on each side, none shared)
+  local where = {}
+  for _, k in ipairs(keys) do
+    local c = ca[k] or cb[k]
+    local pm = c.provider .. '\0' .. c.mode
+    local w = where[pm] or { a = {}, b = {}, both = 0 }
+    where[pm] = w
+    if ca[k] and cb[k] then w.both = w.both + 1
+    elseif ca[k] then w.a[#w.a + 1] = k
+    else w.b[#w.b + 1] = k end
+  end
+  local paired_with = {}
+  for _, w in pairs(where) do
+    if w.both == 0 and #w.a == 1 and #w.b == 1 then paired_with[w.a[1]], paired_with[w.b[1]] = w.b[1], true end
+  end
   local rows, kmax = {}, 0
   for _, k in ipairs(keys) do
-    local a, b = ca[k], cb[k]
-    local any = a or b
-    local row = { key = k, a = a, b = b }
-    for _, d in ipairs(passk.DIMS) do row[d] = any[d] end
-    if not a or not b then
-      row.only = a and 'A' or 'B'
-      row.verdict = 'only in ' .. row.only
-    else
-      row.delta = compare.delta(a, b)
-      if not row.delta then row.verdict = 'no graded trials'
-      elseif row.delta.hi < 0 then row.verdict = 'lower'
-      elseif row.delta.lo > 0 then row.verdict = 'higher'
-      else row.verdict = 'no clear change' end
-      kmax = math.max(kmax, math.min(a.k_max or 0, b.k_max or 0))
+    -- the B side of a pair is shown in its A cell's row
+    if paired_with[k] ~= true then
+      local a, b = ca[k], cb[k] or (paired_with[k] and cb[paired_with[k]])
+      local any = a or b
+      local row = { key = k, a = a, b = b }
+      for _, d in ipairs(passk.DIMS) do row[d] = any[d] end
+      if paired_with[k] then
+        row.paired, row.key = true, k .. '\0' .. paired_with[k]
+        for _, d in ipairs({ 'solver', 'model' }) do
+          if a[d] ~= b[d] then row[d] = a[d] .. ' → ' .. b[d] end
+        end
+      end
+      if not a or not b then
+        row.only = a and 'A' or 'B'
+        row.verdict = 'only in ' .. row.only
+      else
+        row.delta = compare.delta(a, b)
+        if not row.delta then row.verdict = 'no graded trials'
+        elseif row.delta.hi < 0 then row.verdict = 'lower'
+        elseif row.delta.lo > 0 then row.verdict = 'higher'
+        else row.verdict = 'no clear change' end
+        kmax = math.max(kmax, math.min(a.k_max or 0, b.k_max or 0))
+      end
+      rows[#rows + 1] = row
     end
-    rows[#rows + 1] = row
   end
   return rows, kmax
 end

@@ -3,24 +3,25 @@
 ---
 --- Events: run_started, run_resumed, allocated (fsynced before the sandbox is used),
 --- destroyed, cleanup_failed, trial, prewarmed, run_finished. Every string written passes
---- through util.redact, so secret values never reach a results file.
+--- through secrets.redact, so secret values never reach a results file.
 local jsonl = require 'cseng.lib.jsonl'
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 
 local results = {}
 
---- Strict codes: a trial record (trial, trial_attempt, startup_trial) that failed must carry a registered
+--- Strict codes: a trial record (trial, trial_try, startup_trial) that failed must carry a registered
 --- error_code, or writing it raises EINTERNAL. On under `cseng test` (in process) and with
 --- CSENG_STRICT_CODES=1 (tools/check.sh exports it for the runs specs start).
 results.strict_codes = os.getenv('CSENG_STRICT_CODES') == '1'
 
 -- The unregistered error_code of a failed trial record, if any (nil when all is well).
 local function bad_code(kind, rec)
-  if kind ~= 'trial' and kind ~= 'trial_attempt' and kind ~= 'startup_trial' then return nil end
+  if kind ~= 'trial' and kind ~= 'trial_try' and kind ~= 'trial_attempt' and kind ~= 'startup_trial' then return nil end
   if rec.outcome ~= 'error' and rec.ok ~= false then return nil end
   if errors.registered(rec.error_code) then return nil end
   return tostring(rec.error_code)
@@ -114,7 +115,7 @@ end
 --- this returns nil, message, code; later events are still tried (a destroy record may fit).
 ---@return table|nil record, string? err, string? code
 function Writer:event(kind, fields, sync)
-  local rec = util.redact_all(fields or {})
+  local rec = secrets.redact_all(fields or {})
   rec.event = kind
   rec.run_id = self.run_id
   rec.time = clock.wall()
@@ -163,6 +164,10 @@ function Writer:cleanup_failed(provider, sb_id, err)
   return self:event('cleanup_failed', { provider = provider, sandbox_id = sb_id, error = tostring(err) }, true)
 end
 
+-- The file and line of each record results.read returned (weak: records are not kept alive by it,
+-- and no field is added to them, so a record written back out is the one read).
+local origin = setmetatable({}, { __mode = 'k' })
+
 --- Read every event of a run log. A torn final line (a crash mid-write) is ignored, and a torn
 --- record a later write landed on gives up only its torn part (jsonl.read's salvage). A log
 --- that cannot be read is a one-line error naming it.
@@ -176,8 +181,20 @@ function results.read(path)
     errors.raise(code or errors.EIO, 'cannot read the run log ' .. err)
   end
   local events = {}
-  for rec in iter do events[#events + 1] = rec end
+  for rec, line in iter do
+    events[#events + 1] = rec
+    if type(rec) == 'table' then origin[rec] = { path = path, line = line } end
+  end
   return events
+end
+
+--- Where a record read by results.read came from, "<path>:<line>" (nil for a record made in
+--- this process): refusals of what a log holds name the file and the line.
+---@param rec table
+---@return string|nil
+function results.where(rec)
+  local o = origin[rec]
+  return o and string.format('%s:%d', o.path, o.line) or nil
 end
 
 --- A run log to continue (--resume): its events and run id; one-line errors for a log that is
@@ -200,7 +217,7 @@ function results.write_transcript(path, transcript)
   local ok, err, code = fs.mkdir_p(util.dirname(path))
   if not ok then return nil, err, code end
   local out = {}
-  for _, entry in ipairs(transcript or {}) do out[#out + 1] = jsonl.encode(util.redact_all(entry)) .. '\n' end
+  for _, entry in ipairs(transcript or {}) do out[#out + 1] = jsonl.encode(secrets.redact_all(entry)) .. '\n' end
   return fs.write(path, table.concat(out))
 end
 
@@ -364,8 +381,8 @@ function results.summary(events)
     s.results[#s.results + 1] = r
   end
   -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
-  s.pass_at_k = jsonl.array(require('cseng.agent.passk').summary(trials))
-  s.cost = require('cseng.agent.ledger').run(trials)
+  s.pass_at_k = jsonl.array(require('cseng.evals.passk').summary(trials))
+  s.cost = require('cseng.evals.ledger').run(trials)
   s.admission = results.admission(events) -- per key: the limits, changes, 429s, waits (nil when off)
   -- why the run stopped early (a string: max_cost, dead_endpoint, ...) and its details
   if finished and finished.stop_reason ~= nil then s.stop_reason, s.stop_detail = finished.stop_reason, finished.stop_detail end

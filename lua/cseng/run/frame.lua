@@ -1,19 +1,25 @@
---- The run frame: the one loop every run kind goes through (tasks and each run of a matrix,
---- resume, the startup arena in every mode, prewarm).
+--- The run frame: the one driver every run kind goes through (lua/cseng/run/kinds/: tasks
+--- and each run of a matrix, resume, the startup arena in every mode, prewarm, cleanup).
 ---
---- A run kind supplies only what differs: what one trial does and what it records. The frame
---- owns the rest, the same way for every kind:
----   * the session (run id, log, providers, the sandbox ledger) and the run's identity, written
----     once in `run_started` (frame.identity; `--resume` restores and checks it);
----   * the worker loop (Frame:pool: a concurrency bound, no new trial once the run halts) and
----     the trial wrapper (Frame:guard: a child task per trial body under the trial's watchdog,
----     so a timeout cancels the body and never the worker, then the error mapped into the
----     record with a registered code; Frame:attempts: --retry-errors);
----   * halting: an authentication failure, a failed cleanup, a log that cannot be written
----     (the session), a stop rule of the kind (Frame:stop), a dead endpoint (Frame:observe: K
----     creates in a row failing with one code), an interrupt;
----   * the end (Frame:close): creates whose answer was lost swept by label on every provider,
----     `run_finished`, and the exit status by one rule (frame.exit_status).
+--- frame.run(kind, opts) owns the sequence, the same for every kind:
+---   open   K.open(opts) -> the options, how the log opens (a new run id, a shard's, the log of
+---          a run being resumed or cleaned), the kind's state (F.k); then the session (run id,
+---          log, providers, the sandbox ledger);
+---   begin  K.begin(F) -> the items: providers connected, the run's identity written once in
+---          `run_started` (frame.identity; `--resume` restores and checks it), the plan said;
+---   trials K.schedule(F, items) (default: Frame:pool, a concurrency bound, no new trial once
+---          the run halts or K.more says no), each item through Frame:trial: a new record
+---          (K.record), the body under the trial's watchdog (K.trial in a child task, so a
+---          timeout cancels the body and never the worker; the error mapped into the record with
+---          a registered code), what follows on every path (K.settle), --retry-errors for a
+---          kind that allows it (K.retries), then K.finished;
+---   halting an authentication failure, a failed cleanup, a log that cannot be written (the
+---          session), a stop rule (Frame:stop), a dead endpoint (Frame:observe: K creates in a row
+---          failing with one code), an interrupt;
+---   end    creates whose answer was lost swept by label on every provider (Frame:reclaim), then
+---          K.finish(F): run_finished (Frame:close) and the exit status by one rule
+---          (frame.exit_status); K.close(F) runs however the run ends.
+--- A kind supplies only what differs; a new kind is one file in lua/cseng/run/kinds/.
 --- The frame never prints: it emits events (Frame:emit) to the observers in opts.observers;
 --- the command line attaches the progress renderer and the status server (cseng.cli.present).
 local task = require 'cseng.task'
@@ -22,6 +28,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local session = require 'cseng.run.session'
 local admission = require 'cseng.run.admission'
 
@@ -42,7 +49,8 @@ function frame.open(o)
   local F = setmetatable({
     kind = o.kind, opts = o.opts or {}, t0 = clock.now(), observers = {}, P = {}, order = {},
     counts = { started = 0, done = 0, passed = 0, failed = 0, errors = 0, retried = 0, interrupted = 0 },
-    state = { status = 'starting', phase = 'starting' }, in_flight = {}, create_fails = {},
+    state = { status = 'starting', phase = 'starting' }, create_fails = {},
+    guarded = 0, -- trials in flight: bodies inside Frame:guard
   }, Frame)
   for _, fn in ipairs(F.opts.observers or {}) do F.observers[#F.observers + 1] = fn end
   local so = util.copy(o.session or {})
@@ -208,11 +216,20 @@ function frame.restore(opts, started)
   return out
 end
 
+--- The run saw a SIGINT/SIGTERM: remembered, and the observers told once ('interrupted',
+--- {in_flight = the trials in flight, which now stop and destroy their sandboxes; signal}).
+function Frame:interrupt_seen()
+  self.interrupted = true
+  if self.interrupt_told then return end
+  self.interrupt_told = true
+  self:emit('interrupted', { in_flight = self.guarded, signal = task.signal() })
+end
+
 --- Whether the run has halted, and why: an interrupt, a stop rule (Frame:stop), or the
 --- session stopped allocating (auth, a failed cleanup, an unwritable log).
 ---@return string|nil reason
 function Frame:halted()
-  if self.interrupted or task.interrupted() > 0 then self.interrupted = true; return 'interrupted' end
+  if self.interrupted or task.interrupted() > 0 then self:interrupt_seen(); return 'interrupted' end
   if self.stopped then return self.stopped.reason end
   if self.session:halted() then return 'session' end
   return nil
@@ -222,7 +239,7 @@ end
 --- (it reaches stderr, the status document and the log).
 function Frame:stop(reason, message, code, detail)
   if self.stopped then return end
-  message = util.redact(message)
+  message = secrets.redact(message)
   self.stopped = { reason = reason, message = message, code = code, detail = detail }
   self.state.status, self.state.stop_reason, self.state.last_error = 'stopping', reason, message
   self:emit('stopping', self.stopped)
@@ -279,12 +296,14 @@ function frame.fail(rec, err, state, timeout)
 end
 
 -- Join a task; a SIGINT cancels our wait too, so wait again until the task has finished its
--- cleanup. Returns the task's ok, err and whether an interrupt arrived meanwhile.
-local function join(t)
+-- cleanup (on_interrupt() is called when that first happens). Returns the task's ok, err and
+-- whether an interrupt arrived meanwhile.
+local function join(t, on_interrupt)
   local interrupted = false
   while true do
     local jok, ok, err = pcall(t.join, t)
     if jok then return ok, err, interrupted end
+    if not interrupted and on_interrupt then on_interrupt() end
     interrupted = true
   end
 end
@@ -298,6 +317,7 @@ frame.join = join
 function Frame:guard(rec, body, o)
   o = o or {}
   local state = { stage = o.stage }
+  self.guarded = self.guarded + 1
   local child = task.spawn(function() return body(rec, state) end)
   local watchdog
   if o.timeout then
@@ -307,9 +327,10 @@ function Frame:guard(rec, body, o)
       child:cancel()
     end)
   end
-  local ok, err, interrupted = join(child)
+  local ok, err, interrupted = join(child, function() self:interrupt_seen() end)
+  self.guarded = self.guarded - 1
   if watchdog then watchdog:cancel() end
-  if interrupted then self.interrupted = true end
+  if interrupted then self:interrupt_seen() end
   if not ok then frame.fail(rec, err, state, o.timeout) end
   if interrupted and not rec.error then
     rec.interrupted, state.interrupted = true, true
@@ -317,34 +338,42 @@ function Frame:guard(rec, body, o)
   return state
 end
 
---- A trial with --retry-errors N (opts.retry_errors): run_one() -> rec, interrupted runs
---- again while its outcome is `error` (an infrastructure failure, a timed-out trial included,
---- never a `failed` verdict), up to N more times, after opts.retry_delay_seconds (default 1).
---- Every try but the last is recorded as a `trial_attempt` event; the last is the trial (`try`
---- numbers it, `tries` counts them; `attempt` is the sample's number among --attempts K, the
---- same on every try). No retry after an interrupt or a halt.
----@return table rec, boolean|nil interrupted
-function Frame:attempts(run_one, is_error)
-  local max = math.tointeger(self.opts.retry_errors) or 0
-  is_error = is_error or function(r) return r.outcome == 'error' end
+--- One trial of the run's kind (the second and last hop between the worker loop and the kind's
+--- body): a new record (K.record), the body under its watchdog (Frame:guard runs K.trial in a
+--- child task), what follows on every path (K.settle), then K.finished(F, item, rec,
+--- interrupted). With --retry-errors N (opts.retry_errors) and a kind that allows it
+--- (K.retries), an `error` outcome (an infrastructure failure, a timed-out trial included, never
+--- a `failed` verdict) runs again up to N more times, after opts.retry_delay_seconds (default 1):
+--- every try but the last is a `trial_try` event; the last is the trial (`try` numbers it,
+--- `tries` counts them; `attempt` is the sample's number among --attempts K, the same on every
+--- try). No retry after an interrupt or a halt. Returns what K.finished returns.
+function Frame:trial(item)
+  local K = self.K
+  if K.skip and K.skip(self, item) then return nil end
+  if K.start then K.start(self, item) end
+  local max = K.retries and (math.tointeger(self.opts.retry_errors) or 0) or 0
   local try = 0
   while true do
     try = try + 1
-    local rec, interrupted = run_one(try)
-    rec.try = try
-    local again = not interrupted and is_error(rec) and try <= max and not self:halted()
+    local rec = K.record(self, item)
+    local t0 = clock.now()
+    local state = self:guard(rec, function(r, st) return K.trial(self, item, r, st) end,
+      { timeout = K.timeout and K.timeout(self, item) or self.opts.timeout_seconds, stage = K.stage })
+    if K.settle then K.settle(self, item, rec, state, t0) end
+    if K.retries then rec.try = try end
+    local again = K.retries and not state.interrupted and rec.outcome == 'error' and try <= max and not self:halted()
     if not again then
       if try > 1 then rec.tries = try end
-      return rec, interrupted
+      return K.finished(self, item, rec, state.interrupted)
     end
     self.counts.retried = self.counts.retried + 1
-    self.writer:event('trial_attempt', rec)
-    self:emit('attempt', { rec = rec, of = max + 1 })
+    self.writer:event('trial_try', rec)
+    self:emit('try', { rec = rec, of = max + 1 })
     local delay = tonumber(self.opts.retry_delay_seconds) or 1
     if delay > 0 and not pcall(task.sleep, delay) then
       rec.tries = try
-      self.interrupted = true
-      return rec, true
+      self:interrupt_seen()
+      return K.finished(self, item, rec, true)
     end
   end
 end
@@ -361,7 +390,7 @@ function Frame:pool(items, o)
   for _, item in ipairs(items) do
     if self:halted() or (o.more and not o.more()) then break end
     local aok = pcall(sem.acquire, sem)
-    if not aok then self.interrupted = true; break end
+    if not aok then self:interrupt_seen(); break end
     if self:halted() or (o.more and not o.more(item)) then sem:release(); break end
     workers[#workers + 1] = task.spawn(function()
       local ok, err = pcall(o.each, item)
@@ -375,12 +404,18 @@ end
 --- Join tasks the run spawned; one that failed inside cseng (not a cancellation) stops the run.
 function Frame:join_all(tasks)
   for _, t in ipairs(tasks) do
-    local ok, err, interrupted = join(t)
-    if interrupted then self.interrupted = true end
+    local ok, err, interrupted = join(t, function() self:interrupt_seen() end)
+    if interrupted then self:interrupt_seen() end
     if not ok and not errors.is_cancel(err) then
       self:stop('internal', 'a trial failed inside cseng: ' .. errors.line(err), errors.EINTERNAL)
     end
   end
+end
+
+--- A resumed run continues: its identity is the one its run_started recorded.
+function Frame:resumed(identity)
+  self.identity = identity
+  self.state.status, self.state.phase = 'running', 'trials'
 end
 
 --- Write run_started: the kind's fields plus the identity record and what every kind shares.
@@ -405,8 +440,7 @@ end
 ---@param n_errors integer of which outcome error
 function frame.exit_status(F, n, n_errors)
   if F.interrupted or task.interrupted() > 0 then
-    local sig = task.signal and task.signal() or nil
-    return 128 + (math.tointeger(sig) or 2)
+    return 128 + (math.tointeger(task.signal()) or 2)
   end
   if F.stopped or F.session:halted() then return 1 end
   if n > 0 and n_errors == n then return 1 end
@@ -435,7 +469,7 @@ function Frame:close(fields, extra)
   fields = util.copy(fields or {})
   local reclaimed = self:reclaim()
   local interrupted = self.interrupted or task.interrupted() > 0
-  self.interrupted = interrupted
+  if interrupted then self:interrupt_seen() end
   local status = interrupted and 'interrupted' or (self.stopped and 'stopped')
     or (self.session.auth_failed and 'stopped') or (self.session.cleanup_failed and 'cleanup_failed') or 'finished'
   self.state.status, self.state.phase = status, 'done'
@@ -454,6 +488,52 @@ function Frame:close(fields, extra)
   ev.status, ev.reclaimed, ev.fields = status, reclaimed, fields
   self:emit('finished', ev)
   return status, reclaimed
+end
+
+-- ---- the driver --------------------------------------------------------------------------
+
+--- A run kind by name: lua/cseng/run/kinds/<name>.lua (a table; frame.run documents its fields).
+---@param name string|table
+---@return table
+function frame.kind(name)
+  if type(name) == 'table' then return name end
+  if type(name) ~= 'string' or not name:match('^[%w_]+$') then
+    errors.raise(errors.EPLAN, 'not a run kind: ' .. tostring(name))
+  end
+  local ok, K = pcall(require, 'cseng.run.kinds.' .. name)
+  if not ok then
+    if tostring(K):find("module 'cseng.run.kinds." .. name .. "' not found", 1, true) then
+      errors.raise(errors.EPLAN, "unknown run kind '" .. name .. "' (lua/cseng/run/kinds/)")
+    end
+    error(K, 0)
+  end
+  return K
+end
+
+--- Run a kind with its options: the whole sequence (the header of this file). Returns the
+--- exit status and what the kind's finish returns (its info: run_id, jsonl, ...).
+---@param kind string|table a kind's name (lua/cseng/run/kinds/<name>.lua) or the kind itself
+---@param opts table
+---@return integer status, table|nil info
+function frame.run(kind, opts)
+  local K = frame.kind(kind)
+  local o, so, k = K.open(opts)
+  if o == nil then return so, k end -- the kind had nothing to run (a shard past the providers): status, info
+  local F = frame.open { kind = so and so.resumed and 'resume' or K.name, opts = o, session = so }
+  F.K, F.k = K, k or {}
+  local _ <close> = setmetatable({}, { __close = function() if K.close then K.close(F) end end })
+  local items = K.begin(F)
+  local ok, err = pcall(function()
+    if K.schedule then return K.schedule(F, items) end
+    F:pool(items, { concurrency = o.concurrency, more = K.more and function(item) return K.more(F, item) end,
+      each = function(item) F:trial(item) end })
+  end)
+  if not ok then
+    if errors.is_cancel(err) then F:interrupt_seen()
+    else F:stop('internal', 'the run failed inside cseng: ' .. errors.describe(err), errors.EINTERNAL) end
+  end
+  F:reclaim() -- creates whose answer was lost, by label, before the kind's end reads the log
+  return K.finish(F)
 end
 
 return frame

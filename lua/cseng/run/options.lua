@@ -2,6 +2,8 @@
 --- cleanup): the flag table, its help order, and the merge of flags into a plan.
 local fs = require 'cseng.fs'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
+local flags = require 'cseng.lib.flags'
 
 local options = {}
 
@@ -21,7 +23,8 @@ local SPEC = {
     arg = 'MODE', help = 'tasks: cold|warm (fresh sandbox, or from a prewarmed artifact); startup: ' ..
     'lockstep (default)|sequential|staggered|burst' },
   ['modes'] = { key = 'modes', type = 'list', arg = 'cold,warm', help = 'modes (matrix plans)' },
-  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME', help = 'gold (default), nop, command, ai_gateway, openrouter' },
+  ['solver'] = { key = 'solver', type = 'string', arg = 'NAME',
+    help = function() return table.concat(flags.modules('solvers', 'solve'), ', ') .. ' (lua/solvers/; default gold)' end },
   ['solve-command-file'] = { key = 'solve_command_file', type = 'string', arg = 'FILE', help = 'the command solver\'s script' },
   ['solver-env'] = { key = 'solver_env', type = 'string', arg = 'A,B', help = 'host variables passed to the command solver' },
   ['output'] = { key = 'output', type = 'string', arg = 'PATH', help = 'results directory, or the summary .json path' },
@@ -66,11 +69,16 @@ local SPEC = {
   ['shard'] = { key = 'shard', type = 'string', arg = 'K/N',
     help = 'run shard K of N (0-based; else from SLURM_ARRAY_TASK_ID / JOB_COMPLETION_INDEX; docs/SCALE-OUT.md)' },
   ['job-id'] = { key = 'job_id', type = 'string', arg = 'ID', help = 'the job id every shard shares (else CSENG_JOB_ID, SLURM_ARRAY_JOB_ID)' },
-  -- agent evals (lua/cseng/agent/): repeated attempts for pass@k, and the run's spend ceiling
+  -- agent evals (lua/cseng/evals/): repeated attempts for pass@k, and the run's spend ceiling
   ['attempts'] = { key = 'attempts', type = 'int', min = 1, arg = 'K',
     help = 'tasks: run each task K times (fresh sandbox each, interleaved); pass@1..K in the summary' },
   ['max-cost-usd'] = { key = 'max_cost_usd', type = 'number', arg = 'X',
     help = 'tasks: dispatch no new trial or agent turn once committed + in-flight spend would pass X USD' },
+  ['default-limits'] = { key = 'default_limits', type = 'string', arg = 'K=V,...',
+    help = 'local: limits of sandboxes and builds whose task names none (cpus=1,memory_mb=2048,storage_mb=10240,pids=4096)' },
+  ['model-key'] = { key = 'model_key', type = 'string', choices = { 'auto', 'proxy', 'sandbox' }, arg = 'auto|proxy|sandbox',
+    help = 'codex/claude_code: the model key stays on the host behind a proxy (auto: where the provider reaches it, '
+      .. 'else the key goes in with a warning; proxy: always, else refuse; sandbox: the key in the sandbox)' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
@@ -81,8 +89,8 @@ local ORDER = {
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections',
   'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'fail-on-error',
-  'stop-after-create-failures',
+  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
+  'stop-after-create-failures', 'default-limits',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)
 options.ORDER = ORDER -- the order of `cseng run --help`: every flag of SPEC
@@ -109,7 +117,7 @@ function options.read_env_files(files)
     if not one then error(perr, 0) end
     for k, v in pairs(one) do
       env[k] = v
-      if util.secret_name(k) then util.add_secret(v) end
+      if secrets.is_name(k) then secrets.add(v) end
     end
   end
   return env
@@ -159,6 +167,15 @@ function options.merge(p, f, argv)
   end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     error("--task-index: expected a number or 'all', got " .. tostring(o.task_index), 0)
+  end
+  if o.default_limits ~= nil then -- a flag's "cpus=2,..." or a plan's table
+    local lim, lerr = require('providers.shared.local_limits').parse(o.default_limits,
+      f.default_limits and '--default-limits' or ((o.plan_file or 'the plan') .. ': default_limits'))
+    if not lim then error(lerr, 0) end
+    o.default_limits = nil
+    require('cseng.run.plan').check(o, SPEC)
+    o.default_limits = lim
+    return o
   end
   -- every field's type and range, one line naming the file and the field
   require('cseng.run.plan').check(o, SPEC)

@@ -30,6 +30,11 @@ plan.startup = kind('startup')
 --- A matrix of task runs: every provider x mode.
 plan.matrix = kind('matrix', TASK_DEFAULTS)
 
+--- A plan of any run kind (lua/cseng/run/kinds/<name>.lua): plan.kind('name'){...}.
+---@param name string
+---@param defaults table|nil
+plan.kind = kind
+
 --- The task runs a plan stands for: a tasks plan is itself; a matrix is one tasks run per
 --- provider x mode (providers/modes, else provider/mode), each with its own log when --output
 --- names a file (x.jsonl -> x-<provider>-<mode>.jsonl).

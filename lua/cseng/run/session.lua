@@ -22,7 +22,10 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local errors = require 'cseng.lib.errors'
 local results = require 'cseng.results.log'
+local records = require 'cseng.run.records'
 local util = require 'cseng.lib.util'
+local jsonl = require 'cseng.lib.jsonl'
+local contract = require 'providers.shared.contract'
 
 
 local session = {}
@@ -59,6 +62,12 @@ session.Session = Session
 --- `fn`); a module whose own require fails is reported with that error's first line.
 ---@return table
 function session.plugin(folder, kind, name, fn, hint)
+  -- a name is a file directly in the folder: a log's or shard's adapter name ("shared.adapter",
+  -- "../x") never reaches require, where a dot is a directory
+  if type(name) ~= 'string' or not name:match('^[%w][%w_-]*$') then
+    local flags = require 'cseng.lib.flags'
+    error(flags.unknown(kind, tostring(name), flags.modules(folder, fn, folder == 'providers')) .. (hint or ''), 0)
+  end
   local mod_name = folder .. '.' .. tostring(name):gsub('%-', '_')
   local ok, mod = pcall(require, mod_name)
   if not ok then
@@ -113,10 +122,13 @@ function session.paths(output, stem)
   return dir .. '/' .. stem .. '.jsonl', dir .. '/' .. stem .. '.json'
 end
 
+--- A writer that records nothing (a session with no log: o.no_log).
+session.NO_LOG = setmetatable({}, { __index = function() return function() return true end end })
+
 --- Open a session. o: kind, opts (the run's options: env, output, cleanup_backoff), and either
---- run_id + jsonl (continuing a log: resume, cleanup) or id_parts (a new run id) with an
---- optional stem (the file name, default the run id; or a function of the UTC stamp);
---- wrap_writer(writer) -> writer.
+--- run_id + jsonl (continuing a log: resume, cleanup), id_parts (a new run id) with an optional
+--- stem (the file name, default the run id; or a function of the UTC stamp), or no_log (a
+--- session that records nothing: a cleanup by label); wrap_writer(writer) -> writer.
 ---@param o table
 ---@return Session
 function session.open(o)
@@ -126,6 +138,11 @@ function session.open(o)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'), providers = {},
     backoff = opts.cleanup_backoff or session.BACKOFF,
   }, Session)
+  if o.no_log then -- a label sweep (cseng cleanup --provider): nothing to record in
+    s.id = 'cleanup'
+    s.writer = session.NO_LOG
+    return s
+  end
   if o.jsonl then
     s.id, s.jsonl = o.run_id, o.jsonl
     s.json = o.json or (o.jsonl:gsub('%.jsonl$', '') .. '.json')
@@ -154,7 +171,7 @@ function Session:connect(adapter_name, cfg, name)
     if errors.is_cancel(client) then error(client, 0) end
     error(errors.line(client), 0)
   end
-  local p = { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
+  local p = records.connection { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
   local limit = math.tointeger(adapter.max_concurrency)
   if limit and limit > 0 then p.queue = task.semaphore(limit) end
   self.providers[p.name] = p
@@ -219,9 +236,10 @@ function Session:sandbox(spec, extra, o)
     error(e, 0)
   end
   local bad = session.oversized(p, sb)
-  if bad then -- not recorded (it would bloat every record): destroyed at once, and refused
+  if bad then -- not recorded (it would bloat every record, or fail every later check): destroyed at
+    -- once through the adapter (the id create just answered, not one read back), and refused
     if p.queue then p.queue:release() end
-    self:destroy(p, sb)
+    self:destroy(p, sb, { answered = true })
     errors.raise(errors.EBADRESPONSE, bad)
   end
   self:know(p, sb.id)
@@ -238,6 +256,19 @@ function Session:sandbox(spec, extra, o)
   return lease
 end
 
+--- What is wrong with the sandbox id of a log's record (allocated, destroyed, cleanup_failed)
+--- for its adapter: nil when it is one of the adapter's ids (contract.valid_id), else one line,
+--- `sandbox_id "<id, JSON-quoted>" <why>`.
+---@param rec table
+---@param adapter table|nil the adapter (nil: the generic format)
+---@return string|nil
+function session.id_problem(rec, adapter)
+  local ok, why = contract.valid_id(adapter or {}, rec.sandbox_id)
+  if ok then return nil end
+  local id = rec.sandbox_id
+  return string.format('sandbox_id %s %s', type(id) == 'string' and jsonl.encode(id) or tostring(id), why)
+end
+
 --- Why a sandbox a provider returned is refused (nil: it is not): an id that is not a short
 --- string or number, or a string field over session.MAX_FIELD_BYTES; the message names the
 --- provider and the field.
@@ -252,6 +283,10 @@ function session.oversized(p, sb)
   if #tostring(id) > session.MAX_ID_BYTES then
     return string.format('%s: create answered a sandbox id of %d bytes (sandbox.id: at most %d)', p.name, #tostring(id),
       session.MAX_ID_BYTES)
+  end
+  local ok, why = contract.valid_id(p.adapter, id)
+  if not ok then -- never recorded: a later cleanup or --resume would refuse it
+    return string.format('%s: create answered sandbox id %s, which %s', p.name, jsonl.encode(tostring(id)), why)
   end
   for k, v in pairs(sb) do
     if type(v) == 'string' and #v > session.MAX_FIELD_BYTES then
@@ -275,8 +310,11 @@ function Session:know(p, id)
   self.known[p.name][tostring(id)] = true
 end
 
--- Destroy and record one sandbox the log did not know (found by label).
+-- Destroy and record one sandbox the log did not know (found by label). An id that is not one of
+-- the adapter's (a provider's answer is input too) is neither recorded nor destroyed: false, why.
 function Session:reclaim(p, sb, reason)
+  local idok, why = contract.valid_id(p.adapter, sb.id)
+  if not idok then return false, string.format('listed sandbox id %s %s: not destroyed', jsonl.encode(tostring(sb.id)), why) end
   self:know(p, sb.id)
   pcall(self.writer.allocated, self.writer, p.name, { id = sb.id }, sb.labels, { reason = reason })
   return self:adopt({ id = sb.id, labels = sb.labels }, { reason = reason }, p):close().ok
@@ -310,7 +348,8 @@ end
 --- of the run is left alone; `cseng cleanup RUN.jsonl` passes the run's alone) and destroy,
 --- recording them, those this session never learned of (a create whose answer was lost and
 --- which the provider finished later; several may carry one cseng.create label). Returns how
---- many, and the list failures ({provider, message}). only: the providers to list (default all).
+--- many, and the failures ({provider, message, refused}: a list that failed, or a listed sandbox
+--- whose id is not one of the adapter's, refused). only: the providers to list (default all).
 ---@param want table|nil labels every reclaimed sandbox must carry
 ---@param only Provider[]|nil
 ---@return integer reclaimed, table[] failures
@@ -334,7 +373,9 @@ function Session:reconcile(want, only)
         local match = true
         for k, v in pairs(want) do if l[k] ~= v then match = false end end
         if match and not self:knows(p, sb) then
-          if self:reclaim(p, sb, 'reconciled') then n = n + 1 end
+          local done, why = self:reclaim(p, sb, 'reconciled')
+          if done then n = n + 1
+          elseif why then failures[#failures + 1] = { provider = p.name, message = why, refused = true } end
         end
       end
     end
@@ -392,9 +433,17 @@ local function retry_after_of(err, res)
   return nil
 end
 
---- Destroy with retries under the session's one back-off policy. Never raises.
+--- Destroy with retries under the session's one back-off policy. Never raises. An id that is not
+--- one of the adapter's (contract.valid_id) is refused before the adapter sees it (EUNSAFE),
+--- unless o.answered: the id create has just answered in this process, refused by the ledger
+--- (session.oversized) and destroyed at once so that it does not outlive the call.
+---@param o? {answered?: boolean}
 ---@return boolean ok, integer attempts, string|nil message, string|nil code
-function Session:destroy(p, sb)
+function Session:destroy(p, sb, o)
+  local idok, why = contract.valid_id(p.adapter, sb.id)
+  if not idok and not (o and o.answered) then
+    return false, 0, string.format('sandbox id %s %s: not destroyed', jsonl.encode(tostring(sb.id)), why), errors.EUNSAFE
+  end
   local attempts, last = 0, nil
   for attempt = 1, #self.backoff + 1 do
     attempts = attempt
@@ -408,9 +457,9 @@ function Session:destroy(p, sb)
       last = errors.from(res, errors.ECLEANUP)
       wait = retry_after_of(res)
     end
-    -- no retry helps an authentication failure or a name that does not resolve
+    -- no retry helps an authentication failure, a name that does not resolve, or a refusal
     if errors.is_auth(last) then self:stop_auth(last); break end
-    if last.code == 'ENOTFOUND' then break end
+    if last.code == 'ENOTFOUND' or last.code == errors.EUNSAFE then break end
     if attempt <= #self.backoff then
       wait = math.max(self.backoff[attempt], math.min(wait or 0, session.RETRY_AFTER_MAX))
       pcall(task.sleep, wait)
@@ -454,7 +503,13 @@ end
 --- labels: the run's cseng.run; for a shard's log, with each of its sessions' cseng.session, so
 --- the other shards are left alone. `providers(record)` maps a record ({provider=, adapter=})
 --- to a Provider (default: the session's). o: dry_run (list, destroy nothing), on_result(p, id,
---- result) per sandbox of the log, and on_list_failure(provider, message).
+--- result) per sandbox of the log, and on_list_failure(provider, message, refused).
+---
+--- A log may come from another machine: a record whose sandbox id is not one of its adapter's
+--- (session.id_problem) is refused before any path or URL is built from it: nothing is destroyed
+--- or recorded for it, on_result gets {ok = false, refused = true, error = "<log>:<line>: ...",
+--- code = EUNSAFE}, it counts as failed, and the session stops allocating (a --resume of that
+--- log runs nothing new).
 ---@param events table[]
 ---@param destroyed table|nil fields of each destroy record
 ---@param providers (fun(rec:table):Provider)|nil
@@ -470,7 +525,13 @@ function Session:sweep(events, destroyed, providers, o)
   local n_ok, n_fail = 0, 0
   for _, a in ipairs(results.live_allocations(events)) do
     local p = provider_of(a)
-    if o.dry_run then
+    local bad = session.id_problem(a, p.adapter)
+    if bad then
+      local msg = string.format('%s: %s: not destroyed', results.where(a) or tostring(self.jsonl), bad)
+      self.cleanup_failed = self.cleanup_failed or msg
+      n_fail = n_fail + 1
+      if o.on_result then o.on_result(p, a.sandbox_id, { ok = false, refused = true, error = msg, code = errors.EUNSAFE }) end
+    elseif o.dry_run then
       if o.on_result then o.on_result(p, a.sandbox_id, nil) end
     else
       local r = self:adopt({ id = a.sandbox_id, labels = a.labels }, destroyed, p):close()
@@ -490,7 +551,7 @@ function Session:sweep(events, destroyed, providers, o)
     for _, want in ipairs(wants) do
       local n, failures = self:reconcile(want, { p })
       n_ok = n_ok + n
-      for _, f in ipairs(failures) do if o.on_list_failure then o.on_list_failure(f.provider, f.message) end end
+      for _, f in ipairs(failures) do if o.on_list_failure then o.on_list_failure(f.provider, f.message, f.refused) end end
     end
   end
   return n_ok, n_fail

@@ -5,23 +5,26 @@
 ---
 --- Task runs are read through the catalogue's byte-offset index (lua/cseng/view/index.lua); an arena
 --- run's page is lua/reports/startup.lua rendered with its SVG charts inlined; a comparison is what
---- `cseng compare` computes (lua/cseng/report/compare.lua), shown as HTML.
+--- `cseng compare` computes (lua/reports/lib/changes.lua), shown as HTML.
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
-local helpers = require 'cseng.report.helpers'
+local report_render = require 'reports.lib.render'
 local index = require 'cseng.view.index'
 local markdown = require 'cseng.view.markdown'
-local report_compare = require 'cseng.report.compare'
-local passk = require 'cseng.agent.passk'
+local report_compare = require 'reports.lib.changes'
+local passk = require 'cseng.evals.passk'
 local sys = require 'cseng.sys'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
+local confine = require 'cseng.lib.confine'
+local run_status = require 'cseng.view.status'
 
 local app = {}
 
-local ASSETS = { ['app.js'] = 'application/javascript; charset=utf-8', ['app.css'] = 'text/css; charset=utf-8' }
+local ASSETS = { ['app.js'] = 'application/javascript; charset=utf-8', ['app.css'] = 'text/css; charset=utf-8',
+  ['history.js'] = 'application/javascript; charset=utf-8' }
 local PAGE_MAX = 500
 
 --- The directory of the page assets.
@@ -36,6 +39,14 @@ function app.file_name(id)
   local s = tostring(id):gsub('[^%w%._-]', '_')
   if s ~= id then s = s .. '-' .. crypto.sha256_hex(id):sub(1, 8) end
   return s
+end
+
+--- A run id as the path segment of its page (/runs/<segment>): percent-encoded as the page's script
+--- encodes it (encodeURIComponent), so an id with a space or a slash still has an address.
+---@param id string
+---@return string
+function app.url_id(id)
+  return (tostring(id):gsub("[^%w%-_%.!~%*'%(%)]", function(c) return string.format('%%%02X', c:byte()) end))
 end
 
 local function identity(log)
@@ -79,16 +90,18 @@ function app.run_row(log)
   local sandboxes = {}
   for p, n in pairs(log.live_by_provider) do if n > 0 then sandboxes[p] = n end end
   local row = {
-    id = index.id_of(log), file = app.file_name(index.id_of(log)), path = log.path,
+    id = index.id_of(log), run_id = log.run_id, file = app.file_name(index.id_of(log)), path = log.path,
     kind = log.kind or (log.error and 'unreadable' or '?'),
-    plan = id.plan or s.plan, providers = jsonl.array(util.copy(log.provider_order)),
+    plan = id.plan or s.plan, label = named(id.label or s.label, 'name'), providers = jsonl.array(util.copy(log.provider_order)),
     modes = jsonl.array(keys_sorted(log.modes)),
     mode = named(id.mode or s.mode, 'name'), solver = solver, model = model,
     dataset = dataset, dataset_digest = named(digest, 'sha256', 'digest'),
     tasks = named(id.tasks or id.task_selection or s.task_count, 'count', 'n'),
     started = started, finished = log.finished and log.finished.time or nil,
     duration_s = (t0 and t1) and (t1 - t0) or nil,
-    trials = log.n, passed = log.counts.passed, failed = log.counts.failed, errors = log.counts.error,
+    -- an arena's warmups are listed with the samples but are not samples: counted apart
+    trials = log.n - log.warmups, warmups = log.warmups > 0 and log.warmups or nil,
+    passed = log.counts.passed, failed = log.counts.failed, errors = log.counts.error,
     cost_usd = log.cost, solver_cost_usd = log.solver_cost > 0 and log.solver_cost or nil,
     status = log.finished and log.finished.status or (live and 'running' or (log.error and 'error' or 'incomplete')),
     live = live, error = log.error, live_sandboxes = sandboxes,
@@ -112,31 +125,23 @@ end
 local function arena_html(log)
   if log.report_cache and log.report_cache.version == log.version then return log.report_cache.html end
   local data = log:load()
-  local h = helpers.context('-')
+  local h = report_render.context('-')
   local svgs = {}
   function h.chart(name, svg_text, alt)
     svgs[#svgs + 1] = svg_text
     return string.format('![%s](svg:%d)', ((alt or name):gsub('[%[%]]', '')), #svgs)
   end
-  local fn = dofile(helpers.template_path('startup'))
+  local fn = dofile(report_render.template_path('startup'))
   local html = markdown.html(fn(data, h), { svgs = svgs })
   log.report_cache = { version = log.version, html = html }
   return html
 end
 
--- the live status of a run started with --status-port, when it is still going
+-- the live status of a run started with --status-port, when it is still going and its writer
+-- proves it holds that port (lua/cseng/view/status.lua: read from /proc, before any connection)
 local function status_port_doc(log)
-  local argv = log.started and log.started.argv
-  if type(argv) ~= 'table' or not log:is_live() then return nil end
-  local port
-  for i, a in ipairs(argv) do
-    port = port or (a == '--status-port' and tonumber(argv[i + 1])) or tonumber(tostring(a):match('^%-%-status%-port=(%d+)$'))
-  end
-  if not port or port == 0 then return nil end
-  local http = require 'cseng.http'
-  local r = http.request { url = string.format('http://127.0.0.1:%d/status', port), timeout = 1 }
-  if not r or r.status ~= 200 then return nil end
-  return jsonl.decode(r.body)
+  if not log.started or not log:is_live() then return nil end
+  return run_status.fetch(log.path, log.started)
 end
 
 -- what the run page can group its trials by: each a list of the dimensions kept (the others pooled)
@@ -147,7 +152,7 @@ app.GROUPINGS = {
 }
 
 --- The run's trials grouped by one of app.GROUPINGS (`by`, default the first): one row per group
---- with its counts and pass@1..K (lua/cseng/agent/passk.lua over the indexed columns, so no record
+--- with its counts and pass@1..K (lua/cseng/evals/passk.lua over the indexed columns, so no record
 --- is read back), cached per log version. Served apart from the run document
 --- (/api/runs/<id>/groups?by=...): the bootstrap's cost grows with the trials (500 replicates up to
 --- 10,000 trials, then fewer, down to 100: 5,000,000 / trials), and the run document must stay
@@ -192,8 +197,10 @@ function app.groups(log, by)
   return doc
 end
 
---- The run page's document (everything but the trials, which are paged).
-function app.run_doc(cat, log)
+--- The run page's document (everything but the trials, which are paged). o.offline (the export):
+--- no live status, so no connection at all.
+---@param o? {offline?: boolean}
+function app.run_doc(cat, log, o)
   local doc = { run = app.run_row(log), version = log.version, phases = jsonl.array() }
   for _, ph in ipairs(index.PHASES) do
     if log.phase_n[ph] then
@@ -220,8 +227,10 @@ function app.run_doc(cat, log)
     doc.report_html = ok and html or nil
     doc.report_error = not ok and tostring(html) or nil
   end
-  local ok, st = pcall(status_port_doc, log)
-  doc.status = ok and st or nil
+  if not (o and o.offline) then
+    local ok, st = pcall(status_port_doc, log)
+    doc.status = ok and st or nil
+  end
   doc.catalogue_version = cat.version
   return doc
 end
@@ -281,22 +290,31 @@ function app.trials_doc(log, f)
   return { total = total, offset = offset, limit = limit, rows = jsonl.array(rows), version = log.version }
 end
 
--- a solver transcript beside the log (runner.save_transcript), read if it is there
+-- A solver transcript, read only from inside the log's own folder: the log may come from another
+-- machine and name any path. Beside the log first (the tasks kind's save_transcript's
+-- <log>/transcripts/<name>: a results folder that was copied or moved), then the recorded path
+-- when it lies inside the folder; confine.path refuses `..` and resolves every symbolic link, so
+-- one pointing out of the folder is refused too.
 local function transcript(log, rec)
   local p = type(rec.solver_transcript_path) == 'string' and rec.solver_transcript_path
   if not p then return nil end
-  -- beside the log first (a results folder that was copied or moved), then the recorded path
   local dir = util.dirname(log.path)
-  local candidates = { fs.join(dir, (util.basename(log.path):gsub('%.jsonl$', '')), 'transcripts', util.basename(p)) }
-  if p:sub(1, 1) ~= '/' then candidates[#candidates + 1] = fs.join(dir, p) end
-  candidates[#candidates + 1] = p
-  for _, c in ipairs(candidates) do
-    if fs.exists(c) then
-      local ok, list = pcall(jsonl.read_all, c)
-      if ok and list then return jsonl.array(list), c end
+  local names = { (util.basename(log.path):gsub('%.jsonl$', '')) .. '/transcripts/' .. util.basename(p) }
+  if p:sub(1, 1) ~= '/' then
+    names[#names + 1] = p
+  else
+    local rdir = sys.realpath(dir)
+    if rdir and p:sub(1, #rdir + 1) == rdir .. '/' then names[#names + 1] = p:sub(#rdir + 2) end
+  end
+  for _, name in ipairs(names) do
+    local full = confine.path(dir, name)
+    local st = full and fs.stat(full)
+    if st and st.type == 'file' then
+      local ok, list = pcall(jsonl.read_all, full)
+      if ok and list then return jsonl.array(list), full end
     end
   end
-  return nil, nil, p .. ': not found beside the run log'
+  return nil, nil, p .. ': not found in the run log\'s folder (a path outside the run log\'s folder is never read)'
 end
 
 --- One trial: { row, record, transcript }.
@@ -322,24 +340,36 @@ local function identity_warnings(la, lb)
   return jsonl.array(out)
 end
 
---- What `cseng compare A B` computes, as HTML.
+--- What `cseng compare A B` computes, as HTML. The page shows the runs, the warnings and the
+--- regressions (the markdown's own summary line: the same count, made of the same parts, as its
+--- last line) in its header, so the HTML is the markdown from its first section on.
 function app.compare_doc(la, lb)
   local r = report_compare.compare(la:load(), lb:load(), {})
-  return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions,
-    html = markdown.html(r.markdown), markdown = r.markdown, warnings = identity_warnings(la, lb) }
+  local body = r.markdown:match('\n(## .*)$') or r.markdown
+  return { a = app.run_row(la), b = app.run_row(lb), regressions = r.regressions, fixes = r.fixes,
+    regressions_by = { tasks = #r.by.tasks, cells = #r.by.cells, phases = #r.by.phases, providers = #r.by.providers },
+    summary_html = markdown.inline(r.summary), html = markdown.html(body), markdown = r.markdown,
+    warnings = identity_warnings(la, lb) }
 end
 
 -- ---- the page shell ---------------------------------------------------------------------
+
+-- What a page may load: itself only (its script, stylesheet and data files; data: images). The
+-- server sends it as a header, with frame-ancestors; every page carries it as a meta tag too, so
+-- an exported page opened from file:// keeps it (a meta tag cannot carry frame-ancestors).
+app.CSP = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'"
 
 --- The HTML every page starts from; app.js draws it. root: the path to the site root ('/' on the
 --- server, '../' or '' in an export); scripts: data files of an export.
 function app.shell(root, page, scripts)
   local out = { '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
+    '<meta http-equiv="Content-Security-Policy" content="' .. app.CSP .. '">', -- no " & < > in it
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
     '<title>cseng view</title>',
     '<link rel="stylesheet" href="' .. root .. 'assets/app.css"></head>',
     '<body data-root="' .. root .. '" data-page="' .. markdown.escape(page or '') .. '">',
     '<header><a class="brand" href="' .. root .. (root == '/' and '' or 'index.html') .. '">cseng view</a>',
+    root == '/' and '<a class="brand" href="/history">history</a>' or '', -- served only (view/history.lua)
     '<span id="live-indicator"></span></header>',
     '<main id="app"><p class="muted">loading…</p></main>',
     '<script src="' .. root .. 'assets/app.js"></script>' }
@@ -354,8 +384,7 @@ local JSON = { ['Content-Type'] = 'application/json; charset=utf-8', ['Cache-Con
 local SECURITY = {
   ['X-Content-Type-Options'] = 'nosniff',
   ['Referrer-Policy'] = 'no-referrer',
-  ['Content-Security-Policy'] = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " ..
-    "connect-src 'self'; frame-ancestors 'none'",
+  ['Content-Security-Policy'] = app.CSP .. "; frame-ancestors 'none'",
 }
 
 local function with(h, extra)
@@ -427,6 +456,13 @@ function app.handler(opts)
       local page = path == '/compare' and 'compare' or (path:match('^/runs/') and 'run' or 'runs')
       return 200, with({ ['Content-Type'] = 'text/html; charset=utf-8', ['Cache-Control'] = 'no-store' }, extra),
         app.shell('/', page)
+    end
+    if opts.history and (path == '/history' or path:match('^/api/history')) then -- the history page (view/history.lua)
+      local st, h, b = require('cseng.view.history').handle(opts.history, path, q, { csp = app.CSP,
+        json = function(status, doc) return json(status, doc, extra) end,
+        body = function(status, text) return status, with(JSON, extra), text end,
+        html = function(body) return 200, with({ ['Content-Type'] = 'text/html; charset=utf-8', ['Cache-Control'] = 'no-store' }, extra), body end })
+      if st then return st, h, b end
     end
     if path:match('^/api/') then
       refresh()
@@ -503,8 +539,8 @@ function app.export(cat, dir, opts)
   for _, log in ipairs(cat:list()) do
     local id = index.id_of(log)
     local f = app.file_name(id)
-    local doc = app.run_doc(cat, log)
-    doc.run.live, doc.status = false, nil
+    local doc = app.run_doc(cat, log, { offline = true })
+    doc.run.live = false
     local all = app.trials_doc(log, { limit = math.max(1, log.n), offset = 0 })
     if log.n > PAGE_MAX then
       all.rows = jsonl.array()

@@ -8,10 +8,10 @@
 --- no run_started, unreadable) keeps its error and is listed with it; it never raises to the server.
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
-local helpers = require 'cseng.report.helpers'
+local report_load = require 'reports.lib.load'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
-local passk = require 'cseng.agent.passk'
+local passk = require 'cseng.evals.passk'
 
 local index = {}
 
@@ -53,6 +53,7 @@ function Log:reset()
   self.started, self.finished, self.kind, self.run_id = nil, nil, nil, nil
   for _, c in ipairs(COLUMNS) do self.cols[c] = {} end
   self.counts = { passed = 0, failed = 0, error = 0 }
+  self.warmups = 0 -- an arena's warmup samples: listed, never counted as samples
   self.cost, self.solver_cost = 0, 0
   self.providers, self.provider_order, self.modes = {}, {}, {}
   self.solvers, self.models = {}, {} -- the values seen (the trial filters' choices)
@@ -92,10 +93,12 @@ function Log:add_trial(e, off, len)
   local task_id = startup and ('round ' .. tostring(e.round or e.sample or '?')) or tostring(e.task_id)
   local key = provider .. '\0' .. tostring(mode) .. '\0' .. task_id
   local i
+  local warmup = e.warmup and true or nil
   if e.rerun and self.rerun_at[key] then
     -- cseng run --resume --rerun-errors: the task's new record replaces its earlier one
     i = self.rerun_at[key]
-    count_outcome(self, { provider = self.cols.provider[i] }, self.cols.outcome[i], -1)
+    if self.cols.warmup[i] then self.warmups = self.warmups - 1
+    else count_outcome(self, { provider = self.cols.provider[i] }, self.cols.outcome[i], -1) end
     self.cost = self.cost - (self.cols.cost[i] or 0)
   else
     self.n = self.n + 1
@@ -106,7 +109,7 @@ function Log:add_trial(e, off, len)
   local c = self.cols
   local code = e.error_code or (type(e.error) == 'table' and e.error.code) or nil
   c.off[i], c.len[i], c.task[i], c.provider[i], c.mode[i] = off, len, task_id, provider, mode or '-'
-  -- solver and model as pass@k keys them (lua/cseng/agent/passk.lua): '-' when absent
+  -- solver and model as pass@k keys them (lua/cseng/evals/passk.lua): '-' when absent
   local solver = e.solver or (not startup and self.started and self.started.solver) or nil
   c.solver[i] = type(solver) == 'string' and solver or '-'
   c.model[i] = passk.model_of(e) or '-'
@@ -116,9 +119,11 @@ function Log:add_trial(e, off, len)
     e.error_stage
   c.sandbox_s[i] = tonumber(e.sandbox_seconds) or (startup and tonumber(e.ready_ms) and e.ready_ms / 1000) or nil
   c.cost[i], c.elapsed[i] = tonumber(e.estimated_cost_usd), tonumber(e.elapsed_seconds)
-  c.block[i], c.warmup[i] = math.tointeger(e.block) or e.block, e.warmup and true or nil
-  count_outcome(self, { provider = provider }, outcome, 1)
+  c.block[i], c.warmup[i] = math.tointeger(e.block) or e.block, warmup
+  -- the cost of a warmup was spent, so it counts; its outcome and timings are not a sample's
   self.cost = self.cost + (tonumber(e.estimated_cost_usd) or 0)
+  if warmup then self.warmups = self.warmups + 1; return end
+  count_outcome(self, { provider = provider }, outcome, 1)
   if type(e.solver_usage) == 'table' and tonumber(e.solver_usage.cost_usd) then
     self.solver_cost = self.solver_cost + e.solver_usage.cost_usd
   end
@@ -145,13 +150,21 @@ function Log:add_trial(e, off, len)
   end
 end
 
+-- A run id names the run's page and its export's files: text only (a log may hold anything there;
+-- without a usable one the run goes by its file's name).
+local function text_id(rid)
+  if type(rid) == 'string' and rid ~= '' then return rid end
+  if math.type(rid) == 'integer' then return tostring(rid) end
+  return nil
+end
+
 function Log:add_event(e, off, len)
   local kind = e.event
   if e.time then self.last_time = e.time end
   if kind == 'run_started' then
     if not self.started then
       self.started = e
-      self.run_id = e.run_id
+      self.run_id = text_id(e.run_id)
       self.kind = e.kind or 'tasks'
       local id = type(e.identity) == 'table' and e.identity or {}
       local provs = id.providers or e.providers or (e.provider and { e.provider }) or {}
@@ -269,7 +282,7 @@ end
 
 --- Every event of the log (for the pages that need them all: the arena's report, compare).
 function Log:load()
-  return helpers.load({ self.path })
+  return report_load.load({ self.path })
 end
 
 -- ---- summaries (.json): small, read whole -----------------------------------------------
@@ -283,13 +296,13 @@ local function summary_log(path)
     if self.size == st.size and self.inode_mtime == st.mtime_ns then return false end
     self:reset()
     self.size, self.mtime, self.inode_mtime = st.size, st.mtime, st.mtime_ns
-    local ok, s, why = pcall(helpers.read_summary, self.path)
+    local ok, s, why = pcall(report_load.read_summary, self.path)
     if not ok then self.error = tostring(s); return true end
     if not s then self.error = self.path .. ': ' .. why; self.not_a_run = true; return true end
-    local run = helpers.summary_run(s, self.path)
+    local run = report_load.summary_run(s, self.path)
     self.run_data = run
     self:add_event(run.started, nil, nil)
-    self.run_id = run.id
+    self.run_id = text_id(run.id)
     -- no file offsets: a summary trial's column `len` is its place in run.trials
     for i, t in ipairs(run.trials) do self:add_trial(t, nil, i) end
     if run.finished.status ~= 'unknown' and run.finished.time then self.finished = run.finished end
@@ -301,7 +314,7 @@ local function summary_log(path)
     return self.run_data and self.run_data.trials[self.cols.len[i]] or nil
   end
   function log.load(self)
-    return helpers.load({ self.path })
+    return report_load.load({ self.path })
   end
   function log.is_live() return false end
   return log
@@ -312,10 +325,12 @@ end
 local Catalogue = {}
 Catalogue.__index = Catalogue
 
---- A catalogue over folders (or single files).
+--- A catalogue over folders (or single files). o.restore(log): fill a new log's index from elsewhere
+--- (the history store: lua/cseng/view/history.lua) instead of reading it; returns whether it did.
 ---@param inputs string[]
-function index.new(inputs)
-  return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0 }, Catalogue)
+---@param o? {restore?: fun(log: table): boolean}
+function index.new(inputs, o)
+  return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0, restore = o and o.restore }, Catalogue)
 end
 
 local function files_of(input, out)
@@ -337,6 +352,7 @@ function Catalogue:refresh(budget)
   for _, path in ipairs(files) do
     if path:match('%.jsonl$') then logs_seen[path:gsub('%.jsonl$', '')] = true end
   end
+  local changed = false
   for _, path in ipairs(files) do
     if not self.logs[path] then
       -- a summary beside its log is the same run (cseng writes both): the log is read
@@ -344,10 +360,11 @@ function Catalogue:refresh(budget)
       if not twin then
         self.logs[path] = path:match('%.jsonl$') and new_log(path) or summary_log(path)
         self.order[#self.order + 1] = path
+        if self.restore and not self.logs[path].summary and self.restore(self.logs[path]) then changed = true end
       end
     end
   end
-  local changed, left = false, budget or math.huge
+  local left = budget or math.huge
   self.pending = false
   for _, path in ipairs(self.order) do
     local log = self.logs[path]

@@ -1,8 +1,9 @@
 --- The markdown the report templates and `cseng compare` write, as HTML for the viewer: headings,
---- paragraphs, lists, pipe tables (with their alignment row), fenced code, and inline code, bold,
---- emphasis, links and images. An image whose target is `svg:N` is replaced by opts.svgs[N], the
+--- paragraphs, block quotes, lists, pipe tables (with their alignment row), fenced code, and inline
+--- code, bold, emphasis, links and images. An image whose target is `svg:N` is replaced by opts.svgs[N], the
 --- chart's SVG inlined (the report helpers write charts as files; the viewer keeps them in the page).
---- Every other text is HTML-escaped, so a task id or an error message cannot inject markup.
+--- Every other text is HTML-escaped, so a task id or an error message cannot inject markup; link
+--- targets are checked as the browser reads them (safe_url), and no image comes from elsewhere.
 local markdown = {}
 
 local ESC = { ['&'] = '&amp;', ['<'] = '&lt;', ['>'] = '&gt;', ['"'] = '&quot;', ["'"] = '&#39;' }
@@ -14,9 +15,21 @@ function markdown.escape(s)
   return (tostring(s):gsub('[&<>"\']', ESC))
 end
 
-local function safe_url(u)
-  if u:match('^https?://') or u:match('^[%w%._/#%-]') and not u:match('^%a[%w+.-]*:') then return u end
-  return '#'
+-- A link or image target as the browser reads it (the WHATWG URL parser drops ASCII tab and
+-- newline anywhere and C0 controls and spaces at the ends, so `java<TAB>script:` is
+-- `javascript:`): every control character and space is removed first, then the scheme checked.
+-- A link may be relative or http(s); an image only relative to the page (a chart is inlined as
+-- svg:N; an image from another host would be a beacon), never //host or /\host.
+local function safe_url(u, image)
+  local seen = u:gsub('[%z\1-\32\127]', '')
+  local scheme = seen:match('^(%a[%w+.-]*):')
+  if scheme then
+    scheme = scheme:lower()
+    if not image and (scheme == 'http' or scheme == 'https') then return seen end
+    return '#'
+  end
+  if seen:match('^[/\\][/\\]') or seen == '' then return '#' end
+  return seen
 end
 
 -- inline markup of one line of (unescaped) markdown
@@ -39,7 +52,10 @@ local function inline(s, opts)
           out[#out + 1] = '<figure class="chart" role="img" aria-label="' .. markdown.escape(alt) .. '">' ..
             opts.svgs[tonumber(k)] .. '</figure>'
         else
-          out[#out + 1] = '<img alt="' .. markdown.escape(alt) .. '" src="' .. markdown.escape(safe_url(src)) .. '">'
+          local url = safe_url(src, true)
+          -- an image the page may not show is its alt text
+          out[#out + 1] = url == '#' and markdown.escape(alt)
+            or ('<img alt="' .. markdown.escape(alt) .. '" src="' .. markdown.escape(url) .. '">')
         end
         i = stop
       else out[#out + 1] = '!'; i = i + 1 end
@@ -66,6 +82,13 @@ local function inline(s, opts)
   return table.concat(out)
 end
 
+--- One line of markdown's inline markup (code, bold, emphasis, links) as HTML, its text escaped.
+---@param s string
+---@return string
+function markdown.inline(s)
+  return inline(tostring(s), {})
+end
+
 local function cells(line)
   line = line:gsub('^%s*|', ''):gsub('|%s*$', '')
   local out, cur, i = {}, {}, 1
@@ -81,7 +104,7 @@ end
 
 --- Markdown to HTML.
 ---@param md string
----@param opts? {svgs?: string[]}
+---@param opts? {svgs?: string[], depth?: integer}
 ---@return string
 function markdown.html(md, opts)
   opts = opts or {}
@@ -124,6 +147,18 @@ function markdown.html(md, opts)
       end
       t[#t + 1] = '</tbody></table></div>'
       out[#out + 1] = table.concat(t)
+      i = i - 1
+    elseif l:match('^%s*>') and (opts.depth or 0) < 4 then
+      -- a block quote: its lines without their `>`, rendered as markdown of their own (4 deep at
+      -- most: a line of a thousand `>` is a paragraph, not a thousand calls)
+      flush()
+      local quoted = {}
+      while i <= #lines and lines[i]:match('^%s*>') do
+        quoted[#quoted + 1] = (lines[i]:gsub('^%s*> ?', ''))
+        i = i + 1
+      end
+      out[#out + 1] = '<blockquote>' .. markdown.html(table.concat(quoted, '\n'),
+        { svgs = opts.svgs, depth = (opts.depth or 0) + 1 }) .. '</blockquote>'
       i = i - 1
     elseif l:match('^%s*[-*]%s+') then
       flush()

@@ -88,9 +88,11 @@ end
 
 --- Run a recipe's steps in a sandbox. P: the adapter module (P.exec, P.put); o: {timeout
 --- (seconds for the whole replay, default 600), env (the sandbox's base variables, e.g.
---- PATH)}. Returns {steps, runs, copies, seconds} or nil, an error {message, log, step, line},
---- "EBUILD" |
---- "ETIMEDOUT" | the adapter's code.
+--- PATH), from_step (steps 1..from_step are already in the sandbox, from a build cache: their
+--- ENV, ARG, WORKDIR and USER still apply, nothing of theirs runs), on_step (fn(i, step) after
+--- each RUN step that ran and succeeded, and after the COPY steps before it)}. Returns {steps,
+--- runs, copies, seconds} or nil, an error {message, log, step, line}, "EBUILD" | "ETIMEDOUT" |
+--- the adapter's code.
 ---@param P table
 ---@param client any
 ---@param sb table
@@ -143,9 +145,21 @@ function replay.run(P, client, sb, rcp, o)
     end
     return true
   end
-  for _, s in ipairs(rcp.steps or {}) do
+  local from = o.from_step or 0
+  for i, s in ipairs(rcp.steps or {}) do
     info.steps = info.steps + 1
-    if s.op == 'COPY' then
+    if i <= from then
+      -- already built: only the state it leaves for later steps
+      if s.op == 'ENV' then
+        for _, kv in ipairs(s.vars) do env[kv[1]] = kv[2] end
+      elseif s.op == 'WORKDIR' then
+        cwd = s.path
+      elseif s.op == 'USER' then
+        user = s.user
+      elseif s.op == 'RUN' then
+        info.runs = info.runs + 1
+      end
+    elseif s.op == 'COPY' then
       if s.copy.from == nil then pending[#pending + 1] = s.copy; info.copies = info.copies + 1 end
     else
       local ok, err, code = flush()
@@ -180,6 +194,7 @@ function replay.run(P, client, sb, rcp, o)
           return fail(string.format('environment/Dockerfile line %d: RUN %s: exit %d%s', s.line, head(one_line(s.cmd), 200), r.code,
             why and (': ' .. why) or ''), log, 'EBUILD', s.line)
         end
+        if o.on_step then o.on_step(i, s) end
       end
     end
   end

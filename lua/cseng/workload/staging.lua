@@ -94,7 +94,13 @@ function staging.sandbox_spec(run, t)
     workdir = t.workdir,
     -- an installed agent (lua/solvers/codex.lua) runs in the sandbox and calls its model endpoint from there
     network = (c.allow_internet and run.opts.allow_network) or (run.solver and run.solver.needs_network) or false,
+    -- ports of this machine's 127.0.0.1 the sandbox must reach as its own 127.0.0.1:PORT: the run's
+    -- model proxy (lua/cseng/evals/proxy.lua), which installed agents call instead of their endpoint
+    -- an installed agent's model: the proxy's port, or a loopback endpoint it calls itself
+    host_ports = (run.evals and run.evals.model_proxy and { run.evals.model_proxy.port })
+      or (run.evals and run.evals.model_endpoint_port and { run.evals.model_endpoint_port }) or nil,
     cpus = c.cpus, memory_mb = c.memory_mb, disk_mb = c.storage_mb,
+    default_limits = run.opts.default_limits, -- what a provider that enforces limits uses where the task names none
     ttl_seconds = math.ceil(ttl),
     mode = run.opts.mode,
   }
@@ -111,6 +117,8 @@ function staging.build_request(run, t)
     timeout = t.config.build_timeout,
     labels = staging.labels(run, t),
     network = run.opts.build_network ~= 'off', -- RUN steps get the network unless --build-network off
+    limits = { cpus = t.config.cpus, memory_mb = t.config.memory_mb, disk_mb = t.config.storage_mb },
+    default_limits = run.opts.default_limits,
   }
 end
 
@@ -135,8 +143,9 @@ local run_of = setmetatable({}, { __mode = 'k' })
 function staging.run_of(ctx) return run_of[ctx] end
 
 --- The object solvers and staging steps use to reach the sandbox: the task, the sandbox's
---- exec/put/get, the run's options and getenv; not the run itself.
-function staging.context(run, t, sb)
+--- exec/put/get, the run's options and getenv; not the run itself. extra: fields the trial adds
+--- (session_id, budget, model_proxy, admission: the evals layer's and the run's).
+function staging.context(run, t, sb, extra)
   local provider, client = run.provider, run.client
   local ctx = {
     task = t, sb = sb, workdir = t.workdir, options = run.opts, getenv = run.getenv,
@@ -154,6 +163,7 @@ function staging.context(run, t, sb)
   end
   ctx.put = function(_, dir, tar) return provider.put(client, sb, dir, tar) end
   ctx.get = function(_, path) return provider.get(client, sb, path) end
+  for k, v in pairs(extra or {}) do ctx[k] = v end
   run_of[ctx] = run
   return ctx
 end

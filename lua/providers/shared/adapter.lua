@@ -11,6 +11,7 @@ local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
+local secrets = require 'cseng.lib.secrets'
 local errors = require 'cseng.lib.errors'
 
 local adapter = {}
@@ -40,7 +41,7 @@ end
 
 --- The credentials of an adapter's connect: each {key, var, secret = bool} read with
 --- setting(key, var) (var a name, or a list of alternative names); returns their values in
---- order, the secret ones registered with util.add_secret. Raises the one-line error naming
+--- order, the secret ones registered with secrets.add. Raises the one-line error naming
 --- every missing variable, e.g. "lizard provider: LIZARD_API_KEY is not set (export it, or put
 --- it in an --env-file)", alternatives as "A_TOKEN or A_API_KEY"; makes no request.
 ---@param provider string
@@ -60,7 +61,7 @@ function adapter.credentials(provider, setting, creds)
       table.concat(missing, ' and '), many and 'are' or 'is', many and 'them' or 'it', many and 'them' or 'it'))
   end
   for i, c in ipairs(creds) do
-    if c.secret then util.add_secret(values[i]) end
+    if c.secret then secrets.add(values[i]) end
   end
   return table.unpack(values, 1, #creds)
 end
@@ -83,7 +84,7 @@ function adapter.int(v) return math.tointeger(tonumber(v)) end
 --- is still a secret), trimmed, at most 300 bytes (then "...").
 function adapter.snippet(body)
   -- redacting a prefix longer than the cut by more than any secret is as good as the whole
-  body = util.trim(util.redact(tostring(body or ''):sub(1, 8192)))
+  body = util.trim(secrets.redact(tostring(body or ''):sub(1, 8192)))
   if #body > 300 then body = body:sub(1, 300) .. '...' end
   return body
 end
@@ -140,7 +141,7 @@ end
 --- fn(body) -> the error text of a body (default adapter.snippet)}. Returns data (decoded JSON,
 --- true for an empty body, the raw body with o.raw) and the response, or nil, message, CODE
 --- (and the response, for an HTTP status or a body that is not JSON). Messages of transport
---- and HTTP errors pass through util.redact.
+--- and HTTP errors pass through secrets.redact.
 ---@return any data, table|string res_or_err, string? code, table? res
 function adapter.request(provider, method, url, o)
   local headers, body = adapter.body(o)
@@ -152,19 +153,19 @@ function adapter.request(provider, method, url, o)
                                         omit_headers = o.omit_headers }
   if not res then
     if code == 'EBODY' then err = string.format('response body larger than %d bytes (CSENG_MAX_RESPONSE_BYTES)', max_body) end
-    return nil, util.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code
+    return nil, secrets.redact(provider .. ': ' .. what .. ': ' .. tostring(err)), code
   end
   -- a body is redacted before message() cuts it (adapter.snippet redacts what it keeps)
-  local function msg_of(b) return message == adapter.snippet and adapter.snippet(b) or message(util.redact(b or '')) end
+  local function msg_of(b) return message == adapter.snippet and adapter.snippet(b) or message(secrets.redact(b or '')) end
   if res.status < 200 or res.status > 299 then
-    return nil, util.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, msg_of(res.body))),
+    return nil, secrets.redact(string.format('%s: %s: HTTP %d: %s', provider, what, res.status, msg_of(res.body))),
       'HTTP_' .. res.status, res
   end
   if o.raw then return res.body, res end
   if res.body == nil or res.body:find('^%s*$') then return true, res end
   local ok, data = pcall(cjson.decode, res.body)
   if not ok then
-    return nil, util.redact(provider .. ': ' .. what .. ': response is not JSON: ' .. msg_of(res.body)), 'EPROTO', res
+    return nil, secrets.redact(provider .. ': ' .. what .. ': response is not JSON: ' .. msg_of(res.body)), 'EPROTO', res
   end
   return data, res
 end

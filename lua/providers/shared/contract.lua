@@ -18,6 +18,49 @@ end
 
 local function non_negative(v) return type(v) == 'number' and v >= 0 end
 
+-- ---- sandbox ids ---------------------------------------------------------------------------
+-- A sandbox id read back from a log or a shard (cleanup, --resume, cseng merge) comes from
+-- another machine: it becomes a URL path segment, a directory (local) or a Docker API path only
+-- once it has passed valid_id. Every adapter declares its ids' format (id_format); on top of it,
+-- no id may hold what changes the meaning of a path or URL, whatever an adapter declares.
+
+--- The longest sandbox id accepted (as session.MAX_ID_BYTES bounds what create may answer).
+contract.MAX_ID_BYTES = 512
+
+--- The format assumed for an adapter that declares none (an adapter object made by a spec):
+--- letters, digits and `_ . : -`, beginning with a letter or digit.
+contract.GENERIC_ID = { pattern = '^[%w][%w_.:-]*$', example = 'sb-0123456789' }
+
+--- Ids no format may accept (contract_spec checks every adapter against them).
+contract.HOSTILE_IDS = { '', '.', '..', '../x', '../../victim', 'a/b', '/abs', 'a\\b', 'a..b', 'a?b', 'a#b', 'a%2fb',
+  '%2e%2e', 'a b', 'a\tb', 'a\nb', 'a\rb', 'a\0b', 'a\27[2Jb', '-rf', 'a&b=c' }
+
+-- Why an id is refused whatever the adapter declares, or nil.
+local function universal(id)
+  if #id == 0 then return 'is empty' end
+  if #id > contract.MAX_ID_BYTES then return string.format('is %d bytes long (at most %d)', #id, contract.MAX_ID_BYTES) end
+  if id:find('[%c]') then return 'contains a control character' end
+  if id:find('%s') then return 'contains white space' end
+  if id:find('[/\\]') then return 'contains a path separator' end
+  if id:find('..', 1, true) then return 'contains ..' end
+  if id:find('[%%?#&=]') then return 'contains a URL delimiter (% ? # & =)' end
+  if not id:find('^%w') then return 'does not begin with a letter or digit' end
+  return nil
+end
+
+local function check_id_format(v)
+  if type(v.pattern) ~= 'string' or v.pattern:sub(1, 1) ~= '^' or v.pattern:sub(-1) ~= '$' or v.pattern:sub(-2) == '%$' then
+    return 'pattern must be a Lua pattern anchored at both ends (^...$)'
+  end
+  if type(v.example) ~= 'string' then return 'example must be a string (an id of the provider\'s own)' end
+  if v.max ~= nil and (math.tointeger(v.max) == nil or v.max < 1) then return 'max must be an integer >= 1' end
+  local ok, m = pcall(string.find, v.example, v.pattern)
+  if not ok then return 'pattern is not a valid Lua pattern: ' .. tostring(m) end
+  if not m or (v.max and #v.example > v.max) then return string.format('example %q does not match its pattern', v.example) end
+  local why = universal(v.example)
+  if why then return string.format('example %q %s', v.example, why) end
+end
+
 -- Each field: type, required, default (a value or fn(P, module_name)), check (fn(v) -> why|nil).
 contract.FIELDS = {
   { 'name', 'string', default = function(_, module) return (module or ''):gsub('_', '-') end },
@@ -47,6 +90,8 @@ contract.FIELDS = {
   end },
   { 'list_by_label', 'boolean', default = true },
   { 'replay', 'boolean' },
+  -- what its sandbox ids look like: {pattern = '^...$' (a Lua pattern), example = an id, max = bytes?}
+  { 'id_format', 'table', required = true, check = check_id_format },
 }
 
 -- Functions: required ones are called by every run kind; optional ones change behaviour when there.
@@ -110,6 +155,30 @@ function contract.get(P, name, module)
     end
   end
   return nil
+end
+
+--- Whether id is a sandbox id of adapter P, before any path or URL is built from it (an id
+--- read from a log or shard, one a provider's list answered): a string (or an integer) that
+--- matches P.id_format (contract.GENERIC_ID when P declares none) and holds nothing that
+--- changes what a path or URL means (no control character, white space, `/`, `\`, `..`,
+--- `%`, `?`, `#`, `&`, `=`; a letter or digit first). Returns true, or nil and the reason, which
+--- names the adapter and an example of its ids.
+---@param P table the adapter
+---@param id any
+---@return true|nil ok
+---@return string|nil why
+function contract.valid_id(P, id)
+  if math.type(id) == 'integer' then id = tostring(id) end
+  if type(id) ~= 'string' then return nil, 'is not a string (' .. type(id) .. ')' end
+  local why = universal(id)
+  if why then return nil, why end
+  local f = type(P) == 'table' and type(P.id_format) == 'table' and P.id_format or contract.GENERIC_ID
+  local ok, m = pcall(string.find, id, tostring(f.pattern))
+  if not ok or not m or (math.tointeger(f.max) and #id > f.max) then
+    local name = type(P) == 'table' and type(P.name) == 'string' and P.name or nil
+    return nil, string.format('is not %s sandbox id (like %s)', name and ('a ' .. name) or 'a', tostring(f.example))
+  end
+  return true
 end
 
 --- The credential entries of P as lists of alternative names: {{'A'}, {'B_TOKEN', 'B_KEY'}}.

@@ -1,4 +1,4 @@
---- The archive an installed agent is shipped in to a remote sandbox (lua/solvers/installed.lua's
+--- The archive an installed agent is shipped in to a remote sandbox (lua/solvers/shared/installed.lua's
 --- installed.ship): the CLI's files from the host's npm tree (`make deps-agents`) as one
 --- deterministic tar.gz (cseng.archive.pack: sorted entries, mtime 0, uid 0, a gzip header without
 --- time), made once and cached in $CSENG_CACHE/agents (else ~/.cache/cseng/agents) as

@@ -3,7 +3,7 @@
 per-microVM endpoint proxy, for lua/providers/aws_microvm.lua and the official
 @aws-sdk/client-lambda-microvms (spec/sdk/aws_microvm.mjs).
 
-  python3 spec/fakes/aws/fake.py --agent build/agent/cseng-agent --log requests.jsonl [--config cfg.json]
+  python3 spec/fakes/aws/fake.py --agent build/microvm-agent/cseng-agent --log requests.jsonl [--config cfg.json]
 
 prints one JSON line when it listens: {"lambda": URL, "s3": URL, "control": URL, "pid": N}.
 

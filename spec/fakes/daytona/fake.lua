@@ -2,16 +2,18 @@
 --- cseng.serve listener, the toolbox on another, sandboxes that really run commands.
 ---
 ---   local daytona_fake = dofile(sys.root() .. '/spec/fakes/daytona/fake.lua')
----   local f = daytona_fake.start { start_delay = 0.2, delete_status = 500 }
+---   local f = daytona_fake.start { start_reads = 2, delete_status = 500 }
 ---   -- the adapter: providers.daytona.connect(f.config())  (or the env of f.env() for the runner)
 ---   f.stats()  --> { creates=, created=, gets=, execs=, uploads=, downloads=, deletes=, destroyed=,
 ---                    lists=, unauthorized=, bad_requests=, unknown=, live=, ids=, requests=, ... }
 ---   f.set { delete_status = false }   -- change a switch while a run is going
 ---   f.close()
 ---
---- Sandboxes: POST /sandbox makes one in state "creating" (or "pending_build" with buildInfo);
---- it reads "started" once start_delay seconds have passed (or end_state, e.g. "error" or
---- "build_failed", with an errorReason). Its commands run for real (spec/fakes/sandboxes.lua:
+--- Sandboxes: POST /sandbox makes one in state "creating" (or "pending_build" with buildInfo),
+--- as its answer says; the sandbox's GET /sandbox/{id} reads that state start_reads more times,
+--- then "started" (or end_state, e.g. "error" or "build_failed", with an errorReason). The
+--- start is counted in reads, not seconds, so what a client sends does not depend on the
+--- machine's speed (a client that polls always sends a GET). Its commands run for real (spec/fakes/sandboxes.lua:
 --- bubblewrap, the sandbox's own directory as /), with the create body's env as the process
 --- environment. Like Daytona's daemon, process/execute does NOT use a shell: the command is
 --- split on spaces honouring '...' and "..." (no escapes) and exec'd; `envs` is ignored (the
@@ -34,7 +36,7 @@
 --- Every request is counted (luv's tap.lua style: specs assert exact numbers). Switches (all
 --- optional, changeable by set):
 ---   api_key ('test-daytona-key')        requests must carry Authorization: Bearer <it> (else 401)
----   start_delay (0.05)                  seconds from create to "started"
+---   start_reads (0)                     GETs of a new sandbox that still read "creating" (math.huge: it never starts)
 ---   end_state = 'error' | 'build_failed' the state a sandbox reaches instead of "started"
 ---   latency = seconds | {create=, get=, exec=, upload=, download=, delete=, list=}; values may be fn(n)
 ---   create_status / exec_status / delete_status / list_status / get_status = status | fn(n, ...):
@@ -121,7 +123,7 @@ end
 
 function fake.start(opts)
   local host = common.host()
-  local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_delay = 0.05 },
+  local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_reads = 0 },
     { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
       snapshots = 0, snapshot_gets = 0, snapshot_bodies = {},
       builds = 0, build_bodies = {}, build_contexts = {}, s3_puts = 0, s3_lists = 0, s3_refused = 0, push_access = 0 }, host)
@@ -167,8 +169,14 @@ function fake.start(opts)
   local function state_of(s)
     if s.deleted then return 'destroyed' end
     if s.snapshotting_until and clock.now() < s.snapshotting_until then return 'snapshotting' end
-    if (clock.now() - s.created_ns) / 1e9 >= (s.start_delay or 0) then return s.end_state or 'started' end
-    return s.build and 'pending_build' or 'creating'
+    if s.reads_to_start then return s.build and 'pending_build' or 'creating' end
+    return s.end_state or 'started'
+  end
+
+  -- a read of the sandbox (GET /sandbox/{id}) moves it towards its start
+  local function read(s)
+    if not s.reads_to_start then return end
+    if s.reads_to_start <= 0 then s.reads_to_start = nil else s.reads_to_start = s.reads_to_start - 1 end
   end
 
   local function view(s)
@@ -320,7 +328,7 @@ function fake.start(opts)
         target = type(body.target) == 'string' and body.target or 'us', cpu = body.cpu or 1, memory = body.memory or 1,
         disk = body.disk or 3, autoStopInterval = body.autoStopInterval or 15, autoDeleteInterval = body.autoDeleteInterval or -1,
         build = type(body.buildInfo) == 'table' and body.buildInfo or nil, created = os.time(), created_ns = clock.now(),
-        start_delay = cfg.start_delay, end_state = cfg.end_state,
+        reads_to_start = tonumber(cfg.start_reads) or 0, end_state = cfg.end_state,
       }
       local snap = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
       if snap and snapshot_state(snap) ~= 'active' then
@@ -373,6 +381,7 @@ function fake.start(opts)
         local s = forced('get_status', n)
         if s then return err(s, 'forced failure ' .. s) end
         if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
+        read(sb)
         return json(200, view(sb))
       elseif method == 'DELETE' then
         core.record(req, 'destroy', '/sandbox/{sandboxIdOrName}')

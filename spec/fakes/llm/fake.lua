@@ -1,5 +1,5 @@
 --- A stateful loopback fake of an OpenAI-compatible chat-completions API (OpenRouter, Vercel AI
---- Gateway), on cseng.serve, for the LLM solvers (lua/solvers/agent.lua).
+--- Gateway), on cseng.serve, for the LLM solvers (lua/solvers/shared/chat_loop.lua).
 ---
 ---   local llm = dofile(sys.root() .. '/spec/fakes/llm/fake.lua')
 ---   local f = llm.start { api_key = 'sk-test-1', script = llm.replay(function(conv) return { 'ls', 'make' } end) }
@@ -19,9 +19,15 @@
 ---   fault = fn(conv) -> status, headers, body | nil    answer instead of the script (429, 500, 401...)
 ---   usage = table | fn(conv) -> {prompt_tokens, completion_tokens, total_tokens, cost?} | false (no usage)
 ---   latency = seconds | fn(conv) -> seconds   before answering
----   rate = requests per second   a hidden request rate (a token bucket, burst `rate_burst`, default
----                              1): a valid request over it gets 429 (counted in rate_limited), with
----                              `Retry-After: rate_retry_after` when that is set; set{rate = false} lifts it
+---   limit = n                  a hidden limit of n requests answered at once: a valid request that
+---                              arrives while n are in the fake gets 429 (counted in rate_limited), with
+---                              `Retry-After: retry_after` when that is set; set{limit = false} lifts it
+---   hold_first = n             the first request within the limit is held (not answered) until one
+---                              conversation has had n requests refused (or hold_max seconds, 120,
+---                              passed: liveness only): the limit is reached whatever the machine's
+---                              speed, which a rate in requests per second is not (a loaded machine
+---                              sends slower than any rate); hold_first = 2 with llm_attempts = 2 and no
+---                              admission fails that conversation's trial, since each 429 spends a try
 --- Every request is checked (luv's tap.lua style: a wrong call fails the spec through the counters):
 --- POST to /v1/chat/completions or /api/v1/chat/completions, the bearer, a JSON body with model,
 --- messages starting system then user, the bash tool, and every tool call of an assistant message
@@ -29,7 +35,6 @@
 --- and counts in bad_requests (its reason in problems).
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
-local clock = require 'cseng.clock'
 local jsonl = require 'cseng.lib.jsonl'
 
 local fake = {}
@@ -113,10 +118,11 @@ end
 ---@field set fun(opts: table)
 ---@field close fun()
 
---- Start the fake on 127.0.0.1 (an ephemeral port).
+--- The fake without a listener: f.handler(req) answers one request (spec/fakes/llm/model.lua
+--- serves it beside the other APIs on one port).
 ---@param opts table switches, see the file header
 ---@return llm_fake
-function fake.start(opts)
+function fake.new(opts)
   local cfg = {}
   for k, v in pairs(opts or {}) do cfg[k] = v end
   cfg.api_key = cfg.api_key or 'sk-test-key'
@@ -124,21 +130,35 @@ function fake.start(opts)
 
   local st = {
     requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, faults = 0,
-    statuses = {}, rate_limited = 0, tool_results = 0, tool_calls_issued = 0, conversations = 0, problems = {},
-    convs = {}, requests_log = {},
+    statuses = {}, rate_limited = 0, refused_by_conv = {}, held = 0, tool_results = 0, tool_calls_issued = 0,
+    conversations = 0, problems = {}, convs = {}, requests_log = {},
   }
 
   local function count_status(s) st.statuses[s] = (st.statuses[s] or 0) + 1 end
 
-  -- the hidden request rate: a token bucket refilled at cfg.rate per second
-  local tokens, last = nil, clock.now()
-  local function over_rate()
-    if not cfg.rate then tokens = nil return false end
-    local now, burst = clock.now(), cfg.rate_burst or 1
-    tokens = math.min(burst, (tokens or burst) + (now - last) / 1e9 * cfg.rate)
-    last = now
-    if tokens >= 1 then tokens = tokens - 1 return false end
-    return true
+  -- the hidden limit: requests in the fake (past the checks, not yet answered); the first one
+  -- held until a conversation was refused hold_first times (the gate's one permit)
+  local in_fake, held_once, gate = 0, false, task.semaphore(0)
+  local released = false
+  local function release()
+    if not released then released = true gate:release() end
+  end
+  local function refuse(key)
+    st.rate_limited = st.rate_limited + 1
+    local n = (st.refused_by_conv[key] or 0) + 1
+    st.refused_by_conv[key] = n
+    if cfg.hold_first and n >= cfg.hold_first then release() end
+  end
+  local function hold()
+    if not cfg.hold_first or held_once then return end
+    held_once = true
+    st.held = st.held + 1
+    local timer = task.spawn(function()
+      task.sleep(cfg.hold_max or 120)
+      release()
+    end)
+    gate:acquire()
+    timer:cancel()
   end
 
   local function answer(req)
@@ -163,13 +183,16 @@ function fake.start(opts)
       return json(400, { error = { message = problem, code = 400 } })
     end
     log.model, log.usage_include = body.model, type(body.usage) == 'table' and body.usage.include or nil
-    if over_rate() then
-      st.rate_limited = st.rate_limited + 1
-      return json(429, { error = { message = 'Rate limit exceeded: requests per second', code = 429 } },
-        cfg.rate_retry_after and { ['Retry-After'] = tostring(cfg.rate_retry_after) } or nil)
-    end
     local ms = body.messages
     local key = ms[2].content
+    if cfg.limit and in_fake >= cfg.limit then
+      refuse(key)
+      return json(429, { error = { message = 'Rate limit exceeded: requests in flight', code = 429 } },
+        cfg.retry_after and { ['Retry-After'] = tostring(cfg.retry_after) } or nil)
+    end
+    in_fake = in_fake + 1
+    local _ <close> = setmetatable({}, { __close = function() in_fake = in_fake - 1 end })
+    hold()
     local c = st.convs[key]
     if not c then
       c = { requests = 0, completions = 0, attempts = {}, tool_results = {}, usage = {} }
@@ -228,20 +251,33 @@ function fake.start(opts)
     })
   end
 
-  local srv = assert(serve.listen { handler = function(req)
+  local self = { api_key = cfg.api_key }
+  function self.handler(req)
     local s, h, b = answer(req)
     count_status(s)
     return s, h, b
-  end })
-  local url = srv:url()
-  local self = { url = url .. '/api/v1', url_v1 = url .. '/v1', api_key = cfg.api_key }
+  end
   function self.stats() return st end
   function self.set(o)
     for k, v in pairs(o) do cfg[k] = v end
-    if o.rate == false then cfg.rate = nil end
-    if o.rate_retry_after == false then cfg.rate_retry_after = nil end
+    if o.limit == false then cfg.limit = nil end
+    if o.retry_after == false then cfg.retry_after = nil end
   end
-  function self.close() srv:close() end
+  function self.close()
+    release()
+    if self.server then self.server:close() end
+  end
+  return self
+end
+
+--- Start the fake on 127.0.0.1 (opts.port, default an ephemeral one).
+---@param opts table switches, see the file header
+---@return llm_fake
+function fake.start(opts)
+  local self = fake.new(opts)
+  self.server = assert(serve.listen { host = '127.0.0.1', port = (opts or {}).port or 0, handler = self.handler })
+  local url = self.server:url()
+  self.url, self.url_v1 = url .. '/api/v1', url .. '/v1'
   return self
 end
 

@@ -10,7 +10,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 
 local ROOT = sys.root()
@@ -71,11 +71,12 @@ function M.new(name)
   end
 
   --- A trial of an installed agent (A: {agent_name, tool}) that solved its task with the gold script:
-  --- passed, two commands, the fake's default usage (turn n: input 1000n + 7, output 50 + n), and a
+  --- passed, two commands, the fake's default usage (turn n: input 1000n + 7, output 50 + n) as the
+  --- run's model proxy counted it from the three answers (the CLI's own report agreeing), and a
   --- valid ATIF trajectory whose tokens are the trial's and whose tool calls are answered by id.
   function H.assert_installed_solved(r, A)
     local assert = require 'luassert' -- busted's (this file is dofile'd outside the spec's environment)
-    local atif = require 'cseng.agent.atif'
+    local atif = require 'cseng.evals.atif'
     local jsonl = require 'cseng.lib.jsonl'
     assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
     local u = r.solver_usage
@@ -84,6 +85,15 @@ function M.new(name)
     assert.equal('uploaded', u.install)
     assert.equal(1007 + 2007 + 3007, u.prompt_tokens)
     assert.equal(51 + 52 + 53, u.completion_tokens)
+    -- counted by the proxy from the answers themselves: the sandbox held a token, not the key
+    assert.equal('proxy', u.model_key)
+    assert.equal('proxy', u.counted_by)
+    assert.equal(3, u.requests)
+    assert.equal(3, u.responses)
+    assert.equal(0, u.responses_without_usage)
+    assert.equal(0, u.refused.ceiling + u.refused.route)
+    assert.equal(u.prompt_tokens, u.agent_reported.prompt_tokens)
+    assert.equal(u.completion_tokens, u.agent_reported.completion_tokens)
     local text = assert(fs.read(r.trajectory_path))
     local ok, p = atif.validate_text(text)
     assert.is_true(ok, table.concat(p or {}, '\n'))
@@ -122,7 +132,7 @@ function M.new(name)
     opts.llm_backoff_seconds = opts.llm_backoff_seconds or 0.05
     opts.retry_delay_seconds = 0
     opts.env = env
-    local status, info = runner.run_tasks(opts)
+    local status, info = frame.run('tasks', opts)
     local events = results.read(info.jsonl)
     return status, results.summary(events), info, events
   end

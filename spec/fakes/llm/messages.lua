@@ -62,9 +62,10 @@ local function check(body, cfg)
   return nil
 end
 
---- Start the fake on 127.0.0.1.
+--- The fake without a listener: f.handler(req) answers one request (spec/fakes/llm/model.lua
+--- serves it beside the other APIs on one port).
 ---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('Bash'), usage? = fun(conv): table, hold? = fun(conv): boolean}
-function fake.start(opts)
+function fake.new(opts)
   local cfg = {}
   for k, v in pairs(opts or {}) do cfg[k] = v end
   cfg.api_key = cfg.api_key or 'sk-ant-test'
@@ -158,10 +159,20 @@ function fake.start(opts)
     return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, sse(events)
   end
 
-  local srv = assert(serve.listen { handler = answer })
-  local self = { url = srv:url(), api_key = cfg.api_key }
+  local self = { api_key = cfg.api_key, handler = answer }
   function self.stats() return st end
-  function self.close() hold.closed = true; srv:close() end
+  function self.close()
+    hold.closed = true
+    if self.server then self.server:close() end
+  end
+  return self
+end
+
+--- Start the fake on 127.0.0.1 (an ephemeral port); ANTHROPIC_BASE_URL = f.url.
+function fake.start(opts)
+  local self = fake.new(opts)
+  self.server = assert(serve.listen { handler = self.handler })
+  self.url = self.server:url()
   return self
 end
 

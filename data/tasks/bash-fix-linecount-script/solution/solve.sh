@@ -14,8 +14,10 @@ tab=$'\t'
 total=0
 rows=""
 while IFS= read -r -d '' f; do
-    n=$(wc -l < "$f")
-    n=${n//[[:space:]]/}
+    # newline characters, as wc -l counts them, without a process per file
+    mapfile lines < "$f"
+    n=${#lines[@]}
+    if [ "$n" -gt 0 ] && [[ ${lines[n-1]} != *$'\n' ]]; then n=$((n - 1)); fi
     total=$((total + n))
     rows+="$n$tab${f#./}"$'\n'
 done < <(find . -type f -name '*.txt' -print0)

@@ -3,6 +3,9 @@ import subprocess
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 SCRIPT = "/workspace/render.sh"
 BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8"}
 
@@ -11,10 +14,10 @@ def render(template: bytes, env=None, via_stdin=False, tmp_path=None):
     e = dict(BASE_ENV)
     e.update(env or {})
     if via_stdin:
-        return subprocess.run(["bash", SCRIPT], input=template, capture_output=True, timeout=20, env=e)
+        return subprocess.run(["bash", SCRIPT], input=template, capture_output=True, timeout=TIMEOUT, env=e)
     p = tmp_path / "t.tpl"
     p.write_bytes(template)
-    return subprocess.run(["bash", SCRIPT, str(p)], capture_output=True, timeout=20, env=e)
+    return subprocess.run(["bash", SCRIPT, str(p)], capture_output=True, timeout=TIMEOUT, env=e)
 
 
 CASES = [
@@ -69,7 +72,7 @@ def test_missing_variables(tmp_path):
 
 def test_missing_file(tmp_path):
     r = subprocess.run(["bash", SCRIPT, str(tmp_path / "nope.tpl")], capture_output=True,
-                       timeout=20, env=BASE_ENV)
+                       timeout=TIMEOUT, env=BASE_ENV)
     assert r.returncode == 2
     assert r.stdout == b"" and r.stderr != b""
 
@@ -77,7 +80,7 @@ def test_missing_file(tmp_path):
 def test_example_template(tmp_path):
     env = {"APP_NAME": "shop", "DB_USER": "app", "DB_PASSWORD": "p@ss/w&rd\\1", "DB_NAME": "main"}
     r = subprocess.run(["bash", SCRIPT, "/workspace/templates/app.env.tpl"], capture_output=True,
-                       timeout=20, env={**BASE_ENV, **env})
+                       timeout=TIMEOUT, env={**BASE_ENV, **env})
     assert r.returncode == 0, r.stderr
     assert r.stdout == (b"APP_NAME=shop\n"
                         b"DATABASE_URL=postgres://app:p@ss/w&rd\\1@localhost:5432/main\n"

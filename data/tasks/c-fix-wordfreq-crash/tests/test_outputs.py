@@ -7,6 +7,9 @@ import subprocess
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 SRC = "/workspace/wordfreq"
 
 
@@ -15,7 +18,7 @@ def binary(tmp_path_factory):
     """Build a fresh copy of the sources in scratch space (never in /workspace)."""
     d = tmp_path_factory.mktemp("build") / "wordfreq"
     shutil.copytree(SRC, d, ignore=shutil.ignore_patterns("*.o", "wordfreq"))
-    r = subprocess.run(["make"], cwd=d, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["make"], cwd=d, capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = d / "wordfreq"
     assert os.access(exe, os.X_OK)
@@ -32,7 +35,7 @@ def expected(data: bytes, limit=10):
 
 
 def run(exe, data: bytes, *args):
-    r = subprocess.run([exe, *args], input=data, capture_output=True, timeout=10)
+    r = subprocess.run([exe, *args], input=data, capture_output=True, timeout=TIMEOUT)
     assert r.returncode == 0, (r.returncode, r.stderr[-500:])
     return r.stdout
 

@@ -8,13 +8,16 @@ import io
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 REPO = "/workspace/repo"
 FIX = json.load(open(os.path.join(os.path.dirname(__file__), "fixture.json")))
 
 
 def git(*args, check=True, text=True):
     r = subprocess.run(["git", "-c", "safe.directory=*", "-C", REPO, *args],
-                       capture_output=True, text=text, timeout=30)
+                       capture_output=True, text=text, timeout=TIMEOUT)
     if check:
         assert r.returncode == 0, r.stderr
     return r
@@ -31,7 +34,7 @@ def run_check(tmp_path, rev, script=None):
     d = extract(rev, tmp_path / rev[:12])
     if script is not None:
         (d / "check.py").write_text(script)
-    r = subprocess.run([sys.executable, "check.py"], cwd=d, capture_output=True, text=True, timeout=20)
+    r = subprocess.run([sys.executable, "check.py"], cwd=d, capture_output=True, text=True, timeout=TIMEOUT)
     return r.returncode
 
 
@@ -103,5 +106,5 @@ def test_helpers_still_work(slug, tmp_path):
     assert s.slug_path("My Blog", "First  Post!") == "my-blog/first-post"
     d = tmp_path / "head"
     r = subprocess.run([sys.executable, "slug.py"], cwd=d, input="Hello,  World\nA -- B\n",
-                       capture_output=True, text=True, timeout=20)
+                       capture_output=True, text=True, timeout=TIMEOUT)
     assert r.stdout == "hello-world\na-b\n"

@@ -7,13 +7,16 @@ import tarfile
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 REPO = "/workspace/repo"
 FIX = json.load(open(os.path.join(os.path.dirname(__file__), "fixture.json")))
 
 
 def git(*args, check=True):
     r = subprocess.run(["git", "-c", "safe.directory=*", "-C", REPO, *args],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, timeout=TIMEOUT)
     if check:
         assert r.returncode == 0, r.stderr
     return r

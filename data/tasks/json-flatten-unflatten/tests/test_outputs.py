@@ -5,12 +5,15 @@ import sys
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 TOOL = "/workspace/jflat.py"
 
 
 def run(cmd, text):
     return subprocess.run([sys.executable, TOOL, cmd], input=text, capture_output=True,
-                          text=True, timeout=20)
+                          text=True, timeout=TIMEOUT)
 
 
 def dumps(o):
@@ -74,10 +77,12 @@ def rand_doc(rng, depth=0):
     return [rand_doc(rng, depth + 1) for _ in range(rng.randint(0, 4))]
 
 
-@pytest.mark.parametrize("seed", range(12))
+# one document of many random parts per run (a program start costs more than the document)
+@pytest.mark.parametrize("seed", range(2))
 def test_roundtrip_random(seed):
     rng = random.Random(seed)
-    doc = {"root": rand_doc(rng)} if seed % 2 else [rand_doc(rng), rand_doc(rng)]
+    parts = [rand_doc(rng) for _ in range(12)]
+    doc = {"root%d" % i: p for i, p in enumerate(parts)} if seed % 2 else parts
     flat_text = flatten(doc)
     flat = json.loads(flat_text)
     assert all(not isinstance(v, (dict, list)) or v in ({}, []) for v in flat.values())
@@ -97,5 +102,5 @@ def test_bad_input(bad):
 def test_usage():
     for args in ([], ["explode"]):
         r = subprocess.run([sys.executable, TOOL, *args], input="{}", capture_output=True,
-                           text=True, timeout=20)
+                           text=True, timeout=TIMEOUT)
         assert r.returncode == 2

@@ -1,6 +1,5 @@
 import importlib.util
 import random
-import time
 
 import pytest
 
@@ -118,18 +117,60 @@ def test_random_against_model(seed):
     assert c.stats() == {"hits": m.h, "misses": m.m, "evictions": m.e}
 
 
-def test_performance_large_cache():
+class CountedKey:
+    """A key that counts how often the cache hashes or compares it: the work it does on keys."""
+
+    work = 0
+    budget = None
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    @classmethod
+    def count(cls):
+        cls.work += 1
+        if cls.budget is not None and cls.work > cls.budget:
+            raise AssertionError("more than %d key hashes and comparisons: the work grows with the cache" % cls.budget)
+
+    def __hash__(self):
+        CountedKey.count()
+        return hash(self.v)
+
+    def __eq__(self, other):
+        CountedKey.count()
+        return isinstance(other, CountedKey) and self.v == other.v
+
+    def __repr__(self):
+        return "CountedKey(%r)" % (self.v,)
+
+
+def work_per_operation(n, ops=2000):
+    """Key hashes and comparisons per operation on a cache of n entries (get, in, update, then
+    puts that evict). O(1) operations do the same few per operation at any n; a scan of the
+    entries does about n/2."""
     LRU = load()
-    n = 50000
     c = LRU(n)
-    start = time.monotonic()
-    for i in range(n):
-        c.put(i, i)
-    for i in range(n):
-        assert c.get(i) == i
-    for i in range(n, 3 * n):
-        evicted = c.put(i, i)
-        assert evicted == (i - n, i - n)
-    elapsed = time.monotonic() - start
-    assert len(c) == n
-    assert elapsed < 4.0, f"too slow: {elapsed:.2f}s for 200k operations"
+    keys = [CountedKey(i) for i in range(n + ops)]
+    CountedKey.budget = None
+    for k in keys[:n]:
+        c.put(k, k.v)
+    rng = random.Random(n)
+    picks = [keys[rng.randrange(n)] for _ in range(ops)]
+    CountedKey.work, CountedKey.budget = 0, 50 * 4 * ops
+    try:
+        for k in picks:
+            assert c.get(k) == k.v
+            assert k in c
+            assert c.put(k, k.v) is None
+        for i in range(ops):  # every put evicts the least recently used: the untouched first keys, then the picks
+            assert c.put(keys[n + i], n + i) is not None
+        assert len(c) == n
+        return CountedKey.work / (4 * ops)
+    finally:
+        CountedKey.budget = None
+
+
+def test_work_per_operation_does_not_grow_with_the_cache():
+    small, large = work_per_operation(100), work_per_operation(20000)
+    assert large <= 2 * small + 2, "%.1f key operations per cache operation at 20,000 entries, %.1f at 100" % (large, small)

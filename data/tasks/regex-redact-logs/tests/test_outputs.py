@@ -3,6 +3,9 @@ import subprocess
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 SCRIPT = "/workspace/redact.sh"
 
 # Hidden corpus and its expected redaction (checked by hand against the rules).
@@ -13,7 +16,7 @@ SAMPLE_OUT = b'2025-03-01T10:00:01Z INFO login ok user=[EMAIL] from [IPV4]\n2025
 
 def redact(data: bytes) -> bytes:
     assert os.access(SCRIPT, os.X_OK), "redact.sh must be executable"
-    r = subprocess.run([SCRIPT], input=data, capture_output=True, timeout=20)
+    r = subprocess.run([SCRIPT], input=data, capture_output=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -7,6 +7,9 @@ import subprocess
 
 import pytest
 
+# bounds a hung program (a clear failure), never a speed test: a slow machine passes too
+TIMEOUT = 300
+
 QUERY = "/workspace/top_customers.sql"
 SAMPLE_SQL = "/workspace/shop.sql"
 SCHEMA = """-- Sample shop database. Build it with:  sqlite3 shop.db < shop.sql
@@ -99,7 +102,7 @@ def expected(customers, orders, items):
 
 def run_query(db):
     with open(QUERY, "rb") as f:
-        r = subprocess.run(["sqlite3", "-csv", str(db)], stdin=f, capture_output=True, timeout=20)
+        r = subprocess.run(["sqlite3", "-csv", str(db)], stdin=f, capture_output=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr.decode()
     assert r.stderr == b"", r.stderr.decode()
     return list(csv.reader(io.StringIO(r.stdout.decode("utf-8"))))

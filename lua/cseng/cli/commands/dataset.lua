@@ -6,7 +6,7 @@ local crypto = require 'cseng.crypto'
 local dataset = require 'cseng.workload.dataset'
 local jsonl = require 'cseng.lib.jsonl'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
@@ -67,7 +67,7 @@ end
 function cmd.run(args)
   local sub = table.remove(args, 1)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('dataset: ' .. pos) end
+  if not f then return exit.usage_error('dataset: ' .. pos) end
   local ok, err = pcall(function()
     if sub == 'pack' then
       if #pos == 0 or not f.output then error(errors.usage('dataset pack needs SOURCE... and -o OUT.jsonl'), 0) end
@@ -100,7 +100,7 @@ function cmd.run(args)
     end
   end)
   if ok then return err or 0 end -- err: the status of validate
-  return cli.fail(err)
+  return exit.fail(err)
 end
 
 return cmd

@@ -8,7 +8,7 @@ local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
@@ -20,7 +20,8 @@ local cmd = {
   summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
   usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n\n' ..
     'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
-    'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text.\n\noptions:\n' ..
+    'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
+    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\noptions:\n' ..
     flags.help(SPEC, { 'format', 'output' }),
 }
 
@@ -98,11 +99,16 @@ local function csv_cell(v)
   end
   local s = tostring(v)
   if #s > TEXT_TAIL then s = s:sub(-TEXT_TAIL) end
+  -- text a spreadsheet would run as a formula (OWASP's CSV injection rule): a cell that begins
+  -- with = + - @ tab or carriage return gets a leading single quote, so it is shown as text
+  -- (a task id "=HYPERLINK(...)", an output tail "@SUM(...)"); numbers above stay numbers
+  if s:find('^[=+%-@\t\r]') then s = "'" .. s end
   if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
   return s
 end
 
---- CSV (RFC 4180: quoted cells where needed, CRLF line ends) of rows with a header row.
+--- CSV (RFC 4180: quoted cells where needed, CRLF line ends) of rows with a header row. A text
+--- cell (or column name) beginning with = + - @ tab or CR is prefixed with ' (csv_cell).
 function cmd.csv(rows)
   local seen, extra = {}, {}
   for _, c in ipairs(RUN_COLUMNS) do seen[c] = true end
@@ -113,7 +119,9 @@ function cmd.csv(rows)
   local cols = {}
   for _, c in ipairs(RUN_COLUMNS) do cols[#cols + 1] = c end
   for _, c in ipairs(extra) do cols[#cols + 1] = c end
-  local lines = { table.concat(cols, ',') }
+  local head = {}
+  for i, c in ipairs(cols) do head[i] = csv_cell(c) end -- a column is a record's key: text like any
+  local lines = { table.concat(head, ',') }
   for _, r in ipairs(rows) do
     local cells = {}
     for i, c in ipairs(cols) do cells[i] = csv_cell(r[c]) end
@@ -124,10 +132,10 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
-  if #pos == 0 then return cli.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
+  if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   local ok, rows = pcall(cmd.rows, pos)
-  if not ok then return cli.fail(rows, 'export') end
+  if not ok then return exit.fail(rows, 'export') end
   local text
   if (f.format or 'csv') == 'csv' then
     text = cmd.csv(rows)

@@ -1,5 +1,6 @@
 --- `cseng fake PROVIDER [--port P] [--env-file FILE]`: start a bundled loopback fake of a provider
---- (spec/fakes/<vendor>/fake.lua, listed in spec/fakes/init.lua) on its own, print the
+--- (spec/fakes/<vendor>/fake.lua, listed in spec/fakes/init.lua), or `cseng fake llm`, the
+--- scripted model of the LLM solvers (spec/fakes/llm/model.lua), on its own, print the
 --- environment that points cseng at it, serve until SIGINT or SIGTERM, then stop it: its
 --- sandboxes destroyed, its temporary files (and --env-file) removed.
 local fs = require 'cseng.fs'
@@ -13,19 +14,25 @@ local SPEC = {
   ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P', help = "the API's port on 127.0.0.1 (default: a free one)" },
   ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE',
     help = 'also write the environment to FILE (KEY=VALUE lines, for --env-file; removed when the fake stops)' },
+  ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH',
+    help = 'llm: the tasks whose gold solutions the model replays (default data/smoke.jsonl)' },
 }
-local ORDER = { 'port', 'env-file' }
+local ORDER = { 'port', 'env-file', 'dataset' }
 
 local function fakes() return dofile(sys.root() .. '/spec/fakes/init.lua') end
 
 local cmd = {
   summary = 'start a bundled loopback fake of a provider and print the environment that points cseng at it',
 }
-cmd.usage = 'usage: cseng fake PROVIDER [--port P] [--env-file FILE]\n\n' ..
+cmd.usage = 'usage: cseng fake PROVIDER [--port P] [--env-file FILE]\n' ..
+  '       cseng fake llm [--port P] [--env-file FILE] [--dataset PATH]\n\n' ..
   'Starts the fake of PROVIDER (one of: ' .. table.concat(fakes().names(), ', ') .. ') on 127.0.0.1, prints\n' ..
   'the `export` lines of a run against it, and serves until Ctrl-C or SIGTERM (exit 0), when its\n' ..
   'sandboxes and temporary files are removed. Sandboxes of the fakes really run their commands\n' ..
-  '(bubblewrap on the Debian base root filesystem, as the local provider). docs/providers/*.md show it.\n\n' ..
+  '(bubblewrap on the Debian base root filesystem, as the local provider). docs/providers/*.md show it.\n' ..
+  '`llm` is a scripted model for the LLM solvers (openrouter, ai_gateway: chat completions; codex:\n' ..
+  'Responses; claude_code: Messages) that replays the gold solution of the task a prompt names\n' ..
+  '(docs/SOLVERS.md): with its exports, `cseng run plans/solve-llm.lua` runs offline.\n\n' ..
   'options:\n' .. flags.help(SPEC, ORDER)
 
 --- The environment lines of f, sorted: {"K=V", ...}.
@@ -51,7 +58,15 @@ function cmd.run(args)
       ' (fakes: ', table.concat(F.names(), ', '), ')\n')
     return 2
   end
-  local fk, err = F.start(name, { port = f.port })
+  if f.dataset and name ~= 'llm' then
+    io.stderr:write('cseng: fake: --dataset is for cseng fake llm (see cseng fake --help)\n')
+    return 2
+  end
+  if f.dataset and not fs.exists(f.dataset) then
+    io.stderr:write('cseng: fake: --dataset ', f.dataset, ': no such file or directory\n')
+    return 2
+  end
+  local fk, err = F.start(name, { port = f.port, dataset = f.dataset })
   if not fk then io.stderr:write('cseng: fake: ', tostring(err), '\n'); return 1 end
   local lines = env_lines(fk)
   local status = 0
@@ -62,6 +77,10 @@ function cmd.run(args)
       assert(fs.write(f.env_file, table.concat(text, '\n') .. '\n'))
     end
     io.stdout:write('# the ', name, ' fake (spec/fakes/', F.FAKES[name].dir, '/) serves ', tostring(fk.url), '\n')
+    if name == 'llm' then
+      io.stdout:write('# a scripted model (', fk.model, '): it replays the gold solutions of the ', tostring(fk.tasks),
+        ' tasks of ', fk.dataset, '\n')
+    end
     io.stdout:write('# export this environment (or pass --env-file) and run cseng against it; Ctrl-C or SIGTERM stops it\n')
     for _, l in ipairs(lines) do io.stdout:write('export ', l.k, '=', util.shell_quote(l.v), '\n') end
     io.stdout:flush()

@@ -12,7 +12,7 @@ local proc = require 'cseng.proc'
 local clock = require 'cseng.clock'
 local rootfs_image = require 'cseng.images.rootfs'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
@@ -62,6 +62,14 @@ local function rootfs(f)
   local dest, err, existed = rootfs_image.build({ suite = f.suite, mirror = f.mirror, include = f.include, force = f.force, log = print })
   if not dest then io.stderr:write('cseng: images rootfs: ', tostring(err), '\n'); return 1 end
   if existed then print(string.format('%s exists; --force rebuilds it', dest)) end
+  -- the local provider's sandboxes see it through a user namespace: its owners shifted into the
+  -- subordinate range registered for them
+  local jail = require 'providers.shared.local_jail'
+  local ids, why = jail.ensure_subids()
+  if not ids then io.stderr:write('cseng: images rootfs: ', tostring(why), '\n'); return 1 end
+  if f.force and not existed then fs.remove_tree(rootfs_image.rootfs_dir(f.suite) .. '-u' .. ids.uid) end
+  local shifted, serr = rootfs_image.for_userns(f.suite, ids, { log = print })
+  if not shifted then io.stderr:write('cseng: images rootfs: ', tostring(serr), '\n'); return 1 end
   return 0
 end
 
@@ -126,7 +134,7 @@ end
 
 local function prune(f)
   local min_age = f.older_than and age_seconds(f.older_than)
-  if f.older_than and not min_age then return cli.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
+  if f.older_than and not min_age then return exit.usage_error('images prune: --older-than: expected e.g. 30m, 2h, 7d') end
   local docker, client = connect()
   if not docker then io.stderr:write('cseng: images prune: ', client, '\n'); return 1 end
   local images, err = docker.list_images(client)
@@ -155,13 +163,13 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('images: ' .. pos) end
+  if not f then return exit.usage_error('images: ' .. pos) end
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end
   if sub == 'list' or sub == nil then return list() end
   if sub == 'prune' then return prune(f) end
-  return cli.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
+  return exit.usage_error("images: unknown subcommand '" .. tostring(sub) .. "' (rootfs, base, list, prune)")
 end
 
 return cmd

@@ -1,5 +1,5 @@
 --- `cseng lua FILE [args]`: run a Lua script inside a task, with every engine module.
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 local cmd = {
   summary = 'run a Lua script with the engine modules (like lua FILE)',
   usage = [[usage: cseng lua FILE [args...]
@@ -12,7 +12,7 @@ by the script is the exit status.]],
 function cmd.run(args)
   local file = args[1]
   if not file then
-    return cli.usage_error('lua needs a FILE (see cseng lua --help)')
+    return exit.usage_error('lua needs a FILE (see cseng lua --help)')
   end
   local fn, err = loadfile(file)
   if not fn then

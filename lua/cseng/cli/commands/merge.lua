@@ -1,28 +1,30 @@
 --- `cseng merge DIR -o RUN.jsonl`: the shards of one sharded run (`cseng run --shard K/N`, a
 --- Slurm job array or a Kubernetes Indexed Job) into one log and one summary that the report
 --- templates read exactly as a single-machine run's. Refuses, with one line naming them, shards
---- that are missing, duplicated, from another run, or that hold the same trial twice.
+--- that are missing, duplicated, from another run, or that hold the same trial twice; and, since
+--- a shard comes from another machine, one naming an adapter this cseng does not have, a sandbox
+--- id that is not its adapter's, or a job id that is not a plain name (the file and line named).
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
-local cli = require 'cseng.cli.main'
+local session = require 'cseng.run.session'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
-  ['o'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'same as --output' },
   ['run'] = { key = 'run', type = 'string', arg = 'RUN_ID', help = 'merge this run when DIR holds shards of several' },
   ['allow-incomplete'] = { key = 'allow_incomplete', type = 'bool', help = 'merge shards whose run did not finish (status kept)' },
 }
 
 local cmd = {
   summary = 'merge the shards of a sharded run into one log and summary',
-  usage = 'usage: cseng merge DIR -o RUN.jsonl [--run RUN_ID]\n\n' ..
+  usage = 'usage: cseng merge DIR --output RUN.jsonl [--run RUN_ID] [--allow-incomplete]\n\n' ..
     'DIR holds <run-id>.shard-K-of-N.jsonl files (from cseng run --shard K/N, Slurm job arrays or\n' ..
     'Kubernetes Indexed Jobs). Every shard 0..N-1 of the run must be there exactly once.\n\noptions:\n' ..
-    flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }),
+    flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }) .. '\n  -o RUN.jsonl                   same as --output',
 }
 
 -- what is wrong with the shards given is a usage error (exit status 2)
@@ -41,6 +43,39 @@ local function shard_files(dir)
   end
   table.sort(out, function(a, b) if a.run_id ~= b.run_id then return a.run_id < b.run_id end return a.index < b.index end)
   return out
+end
+
+-- The records of a shard that name what later becomes a path or URL (the merged log feeds
+-- `cseng cleanup`, `--resume` and the viewer): its job id, each record's adapter (a file of
+-- lua/providers/, loaded by name), and each sandbox id (the adapter's own format).
+local function check_records(f)
+  local function at(rec) return results.where(rec) or f.path end
+  local job = f.started.shard.job_id
+  if job ~= nil and (type(job) ~= 'string' or not job:match('^[%w][%w._-]*$') or job:find('..', 1, true)) then
+    fail(string.format('%s: job_id %s is not a job id (letters, digits, . _ -)', at(f.started), jsonl.encode(job)))
+  end
+  local scope = results.run_scope(f.events)
+  local adapters = {}
+  for _, e in ipairs(f.events) do
+    if e.event == 'allocated' or e.event == 'destroyed' or e.event == 'cleanup_failed' or e.event == 'intent'
+      or e.event == 'lost_create' then
+      local info = type(e.provider) == 'string' and scope.providers[e.provider] or {}
+      local name = e.adapter or info.adapter or e.provider
+      local adapter = adapters[name]
+      if adapter == nil then
+        local ok, a = pcall(session.adapter, name)
+        if not ok then
+          fail(string.format('%s: adapter %s is not an adapter of this cseng (lua/providers/, see cseng providers)', at(e),
+            type(name) == 'string' and jsonl.encode(name) or tostring(name)))
+        end
+        adapters[name], adapter = a, a
+      end
+      if e.event ~= 'intent' and e.event ~= 'lost_create' then
+        local bad = session.id_problem(e, adapter)
+        if bad then fail(string.format('%s: %s', at(e), bad)) end
+      end
+    end
+  end
 end
 
 --- Check the shard set and read it. Returns the shards with .events, sorted by index.
@@ -101,6 +136,7 @@ function cmd.collect(dir, want_run)
         first.name, tostring(first.started.shard.job_id), tostring(first.started.plan), tostring(first.started.provider),
         tostring(first.started.mode)))
     end
+    check_records(f)
   end
   return shards, run_id, count
 end
@@ -178,12 +214,14 @@ function cmd.merge_events(shards, run_id, opts)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
+  local a = {}
+  for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
+  local f, pos = flags.parse(a, SPEC)
+  if not f then return exit.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
   if #pos ~= 1 or not f.output then
-    return cli.usage_error('merge needs DIR and -o RUN.jsonl (see cseng merge --help)')
+    return exit.usage_error('merge needs DIR and --output RUN.jsonl (see cseng merge --help)')
   end
-  if not f.output:match('%.jsonl$') then return cli.usage_error('merge: -o must name a .jsonl file') end
+  if not f.output:match('%.jsonl$') then return exit.usage_error('merge: --output must name a .jsonl file') end
   local ok, err = pcall(function()
     local shards, run_id, count = cmd.collect(pos[1], f.run)
     local events = cmd.merge_events(shards, run_id, f)
@@ -200,7 +238,7 @@ function cmd.run(args)
     io.stdout:write('results: ', f.output, '\n', 'summary: ', json_path, '\n')
   end)
   if not ok then
-    return cli.fail(err, 'merge')
+    return exit.fail(err, 'merge')
   end
   return 0
 end

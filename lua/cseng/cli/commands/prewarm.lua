@@ -1,19 +1,18 @@
 --- `cseng prewarm --provider NAME [PLAN.lua] [--dataset ... --task-index ...]`: prepares the warm
---- artifact of each selected task (runner.prepare_artifact: build if the provider builds, create,
---- stage, prepare, snapshot, destroy) and prints it: `DOCKER_IMAGE_ID=<id>` for one task, a
---- task -> artifact table for several. Writes results/prewarm-<provider>-<stamp>.json, which
+--- artifact of each selected task (the prewarm run kind, lua/cseng/run/kinds/prewarm.lua) and
+--- prints it: `DOCKER_IMAGE_ID=<id>` for one task, a task -> artifact table for several. Writes results/prewarm-<provider>-<stamp>.json, which
 --- `cseng run ... --mode warm --prewarm-file FILE` reads (or pass one id with --warm-artifact).
 local flags = require 'cseng.lib.flags'
 local plan = require 'cseng.run.plan'
 local options = require 'cseng.run.options'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local dataset = require 'cseng.workload.dataset'
 local errors = require 'cseng.lib.errors'
-local runner = require 'cseng.run.runner'
+local frame = require 'cseng.run.frame'
+local environment = require 'cseng.run.environment'
 local session = require 'cseng.run.session'
 local util = require 'cseng.lib.util'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
@@ -59,7 +58,7 @@ local function prewarm_image(provider, f)
     print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
   end)
   if ok then return 0 end
-  return cli.fail(err, 'prewarm')
+  return exit.fail(err, 'prewarm')
 end
 
 -- The prewarm files in dir (newest first): {path, doc}, for one provider or all.
@@ -96,9 +95,10 @@ local function list_or_prune(o, prune)
   if o.provider then
     adapter = session.adapter(o.provider)
     if adapter.list_artifacts or (prune and adapter.delete_artifact) then
-      local s = session.open { kind = 'prewarm', opts = o, id_parts = { 'prewarm-list', adapter.name },
-        stem = function(stamp) return 'prewarm-list-' .. adapter.name .. '-' .. stamp end }
-      client = s:connect(o.provider, o.provider_config).client
+      -- a client, not a run: listing allocates nothing, so it writes no run log
+      local ok, c = pcall(adapter.connect, util.merge(o.provider_config, { getenv = session.getenv(o.env) }))
+      if not ok then error(errors.line(c), 0) end
+      client = c
     end
   end
   if adapter and adapter.list_artifacts then
@@ -106,7 +106,7 @@ local function list_or_prune(o, prune)
     for _, a in ipairs(list) do
       n_art = n_art + 1
       rows[#rows + 1] = string.format('%-10s %-44s %-8s %s', adapter.name, tostring(a.task_id or '-'),
-        age_text(runner.artifact_age(a.id, a.created_at)), a.id)
+        age_text(environment.artifact_age(a.id, a.created_at)), a.id)
       if prune and adapter.delete_artifact then
         if adapter.delete_artifact(client, a.id) then n_del = n_del + 1 end
       end
@@ -123,7 +123,7 @@ local function list_or_prune(o, prune)
       if not (adapter and adapter.list_artifacts) then
         n_art = n_art + 1
         rows[#rows + 1] = string.format('%-10s %-44s %-8s %s  (%s)', tostring(doc.provider), tid,
-          age_text(runner.artifact_age(id, doc.created_at)), tostring(id), fdoc.path)
+          age_text(environment.artifact_age(id, doc.created_at)), tostring(id), fdoc.path)
         if prune then
           if adapter and adapter.delete_artifact and doc.provider == adapter.name then
             if adapter.delete_artifact(client, id) then n_del = n_del + 1 end
@@ -146,85 +146,37 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
-  if not f then return cli.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
+  if not f then return exit.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
   if f.list or f.prune then
-    if #pos > 0 then return cli.usage_error('prewarm --list/--prune take no PLAN.lua') end
+    if #pos > 0 then return exit.usage_error('prewarm --list/--prune take no PLAN.lua') end
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })
-    if not ok then return cli.usage_error(o) end
+    if not ok then return exit.usage_error(o) end
     local lok, st = pcall(list_or_prune, o, f.prune)
-    if not lok then return require('cseng.cli.main').fail(st, 'prewarm') end
+    if not lok then return exit.fail(st, 'prewarm') end
     return st
   end
   if f.provider then
     local okp, provider = pcall(session.adapter, f.provider)
     if okp and provider.prewarm_image then return prewarm_image(provider, f) end
   end
-  if #pos > 1 then return cli.usage_error('prewarm takes at most one PLAN.lua') end
+  if #pos > 1 then return exit.usage_error('prewarm takes at most one PLAN.lua') end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)
-  if not ok then return cli.usage_error(p) end
+  if not ok then return exit.usage_error(p) end
   local argv = { 'cseng', 'prewarm', table.unpack(args) }
   local ok2, o = pcall(options.merge, p, f, argv)
-  if not ok2 then return cli.usage_error(o) end
+  if not ok2 then return exit.usage_error(o) end
   o.mode = 'warm'
-  if not f.provider then return cli.usage_error('prewarm needs --provider NAME') end
+  if not f.provider then return exit.usage_error('prewarm needs --provider NAME') end
 
-  local status = 0
-  local rok, rerr = pcall(function()
-    local provider = session.adapter(o.provider)
-    if not provider.snapshot then errors.raise(errors.ENOTSUP, string.format("provider '%s' has no warm mode (no snapshot)", provider.name)) end
-    local tasks = dataset.load(o.dataset)
-    local selected = dataset.select(tasks, o.task_index, o.task_limit, o.tasks)
-    -- the summary is results/prewarm-<provider>-<stamp>.json (or --output FILE.json), the log beside it
-    local F = require('cseng.run.frame').open { kind = 'prewarm', opts = require('cseng.cli.present').attach(o),
-      session = { id_parts = { 'prewarm', provider.name },
-        stem = function(stamp) return 'prewarm-' .. provider.name .. '-' .. stamp end } }
-    local s = F.session
-    local out_json, log = s.json, s.jsonl
-    local pv = F:connect(o.provider, o.provider_config)
-    local run = runner.run_of(s, pv, nil, F)
-    F:started({ kind = 'prewarm', provider = provider.name, dataset = o.dataset, task_count = #selected,
-      provider_config = o.provider_config },
-      require('cseng.run.frame').identity(o, { kind = 'prewarm', provider = provider.name, providers = { provider.name },
-        selection = { task_index = o.task_index, task_limit = o.task_limit, tasks = o.tasks, count = #selected } }))
-    F:emit('plan', { run_id = s.id, total = #selected, provider = provider.name, concurrency = o.concurrency or 1, log = log })
-    local artifacts, failed = {}, {}
-    -- the run frame's worker loop: no new allocation once the run halts (a failed cleanup, an
-    -- authentication failure, an interrupt), then the same end as every run kind
-    F:pool(selected, { concurrency = o.concurrency or 1, each = function(t)
-      local pok, art = pcall(runner.prepare_artifact, run, t, require('cseng.workload.recipe').for_run(run, t).key:sub(1, 24))
-      if pok then
-        artifacts[t.id] = art
-        F:emit('artifact', { task_id = t.id, artifact = art, many = #selected > 1 })
-      else
-        local e = require('cseng.lib.errors').from(art)
-        F:observe(pv, { error_code = e.code, error = e.message, error_stage = 'start' }, {})
-        failed[t.id] = errors.line(art)
-        F:emit('artifact_failed', { task_id = t.id, error = failed[t.id] })
-      end
-    end })
-    local nerr = 0
-    for _ in pairs(failed) do nerr = nerr + 1 end
-    F:close({ errors = nerr, prepared = #selected - nerr })
-    local doc = {
-      kind = 'cseng-prewarm', provider = provider.name, run_id = s.id, created_at = os.date('!%Y-%m-%dT%H:%M:%SZ'),
-      dataset = o.dataset, artifact_env = provider.artifact_env, artifacts = artifacts,
-      errors = next(failed) and failed or nil,
-    }
-    errors.check(nil, fs.mkdir_p(util.dirname(out_json)))
-    errors.check(nil, fs.write(out_json, util.json_sorted(doc) .. '\n'))
-    local env_name = provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')
-    if #selected == 1 and artifacts[selected[1].id] then
-      print(env_name .. '=' .. artifacts[selected[1].id])
-    end
-    if not o.quiet then
-      io.stdout:write('prewarm file: ', out_json, '\n',
-        string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', provider.name, out_json))
-    end
-    status = require('cseng.run.frame').exit_status(F, #selected, nerr)
-    if nerr > 0 and status == 0 then status = 1 end -- an artifact that could not be made is missing
-  end)
-  if not rok then return require('cseng.cli.main').fail(rerr, 'prewarm') end
+  local rok, status, info = pcall(frame.run, 'prewarm', require('cseng.cli.present').attach(o))
+  if not rok then return exit.fail(status, 'prewarm') end
+  local sel = info.selected
+  if #sel == 1 and info.artifacts[sel[1].id] then print(info.artifact_env .. '=' .. info.artifacts[sel[1].id]) end
+  if not o.quiet then
+    io.stdout:write('prewarm file: ', info.json, '\n',
+      string.format('use: cseng run plans/warm-gold.lua --provider %s --prewarm-file %s\n', info.provider, info.json))
+  end
   return status
 end
 

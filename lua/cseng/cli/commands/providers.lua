@@ -5,7 +5,7 @@ local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
 local jsonl = require 'cseng.lib.jsonl'
 local contract = require 'providers.shared.contract'
-local cli = require 'cseng.cli.main'
+local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
@@ -54,12 +54,12 @@ end
 
 function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
-  if not f then return cli.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
-  if #pos > 0 then return cli.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
+  if not f then return exit.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
+  if #pos > 0 then return exit.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
   local getenv
   if f.env_file then
     local ok, env = pcall(require('cseng.run.options').read_env_files, f.env_file)
-    if not ok then return cli.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
+    if not ok then return exit.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
     getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
   end
   local list = cmd.list(getenv)
@@ -69,13 +69,19 @@ function cmd.run(args)
     io.stdout:write(jsonl.encode(list), '\n')
     return broken > 0 and 1 or 0
   end
+  -- two lines per adapter, aligned whatever their lengths: the name and its state (ready, the
+  -- variables it needs, or the contract it breaks), then its description under the state
+  local w = 0
+  for _, p in ipairs(list) do w = math.max(w, #p.name) end
+  local fmt, indent = '%-' .. w .. 's  %s', string.rep(' ', w + 2)
   for _, p in ipairs(list) do
     if p.error then
-      print(string.format('%-12s (fails to load: %s)', p.name, p.error))
+      print(string.format(fmt, p.name, 'fails to load: ' .. p.error))
     else
       local cred = #p.missing > 0 and ('needs ' .. table.concat(p.missing, ', ')) or (p.ready and 'ready' or 'breaks the contract')
-      print(string.format('%-12s %-34s %s', p.name, cred, p.description or ''))
-      for _, v in ipairs(p.violations) do print(string.format('%-12s   contract: %s', '', v)) end
+      print(string.format(fmt, p.name, cred))
+      if p.description then print(indent .. p.description) end
+      for _, v in ipairs(p.violations) do print(indent .. 'contract: ' .. v) end
     end
   end
   return broken > 0 and 1 or 0

@@ -30,6 +30,9 @@ function cmd.run(args)
   argv[0] = 'cseng test'
   -- a failed trial record without a registered error_code fails the spec that wrote it
   require('cseng.results.log').strict_codes = true
+  -- a module that writes a field its record does not declare fails the spec that made it write
+  -- (lua/cseng/run/records.lua; make check exports CSENG_STRICT_RECORDS=1 for the runs specs start)
+  require('cseng.run.records').strict = true
   -- busted ends with os.exit; turn that into a return so the engine closes cleanly.
   local real_exit = os.exit
   os.exit = function(code) error({ cseng_exit = code == true and 0 or (code or 0) }, 0) end -- luacheck: ignore 122

@@ -2,7 +2,7 @@
 // (lua/cseng/view/app.lua), or, in a static export, from the data scripts beside the page
 // (CSENG_PUT calls), so the same code runs over http:// and file://. No framework, no fetch
 // from outside: text goes in with textContent; the only HTML set as markup is what the server
-// rendered and escaped (the arena's report, the comparison).
+// rendered and escaped (the arena's report, the comparison); every href and src passes safeUrl.
 'use strict';
 
 const DATA = { runs: null, run: {}, records: {}, compare: {} };
@@ -81,12 +81,23 @@ const link = {
 
 // ---- small DOM helpers ---------------------------------------------------------------------
 
+// A URL attribute as the browser will read it (ASCII tab and newline dropped anywhere, controls and
+// spaces at the ends: `java<TAB>script:` is `javascript:`), so every control character and space
+// goes first; then only http(s) or a path of the viewer's own passes (not //host or /\host).
+function safeUrl(u) {
+  const seen = String(u).replace(/[\u0000-\u0020\u007f]/g, '');
+  const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):/.exec(seen);
+  if (scheme) return /^https?$/i.test(scheme[1]) ? seen : '#';
+  return /^[\\/][\\/]/.test(seen) ? '#' : seen;
+}
+
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') e.className = v;
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'href' || k === 'src') e.setAttribute(k, safeUrl(v));
     else e.setAttribute(k, v);
   }
   for (const k of kids.flat(Infinity)) if (k !== undefined && k !== null && k !== false) e.append(k instanceof Node ? k : String(k));
@@ -113,6 +124,11 @@ const fmt = {
     return (s / 3600).toFixed(1) + ' h';
   },
   time: (t) => (t ? String(t).replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '–'),
+  // a start in the run list: month, day and minute this year (the year before, the date); UTC, as logged
+  day: (t) => {
+    const s = String(t);
+    return s.slice(0, 4) === String(new Date().getUTCFullYear()) ? s.slice(5, 16).replace('T', ' ') : s.slice(0, 10);
+  },
 };
 
 function badge(text, kind) { return el('span', { class: 'badge ' + (kind || text) }, text); }
@@ -176,26 +192,87 @@ function hbars(items, unit) {
 
 // ---- page: run list ------------------------------------------------------------------------
 
+// The run list reads at 1,280 px: a row is one line (a second, clipped, for a note), a run id is
+// never broken, and the text that can be long (plan and label, providers, solver and model, the
+// dataset's path) is clipped to a share of the viewport with its whole text in a title.
 const RUN_COLUMNS = [
-  ['id', 'run'], ['status', 'status'], ['kind', 'kind'], ['plan', 'plan'], ['providers', 'providers'], ['mode', 'mode'],
+  ['id', 'run'], ['status', 'status'], ['plan', 'plan'], ['providers', 'providers / mode'],
   ['solver', 'solver / model'], ['dataset', 'dataset'], ['started', 'started'], ['duration_s', 'duration'],
   ['passed', 'passed'], ['failed', 'failed'], ['errors', 'errors'], ['cost_usd', 'cost'],
 ];
 
+// a path cut to about max characters, its end kept (the file name says most): …/tasks/smoke16.jsonl
+function shortPath(p, max) {
+  const s = String(p);
+  if (s.length <= max) return s;
+  const parts = s.split('/');
+  let out = parts[parts.length - 1];
+  if (out.length + 2 > max) return out.slice(0, Math.ceil(max / 2) - 1) + '…' + out.slice(out.length - Math.floor(max / 2) + 1);
+  for (let i = parts.length - 2; i > 0; i--) {
+    if (parts[i].length + out.length + 3 > max) break;
+    out = parts[i] + '/' + out;
+  }
+  return '…/' + out;
+}
+
+// text clipped to its column (CSS: .clip), the whole of it in a title
+function clip(text, title, cls) {
+  return el('span', { class: 'clip' + (cls ? ' ' + cls : ''), title: title || text }, text);
+}
+
+// a note under a run id: one line, clipped, whole in its title; it never widens the column
+function note(text, cls) { return el('div', { class: 'note ' + (cls || 'muted'), title: text }, text); }
+
+// an error of a file that is not a run: the log's path is on its page; here, its base name
+function shortError(r) {
+  const e = String(r.error);
+  return r.path && e.startsWith(r.path) ? e.replace(r.path, r.path.split('/').pop()) : e;
+}
+
 function runCell(r, key) {
   switch (key) {
-    case 'id': return el('td', {}, r.error && !r.started ? el('span', {}, r.id) : el('a', { href: link.run(r), class: 'run-link' }, r.id),
-      r.error ? el('div', { class: 'err' }, r.error) : null, r.torn ? el('div', { class: 'warn-text' }, r.torn) : null,
-      r.indexing ? el('div', { class: 'muted' }, `reading the log: ${Math.floor((100 * r.indexing.read) / r.indexing.bytes)}%`) : null);
-    case 'providers': return el('td', {}, (r.providers || []).join(', '));
-    case 'solver': return el('td', {}, [r.solver, r.model].filter(Boolean).join(' / '));
-    case 'started': return el('td', { class: 'nowrap' }, fmt.time(r.started));
+    case 'id': {
+      // a copy of another file's run is listed as "<run id> (<file>)": the id stays whole, the file is a note
+      const id = String(r.id), rid = typeof r.run_id === 'string' ? r.run_id : null;
+      const suffix = rid && id !== rid && id.startsWith(rid + ' ') ? id.slice(rid.length + 1) : null;
+      const name = suffix ? rid : id;
+      const notes = [suffix, r.torn, r.indexing ? `reading the log: ${Math.floor((100 * r.indexing.read) / r.indexing.bytes)}%` : null];
+      return el('td', { class: 'run-id' }, r.error && !r.started ? el('span', { class: 'run-name' }, name)
+        : el('a', { href: link.run(r), class: 'run-link' }, name),
+      notes.some(Boolean) ? note(notes.filter(Boolean).join(': '), r.torn ? 'warn-text' : 'muted') : null);
+    }
+    // an arena run (kind startup) says so before its plan; the kind has a filter of its own
+    case 'plan': {
+      const arena = r.kind === 'startup';
+      const text = [r.plan, r.label].filter(Boolean).join(' · ');
+      const title = [r.kind && 'kind: ' + r.kind, r.plan && 'plan: ' + r.plan, r.label && 'label: ' + r.label].filter(Boolean).join('\n');
+      return el('td', { class: 'flex' }, el('span', { class: 'clip', title }, arena ? el('span', { class: 'tag' }, 'arena') : null, text));
+    }
+    case 'providers': return el('td', { class: 'flex' }, clip([(r.providers || []).join(', '), r.mode].filter(Boolean).join(' / ')));
+    case 'solver': return el('td', { class: 'flex' }, clip([r.solver, r.model].filter(Boolean).join(' / ')));
+    // the path cut to what its column can show (about 1/45 of the window in characters): the file name first
+    case 'dataset': return el('td', { class: 'flex' }, r.dataset ? clip(shortPath(r.dataset, Math.max(16, Math.round(window.innerWidth / 45))),
+      String(r.dataset)) : '');
+    case 'started': return el('td', {}, r.started ? el('span', { title: fmt.time(r.started) + ' (UTC)' }, fmt.day(r.started)) : '–');
     case 'duration_s': return el('td', { class: 'num' }, fmt.dur(r.duration_s));
     case 'cost_usd': return el('td', { class: 'num' }, fmt.usd(r.cost_usd));
     case 'passed': case 'failed': case 'errors': return el('td', { class: 'num ' + key }, r[key] ?? 0);
     case 'status': return el('td', {}, statusBadge(r));
     default: return el('td', {}, r[key] ?? '');
   }
+}
+
+// a row of the run list; a file that is not a run has its error where its columns would be
+function runRow(r) {
+  const tr = el('tr', { 'data-run-id': r.id, class: r.live ? 'live-row' : '' });
+  if (r.error && !r.started) {
+    tr.append(runCell(r, 'id'), runCell(r, 'status'),
+      el('td', { colspan: RUN_COLUMNS.length - 2, class: 'row-error' }, note(shortError(r), 'err')));
+  } else {
+    tr.append(...RUN_COLUMNS.map(([k]) => runCell(r, k)));
+    if (r.error) tr.cells[0].append(note(shortError(r), 'err'));
+  }
+  return tr;
 }
 
 async function pageRuns(root) {
@@ -224,7 +301,7 @@ async function pageRuns(root) {
     const f = state.filter.toLowerCase();
     let rows = doc.runs.filter((r) => (!state.kind || r.kind === state.kind) &&
       (!state.solver || r.solver === state.solver) && (!state.model || r.model === state.model) &&
-      (!f || JSON.stringify([r.id, r.plan, r.providers, r.mode, r.solver, r.model, r.dataset, r.status, r.error]).toLowerCase().includes(f)));
+      (!f || JSON.stringify([r.id, r.plan, r.label, r.providers, r.mode, r.solver, r.model, r.dataset, r.status, r.error]).toLowerCase().includes(f)));
     rows = rows.slice().sort((a, b) => {
       const x = a[state.sort], y = b[state.sort];
       if (x === y) return 0;
@@ -232,8 +309,7 @@ async function pageRuns(root) {
       if (y === undefined || y === null) return -1;
       return (x < y ? -1 : 1) * state.dir;
     });
-    tbody.replaceChildren(...rows.map((r) => el('tr', { 'data-run-id': r.id, class: r.live ? 'live-row' : '' },
-      RUN_COLUMNS.map(([k]) => runCell(r, k)))));
+    tbody.replaceChildren(...rows.map(runRow));
     count.textContent = `${rows.length} of ${doc.runs.length} run(s)`;
     for (const th of head.children) th.className = th.dataset.key === state.sort ? (state.dir > 0 ? 'sorted asc' : 'sorted desc') : '';
     const ks = [...new Set(doc.runs.map((r) => r.kind))].sort();
@@ -285,7 +361,8 @@ function runHeader(doc) {
       ['started', fmt.time(r.started)], ['finished', fmt.time(r.finished)], ['duration', fmt.dur(r.duration_s)],
       ['file', r.path]]),
     el('p', { class: 'counts' },
-      el('span', { class: 'passed', 'data-count': 'trials' }, `${r.trials} trial(s)`), ': ',
+      el('span', { class: 'passed', 'data-count': 'trials' }, `${r.trials} ${r.kind === 'startup' ? 'sample' : 'trial'}(s)`),
+      r.warmups ? el('span', { class: 'muted', 'data-count': 'warmups' }, ` (and ${r.warmups} warmup(s), not counted)`) : null, ': ',
       el('span', { class: 'passed' }, `${r.passed} passed`), ', ',
       el('span', { class: 'failed' }, `${r.failed} failed`), ', ',
       el('span', { class: 'errors' }, `${r.errors} errors`),
@@ -376,31 +453,84 @@ function transcriptView(list) {
   return el('ol', { class: 'transcript' }, steps);
 }
 
-async function openTrial(runId, i, panel) {
+// a record's object as rows of a two-column table: nested objects by dotted key, a list of plain
+// values joined, a list of objects as JSON; numbers with at most 4 decimals
+function flatten(obj, prefix, out) {
+  for (const [k, v] of Object.entries(obj)) {
+    const key = prefix ? prefix + '.' + k : k;
+    if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v, key, out);
+    else if (Array.isArray(v)) out.push([key, v.every((x) => x === null || typeof x !== 'object') ? v.join(', ') : JSON.stringify(v)]);
+    else out.push([key, v]);
+  }
+  return out;
+}
+function fieldValue(v) {
+  if (v === null || v === undefined) return '–';
+  if (typeof v === 'number' && !Number.isInteger(v)) return String(Number(v.toFixed(4)));
+  return String(v);
+}
+function fieldsTable(name, obj) {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return null;
+  const rows = flatten(obj, '', []);
+  if (!rows.length) return null;
+  return el('div', { class: 'block' }, el('h4', {}, name), el('table', { class: 'small fields', 'data-fields': name },
+    el('tbody', {}, rows.map(([k, v]) => el('tr', {}, el('th', { scope: 'row' }, k), el('td', {}, fieldValue(v)))))));
+}
+// the cost ledger (lua/cseng/agent/ledger.lua): one row per item, then the total
+function costTable(cost) {
+  if (!cost || typeof cost !== 'object' || !Array.isArray(cost.items)) return fieldsTable('cost', cost);
+  const cols = [...new Set(cost.items.flatMap((it) => Object.keys(it || {})))];
+  return el('div', { class: 'block' }, el('h4', {}, 'cost' + (cost.complete === false ? ' (incomplete: some items have no price)' : '')),
+    el('table', { class: 'small fields', 'data-fields': 'cost' },
+      el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+      el('tbody', {}, cost.items.map((it) => el('tr', {}, cols.map((c) => el('td', { class: typeof it[c] === 'number' ? 'num' : '' },
+        it[c] === undefined ? '' : (c === 'usd' ? fmt.usd(it[c]) : fieldValue(it[c])))))),
+      el('tr', { class: 'total' }, el('th', { colspan: Math.max(1, cols.length - 1) }, 'total'), el('td', { class: 'num' }, fmt.usd(cost.total_usd))))));
+}
+
+// A trial's address is the run page's fragment #trial-N: it can be copied and reopened, and back and
+// forward move between the trials opened (hashchange opens the one named, an empty fragment closes it).
+const trialHash = (i) => '#trial-' + i;
+function trialFromHash() { const m = /^#trial-(\d+)$/.exec(location.hash); return m ? Number(m[1]) : null; }
+
+async function openTrial(runId, i, panel, opts) {
   panel.replaceChildren(el('p', { class: 'muted' }, 'loading trial…'));
+  for (const tr of document.querySelectorAll('#trials tbody tr.selected')) tr.classList.remove('selected');
+  const sel = document.querySelector(`#trials tbody tr[data-trial="${i}"]`);
+  if (sel) sel.classList.add('selected');
   const d = await api('/api/runs/' + encodeURIComponent(runId) + '/trials/' + i);
-  if (!d || d.error) { panel.replaceChildren(el('p', { class: 'err' }, (d && d.error) || 'no trial')); return; }
+  if (!d || d.error) { panel.replaceChildren(el('p', { class: 'err' }, (d && d.error) || 'no trial ' + i)); return; }
   const r = d.record, row = d.row;
   const total = (row.phases || []).reduce((a, p) => a + p[1], 0);
+  const here = location.href.replace(/#.*$/, '') + trialHash(i);
   fill(panel,
-    el('h3', { id: 'trial-title' }, `trial ${i}: ${row.task}`, ' ', badge(row.outcome)),
+    el('div', { class: 'trial-head' },
+      el('h3', { id: 'trial-title' }, `trial ${i}: ${row.task}`, ' ', badge(row.outcome), row.warmup ? ' (warmup)' : ''),
+      el('a', { href: trialHash(i), class: 'trial-link', title: here }, 'link to this trial'),
+      el('button', { onclick: () => { history.pushState(null, '', location.pathname + location.search); closeTrial(panel); } }, 'close')),
     kv([['provider', row.provider], ['mode', row.mode], ['solver', row.solver], ['model', row.model !== '-' ? row.model : ''],
       ['attempt', row.attempt], ['reward', r.reward ?? ''],
-      ['reward rule', r.reward_rule], ['return code', r.return_code], ['error', r.error],
+      ['reward rule', r.reward_rule], ['return code', r.return_code], ['error', typeof r.error === 'string' ? r.error : ''],
       ['error stage / code', r.error_stage || r.error_code ? `${r.error_stage || '?'} / ${r.error_code || '?'}` : ''],
-      ['sandbox', r.sandbox_id], ['sandbox seconds', fmt.s(r.sandbox_seconds, 3)], ['cost', fmt.usd(r.estimated_cost_usd)],
-      ['environment', r.environment ? JSON.stringify(r.environment) : ''], ['started', fmt.time(r.started_at)],
-      ['solver usage', r.solver_usage ? JSON.stringify(r.solver_usage) : '']]),
+      ['sandbox', r.sandbox_id], ['image', r.image], ['sandbox seconds', fmt.s(r.sandbox_seconds, 3)],
+      ['cost', fmt.usd(r.estimated_cost_usd)], ['started', fmt.time(r.started_at)], ['finished', fmt.time(r.finished_at)]]),
     row.phases ? el('div', { class: 'block' }, el('h4', {}, 'phases'), waterfall(row.phases, total, 600, 22),
       el('div', { class: 'legend' }, row.phases.map(([n, s]) => el('span', {}, el('i', { style: `background:${PHASE_COLORS[n] || '#999'}` }), `${n} ${fmt.s(s, 3)} s`)))) : null,
+    el('div', { class: 'fields-grid' }, fieldsTable('environment', r.environment), fieldsTable('solver usage', r.solver_usage),
+      costTable(r.cost), fieldsTable('limits', r.limits)),
     textBlock('verifier stdout (tail)', r.stdout_tail), textBlock('verifier stderr (tail)', r.stderr_tail),
     textBlock('build log (tail)', r.build_log_tail), textBlock('solver stdout (tail)', r.solve_stdout_tail),
     textBlock('solver stderr (tail)', r.solve_stderr_tail), textBlock('solver note', r.solve_note),
-    textBlock('error', r.error && typeof r.error !== 'string' ? JSON.stringify(r.error) : null),
+    textBlock('error', r.error && typeof r.error !== 'string' ? JSON.stringify(r.error, null, 2) : null),
     d.transcript ? el('div', { class: 'block' }, el('h4', {}, `solver transcript (${d.transcript.length} steps)`), transcriptView(d.transcript)) : null,
     d.transcript_error ? el('p', { class: 'warn-text' }, d.transcript_error) : null,
     el('details', {}, el('summary', {}, 'the whole record (JSON)'), el('pre', {}, JSON.stringify(r, null, 2))));
-  panel.scrollIntoView({ block: 'nearest' });
+  panel.scrollIntoView({ block: opts && opts.top ? 'start' : 'nearest' });
+}
+
+function closeTrial(panel) {
+  panel.replaceChildren();
+  for (const tr of document.querySelectorAll('#trials tbody tr.selected')) tr.classList.remove('selected');
 }
 
 function trialsSection(doc, id) {
@@ -416,8 +546,10 @@ function trialsSection(doc, id) {
     const params = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== '' && v !== null));
     const page = await api('/api/runs/' + encodeURIComponent(id) + '/trials?' + params);
     const scale = Math.max(1e-9, ...page.rows.map((r) => (r.phases || []).reduce((a, p) => a + p[1], 0)));
-    tbody.replaceChildren(...page.rows.map((r) => el('tr', { 'data-trial': r.i, class: 'trial-row ' + r.outcome, onclick: () => openTrial(id, r.i, panel) },
-      el('td', { class: 'num' }, r.i), el('td', {}, r.task, r.warmup ? ' (warmup)' : ''), el('td', {}, r.provider), el('td', {}, r.mode),
+    const open = trialFromHash();
+    tbody.replaceChildren(...page.rows.map((r) => el('tr', { 'data-trial': r.i, class: 'trial-row ' + r.outcome + (r.i === open ? ' selected' : ''),
+      onclick: (e) => { if (!e.target.closest('a')) location.hash = trialHash(r.i); } },
+      el('td', { class: 'num' }, el('a', { href: trialHash(r.i), title: 'this trial\'s own address' }, r.i)), el('td', {}, r.task, r.warmup ? ' (warmup)' : ''), el('td', {}, r.provider), el('td', {}, r.mode),
       startup ? null : [el('td', { class: 'solver' }, r.solver), el('td', { class: 'model' }, r.model)],
       el('td', { class: 'num' }, startup ? (r.block ?? '') : (r.attempt ?? '')), el('td', {}, badge(r.outcome)),
       el('td', { class: 'num' }, r.reward ?? ''), el('td', {}, r.code || '', r.stage ? el('span', { class: 'muted' }, ' in ' + r.stage) : ''),
@@ -440,7 +572,13 @@ function trialsSection(doc, id) {
       ['#', startup ? 'round' : 'task', 'provider', 'mode', ...(startup ? [] : ['solver', 'model']), startup ? 'block' : 'attempt', 'outcome', 'reward',
         'error', 'phases', startup ? 'ready s' : 'sandbox s', 'cost'].map((h) => el('th', {}, h)))), tbody)),
     panel);
-  return { section, load };
+  // the trial the address names: opened when the page loads and whenever the fragment changes
+  async function follow(first) {
+    const i = trialFromHash();
+    if (i) await openTrial(id, i, panel, { top: first }); else closeTrial(panel);
+  }
+  window.addEventListener('hashchange', () => follow(false));
+  return { section, load, follow };
 }
 
 async function pageRun(root) {
@@ -465,6 +603,7 @@ async function pageRun(root) {
   draw();
   if (groups) await groups.load();
   await trials.load();
+  await trials.follow(true);
   let version = doc.version;
   poll(1000, async () => {
     const d = await api('/api/runs/' + encodeURIComponent(id));
@@ -478,6 +617,16 @@ async function pageRun(root) {
 }
 
 // ---- page: compare -------------------------------------------------------------------------
+
+// the regressions as the comparison's own summary says them (the count and what it is made of, the
+// same words as its last line), rendered and escaped by the server
+function regressionsLine(doc) {
+  const p = el('p', { id: 'regressions', class: doc.regressions ? 'err' : 'ok-text', 'data-regressions': doc.regressions });
+  for (const [k, n] of Object.entries(doc.regressions_by || {})) p.dataset[k] = n;
+  if (doc.summary_html) p.innerHTML = doc.summary_html; // rendered and escaped by the server
+  else p.textContent = doc.regressions ? `${doc.regressions} regression(s)` : 'no regression';
+  return p;
+}
 
 async function pageCompare(root) {
   let a, b;
@@ -494,8 +643,7 @@ async function pageCompare(root) {
     doc.a ? kv([['A (baseline)', el('a', { href: link.run(doc.a) }, doc.a.id)], ['B', el('a', { href: link.run(doc.b) }, doc.b.id)]]) : null,
     doc.error ? el('p', { class: 'err' }, doc.error) : null,
     ...(doc.warnings || []).map((w) => el('p', { class: 'warn-text identity-warning' }, '⚠ ' + w)),
-    doc.regressions !== undefined ? el('p', { id: 'regressions', class: doc.regressions ? 'err' : 'ok-text', 'data-regressions': doc.regressions },
-      doc.regressions ? `${doc.regressions} regression(s)` : 'no regression') : null,
+    doc.regressions !== undefined ? regressionsLine(doc) : null,
     rep);
 }
 

@@ -1,0 +1,28 @@
+--- How a command ends when it fails: one line on stderr, never a traceback, and the exit status
+--- by one rule (2 for a usage error, 130 for a cancellation, else 1). Commands return these.
+local exit = {}
+
+--- A usage error (the one shape: errors.usage, code EUSAGE) reported now: one line
+--- "cseng: message" on stderr, status 2. A command either returns this or raises
+--- errors.usage(message) (exit.fail, and cli.main around every command, give it status 2).
+---@param fmt any a format and its arguments, or one message (an error value: its message)
+---@return integer status 2
+function exit.usage_error(fmt, ...)
+  local errors = require 'cseng.lib.errors'
+  return exit.fail(errors.usage(select('#', ...) > 0 and string.format(fmt, ...) or errors.line(fmt)))
+end
+
+--- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), 2 for a usage
+--- error (EUSAGE), else 1; one line "cseng: [what: ]message" on stderr (never a traceback).
+---@param err any
+---@param what string|nil the command, e.g. "prewarm"
+---@return integer status
+function exit.fail(err, what)
+  local errors = require 'cseng.lib.errors'
+  if errors.is_cancel(err) then return 130 end
+  -- io.stderr:write redacts and escapes (console.guard)
+  io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')
+  return errors.is_usage(err) and 2 or 1
+end
+
+return exit

@@ -1,0 +1,294 @@
+--- What changed from run A to run B, as markdown: what `cseng compare A B` prints and the viewer's
+--- comparison page shows (lua/cseng/cli/commands/compare.lua and lua/cseng/view/app.lua both call
+--- M.compare; it lives here, in report/, so the viewer needs nothing of the CLI).
+---
+--- Task runs: per (solver, model, provider, mode) cell (lua/cseng/results/compare.lua) the pass rate
+--- on each side with the change B − A and its 95% CI, pass@1..K when the cell has repeated attempts,
+--- and the cost per trial and per pass; per task, the outcome in A and B (a task that passed in A and
+--- not in B is a regression, the reverse a fix), and per phase the change in seconds over the tasks
+--- both ran: the median of the per-task ratios B/A with a bootstrap CI over tasks (paired: the same
+--- task on both sides). A phase whose CI lies wholly above 1.10 is called out as slower, wholly below
+--- 0.91 as faster; otherwise "no clear change". Startup runs: per provider, ready_ms (create + first
+--- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), and the
+--- success rate of each side. A cell, provider or phase on one side only is listed as such, except
+--- the cells of two runs of different solvers (or models) over the same provider and mode, which are
+--- compared as one row (lua/cseng/results/compare.lua). The regressions are said once, with what
+--- they are made of ("31 regression(s): 30 tasks ..., 1 slower phase (verify)"), at the top and as
+--- the last line, so no part of the page counts them differently.
+local report_render = require 'reports.lib.render'
+local stats = require 'cseng.lib.stats'
+local cells = require 'cseng.results.compare'
+local identity = require 'cseng.results.identity'
+
+local M = {}
+
+local SLOWER, FASTER = 1.10, 1 / 1.10
+local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
+
+local function verdict(lo, hi)
+  if not lo then return 'too few to tell' end
+  if lo > SLOWER then return '**slower**' end
+  if hi < FASTER then return 'faster' end
+  return 'no clear change'
+end
+
+local function by_task(trials)
+  local out, order = {}, {}
+  for _, t in ipairs(trials) do
+    local id = tostring(t.task_id)
+    if not out[id] then out[id] = {}; order[#order + 1] = id end
+    table.insert(out[id], t)
+  end
+  return out, order
+end
+
+local function ok_outcome(list)
+  for _, t in ipairs(list) do if t.outcome == 'passed' or t.passed == true then return 'passed' end end
+  local last = list[#list]
+  return last and (last.outcome or (last.passed == false and 'failed')) or 'missing'
+end
+
+local function phase_seconds(list, phase)
+  local xs = {}
+  for _, t in ipairs(list) do
+    local v = type(t.phases) == 'table' and tonumber(t.phases[phase .. '_seconds'])
+    if v then xs[#xs + 1] = v end
+  end
+  return #xs > 0 and stats.median(xs) or nil
+end
+
+
+local function usd(v) return v and string.format('$%.4f', v) or '–' end
+
+local function side_rate(c)
+  if not c then return '–' end
+  local s = string.format('%s (%d/%d)', c.rate and (string.format('%.1f%%', 100 * c.rate)) or '–', c.passed, c.graded)
+  if c.errors > 0 then s = s .. string.format(' +%d error(s)', c.errors) end
+  return s
+end
+
+-- The per-cell section (solver, model, provider, mode). Returns the regressions it found (each cell's
+-- name): cells whose pass rate fell with a CI of the change wholly below 0.
+local function cell_section(add, h, ta, tb, seed)
+  local rows, kmax = cells.by_cell(ta, tb, { seed = seed })
+  add('## Pass rate by solver, model, provider and mode')
+  add('')
+  add('One row per cell (the keying of the pass@k tables: the model is the one the solver reported). Pass ' ..
+    'rate: passed / graded trials, infrastructure errors counted apart; Δ is B − A in percentage points with ' ..
+    'a 95% interval (Newcombe\'s hybrid score interval from the two Wilson intervals). Cost: the trials\' ' ..
+    'ledgers (sandbox and model), per trial and per passing trial. A cell on one side only is listed as such, ' ..
+    'unless each side has one cell of that provider and mode and they share none: then the two are compared ' ..
+    '(`gold → nop`: runs of two solvers over the same tasks).')
+  add('')
+  local out, found = {}, {}
+  local function pp(x) return string.format('%+.1f', 100 * x) end
+  for _, r in ipairs(rows) do
+    local v = r.verdict
+    if v == 'lower' then v = '**lower**'; found[#found + 1] = table.concat({ r.solver, r.model, r.provider, r.mode }, ' / ') end
+    local d = r.delta
+    out[#out + 1] = { r.solver, r.model, r.provider, r.mode, side_rate(r.a), side_rate(r.b),
+      d and pp(d.delta) or '–', d and ('[' .. pp(d.lo) .. ', ' .. pp(d.hi) .. ']') or '–',
+      usd(r.a and r.a.per_trial_usd), usd(r.b and r.b.per_trial_usd), usd(r.a and r.a.per_pass_usd),
+      usd(r.b and r.b.per_pass_usd), v }
+  end
+  add(h.table({ 'solver', 'model', 'provider', 'mode', 'A pass rate', 'B pass rate', 'Δ pp', '95% CI', 'A $/trial',
+    'B $/trial', 'A $/pass', 'B $/pass', 'verdict' }, out, 'llllrrrlrrrrl'))
+  add('')
+  if kmax > 1 then
+    add('pass@k per cell, over the tasks with at least k graded attempts on that side (the unbiased estimator; ' ..
+      '[95% bootstrap interval over tasks]):')
+    add('')
+    local head, align, prow = { 'solver', 'model', 'provider', 'mode' }, 'llll', {}
+    for k = 1, kmax do head[#head + 1] = 'A pass@' .. k; head[#head + 1] = 'B pass@' .. k; align = align .. 'rr' end
+    local function fmt(c, k)
+      local p = c and c.pass_at and c.pass_at[k]
+      if not p then return '–' end
+      return string.format('%.1f%% [%.1f, %.1f]', 100 * p.value, 100 * p.lo, 100 * p.hi)
+    end
+    for _, r in ipairs(rows) do
+      if not r.only then
+        local row = { r.solver, r.model, r.provider, r.mode }
+        for k = 1, kmax do row[#row + 1] = fmt(r.a, k); row[#row + 1] = fmt(r.b, k) end
+        prow[#prow + 1] = row
+      end
+    end
+    add(h.table(head, prow, align))
+    add('')
+  end
+  return found
+end
+
+-- "31 regression(s): 30 tasks, 1 slower phase (verify)": the count and what it is made of, as the
+-- summary at the top and the last line say it
+local function regression_line(by)
+  local parts = {}
+  local function part(list, one, many, names)
+    if #list == 0 then return end
+    local s = string.format('%d %s', #list, #list == 1 and one or many)
+    if names then s = s .. ' (' .. table.concat(list, ', ') .. ')' end
+    parts[#parts + 1] = s
+  end
+  part(by.tasks, 'task that passed in A and not in B', 'tasks that passed in A and not in B')
+  part(by.cells, 'pass rate lower', 'pass rates lower', true)
+  part(by.phases, 'slower phase', 'slower phases', true)
+  part(by.providers, 'slower provider', 'slower providers', true)
+  local n = #by.tasks + #by.cells + #by.phases + #by.providers
+  if n == 0 then return 'No regression.', 0 end
+  return string.format('**%d regression(s)**: %s.', n, table.concat(parts, ', ')), n
+end
+
+--- Compare loaded data a and b. Returns {markdown, regressions (count: tasks, slower phases and
+--- providers, cells whose pass rate fell), by = {tasks, cells, phases, providers} (the names of
+--- each kind), fixes, summary (the line saying so: at the top of the markdown and at its end)}.
+function M.compare(a, b, opts)
+  opts = opts or {}
+  local seed = opts.seed or 1
+  local h = report_render.context('-')
+  local out = {}
+  local by = { tasks = {}, cells = {}, phases = {}, providers = {} }
+  local fixes = 0
+  local function add(s) out[#out + 1] = s end
+  add('# Run comparison')
+  add('')
+  local function names(d)
+    local ids = {}
+    for _, r in ipairs(d.runs) do ids[#ids + 1] = '`' .. r.id .. '`' end
+    return #ids > 0 and table.concat(ids, ', ') or '(no runs)'
+  end
+  add('- **A** (baseline): ' .. names(a))
+  add('- **B**: ' .. names(b))
+  add('')
+  -- what the runs were (solver, mode, dataset, selection): a difference there is called out
+  local warn = identity.warning(identity.of(a.runs[1] and a.runs[1].started), identity.of(b.runs[1] and b.runs[1].started))
+  if warn then
+    add('> **Warning:** ' .. warn .. '.')
+    add('')
+  end
+  local summary_at = #out + 1 -- the regressions, filled in at the end
+  add('')
+  add('')
+
+  -- task runs
+  if #a.trials > 0 or #b.trials > 0 then
+    by.cells = cell_section(add, h, a.trials, b.trials, seed)
+    local ta, oa = by_task(a.trials)
+    local tb, ob = by_task(b.trials)
+    local rows, both = {}, {}
+    local all, seen = {}, {}
+    for _, id in ipairs(oa) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
+    for _, id in ipairs(ob) do if not seen[id] then seen[id] = true; all[#all + 1] = id end end
+    table.sort(all)
+    for _, id in ipairs(all) do
+      local xa, xb = ta[id] and ok_outcome(ta[id]) or 'not run', tb[id] and ok_outcome(tb[id]) or 'not run'
+      local change = ''
+      if ta[id] and tb[id] then
+        both[#both + 1] = id
+        if xa == 'passed' and xb ~= 'passed' then change = '**regression**'; by.tasks[#by.tasks + 1] = id
+        elseif xa ~= 'passed' and xb == 'passed' then change = 'fixed'; fixes = fixes + 1 end
+      end
+      if change ~= '' or xa ~= xb then rows[#rows + 1] = { h.code(id), xa, xb, change } end
+    end
+    add('## Outcomes')
+    add('')
+    add(string.format('%d task(s) in A, %d in B, %d in both: %d regression(s), %d fix(es).', #oa, #ob, #both, #by.tasks, fixes))
+    add('')
+    if #rows > 0 then
+      add(h.table({ 'task', 'A', 'B', 'change' }, rows, 'llll'))
+    else
+      add('Every task has the same outcome in A and B.')
+    end
+    add('')
+    add('## Phases')
+    add('')
+    add(string.format('Per phase, over the %d task(s) both ran: the median seconds on each side, and the median of ' ..
+      'the per-task ratios B/A with a 95%% bootstrap CI over tasks (paired). Slower: the CI lies above %.2f ' ..
+      'and the median moved by more than %s s; faster: below %.2f and the same.', #both, SLOWER,
+      h.num(opts.min_seconds or 0.01, 3), FASTER))
+    add('')
+    local prow = {}
+    for _, ph in ipairs(PHASES) do
+      local va, vb, ratios = {}, {}, {}
+      for _, id in ipairs(both) do
+        local x, y = phase_seconds(ta[id], ph), phase_seconds(tb[id], ph)
+        if x and y then
+          va[#va + 1], vb[#vb + 1] = x, y
+          if x > 0 then ratios[#ratios + 1] = y / x end
+        end
+      end
+      if #va > 0 then
+        local lo, hi
+        if #ratios >= 3 then lo, hi = stats.bootstrap_ci(ratios, { seed = seed ~ stats.hash(ph) }) end
+        local med = #ratios > 0 and stats.median(ratios) or nil
+        local v = verdict(lo, hi)
+        if v ~= 'too few to tell' and math.abs(stats.median(vb) - stats.median(va)) <= (opts.min_seconds or 0.01) then
+          v = 'no clear change (under ' .. h.num(opts.min_seconds or 0.01, 3) .. ' s)'
+        end
+        if v == '**slower**' then by.phases[#by.phases + 1] = ph end
+        prow[#prow + 1] = { ph, tostring(#va), h.num(stats.median(va), 3), h.num(stats.median(vb), 3),
+          med and (h.num(med, 2) .. '×') or '–', lo and h.ci(lo, hi, function(x) return h.num(x, 2) end) or '–', v }
+      end
+    end
+    if #prow > 0 then
+      add(h.table({ 'phase', 'tasks', 'A median s', 'B median s', 'B/A', '95% CI', 'verdict' }, prow, 'lrrrrll'))
+    else
+      add('No phase timings on both sides.')
+    end
+    add('')
+  end
+
+  -- startup runs
+  if #a.startup_trials > 0 or #b.startup_trials > 0 then
+    local function per_provider(d)
+      local g = {}
+      for _, t in ipairs(d.startup_trials) do
+        if not t.warmup then
+          local p = g[t.provider] or { ok = {}, n = 0 }
+          g[t.provider] = p
+          p.n = p.n + 1
+          if t.ok and t.ready_ms then p.ok[#p.ok + 1] = t.ready_ms end
+        end
+      end
+      return g
+    end
+    local ga, gb = per_provider(a), per_provider(b)
+    local provs, seen = {}, {}
+    for p in pairs(ga) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
+    for p in pairs(gb) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
+    table.sort(provs)
+    add('## Startup (ready_ms)')
+    add('')
+    add('Per provider: the median ready time (create + first command) of the measured samples, the ratio of ' ..
+      'medians B/A with a 95% bootstrap CI, and each side\'s success rate. These CIs describe the samples ' ..
+      'within each run only; repeated blocks (`--repeat`) say how much runs themselves vary.')
+    add('')
+    local rows = {}
+    for _, p in ipairs(provs) do
+      local x, y = ga[p], gb[p]
+      if x and y and #x.ok > 0 and #y.ok > 0 then
+        local r = stats.ratio_ci(y.ok, x.ok, { seed = seed ~ stats.hash(p) })
+        local v = verdict(r.lo, r.hi)
+        if v == '**slower**' then by.providers[#by.providers + 1] = p end
+        local sra, srb = #x.ok / x.n, #y.ok / y.n
+        if srb < sra then v = v .. ', fewer successes' end
+        rows[#rows + 1] = { p, h.ms(stats.median(x.ok)), h.ms(stats.median(y.ok)), h.num(r.ratio, 2) .. '×',
+          h.ci(r.lo, r.hi, function(z) return h.num(z, 2) end), h.pct(sra), h.pct(srb), v }
+      else
+        rows[#rows + 1] = { p, x and #x.ok > 0 and h.ms(stats.median(x.ok)) or '–', y and #y.ok > 0 and h.ms(stats.median(y.ok)) or '–',
+          '–', '–', x and h.pct(#x.ok / x.n) or '–', y and h.pct(#y.ok / y.n) or '–',
+          x and y and 'no successful samples' or ('only in ' .. (x and 'A' or 'B')) }
+      end
+    end
+    add(h.table({ 'provider', 'A median ms', 'B median ms', 'B/A', '95% CI', 'A ok', 'B ok', 'verdict' }, rows, 'lrrrlrrl'))
+    add('')
+  end
+  if #a.trials == 0 and #b.trials == 0 and #a.startup_trials == 0 and #b.startup_trials == 0 then
+    add('Neither side has trials.')
+    add('')
+  end
+  local line, regressions = regression_line(by)
+  out[summary_at] = line
+  add(line)
+  return { markdown = table.concat(out, '\n') .. '\n', regressions = regressions, by = by, fixes = fixes, summary = line }
+end
+
+return M
