@@ -675,9 +675,14 @@ end
 -- 7: a Modal burst (gRPC over HTTP/2 against spec/fakes/modal): errors per run, no retry
 local MODAL_RUNS, MODAL_BURST = QUICK and 1 or 5, 100
 local function modal_burst()
-  if opts.no_modal then results.modal = { skipped = 'skipped (--no-modal)' } return end
-  if not proc.which('node') then results.modal = { skipped = 'node is not installed (make deps-test)' } return end
-  for _, tls in ipairs { false, true } do -- gRPC with prior knowledge, then over TLS (ALPN), as Modal's
+  local why = opts.no_modal and 'skipped (--no-modal)' or (not proc.which('node') and 'node is not installed (make deps-test)')
+  if why then
+    results.modal, results.modal_tls = { skipped = why }, { skipped = why }
+    return
+  end
+  local kinds = { false, true } -- gRPC with prior knowledge, then over TLS (ALPN), as Modal's
+  if opts.no_tls then kinds, results.modal_tls = { false }, { skipped = 'skipped (--no-tls)' } end
+  for _, tls in ipairs(kinds) do
     local out = fs.join(TMP, 'modal.json')
     fs.remove(out)
     local argv = { EXE, 'lua', fs.join(ROOT, 'bench/modal_burst.lua'), '--runs', tostring(MODAL_RUNS),
