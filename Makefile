@@ -2,7 +2,7 @@
 # Targets: deps, all (./cseng), rootfs, check, test, conformance, asan, fuzz, demo, bench, clean.
 
 CC      ?= cc
-PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd sqlite3
+PKGS    := lua5.4 libcurl libuv libarchive openssl zlib libzstd sqlite3 libnghttp2
 VERSION := 0.1.0+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -Ibuild -Iengine \
@@ -20,7 +20,7 @@ MODULES := $(shell sed -n 's/^int luaopen_cseng_\([a-z0-9_]*\)(lua_State \*L).*/
 # Debian packages the build, the tests and the demo need (make deps installs what is missing).
 DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cjson lua-busted \
         libcurl4-openssl-dev libuv1-dev libarchive-dev libssl-dev zlib1g-dev libzstd-dev \
-        libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev bubblewrap \
+        libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev libnghttp2-dev openssl bubblewrap \
         slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 libsqlite3-dev git \
         gawk patch diffutils lua-check curl \
         python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
@@ -156,6 +156,10 @@ build/test/%_test: test/c/%_test.c engine/%.c $(wildcard engine/*.h) $(wildcard 
 	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
 
 C_TESTS := $(patsubst test/c/%_test.c,build/test/%_test,$(wildcard test/c/*_test.c))
+# h1.c speaks TLS through tls.c and HTTP/2 through h2.c: its test and fuzzer link all three
+build/test/h1_test: test/c/h1_test.c engine/h1.c engine/tls.c engine/h2.c $(wildcard engine/*.h) $(wildcard test/c/*.h)
+	@mkdir -p build/test
+	$(CC) $(CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c engine/h2.c $(LDLIBS)
 
 # Every suite; tools/check.sh prints each suite's line and the plain total last.
 test: cseng $(C_TESTS) build/bench/fake_provider
@@ -197,6 +201,9 @@ FUZZERS := $(patsubst fuzz/%_fuzz.c,build/fuzz/%_fuzz,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%_fuzz: fuzz/%_fuzz.c engine/%.c $(wildcard engine/*.h)
 	@mkdir -p build/fuzz
 	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/$*.c $(LDLIBS)
+build/fuzz/h1_fuzz: fuzz/h1_fuzz.c engine/h1.c engine/tls.c engine/h2.c $(wildcard engine/*.h)
+	@mkdir -p build/fuzz
+	clang -g -O1 -std=gnu11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $< engine/h1.c engine/tls.c engine/h2.c $(LDLIBS)
 # the agent's parsers live in microvm-agent/, not engine/
 build/fuzz/agent_parse_fuzz: fuzz/agent_parse_fuzz.c microvm-agent/agent_parse.c microvm-agent/agent_parse.h
 	@mkdir -p build/fuzz
@@ -213,15 +220,16 @@ demo: deps all rootfs
 # The benchmark harness's tools: wrk and nginx (reference load and zero-latency endpoint), the
 # seed-style Python client (httpx), perf/strace for the profiles the report quotes, cyclictest (rt-tests)
 # for the machine's own wake-up latency.
-BENCH_DEBS := wrk nginx-light python3-httpx linux-perf strace rt-tests
+BENCH_DEBS := wrk nginx-light nghttp2-client python3-httpx linux-perf strace rt-tests
 deps-bench:
 	$(call install_missing,$(BENCH_DEBS))
 
 # the bench's fake provider in C (bench/fake_provider.c): what make bench and bench/probe.lua
-# measure against; spec/bench_fake_spec.lua (make check) holds it to bench/fake_provider.lua
+# measure against, plain, over TLS (OpenSSL) and over HTTP/2 (libnghttp2); spec/bench_fake_spec.lua
+# (make check) holds it to bench/fake_provider.lua
 build/bench/fake_provider: bench/fake_provider.c engine/rxstamp.h
 	@mkdir -p build/bench
-	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson
+	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson -lssl -lcrypto -lnghttp2
 
 bench: deps deps-bench all build/bench/fake_provider
 	./cseng lua bench/run.lua

@@ -5,6 +5,12 @@
 ---   ./cseng lua bench/client.lua --url http://127.0.0.1:PORT --concurrency 64 --out F
 ---          [--mode lifecycle|raw] [--warmup 1] [--duration 3] [--create-ms 50 --exec-ms 20 --delete-ms 10]
 ---          [--pools N]   (cseng.http's connection pools, default the engine's)
+---          [--ca FILE]   (the CA bundle to trust: an https:// fake's, bench/lib.lua's make_certs)
+---          [--http-version 1.1|2]  (each request's http_version; default cseng.http's)
+---          [--max-streams N]  (HTTP/2 streams a connection carries, http.configure's max_concurrent_streams)
+---          [--warm]      (the connections the concurrency needs opened before the warm-up: http.warm)
+---          [--loops N]   (N client processes, each running its share of the lifecycles on its own loop,
+---                         their windows started together and their results merged into one)
 ---          [--no-split]  (no way_there/way_back/resume samples: bench/instructions.lua, whose
 ---                         count would include their encoding at the end)
 ---
@@ -21,7 +27,11 @@
 --- call; way_there, way_back: the error's two parts, and resume: the wait for this loop after the
 --- answer arrived (not in the measurement), for one sampled lifecycle in four, from the
 --- X-Fake-Hold-From the fake adds when asked with X-Fake-Stamp),
---- counts, the CPU time used inside the window and the peak RSS (sys.usage()).
+--- counts, the CPU time used inside the window and the peak RSS (sys.usage()). With --loops N the
+--- same object for the N processes together: samples and counts joined, the rate summed, CPU per
+--- request over every request, maxrss_kb their sum (loop_maxrss_kb each one's).
+--- --loops: a process the machine may run on another core; the parent waits until every child
+--- has opened its connections (its --warm), then tells them all when their window starts.
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
@@ -46,15 +56,85 @@ local opts, perr = flags.parse(arg, {
   ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
   pools = { key = 'pools', type = 'int', min = 1 },
   ['no-split'] = { key = 'no_split', type = 'bool' },
+  ca = { key = 'ca', type = 'string' },
+  ['http-version'] = { key = 'http_version', type = 'string' },
+  ['max-streams'] = { key = 'max_streams', type = 'int', min = 1 },
+  warm = { key = 'warm', type = 'bool' },
+  loops = { key = 'loops', type = 'int', min = 1 },
+  ['loop-index'] = { key = 'loop_index', type = 'int', min = 1 },
+  ['loop-dir'] = { key = 'loop_dir', type = 'string' },
 })
 if not opts or not opts.url or not opts.out then
   io.stderr:write('client: ', perr or '--url and --out are required', '\n')
   return 2
 end
 
+-- --loops N: this process starts N children (the same arguments, --loop-index I), lets their
+-- windows start together once all are warm, and merges what they wrote
+if (opts.loops or 1) > 1 and not opts.loop_index then
+  local proc = require 'cseng.proc'
+  local dir = assert(fs.tempdir('cseng-client-loops-'))
+  local kids = {}
+  local self = fs.readlink('/proc/self/exe')
+  for i = 1, opts.loops do
+    local argv = { self, 'lua', arg[0] }
+    for _, a in ipairs(arg) do argv[#argv + 1] = a end
+    for _, a in ipairs { '--loop-index', tostring(i), '--loop-dir', dir, '--out', fs.join(dir, 'out.' .. i) } do
+      argv[#argv + 1] = a
+    end
+    kids[i] = assert(proc.spawn { argv = argv, stdout = fs.join(dir, 'log.' .. i), stderr = fs.join(dir, 'log.' .. i) })
+  end
+  local ready = 0
+  for _ = 1, 12000 do -- every child warm (a bound on a failure: 10 min)
+    ready = 0
+    for i = 1, opts.loops do if fs.stat(fs.join(dir, 'ready.' .. i)) then ready = ready + 1 end end
+    if ready == opts.loops then break end
+    local dead = false
+    for _, k in ipairs(kids) do if k:wait(0.001) then dead = true end end
+    if dead then break end
+    task.sleep(0.05)
+  end
+  if ready == opts.loops then assert(fs.write(fs.join(dir, 'go'), tostring(clock.now() + 100000000))) end
+  local merged
+  for i, k in ipairs(kids) do
+    local st = k:wait()
+    k:close()
+    local d = st and st.code == 0 and fs.read(fs.join(dir, 'out.' .. i))
+    if not d then
+      io.stderr:write('client: loop ', i, ' failed: ', tostring(fs.read(fs.join(dir, 'log.' .. i))), '\n')
+      fs.remove_tree(dir)
+      return 1
+    end
+    d = cjson.decode(d)
+    if not merged then
+      merged = d
+      merged.loop_maxrss_kb = { d.maxrss_kb }
+    else
+      for _, k2 in ipairs { 'completed', 'requests', 'total_requests', 'failures', 'rate', 'cpu_user_s', 'cpu_sys_s', 'cpu_s',
+        'maxrss_kb' } do merged[k2] = (merged[k2] or 0) + (d[k2] or 0) end
+      merged.first_error = merged.first_error or d.first_error
+      merged.loop_maxrss_kb[#merged.loop_maxrss_kb + 1] = d.maxrss_kb
+      for k2, v in pairs(d.samples) do
+        local into = merged.samples[k2]
+        for _, x in ipairs(v) do into[#into + 1] = x end
+      end
+    end
+  end
+  fs.remove_tree(dir)
+  merged.concurrency, merged.loops = opts.concurrency or 64, opts.loops
+  merged.cpu_per_request_us = merged.requests > 0 and merged.cpu_s / merged.requests * 1e6 or nil
+  for k2, v in pairs(merged.samples) do merged.samples[k2] = jsonl.array(v) end
+  merged.loop_maxrss_kb = jsonl.array(merged.loop_maxrss_kb)
+  assert(fs.write(opts.out, jsonl.encode(merged)))
+  return 0
+end
+
 local BASE = opts.url:gsub('/+$', '')
 local SPLIT = not opts.no_split
-local C = opts.concurrency or 64
+local C_ALL = opts.concurrency or 64
+local LOOPS, LOOP = opts.loops or 1, opts.loop_index or 1
+-- this loop's share of the lifecycles (the first ones take the remainder)
+local C = C_ALL // LOOPS + ((LOOP <= C_ALL % LOOPS) and 1 or 0)
 local MODE = opts.mode or 'lifecycle'
 local WARMUP = math.floor((opts.warmup or 1) * 1e9)
 local DURATION = math.floor((opts.duration or 3) * 1e9)
@@ -76,7 +156,9 @@ local CREATE_BODY = cjson.encode {
   template = 'base', size = 'small', projectId = 'bench', region = 'us-east-1', timeoutMs = 300000,
 }
 
-http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools }
+http.configure { max_host_connections = 0, max_total_connections = 0, max_connections = C + 16, pools = opts.pools,
+  ca_file = opts.ca, max_concurrent_streams = opts.max_streams }
+local VERSION = opts.http_version
 
 -- The samples, kept as packed strings of CHUNK integers each (string.pack), not as Lua arrays:
 -- a Lua array of every sample (some 300,000 numbers by the end of a window at 1,024 in flight)
@@ -137,7 +219,8 @@ end
 -- asks for X-Fake-Hold-From (a sampled lifecycle's call) and its error is split.
 local function call(method, path, body, ok_status, stamped)
   local t0 = clock.now()
-  local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body, timeout = 90 }
+  local res, err, code = http.request { method = method, url = BASE .. path, headers = stamped or HEADERS, body = body,
+    timeout = 90, http_version = VERSION }
   local data
   if res and res.status == ok_status and res.body ~= '' then data = cjson.decode(res.body) end
   local t1, t_run = answered(t0), clock.now()
@@ -184,7 +267,8 @@ local function lifecycle(sampled)
 end
 
 local function lifecycle_worker(i)
-  if not opts.no_stagger then task.sleep((i - 1) * PERIOD / C / 1e9) end
+  -- starts spread evenly over one lifecycle, across every loop's workers
+  if not opts.no_stagger then task.sleep(((i - 1) * LOOPS + LOOP - 1) * PERIOD / C_ALL / 1e9) end
   while clock.now() < t_end do
     local sampled = clock.now() >= t_warm
     local ok = lifecycle(sampled)
@@ -196,7 +280,7 @@ end
 local function raw_worker()
   local url = BASE .. '/zero'
   while clock.now() < t_end do
-    local res, err, code = http.request { url = url, timeout = 90 }
+    local res, err, code = http.request { url = url, timeout = 90, http_version = VERSION }
     local now = clock.now()
     total = total + 1
     if not res or res.status ~= 200 then fail(tostring(err or res.status) .. ' ' .. tostring(code))
@@ -204,13 +288,46 @@ local function raw_worker()
   end
 end
 
+local warmed
+if opts.warm then -- the connections C calls start on, open and ready before anything is timed
+  local w, werr, wcode = http.warm { url = BASE, calls = C, http_version = VERSION, timeout = 600 }
+  if w then
+    warmed = { opened = w.opened, ready = w.ready, http_version = w.http_version, seconds = w.seconds }
+  elseif wcode == 'EURL' then -- not the native path's (CSENG_HTTP=curl): nothing to warm, the requests open theirs
+    warmed = { error = werr }
+  else
+    io.stderr:write('client: warm: ', tostring(werr), ' (', tostring(wcode), ')\n')
+    return 1
+  end
+end
+if opts.loop_dir then -- warm: the parent starts every loop's window at once
+  assert(fs.write(fs.join(opts.loop_dir, 'ready.' .. LOOP), '1'))
+  local go
+  for _ = 1, 12000 do
+    go = tonumber(fs.read(fs.join(opts.loop_dir, 'go')) or '')
+    if go then break end
+    task.sleep(0.01)
+  end
+  if not go then return 1 end
+  if go > clock.now() then task.sleep((go - clock.now()) / 1e9) end
+end
+
 t_start = clock.now()
 t_warm = t_start + WARMUP
 t_end = t_warm + DURATION
+-- the fake's own CPU inside the window (its /stats: getrusage), beside ours: its handshakes with
+-- the warmed connections are not in it
+local fake0, fake1
+local function fake_stats()
+  local r = http.request { url = BASE .. '/stats', timeout = 30, http_version = VERSION }
+  local ok, d = pcall(cjson.decode, r and r.status == 200 and r.body or '')
+  return ok and type(d) == 'table' and d.user_s and d or nil
+end
 -- CPU and RSS inside the window: sampled when the warm-up ends
 local sampler = task.spawn(function()
   task.sleep(WARMUP / 1e9)
   usage_warm = sys.usage()
+  if LOOP == 1 then fake0 = fake_stats() end
 end)
 local workers = {}
 for i = 1, C do workers[i] = task.spawn(MODE == 'raw' and raw_worker or lifecycle_worker, i) end
@@ -218,6 +335,7 @@ local usage_end
 local closer = task.spawn(function()
   task.sleep((t_end - clock.now()) / 1e9)
   usage_end = sys.usage()
+  if fake0 then fake1 = fake_stats() end
 end)
 for _, w in ipairs(workers) do
   local ok, e = task.join(w)
@@ -237,6 +355,10 @@ local out = {
   cpu_user_s = usage_end.user_s - usage_warm.user_s, cpu_sys_s = usage_end.sys_s - usage_warm.sys_s,
   cpu_s = cpu_s, cpu_per_request_us = requests > 0 and cpu_s / requests * 1e6 or nil,
   maxrss_kb = usage_final.maxrss_kb,
+  warm = warmed,
+  native = http.stats().native,
+  fake_window = fake0 and fake1 and { cpu_s = (fake1.user_s + fake1.sys_s) - (fake0.user_s + fake0.sys_s),
+    requests = fake1.requests - fake0.requests - 1, wall_s = (fake1.now_ns - fake0.now_ns) / 1e9 } or nil,
   samples = {},
 }
 for k, v in pairs(samples) do out.samples[k] = jsonl.array(array(v)) end

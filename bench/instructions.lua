@@ -4,13 +4,15 @@
 --- difference in requests is the steady-state cost (start-up and the connects cancel out).
 ---
 ---   ./cseng lua bench/instructions.lua [--exe PATH] [--concurrency 1024] [--short 4] [--long 12]
----                                      [--pools N] [--fake] [--out F.json]
+---                                      [--pools N] [--fake] [--out F.json] [--tls 1.1|2]
 ---
 --- --exe: the build measured (default: this binary; the fake always runs on this one). Prints
 --- "N.Nk instructions/request" and the counts behind it. Needs valgrind.
 --- --fake: measure the other end instead: the fake provider (cseng.serve and the dispatcher)
 --- runs on --exe under callgrind, once per window, and the client runs natively on this binary
 --- (use a lower --concurrency: the fake is some 50x slower under valgrind).
+--- --tls 1.1|2: the client over TLS (HTTP/1.1 or HTTP/2 by ALPN) against the C fake
+--- (bench/fake_provider.c with a CA and certificate made for the run); not with --fake.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -26,9 +28,14 @@ local opts, perr = flags.parse(arg, {
   pools = { key = 'pools', type = 'int', min = 1 },
   fake = { key = 'fake', type = 'bool' },
   out = { key = 'out', type = 'string' },
+  tls = { key = 'tls', type = 'string' },
 })
 if not opts then
   io.stderr:write('instructions: ', perr, '\n')
+  return 2
+end
+if opts.tls and (opts.fake or (opts.tls ~= '1.1' and opts.tls ~= '2')) then
+  io.stderr:write('instructions: --tls 1.1 or 2, and not with --fake\n')
   return 2
 end
 if not proc.which('valgrind') then
@@ -48,8 +55,11 @@ end
 local TMP = assert(fs.tempdir('cseng-instr-'))
 
 local blib = dofile(ROOT .. '/bench/lib.lua')
-local fake, url
-if not opts.fake then fake, url = blib.start_fake(SELF, TMP) end
+local fake, url, certs
+if opts.tls then
+  certs = blib.make_certs(fs.join(TMP, 'certs'))
+  fake, url = blib.start_fake_c(TMP, { '--tls-cert', certs.cert, '--tls-key', certs.key })
+elseif not opts.fake then fake, url = blib.start_fake(SELF, TMP) end
 
 -- One client run under callgrind (with --fake: one fake's life under callgrind, the client
 -- native): its instruction total and its request count.
@@ -65,6 +75,9 @@ local function measure(seconds)
   if opts.pools then
     argv[#argv + 1] = '--pools'
     argv[#argv + 1] = tostring(opts.pools)
+  end
+  if certs then
+    for _, a in ipairs { '--ca', certs.ca, '--http-version', opts.tls } do argv[#argv + 1] = a end
   end
   local r, err = proc.run { argv = argv, cwd = ROOT, env_add = { CSENG_ROOT = ROOT }, timeout = seconds * 60 + 600,
                             tail_bytes = 1 << 16 }

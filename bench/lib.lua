@@ -33,7 +33,7 @@ end
 
 --- Start the fake in C (bench/fake_provider.c, built by `make build/bench/fake_provider`) with
 --- the same flags (prefix: a wrapper's argv, e.g. M.pinning().server); returns the process and
---- its URL, or raises.
+--- its URL (https:// when the flags have --tls-cert), or raises.
 function M.start_fake_c(tmp, extra, prefix)
   local ROOT = sys.root()
   local exe = fs.join(ROOT, 'build/bench/fake_provider')
@@ -43,15 +43,73 @@ function M.start_fake_c(tmp, extra, prefix)
   local argv = {}
   for _, a in ipairs(prefix or {}) do argv[#argv + 1] = a end
   for _, a in ipairs { exe, '--port-file', port_file, '--max-seconds', 3600 } do argv[#argv + 1] = a end
-  for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+  local scheme = 'http'
+  for _, a in ipairs(extra or {}) do
+    argv[#argv + 1] = a
+    if a == '--tls-cert' then scheme = 'https' end
+  end
   local p = assert(proc.spawn { argv = argv, cwd = ROOT, stdout = log, stderr = log })
   for _ = 1, 200 do
     local t = fs.read(port_file)
-    if t and t:match('%d+\n') then return p, 'http://127.0.0.1:' .. t:match('%d+'), argv end
+    if t and t:match('%d+\n') then return p, scheme .. '://127.0.0.1:' .. t:match('%d+'), argv end
     task.sleep(0.05)
   end
   p:close()
   error('the C fake did not start: ' .. tostring(fs.read(log)), 0)
+end
+
+--- Certificates for loopback TLS, made now in dir with Debian's openssl tool (never committed:
+--- each run has its own keys): a CA, and certificates it signs for the names and addresses a
+--- loopback test uses (localhost, 127.0.0.1, ::1), P-256 ECDSA keys. Returns {ca = PEM path,
+--- cert = , key = } for a server; with variants, also for each of its names: 'expired' (signed
+--- by the CA, its validity ended a day ago), 'wronghost' (signed by the CA for other.invalid
+--- only), 'selfsigned' (localhost and 127.0.0.1, signed by itself, not by the CA), and
+--- 'other_ca' (a second CA, which signed nothing here). Raises when openssl fails.
+function M.make_certs(dir, variants)
+  assert(fs.mkdir_p(dir))
+  local function openssl(args)
+    local argv = { 'openssl' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local r = proc.run { argv = argv, cwd = dir, timeout = 60 }
+    if not (r and r.code == 0) then
+      error('openssl ' .. table.concat(args, ' ') .. ': ' .. tostring(r and (r.stderr ~= '' and r.stderr or r.stdout)), 0)
+    end
+  end
+  local function key_and_csr(name, cn)
+    openssl { 'req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', name .. '.key',
+      '-out', name .. '.csr', '-subj', '/CN=' .. cn }
+  end
+  local function ca(name, cn)
+    openssl { 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', name .. '.key',
+      '-out', name .. '.pem', '-days', '3', '-subj', '/CN=' .. cn, '-addext', 'basicConstraints=critical,CA:TRUE',
+      '-addext', 'keyUsage=critical,keyCertSign,cRLSign' }
+  end
+  local serial = 1
+  local function signed(name, cn, sans, days)
+    key_and_csr(name, cn)
+    assert(fs.write(fs.join(dir, name .. '.ext'), 'subjectAltName=' .. sans ..
+      '\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n'))
+    serial = serial + 1
+    openssl { 'x509', '-req', '-in', name .. '.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', tostring(serial),
+      '-out', name .. '.pem', '-days', tostring(days), '-extfile', name .. '.ext' }
+    return { cert = fs.join(dir, name .. '.pem'), key = fs.join(dir, name .. '.key') }
+  end
+  local LOOPBACK = 'DNS:localhost,IP:127.0.0.1,IP:::1'
+  ca('ca', 'cseng loopback test CA')
+  local out = signed('server', 'localhost', LOOPBACK, 3)
+  out.ca = fs.join(dir, 'ca.pem')
+  if variants then
+    out.expired = signed('expired', 'localhost', LOOPBACK, -1) -- notAfter a day before now
+    out.wronghost = signed('wronghost', 'other.invalid', 'DNS:other.invalid', 3)
+    key_and_csr('selfsigned', 'localhost')
+    assert(fs.write(fs.join(dir, 'selfsigned.ext'), 'subjectAltName=' .. LOOPBACK .. '\n'))
+    openssl { 'x509', '-req', '-in', 'selfsigned.csr', '-key', 'selfsigned.key', '-out', 'selfsigned.pem', '-days', '3',
+      '-extfile', 'selfsigned.ext' }
+    out.selfsigned = { cert = fs.join(dir, 'selfsigned.pem'), key = fs.join(dir, 'selfsigned.key') }
+    ca('other_ca', 'cseng other test CA')
+    out.other_ca = fs.join(dir, 'other_ca.pem')
+  end
+  return out
 end
 
 --- Where the bench runs its processes: on a machine where this process may use two or more CPUs,

@@ -2,9 +2,11 @@
 --- created at once from as many tasks, each then running the readiness command and destroyed, over
 --- gRPC/HTTP/2 from one fresh client, with no retry (the adapter's retries = 0: a transport
 --- failure is counted, not hidden). Each run starts a fresh fake (a new origin: the first
---- connection's race is in every run). Errors are counted per run.
+--- connection's race is in every run). Errors are counted per run. --tls: the fake's control
+--- plane and command router speak TLS (a CA and certificate made for the run, trusted with
+--- http.configure{ca_file=}), as Modal's do: gRPC over HTTP/2 by ALPN.
 ---
----   ./cseng lua bench/modal_burst.lua [--runs 5] [--burst 100] [--out F.json]
+---   ./cseng lua bench/modal_burst.lua [--runs 5] [--burst 100] [--out F.json] [--tls]
 ---
 --- Prints one line per run and exits 1 if any run had an error (a failed create, exec or destroy,
 --- a wrong readiness output, a task that raised, or a sandbox the fake still holds).
@@ -19,6 +21,7 @@ local opts, perr = flags.parse(arg, {
   runs = { key = 'runs', type = 'int', min = 1 },
   burst = { key = 'burst', type = 'int', min = 1 },
   out = { key = 'out', type = 'string' },
+  tls = { key = 'tls', type = 'bool' },
 })
 if not opts then
   io.stderr:write('modal_burst: ', perr, '\n')
@@ -31,9 +34,18 @@ local MARKER = 'arena-startup-ready-20261001'
 local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'
 local modal_fake = dofile(ROOT .. '/spec/fakes/modal/fake.lua')
 local modal = require 'providers.modal'
+local http = require 'cseng.http'
+
+local TMP, TLS
+if opts.tls then
+  TMP = assert(fs.tempdir('cseng-modal-burst-'))
+  local c = dofile(ROOT .. '/bench/lib.lua').make_certs(fs.join(TMP, 'certs'))
+  TLS = { cert = c.cert, key = c.key }
+  http.configure { ca_file = c.ca }
+end
 
 local function one_run(i)
-  local f = modal_fake.start {}
+  local f = modal_fake.start { tls = TLS }
   local client = modal.connect(f.config { retries = 0 })
   local errors, first = 0, nil
   local function fail(msg)
@@ -62,8 +74,10 @@ local function one_run(i)
   if s.live ~= 0 then fail(s.live .. ' sandboxes left live') end
   if s.creates ~= BURST then fail(tostring(s.creates) .. ' creates seen by the fake, not ' .. BURST) end
   f.close()
+  local st = http.stats().native
   local r = { run = i, burst = BURST, errors = errors, first_error = first, seconds = seconds,
-              connections = s.connections and s.connections.cp }
+              connections = s.connections and s.connections.cp, tls = TLS ~= nil,
+              native_h2_streams = st.h2_streams }
   io.stderr:write(string.format('modal_burst: run %d: %d/%d errors, %.1f s, %s control-plane connection(s)%s\n',
     i, errors, BURST, seconds, tostring(math.tointeger(r.connections) or r.connections), first and (' (first: ' .. first .. ')') or ''))
   return r
@@ -76,6 +90,7 @@ for i = 1, RUNS do
   results[#results + 1] = r
   if r.errors > 0 then failed = failed + 1 end
 end
-print(string.format('modal burst of %d: %d of %d runs with errors', BURST, failed, RUNS))
+if TMP then fs.remove_tree(TMP) end
+print(string.format('modal burst of %d%s: %d of %d runs with errors', BURST, TLS and ' over TLS' or '', failed, RUNS))
 if opts.out then assert(fs.write(opts.out, jsonl.encode(jsonl.array(results)))) end
 return failed == 0 and 0 or 1

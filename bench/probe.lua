@@ -7,7 +7,7 @@
 ---
 ---   ./cseng lua bench/probe.lua [--exe LABEL=PATH[@LIBDIR][+POOLS],...] [--concurrency 1024] [--reps 3]
 ---                               [--duration 3] [--warmup 1] [--out F.json] [--perf DIR] [--fake lua|c]
----                               [--pin on|off|both]
+---                               [--pin on|off|both] [--tls 1.1|2]
 ---
 --- --exe: the builds to compare (default: this binary). @LIBDIR runs that build with
 --- LD_LIBRARY_PATH=LIBDIR (e.g. an older libcurl.so.4 extracted with dpkg -x; a build that
@@ -17,6 +17,8 @@
 --- the Lua fake's CPU, which on two cores is taken from the client it measures). --pin: the fake on
 --- the last CPU and the client on the first (bench/lib.lua's pinning, as make bench runs them; the
 --- default), neither (off), or each build both ways, alternating (labels LABEL and LABEL-free).
+--- --tls 1.1|2: the C fake over TLS (a CA and certificate made for the run, bench/lib.lua) and
+--- the client asking for that HTTP version by ALPN.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -36,6 +38,7 @@ local opts, perr = flags.parse(arg, {
   perf = { key = 'perf', type = 'string' },
   fake = { key = 'fake', type = 'string' },
   pin = { key = 'pin', type = 'string' },
+  tls = { key = 'tls', type = 'string' },
 })
 if not opts then
   io.stderr:write('probe: ', perr, '\n')
@@ -91,15 +94,28 @@ if opts.fake ~= nil and opts.fake ~= 'c' and opts.fake ~= 'lua' then
   io.stderr:write('probe: --fake: lua or c\n')
   return 2
 end
+if opts.tls ~= nil and opts.tls ~= '1.1' and opts.tls ~= '2' then
+  io.stderr:write('probe: --tls: 1.1 or 2\n')
+  return 2
+end
+if opts.tls and opts.fake == 'lua' then
+  io.stderr:write('probe: --tls needs the C fake (the Lua one serves plain HTTP only)\n')
+  return 2
+end
 
 -- made once every argument is checked: a refused command leaves nothing behind
 local TMP = assert(fs.tempdir('cseng-probe-'))
 
 -- the fake provider, run by this binary
-local fake, url
+local fake, url, certs
 do
   local fargs = { '--create-ms', NOMINAL.create, '--exec-ms', NOMINAL.exec, '--delete-ms', NOMINAL.delete }
-  if opts.fake == 'c' then fake, url = blib.start_fake_c(TMP, fargs)
+  if opts.tls then
+    certs = blib.make_certs(fs.join(TMP, 'certs'))
+    for _, a in ipairs { '--tls-cert', certs.cert, '--tls-key', certs.key } do fargs[#fargs + 1] = a end
+    http.configure { ca_file = certs.ca } -- this process reads the fake's /stats over TLS too
+  end
+  if opts.fake == 'c' or opts.tls then fake, url = blib.start_fake_c(TMP, fargs)
   else fake, url = blib.start_fake(SELF, TMP, fargs) end
 end
 
@@ -122,6 +138,9 @@ local function client(b, prefix)
   if b.pools then
     argv[#argv + 1] = '--pools'
     argv[#argv + 1] = b.pools
+  end
+  if certs then
+    for _, a in ipairs { '--ca', certs.ca, '--http-version', opts.tls } do argv[#argv + 1] = a end
   end
   local r, err = proc.run { argv = argv, cwd = ROOT, env_add = env_for(b), timeout = WARMUP + DURATION + 120, tail_bytes = 1 << 16 }
   if not r or r.code ~= 0 then return nil, tostring(err or (r.stderr ~= '' and r.stderr or r.stdout)) end

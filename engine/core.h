@@ -66,6 +66,12 @@ void cs_op_ready(cs_op *op);
 void cs_task_answered(uint64_t at);
 uint64_t cs_task_answered_at(void); /* 0: the running task's latest wake-up was not an answer */
 
+/* The running task's call waited ns for a new connection (TCP, TLS, HTTP/2 settings) before it
+ * could be sent: a binding's push says so (lhttp.c). cs_task_handshakes() gives the task's count
+ * of such calls and their total, so a timing can tell the handshakes it holds (http.handshakes). */
+void cs_task_handshake(uint64_t ns);
+void cs_task_handshakes(uint64_t *count, uint64_t *ns);
+
 /* Raise the cancellation error object. */
 int cs_raise_cancelled(lua_State *L);
 

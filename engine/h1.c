@@ -1,11 +1,14 @@
 /*
- * h1.c: a plain-HTTP/1.1 keep-alive client on libuv and Debian's http_parser (see h1.h).
+ * h1.c: an HTTP/1.1 keep-alive client on libuv and Debian's http_parser (see h1.h), plain or
+ * over TLS (tls.c).
  *
- * Connections are kept per origin (host and port, as written in the URL) in a list of idle ones,
- * newest first; an idle connection stays read-polled, and anything it reads (the server closing
- * it, or junk) closes it. A request goes to the newest idle connection, else to a new one. As in
- * libcurl, a request on a reused connection that fails before one response byte (the server had
- * closed it in the meantime) is sent once more on a new connection.
+ * Connections are kept per origin (scheme, host and port as written in the URL, and for TLS the
+ * verification asked for) in a list of idle ones, newest first; an idle connection stays
+ * read-polled, and anything it reads (the server closing it, or junk; over TLS, anything but
+ * the session tickets a TLS 1.3 server sends after the handshake) closes it. A request goes to
+ * the newest idle connection, else to a new one. As in libcurl, a request on a reused connection
+ * that fails before one response byte (the server had closed it in the meantime) is sent once
+ * more on a new connection.
  *
  * Each connection owns its libuv handles (TCP stream, timer) and requests (connect, write,
  * getaddrinfo); a call borrows one connection at a time.
@@ -15,18 +18,26 @@
  * receive time of the bytes read. It reads in libuv's alloc callback, which then hands libuv no
  * buffer: libuv documents that as "read nothing" and calls the read callback with UV_ENOBUFS,
  * where what was read is parsed (not in the alloc callback: closing the stream there would
- * leave libuv calling a read callback it had cleared). At 1,024
- * calls in flight on a busy loop an answer waited ~5-10 ms (p99) in the socket before it was
- * read; that wait is this client's, not the server's, and no longer counts in t_total. Closing a connection closes both handles
- * and frees it on the second close callback; a getaddrinfo in flight is detached, not waited for.
+ * leave libuv calling a read callback it had cleared). An answer that waited in the socket
+ * while the loop was busy (at 1,024 calls in flight, milliseconds) is this client's wait, not
+ * the server's, and does not count in t_total. Over TLS the connection hands OpenSSL what it
+ * read (a memory BIO) and parses the plaintext that comes out, stamped with the read whose
+ * ciphertext completed it; what OpenSSL writes goes out through the same stream. The handshake
+ * is timed apart (t_tls), its session kept per origin and offered to the next connection.
+ * Closing a connection closes both handles and frees it on the second close callback; a
+ * getaddrinfo in flight is detached, not waited for.
  */
 #include "h1.h"
+#include "h2.h"
 #include "rxstamp.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +62,17 @@ typedef struct h1_conn {
   struct gai *gai;                   /* a name lookup in flight */
   int closing, closes;               /* handles closed so far (2: free) */
   int connected, idle, msg_done, in_trailers, value_seen, next_addr;
-  int writing;                       /* a uv_write of the request is still queued */
+  int writing;                       /* uv_writes still queued (the request's, or TLS records) */
+  SSL *ssl;                          /* TLS (NULL: plain), on memory BIOs: */
+  BIO *rbio, *wbio;                  /* what was read, for OpenSSL; what it wrote, to send */
+  int hs_done;                       /* the TLS handshake is done */
+  int offer_h2, pk;                  /* it may speak HTTP/2: offered by ALPN, or with prior knowledge (plain) */
+  int proto;                         /* once ready: 0 HTTP/1.1, 2 HTTP/2 (h2: its session) */
+  struct h2_sess *h2;
+  h1_call *waiters;                  /* calls waiting for it to be ready (it may carry them as streams) */
+  unsigned nwaiters;
+  struct h1_conn *lprev, *lnext;     /* the origin's list it is in (list): */
+  int list;                          /* 0 none, L_H2 ready HTTP/2 connections, L_PENDING opening ones that may be */
   int bad_status;                    /* a status line http_parser took and libcurl would not (< 100) */
   uint64_t uses;                     /* calls it carried */
   int fail_err, fail_os;             /* a failure delivered from the timer (never from h1_start) */
@@ -62,10 +83,17 @@ typedef struct h1_conn {
   size_t line_len, line_cap;
 } h1_conn;
 
+enum { L_H2 = 1, L_PENDING };
+
 struct h1_origin {
   h1_origin *next;
   h1_conn *idle; /* newest first */
   long nidle;
+  h1_conn *h2;      /* its HTTP/2 connections (each carries up to max_streams calls) */
+  h1_conn *pending; /* its connections being opened that may speak HTTP/2 (calls wait for them) */
+  int h1_known;     /* its last TLS handshake chose HTTP/1.1: calls do not wait for the next */
+  struct tls_conf *tls; /* https (NULL: plain): the verification its connections do */
+  tls_cache cache;      /* their newest TLS session, offered to the next connection */
   struct sockaddr_storage addrs[ADDRS_MAX];
   int naddrs;
   uint64_t addrs_at; /* when resolved (names only) */
@@ -85,18 +113,24 @@ static struct {
   h1_origin *b[ORIGIN_BUCKETS];
   h1_conn *all;
   long idle_max;
+  unsigned max_streams; /* HTTP/2 streams per connection, at most */
   h1_stats st;
   char rbuf[READ_BUF]; /* every read lands here and is parsed at once */
+  char pbuf[READ_BUF]; /* over TLS: the plaintext of what was read */
+  char obuf[READ_BUF]; /* over TLS: records OpenSSL wrote, on their way to the socket */
+  char wbuf[16384];    /* over TLS: a request's head and body together, one record (each costs ~7k instructions) */
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
     ssize_t n;
     uint64_t at;
   } got;
-} G = {.idle_max = 1024};
+} G = {.idle_max = 1024, .max_streams = 100};
 
 static http_parser_settings settings;
 static int conn_write(h1_conn *k);
 static void conn_connect(h1_conn *k);
+static int dispatch(h1_origin *o, h1_call *c);
+static void call_end(h1_call *c, int err, int os_errno);
 
 /* ---- URLs ----------------------------------------------------------------------------- */
 
@@ -106,16 +140,21 @@ static struct {
   char auth[96];
   size_t len;
   size_t host_off, host_len;
-  int ipv6, port, default_port;
+  int tls, ipv6, port, default_port;
 } last_auth;
 
 int h1_url_split(const char *url, size_t len, h1_url *u) {
-  const char *p = url, *end = url + len, *h, *he, *ae;
+  const char *p = url, *end = url + len, *h, *he, *ae, *auth;
+  int tls;
   memset(u, 0, sizeof *u);
-  if (len < 8 || memcmp(p, "http://", 7) != 0) return 0;
-  p += 7;
+  if (len >= 8 && memcmp(p, "http://", 7) == 0) tls = 0, p += 7;
+  else if (len >= 9 && memcmp(p, "https://", 8) == 0) tls = 1, p += 8;
+  else return 0;
+  auth = p;
+  u->tls = tls;
   for (ae = p; ae < end && *ae != '/' && *ae != '?' && *ae != '#'; ae++) {}
-  if (last_auth.len && (size_t)(ae - p) == last_auth.len && memcmp(p, last_auth.auth, last_auth.len) == 0) {
+  if (last_auth.len && last_auth.tls == tls && (size_t)(ae - p) == last_auth.len &&
+      memcmp(p, last_auth.auth, last_auth.len) == 0) {
     u->host = p + last_auth.host_off, u->host_len = last_auth.host_len;
     u->ipv6 = last_auth.ipv6, u->port = last_auth.port, u->default_port = last_auth.default_port;
     p = ae;
@@ -157,20 +196,20 @@ int h1_url_split(const char *url, size_t len, h1_url *u) {
     }
   }
   u->host = h, u->host_len = (size_t)(he - h);
-  u->port = 80, u->default_port = 1;
+  u->port = tls ? 443 : 80, u->default_port = 1;
   if (p < end && *p == ':') {
     long port = 0;
     const char *d = ++p;
     while (p < end && *p >= '0' && *p <= '9' && p - d < 6) port = port * 10 + (*p++ - '0');
     if (p == d || port < 1 || port > 65535 || (p < end && *p != '/' && *p != '?' && *p != '#')) return 0;
-    u->port = (int)port, u->default_port = port == 80; /* libcurl leaves :80 out of Host too */
+    u->port = (int)port, u->default_port = port == (tls ? 443 : 80); /* libcurl leaves it out of Host too */
   }
   if (p < end && *p != '/' && *p != '?' && *p != '#') return 0; /* user info, odd characters */
-  if ((size_t)(p - (url + 7)) < sizeof last_auth.auth) { /* p == ae here */
-    last_auth.len = (size_t)(p - (url + 7));
-    memcpy(last_auth.auth, url + 7, last_auth.len);
-    last_auth.host_off = (size_t)(u->host - (url + 7)), last_auth.host_len = u->host_len;
-    last_auth.ipv6 = u->ipv6, last_auth.port = u->port, last_auth.default_port = u->default_port;
+  if ((size_t)(p - auth) < sizeof last_auth.auth) { /* p == ae here */
+    last_auth.len = (size_t)(p - auth);
+    memcpy(last_auth.auth, auth, last_auth.len);
+    last_auth.host_off = (size_t)(u->host - auth), last_auth.host_len = u->host_len;
+    last_auth.tls = tls, last_auth.ipv6 = u->ipv6, last_auth.port = u->port, last_auth.default_port = u->default_port;
   }
 target:
   u->target = p;
@@ -206,17 +245,19 @@ target:
 
 /* ---- origins ---------------------------------------------------------------------------- */
 
-static h1_origin *origin_get(const char *host, size_t n, int ipv6, int port) {
+static h1_origin *origin_get(const char *host, size_t n, int ipv6, int port, struct tls_conf *tls) {
   unsigned hash = 2166136261u;
   h1_origin *o;
   for (size_t i = 0; i < n; i++) hash = (hash ^ (unsigned char)host[i]) * 16777619u;
   hash = (hash ^ (unsigned)port) * 16777619u;
+  hash = (hash ^ (unsigned)((uintptr_t)tls >> 4)) * 16777619u;
   for (o = G.b[hash % ORIGIN_BUCKETS]; o; o = o->next)
-    if (o->port == port && o->host_len == n && memcmp(o->host, host, n) == 0) return o;
+    if (o->port == port && o->tls == tls && o->host_len == n && memcmp(o->host, host, n) == 0) return o;
   if (!(o = calloc(1, sizeof *o + n + 1))) return NULL;
   memcpy(o->host, host, n);
   o->host_len = n;
   o->port = port;
+  o->tls = tls;
   if (ipv6) {
     struct sockaddr_in6 *a = (struct sockaddr_in6 *)&o->addrs[0];
     a->sin6_family = AF_INET6;
@@ -245,19 +286,58 @@ static void idle_unlink(h1_conn *k) {
   G.st.idle--;
 }
 
+static void list_del(h1_conn *k) {
+  h1_conn **head;
+  if (!k->list) return;
+  head = k->list == L_H2 ? &k->origin->h2 : &k->origin->pending;
+  if (k->lprev) k->lprev->lnext = k->lnext;
+  else *head = k->lnext;
+  if (k->lnext) k->lnext->lprev = k->lprev;
+  k->lprev = k->lnext = NULL;
+  k->list = 0;
+}
+
+static void list_add(h1_conn *k, int which) {
+  h1_conn **head = which == L_H2 ? &k->origin->h2 : &k->origin->pending;
+  list_del(k);
+  k->lprev = NULL;
+  k->lnext = *head;
+  if (*head) (*head)->lprev = k;
+  *head = k;
+  k->list = which;
+}
+
 /* ---- connections -------------------------------------------------------------------------- */
 
 static void conn_freed(uv_handle_t *h) {
   h1_conn *k = h->data;
   if (++k->closes < 2) return;
+  h2_free(k->h2); /* its streams' calls were told before the close (or forgotten at shutdown) */
+  if (k->ssl) SSL_free(k->ssl); /* and its BIOs */
   free(k->line);
   free(k);
+}
+
+/* Calls that waited for k go elsewhere (k failed, or turned out to speak HTTP/1.1 only). */
+static void redispatch_waiters(h1_conn *k) {
+  while (k->waiters) {
+    h1_call *c = k->waiters;
+    k->waiters = c->qnext;
+    if (k->waiters) k->waiters->qprev = NULL;
+    c->qnext = c->qprev = NULL;
+    c->conn = NULL;
+    k->nwaiters--;
+    c->t_ready = uv_hrtime() - c->t0; /* (a new connection it then opens sets it again) */
+    if (dispatch(k->origin, c) != 0) call_end(c, H1_ENOMEM, ENOMEM);
+  }
 }
 
 static void conn_close(h1_conn *k) {
   if (k->closing) return;
   k->closing = 1;
   idle_unlink(k);
+  list_del(k);
+  redispatch_waiters(k);
   if (k->gai) {
     k->gai->conn = NULL; /* its callback frees it */
     uv_cancel((uv_req_t *)&k->gai->req);
@@ -319,6 +399,15 @@ static void finish(h1_conn *k, int err, int os_errno, int keep) {
   c->on_done(c, err, os_errno);
 }
 
+/* A call that is not its connection's HTTP/1.1 call ends (an HTTP/2 stream, a waiting call, a
+ * warming call whose connection is ready): the owner hears. */
+static void call_end(h1_call *c, int err, int os_errno) {
+  c->conn = NULL;
+  if (err != H1_OK || !c->t_end) c->t_end = uv_hrtime();
+  c->t_total = c->t_end - c->t0;
+  c->on_done(c, err, os_errno);
+}
+
 static void attach(h1_conn *k, h1_call *c);
 
 /* A failure before any response byte on a reused connection: the server closed it while it
@@ -347,25 +436,53 @@ static void arm_at(h1_conn *k, uint64_t deadline, uint64_t now);
  * call ended, or a later deadline replaced the one it was started for: started again for the
  * rest). Within a millisecond of the deadline counts as past it (libuv's timers count whole
  * milliseconds). */
+static void conn_fail_h2(h1_conn *k, int err, int os_errno);
+static uint64_t expire_waiters(h1_conn *k, uint64_t now);
+
 static void on_timer(uv_timer_t *t) {
   h1_conn *k = t->data;
-  uint64_t now;
+  uint64_t now, next;
   if (k->fail_pending) {
     k->fail_pending = 0;
-    fail(k, k->fail_err, k->fail_os);
+    if (k->h2) conn_fail_h2(k, k->fail_err, k->fail_os);
+    else fail(k, k->fail_err, k->fail_os);
     return;
   }
   k->armed = 0;
-  if (!k->call || !k->deadline) return;
   now = uv_hrtime();
-  if (now + 1000000 > k->deadline) fail(k, H1_ETIMEDOUT, ETIMEDOUT);
-  else arm_at(k, k->deadline, now);
+  next = expire_waiters(k, now);
+  if (k->h2) { /* its streams' deadlines */
+    uint64_t n2 = h2_expire(k->h2, now);
+    if (k->closing) return;
+    if (n2 && (!next || n2 < next)) next = n2;
+  }
+  if (k->call && k->deadline) {
+    if (now + 1000000 > k->deadline) {
+      if (k->h2) { /* a warming call on a ready HTTP/2 connection: it ends, the connection stays */
+        h1_call *c = k->call;
+        k->call = NULL;
+        call_end(c, H1_ETIMEDOUT, ETIMEDOUT);
+      } else {
+        fail(k, H1_ETIMEDOUT, ETIMEDOUT);
+        return;
+      }
+    } else if (!next || k->deadline < next)
+      next = k->deadline;
+  }
+  if (next && !k->closing) arm_at(k, next, now);
 }
 
 static void arm_at(h1_conn *k, uint64_t deadline, uint64_t now) {
   uint64_t ms = deadline > now ? (deadline - now + 999999) / 1000000 : 0;
   k->armed = deadline;
   uv_timer_start(&k->timer, on_timer, ms, 0);
+}
+
+/* The timer runs for deadline d at the latest (a call that joined the connection). */
+static void arm_for(h1_conn *k, uint64_t d) {
+  if (!d || k->fail_pending) return;
+  if (k->armed && k->armed <= d && uv_is_active((uv_handle_t *)&k->timer)) return;
+  arm_at(k, d, uv_hrtime());
 }
 
 /* A failure found while starting (inside h1_start or a callback that must not finish): delivered
@@ -386,7 +503,8 @@ static void arm_timer(h1_conn *k) {
   h1_call *c = k->call;
   uint64_t due = UINT64_MAX;
   if (c->timeout_ms) due = c->timeout_ms;
-  if (!k->connected && c->connect_timeout_ms && c->connect_timeout_ms < due) due = c->connect_timeout_ms;
+  if ((!k->connected || (k->origin->tls && !k->hs_done)) && c->connect_timeout_ms && c->connect_timeout_ms < due)
+    due = c->connect_timeout_ms; /* libcurl's connect phase: TCP and the TLS handshake */
   k->deadline = due == UINT64_MAX ? 0 : c->t0 + due * 1000000;
   if (!k->deadline || k->fail_pending) return;
   if (k->armed && k->armed <= k->deadline && uv_is_active((uv_handle_t *)&k->timer)) return;
@@ -394,6 +512,9 @@ static void arm_timer(h1_conn *k) {
 }
 
 static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
+static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
+static int tls_step(h1_conn *k);
+static int tls_flush(h1_conn *k);
 
 /* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
  * there was nothing to read. */
@@ -430,18 +551,24 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
     ssize_t n = G.got.n;
     if (!k || k != s->data) return;
     G.got.k = NULL;
-    got(k, n, G.rbuf, G.got.at);
+    got_raw(k, n, G.rbuf, G.got.at);
     /* (not after the last: what it read would wait in G.got for another connection's read) */
-    if (i == 31 || n < (ssize_t)sizeof G.rbuf || k->closing || !k->call || !read_once(k)) return;
+    if (i == 31 || n < (ssize_t)sizeof G.rbuf || k->closing || (!k->call && !k->h2) || !read_once(k)) return;
   }
 }
 
 /* What one read of k's socket gave: nread bytes at p (received at `at`, 0 if unknown), UV_EOF,
  * or a negative errno. */
+static void h2_got(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
+
 static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
   h1_call *c = k->call;
   size_t used;
   if (k->closing) return;
+  if (k->h2) {
+    h2_got(k, nread, p, at);
+    return;
+  }
   if (!c) { /* idle: the server closed it, or sent what nobody asked for */
     conn_close(k);
     return;
@@ -491,21 +618,166 @@ static void got(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
   }
 }
 
+/* What one read of k's socket gave, before HTTP. Plain: the response's bytes. TLS: ciphertext
+ * for OpenSSL, which it uses to go on with the handshake, and whose plaintext goes on to got()
+ * with this read's stamp (the read that completed a record is when its bytes arrived). */
+static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
+  int n, e;
+  if (!k->ssl) {
+    got(k, nread, p, at);
+    return;
+  }
+  if (k->closing) return;
+  if (nread < 0) {
+    if (!k->hs_done) { /* closed or reset during the handshake */
+      if (k->call) {
+        snprintf(k->call->tls_error, sizeof k->call->tls_error,
+                 "TLS connect error: the connection %s during the handshake", nread == UV_EOF ? "closed" : "failed");
+        finish(k, H1_ETLS, nread == UV_EOF ? 0 : (int)-nread, 0);
+      } else
+        conn_close(k);
+      return;
+    }
+    if (nread == UV_EOF && k->h2) { /* (see below: HTTP/2's streams fail so too) */
+      conn_fail_h2(k, H1_ERECV, 0);
+      return;
+    }
+    if (nread == UV_EOF && k->call) {
+      /* the TCP stream ended without close_notify: a truncation attack looks the same, so it is
+       * a failed read, even where a plain connection's close would end a body (libcurl with
+       * OpenSSL 3: "unexpected eof while reading") */
+      snprintf(k->call->tls_error, sizeof k->call->tls_error,
+               "TLS: the connection closed without close_notify (unexpected eof while reading)");
+      fail(k, H1_ERECV, 0);
+      return;
+    }
+    got(k, nread, NULL, at);
+    return;
+  }
+  if (BIO_write(k->rbio, p, (int)nread) != (int)nread) {
+    ERR_clear_error();
+    if (k->call) finish(k, H1_ENOMEM, ENOMEM, 0);
+    else conn_close(k);
+    return;
+  }
+  if (!k->hs_done && !tls_step(k)) return;
+  for (;;) {
+    n = SSL_read(k->ssl, G.pbuf, sizeof G.pbuf);
+    if (n > 0) { /* an idle connection's plaintext closes it there, as on a plain one */
+      got(k, n, G.pbuf, at);
+      if (k->closing) return;
+      /* another read only when there is something to read: the rest of a record, or more
+       * ciphertext (a read that finds nothing fails, and failing costs more than asking) */
+      if (!SSL_has_pending(k->ssl) && BIO_ctrl_pending(k->rbio) == 0) break;
+      continue;
+    }
+    e = SSL_get_error(k->ssl, n);
+    if (e == SSL_ERROR_WANT_READ) break; /* a whole record consumed: a session ticket, or nothing yet */
+    ERR_clear_error();
+    /* close_notify: the end of the stream; anything else (a bad record, an alert): a failed read */
+    got(k, e == SSL_ERROR_ZERO_RETURN ? UV_EOF : -ECONNRESET, NULL, at);
+    return;
+  }
+  if (BIO_ctrl_pending(k->wbio) && tls_flush(k) != 0 && !k->closing) { /* what reading wrote (a key update's answer) */
+    if (k->call) fail(k, H1_ESEND, EPIPE);
+    else conn_close(k);
+  }
+}
+
 static void on_written(uv_write_t *w, int status) {
   h1_conn *k = w->data;
-  k->writing = 0;
+  k->writing--;
   if (status == UV_ECANCELED || k->closing || !k->call) return;
   if (status < 0) fail(k, H1_ESEND, -status);
 }
 
+static void written_failed(h1_conn *k, int status) {
+  if (k->h2) conn_fail_h2(k, H1_ESEND, -status);
+  else if (k->call) fail(k, H1_ESEND, -status);
+  else conn_close(k);
+}
+
+/* TLS records queued behind the socket's buffer: a copy, freed when written. */
+typedef struct {
+  uv_write_t w;
+  h1_conn *k;
+  char data[];
+} tls_wr;
+
+static void written_failed(h1_conn *k, int status);
+
+static void tls_written(uv_write_t *w, int status) {
+  h1_conn *k = ((tls_wr *)w)->k;
+  free(w);
+  k->writing--;
+  if (status == UV_ECANCELED || k->closing || status >= 0) return;
+  written_failed(k, status);
+}
+
+/* What OpenSSL wrote (handshake messages, records, alerts) onto the socket: at once when the
+ * socket takes it, the rest queued (libuv keeps the order: uv_try_write refuses while anything
+ * is queued). 0, or a libuv error. */
+/* Bytes of ours onto the socket (records, HTTP/2 frames): at once when the socket takes them, the
+ * rest copied and queued (libuv keeps the order: uv_try_write refuses while anything is queued).
+ * 0, or a libuv error. */
+static int raw_send(h1_conn *k, const char *p, size_t n) {
+  uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+  int w = uv_try_write((uv_stream_t *)&k->tcp, &b, 1), rc;
+  tls_wr *t;
+  if (w == (int)n) return 0;
+  if (w < 0 && w != UV_EAGAIN) return w;
+  if (w < 0) w = 0;
+  if (!(t = malloc(sizeof *t + (n - (size_t)w)))) return UV_ENOMEM;
+  memcpy(t->data, p + w, n - (size_t)w);
+  t->k = k;
+  b = uv_buf_init(t->data, (unsigned)(n - (size_t)w));
+  if ((rc = uv_write(&t->w, (uv_stream_t *)&k->tcp, &b, 1, tls_written)) != 0) {
+    free(t);
+    return rc;
+  }
+  k->writing++;
+  return 0;
+}
+
+static int tls_flush(h1_conn *k) {
+  int n, rc;
+  size_t pend;
+  /* (asked first: a BIO_read of an empty memory BIO is a failed call, flags set and cleared) */
+  while (!k->closing && (pend = BIO_ctrl_pending(k->wbio)) > 0 &&
+         (n = BIO_read(k->wbio, G.obuf, pend < sizeof G.obuf ? (int)pend : (int)sizeof G.obuf)) > 0)
+    if ((rc = raw_send(k, G.obuf, (size_t)n)) != 0) return rc;
+  return 0;
+}
+
 /* The request onto the socket: written at once when the socket takes it all (the common case),
- * the rest queued. Nonzero: it could not be (the caller fails the call). */
+ * the rest queued. Nonzero: it could not be (the caller fails the call). Over TLS the request is
+ * encrypted into records first (a memory BIO takes it all), then sent as they are. */
 static int conn_write(h1_conn *k) {
   h1_call *c = k->call;
   uv_buf_t bufs[2];
   unsigned n = 0;
   size_t total = 0;
   int w;
+  if (k->ssl) {
+    for (unsigned i = 0; i < c->nsend; i++) total += c->send[i].len;
+    if (c->nsend > 1 && total <= sizeof G.wbuf) { /* one record rather than one per part */
+      for (unsigned i = 0; i < c->nsend; i++) {
+        memcpy(G.wbuf + n, c->send[i].base, c->send[i].len);
+        n += (unsigned)c->send[i].len;
+      }
+      if (SSL_write(k->ssl, G.wbuf, (int)total) <= 0) {
+        ERR_clear_error();
+        return UV_EPROTO;
+      }
+      return tls_flush(k);
+    }
+    for (unsigned i = 0; i < c->nsend; i++)
+      if (c->send[i].len && SSL_write(k->ssl, c->send[i].base, (int)c->send[i].len) <= 0) {
+        ERR_clear_error();
+        return UV_EPROTO;
+      }
+    return tls_flush(k);
+  }
   for (unsigned i = 0; i < c->nsend; i++)
     if (c->send[i].len) bufs[n++] = c->send[i], total += c->send[i].len;
   w = uv_try_write((uv_stream_t *)&k->tcp, bufs, n);
@@ -521,7 +793,7 @@ static int conn_write(h1_conn *k) {
     n -= i;
   }
   k->write.data = k;
-  if ((w = uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written)) == 0) k->writing = 1;
+  if ((w = uv_write(&k->write, (uv_stream_t *)&k->tcp, bufs, n, on_written)) == 0) k->writing++;
   return w;
 }
 
@@ -536,6 +808,82 @@ static void send_request(h1_conn *k) {
   k->line_len = 0;
   k->uses++;
   if ((rc = conn_write(k)) != 0) fail_later(k, H1_ESEND, -rc);
+}
+
+static void conn_ready(h1_conn *k);
+
+/* ---- TLS ---------------------------------------------------------------------------------- */
+
+/* The handshake failed: the call fails with libcurl's kind of failure (a refused certificate, or
+ * any other handshake error); a connection without a call just closes. */
+static void tls_failed(h1_conn *k, int rc) {
+  h1_call *c = k->call;
+  h1_origin *o = k->origin;
+  char msg[sizeof c->tls_error];
+  int cert = tls_failure(k->ssl, rc, o->host, o->numeric, msg, sizeof msg);
+  (void)tls_flush(k); /* the alert, as OpenSSL wrote it */
+  if (!c) {
+    conn_close(k);
+    return;
+  }
+  memcpy(c->tls_error, msg, sizeof msg);
+  finish(k, cert ? H1_ECERT : H1_ETLS, 0, 0);
+}
+
+/* One step of the handshake, after something was read (or to start it). 1: done, the request
+ * went out; 0: not yet, or it failed (the call has been told). */
+static int tls_step(h1_conn *k) {
+  int rc = SSL_do_handshake(k->ssl), e;
+  h1_call *c = k->call;
+  if (rc == 1) {
+    k->hs_done = 1;
+    G.st.tls_handshakes++;
+    if (SSL_session_reused(k->ssl)) G.st.tls_resumed++;
+    tls_handshake_done(k->ssl);
+    if (!c) { /* nobody waits for it */
+      conn_close(k);
+      return 0;
+    }
+    c->t_tls = since(c);
+    c->tls_resumed = SSL_session_reused(k->ssl);
+    arm_timer(k); /* the connect timeout no longer applies */
+    conn_ready(k); /* the request goes with the handshake's last flight, in one write (tls_flush) */
+    return !k->closing;
+  }
+  e = SSL_get_error(k->ssl, rc);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    int w = tls_flush(k);
+    if (w != 0 && c) {
+      ERR_clear_error();
+      finish(k, H1_ESEND, -w, 0);
+    }
+    return 0;
+  }
+  tls_failed(k, rc);
+  return 0;
+}
+
+/* TCP is up: a TLS client on memory BIOs (tls.c) for the origin's host, offering HTTP/1.1 by
+ * ALPN, resuming the origin's last session; its ClientHello goes out now. */
+static void tls_start(h1_conn *k) {
+  h1_origin *o = k->origin;
+  h1_call *c = k->call;
+  static const unsigned char alpn_h1[] = "\x08http/1.1", alpn_h2[] = "\x02h2\x08http/1.1";
+  const char *why = tls_conf_error(o->tls);
+  if (why) { /* the CA bundle did not load: libcurl's CURLE_SSL_CACERT_BADFILE */
+    snprintf(c->tls_error, sizeof c->tls_error, "%s", why);
+    finish(k, H1_ECAFILE, 0, 0);
+    return;
+  }
+  if (!(k->ssl = tls_new(o->tls, o->host, o->numeric, k->offer_h2 ? alpn_h2 : alpn_h1,
+                         k->offer_h2 ? sizeof alpn_h2 - 1 : sizeof alpn_h1 - 1, &o->cache))) {
+    finish(k, H1_ENOMEM, ENOMEM, 0);
+    return;
+  }
+  k->rbio = SSL_get_rbio(k->ssl);
+  k->wbio = SSL_get_wbio(k->ssl);
+  arm_timer(k);
+  (void)tls_step(k);
 }
 
 static void on_connect(uv_connect_t *r, int status) {
@@ -572,8 +920,12 @@ static void on_connect(uv_connect_t *r, int status) {
     if (uv_fileno((uv_handle_t *)&k->tcp, &fd) == 0) (void)rx_stamp_enable(fd);
   }
   uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+  if (k->origin->tls) {
+    tls_start(k);
+    return;
+  }
   arm_timer(k); /* the connect timeout no longer applies */
-  send_request(k);
+  conn_ready(k);
 }
 
 static void conn_connect(h1_conn *k) {
@@ -649,6 +1001,219 @@ static void conn_open(h1_conn *k) {
   }
 }
 
+/* ---- HTTP/2 and calls waiting for a connection ------------------------------------------- */
+
+static int h2_write(void *conn, const uint8_t *p, size_t n) {
+  h1_conn *k = conn;
+  if (k->closing) return UV_ECANCELED;
+  if (k->ssl) {
+    if (SSL_write(k->ssl, p, (int)n) <= 0) {
+      ERR_clear_error();
+      return UV_EPROTO;
+    }
+    return tls_flush(k);
+  }
+  return raw_send(k, (const char *)p, n);
+}
+
+/* A stream's call ended. Refused by the server before it processed it (REFUSED_STREAM, or past a
+ * GOAWAY's last stream), or lost with its connection before a response byte on a connection it
+ * reused: sent once more elsewhere, as libcurl does. */
+static void h2_ended(void *conn, h1_call *c, int err, int os_errno) {
+  h1_conn *k = conn;
+  int lost = k->closing || (k->h2 && !h2_usable(k->h2));
+  if (!c->retried && c->received == 0 &&
+      (err == H1_ERETRY || (lost && !c->new_conn && (err == H1_EH2STREAM || err == H1_ERECV || err == H1_ESEND)))) {
+    c->retried = 1;
+    G.st.retried++;
+    c->conn = NULL;
+    c->sess = NULL;
+    if (dispatch(k->origin, c) == 0) return;
+    err = H1_ENOMEM;
+  }
+  if (err == H1_ERETRY) err = H1_EH2STREAM;
+  call_end(c, err, os_errno);
+}
+
+static const h2_ops H2_OPS = {h2_write, h2_ended};
+
+/* c becomes a stream of k's session; with flush, its request goes out now. 0, or H1_ENOMEM. */
+static int stream_start(h1_conn *k, h1_call *c, int flush) {
+  int rc;
+  c->conn = k;
+  c->deadline = c->timeout_ms ? c->t0 + c->timeout_ms * 1000000 : 0;
+  if ((rc = h2_submit(k->h2, c)) != 0) {
+    c->conn = NULL;
+    return rc;
+  }
+  G.st.h2_streams++;
+  arm_for(k, c->deadline);
+  if (flush && h2_flush(k->h2) != 0) fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
+  return 0;
+}
+
+/* A call's deadline while it waits for a connection: its connect timeout applies too. */
+static uint64_t wait_deadline(h1_call *c) {
+  uint64_t due = c->timeout_ms;
+  if (c->connect_timeout_ms && (!due || c->connect_timeout_ms < due)) due = c->connect_timeout_ms;
+  return due ? c->t0 + due * 1000000 : 0;
+}
+
+static void wait_on(h1_conn *k, h1_call *c) {
+  c->conn = k;
+  c->qprev = NULL;
+  c->qnext = k->waiters;
+  if (k->waiters) k->waiters->qprev = c;
+  k->waiters = c;
+  k->nwaiters++;
+  c->deadline = wait_deadline(c);
+  arm_for(k, c->deadline);
+}
+
+static void unwait(h1_conn *k, h1_call *c) {
+  if (c->qprev) c->qprev->qnext = c->qnext;
+  else k->waiters = c->qnext;
+  if (c->qnext) c->qnext->qprev = c->qprev;
+  c->qnext = c->qprev = NULL;
+  k->nwaiters--;
+}
+
+/* Waiting calls past their deadline end (ETIMEDOUT); returns the earliest deadline left. */
+static uint64_t expire_waiters(h1_conn *k, uint64_t now) {
+  uint64_t next = 0;
+  h1_call *c, *nx;
+  for (c = k->waiters; c; c = nx) {
+    nx = c->qnext;
+    if (c->deadline && now + 1000000 > c->deadline) {
+      unwait(k, c);
+      call_end(c, H1_ETIMEDOUT, ETIMEDOUT);
+    } else if (c->deadline && (!next || c->deadline < next))
+      next = c->deadline;
+  }
+  return next;
+}
+
+/* The HTTP/2 connection failed or ended: its streams' calls end with err (or go elsewhere,
+ * h2_ended), a warming call with it, and it closes. */
+static void conn_fail_h2(h1_conn *k, int err, int os_errno) {
+  h1_call *c = k->call;
+  if (k->closing) return;
+  list_del(k); /* nothing new lands on it meanwhile */
+  h2_fail_all(k->h2, err, os_errno);
+  if (c && k->call == c) {
+    k->call = NULL;
+    call_end(c, err, os_errno);
+  }
+  conn_close(k);
+}
+
+/* What an HTTP/2 connection read (plaintext), or its end. */
+static void h2_got(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
+  h1_call *c;
+  if (nread < 0) {
+    conn_fail_h2(k, nread == UV_EOF ? H1_EH2STREAM : H1_ERECV, nread == UV_EOF ? 0 : (int)-nread);
+    return;
+  }
+  if (h2_input(k->h2, p, (size_t)nread, at) != 0) {
+    (void)h2_flush(k->h2); /* its GOAWAY, if it can still go */
+    conn_fail_h2(k, H1_EH2, 0);
+    return;
+  }
+  if (k->closing) return;
+  if ((c = k->call) != NULL && c->no_request && h2_settings_seen(k->h2)) {
+    k->call = NULL; /* warm: the server's SETTINGS are in */
+    call_end(c, H1_OK, 0);
+  }
+  if (h2_flush(k->h2) != 0) {
+    conn_fail_h2(k, H1_ESEND, EPIPE);
+    return;
+  }
+  /* the session is over (a GOAWAY it sent or got, its streams done): what is left of it fails */
+  if (h2_finished(k->h2)) conn_fail_h2(k, H1_EH2, 0);
+  else if (!h2_usable(k->h2) && h2_open(k->h2) == 0 && !k->call) conn_close(k);
+}
+
+/* k is connected (and its TLS handshake done): it speaks HTTP/2 (ALPN chose h2, or prior
+ * knowledge) or HTTP/1.1. Its call goes (a warming call ends: an HTTP/2 one once the server's
+ * SETTINGS are in); the calls that waited for it become streams, or go elsewhere. */
+static void conn_ready(h1_conn *k) {
+  h1_origin *o = k->origin;
+  h1_call *c = k->call;
+  int h2 = k->pk;
+  if (k->ssl && k->offer_h2) {
+    const unsigned char *a = NULL;
+    unsigned al = 0;
+    SSL_get0_alpn_selected(k->ssl, &a, &al);
+    h2 = al == 2 && memcmp(a, "h2", 2) == 0;
+    o->h1_known = !h2;
+  }
+  list_del(k);
+  if (c) {
+    c->t_ready = since(c);
+    c->major = h2 ? 2 : 1; /* (what a warming call found) */
+  }
+  if (!h2) {
+    if (c && c->no_request) finish(k, H1_OK, 0, 1); /* warm: idle now */
+    else if (c) send_request(k);
+    if (!k->closing) redispatch_waiters(k); /* they take it if it is idle, else connections of their own */
+    return;
+  }
+  if (!(k->h2 = h2_new(&H2_OPS, k, k->ssl != NULL))) {
+    if (c) finish(k, H1_ENOMEM, ENOMEM, 0);
+    else conn_close(k);
+    return;
+  }
+  k->proto = 2;
+  G.st.h2_connections++;
+  list_add(k, L_H2);
+  if (c && !c->no_request) {
+    k->call = NULL;
+    if (stream_start(k, c, 0) != 0) call_end(c, H1_ENOMEM, ENOMEM);
+  }
+  while (k->waiters && h2_room(k->h2, G.max_streams) > 0) {
+    h1_call *w = k->waiters;
+    unwait(k, w);
+    w->t_ready = since(w);
+    if (stream_start(k, w, 0) != 0) call_end(w, H1_ENOMEM, ENOMEM);
+  }
+  redispatch_waiters(k); /* more than it may carry */
+  if (h2_flush(k->h2) != 0) conn_fail_h2(k, H1_ESEND, EPIPE);
+}
+
+/* Whether c may go over HTTP/2: https unless HTTP/1.1 was asked for; http:// when HTTP/2 was
+ * (prior knowledge). */
+static int wants_h2(const h1_call *c) { return c->tls ? c->version != H1_V_1 : c->version == H1_V_2; }
+
+/* c goes to a connection: a stream of an HTTP/2 one with room, else (HTTP/2 possible) a wait for
+ * one being opened that may speak it (as libcurl's CURLOPT_PIPEWAIT), else an idle HTTP/1.1 one,
+ * else a new one. 0, or H1_ENOMEM (nothing started). */
+static int dispatch(h1_origin *o, h1_call *c) {
+  h1_conn *k;
+  int h2 = wants_h2(c);
+  if (h2 && !c->fresh) {
+    for (k = o->h2; k; k = k->lnext)
+      if (h2_room(k->h2, G.max_streams) > 0) return stream_start(k, c, 1);
+    if (!c->tls || !o->h1_known)
+      for (k = o->pending; k; k = k->lnext)
+        if (k->nwaiters + 1 < G.max_streams) {
+          wait_on(k, c);
+          return 0;
+        }
+  }
+  if (!c->fresh && (!h2 || c->version == H1_V_ANY) && (k = o->idle) != NULL) {
+    idle_unlink(k);
+    G.st.reused++;
+    attach(k, c);
+    return 0;
+  }
+  if (!(k = conn_new(o))) return H1_ENOMEM;
+  k->offer_h2 = h2 && c->tls;
+  k->pk = h2 && !c->tls;
+  if (h2) list_add(k, L_PENDING);
+  attach(k, c);
+  return 0;
+}
+
 static void attach(h1_conn *k, h1_call *c) {
   k->call = c;
   c->conn = k;
@@ -659,30 +1224,49 @@ static void attach(h1_conn *k, h1_call *c) {
 
 int h1_start(h1_call *c) {
   h1_origin *o;
-  h1_conn *k;
   c->t0 = uv_hrtime();
-  c->t_dns = c->t_connect = c->t_ttfb = c->t_total = c->t_end = 0;
+  c->t_dns = c->t_connect = c->t_tls = c->t_ttfb = c->t_total = c->t_end = 0;
   c->status = c->major = c->minor = 0;
-  c->new_conn = c->retried = 0;
+  c->new_conn = c->retried = c->tls_resumed = 0;
+  c->tls_error[0] = '\0';
   c->received = 0;
   c->parse_error = NULL;
   c->conn = NULL;
-  if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port))) return H1_ENOMEM;
+  c->sess = NULL;
+  c->qnext = c->qprev = NULL;
+  c->stream = 0;
+  c->deadline = 0;
+  c->t_ready = 0;
+  c->h2_final = c->h2_abort = 0;
+  if (!(o = origin_get(c->host, c->host_len, c->ipv6, c->port, c->tls))) return H1_ENOMEM;
   G.st.calls++;
-  if ((k = o->idle) != NULL) {
-    idle_unlink(k);
-    G.st.reused++;
-  } else if (!(k = conn_new(o))) return H1_ENOMEM;
-  attach(k, c);
-  return 0;
+  return dispatch(o, c);
 }
 
 void h1_cancel(h1_call *c) {
   h1_conn *k = c->conn;
   if (!k) return;
-  k->call = NULL;
   c->conn = NULL;
-  conn_close(k);
+  if (c->sess) { /* a stream: reset, the connection stays */
+    h2_cancel(c->sess, c);
+    return;
+  }
+  if (k->call != c) { /* waiting for k */
+    unwait(k, c);
+    return;
+  }
+  k->call = NULL;
+  if (k->h2) return; /* a warming call on a ready HTTP/2 connection */
+  if (k->waiters && !k->connected) { /* the first waiting call takes over the opening connection */
+    h1_call *w = k->waiters;
+    unwait(k, w);
+    k->call = w;
+    w->conn = k;
+    w->new_conn = 1;
+    arm_timer(k);
+    return;
+  }
+  conn_close(k); /* an HTTP/1.1 call cannot be abandoned halfway on a connection that is kept */
 }
 
 void h1_init(uv_loop_t *loop) {
@@ -697,16 +1281,58 @@ void h1_set_idle_max(long n) { G.idle_max = n < 1 ? 1 : n; }
 
 h1_stats h1_get_stats(void) { return G.st; }
 
+void h1_set_max_streams(long n) { G.max_streams = n < 1 ? 1 : (unsigned)n; }
+
+void h1_origin_state(const h1_call *c, unsigned long *ready, unsigned *h2_conns, unsigned *h2_max) {
+  h1_origin *o = origin_get(c->host, c->host_len, c->ipv6, c->port, c->tls);
+  *ready = 0, *h2_conns = 0, *h2_max = 0;
+  if (!o) return;
+  *ready = (unsigned long)o->nidle;
+  for (h1_conn *k = o->h2; k; k = k->lnext)
+    if (h2_usable(k->h2)) {
+      unsigned room = h2_room(k->h2, G.max_streams);
+      *ready += room;
+      (*h2_conns)++;
+      if (!*h2_max) *h2_max = room + h2_open(k->h2);
+    }
+}
+
+unsigned h1_close_idle(const char *host, size_t host_len, int port, int tls) {
+  unsigned n = 0;
+  for (int i = 0; i < ORIGIN_BUCKETS; i++)
+    for (h1_origin *o = G.b[i]; o; o = o->next) {
+      h1_conn *k, *nx;
+      if (o->port != port || (o->tls != NULL) != (tls != 0) || o->host_len != host_len ||
+          memcmp(o->host, host, host_len) != 0)
+        continue;
+      while (o->idle) {
+        conn_close(o->idle); /* unlinks it */
+        n++;
+      }
+      for (k = o->h2; k; k = nx) {
+        nx = k->lnext;
+        if (h2_open(k->h2) == 0 && !k->call) {
+          conn_close(k);
+          n++;
+        }
+      }
+    }
+  return n;
+}
+
 void h1_shutdown(void) {
   while (G.all) {
     h1_conn *k = G.all;
     k->call = NULL;
+    k->waiters = NULL; /* abandoned, not told (as the calls of HTTP/2 sessions, h2_free) */
+    k->nwaiters = 0;
     conn_close(k); /* unlinks it */
   }
   for (int i = 0; i < ORIGIN_BUCKETS; i++)
     while (G.b[i]) {
       h1_origin *o = G.b[i];
       G.b[i] = o->next;
+      if (o->cache.session) SSL_SESSION_free(o->cache.session);
       free(o);
     }
 }

@@ -1,11 +1,16 @@
 /*
  * lhttp.c: HTTP client on libcurl's multi-socket interface, driven by the
- * libuv loop (curl's multi-uv.c pattern). Module cseng.http. Requests libcurl would send as
- * plain HTTP/1.1 with nothing of its own go through engine/h1.c instead (native_start), with
- * the same results: their outcome is written into the same req fields, in libcurl's terms.
+ * libuv loop (curl's multi-uv.c pattern). Module cseng.http. Requests libcurl would send with
+ * nothing of its own (HTTP/1.1 or HTTP/2, plain or over TLS, no proxy, redirect, Unix socket or
+ * connection limit) go through the native client instead (engine/h1.c, tls.c, h2.c;
+ * native_start), with the same results: their outcome is written into the same req fields, in
+ * libcurl's terms.
+ *
+ *   http.warm{url=, calls=, ...} -> {opened, ready, http_version, connections, streams, seconds}
+ *   http.close_idle(url) -> n      http.handshakes() -> count, seconds
  *
  *   http.request{method=, url=, headers=, body=, timeout=, connect_timeout=,
- *                unix_socket=, stream=fn(chunk[, head]), follow=, insecure=, max_body=,
+ *                unix_socket=, stream=fn(chunk[, head]), follow=, insecure=, max_body=, ca_file=,
  *                http_version='1.1'|'2'|'2-prior-knowledge', omit_headers={names}}
  *     (a header whose value is "" is sent empty; omit_headers are not sent at all,
  *     not even curl's own, such as the Content-Type it gives a request body)
@@ -17,9 +22,10 @@
  *     Options are all checked before anything is allocated; a bad one raises
  *     "http.request: opts.<name> must be ...".
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
- *                  max_concurrent_streams=, pools=, native=}
+ *                  max_concurrent_streams=, pools=, native=, ca_file=}
  *   http.stats() -> {in_flight=, started=, completed=, pools=, native={enabled=, requests=,
- *                    connects=, reused=, retried=, open=, idle=}}
+ *                    connects=, reused=, retried=, open=, idle=, tls_handshakes=, tls_resumed=,
+ *                    h2_connections=, h2_streams=}}
  *
  * Connections are reused across requests and tasks through libcurl's connection cache,
  * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each
@@ -38,6 +44,7 @@
 #include "aux.h"
 #include "core.h"
 #include "h1.h"
+#include "tls.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -112,6 +119,7 @@ typedef struct req {
   long http_version;
   long new_conns; /* connections this transfer opened (CURLINFO_NUM_CONNECTS): 0 = reused one */
   curl_off_t t_dns, t_connect, t_tls, t_ttfb, t_total;
+  uint64_t t_wait; /* ns it waited for a new connection (TCP, TLS, HTTP/2 settings) before it could go */
   uint64_t t_start, t_end; /* uv_hrtime: the request started; its response arrived (native: the kernel's
                             * stamp, h1.c) or libcurl reported it done */
   char errbuf[CURL_ERROR_SIZE];
@@ -166,6 +174,9 @@ static struct {
   int pk_reuse; /* libcurl >= 8.0: a prior-knowledge request reuses a prior-knowledge connection (see h2origin) */
   int no_proxy_env; /* no proxy variable in the environment at load: transfers skip curl's lookups */
   int native;       /* plain-HTTP/1.1 requests go through h1.c (CSENG_HTTP=curl or configure{native=false}: off) */
+  char *ca_default; /* libcurl's built-in CA bundle (CURLINFO_CAINFO; NULL: none) */
+  char *ca_path;    /* libcurl's built-in CA directory (CURLINFO_CAPATH; NULL: none) */
+  char *ca_file;    /* http.configure{ca_file=}: the bundle for requests that name none (NULL: the default) */
 } H;
 
 static void origin_live(h2origin *o) {
@@ -531,6 +542,7 @@ static void check_done(pool *pl) {
     curl_easy_getinfo(r->easy, CURLINFO_APPCONNECT_TIME_T, &r->t_tls);
     curl_easy_getinfo(r->easy, CURLINFO_STARTTRANSFER_TIME_T, &r->t_ttfb);
     curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &r->t_total);
+    if (r->new_conns > 0) r->t_wait = (uint64_t)(r->t_tls > 0 ? r->t_tls : r->t_connect) * 1000;
     r->t_end = uv_hrtime();
     r->os_errno = (int)oserr;
     r->done = 1;
@@ -811,6 +823,7 @@ static void set_time(lua_State *L, const char *k, curl_off_t us) {
 }
 
 static int push_done(lua_State *L, req *r) {
+  if (r->t_wait) cs_task_handshake(r->t_wait); /* http.handshakes(): what the task's calls waited for connections */
   if (r->result != CURLE_OK) {
     const char *code = error_code(r);
     const char *msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->result);
@@ -984,6 +997,8 @@ static void origin_key(const char *url, const char *unix_socket, char *out, size
 
 /* ---- the native HTTP/1.1 path (h1.c) ------------------------------------------------------ */
 
+static void lastopt_note(const h1_url *u, long http_version, int insecure, const char *ca_file);
+
 #define REQ_OF(c) ((req *)((char *)(c) - offsetof(req, call)))
 
 static int native_line(h1_call *c, const char *p, size_t n, int trailer) {
@@ -1024,14 +1039,18 @@ static void native_done(h1_call *c, int err, int os_errno) {
   H.completed++;
   r->os_errno = os_errno;
   r->status = (long)c->status;
-  r->http_version = c->major == 1 && c->minor == 0 ? CURL_HTTP_VERSION_1_0 : CURL_HTTP_VERSION_1_1;
+  r->http_version = c->major == 2                    ? CURL_HTTP_VERSION_2_0
+                    : c->major == 1 && c->minor == 0 ? CURL_HTTP_VERSION_1_0
+                                                     : CURL_HTTP_VERSION_1_1;
   r->new_conns = c->new_conn;
   r->t_dns = (curl_off_t)(c->t_dns / 1000);
   r->t_connect = (curl_off_t)(c->t_connect / 1000);
+  r->t_tls = (curl_off_t)(c->t_tls / 1000);
   r->t_ttfb = (curl_off_t)(c->t_ttfb / 1000);
   r->t_total = (curl_off_t)(c->t_total / 1000);
   r->t_start = c->t0;
   r->t_end = c->t_end;
+  r->t_wait = c->t_ready;
   r->head_done = c->status != 0;
   switch (err) {
     case H1_OK: break;
@@ -1055,7 +1074,8 @@ static void native_done(h1_call *c, int err, int os_errno) {
       break;
     case H1_ERECV:
       r->result = CURLE_RECV_ERROR;
-      snprintf(r->errbuf, sizeof r->errbuf, "Recv failure: %s", strerror(os_errno));
+      if (c->tls_error[0]) snprintf(r->errbuf, sizeof r->errbuf, "%s", c->tls_error);
+      else snprintf(r->errbuf, sizeof r->errbuf, "Recv failure: %s", strerror(os_errno));
       break;
     case H1_EEMPTY: r->result = CURLE_GOT_NOTHING; break;
     case H1_EPARTIAL: r->result = CURLE_PARTIAL_FILE; break;
@@ -1070,6 +1090,27 @@ static void native_done(h1_call *c, int err, int os_errno) {
       break;
     case H1_EABORT:
       if (r->result == CURLE_OK) r->result = CURLE_WRITE_ERROR;
+      break;
+    case H1_EH2: /* libcurl's: the session failed (CURLE_HTTP2), a stream did (CURLE_HTTP2_STREAM) */
+      r->result = CURLE_HTTP2;
+      snprintf(r->errbuf, sizeof r->errbuf, "Error in the HTTP2 framing layer");
+      break;
+    case H1_EH2STREAM:
+      r->result = CURLE_HTTP2_STREAM;
+      if (c->parse_error)
+        snprintf(r->errbuf, sizeof r->errbuf, "HTTP/2 stream %d was not closed cleanly: %s", (int)c->stream,
+                 c->parse_error);
+      else
+        snprintf(r->errbuf, sizeof r->errbuf,
+                 "HTTP/2 stream %d was not closed cleanly before end of the underlying connection", (int)c->stream);
+      break;
+    case H1_ETLS: /* libcurl's codes for the same failures (all ETLS to the caller) */
+    case H1_ECERT:
+    case H1_ECAFILE:
+      r->result = err == H1_ECERT ? CURLE_PEER_FAILED_VERIFICATION
+                  : err == H1_ECAFILE ? CURLE_SSL_CACERT_BADFILE
+                                      : CURLE_SSL_CONNECT_ERROR;
+      snprintf(r->errbuf, sizeof r->errbuf, "%s", c->tls_error);
       break;
     default: r->result = CURLE_OUT_OF_MEMORY; break;
   }
@@ -1091,7 +1132,7 @@ static int buf_str(buf *b, const char *p) { return buf_add(b, p, strlen(p)); }
  * a request with a body Content-Length and, unless given, curl's form Content-Type) into
  * r->out, from the header lines in HS.key. 0, 1: not for the native path (a header curl
  * treats specially, a line break in a value), -1: out of memory. */
-static int native_head(req *r, const char *method, const h1_url *u, int has_body, size_t body_len) {
+static int native_head(req *r, const char *method, const h1_url *u, int has_body, size_t body_len, int h2) {
   buf *o = &r->out;
   int host = 1, accept = 1, ctype = has_body;
   char num[32];
@@ -1106,7 +1147,7 @@ static int native_head(req *r, const char *method, const h1_url *u, int has_body
     else if (is_name(l, ll, "content-type")) ctype = 0;
     else if (is_name(l, ll, "content-length") || is_name(l, ll, "transfer-encoding") ||
              is_name(l, ll, "connection") || is_name(l, ll, "expect") || is_name(l, ll, "upgrade") ||
-             is_name(l, ll, "te"))
+             (!h2 && is_name(l, ll, "te"))) /* (HTTP/2 asked for: gRPC's "te: trailers" goes as it is) */
       return 1;
   }
   if (buf_str(o, method) || buf_add(o, " ", 1) ||
@@ -1154,15 +1195,24 @@ static int method_ok(const char *m) {
  * its out buffer), -1 (out of memory). The options were checked; the header lines are in HS.key. */
 static int native_start(lua_State *L, req *r, const char *url, size_t url_len, const char *method,
                         const char *body, size_t body_len, int body_idx, double timeout,
-                        double connect_timeout) {
+                        double connect_timeout, int insecure, const char *ca_file, long http_version) {
   h1_url u;
   int has_body = body != NULL || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
                  strcmp(method, "PATCH") == 0;
   int rc;
   if (!h1_url_split(url, url_len, &u) || !method_ok(method)) return 0;
+  if (u.tls ? http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : http_version == CURL_HTTP_VERSION_2TLS)
+    return 0; /* (never: "2" is ALPN over TLS, prior knowledge on http://) */
+  if (u.tls && !(r->call.tls = tls_conf_get(!insecure, ca_file))) return -1;
+  lastopt_note(&u, http_version, insecure, ca_file);
   if (body && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) return 0; /* curl makes it a POST */
-  if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0)) != 0) return rc < 0 ? -1 : 0;
-  memset(&r->call, 0, sizeof r->call);
+  if ((rc = native_head(r, method, &u, has_body, body ? body_len : 0, r->want_h2)) != 0) return rc < 0 ? -1 : 0;
+  {
+    struct tls_conf *tls = r->call.tls;
+    memset(&r->call, 0, sizeof r->call);
+    r->call.tls = tls;
+  }
+  r->call.version = http_version == CURL_HTTP_VERSION_1_1 ? H1_V_1 : r->want_h2 ? H1_V_2 : H1_V_ANY;
   r->call.host = r->url + (u.host - url); /* the request's own copy of the URL: messages quote it */
   r->call.host_len = u.host_len;
   r->call.ipv6 = u.ipv6;
@@ -1192,7 +1242,7 @@ static int native_start(lua_State *L, req *r, const char *url, size_t url_len, c
 }
 
 static int http_request(lua_State *L) {
-  const char *method, *url, *unix_socket, *body, *version;
+  const char *method, *url, *unix_socket, *body, *version, *ca_file;
   size_t body_len = 0, url_len = 0;
   req *r;
   CURL *e = NULL;
@@ -1203,7 +1253,7 @@ static int http_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   cs_task_current(L);
-  /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version) */
+  /* 1. read and check every option (stack slots 2..: url, method, unix_socket, body, version, ca_file) */
   url = opt_string(L, "url", &url_len, 1);
   method = opt_string(L, "method", NULL, 0);
   if (!method) method = "GET";
@@ -1222,6 +1272,8 @@ static int http_request(lua_State *L) {
       luaL_error(L, "http.request: opts.http_version must be '1.1', '2' or '2-prior-knowledge', got '%s'",
                  version);
   }
+  ca_file = opt_string(L, "ca_file", NULL, 0);
+  if (!ca_file) ca_file = H.ca_file; /* http.configure's, or NULL: the system store */
   timeout = opt_number(L, "timeout", 60);
   connect_timeout = opt_number(L, "connect_timeout", 0);
   max_body = opt_number(L, "max_body", 0);
@@ -1287,11 +1339,12 @@ static int http_request(lua_State *L) {
   r->op.cancel = req_cancel;
   r->max_body = (size_t)max_body;
   r->stream = stream;
-  /* plain HTTP/1.1 that libcurl would send with nothing of its own (no socket path, redirect,
-   * proxy, connection limit or HTTP/2): the native path */
-  if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable &&
-      (http_version == 0 || http_version == CURL_HTTP_VERSION_1_1)) {
-    int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout);
+  /* a request libcurl would send with nothing of its own (no socket path, redirect, proxy or
+   * connection limit): the native path, HTTP/1.1 or HTTP/2 (engine/h1.c, engine/h2.c) */
+  r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+  if (H.native && !unix_socket && !follow && !H.limited && H.no_proxy_env && !HS.uncacheable) {
+    int rc = native_start(L, r, url, url_len, method, body, body_len, body_idx, timeout, connect_timeout, insecure,
+                          ca_file, http_version);
     if (rc < 0) {
       req_free(r);
       return luaL_error(L, "out of memory");
@@ -1307,7 +1360,6 @@ static int http_request(lua_State *L) {
     return luaL_error(L, "out of memory");
   }
   r->easy = e;
-  r->want_h2 = http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
   /* every per-request option, set on every request (the handle may be reused: easy_get) */
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
@@ -1352,6 +1404,8 @@ static int http_request(lua_State *L) {
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, insecure ? 0L : 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, insecure ? 0L : 2L);
+  /* the CA bundle: the one asked for, else libcurl's built-in one (set again: the handle is reused) */
+  curl_easy_setopt(e, CURLOPT_CAINFO, ca_file ? ca_file : H.ca_default);
   curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, unix_socket); /* NULL: none */
   /* the method as after curl_easy_reset (a GET, no body, no custom method), then this one's */
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
@@ -1403,6 +1457,262 @@ static long opt_long(lua_State *L, const char *k, long min) {
   return (long)v;
 }
 
+/* ---- warm connections (http.warm, http.close_idle, http.handshakes) ----------------------- */
+
+/* How each origin's latest native request went (its scheme, host and port): what http.warm uses
+ * when it is not told, so the connections it opens are the ones those requests will find. */
+#define LASTOPT_MAX 64
+static struct lastopt {
+  char key[128]; /* "https://host:port" */
+  long http_version;
+  int insecure;
+  char *ca_file;
+} LASTOPT[LASTOPT_MAX];
+static int nlastopt;
+
+static void lastopt_key(const h1_url *u, char *key, size_t n) {
+  snprintf(key, n, "%s://%s%.*s%s:%d", u->tls ? "https" : "http", u->ipv6 ? "[" : "", (int)u->host_len, u->host,
+           u->ipv6 ? "]" : "", u->port);
+}
+
+static struct lastopt *lastopt_find(const h1_url *u) {
+  char key[128];
+  lastopt_key(u, key, sizeof key);
+  for (int i = 0; i < nlastopt; i++)
+    if (strcmp(LASTOPT[i].key, key) == 0) return &LASTOPT[i];
+  return NULL;
+}
+
+static void lastopt_note(const h1_url *u, long http_version, int insecure, const char *ca_file) {
+  struct lastopt *l = lastopt_find(u);
+  if (!l) {
+    if (nlastopt == LASTOPT_MAX) return; /* (a process speaks to a handful of origins) */
+    l = &LASTOPT[nlastopt++];
+    lastopt_key(u, l->key, sizeof l->key);
+    l->ca_file = NULL;
+  }
+  l->http_version = http_version;
+  l->insecure = insecure;
+  if (!(l->ca_file == ca_file || (l->ca_file && ca_file && strcmp(l->ca_file, ca_file) == 0))) {
+    free(l->ca_file);
+    l->ca_file = ca_file ? strdup(ca_file) : NULL;
+  }
+}
+
+typedef struct warm warm;
+typedef struct {
+  h1_call c;
+  warm *w;
+} wcall;
+
+struct warm {
+  cs_op op;
+  buf url;                 /* the calls' host points into it */
+  h1_url u;
+  struct tls_conf *tls;
+  int version;
+  uint64_t timeout_ms, connect_timeout_ms;
+  unsigned long want;      /* calls that should find a ready connection */
+  int phase;               /* 0: the first connection; 1: the others */
+  int n, live, opened, failed;
+  const char *code;        /* the first failure's */
+  char msg[300];
+  uint64_t t0;
+  wcall *calls;
+};
+
+static const char *warm_code(int err, int os) {
+  switch (err) {
+    case H1_ERESOLVE: return "ENOTFOUND";
+    case H1_ECONNECT:
+      return os == EHOSTUNREACH || os == ENETUNREACH ? "EHOSTUNREACH" : os == EACCES ? "EACCES" : "ECONNREFUSED";
+    case H1_ETIMEDOUT: return "ETIMEDOUT";
+    case H1_ETLS:
+    case H1_ECERT:
+    case H1_ECAFILE: return "ETLS";
+    case H1_EH2:
+    case H1_EH2STREAM: return "EHTTP2";
+    case H1_ENOMEM: return "ECURL";
+    default: return "ECONNRESET";
+  }
+}
+
+static void warm_done(h1_call *c, int err, int os_errno) {
+  warm *w = ((wcall *)c)->w;
+  w->live--;
+  if (err == H1_OK) w->opened++;
+  else if (!w->failed++) {
+    w->code = warm_code(err, os_errno);
+    snprintf(w->msg, sizeof w->msg, "%s: %s", w->url.p,
+             c->tls_error[0] ? c->tls_error : os_errno ? strerror(os_errno) : "the connection could not be opened");
+  }
+  if (w->live == 0) cs_op_ready(&w->op);
+}
+
+static void warm_free(warm *w) {
+  for (int i = 0; i < w->n; i++) h1_cancel(&w->calls[i].c); /* (ended ones: nothing) */
+  free(w->calls);
+  buf_free(&w->url);
+  free(w);
+}
+
+static void warm_cancel(cs_op *op) { warm_free((warm *)op); }
+
+/* Start count more connections (fresh calls that send nothing). 0, or -1: out of memory. */
+static int warm_start(warm *w, int count) {
+  wcall *nc = realloc(w->calls, (size_t)(w->n + count) * sizeof *nc);
+  if (!nc) return -1;
+  w->calls = nc;
+  for (int i = 0; i < count; i++) {
+    wcall *x = &w->calls[w->n];
+    memset(x, 0, sizeof *x);
+    x->w = w;
+    x->c.host = w->u.host; /* (split from w->url: it lives as long as the call) */
+    x->c.host_len = w->u.host_len;
+    x->c.ipv6 = w->u.ipv6;
+    x->c.port = w->u.port;
+    x->c.tls = w->tls;
+    x->c.version = w->version;
+    x->c.timeout_ms = w->timeout_ms;
+    x->c.connect_timeout_ms = w->connect_timeout_ms;
+    x->c.fresh = x->c.no_request = 1;
+    x->c.on_done = warm_done;
+    if (h1_start(&x->c) != 0) return -1;
+    w->n++;
+    w->live++;
+  }
+  return 0;
+}
+
+static int warm_push(lua_State *L, cs_op *op) {
+  warm *w = (warm *)op;
+  unsigned long ready;
+  unsigned conns, per;
+  h1_call *first = &w->calls[0].c;
+  if (w->failed) {
+    lua_pushnil(L);
+    lua_pushstring(L, w->msg);
+    lua_pushstring(L, w->code);
+    warm_free(w);
+    return 3;
+  }
+  h1_origin_state(first, &ready, &conns, &per);
+  if (w->phase == 0) { /* the first connection told what the origin speaks: the rest at once */
+    unsigned long need = w->want > ready ? w->want - ready : 0;
+    int more = first->major == 2 ? (int)((need + (per ? per : 1) - 1) / (per ? per : 1)) : (int)need;
+    w->phase = 1;
+    if (more > 0) {
+      if (warm_start(w, more) != 0) {
+        warm_free(w);
+        return luaL_error(L, "out of memory");
+      }
+      return cs_yield(L, op);
+    }
+  }
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, w->opened);
+  lua_setfield(L, -2, "opened");
+  lua_pushinteger(L, (lua_Integer)ready);
+  lua_setfield(L, -2, "ready");
+  lua_pushstring(L, first->major == 2 ? "2" : "1.1");
+  lua_setfield(L, -2, "http_version");
+  if (first->major == 2) {
+    lua_pushinteger(L, conns);
+    lua_setfield(L, -2, "connections");
+    lua_pushinteger(L, per);
+    lua_setfield(L, -2, "streams");
+  }
+  lua_pushnumber(L, (double)(uv_hrtime() - w->t0) / 1e9);
+  lua_setfield(L, -2, "seconds");
+  warm_free(w);
+  return 1;
+}
+
+/* http.warm{url=, calls=, http_version=, ca_file=, insecure=, timeout=, connect_timeout=}: opens
+ * the connections `calls` requests to the origin would start on at once (HTTP/1.1: one each;
+ * HTTP/2: each carrying as many streams as the server allows, up to max_concurrent_streams),
+ * each ready: TCP, TLS, and for HTTP/2 the server's SETTINGS in. Connections already idle count.
+ * Options not given are those of the origin's latest native request. */
+static int http_warm(lua_State *L) {
+  const char *url, *version, *ca_file;
+  size_t url_len;
+  double calls, timeout, connect_timeout;
+  int insecure, has_insecure;
+  long http_version = 0;
+  warm *w;
+  struct lastopt *l;
+  h1_url u;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  cs_task_current(L);
+  url = opt_string(L, "url", &url_len, 1);
+  version = opt_string(L, "http_version", NULL, 0);
+  ca_file = opt_string(L, "ca_file", NULL, 0);
+  calls = opt_number(L, "calls", 1);
+  timeout = opt_number(L, "timeout", 60);
+  connect_timeout = opt_number(L, "connect_timeout", 0);
+  lua_getfield(L, 1, "insecure");
+  has_insecure = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  insecure = opt_bool(L, "insecure");
+  if (!h1_url_split(url, url_len, &u) || !H.native || !H.no_proxy_env || H.limited)
+    return cs_fail(L, "EURL", "%s: http.warm opens only the native path's connections (http:// or https://, no proxy, "
+                              "no connection limit)", url);
+  l = lastopt_find(&u);
+  if (version) {
+    if (strcmp(version, "1.1") == 0) http_version = CURL_HTTP_VERSION_1_1;
+    else if (strcmp(version, "2") == 0) http_version = u.tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    else luaL_error(L, "http.warm: opts.http_version must be '1.1' or '2', got '%s'", version);
+  } else if (l)
+    http_version = l->http_version;
+  if (!has_insecure && l) insecure = l->insecure;
+  if (!ca_file) ca_file = l ? l->ca_file : H.ca_file;
+  if (!ca_file) ca_file = H.ca_file;
+  if (!(w = calloc(1, sizeof *w))) return luaL_error(L, "out of memory");
+  if (buf_add(&w->url, url, url_len) != 0 || !h1_url_split(w->url.p, url_len, &w->u) ||
+      (w->u.tls && !(w->tls = tls_conf_get(!insecure, ca_file)))) {
+    buf_free(&w->url);
+    free(w);
+    return luaL_error(L, "out of memory");
+  }
+  w->op.push = warm_push;
+  w->op.cancel = warm_cancel;
+  w->version = http_version == CURL_HTTP_VERSION_1_1 ? H1_V_1
+               : (http_version == CURL_HTTP_VERSION_2TLS || http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) ? H1_V_2
+                                                                                                                  : H1_V_ANY;
+  w->want = calls < 1 ? 1 : (unsigned long)calls;
+  w->timeout_ms = (uint64_t)(timeout * 1000);
+  w->connect_timeout_ms = (uint64_t)(connect_timeout * 1000);
+  w->t0 = uv_hrtime();
+  if (warm_start(w, 1) != 0) {
+    warm_free(w);
+    return luaL_error(L, "out of memory");
+  }
+  lua_settop(L, 1);
+  return cs_yield(L, &w->op);
+}
+
+/* http.close_idle(url) -> n: the idle connections to its scheme, host and port closed (the next
+ * requests there open new ones: a burst with cold connections). */
+static int http_close_idle(lua_State *L) {
+  size_t len;
+  const char *url = luaL_checklstring(L, 1, &len);
+  h1_url u;
+  if (!h1_url_split(url, len, &u)) return luaL_error(L, "http.close_idle: not a URL of the native path: %s", url);
+  lua_pushinteger(L, (lua_Integer)h1_close_idle(u.host, u.host_len, u.port, u.tls));
+  return 1;
+}
+
+/* http.handshakes() -> count, seconds: how many of the running task's calls waited for a new
+ * connection (TCP, TLS, HTTP/2 settings), and for how long in all. */
+static int http_handshakes(lua_State *L) {
+  uint64_t n, ns;
+  cs_task_handshakes(&n, &ns);
+  lua_pushinteger(L, (lua_Integer)n);
+  lua_pushnumber(L, (double)ns / 1e9);
+  return 2;
+}
+
 static int http_configure(lua_State *L) {
   long host = -1, total = -1;
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -1418,6 +1728,16 @@ static int http_configure(lua_State *L) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "http.configure: native must be a boolean");
     H.native = lua_toboolean(L, -1);
   }
+  lua_getfield(L, 1, "ca_file");
+  if (!lua_isnil(L, -1)) {
+    char *v = NULL;
+    if (lua_isstring(L, -1) && lua_type(L, -1) == LUA_TSTRING) {
+      if (!(v = strdup(lua_tostring(L, -1)))) return luaL_error(L, "out of memory");
+    } else if (!(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
+      luaL_error(L, "http.configure: ca_file must be a path or false (the system store)");
+    free(H.ca_file);
+    H.ca_file = v;
+  }
   lua_getfield(L, 1, "max_connections");
   if (!lua_isnil(L, -1)) {
     pools_setopt(CURLMOPT_MAXCONNECTS, H.maxconnects = opt_long(L, "max_connections", 0));
@@ -1428,8 +1748,10 @@ static int http_configure(lua_State *L) {
   lua_getfield(L, 1, "max_total_connections");
   if (!lua_isnil(L, -1)) pools_setopt(CURLMOPT_MAX_TOTAL_CONNECTIONS, total = opt_long(L, "max_total_connections", 0));
   lua_getfield(L, 1, "max_concurrent_streams");
-  if (!lua_isnil(L, -1))
+  if (!lua_isnil(L, -1)) {
     pools_setopt(CURLMOPT_MAX_CONCURRENT_STREAMS, H.max_streams = opt_long(L, "max_concurrent_streams", 1));
+    h1_set_max_streams(H.max_streams); /* the native path's streams per HTTP/2 connection */
+  }
   if (host >= 0 || total >= 0) H.limited = host > 0 || total > 0;
   H.npools = H.limited ? 1 : H.pools_wanted; /* a connection limit stays exact: one pool */
   return 0;
@@ -1462,6 +1784,14 @@ static int http_stats(lua_State *L) {
     lua_setfield(L, -2, "open");
     lua_pushinteger(L, (lua_Integer)st.idle);
     lua_setfield(L, -2, "idle");
+    lua_pushinteger(L, (lua_Integer)st.tls_handshakes);
+    lua_setfield(L, -2, "tls_handshakes");
+    lua_pushinteger(L, (lua_Integer)st.tls_resumed);
+    lua_setfield(L, -2, "tls_resumed");
+    lua_pushinteger(L, (lua_Integer)st.h2_connections);
+    lua_setfield(L, -2, "h2_connections");
+    lua_pushinteger(L, (lua_Integer)st.h2_streams);
+    lua_setfield(L, -2, "h2_streams");
     lua_setfield(L, -2, "native");
   }
   return 1;
@@ -1470,6 +1800,7 @@ static int http_stats(lua_State *L) {
 static void http_shutdown(void) {
   if (!H.multi) return;
   h1_shutdown();
+  tls_shutdown();
   for (int i = 0; i < POOLS_MAX; i++) {
     pool *pl = &H.pools[i];
     if (!pl->multi) continue;
@@ -1508,12 +1839,19 @@ static void http_shutdown(void) {
   free(H.socks);
   H.socks = NULL;
   H.nsocks = 0;
+  free(H.ca_default);
+  free(H.ca_path);
+  free(H.ca_file);
+  for (int i = 0; i < nlastopt; i++) free(LASTOPT[i].ca_file);
+  nlastopt = 0;
+  H.ca_default = H.ca_path = H.ca_file = NULL;
   curl_global_cleanup();
 }
 
 int luaopen_cseng_http(lua_State *L) {
   static const luaL_Reg funcs[] = {
-      {"request", http_request}, {"configure", http_configure}, {"stats", http_stats}, {NULL, NULL}};
+      {"request", http_request}, {"configure", http_configure}, {"stats", http_stats}, {"warm", http_warm},
+      {"close_idle", http_close_idle}, {"handshakes", http_handshakes}, {NULL, NULL}};
   if (!H.multi) {
     const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
     /* one line, and exit: this runs from main() (luaL_requiref of every module) before any Lua
@@ -1547,6 +1885,19 @@ int luaopen_cseng_http(lua_State *L) {
       exit(1);
     }
     H.multi = H.pools[0].multi;
+    { /* libcurl's built-in trust store: requests without a ca_file get it back (easy handles are
+         reused), and the native path loads the same one */
+      CURL *probe = curl_easy_init();
+      char *ca = NULL, *cap = NULL;
+      if (probe) {
+        curl_easy_getinfo(probe, CURLINFO_CAINFO, &ca);
+        curl_easy_getinfo(probe, CURLINFO_CAPATH, &cap);
+        H.ca_default = ca ? strdup(ca) : NULL;
+        H.ca_path = cap ? strdup(cap) : NULL;
+        curl_easy_cleanup(probe);
+      }
+    }
+    tls_set_defaults(H.ca_default, H.ca_path); /* the native path trusts what libcurl trusts */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     H.L = lua_tothread(L, -1);
     lua_pop(L, 1);

@@ -42,6 +42,7 @@ struct cs_task {
   cs_op *op;
   uint64_t wakes;       /* times it was resumed */
   uint64_t answered_at, answered_wake; /* cs_task_answered: when, and at which wake-up */
+  uint64_t handshakes, handshake_ns;   /* cs_task_handshake: its calls' waits for new connections */
   cs_task *rnext;       /* ready queue */
   cs_task *prev, *next; /* live list */
   joinwait *joiners;
@@ -223,6 +224,17 @@ void cs_task_answered(uint64_t at) {
 uint64_t cs_task_answered_at(void) {
   cs_task *t = S.current;
   return t && t->answered_at && t->answered_wake == t->wakes ? t->answered_at : 0;
+}
+
+void cs_task_handshake(uint64_t ns) {
+  if (!S.current) return;
+  S.current->handshakes++;
+  S.current->handshake_ns += ns;
+}
+
+void cs_task_handshakes(uint64_t *count, uint64_t *ns) {
+  *count = S.current ? S.current->handshakes : 0;
+  *ns = S.current ? S.current->handshake_ns : 0;
 }
 
 cs_task *cs_task_running(lua_State *L) {
@@ -1021,23 +1033,36 @@ void cs_sched_init(lua_State *L) {
   signal(SIGPIPE, SIG_IGN);
 }
 
-/* One pass: run the tasks that were ready when it began. Tasks they make ready (a
- * task.yield() loop) wait for the next pass, so the loop polls I/O, timers and signals
- * between passes and no task can starve the others. */
-static void drain_ready(void) {
-  cs_task *t, *last = S.ready_tail;
-  while (last && (t = dequeue()) != NULL) {
-    if (t->state == T_READY) task_step(t);
-    if (t == last) break;
-  }
-}
-
 static int loop_run(uv_run_mode mode) {
   int alive;
   S.in_uv_run = 1;
   alive = uv_run(&S.loop, mode);
   S.in_uv_run = 0;
   return alive;
+}
+
+/* A pass polls I/O (without blocking) once this long has gone by since the last poll: answers
+ * that arrive during a long pass are read then, not at its end. A socket left unread holds what
+ * arrived on it meanwhile, and the kernel merges what queues there and stamps the merged bytes
+ * with the newest arrival: an HTTP/2 connection carrying many calls would stamp an answer that
+ * waited under a later one with the later one's time. */
+#define POLL_EVERY_NS 100000
+
+/* One pass: run the tasks that were ready when it began. Tasks they make ready (a
+ * task.yield() loop) wait for the next pass, so the loop polls I/O, timers and signals
+ * between passes and no task can starve the others; a long pass polls in between too
+ * (POLL_EVERY_NS). */
+static void drain_ready(void) {
+  cs_task *t, *last = S.ready_tail;
+  uint64_t polled = uv_hrtime();
+  while (last && (t = dequeue()) != NULL) {
+    if (t->state == T_READY) task_step(t);
+    if (t == last) break;
+    if (uv_hrtime() - polled > POLL_EVERY_NS) {
+      loop_run(UV_RUN_NOWAIT);
+      polled = uv_hrtime();
+    }
+  }
 }
 
 int cs_sched_run_main(lua_State *L, int nargs) {

@@ -31,6 +31,12 @@ static int h1_check(const char *url, const char **why) {
     *why = "libcurl refuses the URL";
     return -1;
   }
+  {
+    char *scheme = NULL;
+    curl_url_get(c, CURLUPART_SCHEME, &scheme, 0);
+    if (!scheme || strcmp(scheme, u.tls ? "https" : "http") != 0) rc = -1, *why = "scheme differs";
+    curl_free(scheme);
+  }
   curl_url_get(c, CURLUPART_HOST, &host, 0);
   curl_url_get(c, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
   curl_url_get(c, CURLUPART_PATH, &path, 0);
@@ -39,6 +45,7 @@ static int h1_check(const char *url, const char **why) {
   if (!host || strcmp(host, mine) != 0) rc = -1, *why = "host differs";
   snprintf(mine, sizeof mine, "%d", u.port);
   if (rc == 1 && (!port || strcmp(port, mine) != 0)) rc = -1, *why = "port differs";
+  if (rc == 1 && u.default_port != (u.port == (u.tls ? 443 : 80))) rc = -1, *why = "default port misread";
   snprintf(mine, sizeof mine, "%.*s", (int)u.target_len, u.target);
   if (!mine[0]) strcpy(mine, "/");
   snprintf(theirs, sizeof theirs, "%s%s%s", path ? path : "/", query ? "?" : "", query ? query : "");

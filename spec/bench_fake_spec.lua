@@ -4,7 +4,10 @@
 -- same script of requests goes to each, and every answer must agree: status, content type, the
 -- JSON body (sandbox ids compared by shape), which X-Fake-* headers are present, the held time
 -- (never below the nominal latency), the counters in /stats, pipelined requests answered in
--- order, and a malformed request refused. Verdicts are counts and values, never times.
+-- order, and a malformed request refused. The C fake also serves TLS (HTTP/1.1 and HTTP/2 by
+-- ALPN, a CA and certificate made for the run by bench/lib.lua's make_certs): the same script
+-- over each must give the same answers as the Lua fake's plain ones, the HTTP/2 streams of one
+-- connection held side by side. Verdicts are counts and values, never times.
 local http = require 'cseng.http'
 local clock = require 'cseng.clock'
 local proc = require 'cseng.proc'
@@ -23,7 +26,7 @@ local STAMPED = { ['X-Fake-Stamp'] = '1' } -- KEY and a request for X-Fake-Hold-
 for k, v in pairs(KEY) do STAMPED[k] = v end
 local MARKER = 'arena-startup-ready-20261001'
 
-local tmp, fakes = nil, {}
+local tmp, certs, fakes = nil, nil, {}
 setup(function()
   tmp = assert(fs.tempdir('cseng-bench-fake'))
   local dl, dc = fs.join(tmp, 'lua'), fs.join(tmp, 'c')
@@ -33,16 +36,30 @@ setup(function()
   fakes.lua = { proc = p, url = url }
   p, url = blib.start_fake_c(dc, FLAGS)
   fakes.c = { proc = p, url = url }
+  certs = blib.make_certs(fs.join(tmp, 'certs'))
+  -- one TLS fake per protocol: each one's /stats counts one script, as the plain ones' do
+  for _, v in ipairs { '1.1', '2' } do
+    local d = fs.join(tmp, 'tls' .. v)
+    assert(fs.mkdir_p(d))
+    local tflags = { '--tls-cert', certs.cert, '--tls-key', certs.key }
+    for _, f in ipairs(FLAGS) do tflags[#tflags + 1] = f end
+    p, url = blib.start_fake_c(d, tflags)
+    fakes['tls' .. v] = { proc = p, url = url, opts = { http_version = v, ca_file = certs.ca } }
+  end
 end)
 teardown(function()
   for _, f in pairs(fakes) do f.proc:close() end
   fs.remove_tree(tmp)
 end)
 
+-- over (optional) the TLS fake's options: its http_version and the run's CA
+local over
 local function req(url, method, path, body, headers)
-  local res, err, code = http.request { method = method, url = url .. path, headers = headers or KEY, body = body,
-    timeout = 30 }
+  local o = { method = method, url = url .. path, headers = headers or KEY, body = body, timeout = 30 }
+  for k, v in pairs(over or {}) do o[k] = v end
+  local res, err, code = http.request(o)
   assert(res, ('%s %s: %s (%s)'):format(method, path, tostring(err), tostring(code)))
+  if over then assert.are.equal(over.http_version, res.http_version, method .. ' ' .. path) end
   return res
 end
 
@@ -102,15 +119,20 @@ describe('bench/fake_provider.c against bench/fake_provider.lua', function()
   local got = {}
   setup(function()
     for name, f in pairs(fakes) do
-      local out, held, stats = script(f.url)
+      over = f.opts
+      local ok, out, held, stats = pcall(script, f.url)
+      over = nil
+      assert(ok, out)
       got[name] = { out = out, held = held, stats = stats }
     end
   end)
 
-  it('gives the same answer to every request of the script', function()
-    assert.are.equal(#got.lua.out, #got.c.out)
-    for i, want in ipairs(got.lua.out) do
-      assert.are.same(want, got.c.out[i], 'step ' .. i .. ' (' .. want.name .. ')')
+  it('gives the same answer to every request of the script, plain and over TLS with HTTP/1.1 and HTTP/2', function()
+    for _, name in ipairs { 'c', 'tls1.1', 'tls2' } do
+      assert.are.equal(#got.lua.out, #got[name].out, name)
+      for i, want in ipairs(got.lua.out) do
+        assert.are.same(want, got[name].out[i], name .. ' step ' .. i .. ' (' .. want.name .. ')')
+      end
     end
     -- and the reference's answers are the ones the bench relies on (both wrong alike still fails)
     local by = {}
@@ -152,9 +174,15 @@ describe('bench/fake_provider.c against bench/fake_provider.lua', function()
 
   it('counts the same in /stats', function()
     local l, c = got.lua.stats, got.c.stats
-    for _, k in ipairs { 'live', 'created', 'deleted', 'execs', 'zero', 'not_found', 'bad', 'unauthorized' } do
-      assert.are.equal(l[k], c[k], 'stats.' .. k)
+    for _, name in ipairs { 'c', 'tls1.1', 'tls2' } do
+      for _, k in ipairs { 'live', 'created', 'deleted', 'execs', 'zero', 'not_found', 'bad', 'unauthorized' } do
+        assert.are.equal(l[k], got[name].stats[k], name .. ' stats.' .. k)
+      end
     end
+    -- the TLS fakes were spoken to over TLS, the HTTP/2 one over HTTP/2 only
+    assert.is_true(got['tls1.1'].stats.tls_handshakes >= 1 and got['tls2'].stats.tls_handshakes >= 1)
+    assert.are.same({ 0, 0 }, { got.c.stats.tls_handshakes, got['tls1.1'].stats.h2_connections })
+    assert.are.equal(got['tls2'].stats.tls_handshakes, got['tls2'].stats.h2_connections)
     assert.are.same({ live = 0, created = 1, deleted = 1, execs = 2, not_found = 2, bad = 3, unauthorized = 1 },
       { live = l.live, created = l.created, deleted = l.deleted, execs = l.execs, not_found = l.not_found, bad = l.bad,
         unauthorized = l.unauthorized })
@@ -169,9 +197,13 @@ describe('bench/fake_provider.c against bench/fake_provider.lua', function()
   -- Raw bytes from python3 (a client that is neither fake's code): pipelined requests are answered
   -- in order (the third has no key: 401), and a request that is not HTTP is refused with a 400 and the connection closed.
   local RAW = [[
-import socket, sys, json, re
+import socket, ssl, sys, json, re
 port = int(sys.argv[1]); mode = sys.argv[2]
 s = socket.create_connection(('127.0.0.1', port)); s.settimeout(20)
+if len(sys.argv) > 3:  # over TLS, trusting the run's CA, HTTP/1.1 by ALPN
+    ctx = ssl.create_default_context(cafile=sys.argv[3])
+    ctx.set_alpn_protocols(['http/1.1'])
+    s = ctx.wrap_socket(s, server_hostname='127.0.0.1')
 if mode == 'pipeline':
     one = b'POST /api/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: k\r\nContent-Type: application/json\r\nContent-Length: 19\r\n\r\n{"projectId":"pp"}\n'
     s.sendall(b'GET /zero HTTP/1.1\r\nHost: x\r\n\r\n' + one + b'GET /api/nothing HTTP/1.1\r\nHost: x\r\n\r\n')
@@ -191,19 +223,56 @@ if mode != 'pipeline':
     except Exception: closed = False
 print(json.dumps({'statuses': statuses, 'closed': closed}))
 ]]
-  local function raw(url, mode)
+  local function raw(url, mode, ca)
     local port = url:match(':(%d+)$')
-    local r = assert(proc.run { argv = { 'python3', '-c', RAW, port, mode }, timeout = 60 })
+    local r = assert(proc.run { argv = { 'python3', '-c', RAW, port, mode, ca }, timeout = 60 })
     assert(r.code == 0, 'python3 client failed: ' .. r.stderr)
     return cjson.decode(r.stdout)
   end
 
-  it('answers pipelined requests in order, and refuses what is not HTTP', function()
-    for _, name in ipairs { 'lua', 'c' } do
-      local p = raw(fakes[name].url, 'pipeline')
+  it('answers pipelined requests in order, and refuses what is not HTTP (plain, and the C fake over TLS)', function()
+    for _, name in ipairs { 'lua', 'c', 'tls1.1' } do
+      local ca = fakes[name].opts and certs.ca
+      local p = raw(fakes[name].url, 'pipeline', ca)
       assert.are.same({ 200, 201, 401 }, p.statuses, name .. ' pipelined')
-      local b = raw(fakes[name].url, 'garbage')
+      local b = raw(fakes[name].url, 'garbage', ca)
       assert.are.same({ statuses = { 400 }, closed = true }, b, name .. ' not HTTP')
     end
+  end)
+
+  -- HTTP/2: a connection's streams are held each on its own, not one after another as HTTP/1.1's
+  -- requests are. N creates held (for ten minutes: never released here) on one connection, and
+  -- the fake's /stats asked on that connection meanwhile: it answers, and counts all N held at
+  -- once. (A fake holding streams one at a time would count one, and /stats would wait behind
+  -- them.) The wait for the count is bounded (a failure's bound, not a verdict); the creates are
+  -- then cancelled.
+  it('holds the HTTP/2 streams of one connection side by side', function()
+    local task = require 'cseng.task'
+    local N = 20
+    local d = fs.join(tmp, 'tls2-held')
+    assert(fs.mkdir_p(d))
+    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 600000 })
+    over = { http_version = '2', ca_file = certs.ca }
+    local ts = {}
+    local ok, err = pcall(function()
+      local s0 = cjson.decode(req(url, 'GET', '/stats').body)
+      for i = 1, N do
+        ts[i] = task.spawn(req, url, 'POST', '/api/sandboxes', cjson.encode { projectId = 'bench' })
+      end
+      local s1
+      for _ = 1, 600 do
+        s1 = cjson.decode(req(url, 'GET', '/stats').body)
+        if s1.peak_in_flight >= N then break end
+        task.sleep(0.1)
+      end
+      assert.are.equal(N, s1.peak_in_flight, 'not every stream was held at once')
+      assert.are.equal(s0.h2_connections, s1.h2_connections, 'the creates opened connections of their own')
+      for _, t in ipairs(ts) do assert.are.equal('waiting', t:status()) end
+    end)
+    over = nil
+    for _, t in ipairs(ts) do t:cancel() end
+    for _, t in ipairs(ts) do t:join() end
+    p:close()
+    assert(ok, err)
   end)
 end)

@@ -9,11 +9,13 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
+local sys = require 'cseng.sys'
 
 -- A server in its own process (python3) that answers each request on one connection at once
--- and, after the second answer is out, creates the marker file.
+-- and, after the second answer is out, creates the marker file; with a certificate and key,
+-- over TLS.
 local SERVER = [[
-import os, socket, sys
+import os, socket, ssl, sys
 port_file, marker = sys.argv[1], sys.argv[2]
 s = socket.socket()
 s.bind(('127.0.0.1', 0))
@@ -21,6 +23,10 @@ s.listen(4)
 open(port_file + '.tmp', 'w').write(str(s.getsockname()[1]))
 os.rename(port_file + '.tmp', port_file)
 c, _ = s.accept()
+if len(sys.argv) > 3:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+    c = ctx.wrap_socket(c, server_side=True)
 buf = b''
 for n in (1, 2):
     while b'\r\n\r\n' not in buf:
@@ -35,13 +41,14 @@ for n in (1, 2):
 c.recv(1)
 ]]
 
-local function start_server(dir)
+local function start_server(dir, certs)
   local port_file, marker = fs.join(dir, 'port'), fs.join(dir, 'answered')
-  local p = assert(proc.spawn { argv = { 'python3', '-c', SERVER, port_file, marker },
-    stdout = fs.join(dir, 'server.log'), stderr = fs.join(dir, 'server.log') })
+  local argv = { 'python3', '-c', SERVER, port_file, marker }
+  if certs then argv[#argv + 1], argv[#argv + 2] = certs.cert, certs.key end
+  local p = assert(proc.spawn { argv = argv, stdout = fs.join(dir, 'server.log'), stderr = fs.join(dir, 'server.log') })
   for _ = 1, 400 do
     local t = fs.read(port_file)
-    if t and t:match('^%d+$') then return p, 'http://127.0.0.1:' .. t, marker end
+    if t and t:match('^%d+$') then return p, (certs and 'https' or 'http') .. '://127.0.0.1:' .. t, marker end
     task.sleep(0.025)
   end
   p:close()
@@ -53,15 +60,21 @@ describe('clock.answered', function()
   before_each(function() dir = assert(fs.tempdir('cseng-answered-')) end)
   after_each(function() fs.remove_tree(dir) end)
 
-  it('ends at the answer\'s arrival on the native path, though the loop read it later', function()
-    local server, url, marker = start_server(dir)
+  -- over: nil (plain HTTP/1.1) or the TLS run's request options
+  local function arrival(certs, over)
+    local server, url, marker = start_server(dir, certs)
+    local function o(path)
+      local t = { url = url .. path, timeout = 30 }
+      for k, v in pairs(over or {}) do t[k] = v end
+      return t
+    end
     -- the first call opens the connection, so the second is written at once (no connect to wait for)
-    local r1 = assert(http.request { url = url .. '/one', timeout = 30 })
+    local r1 = assert(http.request(o('/one')))
     assert.equal(200, r1.status)
     local out = {}
     local caller = task.spawn(function()
       local t0 = clock.now()
-      local res = assert(http.request { url = url .. '/two', timeout = 30 })
+      local res = assert(http.request(o('/two')))
       out.t0, out.res = t0, res
       out.answered, out.resumed = clock.answered(t0), clock.now()
     end)
@@ -91,6 +104,20 @@ describe('clock.answered', function()
     assert.is_true(out.answered <= seen, string.format('answered %d ns after the marker was seen', out.answered - seen))
     assert.is_true(out.resumed >= held_until)
     assert.is_true(math.abs(tm.total * 1e9 - (tm.answered_at - tm.started_at)) < 2e3) -- timings.total: microseconds
+  end
+
+  it('ends at the answer\'s arrival on the native path, though the loop read it later', function()
+    local before = http.stats().native.requests
+    arrival()
+    assert.equal(2, http.stats().native.requests - before)
+  end)
+
+  it('ends at the arrival of the record that completed the answer over TLS (native HTTPS/1.1)', function()
+    local certs = dofile(sys.root() .. '/bench/lib.lua').make_certs(fs.join(dir, 'certs'))
+    local before = http.stats().native
+    arrival(certs, { http_version = '1.1', ca_file = certs.ca })
+    local after = http.stats().native
+    assert.same({ 2, 1 }, { after.requests - before.requests, after.tls_handshakes - before.tls_handshakes })
   end)
 
   it('is clock.now() once the task has waited for anything else, or for a since after the answer', function()

@@ -175,6 +175,7 @@ function clock.epoch() end
 ---@field unix_socket? string connect to this Unix socket
 ---@field follow? boolean follow redirects
 ---@field insecure? boolean skip TLS verification
+---@field ca_file? string PEM file of the CAs to trust instead of libcurl's built-in bundle (its CA directory stays)
 ---@field max_body? integer bytes (EBODY beyond)
 ---@field stream? async fun(chunk: string, head: cseng.http.Head?): boolean? the body in chunks; false stops it (EABORTED)
 ---@field http_version? "1.1"|"2"|"2-prior-knowledge" "2": ALPN over TLS, prior knowledge for http:// (the response must be HTTP/2, else EHTTP2)
@@ -206,16 +207,21 @@ function clock.epoch() end
 ---@field max_total_connections? integer
 ---@field max_concurrent_streams? integer
 ---@field pools? integer
----@field native? boolean the native HTTP/1.1 path on or off
+---@field native? boolean the native path (HTTP/1.1 and HTTP/2, plain and over TLS) on or off
+---@field ca_file? string|false the CA bundle of requests that name none (false: the built-in one again)
 
 ---@class cseng.http.NativeStats
----@field enabled boolean plain-HTTP/1.1 requests go through engine/h1.c
+---@field enabled boolean the native path (engine/h1.c, tls.c, h2.c) takes the requests it can
 ---@field requests integer requests sent through it
 ---@field connects integer connections it opened
 ---@field reused integer requests that reused an idle connection
 ---@field retried integer requests sent again on a new connection (the reused one had been closed)
 ---@field open integer connections open now
 ---@field idle integer of them idle
+---@field tls_handshakes integer TLS handshakes done
+---@field tls_resumed integer of them resuming a session
+---@field h2_connections integer HTTP/2 connections opened
+---@field h2_streams integer HTTP/2 streams started
 
 ---@class cseng.http.Stats
 ---@field in_flight integer
@@ -224,8 +230,8 @@ function clock.epoch() end
 ---@field pools integer
 ---@field native cseng.http.NativeStats
 
----HTTP client on libcurl's multi-socket API (engine/lhttp.c); plain-HTTP/1.1 requests on a
----native path (engine/h1.c) with the same results (docs/ENGINE.md).
+---HTTP client on libcurl's multi-socket API (engine/lhttp.c); the requests libcurl would send with
+---nothing of its own on a native path (engine/h1.c, tls.c, h2.c) with the same results (docs/ENGINE.md).
 ---@class cseng.http
 local http = {}
 
@@ -245,6 +251,42 @@ function http.configure(opts) end
 
 ---@return cseng.http.Stats
 function http.stats() end
+
+---@class cseng.http.WarmOptions
+---@field url string the origin (scheme, host, port; the path is ignored)
+---@field calls? integer requests that should start at once without a new connection (default 1)
+---@field http_version? "1.1"|"2"
+---@field ca_file? string
+---@field insecure? boolean
+---@field timeout? number
+---@field connect_timeout? number
+
+---@class cseng.http.WarmInfo
+---@field opened integer connections opened
+---@field ready integer calls that would now start without a new connection
+---@field http_version "1.1"|"2"
+---@field connections? integer HTTP/2 connections to the origin
+---@field streams? integer streams each may carry
+---@field seconds number
+
+---Open the native path's connections a burst of `calls` requests would start on (TCP, TLS,
+---HTTP/2 settings), options not given taken from the origin's latest native request.
+---@async
+---@param opts cseng.http.WarmOptions
+---@return cseng.http.WarmInfo? info
+---@return string? message
+---@return cseng.Code? code
+function http.warm(opts) end
+
+---Close the idle native connections to the URL's scheme, host and port; returns how many.
+---@param url string
+---@return integer
+function http.close_idle(url) end
+
+---How many of the running task's requests waited for a new connection, and for how long in all.
+---@return integer count
+---@return number seconds
+function http.handshakes() end
 
 -- ---------------------------------------------------------------------------------------
 -- cseng.proc

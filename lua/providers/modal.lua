@@ -580,7 +580,8 @@ function M.task_id(client, sb)
 end
 
 --- The task's command router {base, headers} (TaskGetCommandRouterAccess), cached per sandbox.
---- Its URL is https; against a loopback server URL it is dialled in plaintext, as the SDK does.
+--- Its URL is https; against a plaintext loopback server URL it is dialled in plaintext, as the SDK
+--- does (a loopback server over TLS: over TLS too).
 function M.router(client, sb)
   local ro = client.routers[sb.id] or sb.router
   if ro then return ro end
@@ -592,7 +593,8 @@ function M.router(client, sb)
   local scheme, host, port = parse_url(r.url)
   if scheme ~= 'https' then return nil, 'modal: the task router URL must be https, got ' .. tostring(r.url), 'EPROTO' end
   secrets.add(r.jwt)
-  ro = { base = (client.loopback and 'http://' or 'https://') .. host .. ':' .. port, task_id = tid,
+  local plain = client.loopback and client.server_url:match('^http://') ~= nil
+  ro = { base = (plain and 'http://' or 'https://') .. host .. ':' .. port, task_id = tid,
          headers = { authorization = 'Bearer ' .. r.jwt } }
   client.routers[sb.id] = ro
   sb.router = ro

@@ -2,7 +2,9 @@
 // module: every reply is written byte for byte as the route says (no HTTP library on this side),
 // so both of cseng.http's paths (engine/h1.c and libcurl) meet the same odd servers.
 //
-//   node h1_raw_server.mjs PORTFILE   -> writes {"port": port} to PORTFILE once listening
+//   node h1_raw_server.mjs PORTFILE [--tls CERT KEY [ALPN,...]]
+//     -> writes {"port": port} to PORTFILE once listening; with --tls it speaks TLS (node's `tls`,
+//        the certificate and key given, ALPN http/1.1 unless a list is given: spec/https_native_spec.lua)
 //
 // Every reply that carries one has X-Conn: the server's number for the connection it came on
 // (the spec leaves it out of the comparison between the paths). Routes (the path, query ignored
@@ -30,7 +32,11 @@
 //   /cl-and-te      both a Content-Length and Transfer-Encoding: chunked
 //   /weird?kind=K   one of a list of odd replies (see the route), then FIN
 //   /stats          {"connections": n, "requests": n}
+//   /tls-info       (TLS) {"resumed": the handshake resumed a session, "alpn": ..., "servername": SNI or false}
+//   /close-raw      (TLS) HTTP/1.0, a body to the close, closed without close_notify (a truncation, to TLS)
+//   /idle-raw-close (TLS) a keep-alive reply; 100 ms later the connection is closed without close_notify
 import net from 'node:net';
+import tls from 'node:tls';
 import fs from 'node:fs';
 import crypto from 'node:crypto';
 
@@ -219,6 +225,20 @@ function handle(sock, conn, head, body) {
       send(reply('200 OK', [['X-Big-1', 'a'.repeat(45 * 1024)], ['X-Big-2', 'b'.repeat(45 * 1024)],
         ['Content-Length', 2], x], 'ok'));
       break;
+    case '/close-raw':
+      send('HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nX-Conn: ' + conn + '\r\n\r\nall of this until the close');
+      sock.write('', () => sock.destroy());
+      break;
+    case '/idle-raw-close':
+      send(reply('200 OK', [['Content-Length', 4], x], 'idle'));
+      setTimeout(() => sock.destroy(), 100);
+      break;
+    case '/tls-info': {
+      const s = JSON.stringify({ resumed: !!(sock.isSessionReused && sock.isSessionReused()),
+        alpn: sock.alpnProtocol || false, servername: sock.servername || false });
+      send(reply('200 OK', [['Content-Type', 'application/json'], ['Content-Length', s.length], x], s));
+      break;
+    }
     case '/stats': {
       const s = JSON.stringify({ connections, requests });
       send(reply('200 OK', [['Content-Type', 'application/json'], ['Content-Length', s.length], x], s));
@@ -230,7 +250,7 @@ function handle(sock, conn, head, body) {
   void method;
 }
 
-const server = net.createServer((sock) => {
+const onConnection = (sock) => {
   const conn = ++connections;
   let buf = Buffer.alloc(0);
   let want = -1, head = null, paused = false;
@@ -273,7 +293,13 @@ const server = net.createServer((sock) => {
     }
   };
   sock.on('data', (d) => { buf = Buffer.concat([buf, d]); pump(); });
-});
+};
+const tlsAt = process.argv.indexOf('--tls');
+const server = tlsAt > 0
+  ? tls.createServer({ cert: fs.readFileSync(process.argv[tlsAt + 1]), key: fs.readFileSync(process.argv[tlsAt + 2]),
+    ALPNProtocols: (process.argv[tlsAt + 3] || 'http/1.1').split(',') }, onConnection)
+  : net.createServer(onConnection);
+server.on('tlsClientError', () => {}); // a client that refuses the certificate
 server.maxConnections = 5000;
 
 server.listen(0, '127.0.0.1', 1024, () => {

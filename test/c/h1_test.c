@@ -25,9 +25,16 @@ int main(void) {
   expect("http://h/a?b#frag", 1);
   expect("http://1password.example/", 1);
   expect("http://h/a/.b/..c/", 1);
-  /* left to libcurl: TLS, user info, dot segments, odd hosts, odd ports, bytes libcurl rewrites */
-  expect("https://h/", 0);
+  /* taken over TLS too */
+  expect("https://h/", 1);
+  expect("https://127.0.0.1:8443/api?x=1", 1);
+  expect("https://[::1]/a", 1);
+  /* left to libcurl: user info, dot segments, odd hosts, odd ports, bytes libcurl rewrites */
   expect("HTTP://h/", 0);
+  expect("HTTPS://h/", 0);
+  expect("https:/h/", 0);
+  expect("https://user@h/", 0);
+  expect("https://h:/", 0);
   expect("http://user@h/", 0);
   expect("http://user:pw@h/", 0);
   expect("http://h/a/./b", 0);
@@ -72,6 +79,14 @@ int main(void) {
   CHECK(h1_url_split("http://h", 8, &u) == 1 && u.port == 80 && u.default_port && u.target_len == 0, "bare host");
   CHECK(h1_url_split("http://h:80/x", 13, &u) == 1 && u.port == 80 && u.default_port, ":80 left out of Host");
   CHECK(h1_url_split("http://h:8080/x", 15, &u) == 1 && u.port == 8080 && !u.default_port, ":8080 kept");
+  CHECK(h1_url_split("https://h", 9, &u) == 1 && u.tls && u.port == 443 && u.default_port, "https: 443");
+  CHECK(h1_url_split("https://h:443/x", 15, &u) == 1 && u.tls && u.port == 443 && u.default_port, ":443 left out of Host");
+  CHECK(h1_url_split("https://h:80/x", 14, &u) == 1 && u.tls && u.port == 80 && !u.default_port, "https :80 kept");
+  CHECK(h1_url_split("http://h:443/x", 14, &u) == 1 && !u.tls && u.port == 443 && !u.default_port, "http :443 kept");
+  /* the authority the split keeps from one URL is not another scheme's: the same "h" is 80, then 443 */
+  CHECK(h1_url_split("http://h/a", 10, &u) == 1 && !u.tls && u.port == 80, "http://h after nothing");
+  CHECK(h1_url_split("https://h/a", 11, &u) == 1 && u.tls && u.port == 443, "https://h after http://h");
+  CHECK(h1_url_split("http://h/a", 10, &u) == 1 && !u.tls && u.port == 80, "http://h after https://h");
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

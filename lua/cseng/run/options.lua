@@ -55,6 +55,8 @@ local SPEC = {
   ['repeat'] = { key = 'repeats', type = 'int', min = 1, arg = 'N', help = 'startup: run the arena as N blocks (block-level CIs)' },
   ['burst'] = { key = 'burst', type = 'int', min = 1, arg = 'N', help = 'startup --mode burst: N creates in flight at once per provider' },
   ['stagger-ms'] = { key = 'stagger_ms', type = 'number', arg = 'M', help = 'startup --mode staggered: one create every M ms (default 200)' },
+  ['cold-connections'] = { key = 'cold_connections', type = 'bool',
+    help = 'startup --mode burst: no warmed connections; the creates open theirs, the handshake recorded apart' },
   ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
   ['fail-on-error'] = { key = 'fail_on_error', type = 'bool',
@@ -85,7 +87,8 @@ local ORDER = {
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
-  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'computesdk',
+  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections',
+  'computesdk',
   'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
   'stop-after-create-failures', 'default-limits',
 }

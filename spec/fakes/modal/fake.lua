@@ -1,8 +1,9 @@
 --- The Modal fake (spec/fakes/modal/server.mjs, node + grpc-js) started from a spec:
 ---
 ---   local modal_fake = dofile(sys.root() .. '/spec/fakes/modal/fake.lua')
----   local f = modal_fake.start { client = 'adapter', http1_only = false, log = path }
----   f.url                 the control plane (http://127.0.0.1:PORT, gRPC with prior knowledge)
+---   local f = modal_fake.start { client = 'adapter', http1_only = false, log = path, tls = {cert=, key=} }
+---   f.url                 the control plane (http://127.0.0.1:PORT, gRPC with prior knowledge; with tls:
+---                         https://, the router too: the client must trust the certificate's CA)
 ---   f.env(extra)          MODAL_SERVER_URL / MODAL_TOKEN_ID / MODAL_TOKEN_SECRET for it (+ extra)
 ---   f.config(extra)       a provider cfg for providers.modal.connect (getenv reads f.env())
 ---   f.stats()             the fake's counters: connections {cp, router}, rpcs {Op = n}, creates,
@@ -58,6 +59,9 @@ function M.start(o)
   argv[#argv + 1] = '--rootfs'
   argv[#argv + 1] = M.rootfs()
   if o.http1_only then argv[#argv + 1] = '--http1-only' end
+  if o.tls then
+    for _, a in ipairs { '--tls-cert', o.tls.cert, '--tls-key', o.tls.key } do argv[#argv + 1] = a end
+  end
   local p = assert(proc.spawn { argv = argv, stdout = out, stderr = dir .. '/stderr.log', kill_grace = 3 })
   local ports
   for _ = 1, 400 do
@@ -71,7 +75,8 @@ function M.start(o)
     error('the Modal fake did not start: ' .. err, 0)
   end
   local f = { dir = dir, log = log, process = p, ports = ports,
-              url = string.format('http://127.0.0.1:%d', ports.cp_port), admin = string.format('http://127.0.0.1:%d', ports.admin_port) }
+              url = string.format('%s://127.0.0.1:%d', o.tls and 'https' or 'http', ports.cp_port),
+              admin = string.format('http://127.0.0.1:%d', ports.admin_port) }
 
   local function admin(method, path, body)
     local r = assert(http.request { method = method, url = f.admin .. path, body = body and cjson.encode(body),

@@ -22,7 +22,9 @@
 // container) is a small stand-in in the fake's own layer under every image.
 //   node spec/fakes/modal/server.mjs [--log FILE] [--client sdk|adapter] [--http1-only]
 //        [--token-id ID --token-secret SECRET] [--proto-root DIR] [--dir DIR] [--rootfs DIR]
-//        (--rootfs: the base root filesystem; default $CSENG_LOCAL_ROOTFS; needs root)
+//        [--tls-cert F --tls-key F]
+//        (--rootfs: the base root filesystem; default $CSENG_LOCAL_ROOTFS; needs root;
+//         --tls-cert/--tls-key: the control plane and the command router speak TLS, as Modal's do)
 // prints one JSON line {"cp_port", "router_port", "admin_port", "dir"} when it listens, then serves
 // until POST /close on the admin port (or SIGTERM). The admin port (HTTP/1.1, JSON):
 //   GET  /stats  -> {connections: {cp, router}, rpcs: {Op: n}, creates, terminates, snapshots,
@@ -94,6 +96,10 @@ const settings = {
   fail: {}, // {Op: 'UNAVAILABLE'}: answer that status instead
   http1_only: flag('http1-only'),
 };
+// TLS for both gRPC servers (grpc-js's own, ALPN h2), with a certificate made for the run
+const TLS = opt('tls-cert', null)
+  ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: fs.readFileSync(opt('tls-cert')), private_key: fs.readFileSync(opt('tls-key')) }], false)
+  : null;
 
 // ---- state --------------------------------------------------------------------------------------
 const stats = { connections: { cp: 0, router: 0 }, rpcs: {}, creates: 0, terminates: 0, snapshots: 0, builds: 0, dedups: 0,
@@ -827,7 +833,7 @@ function makeService(kind, service, impl) {
 let routerPort = 0;
 function listen(kind, server) { // a TCP listener that counts connections and hands them to grpc-js
   return new Promise((resolve) => {
-    const inject = server && server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    const inject = server && server.createConnectionInjector(TLS || grpc.ServerCredentials.createInsecure());
     const tcp = net.createServer((sock) => {
       stats.connections[kind]++;
       if (process.env.MODAL_FAKE_DEBUG) {

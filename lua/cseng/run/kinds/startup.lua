@@ -26,6 +26,7 @@
 ---     ECANCELED, the trial still destroys its sandbox and writes its records, no new round starts.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
+local http = require 'cseng.http'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
@@ -147,6 +148,10 @@ function arena.mode_options(o)
     if not o.stagger_ms or o.stagger_ms < 0 then error('--stagger-ms must be a number >= 0', 0) end
     if o.mode ~= 'staggered' then error('--stagger-ms M goes with --mode staggered (got --mode ' .. o.mode .. ')', 0) end
   end
+  if o.cold_connections and o.mode ~= 'burst' then
+    error('--cold-connections goes with --mode burst (got --mode ' .. o.mode .. ')', 0)
+  end
+  o.cold_connections = o.cold_connections or nil
   if o.mode == 'burst' then o.burst = o.burst or o.samples end
   admission.mode(o, 'startup') -- a burst pins admission off (raises on anything else)
   if o.mode == 'staggered' then o.stagger_ms = o.stagger_ms or arena.DEFAULT_STAGGER_MS end
@@ -277,9 +282,12 @@ function arena.trial(F, item, rec, state)
   state.spec, state.t_start = spec, clock.now()
   p.counts.started = p.counts.started + 1
   local times = {}
+  local hs_n, hs_s = http.handshakes()
   local ok_c, lease = pcall(F.session.sandbox, F.session, spec,
     { phase = item.phase, round = item.round, adapter = p.adapter_name },
     { provider = p, times = times, destroyed = { phase = item.phase, round = item.round } })
+  local hs_n1, hs_s1 = http.handshakes() -- the create's calls that waited for a new connection
+  if hs_n1 > hs_n then rec.handshakes, rec.handshake_ms = hs_n1 - hs_n, (hs_s1 - hs_s) * 1000 end
   if times.create_end then
     state.windows = { { times.create_start, times.create_end } }
     rec.create_ms = ms(times.create_end - times.create_start)
@@ -588,11 +596,35 @@ local function sequential_rounds(F, count, rng, block, first_round)
   end
 end
 
+-- Before a burst: the connections its creates will use, open and ready (TCP, TLS, HTTP/2
+-- settings), so a create's time never holds a handshake; with --cold-connections the idle ones are
+-- closed instead, and each create opens its own (its trial records the handshake apart).
+local function connections(F, p)
+  local o, e = F.opts, p.endpoint
+  if o.mode ~= 'burst' or not e or (e.scheme ~= 'http' and e.scheme ~= 'https') then return end
+  local url = string.format('%s://%s:%d', e.scheme, tostring(e.host):find(':', 1, true) and ('[' .. e.host .. ']') or e.host,
+    e.port)
+  local ev = { provider = p.name, cold = o.cold_connections or false }
+  if o.cold_connections then
+    ev.closed = http.close_idle(url)
+  else
+    local info, err, code = http.warm { url = url, calls = o.burst }
+    if info then
+      ev.opened, ev.ready, ev.http_version, ev.seconds = info.opened, info.ready, info.http_version, info.seconds
+    else
+      ev.error, ev.code = err, code -- the burst goes on: its creates open what they need
+      F:say('%s: warming %d connections failed (%s): the burst opens its own', p.name, o.burst, tostring(err))
+    end
+  end
+  F.writer:event('connections', ev)
+end
+
 -- Burst or staggered, one provider: `samples` trials, at most --burst in flight (burst), or one
 -- launched every --stagger-ms (staggered). `due` is when each create should have left: the
 -- engine's lateness is measured against it.
 local function batch(F, p, block, first_round)
   local o, A = F.opts, F.k
+  connections(F, p)
   local t0 = clock.now()
   local tasks = {}
   local sem = o.mode == 'burst' and task.semaphore(o.burst) or nil
@@ -720,10 +752,10 @@ function arena.begin(F)
     versions = sys.versions(), cpu_count = sys.cpu_count(),
     method = o.mode == 'lockstep' and arena.METHOD or (arena.MODE_METHOD[o.mode] .. '; ' .. arena.METHOD:gsub('^[^;]*; ', '')),
     mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms,
-    computesdk = o.computesdk or nil,
+    cold_connections = o.cold_connections, computesdk = o.computesdk or nil,
   }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
     selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,
-      stagger_ms = o.stagger_ms, command = o.command, seed = o.seed } }))
+      stagger_ms = o.stagger_ms, cold_connections = o.cold_connections, command = o.command, seed = o.seed } }))
   F.state.status, F.state.phase = 'starting', 'starting'
   F:emit('serve', nil, true)
   F:say('startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', F.id, o.mode,
