@@ -203,22 +203,22 @@ contract.FIELDS = {
         if type(x) ~= 'boolean' then return 'must be a boolean' end
       end)
     end },
-  { 'applies_dockerfile', 'boolean', default = false, doc = 'informative: whether the task\'s Dockerfile makes the environment' },
-  { 'image_map', 'table', default = {}, doc = 'its own base-image substitutions (after --image-map, before recipe.DEFAULT_IMAGE_MAP)' },
-  { 'artifact_env', 'string', doc = 'the variable cseng prewarm prints one artifact as (DOCKER_IMAGE_ID=...)' },
+  { 'limits', 'table', doc = 'what the service allows, of contract.LIMITS',
+    check = function(v)
+      return check_named(v, contract.LIMITS, 'limit', function(e, x) return e[3](x) end)
+    end },
+  -- what its sandbox ids look like: {pattern = '^...$' (a Lua pattern), example = an id, max = bytes?}
+  { 'id_format', 'table', required = true, check = check_id_format,
+    doc = '{pattern, example, max}: what its sandbox ids look like; an id read back is used only once it matches' },
   { 'remote', 'boolean', default = false, doc = 'a network service (the startup arena pauses between rounds; host_ports)' },
   { 'version', 'string', doc = 'the adapter\'s version (the startup arena records it)' },
   { 'max_concurrency', 'number', doc = 'at most this many of its sandboxes at once: the session queues creates beyond it',
     check = function(v) if not positive_int(v) then return 'must be an integer >= 1' end end },
   { 'list_by_label', 'boolean', default = true, doc = 'false: list cannot filter by label (lost creates cannot be found)' },
+  { 'applies_dockerfile', 'boolean', default = false, doc = 'informative: whether the task\'s Dockerfile makes the environment' },
   { 'replay', 'boolean', doc = 'false: without build, the recipe\'s RUN steps are not replayed (env_mode host)' },
-  -- what its sandbox ids look like: {pattern = '^...$' (a Lua pattern), example = an id, max = bytes?}
-  { 'id_format', 'table', required = true, check = check_id_format,
-    doc = '{pattern, example, max}: what its sandbox ids look like; an id read back is used only once it matches' },
-  { 'limits', 'table', doc = 'what the service allows, of contract.LIMITS',
-    check = function(v)
-      return check_named(v, contract.LIMITS, 'limit', function(e, x) return e[3](x) end)
-    end },
+  { 'image_map', 'table', default = {}, doc = 'its own base-image substitutions (after --image-map, before recipe.DEFAULT_IMAGE_MAP)' },
+  { 'artifact_env', 'string', doc = 'the variable cseng prewarm prints one artifact as (DOCKER_IMAGE_ID=...)' },
   { 'prewarm_flags', 'table', doc = 'the flags of cseng prewarm --provider NAME (lua/cseng/lib/flags.lua\'s spec): their values '
     .. 'go to prewarm_image as o[key]', check = function(v, P)
       if type(P.prewarm_image) ~= 'function' then return 'needs prewarm_image (the flags are its options)' end
