@@ -256,6 +256,50 @@ describe('the adapter contract', function()
   end)
 end)
 
+describe('cseng prewarm and the adapters\' prewarm_flags', function()
+  local proc = require 'cseng.proc'
+  local function cseng(args)
+    local argv = { ROOT .. '/cseng' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    return assert(proc.run { argv = argv, cwd = ROOT, timeout = 60 })
+  end
+
+  it('knows no vendor flag itself: --provider NAME --help shows the adapter\'s own', function()
+    local plain = cseng { 'prewarm', '--help' }
+    assert.equal(0, plain.code)
+    for _, n in ipairs(adapters()) do
+      for name in pairs(require('providers.' .. n).prewarm_flags or {}) do
+        assert.not_matches('%-%-' .. name:gsub('%-', '%%-'), plain.stdout, n)
+        local own = cseng { 'prewarm', '--provider', n, '--help' }
+        assert.equal(0, own.code)
+        assert.matches('%-%-' .. name:gsub('%-', '%%-') .. ' ', own.stdout, n)
+      end
+    end
+    local aws = cseng { 'prewarm', '--provider', 'aws-microvm', '--help' }
+    assert.matches("aws%-microvm's own options:\n  %-%-aws%-bucket BUCKET +the S3 bucket", aws.stdout)
+    -- another adapter's flag is unknown to it
+    local r = cseng { 'prewarm', '--provider', 'docker', '--aws-bucket', 'b' }
+    assert.equal(2, r.code)
+    assert.matches("unknown option '%-%-aws%-bucket'", r.stderr)
+    local src = assert(fs.read(ROOT .. '/lua/cseng/cli/commands/prewarm.lua'))
+    assert.is_nil(src:find('aws', 1, true), 'lua/cseng/cli/commands/prewarm.lua names a vendor')
+  end)
+
+  it('refuses an adapter flag that is one of the command\'s own, naming the adapter', function()
+    local cmd = require 'cseng.cli.commands.prewarm'
+    package.loaded['providers.clashing'] = { name = 'clashing', prewarm_image = function() end,
+      prewarm_flags = { output = { key = 'out', type = 'string', help = 'h' } } }
+    local stderr, said = io.stderr, {}
+    io.stderr = { write = function(self, ...) for _, x in ipairs({ ... }) do said[#said + 1] = tostring(x) end return self end } -- luacheck: ignore 122
+    local ok, status = pcall(cmd.run, { '--provider', 'clashing', '--help' })
+    io.stderr = stderr -- luacheck: ignore 122
+    package.loaded['providers.clashing'] = nil
+    assert(ok, status)
+    assert.equal(2, status)
+    assert.matches("provider 'clashing': its prewarm flag %-%-output is a flag of cseng prewarm", table.concat(said))
+  end)
+end)
+
 describe('the skeleton of docs/providers/README.md', function()
   it('is docs/providers/skeleton.lua, verbatim', function()
     local readme = assert(fs.read(ROOT .. '/docs/providers/README.md'))
