@@ -137,7 +137,8 @@ contract.EXEC_RESULT = {
 contract.CLIENT = {
   { 'max_upload_bytes', 'the most one put may carry, as configured (wins over limits.max_upload_bytes)' },
   { 'base', 'the service\'s URL (or base_url, api_url, url, endpoint, server_url, a key ending in url, in the client or a '
-    .. 'table in it; socket for a unix socket): the run records the endpoint, never a credential (lua/cseng/run/frame.lua)' },
+    .. 'table in it; an endpoint_url(client) function; socket for a unix socket): the run records the endpoint, never a '
+    .. 'credential (lua/cseng/run/frame.lua)' },
 }
 
 -- The flag types of lua/cseng/lib/flags.lua.
