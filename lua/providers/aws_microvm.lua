@@ -17,10 +17,12 @@
 ---
 --- The control plane's calls (a clientToken per create, retries), the wait until ready and the
 --- agent's protocol are providers/shared/aws_microvm_wire.lua; the runner image `cseng prewarm`
---- builds is providers/shared/aws_microvm_build.lua. Expected failures return nil, message, CODE: "HTTP_<status>" for an API
---- error (the message has the error type, e.g. "ThrottlingException: Rate exceeded"), transport
---- failures keep cseng.http's codes, "ESTATE" for a microVM that ends before RUNNING, "ECONFIG"
---- for a missing image id.
+--- builds is providers/shared/aws_microvm_build.lua.
+---
+--- Expected failures return nil, message, CODE: "HTTP_<status>" for an API error (the message
+--- has the error type, e.g. "ThrottlingException: Rate exceeded"), transport failures keep
+--- cseng.http's codes, "ESTATE" for a microVM that ends before RUNNING, "ECONFIG" for a missing
+--- image id.
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
