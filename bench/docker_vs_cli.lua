@@ -33,7 +33,7 @@ local CLI = proc.which('docker')
 if not CLI then io.stderr:write('docker_vs_cli: the docker CLI is not installed\n'); return 1 end
 
 local client = docker.connect({})
-if not docker.image_id(client, IMAGE) then
+if not require('providers.shared.docker_build').image_id(client, IMAGE) then
   io.stderr:write('docker_vs_cli: image ', IMAGE, ' is absent (tools/docker-up.sh builds it)\n'); return 1
 end
 local RUN = 'bench-docker-vs-cli-' .. os.time()

@@ -18,6 +18,8 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local sigv4 = require 'cseng.lib.aws.sigv4'
 local aws = require 'providers.aws_microvm'
+local aws_wire = require 'providers.shared.aws_microvm_wire'
+local aws_build = require 'providers.shared.aws_microvm_build'
 
 local ROOT = sys.root()
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
@@ -335,7 +337,7 @@ describe('aws-microvm prewarm (the image) against the fake', function()
     assert.matches('^AWS4%-HMAC%-SHA256 Credential=[^/]+/%d+/us%-east%-1/s3/aws4_request', put.headers.authorization)
     assert.is_string(put.headers['x-amz-content-sha256'])
     -- the zip is one any reader accepts: libarchive lists the Dockerfile and the agent
-    local zipped = aws.zip { { name = 'Dockerfile', data = 'FROM x\n' }, { name = 'a', data = 'b', mode = '755' } }
+    local zipped = aws_build.zip { { name = 'Dockerfile', data = 'FROM x\n' }, { name = 'a', data = 'b', mode = '755' } }
     local listed = assert(require('cseng.archive').list(zipped, { from = 'bytes' }))
     assert.same({ 'Dockerfile', 'a' }, { listed[1].path, listed[2].path })
     assert.equal(tonumber('755', 8), listed[2].mode & tonumber('777', 8))
@@ -349,7 +351,7 @@ describe('aws-microvm prewarm (the image) against the fake', function()
     -- a microVM of that image: its agent is the aarch64 build, under qemu-aarch64
     local c2 = aws.connect(f.config { image_id = arn })
     local sb = assert(aws.create(c2, {}))
-    local r = assert(aws.agent(c2, sb, 'GET', '/health'))
+    local r = assert(aws_wire.agent(c2, sb, 'GET', '/health'))
     assert.equal('aarch64', cjson.decode(r.body).arch)
     assert.equal('ok\n', assert(aws.exec(c2, sb, 'echo ok')).stdout)
     assert(aws.destroy(c2, sb))

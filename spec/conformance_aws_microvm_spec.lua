@@ -8,6 +8,7 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local aws = require 'providers.aws_microvm'
+local aws_build = require 'providers.shared.aws_microvm_build'
 
 local ROOT = sys.root()
 local C = dofile(ROOT .. '/spec/helpers/conformance.lua')
@@ -57,7 +58,7 @@ describe('aws-microvm against its official SDK', function()
 
   it('the SDK runs the lifecycle and the image build against the fake', function()
     if why then pending(why) return end
-    local zip = aws.zip { { name = 'Dockerfile', data = aws.dockerfile('public.ecr.aws/docker/library/python:3.12-slim-bookworm', 8080) },
+    local zip = aws_build.zip { { name = 'Dockerfile', data = aws_build.dockerfile('public.ecr.aws/docker/library/python:3.12-slim-bookworm', 8080) },
                           { name = 'microvm-agent', data = assert(fs.read(AGENT_ARM)), mode = '755' } }
     assert(fs.write(dir .. '/artifact.zip', zip))
     -- one terminated microVM beforehand, so the SDK's ListMicrovms (pages of 1) follows a nextToken too

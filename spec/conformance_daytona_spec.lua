@@ -11,6 +11,7 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local daytona = require 'providers.daytona'
+local daytona_build = require 'providers.shared.daytona_build'
 local dataset = require 'cseng.workload.dataset'
 local recipe = require 'cseng.workload.recipe'
 
@@ -138,7 +139,7 @@ describe('daytona against its official SDK', function()
     -- the task's environment, built natively from its recipe, then a sandbox from the snapshot
     local rcp = recipe.of_task(dataset.load(tmp .. '/task-adapter')[1])
     local b = assert(daytona.build(client, { recipe = rcp }))
-    assert.same({ daytona.build_name(client, rcp), false }, { b.layer, b.cache_hit })
+    assert.same({ daytona_build.name(client, rcp), false }, { b.layer, b.cache_hit })
     local built = assert(daytona.create(client, { labels = labels, image = b.image, layer = b.layer, ttl_seconds = 900,
       network = false, workdir = rcp.workdir }))
     r = assert(daytona.exec(client, built, 'cat /workspace/hello.txt /workspace/data/a.txt /workspace/data/sub/b.txt'))

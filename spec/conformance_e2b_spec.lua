@@ -10,6 +10,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local e2b = require 'providers.e2b'
+local e2b_build = require 'providers.shared.e2b_build'
 local dataset = require 'cseng.workload.dataset'
 local recipe = require 'cseng.workload.recipe'
 
@@ -122,7 +123,7 @@ describe('e2b against its official SDK', function()
     for _, st in ipairs(body.steps) do
       if st.type == 'COPY' then sdk_copies[#sdk_copies + 1] = { st.args[1], st.args[2], st.filesHash } end
     end
-    local steps = assert(e2b.template_steps(recipe.of_task(dataset.load(tmp .. '/sdk-task')[1])))
+    local steps = assert(e2b_build.steps(recipe.of_task(dataset.load(tmp .. '/sdk-task')[1])))
     local ours = {}
     for _, st in ipairs(steps) do
       if st.type == 'COPY' then ours[#ours + 1] = { st.args[1], st.args[2], st.filesHash } end
@@ -146,7 +147,7 @@ describe('e2b against its official SDK', function()
     -- then a sandbox from the template
     local rcp = recipe.of_task(dataset.load(tmp .. '/adapter-task')[1])
     local built = assert(e2b.build(client, { recipe = rcp }))
-    assert.same({ false, e2b.build_name(rcp), 'debian:bookworm-slim' }, { built.cache_hit, built.layer, built.image })
+    assert.same({ false, e2b_build.name(rcp), 'debian:bookworm-slim' }, { built.cache_hit, built.layer, built.image })
     local again = assert(e2b.build(client, { recipe = rcp }))
     assert.same({ true, built.layer, built.template_id }, { again.cache_hit, again.layer, again.template_id })
     local tsb = assert(e2b.create(client, { labels = labels, layer = built.layer, ttl_seconds = 900, network = false }))

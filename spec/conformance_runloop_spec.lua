@@ -56,7 +56,7 @@ local function adapter_lifecycle(f)
   assert.equal(0, r.code)
   assert(runloop.destroy(client, sb))
   assert(runloop.destroy(client, sb2))
-  assert(runloop.delete_snapshot(client, snap))
+  assert(runloop.delete_artifact(client, snap))
   assert.same({}, assert(runloop.list(client, { labels = { ['cseng.run'] = 'conformance-adapter' } })))
 
   -- the native build of the task the SDK built (its recipe, as the runner makes it), a devbox from it

@@ -230,13 +230,18 @@ describe('the differential check can fail', function()
   it('reports a body key changed in a copy of the e2b adapter, and nothing for the adapter itself', function()
     local why = sdk_missing()
     if why then pending(why) return end
-    -- the copy: create sends allowInternetAccess instead of allow_internet_access
-    local src = assert(fs.read(ROOT .. '/lua/providers/e2b.lua'))
+    -- the copy: create sends allowInternetAccess instead of allow_internet_access (the body is
+    -- e2b_wire's; the adapter is loaded again over the mutated wire)
+    local src = assert(fs.read(ROOT .. '/lua/providers/shared/e2b_wire.lua'))
     local mutated, n = src:gsub('allow_internet_access = spec%.network', 'allowInternetAccess = spec.network', 1)
-    assert.equal(1, n, 'the line to change is in lua/providers/e2b.lua')
+    assert.equal(1, n, 'the line to change is in lua/providers/shared/e2b_wire.lua')
     local tmp = assert(fs.tempdir('conformance-selftest-'))
-    assert(fs.write(tmp .. '/e2b_mutant.lua', mutated))
-    local mutant = assert(loadfile(tmp .. '/e2b_mutant.lua'))()
+    assert(fs.write(tmp .. '/e2b_wire_mutant.lua', mutated))
+    local real_wire = package.loaded['providers.shared.e2b_wire']
+    package.loaded['providers.shared.e2b_wire'] = assert(loadfile(tmp .. '/e2b_wire_mutant.lua'))()
+    local lok, mutant = pcall(function() return assert(loadfile(ROOT .. '/lua/providers/e2b.lua'))() end)
+    package.loaded['providers.shared.e2b_wire'] = real_wire
+    assert(lok, mutant)
     local f = fake.start {}
     local ok, err = pcall(function()
       f.record('sdk')

@@ -5,6 +5,7 @@
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
 local sys = require 'cseng.sys'
 local vercel = require 'providers.vercel'
+local vercel_wire = require 'providers.shared.vercel_wire'
 
 local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
@@ -26,13 +27,13 @@ local function adapter_lifecycle(f)
     data = 'written by the adapter\n\0\255', missing = true, list_labels = { ['cseng.run'] = 'conformance-adapter' } })
   local r
   local snap = assert(vercel.snapshot(client, sb, 'key'))
-  assert.equal('created', assert(vercel.get_snapshot(client, snap)).status)
+  assert.equal('created', assert(vercel_wire.get_snapshot(client, snap)).status)
   local sb2 = assert(vercel.create(client, { labels = labels, warm_artifact = snap, ttl_seconds = 600 }))
   assert.equal('written by the adapter\n\0\255', assert(vercel.get(client, sb2, '/tmp/cseng-adapter/file.bin')))
   r = assert(vercel.exec(client, sb2, [[python3 -c "print('arena-startup-ready-20261001')"]], { timeout = 30 }))
   assert.equal(0, r.code)
   assert(vercel.destroy(client, sb2))
-  assert(vercel.delete_snapshot(client, snap))
+  assert(vercel.delete_artifact(client, snap))
   assert.same({}, assert(vercel.list(client, { labels = { ['cseng.run'] = 'conformance-adapter' } })))
 end
 

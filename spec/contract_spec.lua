@@ -35,14 +35,48 @@ local FIRST_ONLY = {
     .. 'AWS_MICROVM_IMAGE_ID is checked at create, since `cseng prewarm` connects to build that image',
 }
 
+local function source(n) return assert(fs.read(ROOT .. '/lua/providers/' .. n .. '.lua')) end
+
 describe('the adapter contract', function()
-  it('every adapter in lua/providers/ keeps it', function()
+  it('every adapter in lua/providers/ keeps it (its source too: functions in the contract\'s order)', function()
     local names = adapters()
     assert.is_true(#names >= 9, table.concat(names, ' '))
     for _, n in ipairs(names) do
       local P = require('providers.' .. n)
-      assert.same({}, contract.check(P, n), n .. ': ' .. table.concat(contract.check(P, n), '; '))
+      local v = contract.check(P, n, source(n))
+      assert.same({}, v, n .. ': ' .. table.concat(v, '; '))
     end
+  end)
+
+  it('an adapter exports its contract and nothing else (what specs need of it lives in lua/providers/shared/)', function()
+    local known = contract.names()
+    for _, n in ipairs(adapters()) do
+      local extra = {}
+      for k in pairs(require('providers.' .. n)) do
+        if not known[k] then extra[#extra + 1] = tostring(k) end
+      end
+      table.sort(extra)
+      assert.same({}, extra, n .. ' exports ' .. table.concat(extra, ', '))
+    end
+    -- one export more, whatever its name, is a violation naming it
+    local P = require 'providers.lizard'
+    for _, name in ipairs({ 'create_body', '_call', 'DEFAULTS', 'exec_streaming' }) do
+      assert.same({ name .. ' is not a name of the adapter contract (an internal belongs in lua/providers/shared/)' },
+        contract.check(mutated(P, { [name] = function() end }), 'lizard'))
+    end
+  end)
+
+  it('an adapter defines its functions in the contract\'s order', function()
+    local src = source('lizard')
+    assert.same({ 'connect', 'create', 'exec', 'put', 'get', 'destroy', 'list' }, contract.defined_order(src))
+    -- destroy moved before exec
+    local a, b = src:find('\n%-%-%- Destroy a sandbox.-\nend\n')
+    assert.is_number(a)
+    local moved = src:sub(1, a) .. src:sub(b + 1)
+    moved = moved:gsub('\n(%-%-%- Run a shell command)', '\n' .. src:sub(a + 1, b):gsub('%%', '%%%%') .. '\n%1', 1)
+    assert.same({ 'connect', 'create', 'destroy', 'exec', 'put', 'get', 'list' }, contract.defined_order(moved))
+    assert.same({ "exec is defined after destroy: functions go in the contract's order (connect, create, destroy, exec, put, get, list)" },
+      contract.check(require 'providers.lizard', 'lizard', moved))
   end)
 
   it('finds what an adapter breaks, one line each', function()
@@ -54,8 +88,27 @@ describe('the adapter contract', function()
       contract.check(mutated(P, { credentials = { 'A', { 'B', 3 } } }), 'lizard'))
     assert.same({ 'rates vcpu_s must be a number >= 0' }, contract.check(mutated(P, { rates = { vcpu_s = -1 } }), 'lizard'))
     assert.same({ 'max_concurrency must be an integer >= 1' }, contract.check(mutated(P, { max_concurrency = 0.5 }), 'lizard'))
-    assert.same({ '_call: adapters export no underscore internals' },
-      contract.check(mutated(P, { _call = function() end }), 'lizard'))
+    assert.same({ 'capabilities exec_streams is not a capability of the contract' },
+      contract.check(mutated(P, { capabilities = { exec_streams = true } }), 'lizard'))
+    assert.same({ 'capabilities host_ports must be a boolean' },
+      contract.check(mutated(P, { capabilities = { host_ports = 'yes' } }), 'lizard'))
+    assert.same({ 'limits creates_per_second is not a limit of the contract' },
+      contract.check(mutated(P, { limits = { creates_per_second = 5 } }), 'lizard'))
+    assert.same({ 'limits max_upload_bytes must be an integer >= 1' },
+      contract.check(mutated(P, { limits = { max_upload_bytes = 0 } }), 'lizard'))
+    assert.same({ 'prewarm_flags needs prewarm_image (the flags are its options)' },
+      contract.check(mutated(P, { prewarm_flags = {} }), 'lizard'))
+    local image = function() end
+    assert.same({ 'prewarm_flags bucket.type must be one of string, int, number, bool, list, multi' },
+      contract.check(mutated(P, { prewarm_image = image, prewarm_flags = { bucket = { key = 'bucket', type = 'str', help = 'h' } } }),
+        'lizard'))
+    assert.same({ 'prewarm_flags "Bucket" must be a flag name (lower case, digits, -)' },
+      contract.check(mutated(P, { prewarm_image = image, prewarm_flags = { Bucket = { key = 'b', type = 'string', help = 'h' } } }),
+        'lizard'))
+    assert.same({ 'prewarm_flags bucket.key must be a Lua name other than log (prewarm_image reads o[key])' },
+      contract.check(mutated(P, { prewarm_image = image, prewarm_flags = { bucket = { key = 'log', type = 'string', help = 'h' } } }),
+        'lizard'))
+    assert.same({ 'list_artifacts must be a function, not a table' }, contract.check(mutated(P, { list_artifacts = {} }), 'lizard'))
     assert.same({ 'name "lizzard" does not match its file lizard.lua (--provider loads it by file)' },
       contract.check(mutated(P, { name = 'lizzard' }), 'lizard'))
     assert.same({ 'the file must return a table, not a boolean' }, contract.check(true, 'x'))
@@ -78,7 +131,8 @@ describe('the adapter contract', function()
       local P = require('providers.' .. n)
       assert.is_table(P.id_format, n)
       assert.is_true(contract.valid_id(P, P.id_format.example), n)
-      for _, id in ipairs(assert(OWN[n], n .. ': no ids of its own listed here')) do
+      -- (a new adapter needs no entry here: its id_format's example stands in)
+      for _, id in ipairs(OWN[n] or { P.id_format.example }) do
         assert.is_true(contract.valid_id(P, id), n .. ': refuses its own id ' .. id)
       end
       for _, id in ipairs(contract.HOSTILE_IDS) do
@@ -139,27 +193,50 @@ describe('the adapter contract', function()
     end
   end)
 
-  it('is the one docs/providers/README.md describes (its Fields and Functions tables)', function()
+  it('is the one docs/providers/README.md describes: each of its tables lists exactly what contract.lua lists', function()
     local readme = assert(fs.read(ROOT .. '/docs/providers/README.md'))
-    local fields = assert(readme:match('\n### Fields\n(.-)\n### '))
-    local functions = assert(readme:match('\n### Functions\n(.-)\n### ')):gsub('\\|', '/') -- `a \| b` in a cell
-    local doc_fields, doc_functions = {}, {}
-    for cell, req in fields:gmatch('\n| (`[^|]*`) | (%a+)') do
-      for name in cell:gmatch('`([%w_]+)') do doc_fields[name] = req == 'yes' end
+    -- the first column's names of the table after a heading (or after a line of text under it)
+    local function table_after(pattern)
+      local from = assert(readme:find(pattern), pattern)
+      local body = readme:sub(from):match('\n(|[^\n]*|\n|%-%-%-.-)\n\n')
+      assert.is_string(body, 'no table after ' .. pattern)
+      local names, second = {}, {}
+      for line in body:gsub('\\|', '/'):gmatch('[^\n]+') do
+        local cell, rest = line:match('^| (`[^|]*`) | ([^|]*)|')
+        if cell then
+          local name = cell:match('^`([%w_]+)')
+          names[#names + 1] = name
+          second[name] = rest
+        end
+      end
+      return names, second
     end
-    for name, called in functions:gmatch('\n| `([%w_]+)%([^|]*| ([^|]*)|') do
-      doc_functions[name] = not called:match('^optional')
+    local function names_of(list)
+      local out = {}
+      for _, e in ipairs(list) do out[#out + 1] = e[1] end
+      return out
     end
-    doc_fields.list_by_label, doc_fields.replay = false, false -- described under list and env_mode
-    local ours_f, ours_fn = {}, {}
-    for _, f in ipairs(contract.FIELDS) do ours_f[f[1]] = f.required == true end
-    for _, f in ipairs(contract.FUNCTIONS) do ours_fn[f[1]] = f.required == true end
-    -- env_mode and fidelity_gaps are functions the Fields table lists
-    doc_functions.env_mode, doc_functions.fidelity_gaps = doc_fields.env_mode, doc_fields.fidelity_gaps
-    doc_fields.env_mode, doc_fields.fidelity_gaps = nil, nil
-    doc_functions.snapshot = false -- "without snapshot, warm mode fails with ENOWARM"
-    assert.same(doc_fields, ours_f)
-    assert.same(doc_functions, ours_fn)
+    local fields, req = table_after('\n### Fields\n')
+    assert.same(names_of(contract.FIELDS), fields)
+    for _, f in ipairs(contract.FIELDS) do
+      assert.equal(f.required == true, req[f[1]]:match('^yes') ~= nil, f[1] .. ': required in one, not the other')
+    end
+    local functions, called = table_after('\n### Functions\n')
+    assert.same(names_of(contract.FUNCTIONS), functions)
+    for _, f in ipairs(contract.FUNCTIONS) do
+      assert.equal(f.required == true, called[f[1]]:match('^optional') == nil, f[1] .. ': required in one, not the other')
+    end
+    assert.same(names_of(contract.CAPABILITIES), (table_after('\n### Capabilities')))
+    assert.same(names_of(contract.LIMITS), (table_after('\n### Limits')))
+    assert.same(names_of(contract.EXEC_OPTIONS), (table_after('\n### Exec options and result\n')))
+    assert.same(names_of(contract.EXEC_RESULT), (table_after('What the core reads of the result')))
+    assert.same(names_of(contract.SANDBOX), (table_after('`create` returns a table')))
+    assert.same(names_of(contract.CLIENT), (table_after('`connect` returns a client')))
+    -- every entry of contract.lua says what it means
+    for _, list in ipairs({ contract.FIELDS, contract.FUNCTIONS, contract.CAPABILITIES, contract.LIMITS, contract.EXEC_OPTIONS,
+                            contract.EXEC_RESULT, contract.SANDBOX, contract.CLIENT }) do
+      for _, e in ipairs(list) do assert.is_string(e.doc or e[2], e[1]) end
+    end
   end)
 
   it('`cseng providers` reports a violation and exits 1', function()
@@ -176,6 +253,50 @@ describe('the adapter contract', function()
     for _, p in ipairs(rows) do if p.module == 'lizard' then row = p end end
     assert.same({ 'description must be a string, not a number', 'list is required (a function)' }, row.violations)
     assert.is_false(row.ready)
+  end)
+end)
+
+describe('cseng prewarm and the adapters\' prewarm_flags', function()
+  local proc = require 'cseng.proc'
+  local function cseng(args)
+    local argv = { ROOT .. '/cseng' }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    return assert(proc.run { argv = argv, cwd = ROOT, timeout = 60 })
+  end
+
+  it('knows no vendor flag itself: --provider NAME --help shows the adapter\'s own', function()
+    local plain = cseng { 'prewarm', '--help' }
+    assert.equal(0, plain.code)
+    for _, n in ipairs(adapters()) do
+      for name in pairs(require('providers.' .. n).prewarm_flags or {}) do
+        assert.not_matches('%-%-' .. name:gsub('%-', '%%-'), plain.stdout, n)
+        local own = cseng { 'prewarm', '--provider', n, '--help' }
+        assert.equal(0, own.code)
+        assert.matches('%-%-' .. name:gsub('%-', '%%-') .. ' ', own.stdout, n)
+      end
+    end
+    local aws = cseng { 'prewarm', '--provider', 'aws-microvm', '--help' }
+    assert.matches("aws%-microvm's own options:\n  %-%-aws%-bucket BUCKET +the S3 bucket", aws.stdout)
+    -- another adapter's flag is unknown to it
+    local r = cseng { 'prewarm', '--provider', 'docker', '--aws-bucket', 'b' }
+    assert.equal(2, r.code)
+    assert.matches("unknown option '%-%-aws%-bucket'", r.stderr)
+    local src = assert(fs.read(ROOT .. '/lua/cseng/cli/commands/prewarm.lua'))
+    assert.is_nil(src:find('aws', 1, true), 'lua/cseng/cli/commands/prewarm.lua names a vendor')
+  end)
+
+  it('refuses an adapter flag that is one of the command\'s own, naming the adapter', function()
+    local cmd = require 'cseng.cli.commands.prewarm'
+    package.loaded['providers.clashing'] = { name = 'clashing', prewarm_image = function() end,
+      prewarm_flags = { output = { key = 'out', type = 'string', help = 'h' } } }
+    local stderr, said = io.stderr, {}
+    io.stderr = { write = function(self, ...) for _, x in ipairs({ ... }) do said[#said + 1] = tostring(x) end return self end } -- luacheck: ignore 122
+    local ok, status = pcall(cmd.run, { '--provider', 'clashing', '--help' })
+    io.stderr = stderr -- luacheck: ignore 122
+    package.loaded['providers.clashing'] = nil
+    assert(ok, status)
+    assert.equal(2, status)
+    assert.matches("provider 'clashing': its prewarm flag %-%-output is a flag of cseng prewarm", table.concat(said))
   end)
 end)
 

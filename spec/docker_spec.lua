@@ -13,6 +13,7 @@ local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local docker = require 'providers.docker'
+local docker_build = require 'providers.shared.docker_build'
 local wire = require 'providers.shared.docker_wire'
 
 local BASE = 'cseng/debian:bookworm'
@@ -35,7 +36,7 @@ local function probe()
     state.why = string.format('dockerd not available at %s: %s', SOCKET, res and ('HTTP ' .. res.status) or tostring(err))
   else
     state.client = docker.connect({})
-    if not docker.image_id(state.client, BASE) then
+    if not docker_build.image_id(state.client, BASE) then
       state.why = 'base image ' .. BASE .. ' is absent (tools/docker-up.sh or ./cseng images base builds it)'
     end
   end
@@ -131,7 +132,7 @@ describe('docker provider helpers', function()
       'FROM alpine:3',
       'COPY --from=builder /x /y',
     }, '\n')
-    local out, bases = docker.rewrite_from(text, map)
+    local out, bases = docker_build.rewrite_from(text, map)
     assert.equal(table.concat({
       'FROM ' .. BASE,
       'from --platform=linux/amd64 ' .. BASE .. ' AS builder',
@@ -178,7 +179,7 @@ describe('docker provider on dockerd', function()
     local s = state
     if not s or s.why then return end
     for _, c in ipairs(docker.list(s.client, { labels = { ['cseng.run'] = RUN_ID } }) or {}) do docker.destroy(s.client, c) end
-    for _, im in ipairs(created_images) do docker.remove_image(s.client, im, true) end
+    for _, im in ipairs(created_images) do docker_build.remove_image(s.client, im, true) end
   end)
 
   it('connect names the socket it cannot reach', function()

@@ -15,6 +15,7 @@ local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local secrets = require 'cseng.lib.secrets'
 local e2b = require 'providers.e2b'
+local e2b_wire = require 'providers.shared.e2b_wire'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('e2b')
@@ -367,16 +368,16 @@ describe('e2b lifecycle (stateful fake)', function()
 
   it('builds envd URLs and picks templates from the settings', function()
     local c = e2b.connect { getenv = function() return nil end, api_key = 'k-123456' }
-    assert.equal('https://49983-abc.e2b.app', e2b.envd_url(c, { id = 'abc' }))
-    assert.equal('https://49983-abc.eu.e2b.dev', e2b.envd_url(c, { id = 'abc', domain = 'eu.e2b.dev' }))
-    assert.equal('base', e2b.template_for(c, { image = 'ubuntu:24.04' }))
+    assert.equal('https://49983-abc.e2b.app', e2b_wire.envd_url(c, { id = 'abc' }))
+    assert.equal('https://49983-abc.eu.e2b.dev', e2b_wire.envd_url(c, { id = 'abc', domain = 'eu.e2b.dev' }))
+    assert.equal('base', e2b_wire.template_for(c, { image = 'ubuntu:24.04' }))
     local m = e2b.connect { getenv = function(k) return ({ E2B_API_KEY = 'k-123456',
       E2B_TEMPLATE = 'ghcr.io/laude-institute/* = tb-ubuntu, python:* = py, mine' })[k] end }
-    assert.equal('tb-ubuntu', e2b.template_for(m, { image = 'ghcr.io/laude-institute/t-bench/ubuntu-24-04:1' }))
-    assert.equal('py', e2b.template_for(m, { image = 'python:3.12' }))
-    assert.equal('mine', e2b.template_for(m, { image = 'debian:12' }))
-    assert.equal('given', e2b.template_for(m, { template = 'given', image = 'python:3' }))
-    assert.equal(3600, e2b.create_body(c, { ttl_seconds = 99999 }).timeout) -- capped
+    assert.equal('tb-ubuntu', e2b_wire.template_for(m, { image = 'ghcr.io/laude-institute/t-bench/ubuntu-24-04:1' }))
+    assert.equal('py', e2b_wire.template_for(m, { image = 'python:3.12' }))
+    assert.equal('mine', e2b_wire.template_for(m, { image = 'debian:12' }))
+    assert.equal('given', e2b_wire.template_for(m, { template = 'given', image = 'python:3' }))
+    assert.equal(3600, e2b_wire.create_body(c, { ttl_seconds = 99999 }).timeout) -- capped
   end)
 
   it('reports a failing snapshot call with its status', function()

@@ -83,6 +83,8 @@ local results = require 'cseng.results.log'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local modal = require 'providers.modal'
+local modal_wire = require 'providers.shared.modal_wire'
+local modal_build = require 'providers.shared.modal_build'
 local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
@@ -189,7 +191,7 @@ describe('modal adapter lifecycle (stateful fake)', function()
 
   it('builds an image from a Dockerfile where Modal can (RUN, ENV, WORKDIR, COPY)', function()
     local client = modal.connect(f.config())
-    local id = assert(modal.dockerfile_image(client,
+    local id = assert(modal_build.dockerfile_image(client,
       'FROM python:3.12-slim\nENV GREETING=built\nWORKDIR /app\nCOPY hello.txt /app/hello.txt\nRUN echo ran > /app/ran',
       { ['hello.txt'] = 'hi\n' }))
     local sb = assert(modal.create(client, { image_id = id }))
@@ -200,7 +202,7 @@ describe('modal adapter lifecycle (stateful fake)', function()
 
   it('100 concurrent unary RPCs from 100 tasks share one HTTP/2 connection', function()
     local client = modal.connect(f.config())
-    assert(modal.auth_token(client))
+    assert(modal_wire.auth_token(client))
     f.set { latency = { SandboxList = 300 } } -- so that all 100 are in flight together
     local tasks = {}
     for i = 1, 100 do
@@ -250,7 +252,7 @@ describe('modal adapter: one clear error for each failure', function()
 
   it('a build context file over the inline limit is refused by name before anything is sent', function()
     local dir = assert(fs.tempdir('modal-ctx-'))
-    assert(fs.write(dir .. '/big.bin', string.rep('x', modal.INLINE_FILE_LIMIT + 1)))
+    assert(fs.write(dir .. '/big.bin', string.rep('x', modal_build.INLINE_FILE_LIMIT + 1)))
     local before = f.stats().rpcs.MountPutFile or 0
     local b, err, code = modal.build(modal.connect(f.config()), { recipe = {
       key = string.rep('a', 64), base = 'debian:bookworm-slim', dockerfile = 'FROM x\nCOPY big.bin /big.bin\n',

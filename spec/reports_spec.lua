@@ -18,7 +18,7 @@ local SEED = ROOT .. '/../shared/data/seed-results'
 local HAVE_SEED = fs.exists(SEED) and fs.exists(SMOKE16)
 
 local tmp, dir
-local runs = {} -- name -> what runner.run_tasks returned after the status
+local runs = {} -- name -> what frame.run returned after the status
 
 -- Runs, in this order (so "newest" is known):
 --   A smoke, nop, cold    3 failed       B smoke, gold, cold   3 passed

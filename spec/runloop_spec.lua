@@ -11,6 +11,7 @@ local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local runloop = require 'providers.runloop'
+local runloop_wire = require 'providers.shared.runloop_wire'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('runloop')
@@ -181,7 +182,7 @@ describe('runloop lifecycle (stateful fake)', function()
     assert.is_nil(runloop.find_artifact(client, 'key-1'))
     local snap = assert(runloop.snapshot(client, sb, 'key-1'))
     assert.matches('^snp_', snap)
-    assert.equal('complete', assert(runloop.snapshot_status(client, snap)).status)
+    assert.equal('complete', assert(runloop_wire.snapshot_status(client, snap)).status)
     assert(runloop.destroy(client, sb))
     local sb2 = assert(runloop.create(client, { warm_artifact = snap }))
     assert.equal(snap, f.stats().last_create.snapshot_id)
@@ -189,8 +190,8 @@ describe('runloop lifecycle (stateful fake)', function()
     assert(runloop.destroy(client, sb2))
     assert.equal(snap, runloop.find_artifact(client, 'key-1'))
     assert.is_nil(runloop.find_artifact(client, 'key-2'))
-    assert.is_true(runloop.delete_snapshot(client, snap))
-    assert.is_true(runloop.delete_snapshot(client, snap)) -- already gone
+    assert.is_true(runloop.delete_artifact(client, snap))
+    assert.is_true(runloop.delete_artifact(client, snap)) -- already gone
     assert.is_nil(runloop.find_artifact(client, 'key-1'))
     -- a snapshot that fails
     f.set { snapshot_fail = 'disk full', snapshot_delay = 0.05 }

@@ -7,6 +7,7 @@ local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local vercel = require 'providers.vercel'
+local vercel_wire = require 'providers.shared.vercel_wire'
 
 local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
 local fake = dofile(vendor.ROOT .. '/spec/fakes/init.lua').module('vercel')
@@ -196,9 +197,9 @@ describe('vercel lifecycle (stateful fake)', function()
     assert.is_nil(f.stats().last_create.runtime)
     assert.equal('warm\n', assert(vercel.get(client, sb2, '/workspace/state')))
     assert(vercel.destroy(client, sb2))
-    assert.equal('created', assert(vercel.get_snapshot(client, snap)).status)
-    assert.is_true(vercel.delete_snapshot(client, snap))
-    assert.is_true(vercel.delete_snapshot(client, snap)) -- already gone
+    assert.equal('created', assert(vercel_wire.get_snapshot(client, snap)).status)
+    assert.is_true(vercel.delete_artifact(client, snap))
+    assert.is_true(vercel.delete_artifact(client, snap)) -- already gone
     assert.is_nil(f.snapshots()[snap])
     local _, _, code = vercel.create(client, { warm_artifact = snap })
     assert.equal('HTTP_404', code)

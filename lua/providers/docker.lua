@@ -12,7 +12,8 @@
 --- exec: POST /containers/{id}/exec + /exec/{id}/start (the 8-byte-framed stdout/stderr stream,
 --- demultiplexed as it arrives, tails kept) + GET /exec/{id}/json for the exit code; the command
 --- runs under `timeout -s KILL`, since the API has no way to kill an exec.
-local http = require 'cseng.http'
+--- The request to dockerd and the stream formats are providers/shared/docker_wire.lua; the image
+--- build and the image operations providers/shared/docker_build.lua.
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local task = require 'cseng.task'
@@ -22,8 +23,8 @@ local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
 local wire = require 'providers.shared.docker_wire'
+local build = require 'providers.shared.docker_build'
 
 local M = {
   name = 'docker',
@@ -39,88 +40,12 @@ local M = {
   id_format = { pattern = '^%x%x%x%x%x%x%x%x%x%x%x%x+$', example = string.rep('0123456789abcdef', 4), max = 64 },
 }
 
-local API = 'v1.41'
 local DEFAULT_SOCKET = '/var/run/docker.sock'
 local VERIFIER_USER = '1000:1000'
 local TAIL_BYTES = 1 << 20
-local LOG_TAIL = 4000
 local SANDBOX_LABEL = 'cseng.sandbox' -- on containers cseng created, never on images it builds
 
---- Substitutions applied after the user's --image-map (first match wins). SWE-smith rows name
---- per-repository images (cseng/swesmith.<repo>) that exist nowhere; the repository is staged
---- by COPY on top of the Debian base, which has python3 and pytest.
-M.DEFAULT_IMAGE_MAP = require('cseng.workload.recipe').DEFAULT_IMAGE_MAP
-
--- ---- the Engine API ------------------------------------------------------------------------
-
-local urlencode = adapter.urlencode
-
-local function query(params)
-  local keys = util.keys(params)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    local v = params[k]
-    if v ~= nil and v ~= false then parts[#parts + 1] = urlencode(k) .. '=' .. urlencode(v == true and '1' or v) end
-  end
-  return #parts > 0 and ('?' .. table.concat(parts, '&')) or ''
-end
-
--- The message of an error response ({"message": "..."}), else the body's start.
-local function api_message(res)
-  local ok, j = pcall(cjson.decode, res.body or '')
-  if ok and type(j) == 'table' and type(j.message) == 'string' then return j.message end
-  return util.trim((res.body or ''):sub(1, 300))
-end
-
---- One request to dockerd. o: {query, json, body, headers, timeout, stream, ok={statuses}}.
---- Returns the response (status in o.ok, default 2xx) or nil, message, CODE (transport codes
---- from cseng.http, or "HTTP_<status>").
-local function api(client, method, path, o)
-  o = o or {}
-  local headers, body = adapter.body(o)
-  local res, err, code = http.request {
-    method = method, url = client.base .. path .. query(o.query or {}), unix_socket = client.socket,
-    headers = headers, body = body, timeout = o.timeout or 60, stream = o.stream,
-  }
-  if not res then return nil, string.format('docker %s %s: %s', method, path, tostring(err)), code end
-  local good
-  if o.ok then
-    for _, s in ipairs(o.ok) do if res.status == s then good = true end end
-  else
-    good = res.status >= 200 and res.status < 300
-  end
-  if not good then
-    local msg = string.format('docker %s %s: HTTP %d: %s', method, path, res.status, api_message(res))
-    return nil, msg, 'HTTP_' .. res.status, res
-  end
-  return res
-end
-
-local function decode(res)
-  local ok, j = pcall(cjson.decode, res.body)
-  if ok and type(j) == 'table' then return j end
-  return {}
-end
-
--- cjson decodes JSON null as a light userdata; treat it as absent.
-local function tbl(v) return type(v) == 'table' and v or {} end
-
--- cjson decodes every number as a float; exit codes and times are integers.
-local function int(v)
-  local n = tonumber(v)
-  return n and (math.tointeger(n) or math.floor(n)) or nil
-end
-
--- ---- the exec stream -------------------------------------------------------------------------
-
-local demuxer = wire.demuxer
-
-
--- ---- tar reading (GET archive answers with a tar of the path) --------------------------------
-
-local tar_first_file = wire.tar_first_file
-
--- ---- connect ---------------------------------------------------------------------------------
+local api, decode, tbl, int = wire.api, wire.decode, wire.tbl, wire.int
 
 local function socket_from(cfg, getenv)
   if cfg.socket then return cfg.socket, nil end
@@ -143,7 +68,7 @@ function M.connect(cfg)
   local where = socket or tcp
   local client = {
     socket = socket,
-    base = (tcp or 'http://docker') .. '/' .. API,
+    base = (tcp or 'http://docker') .. '/' .. wire.API,
     where = where,
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'),
     image_map = cfg.image_map,
@@ -168,187 +93,6 @@ function M.connect(cfg)
   client.build_sem = task.semaphore(math.max(1, math.floor(n)))
   return client
 end
-
-function M.runtime(client)
-  return string.format('docker %s (API %s, %s, cgroup v%s)', tostring(client.version), tostring(client.api_version),
-    tostring(client.storage_driver), tostring(client.cgroup_version))
-end
-
--- ---- images ----------------------------------------------------------------------------------
-
---- The id of a local image, or nil when it is absent.
-function M.image_id(client, name)
-  local res = api(client, 'GET', '/images/' .. name .. '/json', { ok = { 200 } })
-  if not res then return nil end
-  return decode(res).Id
-end
-
-local function image_map_of(client, map)
-  local out = {}
-  for _, e in ipairs(map or {}) do out[#out + 1] = e end
-  for _, e in ipairs(client.image_map or {}) do out[#out + 1] = e end
-  for _, e in ipairs(M.DEFAULT_IMAGE_MAP) do out[#out + 1] = e end
-  return out
-end
-
-local function map_image(image, map)
-  return require('cseng.workload.dockerfile').map_image(image, map)
-end
-
---- Rewrite the FROM lines of a Dockerfile through the image map. Stage names (FROM x AS name)
---- used by later FROM lines are left alone. Returns the text and the list of base images.
-function M.rewrite_from(text, map)
-  local stages, bases, seen = {}, {}, {}
-  local out = {}
-  local continued = false
-  for line in (text .. (text:sub(-1) == '\n' and '' or '\n')):gmatch('(.-)\r?\n') do
-    local was_continued = continued
-    if line:match('^%s*#') then continued = was_continued else continued = line:match('\\%s*$') ~= nil end
-    local indent, kw, flags, image, rest
-    if not was_continued then
-      indent, kw, flags, image, rest = line:match('^(%s*)([Ff][Rr][Oo][Mm])(%s+%-%-%S+%s+)(%S+)(.*)$')
-      if not kw then
-        flags = ' '
-        indent, kw, image, rest = line:match('^(%s*)([Ff][Rr][Oo][Mm])%s+(%S+)(.*)$')
-      end
-    end
-    if kw and image and not image:find('%$') then
-      local mapped = image
-      if not stages[image:lower()] then
-        mapped = map_image(image, map)
-        if not seen[mapped] then seen[mapped] = true; bases[#bases + 1] = { from = image, image = mapped } end
-      end
-      local stage = rest:match('^%s+[Aa][Ss]%s+(%S+)')
-      if stage then stages[stage:lower()] = true end
-      line = indent .. kw .. (flags or ' ') .. mapped .. rest
-    end
-    out[#out + 1] = line
-  end
-  return table.concat(out, '\n') .. '\n', bases
-end
-
-
---- The deterministic build context: environment/ with the rewritten Dockerfile.
-local function build_context(dir, dockerfile_name, dockerfile_text)
-  local entries = {}
-  for _, e in ipairs(fs.walk(dir)) do
-    if e.path ~= dockerfile_name then
-      local host = dir .. '/' .. e.path
-      if e.type == 'dir' then entries[#entries + 1] = { path = e.path, type = 'dir', mode = e.mode }
-      elseif e.type == 'link' then entries[#entries + 1] = { path = e.path, type = 'symlink', target = fs.readlink(host) }
-      elseif e.type == 'file' then entries[#entries + 1] = { path = e.path, file = host, mode = e.mode } end
-    end
-  end
-  entries[#entries + 1] = { path = dockerfile_name, data = dockerfile_text, mode = tonumber('644', 8) }
-  return archive.pack(entries, { format = 'tar' })
-end
-
-
-local function build_failure(msg, log, code)
-  code = code or errors.EBUILD
-  return nil, errors.new(code, msg, { log = util.tail(log or '', LOG_TAIL) }), code
-end
-
--- The labels of a local image, or nil when it is absent.
-local function image_labels(client, name)
-  local res = api(client, 'GET', '/images/' .. name .. '/json', { ok = { 200 } })
-  if not res then return nil end
-  local j = decode(res)
-  return tbl(tbl(j.Config).Labels), j.Id
-end
-
---- Build (or find) the task's image. req: {recipe, task_id, context_dir, dockerfile, image_map,
---- timeout, labels}. The tag is the recipe's content key (without a recipe: the sha256 of the
---- context and the base ids). Returns {image, image_id, cache_hit, log_tail, context_sha256,
---- content_key, bases} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
-function M.build(client, req)
-  local df_name = req.dockerfile or 'Dockerfile'
-  local text = fs.read(req.context_dir .. '/' .. df_name)
-  if not text then return build_failure('no ' .. df_name .. ' in ' .. req.context_dir) end
-  local map = image_map_of(client, req.image_map)
-  local rewritten, bases = M.rewrite_from(text, map)
-  local tar, perr = build_context(req.context_dir, df_name, rewritten)
-  if not tar then return build_failure('packing the build context: ' .. tostring(perr)) end
-  -- the tag names the context and the exact base images, so a re-imported base rebuilds
-  local ids = {}
-  for i, b in ipairs(bases) do
-    b.id = M.image_id(client, b.image)
-    ids[i] = b.image .. '@' .. (b.id or 'absent')
-  end
-  local base_ids = table.concat(ids, ' ')
-  local sha = crypto.sha256_hex(tar .. '\0' .. table.concat(ids, '\0'))
-  local key = req.recipe and req.recipe.key or sha
-  local tag = 'cseng-task/' .. wire.repo_component(req.task_id) .. ':' .. key:sub(1, 16)
-  local result = { image = tag, context_sha256 = sha, content_key = key, bases = bases }
-  local from_note = {}
-  for _, b in ipairs(bases) do
-    from_note[#from_note + 1] = b.from == b.image and b.image or (b.from .. ' -> ' .. b.image)
-  end
-  local have, existing = image_labels(client, tag)
-  if have and have['cseng.base_ids'] ~= base_ids then existing = nil end -- a base changed: rebuild
-  if existing then
-    result.image_id, result.cache_hit = existing, true
-    result.log_tail = string.format('cseng: %s exists (build context sha256 %s, FROM %s): build skipped\n', tag, sha,
-      table.concat(from_note, ', '))
-    return result
-  end
-  local labels = util.merge(req.labels, { ['cseng.kind'] = 'task-image', ['cseng.context_sha256'] = sha,
-    ['cseng.content_key'] = key, ['cseng.base_ids'] = base_ids })
-  client.build_sem:acquire()
-  local stream = wire.build_stream()
-  local ok, res, err, code = pcall(api, client, 'POST', '/build', {
-    query = { t = tag, rm = true, forcerm = true, dockerfile = df_name, labels = cjson.encode(labels),
-      networkmode = req.network == false and 'none' or nil }, -- --build-network off
-    headers = { ['Content-Type'] = 'application/x-tar' },
-    body = tar, timeout = req.timeout or 600, stream = stream.feed,
-  })
-  client.build_sem:release()
-  if not ok then error(res, 0) end
-  stream.finish()
-  local header = string.format('cseng: building %s (FROM %s)\n', tag, table.concat(from_note, ', '))
-  local log = header .. stream.log.get()
-  if not res then
-    if code == 'ETIMEDOUT' then
-      return build_failure(string.format('build timed out after %s s%s', tostring(req.timeout or 600),
-        stream.step and (' in ' .. stream.step) or ''), log, 'ETIMEDOUT')
-    end
-    return build_failure('build request failed: ' .. tostring(err), log)
-  end
-  if stream.error or not stream.image_id then
-    local msg = stream.error or 'the build stream ended without an image id'
-    if msg:find('pull access denied') or msg:find('manifest') or msg:find('no such host') or msg:find('lookup ') then
-      msg = msg .. ' (no registry is reachable here: map the base image, e.g. --image-map \'' ..
-        ((bases[1] or {}).image or 'IMAGE') .. '=cseng/debian:bookworm\')'
-    end
-    return build_failure(string.format('build failed%s: %s', stream.step and (' at ' .. stream.step) or '', msg), log)
-  end
-  result.image_id = stream.image_id
-  result.cache_hit = stream.counted > 0 and stream.cached == stream.counted
-  result.steps, result.cached_steps = stream.counted, stream.cached
-  result.log_tail = util.tail(log, LOG_TAIL)
-  return result
-end
-
---- Commit a prepared container to an image (the warm artifact). Returns the image id (what
---- `cseng prewarm` prints). A later commit of the same task moves the tag, but the id stays
---- valid: warm images are removed only by `cseng images prune`.
-function M.snapshot(client, sb, key)
-  local labels = util.merge(sb.labels, { ['cseng.kind'] = 'warm', ['cseng.created'] = tostring(os.time()) })
-  local task_id = (sb.labels or {})['cseng.task'] or 'task'
-  local repo = 'cseng-warm/' .. wire.repo_component(task_id)
-  local tag = tostring(key or 'latest'):lower():gsub('[^a-z0-9_.-]', '-')
-  local res, err, code = api(client, 'POST', '/commit', {
-    query = { container = sb.id, repo = repo, tag = tag, pause = true },
-    json = { Labels = labels }, timeout = 600,
-  })
-  if not res then return nil, err, code end
-  local id = decode(res).Id
-  if not id then return nil, 'docker commit: no image id in the answer', 'EDOCKER' end
-  return id
-end
-
--- ---- containers ------------------------------------------------------------------------------
-
 local function env_list(env)
   local keys = util.keys(env or {})
   if #keys == 0 then return nil end
@@ -356,7 +100,6 @@ local function env_list(env)
   for i, k in ipairs(keys) do out[i] = k .. '=' .. tostring(env[k]) end
   return out
 end
-
 --- Create and start a container. spec: {image, warm_artifact, labels, env, workdir, network,
 --- cpus, memory_mb, ...}. Returns {id, image, labels, created} or nil, message, CODE.
 function M.create(client, spec)
@@ -401,7 +144,6 @@ function M.create(client, spec)
   end
   return sb
 end
-
 local function exec_inspect(client, eid)
   local pause, deadline = 0.005, clock.now() + 15e9
   while true do -- the exit code lands a moment after the stream closes (later on a busy host)
@@ -422,7 +164,6 @@ local function upload_stdin(client, sb, data)
   if not ok then return nil, 'uploading stdin: ' .. tostring(err), code end
   return '/tmp/' .. name
 end
-
 --- Run a shell command in the container. opts: {cwd, env, user ('root'|'verifier'|uid[:gid]),
 --- timeout (s), stdin, tail_bytes}. Returns {code, stdout, stderr, elapsed, timed_out,
 --- stdout_dropped, stderr_dropped} or nil, message, CODE.
@@ -458,7 +199,7 @@ function M.exec(client, sb, cmd, opts)
   end
   local eid = decode(res).Id
   local cap = opts.tail_bytes or TAIL_BYTES
-  local d = demuxer(cap)
+  local d = wire.demuxer(cap)
   local first = {}
   local sres, serr, scode = api(client, 'POST', '/exec/' .. eid .. '/start', {
     json = { Detach = false, Tty = false }, timeout = timeout + 30,
@@ -524,7 +265,7 @@ function M.get(client, sb, path)
     end
     return nil, err, code
   end
-  local data, terr, tcode = tar_first_file(res.body)
+  local data, terr, tcode = wire.tar_first_file(res.body)
   if data then return data end
   if tcode == 'ESYMLINK' then -- follow it inside the container
     local r, xerr, xcode = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 60, cwd = '/' })
@@ -573,53 +314,33 @@ function M.list(client, filter)
   end
   return out
 end
-
---- Images cseng made or uses: task images, warm images, the bases (for `cseng images list`).
-function M.list_images(client)
-  local res, err, code = api(client, 'GET', '/images/json', {})
-  if not res then return nil, err, code end
-  local out = {}
-  for _, im in ipairs(decode(res)) do
-    local tags = {}
-    for _, t in ipairs(tbl(im.RepoTags)) do
-      if t:match('^cseng') then tags[#tags + 1] = t end
-    end
-    local labels = tbl(im.Labels)
-    if #tags > 0 or labels['cseng.kind'] then
-      out[#out + 1] = { id = im.Id, tags = tags, labels = labels, created = int(im.Created), size = int(im.Size) }
-    end
-  end
-  table.sort(out, function(a, b) return (a.tags[1] or a.id) < (b.tags[1] or b.id) end)
-  return out
+function M.runtime(client)
+  return string.format('docker %s (API %s, %s, cgroup v%s)', tostring(client.version), tostring(client.api_version),
+    tostring(client.storage_driver), tostring(client.cgroup_version))
 end
 
---- Remove an image (by id or tag); absent is success.
-function M.remove_image(client, name, force)
-  local res, err, code = api(client, 'DELETE', '/images/' .. name, {
-    query = { force = force and true or nil }, ok = { 200, 404 },
-  })
-  if not res then return nil, err, code end
-  return true
-end
+--- Build (or find) the task's image (providers/shared/docker_build.lua). req: {recipe, task_id,
+--- context_dir, dockerfile, image_map, timeout, labels, network}. The tag is the recipe's content
+--- key. Returns {image, image_id, cache_hit, log_tail, context_sha256, content_key, bases} or nil,
+--- {message, log}, "EBUILD" | "ETIMEDOUT".
+M.build = build.build
 
---- Import a root filesystem tar as an image (POST /images/create?fromSrc=-).
-function M.import(client, tar_bytes, repo, tag, changes)
-  local q = { fromSrc = '-', repo = repo, tag = tag, message = 'cseng images base' }
-  local path = '/images/create' .. query(q)
-  for _, c in ipairs(changes or {}) do path = path .. '&changes=' .. urlencode(c) end
-  local res, err, code = api(client, 'POST', path, {
-    headers = { ['Content-Type'] = 'application/x-tar' }, body = tar_bytes, timeout = 1800,
+--- Commit a prepared container to an image (the warm artifact). Returns the image id (what
+--- `cseng prewarm` prints). A later commit of the same task moves the tag, but the id stays
+--- valid: warm images are removed only by `cseng images prune`.
+function M.snapshot(client, sb, key)
+  local labels = util.merge(sb.labels, { ['cseng.kind'] = 'warm', ['cseng.created'] = tostring(os.time()) })
+  local task_id = (sb.labels or {})['cseng.task'] or 'task'
+  local repo = 'cseng-warm/' .. wire.repo_component(task_id)
+  local tag = tostring(key or 'latest'):lower():gsub('[^a-z0-9_.-]', '-')
+  local res, err, code = api(client, 'POST', '/commit', {
+    query = { container = sb.id, repo = repo, tag = tag, pause = true },
+    json = { Labels = labels }, timeout = 600,
   })
   if not res then return nil, err, code end
-  local id
-  for l in res.body:gmatch('[^\r\n]+') do
-    local ok, m = pcall(cjson.decode, l)
-    if ok and type(m) == 'table' then
-      if m.error and m.error ~= cjson.null then return nil, 'docker import: ' .. tostring(m.error), 'EDOCKER' end
-      if type(m.status) == 'string' and m.status:match('^sha256:') then id = m.status end
-    end
-  end
-  return id or M.image_id(client, repo .. ':' .. tag)
+  local id = decode(res).Id
+  if not id then return nil, 'docker commit: no image id in the answer', 'EDOCKER' end
+  return id
 end
 
 return M

@@ -128,6 +128,32 @@ function M.exec(client, sb, cmd, opts)
   }
 end
 
+-- Files travel as base64 through exec, CHUNK bytes of payload per call.
+local CHUNK = 48 * 1024
+
+--- Unpack a tar (bytes) into a directory of the sandbox.
+function M.put(client, sb, dir, tar_bytes)
+  local tmp = adapter.tmp_path('put', '.b64', 4)
+  local b64 = crypto.base64(tar_bytes)
+  for i = 1, #b64, CHUNK do
+    local part = b64:sub(i, i + CHUNK - 1)
+    local r, err, code = M.exec(client, sb, "printf '%s' '" .. part .. "' >> " .. tmp, { timeout = 60, cwd = '/' })
+    if not r then return nil, err, code end
+    if r.code ~= 0 then return nil, 'lizard: put: writing ' .. tmp .. ': ' .. util.trim(r.stderr), 'EIO' end
+  end
+  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir, { base64 = true })
+end
+
+--- Read a file of the sandbox.
+function M.get(client, sb, path)
+  local r, err, code = M.exec(client, sb, 'base64 -w0 -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/' })
+  if not r then return nil, err, code end
+  if r.code ~= 0 then return nil, path .. ': ' .. util.trim(r.stderr), 'ENOENT' end
+  local data = crypto.unbase64(util.trim(r.stdout))
+  if not data then return nil, path .. ': bad base64 from the sandbox', 'EPROTO' end
+  return data
+end
+
 --- Destroy a sandbox; one that is already gone (404) counts as destroyed.
 ---@return true|nil ok, string? err, string? code
 function M.destroy(client, sb)
@@ -153,32 +179,6 @@ function M.list(client, filter)
     end
   end
   return out
-end
-
--- Files travel as base64 through exec, CHUNK bytes of payload per call.
-local CHUNK = 48 * 1024
-
---- Unpack a tar (bytes) into a directory of the sandbox.
-function M.put(client, sb, dir, tar_bytes)
-  local tmp = adapter.tmp_path('put', '.b64', 4)
-  local b64 = crypto.base64(tar_bytes)
-  for i = 1, #b64, CHUNK do
-    local part = b64:sub(i, i + CHUNK - 1)
-    local r, err, code = M.exec(client, sb, "printf '%s' '" .. part .. "' >> " .. tmp, { timeout = 60, cwd = '/' })
-    if not r then return nil, err, code end
-    if r.code ~= 0 then return nil, 'lizard: put: writing ' .. tmp .. ': ' .. util.trim(r.stderr), 'EIO' end
-  end
-  return adapter.extract_tar_in_sandbox(M, client, sb, tmp, dir, { base64 = true })
-end
-
---- Read a file of the sandbox.
-function M.get(client, sb, path)
-  local r, err, code = M.exec(client, sb, 'base64 -w0 -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/' })
-  if not r then return nil, err, code end
-  if r.code ~= 0 then return nil, path .. ': ' .. util.trim(r.stderr), 'ENOENT' end
-  local data = crypto.unbase64(util.trim(r.stdout))
-  if not data then return nil, path .. ': bad base64 from the sandbox', 'EPROTO' end
-  return data
 end
 
 return M

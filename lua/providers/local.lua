@@ -48,8 +48,8 @@ local M = {
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
 
---- The image the base root filesystem is (a recipe whose base is another image records a gap).
-M.BASE_IMAGE = 'cseng/debian:bookworm'
+-- The image the base root filesystem is (a recipe whose base is another image records a gap).
+local BASE_IMAGE = 'cseng/debian:bookworm'
 
 local DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 local VERIFIER_UID = 1000
@@ -203,7 +203,6 @@ function M.connect(cfg)
   sweep(client)
   return client
 end
-
 -- ---- files the engine writes into a sandbox ------------------------------------------
 
 -- Owned by the sandbox's root (the host's idmap.uid), so root inside may change them.
@@ -267,50 +266,16 @@ local function base_root_files(client, root, network)
   fs.chmod(root .. '/home/cseng', tonumber('777', 8))
   write_host_files(client, root, 'sandbox', network)
 end
+-- How layers are built: a change rebuilds them.
+local LAYER_VERSION = 3
 
---- The layer directory of a recipe on this client's base (complete when layer.json exists).
-M.LAYER_VERSION = 3 -- how layers are built: a change rebuilds them
-
--- The network a build had is part of its layer's key, as docker's build cache keys on it: a
+-- The layer directory of a recipe on this client's base (complete when layer.json exists). The
+-- network a build had is part of its layer's key, as docker's build cache keys on it: a
 -- --build-network off run never reuses a layer whose steps had the network.
 local function layer_dir(client, key, network)
-  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. M.LAYER_VERSION
+  return client.layers .. '/' .. crypto.sha256_hex(key .. '\0' .. client.base_id .. '\0' .. LAYER_VERSION
     .. (network == false and '\0nonet' or '')):sub(1, 32)
 end
-
---- How this client makes environments: "native" (base root filesystem + the task's layer) or
---- "host" (--host-root).
-function M.env_mode(client)
-  return client.host_root and 'host' or 'native'
-end
-
---- What the sandbox lacks compared with the task's image.
-function M.fidelity_gaps(client, t, run)
-  local gaps = {}
-  if client.host_root then
-    if t.recipe.from then
-      gaps[1] = { kind = 'FROM', text = 'base image ' .. t.recipe.from .. ' not used: the sandbox runs on the host /usr' }
-    end
-    return gaps
-  end
-  local rcp = require('cseng.workload.recipe').for_run(run, t)
-  if rcp.base and rcp.base ~= M.BASE_IMAGE then
-    gaps[1] = { kind = 'FROM', text = 'base image ' .. rcp.base .. ' is not available here: the sandbox runs on the Debian '
-      .. 'base root filesystem (' .. M.BASE_IMAGE .. '; map the image with --image-map)' }
-  end
-  for _, st in ipairs(rcp.steps) do
-    if st.op == 'COPY' and st.copy.from then
-      gaps[#gaps + 1] = { kind = 'COPY --from', line = st.line, text = 'COPY --from=' .. tostring(st.copy.from) .. ' is not applied' }
-    end
-    for _, src in ipairs(st.op == 'COPY' and st.copy.src or {}) do
-      if st.copy.add and src:match('^%a+://') then
-        gaps[#gaps + 1] = { kind = 'ADD url', line = st.line, text = 'ADD of a URL is not fetched: ' .. src }
-      end
-    end
-  end
-  return gaps
-end
-
 -- ---- namespaces, networks and limits of one sandbox --------------------------------------
 
 -- The sandbox's user namespace, its network (slirp4netns when it has the network, relays for
@@ -401,14 +366,13 @@ local function host_binds(client, network)
   end
   return b
 end
-
 -- ---- builds --------------------------------------------------------------------------------
 
 -- The chain of step keys of a recipe: key[i] names the layer after step i (what docker's build
 -- cache keys a step by: the steps before it, the step itself, the build context for COPY, and
 -- here the build's network setting and base).
 local function step_keys(client, rcp, network)
-  local keys, prev = {}, crypto.sha256_hex(client.base_id .. '\0' .. M.LAYER_VERSION .. '\0' .. tostring(rcp.base))
+  local keys, prev = {}, crypto.sha256_hex(client.base_id .. '\0' .. LAYER_VERSION .. '\0' .. tostring(rcp.base))
   local canonical = require('cseng.workload.recipe')._canonical
   for i, s in ipairs(rcp.steps or {}) do
     local st = {}
@@ -421,118 +385,6 @@ local function step_keys(client, rcp, network)
 end
 
 local function step_dir(client, key) return client.store.dir .. '/builds/step-' .. key:sub(1, 32) end
-
---- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
---- in a build sandbox (its own network through slirp4netns unless req.network == false), kept
---- under the content key; each RUN step's result is kept as well (when the store is btrfs), so
---- a later build of a recipe that shares its first steps starts after them.
---- req: {recipe, timeout, network, limits, default_limits, step_cache (false: neither read nor
---- keep the step snapshots, a cold build however often it runs)}. Returns {image, layer, cache_hit,
---- log_tail, content_key, steps, cached_steps} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
-function M.build(client, req)
-  local rcp = req.recipe
-  local dir = layer_dir(client, rcp.key, req.network ~= false)
-  local image = 'local-layer:' .. rcp.key:sub(1, 16)
-  while client.building[dir] do task.sleep(0.02) end -- another trial of this run builds it
-  if fs.exists(dir .. '/layer.json') then
-    return { image = image, layer = dir .. '/upper', cache_hit = true, content_key = rcp.key,
-      log_tail = 'cseng: layer ' .. dir .. ' exists (content key ' .. rcp.key .. '): build skipped\n' }
-  end
-  client.building[dir] = true
-  local name = 'build-' .. crypto.hex(crypto.random_bytes(6))
-  local bdir = client.base .. '/sandboxes/' .. name
-  local vol = client.store.dir .. '/builds/' .. name
-  local netw = req.network ~= false
-  local lim = limits.resolve(util.merge({ default_limits = req.default_limits or client.default_limits }, req.limits or {}))
-  local sb = { id = name, dir = bdir, root = mount_point(client, name), env = {}, workdir = '/', network = netw, base_mode = true }
-  local ok, res, err, code = pcall(function()
-    local t0 = clock.now()
-    errors.check(nil, fs.mkdir_p(bdir))
-    errors.check(nil, fs.mkdir_p(sb.root))
-    -- the longest prefix of steps already built: its snapshot is where this build starts
-    local keys = (client.store.enforced and req.step_cache ~= false) and step_keys(client, rcp, netw) or {}
-    local from = 0
-    for i = #keys, 1, -1 do
-      if fs.exists(step_dir(client, keys[i]) .. '/upper') then from = i; break end
-    end
-    local vok, verr
-    if from > 0 then
-      vok, verr = require('cseng.volume').snapshot(step_dir(client, keys[from]), vol)
-      if vok then require('cseng.volume').limit(vol, math.floor(lim.storage_mb * 1048576)) end
-    else
-      vok, verr = limits.volume(client.store, vol, lim.storage_mb)
-      if vok then
-        errors.check(nil, fs.mkdir_p(vol .. '/upper'))
-        own(client, vol .. '/upper')
-      end
-    end
-    if not vok then return nil, errors.new(errors.EIO, 'the build\'s writable layer: ' .. tostring(verr)), errors.EIO end
-    errors.check(nil, fs.mkdir_p(vol .. '/work'))
-    local mok, merr = namespace.mount_overlay(sb.root, { client.base_root }, vol .. '/upper', vol .. '/work')
-    if not mok then return nil, errors.new(errors.EMOUNT, 'mounting the build root: ' .. tostring(merr)), errors.EMOUNT end
-    sb.overlay = true
-    -- the resolver is bound over the root's own, read-only: it never lands in the layer
-    if netw then
-      local resolv = client.mnt .. '/' .. name .. '.resolv.conf'
-      fs.write(resolv, client.host_network and (fs.read('/etc/resolv.conf') or net.RESOLV) or net.RESOLV)
-      sb.binds = { { 'ro', resolv, '/etc/resolv.conf' } }
-      sb.resolv = resolv
-    end
-    local iok, ierr, icode = isolate(client, sb, lim, nil)
-    if not iok then return nil, errors.new(icode or errors.EIO, ierr), icode end
-    local replay = require 'cseng.workload.replay'
-    local log = {}
-    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = netw, enforced = true,
-      from_step = from,
-      on_step = #keys > 0 and function(i, s)
-        -- keep what this RUN step made: a later build that fails further on starts here
-        if s.op ~= 'RUN' then return end
-        local dest = step_dir(client, keys[i])
-        if not fs.exists(dest) then
-          require('cseng.volume').snapshot(vol, dest, { readonly = true })
-          log[#log + 1] = string.format('cseng: step %d (Dockerfile line %d) kept in the build cache\n', i, s.line or 0)
-        end
-      end or nil })
-    namespace.umount(sb.root)
-    sb.overlay = nil
-    if from > 0 then
-      table.insert(log, 1, string.format('cseng: steps 1-%d from the build cache (%s)\n', from, step_dir(client, keys[from])))
-    end
-    if not info then
-      if type(rerr) == 'table' then rerr.log = table.concat(log) .. (rerr.log or '') end
-      return nil, rerr, rcode
-    end
-    require('cseng.volume').limit(vol, 0)
-    fs.remove_tree(vol .. '/work')
-    fs.write(vol .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
-      base_id = client.base_id, built = os.time(), steps = info.steps, runs = info.runs, cached_steps = from }))
-    local placed = fs.rename(vol, dir)
-    if not placed and not fs.exists(dir .. '/layer.json') then -- another filesystem (a layers folder of the caller's)
-      local tmp = dir .. '.tmp-' .. name
-      local r = proc.run { argv = { 'cp', '-a', vol, tmp }, timeout = 1800, tail_bytes = 65536 }
-      if not (r and r.code == 0 and fs.rename(tmp, dir)) then fs.remove_tree(tmp) end
-      limits.remove_volume(client.store, vol)
-    elseif not placed then
-      limits.remove_volume(client.store, vol) -- another process placed the same content first
-    end
-    if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
-    return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
-      cached_steps = from,
-      log_tail = table.concat(log) .. string.format('cseng: built layer %s (%d steps, %d RUN, %d from the cache) in %.2f s\n',
-        dir, info.steps, info.runs, from, (clock.now() - t0) / 1e9) }
-  end)
-  client.building[dir] = nil
-  release(sb)
-  if sb.overlay then namespace.umount(sb.root, { lazy = true }) end
-  fs.remove(sb.root)
-  if sb.resolv then fs.remove(sb.resolv) end
-  for _, d in ipairs(sb.cgroups or {}) do limits.remove_cgroup(d) end
-  if fs.exists(vol) then limits.remove_volume(client.store, vol) end
-  fs.remove_tree(bdir)
-  if not ok then error(res, 0) end -- cancelled (a trial timeout, Ctrl-C) or broken: nothing is left behind
-  return res, err, code
-end
-
 -- ---- sandboxes -----------------------------------------------------------------------------
 
 -- The lower layers of a warm artifact made in base mode (artifact.json beside its upper/).
@@ -555,12 +407,54 @@ local function abandon(client, sb)
   if sb.vol then limits.remove_volume(client.store, sb.vol) end
   fs.remove_tree(sb.dir)
 end
-
+-- A sandbox on the base root filesystem: the overlay of its own writable layer (a size-limited
+-- volume in the store) over the warm artifact or the task's layer over the base.
+local function create_on_base(client, spec)
+  local id = new_id()
+  local dir = client.base .. '/sandboxes/' .. id
+  errors.check(nil, fs.mkdir_p(dir))
+  errors.check(nil, fs.mkdir_p(mount_point(client, id)))
+  local rcp = spec.recipe or {}
+  local sb = {
+    id = id, dir = dir, root = mount_point(client, id), env = util.merge(rcp.env, spec.env),
+    workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
+    labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
+  }
+  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  local lowers
+  if spec.warm_artifact then
+    lowers = artifact_lowers(spec.warm_artifact)
+    if not lowers then
+      fs.remove_tree(dir)
+      return nil, 'warm artifact ' .. spec.warm_artifact .. ' is not a prepared layer (run cseng prewarm --provider local)', 'EARTIFACT'
+    end
+  else
+    lowers = { spec.layer, client.base_root }
+    if not spec.layer then lowers = { client.base_root } end
+  end
+  sb.lowers = lowers
+  local lim = limits.resolve(util.merge({ default_limits = client.default_limits }, spec))
+  local vol = volume_of(client, id)
+  local vok, verr, vcode = limits.volume(client.store, vol, lim.storage_mb)
+  if not vok then fs.remove_tree(dir); return nil, 'the sandbox\'s writable layer: ' .. tostring(verr), vcode end
+  sb.vol = vol
+  errors.check(nil, fs.mkdir_p(vol .. '/upper'))
+  errors.check(nil, fs.mkdir_p(vol .. '/work'))
+  own(client, vol .. '/upper')
+  local ok, err = namespace.mount_overlay(sb.root, lowers, vol .. '/upper', vol .. '/work')
+  if not ok then abandon(client, sb); return nil, 'mounting the sandbox root (overlayfs): ' .. tostring(err), 'EMOUNT' end
+  sb.overlay = true
+  base_root_files(client, sb.root, sb.network)
+  mkdirs(client, sb.root, sb.workdir)
+  local iok, ierr, icode = isolate(client, sb, lim, spec.host_ports)
+  if not iok then abandon(client, sb); return nil, ierr, icode end
+  return sb
+end
 --- Create a sandbox. spec: {id_prefix, labels, env, workdir, network, cpus, memory_mb, disk_mb,
 --- default_limits, host_ports (host loopback ports the sandbox reaches at 127.0.0.1:P),
 --- warm_artifact (a prepared root from M.snapshot), layer (from M.build), recipe}.
 function M.create(client, spec)
-  if not client.host_root then return M.create_on_base(client, spec) end
+  if not client.host_root then return create_on_base(client, spec) end
   local id = new_id()
   local dir = client.base .. '/sandboxes/' .. id
   errors.check(nil, fs.mkdir_p(dir))
@@ -610,51 +504,6 @@ function M.create(client, spec)
   if not ok then abandon(client, sb); return nil, err, code end
   return sb
 end
-
---- A sandbox on the base root filesystem: the overlay of its own writable layer (a size-limited
---- volume in the store) over the warm artifact or the task's layer over the base.
-function M.create_on_base(client, spec)
-  local id = new_id()
-  local dir = client.base .. '/sandboxes/' .. id
-  errors.check(nil, fs.mkdir_p(dir))
-  errors.check(nil, fs.mkdir_p(mount_point(client, id)))
-  local rcp = spec.recipe or {}
-  local sb = {
-    id = id, dir = dir, root = mount_point(client, id), env = util.merge(rcp.env, spec.env),
-    workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
-    labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
-  }
-  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
-  local lowers
-  if spec.warm_artifact then
-    lowers = artifact_lowers(spec.warm_artifact)
-    if not lowers then
-      fs.remove_tree(dir)
-      return nil, 'warm artifact ' .. spec.warm_artifact .. ' is not a prepared layer (run cseng prewarm --provider local)', 'EARTIFACT'
-    end
-  else
-    lowers = { spec.layer, client.base_root }
-    if not spec.layer then lowers = { client.base_root } end
-  end
-  sb.lowers = lowers
-  local lim = limits.resolve(util.merge({ default_limits = client.default_limits }, spec))
-  local vol = volume_of(client, id)
-  local vok, verr, vcode = limits.volume(client.store, vol, lim.storage_mb)
-  if not vok then fs.remove_tree(dir); return nil, 'the sandbox\'s writable layer: ' .. tostring(verr), vcode end
-  sb.vol = vol
-  errors.check(nil, fs.mkdir_p(vol .. '/upper'))
-  errors.check(nil, fs.mkdir_p(vol .. '/work'))
-  own(client, vol .. '/upper')
-  local ok, err = namespace.mount_overlay(sb.root, lowers, vol .. '/upper', vol .. '/work')
-  if not ok then abandon(client, sb); return nil, 'mounting the sandbox root (overlayfs): ' .. tostring(err), 'EMOUNT' end
-  sb.overlay = true
-  base_root_files(client, sb.root, sb.network)
-  mkdirs(client, sb.root, sb.workdir)
-  local iok, ierr, icode = isolate(client, sb, lim, spec.host_ports)
-  if not iok then abandon(client, sb); return nil, ierr, icode end
-  return sb
-end
-
 exec_env = function(sb, opts)
   local non_root = opts.user and opts.user ~= 'root' and opts.user ~= 0
   local env = {
@@ -687,26 +536,7 @@ local function note_hits(sb, res)
   end
   sb.hits_seen = now
 end
-
---- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout,
---- stdin, on_output}. The result has proc.run's shape, plus limit_hits ({memory = OOM kills,
---- pids = forks refused}) when the command ran into the sandbox's limits.
-function M.exec(client, sb, cmd, opts)
-  opts = opts or {}
-  local rok, rerr, rcode = runnable(client, sb)
-  if not rok then return nil, rerr, rcode end
-  local argv = command(client, sb, cmd, opts)
-  if opts.on_output then return M.exec_streaming(sb, argv, opts) end
-  local res, err, code = proc.run {
-    argv = argv, env = exec_env(sb, opts), stdin = opts.stdin, timeout = opts.timeout or 600,
-    tail_bytes = opts.tail_bytes or (1 << 20),
-  }
-  if not res then return nil, err, code end
-  note_hits(sb, res)
-  return res
-end
-
-M.STREAM_POLL_S = 0.05
+local STREAM_POLL_S = 0.05
 local streams = 0
 
 -- the bytes of a file from offset on (nil when it cannot be read)
@@ -719,14 +549,14 @@ local function read_from(path, offset)
   return s
 end
 
---- exec with opts.on_output(chunk, stream): the command's stdout and stderr go to files beside
---- the sandbox (outside its root), read as they grow (every STREAM_POLL_S seconds, while the
---- command runs, and once more after it exits) and handed over in order, stream "stdout" or
---- "stderr". When on_output returns false the command is stopped there: its process group is
---- killed (bwrap --die-with-parent takes the sandbox's processes with it) and the result says
---- `stopped = true`. The result has proc.run's shape (code, signal, stdout and stderr tails,
---- elapsed, timed_out). The capability `exec_stream` says an adapter has this.
-function M.exec_streaming(sb, argv, opts)
+-- exec with opts.on_output(chunk, stream): the command's stdout and stderr go to files beside
+-- the sandbox (outside its root), read as they grow (every STREAM_POLL_S seconds, while the
+-- command runs, and once more after it exits) and handed over in order, stream "stdout" or
+-- "stderr". When on_output returns false the command is stopped there: its process group is
+-- killed (bwrap --die-with-parent takes the sandbox's processes with it) and the result says
+-- `stopped = true`. The result has proc.run's shape (code, signal, stdout and stderr tails,
+-- elapsed, timed_out). The capability `exec_stream` says an adapter has this.
+local function exec_streaming(sb, argv, opts)
   streams = streams + 1
   local base = string.format('%s/exec-%d-%d', sb.dir, sys.pid(), streams)
   local out_path, err_path, in_path = base .. '.stdout', base .. '.stderr', nil
@@ -759,7 +589,7 @@ function M.exec_streaming(sb, argv, opts)
       exit = p:wait(timed_out and 2 or 10)
       if not exit then p:kill('KILL'); exit = p:wait() end
     else
-      local e, _, wcode = p:wait(M.STREAM_POLL_S)
+      local e, _, wcode = p:wait(STREAM_POLL_S)
       if e then exit = e elseif wcode ~= 'ETIMEDOUT' then exit = { code = -1 } end
     end
   end
@@ -774,7 +604,23 @@ function M.exec_streaming(sb, argv, opts)
   note_hits(sb, res)
   return res
 end
-
+--- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout,
+--- stdin, on_output}. The result has proc.run's shape, plus limit_hits ({memory = OOM kills,
+--- pids = forks refused}) when the command ran into the sandbox's limits.
+function M.exec(client, sb, cmd, opts)
+  opts = opts or {}
+  local rok, rerr, rcode = runnable(client, sb)
+  if not rok then return nil, rerr, rcode end
+  local argv = command(client, sb, cmd, opts)
+  if opts.on_output then return exec_streaming(sb, argv, opts) end
+  local res, err, code = proc.run {
+    argv = argv, env = exec_env(sb, opts), stdin = opts.stdin, timeout = opts.timeout or 600,
+    tail_bytes = opts.tail_bytes or (1 << 20),
+  }
+  if not res then return nil, err, code end
+  note_hits(sb, res)
+  return res
+end
 -- Refuse to write through a symlink the sandbox may have planted: every component of the
 -- target path below the sandbox root must be a real directory (or not exist yet; it is made,
 -- owned by the sandbox's root).
@@ -900,20 +746,148 @@ function M.list(client, filter)
   end
   return out
 end
-
---- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
---- A warm artifact made earlier for the same content key, if it is still there.
-function M.find_artifact(client, key)
-  if not client.host_root then
-    local dest = client.base .. '/warm/base-' .. key .. '-' .. client.base_id
-    if fs.exists(dest .. '/artifact.json') then return dest end
-    return nil
+--- Build (or find) the task's layer: the recipe's steps replayed over the base root filesystem
+--- in a build sandbox (its own network through slirp4netns unless req.network == false), kept
+--- under the content key; each RUN step's result is kept as well (when the store is btrfs), so
+--- a later build of a recipe that shares its first steps starts after them.
+--- req: {recipe, timeout, network, limits, default_limits, step_cache (false: neither read nor
+--- keep the step snapshots, a cold build however often it runs)}. Returns {image, layer, cache_hit,
+--- log_tail, content_key, steps, cached_steps} or nil, {message, log}, "EBUILD" | "ETIMEDOUT".
+function M.build(client, req)
+  local rcp = req.recipe
+  local dir = layer_dir(client, rcp.key, req.network ~= false)
+  local image = 'local-layer:' .. rcp.key:sub(1, 16)
+  while client.building[dir] do task.sleep(0.02) end -- another trial of this run builds it
+  if fs.exists(dir .. '/layer.json') then
+    return { image = image, layer = dir .. '/upper', cache_hit = true, content_key = rcp.key,
+      log_tail = 'cseng: layer ' .. dir .. ' exists (content key ' .. rcp.key .. '): build skipped\n' }
   end
-  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
-  if fs.exists(dest .. '/etc/passwd') then return dest end
-  return nil
+  client.building[dir] = true
+  local name = 'build-' .. crypto.hex(crypto.random_bytes(6))
+  local bdir = client.base .. '/sandboxes/' .. name
+  local vol = client.store.dir .. '/builds/' .. name
+  local netw = req.network ~= false
+  local lim = limits.resolve(util.merge({ default_limits = req.default_limits or client.default_limits }, req.limits or {}))
+  local sb = { id = name, dir = bdir, root = mount_point(client, name), env = {}, workdir = '/', network = netw, base_mode = true }
+  local ok, res, err, code = pcall(function()
+    local t0 = clock.now()
+    errors.check(nil, fs.mkdir_p(bdir))
+    errors.check(nil, fs.mkdir_p(sb.root))
+    -- the longest prefix of steps already built: its snapshot is where this build starts
+    local keys = (client.store.enforced and req.step_cache ~= false) and step_keys(client, rcp, netw) or {}
+    local from = 0
+    for i = #keys, 1, -1 do
+      if fs.exists(step_dir(client, keys[i]) .. '/upper') then from = i; break end
+    end
+    local vok, verr
+    if from > 0 then
+      vok, verr = require('cseng.volume').snapshot(step_dir(client, keys[from]), vol)
+      if vok then require('cseng.volume').limit(vol, math.floor(lim.storage_mb * 1048576)) end
+    else
+      vok, verr = limits.volume(client.store, vol, lim.storage_mb)
+      if vok then
+        errors.check(nil, fs.mkdir_p(vol .. '/upper'))
+        own(client, vol .. '/upper')
+      end
+    end
+    if not vok then return nil, errors.new(errors.EIO, 'the build\'s writable layer: ' .. tostring(verr)), errors.EIO end
+    errors.check(nil, fs.mkdir_p(vol .. '/work'))
+    local mok, merr = namespace.mount_overlay(sb.root, { client.base_root }, vol .. '/upper', vol .. '/work')
+    if not mok then return nil, errors.new(errors.EMOUNT, 'mounting the build root: ' .. tostring(merr)), errors.EMOUNT end
+    sb.overlay = true
+    -- the resolver is bound over the root's own, read-only: it never lands in the layer
+    if netw then
+      local resolv = client.mnt .. '/' .. name .. '.resolv.conf'
+      fs.write(resolv, client.host_network and (fs.read('/etc/resolv.conf') or net.RESOLV) or net.RESOLV)
+      sb.binds = { { 'ro', resolv, '/etc/resolv.conf' } }
+      sb.resolv = resolv
+    end
+    local iok, ierr, icode = isolate(client, sb, lim, nil)
+    if not iok then return nil, errors.new(icode or errors.EIO, ierr), icode end
+    local replay = require 'cseng.workload.replay'
+    local log = {}
+    local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = netw, enforced = true,
+      from_step = from,
+      on_step = #keys > 0 and function(i, s)
+        -- keep what this RUN step made: a later build that fails further on starts here
+        if s.op ~= 'RUN' then return end
+        local dest = step_dir(client, keys[i])
+        if not fs.exists(dest) then
+          require('cseng.volume').snapshot(vol, dest, { readonly = true })
+          log[#log + 1] = string.format('cseng: step %d (Dockerfile line %d) kept in the build cache\n', i, s.line or 0)
+        end
+      end or nil })
+    namespace.umount(sb.root)
+    sb.overlay = nil
+    if from > 0 then
+      table.insert(log, 1, string.format('cseng: steps 1-%d from the build cache (%s)\n', from, step_dir(client, keys[from])))
+    end
+    if not info then
+      if type(rerr) == 'table' then rerr.log = table.concat(log) .. (rerr.log or '') end
+      return nil, rerr, rcode
+    end
+    require('cseng.volume').limit(vol, 0)
+    fs.remove_tree(vol .. '/work')
+    fs.write(vol .. '/layer.json', cjson.encode({ content_key = rcp.key, task_id = rcp.task_id, base = client.base_root,
+      base_id = client.base_id, built = os.time(), steps = info.steps, runs = info.runs, cached_steps = from }))
+    local placed = fs.rename(vol, dir)
+    if not placed and not fs.exists(dir .. '/layer.json') then -- another filesystem (a layers folder of the caller's)
+      local tmp = dir .. '.tmp-' .. name
+      local r = proc.run { argv = { 'cp', '-a', vol, tmp }, timeout = 1800, tail_bytes = 65536 }
+      if not (r and r.code == 0 and fs.rename(tmp, dir)) then fs.remove_tree(tmp) end
+      limits.remove_volume(client.store, vol)
+    elseif not placed then
+      limits.remove_volume(client.store, vol) -- another process placed the same content first
+    end
+    if not fs.exists(dir .. '/layer.json') then return nil, errors.new(errors.EIO, 'cannot place the layer at ' .. dir), errors.EIO end
+    return { image = image, layer = dir .. '/upper', cache_hit = false, content_key = rcp.key, steps = info.steps,
+      cached_steps = from,
+      log_tail = table.concat(log) .. string.format('cseng: built layer %s (%d steps, %d RUN, %d from the cache) in %.2f s\n',
+        dir, info.steps, info.runs, from, (clock.now() - t0) / 1e9) }
+  end)
+  client.building[dir] = nil
+  release(sb)
+  if sb.overlay then namespace.umount(sb.root, { lazy = true }) end
+  fs.remove(sb.root)
+  if sb.resolv then fs.remove(sb.resolv) end
+  for _, d in ipairs(sb.cgroups or {}) do limits.remove_cgroup(d) end
+  if fs.exists(vol) then limits.remove_volume(client.store, vol) end
+  fs.remove_tree(bdir)
+  if not ok then error(res, 0) end -- cancelled (a trial timeout, Ctrl-C) or broken: nothing is left behind
+  return res, err, code
+end
+--- How this client makes environments: "native" (base root filesystem + the task's layer) or
+--- "host" (--host-root).
+function M.env_mode(client)
+  return client.host_root and 'host' or 'native'
 end
 
+--- What the sandbox lacks compared with the task's image.
+function M.fidelity_gaps(client, t, run)
+  local gaps = {}
+  if client.host_root then
+    if t.recipe.from then
+      gaps[1] = { kind = 'FROM', text = 'base image ' .. t.recipe.from .. ' not used: the sandbox runs on the host /usr' }
+    end
+    return gaps
+  end
+  local rcp = require('cseng.workload.recipe').for_run(run, t)
+  if rcp.base and rcp.base ~= BASE_IMAGE then
+    gaps[1] = { kind = 'FROM', text = 'base image ' .. rcp.base .. ' is not available here: the sandbox runs on the Debian '
+      .. 'base root filesystem (' .. BASE_IMAGE .. '; map the image with --image-map)' }
+  end
+  for _, st in ipairs(rcp.steps) do
+    if st.op == 'COPY' and st.copy.from then
+      gaps[#gaps + 1] = { kind = 'COPY --from', line = st.line, text = 'COPY --from=' .. tostring(st.copy.from) .. ' is not applied' }
+    end
+    for _, src in ipairs(st.op == 'COPY' and st.copy.src or {}) do
+      if st.copy.add and src:match('^%a+://') then
+        gaps[#gaps + 1] = { kind = 'ADD url', line = st.line, text = 'ADD of a URL is not fetched: ' .. src }
+      end
+    end
+  end
+  return gaps
+end
 -- Base mode: the prepared sandbox's writable layer (cp -a keeps owners, modes, xattrs and
 -- overlay whiteouts), with the layers below it named in artifact.json.
 local function snapshot_on_base(client, sb, key)
@@ -932,7 +906,41 @@ local function snapshot_on_base(client, sb, key)
   end
   return dest
 end
-
+--- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
+--- Artifacts are named by the task's content hash, so an existing one is the same root: it is
+--- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
+function M.snapshot(client, sb, key)
+  if sb.base_mode then return snapshot_on_base(client, sb, key) end
+  -- a root made in the sandboxes' user namespace is named by its id range: one made before (or
+  -- without root) has other owners and is never taken for it
+  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
+  if fs.exists(dest .. '/etc/passwd') then return dest end
+  local tmp = dest .. '.tmp-' .. sb.id
+  local ok, err
+  if client.idmap then -- cp -a keeps the owners the sandbox's namespace gave its files
+    local r = proc.run { argv = { 'cp', '-a', sb.files or sb.root, tmp }, timeout = 600, tail_bytes = 65536 }
+    ok, err = r and r.code == 0, 'copying the prepared root: ' .. util.trim(r and r.stderr or '')
+  else
+    ok, err = fs.copy_tree(sb.files or sb.root, tmp)
+  end
+  if not ok then fs.remove_tree(tmp); return nil, err, 'EIO' end
+  if not fs.rename(tmp, dest) then -- another run got there first
+    fs.remove_tree(tmp)
+    if not fs.exists(dest .. '/etc/passwd') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
+  end
+  return dest
+end
+--- A warm artifact made earlier for the same content key, if it is still there.
+function M.find_artifact(client, key)
+  if not client.host_root then
+    local dest = client.base .. '/warm/base-' .. key .. '-' .. client.base_id
+    if fs.exists(dest .. '/artifact.json') then return dest end
+    return nil
+  end
+  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
+  if fs.exists(dest .. '/etc/passwd') then return dest end
+  return nil
+end
 --- The warm artifacts under this client's root (what `cseng prewarm --list --provider local` shows,
 --- whoever made them: cseng prewarm or a warm run): {{id (the directory), created_at, task_id}}.
 function M.list_artifacts(client)
@@ -965,29 +973,4 @@ function M.delete_artifact(client, id)
   if not ok then return nil, err, 'EIO' end
   return true
 end
-
---- Artifacts are named by the task's content hash, so an existing one is the same root: it is
---- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
-function M.snapshot(client, sb, key)
-  if sb.base_mode then return snapshot_on_base(client, sb, key) end
-  -- a root made in the sandboxes' user namespace is named by its id range: one made before (or
-  -- without root) has other owners and is never taken for it
-  local dest = client.base .. '/warm/' .. key .. (client.idmap and ('-u' .. client.idmap.uid) or '')
-  if fs.exists(dest .. '/etc/passwd') then return dest end
-  local tmp = dest .. '.tmp-' .. sb.id
-  local ok, err
-  if client.idmap then -- cp -a keeps the owners the sandbox's namespace gave its files
-    local r = proc.run { argv = { 'cp', '-a', sb.files or sb.root, tmp }, timeout = 600, tail_bytes = 65536 }
-    ok, err = r and r.code == 0, 'copying the prepared root: ' .. util.trim(r and r.stderr or '')
-  else
-    ok, err = fs.copy_tree(sb.files or sb.root, tmp)
-  end
-  if not ok then fs.remove_tree(tmp); return nil, err, 'EIO' end
-  if not fs.rename(tmp, dest) then -- another run got there first
-    fs.remove_tree(tmp)
-    if not fs.exists(dest .. '/etc/passwd') then return nil, 'cannot place warm artifact ' .. dest, 'EIO' end
-  end
-  return dest
-end
-
 return M

@@ -22,24 +22,18 @@
 --- id alone; sb.name is the sandbox's name. `persistent: false`: a stopped persistent sandbox
 --- snapshots itself and bills the storage. The token is the first set of VERCEL_TOKEN,
 --- VERCEL_ACCESS_TOKEN, VERCEL_API_KEY and VERCEL_OIDC_TOKEN. Commands are exec'd without a
---- shell by the API, so every command is
----   bash -c 'exec timeout -s KILL <N> bash -c <cmd> [< stdin file]'
---- and a run killed at its deadline (exit 137 after >= N s) is timed_out = true, code 124; the
---- body's own timeout (N + 30 s) is a backstop. The NDJSON stream is parsed as the bytes arrive
---- (http.request's stream callback); output is kept as tails (adapter.tail_buffer).
+--- shell by the API, so each is a `timeout -s KILL <N> bash -c <cmd>` script, and its NDJSON
+--- stream is parsed as the bytes arrive (providers/shared/vercel_wire.lua, with the rest of the
+--- wire).
 ---
 --- Expected failures return nil, message, CODE: an HTTP status outside 2xx is "HTTP_<status>",
 --- a stream that ends without an exit code (or an "error" line) "EPROTO"; transport failures
 --- keep cseng.http's codes.
-local http = require 'cseng.http'
 local clock = require 'cseng.clock'
 local task = require 'cseng.task'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
+local wire = require 'providers.shared.vercel_wire'
 
 local M = {
   name = 'vercel',
@@ -49,7 +43,7 @@ local M = {
   applies_dockerfile = false, -- the runner stages COPY/ENV/WORKDIR; FROM/RUN are fidelity gaps
   credentials = { { 'VERCEL_TOKEN', 'VERCEL_ACCESS_TOKEN', 'VERCEL_API_KEY', 'VERCEL_OIDC_TOKEN' },
                   'VERCEL_TEAM_ID', 'VERCEL_PROJECT_ID' },
-  -- PROVIDERS.md: active CPU per vCPU-s, memory per GiB-s, $0.60 per 1M creations
+  -- active CPU per vCPU-s, memory per GiB-s, $0.60 per 1M creations (docs/providers/vercel.md)
   rates = { vcpu_s = 0.0000356, gib_s = 0.0000059, per_create = 0.0000006 },
   capabilities = { non_root = false, network_policy = false, run_steps = false, warm = true },
   artifact_env = 'VERCEL_SNAPSHOT_ID',
@@ -57,11 +51,9 @@ local M = {
   id_format = { pattern = '^[%w][%w_-]*$', example = 'sess_0123456789abcdef', max = 256 },
 }
 
-local DEFAULTS = {
-  api_url = 'https://vercel.com/api', runtime = 'python3.13', request_timeout = 60,
-  exec_timeout = 600, stream_grace = 60, backstop = 30, sandbox_timeout_ms = 45 * 60 * 1000,
-  tail_bytes = 1 << 20, snapshot_wait = 600,
-}
+local DEFAULTS = wire.DEFAULTS
+local urlencode, str = adapter.urlencode, adapter.str
+local call, session_path = wire.call, wire.session_path
 
 local TOKEN_VARS = { 'VERCEL_TOKEN', 'VERCEL_ACCESS_TOKEN', 'VERCEL_API_KEY', 'VERCEL_OIDC_TOKEN' }
 
@@ -99,107 +91,12 @@ function M.connect(cfg)
     snapshot_wait = tonumber(setting('snapshot_wait')) or DEFAULTS.snapshot_wait,
   }
 end
-
--- ---- HTTP ----------------------------------------------------------------------------------
-
-local urlencode, str = adapter.urlencode, adapter.str
-
--- Vercel answers errors as {"error": {"code", "message"}}.
-local api_message = adapter.message_from { 'error.message', 'error', 'message' }
-
-local function url_for(client, path, query)
-  local q = 'teamId=' .. urlencode(client.team)
-  for _, kv in ipairs(query or {}) do q = q .. '&' .. kv[1] .. '=' .. urlencode(kv[2]) end
-  return client.base .. path .. '?' .. q
-end
-
--- What the SDK sends on every call (its user agent aside): the token and a JSON content type.
-local function headers(client, extra)
-  local h = { Authorization = 'Bearer ' .. client.token, ['Content-Type'] = 'application/json',
-              Accept = 'application/json' }
-  for k, v in pairs(extra or {}) do h[k] = v end
-  return h
-end
-
-local function call(client, method, path, o)
-  o = o or {}
-  -- jsonl.encode: an empty jsonl.array() is [] (ports), an empty table {} (env)
-  return adapter.request('vercel', method, url_for(client, path, o.query), {
-    headers = headers(client, o.headers), body = o.json ~= nil and jsonl.encode(o.json) or o.body, raw = o.raw,
-    timeout = o.timeout or client.request_timeout, what = method .. ' ' .. path, message = api_message,
-  })
-end
-
---- An NDJSON request: on_record(value) for each line as it arrives. Returns the response, or
---- nil, message, CODE (HTTP statuses outside 2xx as HTTP_<status>, with the body's message).
-local function ndjson(client, method, path, o, on_record)
-  local what = method .. ' ' .. path
-  local pending, errbody, bad = '', {}, nil
-  local hdrs, body = headers(client), jsonl.encode(o.json)
-  hdrs.Accept = 'application/x-ndjson, application/json'
-  local res, err, code = http.request { method = method, url = url_for(client, path, o.query), headers = hdrs,
-    body = body, timeout = o.timeout or client.request_timeout,
-    stream = function(chunk)
-      errbody[#errbody + 1] = #errbody < 64 and chunk or nil
-      pending = pending .. chunk
-      while true do
-        local nl = pending:find('\n', 1, true)
-        if not nl then break end
-        local line = pending:sub(1, nl - 1)
-        pending = pending:sub(nl + 1)
-        if line:find('%S') then
-          local ok, v = pcall(cjson.decode, line)
-          if ok and type(v) == 'table' then on_record(v) else bad = bad or line end
-        end
-      end
-      return true
-    end }
-  if not res then return nil, secrets.redact('vercel: ' .. what .. ': ' .. tostring(err)), code end
-  if res.status < 200 or res.status > 299 then
-    return nil, secrets.redact(string.format('vercel: %s: HTTP %d: %s', what, res.status, api_message(table.concat(errbody)))),
-      'HTTP_' .. res.status
-  end
-  if pending:find('%S') then
-    local ok, v = pcall(cjson.decode, pending)
-    if ok and type(v) == 'table' then on_record(v) else bad = bad or pending end
-  end
-  if bad then return nil, 'vercel: ' .. what .. ': a stream line is not JSON: ' .. adapter.snippet(bad), 'EPROTO' end
-  return res
-end
-
-local function session_path(sb, rest) return '/v2/sandboxes/sessions/' .. urlencode(sb.id) .. (rest or '') end
-
--- ---- create --------------------------------------------------------------------------------
-
---- The create endpoint and body for a spec (exposed for the specs): /v2/sandboxes with a
---- runtime, /v3/sandboxes with an image or a snapshot source (the SDK sends a snapshot source
---- with neither runtime nor image, so to /v3).
----@return string path, table body
-function M.create_body(client, spec)
-  local body = { projectId = client.project, ports = jsonl.array(), persistent = false }
-  local vcpus = client.vcpus or (spec.cpus and math.max(1, math.tointeger(math.ceil(spec.cpus))))
-  if vcpus then body.resources = { vcpus = vcpus } end
-  body.timeout = spec.ttl_seconds and math.tointeger(math.ceil(spec.ttl_seconds)) * 1000 or DEFAULTS.sandbox_timeout_ms
-  if spec.labels and next(spec.labels) then body.tags = util.copy(spec.labels) end
-  local snap = spec.warm_artifact or client.snapshot
-  if snap then
-    body.source = { type = 'snapshot', snapshotId = snap }
-    return '/v3/sandboxes', body
-  end
-  if client.image then
-    body.image = client.image
-    return '/v3/sandboxes', body
-  end
-  body.runtime = spec.runtime or client.runtime
-  return '/v2/sandboxes', body
-end
-
 --- Create a sandbox. spec: {labels (sent as tags), env, workdir, cpus, ttl_seconds,
 --- warm_artifact, runtime}. Returns sb = {id = session id, name = sandbox name, ...}.
 ---@return table|nil sb, string? err, string? code
 function M.create(client, spec)
   spec = spec or {}
-  local path, body = M.create_body(client, spec)
+  local path, body = wire.create_body(client, spec)
   local data, res, code = call(client, 'POST', path, { json = body })
   if not data then return nil, res, code end
   local s = type(data) == 'table' and type(data.session) == 'table' and data.session or nil
@@ -215,84 +112,22 @@ function M.create(client, spec)
     http_timings = res.timings,
   }
 end
-
--- ---- exec ----------------------------------------------------------------------------------
-
-local upload -- forward
-
---- The bash -c script sent for a shell command (exposed for the specs).
-function M.wrap_command(cmd, timeout, stdin_path)
-  local run = 'timeout -s KILL ' .. math.max(1, math.tointeger(math.ceil(timeout))) .. ' bash -c ' .. util.shell_quote(cmd)
-  if not stdin_path then return 'exec ' .. run end
-  return run .. ' < ' .. stdin_path .. '; rc=$?; rm -f ' .. stdin_path .. '; exit $rc'
-end
-
 --- Run a shell command. opts: {timeout (s, default 600), cwd, env, stdin, tail_bytes}. Returns
 --- {code, stdout, stderr, timed_out, elapsed, cmd_id, stdout_dropped, stderr_dropped} or nil,
 --- message, CODE. Commands run as root (sudo).
 ---@return table|nil res, string? err, string? code
 function M.exec(client, sb, cmd, opts)
   opts = opts or {}
-  local timeout = opts.timeout or DEFAULTS.exec_timeout
-  local env = util.merge(sb.env, opts.env)
-  local stdin_path, serr, scode = adapter.stdin_upload(upload, client, sb, opts.stdin)
+  local stdin_path, serr, scode = adapter.stdin_upload(wire.upload, client, sb, opts.stdin)
   if stdin_path == false then return nil, serr, scode end
-  local body = { command = 'bash', args = { '-c', M.wrap_command(cmd, timeout, stdin_path) }, env = env,
-                 sudo = true, wait = true, logs = true,
-                 timeout = math.tointeger(math.ceil(timeout + DEFAULTS.backstop)) * 1000 }
-  local cwd = opts.cwd or sb.workdir
-  if cwd then body.cwd = cwd end
-  local cap = opts.tail_bytes or DEFAULTS.tail_bytes
-  local out, errb = adapter.tail_buffer(cap), adapter.tail_buffer(cap)
-  local t0 = clock.now()
-  local cmd_id, exit_code, stream_err
-  local res, err, code = ndjson(client, 'POST', session_path(sb, '/cmd'), { json = body, timeout = timeout + client.stream_grace },
-    function(rec)
-      local c = type(rec.command) == 'table' and rec.command or nil
-      if c then
-        cmd_id = str(c.id) or cmd_id
-        if adapter.int(c.exitCode) then exit_code = adapter.int(c.exitCode) end
-        return
-      end
-      if rec.stream == 'stdout' and str(rec.data) then out.add(rec.data)
-      elseif rec.stream == 'stderr' and str(rec.data) then errb.add(rec.data)
-      elseif rec.stream == 'error' then
-        local d = type(rec.data) == 'table' and rec.data or {}
-        stream_err = stream_err or (tostring(d.code) .. ': ' .. tostring(d.message))
-      end
-    end)
-  local elapsed = (clock.now() - t0) / 1e9
-  if not res then return nil, err, code end
-  if stream_err then return nil, 'vercel: exec: the stream reported an error: ' .. stream_err, 'EPROTO' end
-  if not cmd_id then return nil, 'vercel: exec: no command id in the stream', 'EPROTO' end
-  if not exit_code then return nil, 'vercel: exec: the stream ended without the exit code', 'EPROTO' end
-  local timed_out = exit_code == 137 and elapsed >= timeout
-  return {
-    code = timed_out and 124 or exit_code,
-    stdout = out.get(), stderr = errb.get(),
-    stdout_dropped = out.dropped() > 0 and out.dropped() or nil,
-    stderr_dropped = errb.dropped() > 0 and errb.dropped() or nil,
-    timed_out = timed_out, elapsed = elapsed, cmd_id = cmd_id, http_timings = res.timings,
-  }
-end
-
--- ---- files ---------------------------------------------------------------------------------
-
--- Write bytes to an absolute path of the sandbox: fs/write takes a gzipped tar that the
--- sandbox extracts under x-cwd (the SDK's writeFiles: entries relative to "/", x-cwd "/").
-upload = function(client, sb, path, data)
-  local tgz, perr = archive.pack({ { path = path:gsub('^/+', ''), data = data, mode = '0644' } }, { format = 'tar.gz' })
-  if not tgz then return nil, 'vercel: packing ' .. path .. ': ' .. tostring(perr), 'EIO' end
-  local ok, err, code = call(client, 'POST', session_path(sb, '/fs/write'), {
-    headers = { ['Content-Type'] = 'application/gzip', ['x-cwd'] = '/' }, body = tgz, timeout = 600 })
-  if not ok then return nil, err, code end
-  return true
+  return wire.command(client, sb, cmd, { timeout = opts.timeout or DEFAULTS.exec_timeout, env = util.merge(sb.env, opts.env),
+    cwd = opts.cwd or sb.workdir, stdin_path = stdin_path, tail_bytes = opts.tail_bytes })
 end
 
 --- Unpack a tar (bytes, optionally gzipped) into a directory of the sandbox: uploaded as one
 --- file through fs/write, then extracted by a command (adapter.put_by_upload), so a symlink the
 --- sandbox planted is never followed by the upload itself.
-M.put = adapter.put_via(M, upload)
+M.put = adapter.put_via(M, wire.upload)
 
 --- Read a file of the sandbox (ENOENT when it is missing): POST fs/read {path}.
 ---@return string|nil data, string? err, string? code
@@ -305,9 +140,6 @@ function M.get(client, sb, path)
   end
   return data
 end
-
--- ---- destroy, list, snapshot ---------------------------------------------------------------
-
 --- Stop a sandbox's session; one that is gone (404) or already stopped (409/410) counts as
 --- stopped. The stop answer's session.activeCpuDurationMs is kept on sb.usage.
 ---@return true|nil ok, string? err, string? code
@@ -356,19 +188,9 @@ function M.list(client, filter)
   end
   return out
 end
-
---- A snapshot: {id, status, sizeBytes, ...} (GET /v2/sandboxes/snapshots/{id}).
-function M.get_snapshot(client, id)
-  local data, err, code = call(client, 'GET', '/v2/sandboxes/snapshots/' .. urlencode(id))
-  if not data then return nil, err, code end
-  local s = type(data) == 'table' and type(data.snapshot) == 'table' and data.snapshot or nil
-  if not s then return nil, 'vercel: snapshot ' .. id .. ': no snapshot in the response', 'EPROTO' end
-  return s
-end
-
---- Delete a snapshot (a warm artifact no longer wanted); one already gone counts as deleted.
-function M.delete_snapshot(client, id)
-  return adapter.deleted(call(client, 'DELETE', '/v2/sandboxes/snapshots/' .. urlencode(id)))
+--- What the run records as the runtime.
+function M.runtime(client)
+  return 'vercel sandbox (' .. (client.image or client.runtime) .. ', ' .. client.base .. ')'
 end
 
 --- Snapshot a prepared sandbox (the API stops its session): the snapshot id, which create
@@ -387,15 +209,15 @@ function M.snapshot(client, sb, _key)
     end
     if clock.now() > deadline then return nil, 'vercel: snapshot ' .. id .. ' not created in time', 'ETIMEDOUT' end
     task.sleep(1)
-    s, err, code = M.get_snapshot(client, id)
+    s, err, code = wire.get_snapshot(client, id)
     if not s then return nil, err, code end
   end
   return id
 end
-
---- What the run records as the runtime.
-function M.runtime(client)
-  return 'vercel sandbox (' .. (client.image or client.runtime) .. ', ' .. client.base .. ')'
+--- Delete a snapshot (a warm artifact no longer wanted: cseng prewarm --prune); one already gone
+--- counts as deleted.
+function M.delete_artifact(client, id)
+  return adapter.deleted(call(client, 'DELETE', '/v2/sandboxes/snapshots/' .. urlencode(id)))
 end
 
 return M

@@ -1,7 +1,7 @@
 --- What the provider adapters (lua/providers/*.lua) share: reading their settings, the REST
 --- request wrapper with its error mapping, output tails, temporary paths and archive extraction
---- inside a sandbox. It is not a provider itself, so it lives outside lua/providers/ (every file
---- there is listed by `cseng providers`).
+--- inside a sandbox. It is not a provider itself, so it lives in lua/providers/shared/ beside the
+--- vendors' wire and build modules (`cseng providers` lists only the files of lua/providers/).
 ---
 --- Error conventions (the specs assert them): an HTTP status outside 2xx is "HTTP_<status>"
 --- with "<provider>: <METHOD> <path>: HTTP <status>: <the body's message>"; a transport failure

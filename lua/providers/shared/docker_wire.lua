@@ -1,12 +1,83 @@
---- The Docker Engine API's wire formats, for the docker provider (lua/providers/docker.lua):
---- the attach stream's frames, the first file of a GET archive tar, the JSON-lines progress of
---- POST /build, and the repository names cseng gives task images. Pure functions over bytes:
---- spec/docker_spec.lua checks them without a dockerd.
+--- The Docker Engine API's wire, for the docker provider (lua/providers/docker.lua) and its
+--- images (providers/shared/docker_build.lua, `cseng images`): one request to dockerd (v1.41, on
+--- its unix socket or a tcp:// DOCKER_HOST), and the formats, pure functions over bytes that
+--- spec/docker_spec.lua checks without a dockerd: the attach stream's frames, the first file of
+--- a GET archive tar, the JSON-lines progress of POST /build, and the repository names cseng
+--- gives task images.
+local http = require 'cseng.http'
 local cjson = require 'cjson'
 local util = require 'cseng.lib.util'
 local adapter = require 'providers.shared.adapter'
 
 local wire = {}
+
+--- The Engine API version every path is under.
+wire.API = 'v1.41'
+
+-- ---- the request ---------------------------------------------------------------------------
+
+local urlencode = adapter.urlencode
+
+--- A query string ("?a=1&b=x", '' for none) of params: sorted, true as 1, false and nil left out.
+function wire.query(params)
+  local keys = util.keys(params)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    local v = params[k]
+    if v ~= nil and v ~= false then parts[#parts + 1] = urlencode(k) .. '=' .. urlencode(v == true and '1' or v) end
+  end
+  return #parts > 0 and ('?' .. table.concat(parts, '&')) or ''
+end
+
+-- The message of an error response ({"message": "..."}), else the body's start.
+local function api_message(res)
+  local ok, j = pcall(cjson.decode, res.body or '')
+  if ok and type(j) == 'table' and type(j.message) == 'string' then return j.message end
+  return util.trim((res.body or ''):sub(1, 300))
+end
+
+--- One request to dockerd. o: {query, json, body, headers, timeout, stream, ok={statuses}}.
+--- Returns the response (status in o.ok, default 2xx) or nil, message, CODE (transport codes
+--- from cseng.http, or "HTTP_<status>").
+function wire.api(client, method, path, o)
+  o = o or {}
+  local headers, body = adapter.body(o)
+  local res, err, code = http.request {
+    method = method, url = client.base .. path .. wire.query(o.query or {}), unix_socket = client.socket,
+    headers = headers, body = body, timeout = o.timeout or 60, stream = o.stream,
+  }
+  if not res then return nil, string.format('docker %s %s: %s', method, path, tostring(err)), code end
+  local good
+  if o.ok then
+    for _, s in ipairs(o.ok) do if res.status == s then good = true end end
+  else
+    good = res.status >= 200 and res.status < 300
+  end
+  if not good then
+    local msg = string.format('docker %s %s: HTTP %d: %s', method, path, res.status, api_message(res))
+    return nil, msg, 'HTTP_' .. res.status, res
+  end
+  return res
+end
+
+--- A response's JSON body as a table ({} when it is none).
+function wire.decode(res)
+  local ok, j = pcall(cjson.decode, res.body)
+  if ok and type(j) == 'table' then return j end
+  return {}
+end
+
+--- v if a table, else {} (cjson decodes JSON null as a light userdata: treat it as absent).
+function wire.tbl(v) return type(v) == 'table' and v or {} end
+
+--- The integer of a JSON number (cjson decodes every number as a float; exit codes and times
+--- are integers).
+function wire.int(v)
+  local n = tonumber(v)
+  return n and (math.tointeger(n) or math.floor(n)) or nil
+end
+
+-- ---- formats -------------------------------------------------------------------------------
 
 --- Demultiplexer of docker's attach stream: frames of an 8-byte header [stream (1 stdout,
 --- 2 stderr), 0, 0, 0, payload size uint32 big-endian] and the payload. feed() takes chunks cut

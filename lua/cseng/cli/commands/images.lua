@@ -45,11 +45,11 @@ local cmd = {
   }, '\n'),
 }
 
+-- The docker image operations (providers/shared/docker_build.lua) and a client of dockerd.
 local function connect()
-  local docker = require 'providers.docker'
-  local ok, client = pcall(docker.connect, {})
+  local ok, client = pcall(require('providers.docker').connect, {})
   if not ok then return nil, errors.line(client), errors.from(client).code end
-  return docker, client
+  return require 'providers.shared.docker_build', client
 end
 
 local function fmt_size(n)

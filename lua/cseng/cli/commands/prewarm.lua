@@ -17,13 +17,6 @@ local exit = require 'cseng.cli.exit'
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
 local SPEC = options.subset(NAMES)
--- providers whose warm artifact is one runner image, not a snapshot per task (provider.prewarm_image)
-local IMAGE_NAMES = { 'aws-bucket', 'aws-build-role-arn' }
-SPEC['aws-bucket'] = { key = 'aws_bucket', type = 'string', arg = 'BUCKET',
-  help = 'aws-microvm: the S3 bucket the code artifact is uploaded to' }
-SPEC['aws-build-role-arn'] = { key = 'aws_build_role_arn', type = 'string', arg = 'ARN',
-  help = 'aws-microvm: the IAM role the image build assumes' }
-for _, n in ipairs(IMAGE_NAMES) do NAMES[#NAMES + 1] = n end
 SPEC['list'] = { key = 'list', type = 'bool', help = 'show the warm artifacts (the adapter\'s own listing, else the prewarm files)' }
 SPEC['prune'] = { key = 'prune', type = 'bool', help = 'remove the warm artifacts --list shows, and their prewarm files' }
 NAMES[#NAMES + 1] = 'list'
@@ -35,8 +28,8 @@ local cmd = {
   summary = 'prepare warm artifacts (prewarmed images/roots) and print their ids',
   usage = 'usage: cseng prewarm --provider NAME [PLAN.lua] [options]\n\n' ..
     'Prepares each selected task\'s warm artifact and prints it (DOCKER_IMAGE_ID=<id> for one task).\n' ..
-    'aws-microvm builds its one runner image instead (--aws-bucket, --aws-build-role-arn) and prints\n' ..
-    'AWS_MICROVM_IMAGE_ID=<arn>.\n' ..
+    'A provider whose warm artifact is one runner image (its adapter\'s prewarm_image) builds that\n' ..
+    'instead and prints <ARTIFACT_ENV>=<id>; cseng prewarm --provider NAME --help shows its own flags.\n' ..
     'The plan (default ' .. DEFAULT_PLAN .. ') gives the dataset and image map; options override it.\n' ..
     'Writes results/prewarm-<provider>-<stamp>.json; reuse it with\n' ..
     '  cseng run plans/warm-gold.lua --provider NAME --prewarm-file FILE\n' ..
@@ -44,16 +37,51 @@ local cmd = {
     '--prune removes them (through the adapter where it can delete artifacts) and their files.\n\noptions:\n' .. flags.help(SPEC, NAMES),
 }
 
--- One runner image for every task (aws-microvm): built by provider.prewarm_image, printed as
--- <artifact_env>=<id>.
+-- The adapter's own flags (its prewarm_flags, lua/cseng/lib/flags.lua's spec format) beside the
+-- command's: parsed into f.adapter_flags[key]. nil, why when one has a name the command uses.
+local function with_adapter_flags(provider)
+  local spec, names = {}, {}
+  for k, v in pairs(SPEC) do spec[k] = v end
+  local own = {}
+  for name in pairs(type(provider) == 'table' and type(provider.prewarm_flags) == 'table' and provider.prewarm_flags or {}) do
+    own[#own + 1] = name
+  end
+  table.sort(own)
+  for _, name in ipairs(own) do
+    if spec[name] then return nil, string.format("provider '%s': its prewarm flag --%s is a flag of cseng prewarm", provider.name, name) end
+    local s = {}
+    for k, v in pairs(provider.prewarm_flags[name]) do s[k] = v end
+    s.key = 'adapter_flags\0' .. provider.prewarm_flags[name].key
+    spec[name], names[#names + 1] = s, name
+  end
+  return spec, names
+end
+
+-- The provider named by --provider NAME / --provider=NAME in args, or nil.
+local function provider_in(args)
+  for i, a in ipairs(args) do
+    if a == '--' then return nil end
+    if a == '--provider' then return args[i + 1] end
+    local v = a:match('^%-%-provider=(.*)$')
+    if v then return v end
+  end
+  return nil
+end
+
+-- One runner image for every task: built by provider.prewarm_image with its prewarm_flags' values,
+-- printed as <artifact_env>=<id>.
 local function prewarm_image(provider, f)
   local ok, err = pcall(function()
     local o = options.merge({}, { env_file = f.env_file }, {})
     local getenv = function(k) return (o.env or {})[k] or os.getenv(k) end
     local client = provider.connect({ getenv = getenv })
     local log = not f.quiet and function(line) io.stderr:write('prewarm ', provider.name, ': ', line, '\n') end or nil
-    local id, perr, code = provider.prewarm_image(client, { bucket = f.aws_bucket, build_role_arn = f.aws_build_role_arn,
-                                                            log = log })
+    local po = { log = log }
+    for k, v in pairs(f) do
+      local key = type(k) == 'string' and k:match('^adapter_flags%z(.+)$')
+      if key then po[key] = v end
+    end
+    local id, perr, code = provider.prewarm_image(client, po)
     if not id then error(errors.returned(perr, code, { default_code = errors.EPREPARE }), 0) end
     print((provider.artifact_env or (provider.name:upper() .. '_ARTIFACT')) .. '=' .. id)
   end)
@@ -145,7 +173,26 @@ local function list_or_prune(o, prune)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
+  -- the adapter named by --provider brings its own flags (and its --help shows them)
+  local spec, own = SPEC, {}
+  local named = provider_in(args)
+  local okp, named_adapter = false, nil
+  if named then okp, named_adapter = pcall(session.adapter, named) end
+  if okp then
+    local why
+    spec, why = with_adapter_flags(named_adapter)
+    if not spec then return exit.usage_error('prewarm: ' .. why) end
+    own = why
+  end
+  for _, a in ipairs(args) do
+    if a == '--' then break end
+    if a == '--help' or a == '-h' then
+      print(cmd.usage)
+      if #own > 0 then print('\n' .. named_adapter.name .. '\'s own options:\n' .. flags.help(spec, own)) end
+      return 0
+    end
+  end
+  local f, pos = flags.parse(args, spec)
   if not f then return exit.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
   if f.list or f.prune then
     if #pos > 0 then return exit.usage_error('prewarm --list/--prune take no PLAN.lua') end
@@ -155,10 +202,7 @@ function cmd.run(args)
     if not lok then return exit.fail(st, 'prewarm') end
     return st
   end
-  if f.provider then
-    local okp, provider = pcall(session.adapter, f.provider)
-    if okp and provider.prewarm_image then return prewarm_image(provider, f) end
-  end
+  if okp and named_adapter.prewarm_image then return prewarm_image(named_adapter, f) end
   if #pos > 1 then return exit.usage_error('prewarm takes at most one PLAN.lua') end
   local plan_path = pos[1] or (sys.root() .. '/' .. DEFAULT_PLAN)
   local ok, p = pcall(plan.load, plan_path)

@@ -36,7 +36,7 @@ function cmd.list(getenv)
     if not ok then
       out[#out + 1] = { name = n, ready = false, error = tostring(p), missing = jsonl.array(), credentials = jsonl.array() }
     else -- the helpers beside the adapters are in lua/providers/shared/, not listed
-      local violations = jsonl.array(contract.check(p, n))
+      local violations = jsonl.array(contract.check(p, n, fs.read(dir .. '/' .. n .. '.lua')))
       local missing, creds = jsonl.array(), jsonl.array()
       for _, alts in ipairs(type(p) == 'table' and contract.credential_alternatives(p) or {}) do
         local have = false
