@@ -105,7 +105,7 @@ if opts.client then
 end
 
 -- ---- driver ----------------------------------------------------------------------------------
-local node_server = dofile(ROOT .. '/spec/fakes/node_server.lua')
+local node_server = require 'spec.fakes.node_server'
 local REPS = opts.reps or 3
 local DELAY = opts.delay_ms or 20
 local CONC = {}

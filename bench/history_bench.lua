@@ -20,7 +20,7 @@ local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 
 local root = sys.root()
-local HH = dofile(root .. '/spec/helpers/history.lua')
+local HH = require 'spec.helpers.history'
 
 local f = assert(flags.parse({ ... }, {
   runs = { key = 'runs', type = 'int', min = 10 },

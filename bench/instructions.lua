@@ -54,7 +54,7 @@ if LONG <= SHORT then
 end
 local TMP = assert(fs.tempdir('cseng-instr-'))
 
-local blib = dofile(ROOT .. '/bench/lib.lua')
+local blib = require 'bench.lib'
 local fake, url, certs
 if opts.tls then
   certs = blib.make_certs(fs.join(TMP, 'certs'))

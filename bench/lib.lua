@@ -1,5 +1,5 @@
 --- What the benchmark scripts share (bench/run.lua, bench/probe.lua, bench/instructions.lua):
----   local blib = dofile(sys.root() .. '/bench/lib.lua')
+---   local blib = require 'bench.lib'
 ---   local fake, url = blib.start_fake(exe, tmpdir, { '--create-ms', 50 })
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'

@@ -54,7 +54,7 @@ local WARMUP = opts.warmup or 1
 local NOMINAL = { create = 50, exec = 20, delete = 10 }
 local IDEAL = C / ((NOMINAL.create + NOMINAL.exec + NOMINAL.delete) / 1000)
 
-local blib = dofile(ROOT .. '/bench/lib.lua')
+local blib = require 'bench.lib'
 local PIN = opts.pin or 'on'
 if PIN ~= 'on' and PIN ~= 'off' and PIN ~= 'both' then
   io.stderr:write('probe: --pin: on, off or both\n')

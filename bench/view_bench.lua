@@ -18,8 +18,7 @@ local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 
 local root = sys.root()
-package.path = root .. '/spec/browser/?.lua;' .. package.path
-local fixtures = require 'fixtures'
+local fixtures = require 'spec.browser.fixtures'
 
 local f = assert(flags.parse({ ... }, {
   trials = { key = 'trials', type = 'int', min = 1 },

@@ -3,7 +3,7 @@
 --- the JSON body's keys with their types), the per-operation comparison of what a vendor's own SDK
 --- sent with what cseng's adapter sent, and docs/providers/CONFORMANCE.md's per-provider sections.
 --- Not a spec (no _spec in the name):
----   local C = dofile(sys.root() .. '/spec/helpers/conformance.lua')
+---   local C = require 'spec.helpers.conformance'
 ---
 --- A recorded request (fakes in other languages write the same shape as JSON lines; C.load):
 ---   { op = 'create', method = 'POST', path = '/v2/sandboxes', route = '/v2/sandboxes',
@@ -12,14 +12,14 @@
 --- Bodies are decoded by C.decode, an exact JSON reader: arrays carry jsonl.array_mt (so an empty
 --- array is told from an empty object), null is jsonl.null, integers stay Lua integers.
 ---
---- A Lua fake records through spec/fakes/common.lua: core.record(req, op, route, body?) in its
+--- A Lua fake records through spec/fakes/rest.lua: core.record(req, op, route, body?) in its
 --- handler; the spec calls f.record('sdk') / f.record('adapter') / f.record(false) and reads
 --- f.records(client).
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
--- busted's globals are not visible in a dofile'd helper: its checks use luassert (callable as assert)
+-- busted's globals are not visible in a required helper: its checks use luassert (callable as assert)
 local assert = require 'luassert'
 
 local C = {}

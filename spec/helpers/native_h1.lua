@@ -1,5 +1,5 @@
---- The cases of cseng.http's native HTTP/1.1 path against its libcurl path (spec/http_native_spec.lua
---- runs them over plain HTTP, spec/https_native_spec.lua over TLS): every case runs with
+--- The cases of cseng.http's native HTTP/1.1 path against its libcurl path (spec/engine/http_native_spec.lua
+--- runs them over plain HTTP, spec/engine/https_native_spec.lua over TLS): every case runs with
 --- http.configure{native=true} and again with {native=false} against the same scripted raw server
 --- (spec/fakes/h1_raw_server.mjs, node's `net` or `tls`: replies byte for byte, including the odd
 --- ones), and must (a) give the same result on both paths (status, headers but date and the
@@ -7,7 +7,7 @@
 --- (b) give the expected values (both paths wrong the same way still fails) and (c) have really
 --- gone through h1.c (http.stats().native.requests).
 ---
----   local N = dofile(sys.root() .. '/spec/helpers/native_h1.lua')
+---   local N = require 'spec.helpers.native_h1'
 ---   N.cases(T, _ENV)   T = {title, scheme = 'http'|'https', setup = fn (before the server starts),
 ---                     server_args = fn -> the raw server's arguments after its port file,
 ---                     extra = fn -> options under every request's own (http_version, ca_file)}
@@ -18,7 +18,7 @@ local proc = require 'cseng.proc'
 local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 
-local node_server = dofile(sys.root() .. '/spec/fakes/node_server.lua')
+local node_server = require 'spec.fakes.node_server'
 
 local function native_count() return http.stats().native.requests end
 
@@ -48,7 +48,7 @@ local function run(native, opts)
   return { res = res, msg = msg, code = code, native = native_count() - before }
 end
 
-local free_port = dofile(sys.root() .. '/spec/helpers/runlog.lua').free_port
+local free_port = require('spec.helpers.runlog').free_port
 
 local M = { run = run, norm = norm, native_count = native_count }
 

@@ -1,7 +1,7 @@
 // The official `modal` JS SDK (spec/sdk/node_modules/modal, pinned in package.json) runs the
-// sandbox lifecycle against cseng's Modal fake (spec/fakes/modal/server.mjs), as a referee: what
+// sandbox lifecycle against cseng's Modal fake (spec/providers/modal/server.mjs), as a referee: what
 // the SDK does and expects is what the fake must serve, and the fake's request log of this run is
-// compared with the adapter's (spec/conformance_modal_spec.lua).
+// compared with the adapter's (spec/providers/modal/conformance_spec.lua).
 //
 //   MODAL_SERVER_URL=http://127.0.0.1:PORT MODAL_TOKEN_ID=... MODAL_TOKEN_SECRET=... \
 //     node spec/sdk/modal.mjs [RUN_TAG]

@@ -2,7 +2,7 @@
 --- events), the API Claude Code speaks, on cseng.serve; a scripted model that counts what it was
 --- asked, like spec/fakes/llm/fake.lua:
 ---
----   local mf = dofile(sys.root() .. '/spec/fakes/llm/messages.lua')
+---   local mf = require 'spec.fakes.llm.messages'
 ---   local f = mf.start { api_key = 'sk-ant-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- ANTHROPIC_BASE_URL = f.url; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---
@@ -74,7 +74,7 @@ function fake.new(opts)
   local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
     held = 0, problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
 
-  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
+  local hold = require('spec.fakes.llm.hold')(st)
 
   local function answer(req)
     st.requests = st.requests + 1

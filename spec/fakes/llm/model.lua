@@ -9,7 +9,7 @@
 --- runs solve.sh with a second, then answers "Done.". A prompt that holds no known instruction, or a task without a solution, gets a plain
 --- answer and no command, so that trial fails: the model knows exactly what the dataset gives.
 ---
----   local m = dofile(sys.root() .. '/spec/fakes/llm/model.lua')
+---   local m = require 'spec.fakes.llm.model'
 ---   local f = m.start { port = 0 }        -- or dataset = 'path', api_key =, model =
 ---   f.env()   --> OPENROUTER_*, AI_GATEWAY_*, OPENAI_API_KEY and CODEX_*, ANTHROPIC_* and CLAUDE_CODE_MODEL
 ---   f.stats() --> { chat = ..., responses = ..., messages = ... } (each fake's counters)
@@ -20,7 +20,6 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 
-local DIR = sys.root() .. '/spec/fakes/llm/'
 local M = {}
 
 M.MODEL = 'cseng-fake/gold-replay'
@@ -79,9 +78,9 @@ function M.start(o)
   local model = o.model or M.MODEL
   local script = M.gold_script(tasks, where)
   local opts = { api_key = key, model = model, script = script }
-  local chat = dofile(DIR .. 'fake.lua').new(opts)
-  local responses = dofile(DIR .. 'responses.lua').new(opts)
-  local messages = dofile(DIR .. 'messages.lua').new(opts)
+  local chat = require('spec.fakes.llm.fake').new(opts)
+  local responses = require('spec.fakes.llm.responses').new(opts)
+  local messages = require('spec.fakes.llm.messages').new(opts)
   local srv = assert(serve.listen { host = '127.0.0.1', port = o.port or 0, handler = function(req)
     if req.path == '/v1/responses' then return responses.handler(req) end
     if req.path == '/v1/messages' then return messages.handler(req) end

@@ -2,7 +2,7 @@
 --- events), the API the Codex CLI speaks, on cseng.serve. Like spec/fakes/llm/fake.lua it is a scripted
 --- model that counts what it was asked:
 ---
----   local rf = dofile(sys.root() .. '/spec/fakes/llm/responses.lua')
+---   local rf = require 'spec.fakes.llm.responses'
 ---   local f = rf.start { api_key = 'sk-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- base URL: f.url (…/v1); f.stats() -> {requests, completions, unauthorized, bad_requests, problems, convs, tool_results}
 ---
@@ -75,7 +75,7 @@ function fake.new(opts)
   local st = { requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, held = 0, problems = {},
     convs = {}, conversations = 0, tool_calls_issued = 0, tool_results = 0, requests_log = {} }
 
-  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
+  local hold = require('spec.fakes.llm.hold')(st)
 
   local function answer(req)
     st.requests = st.requests + 1

@@ -1,0 +1,9 @@
+-- The doc-test of docs/PLANS.md (the rules and the machinery: spec/helpers/doctest.lua).
+local sys = require 'cseng.sys'
+
+local DOCT = require 'spec.helpers.doctest'
+
+setup(function() DOCT.open() end)
+teardown(function() DOCT.close() end)
+
+DOCT.describe_docs({ describe = describe, it = it }, 'doctest: docs/PLANS.md', { 'docs/PLANS.md' })

@@ -1,0 +1,206 @@
+--- What the loopback fakes of the REST providers (spec/providers/daytona/fake.lua, e2b.lua, lizard.lua)
+--- share: their switches (opts over defaults, changeable by set), the request counters specs
+--- assert exact numbers on (luv's tap.lua style), injected latencies and forced statuses, the
+--- live sandboxes, and the f.stats / f.sandbox / f.set / f.close every fake offers.
+---
+---   local common = require 'spec.fakes.rest'
+---   local b = common.fake(opts, { api_key = 'k' }, { execs = 0 }, host)  -- host: optional, sandboxes.lua's
+---   b.cfg (the switches), b.st (the counters), b.sandboxes (id -> record)
+---   local n = b.hit('creates', 'create')   -- count a call of an endpoint, then sleep its latency
+---   local s = b.forced('create_status', n)  -- the status forced for the n-th call, or nil
+---   b.count('bad_requests') ; b.refused(is_create) ; b.request('GET /x')
+---   b.add(id, sb) ; b.remove(id)          -- the live set, created/destroyed/live/max_live, ids
+---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
+---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
+---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
+---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
+local serve = require 'cseng.serve'
+local task = require 'cseng.task'
+local clock = require 'cseng.clock'
+local jsonl = require 'cseng.lib.jsonl'
+local sys = require 'cseng.sys'
+
+local M = {}
+
+--- A switch's value: v itself, or v(...) when it is a function.
+function M.pick(v, ...)
+  if type(v) == 'function' then return v(...) end
+  return v
+end
+
+--- A JSON answer (jsonl.encode: members sorted), with extra headers.
+function M.json(status, value, headers)
+  local h = { ['Content-Type'] = 'application/json' }
+  for k, v in pairs(headers or {}) do h[k] = v end
+  return status, h, jsonl.encode(value)
+end
+
+--- A loopback listener (an ephemeral port unless port) answering with handler.
+function M.listen(handler, port, o)
+  return assert(serve.listen { host = '127.0.0.1', port = port or 0, handler = handler, max_body = o and o.max_body })
+end
+
+--- One page of a list: fn(item) for items[start .. start + size - 1], and the start of the
+--- next page (nil on the last).
+function M.page(items, start, size, fn)
+  local page = {}
+  for i = start, math.min(#items, start + size - 1) do page[#page + 1] = fn(items[i]) end
+  return page, start + size <= #items and start + size or nil
+end
+
+--- base with the fields of extra set on it (f.config / f.env with the caller's additions).
+function M.with(base, extra)
+  for k, v in pairs(extra or {}) do base[k] = v end
+  return base
+end
+
+--- The state of one fake. opts: the caller's switches; defaults: switches used when opts has
+--- none; counters: the fake's own counters on top of the common ones (creates, created,
+--- deletes, destroyed, lists, unauthorized, bad_requests, unknown, live, max_live, ids,
+--- requests); host: a sandbox host (spec/fakes/sandboxes.lua) whose sandboxes (record.host)
+--- remove destroys and f.close closes.
+function M.fake(opts, defaults, counters, host)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  for k, v in pairs(defaults or {}) do
+    if cfg[k] == nil then cfg[k] = v end
+  end
+  local st = {
+    creates = 0, created = 0, deletes = 0, destroyed = 0, lists = 0, unauthorized = 0, bad_requests = 0,
+    unknown = 0, live = 0, max_live = 0, ids = {}, requests = {},
+  }
+  for k, v in pairs(counters or {}) do st[k] = v end
+  local sandboxes = {}
+  local b = { cfg = cfg, st = st, sandboxes = sandboxes, host = host }
+
+  -- libuv timers tick in whole milliseconds of a cached loop time, so a plain sleep may end a
+  -- little short: sleep until the monotonic clock has passed the deadline.
+  function b.latency(endpoint, n)
+    local l = cfg.latency
+    if type(l) == 'table' then l = l[endpoint] end
+    l = M.pick(l, n)
+    if not l or l <= 0 then return end
+    local deadline = clock.now() + math.floor(l * 1e9)
+    repeat
+      task.sleep(math.max(0.001, (deadline - clock.now()) / 1e9))
+    until clock.now() >= deadline
+  end
+
+  --- The status the switch `name` forces for the n-th call (the switch may be fn(n, ...)), or nil.
+  function b.forced(name, n, ...)
+    local s = M.pick(cfg[name], n, ...)
+    if s and s ~= true then return s end
+    return nil
+  end
+
+  --- Count one more in st[name]; returns the new count.
+  function b.count(name)
+    st[name] = st[name] + 1
+    return st[name]
+  end
+
+  --- Count a call of an endpoint (st[counter]) and apply its latency; returns n, its number.
+  function b.hit(counter, endpoint)
+    local n = b.count(counter)
+    b.latency(endpoint, n)
+    return n
+  end
+
+  function b.request(line) st.requests[#st.requests + 1] = line end
+
+  -- The differential-conformance recorder (spec/helpers/conformance.lua), made by f.record.
+  local recorder
+  --- Record req as operation op of route (a path template) while f.record(client) is on; body:
+  --- the decoded message (a table or JSON text) when req.body is not plain JSON.
+  function b.record(req, op, route, body)
+    if recorder then recorder:add(req, op, route, body) end
+  end
+
+  --- Count a request refused for its credentials (and the create it was).
+  function b.refused(is_create)
+    b.count('unauthorized')
+    if is_create then b.count('creates') end
+  end
+
+  --- A sandbox was created.
+  function b.add(id, sb)
+    sandboxes[id] = sb
+    st.created = st.created + 1
+    st.ids[#st.ids + 1] = id
+    st.live = st.live + 1
+    if st.live > st.max_live then st.max_live = st.live end
+  end
+
+  --- A sandbox is destroyed (its host sandbox too).
+  function b.remove(id)
+    local sb = sandboxes[id]
+    sandboxes[id] = nil
+    if host and sb and sb.host then host.destroy(sb.host) end
+    st.destroyed = st.destroyed + 1
+    st.live = st.live - 1
+  end
+
+  --- The live sandboxes whose record[field] has every k = v of want (all with no want), by id.
+  function b.matching(field, want)
+    local items = {}
+    for _, sb in pairs(sandboxes) do
+      local match = true
+      for k, v in pairs(want or {}) do if sb[field][k] ~= v then match = false end end
+      if match then items[#items + 1] = sb end
+    end
+    table.sort(items, function(x, y) return x.id < y.id end)
+    return items
+  end
+
+  --- Give f the common methods; returns f.
+  function b.finish(f, servers)
+    --- A snapshot of the counters (lists copied, so a snapshot taken before a run does not grow
+    --- with it; live_ids = sandboxes not destroyed).
+    function f.stats()
+      local out = {}
+      for k, v in pairs(st) do
+        if type(v) == 'table' then
+          local copy = {}
+          for k2, v2 in pairs(v) do copy[k2] = v2 end
+          v = copy
+        end
+        out[k] = v
+      end
+      local live = {}
+      for sid in pairs(sandboxes) do live[#live + 1] = sid end
+      table.sort(live)
+      out.live_ids = live
+      return out
+    end
+
+    --- The sandbox's record (with a host: record.host is its local sandbox, host.root its "/").
+    function f.sandbox(id) return sandboxes[id] end
+
+    --- Change switches (false clears one).
+    function f.set(new)
+      for k, v in pairs(new) do
+        if v == false then cfg[k] = nil else cfg[k] = v end
+      end
+    end
+
+    --- Record requests as made by client ('sdk' | 'adapter'; false stops recording).
+    function f.record(client)
+      if not recorder then recorder = require('spec.helpers.conformance').recorder() end
+      recorder.client = client or nil
+    end
+
+    --- The recorded requests of client (all when nil).
+    function f.records(client) return recorder and recorder:of(client) or {} end
+
+    function f.close()
+      for _, srv in ipairs(servers) do srv:close() end
+      if host then host.close() end
+    end
+
+    return f
+  end
+
+  return b
+end
+
+return M
