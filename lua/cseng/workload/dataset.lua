@@ -50,6 +50,7 @@ local dataset = {}
 ---@field where string file[:row] the task came from
 ---@field metadata table|nil
 ---@field has_solution boolean
+---@field source table|nil where a registry task came from {name, git_url, git_commit_id, path, digest}
 
 local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 600 }
 
@@ -426,6 +427,27 @@ function dataset.load(path, opts)
     seen[t.id] = t.where
   end
   return tasks, bads
+end
+
+--- A dataset by name through a Harbor registry (lua/cseng/workload/registry.lua): its tasks
+--- fetched at their pinned commits and checked against the registry's digests, loaded as task
+--- folders. Returns the tasks and the record of the resolution (name, version, the pins).
+---@param spec string NAME@VERSION, org/name@ref
+---@param src string the registry (--registry)
+---@return Task[] tasks, table resolved
+function dataset.load_registry(spec, src, opts)
+  opts = opts or {}
+  local registry = require 'cseng.workload.registry'
+  local fetched, resolved = registry.resolve(src, spec, opts)
+  local tasks, seen = {}, {}
+  for _, f in ipairs(fetched) do
+    if seen[f.id] then errors.raise(errors.EDATASET, string.format('%s: task id %s repeats %s', f.where, f.id, seen[f.id])) end
+    seen[f.id] = f.where
+    local t = from_dir(f.dir, f.where, { id = f.id, sha256 = f.sha256, source = f.source })
+    t.index = #tasks
+    tasks[#tasks + 1] = t
+  end
+  return tasks, resolved
 end
 
 --- Select tasks: index = 'all' | N (0-based); limit = max count.

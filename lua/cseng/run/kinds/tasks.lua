@@ -327,7 +327,13 @@ function K.open(opts)
   end
   -- an unknown provider is refused before the run log exists (a usage error leaves no file)
   session.adapter(opts.provider or 'local')
-  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
+  local tasks, bad, resolved
+  if opts.registry then -- --dataset NAME@VERSION through a Harbor registry: fetched at its pins, digests checked
+    tasks, resolved = dataset.load_registry(opts.dataset or '', opts.registry, { getenv = session.getenv(opts.env) })
+    bad = {}
+  else
+    tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
+  end
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
   local getenv = session.getenv(opts.env)
   local sh, so
@@ -347,8 +353,16 @@ function K.open(opts)
       so = { id_parts = { K.id_name(opts), opts.provider, opts.mode or 'cold' } }
     end
   end
+  if prior and resolved and type(prior.started.identity) == 'table' and type(prior.started.identity.registry) == 'table' then
+    -- a registry whose dataset moved since the run began: the resumed run would mix two datasets
+    local was = prior.started.identity.registry.content_hash
+    if was and was ~= resolved.content_hash then
+      errors.raise('EUSAGE', string.format('--resume: the registry now resolves %s to content %s, the run began with %s: '
+        .. 'resume restores the run as it was', tostring(opts.dataset), resolved.content_hash, was))
+    end
+  end
   return opts, so, { prior = prior, solver = solver, tasks = tasks, bad = bad, selected = selected, sh = sh,
-    records = {}, passes = 0, rerun = {}, done = {} }
+    records = {}, passes = 0, rerun = {}, done = {}, resolved = resolved }
 end
 
 --- The run begins: the provider connected, the log's first record (run_started, or for
@@ -395,7 +409,7 @@ function K.begin(F)
       },
     }, frame.identity(opts, {
       kind = 'tasks', solver = k.solver.name, provider = provider.name, providers = { provider.name },
-      dataset_sha256 = frame.dataset_digest(k.tasks),
+      dataset_sha256 = frame.dataset_digest(k.tasks), registry = k.resolved,
       selection = { task_index = opts.task_index, task_limit = opts.task_limit, tasks = opts.tasks,
         shard = sh and sh.record or nil, count = #selected, ids_sha256 = crypto.sha256_hex(table.concat(ids, '\n')) },
       endpoints = p.endpoint and { [provider.name] = p.endpoint } or nil,
