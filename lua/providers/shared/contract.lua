@@ -100,6 +100,9 @@ contract.FUNCTIONS = {
   { 'put', required = true }, { 'get', required = true }, { 'destroy', required = true },
   { 'list', required = true },
   { 'runtime' }, { 'build' }, { 'env_mode' }, { 'fidelity_gaps' }, { 'snapshot' }, { 'find_artifact' },
+  -- network_policy(client, sb, {mode, hosts}): a phase's network on a live sandbox (Harbor's
+  -- network_mode / allowed_hosts), or nil, why: the run records the gap
+  { 'network_policy' },
 }
 
 --- The violations of the contract by the adapter P (loaded from lua/providers/<module>.lua): a
