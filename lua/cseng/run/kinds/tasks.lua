@@ -414,7 +414,8 @@ function K.steps(F, run, t, ctx, rec, state, phase, solve, verify_fn)
         if got == nil and key == 'reward' and not srec.rewards then got = srec.reward end
         if got == nil or got < threshold then
           srec.gate = { key = key, min_reward = threshold, got = got }
-          rec.step_stop = { step = st.name, why = string.format('%s=%s below min_reward %s', key, tostring(got), tostring(threshold)) }
+          rec.step_stop = { step = st.name, why = string.format('%s=%s below min_reward %g', key,
+            type(got) == 'number' and string.format('%g', got) or 'missing', threshold) }
           break
         end
       end
