@@ -155,7 +155,8 @@ s:close()
       '[agent]', 'network_mode = "allowlist"', 'allowed_hosts = ["10.211.77.2"]', '[verifier]', 'network_mode = "no-network"', '' }, '\n'))
     fs.write(d .. '/instruction.md', 'Probe the two hosts.\n')
     fs.write(d .. '/environment/Dockerfile', 'FROM debian:bookworm\nWORKDIR /workspace\n')
-    local probe = [[probe() { timeout 20 bash -c "exec 3<>/dev/tcp/$1/18080 && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3" 2>/dev/null | grep -q hello && echo 1 || echo 0; }]]
+    local probe = 'probe() { timeout 20 bash -c "exec 3<>/dev/tcp/$1/18080 && printf \'GET / HTTP/1.0\\r\\n\\r\\n\' >&3'
+      .. ' && cat <&3" 2>/dev/null | grep -q hello && echo 1 || echo 0; }'
     fs.write(d .. '/solution/solve.sh', '#!/bin/bash\n' .. probe .. '\necho "$(probe 10.211.77.2) $(probe 10.211.77.3)" > /workspace/probe.txt\n',
       { mode = tonumber('755', 8) })
     fs.write(d .. '/tests/test.sh', '#!/bin/bash\n' .. probe .. '\nread a o < /workspace/probe.txt\nv=$(probe 10.211.77.2)\n'
