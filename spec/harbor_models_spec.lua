@@ -13,7 +13,7 @@ local atif = require 'cseng.evals.atif'
 local FIX = jsonl.decode(assert(fs.read(sys.root() .. '/spec/fixtures/harbor/models.json')))
 
 -- cseng's model -> the entry of the table it follows
-local function compare(M, key)
+local function compare(M, key, spelled)
   local want = assert(FIX[key], 'no ' .. key .. ' in the fixture')
   local got = S.describe(M)
   local problems = {}
@@ -23,7 +23,9 @@ local function compare(M, key)
     local g = got.fields[name]
     if not g then bad(name, 'not declared (Harbor: ' .. w.annotation .. ')')
     else
-      if g.annotation ~= w.annotation then bad(name, 'annotation ' .. g.annotation .. ', Harbor: ' .. w.annotation) end
+      local same = g.annotation == w.annotation
+      for _, alias in ipairs(spelled and spelled[g.annotation] or {}) do if alias == w.annotation then same = true end end
+      if not same then bad(name, 'annotation ' .. g.annotation .. ', Harbor: ' .. w.annotation) end
       if g.required ~= w.required then bad(name, 'required ' .. tostring(g.required) .. ', Harbor: ' .. tostring(w.required)) end
       if g.ge ~= w.ge then bad(name, 'ge ' .. tostring(g.ge) .. ', Harbor: ' .. tostring(w.ge)) end
       if g.min_length ~= w.min_length then bad(name, 'min_length ' .. tostring(g.min_length) .. ', Harbor: ' .. tostring(w.min_length)) end
@@ -59,6 +61,31 @@ describe("Harbor's ATIF models", function()
         assert.is_true(found, key .. ' is not declared')
       end
     end
+  end)
+end)
+
+describe("Harbor's job folder models (config.json, result.json, lock.json of a job and of its trials)", function()
+  local H = require 'cseng.results.harbor_models'
+  it('are declared field by field as Harbor declares them', function()
+    local all = {}
+    for name, key in pairs(H.FIXTURE) do
+      for _, p in ipairs(compare(assert(H[name], name), key, H.SPELLED)) do all[#all + 1] = p end
+    end
+    table.sort(all)
+    assert.same({}, all)
+  end)
+end)
+
+describe("Harbor's registry models", function()
+  local registry = require 'cseng.workload.registry'
+  it('are declared field by field as Harbor declares them', function()
+    local all = {}
+    for name, key in pairs({ DatasetSpec = 'registry.DatasetSpec', RegistryTaskId = 'registry.RegistryTaskId',
+      MetricConfig = 'metric.config.MetricConfig' }) do
+      for _, p in ipairs(compare(registry.MODELS[name], key)) do all[#all + 1] = p end
+    end
+    table.sort(all)
+    assert.same({}, all)
   end)
 end)
 

@@ -61,6 +61,19 @@ S.str = kind { name = 'str', check = function(v, loc, add)
   add(loc, 'Input should be a valid string')
 end }
 
+--- str with constraints (min_length).
+function S.string(o)
+  o = o or {}
+  return kind { name = 'str', min_length = o.min_length, check = function(v, loc, add)
+    if type(v) ~= 'string' then add(loc, 'Input should be a valid string'); return false end
+    if o.min_length and #v < o.min_length then
+      add(loc, string.format('String should have at least %d character%s', o.min_length, o.min_length == 1 and '' or 's'))
+      return false
+    end
+    return true
+  end }
+end
+
 S.any = kind { name = 'Any', check = function() return true end }
 
 local TRUE = { ['true'] = true, yes = true, on = true, ['1'] = true, t = true, y = true }
