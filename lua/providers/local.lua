@@ -625,6 +625,29 @@ local function exec_streaming(sb, argv, opts)
   note_hits(sb, res)
   return res
 end
+--- A phase's network policy (Harbor's network_mode / allowed_hosts: {mode, hosts}) on a live
+--- sandbox: an egress filter in the sandbox's own network namespace
+--- (providers/shared/local_net.lua: net.filter), replaced at each phase. Returns {enforced,
+--- allowed, unenforced} or nil, why (a sandbox without a namespace of its own: host mode without
+--- root, or the host's network shared).
+function M.network_policy(client, sb, policy)
+  local netns = sb.ns and sb.ns:path('net')
+  if not netns then
+    if not client.idmap and not sb.network and policy.mode == 'no-network' then
+      return { enforced = 'no network in the sandbox', allowed = {}, unenforced = {} }
+    end
+    if sb.ns then return nil, 'the sandbox shares the host\'s network (host_network): nothing to filter' end
+    return nil, 'the sandbox has no network namespace of its own to filter'
+  end
+  if policy.mode ~= 'no-network' and not sb.slirp then
+    return nil, 'the sandbox was made without the network'
+  end
+  local r, err, code = net.filter(netns, policy)
+  if not r then return nil, err, code end
+  r.enforced = 'egress filter in the sandbox\'s network namespace'
+  return r
+end
+
 --- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout,
 --- stdin, on_output}. The result has proc.run's shape, plus limit_hits ({memory = OOM kills,
 --- pids = forks refused}) when the command ran into the sandbox's limits.
