@@ -168,7 +168,7 @@ test: cseng $(C_TESTS) build/bench/fake_provider
 # The differential specs alone: each vendor's official SDK and cseng's adapter against one
 # recording fake; this target alone rewrites their sections of docs/providers/CONFORMANCE.md
 # (make check runs the same specs, writing to a temporary copy).
-CONFORMANCE_SPECS := $(wildcard spec/conformance_*_spec.lua)
+CONFORMANCE_SPECS := $(wildcard spec/providers/*/conformance_spec.lua) spec/helpers/conformance_spec.lua
 conformance: cseng $(SDKS)
 	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" \
 	  CSENG_CONFORMANCE_DOC=$(CURDIR)/docs/providers/CONFORMANCE.md tools/check.sh

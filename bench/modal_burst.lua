@@ -10,7 +10,6 @@
 ---
 --- Prints one line per run and exits 1 if any run had an error (a failed create, exec or destroy,
 --- a wrong readiness output, a task that raised, or a sandbox the fake still holds).
-local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
@@ -28,7 +27,6 @@ if not opts then
   return 2
 end
 
-local ROOT = sys.root()
 local RUNS, BURST = opts.runs or 5, opts.burst or 100
 local MARKER = 'arena-startup-ready-20261001'
 local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'

@@ -1,7 +1,7 @@
 -- The Acme provider (lua/providers/acme.lua) against a small loopback Acme: the adapter
 -- contract, a sandbox's lifecycle, and a bundled task through `cseng run --provider acme`, which
 -- passes with gold and fails with nop, leaving no sandbox behind.
--- (The skeleton's spec, docs/providers/skeleton_spec.lua: copy it to spec/<name>_spec.lua beside
+-- (The skeleton's spec, docs/providers/skeleton_spec.lua: copy it to spec/providers/<name>/<name>_spec.lua beside
 -- lua/providers/<name>.lua and make its fake answer as your API does. spec/providers/new_provider_spec.lua
 -- copies the two skeleton files into a fresh tree and runs this spec there: a new provider is
 -- those two files, with no edit anywhere else.)

@@ -1,5 +1,4 @@
 -- The doc-test of docs/PLANS.md (the rules and the machinery: spec/helpers/doctest.lua).
-local sys = require 'cseng.sys'
 
 local DOCT = require 'spec.helpers.doctest'
 

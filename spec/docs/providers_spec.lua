@@ -1,7 +1,6 @@
 -- The doc-test of the provider pages (docs/providers/*.md): their offline blocks run against
 -- the bundled fakes (`cseng fake`), their real-service blocks are marked `# needs: credentials`
 -- (the rules: spec/helpers/doctest.lua).
-local sys = require 'cseng.sys'
 
 local DOCT = require 'spec.helpers.doctest'
 

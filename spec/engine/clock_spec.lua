@@ -9,7 +9,6 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 
 -- A server in its own process (python3) that answers each request on one connection at once
 -- and, after the second answer is out, creates the marker file; with a certificate and key,

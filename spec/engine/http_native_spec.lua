@@ -5,7 +5,6 @@ local http = require 'cseng.http'
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
 local N = require 'spec.helpers.native_h1'

@@ -42,7 +42,7 @@ describe('parquet fixtures from independent writers', function()
       end)
     else
       it(string.format('%s (%s, %s, pages %s): %s', m.name, m.writer, m.codec, m.pages, m.desc), function()
-        local expected = dofile(FIX .. m.name .. '.expected.lua')
+        local expected = dofile(FIX .. m.expected .. '.expected.lua')
         local f, err, code = core.read(file)
         assert(f, tostring(err) .. ' ' .. tostring(code))
         assert.are.equal(#expected, f.num_rows)

@@ -1,4 +1,4 @@
--- Redaction of every byte the process writes, C included (issue 22, items 2 and 7): the C
+-- Redaction of every byte the process writes, C included: the C
 -- diagnostics (a never-joined task's error) go through the C redactor the Lua one feeds, and
 -- the base64 and percent-encoded forms of each secret are hidden on both sides.
 local proc = require 'cseng.proc'

@@ -1,4 +1,4 @@
--- cseng.serve's limits (issue 22, item 7): a connection cap, an idle timeout and a request
+-- cseng.serve's limits: a connection cap, an idle timeout and a request
 -- size limit, each with a default; a run with a status endpoint and nofile=256 goes on while
 -- 400 idle connections are held open against that endpoint. Clients are python3 scripts run
 -- as child processes, so the server answers from this loop while the spec waits.
@@ -6,7 +6,6 @@ local serve = require 'cseng.serve'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local http = require 'cseng.http'
 local json = require 'cjson'
 local results = require 'cseng.results.log'

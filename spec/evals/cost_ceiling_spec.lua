@@ -8,12 +8,10 @@
 -- completions served, none held, the third request refused by the proxy. The trial is recorded
 -- with stop_reason max_cost and the proxy's exact tokens, the run stops with max_cost, and the
 -- trajectory so far validates.
-local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local atif = require 'cseng.evals.atif'
 local installed = require 'solvers.shared.installed'
 
-local ROOT = sys.root()
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-ceiling-spec') end)
 teardown(function() H.close() end)

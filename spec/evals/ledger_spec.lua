@@ -1,6 +1,5 @@
 -- The cost ledger (lua/cseng/evals/ledger.lua, prices.lua) and the spend ceiling --max-cost-usd:
 -- a fake model that charges a fixed amount per call, so every figure is known in advance.
-local sys = require 'cseng.sys'
 local prices = require 'cseng.evals.prices'
 local ledger = require 'cseng.evals.ledger'
 

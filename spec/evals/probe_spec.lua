@@ -1,7 +1,6 @@
 -- Infra vs agent failure (lua/cseng/evals/probe.lua): a sandbox destroyed for real in the middle
 -- of an agent's solve is recorded as an ESANDBOX error (retriable: --retry-errors reruns it), not
 -- as the agent failing; an agent that fails in a live sandbox stays `failed`.
-local sys = require 'cseng.sys'
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-probe-spec') end)

@@ -18,7 +18,6 @@ local serve = require 'cseng.serve'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local jsonl = require 'cseng.lib.jsonl'
-local sys = require 'cseng.sys'
 
 local M = {}
 

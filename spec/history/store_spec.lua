@@ -3,14 +3,12 @@
 -- its runs one lineage, regression detection over the stored runs, and the viewer's run index
 -- restored from the store equal to the one read from the logs.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local jsonl = require 'cseng.lib.jsonl'
 local stats = require 'cseng.lib.stats'
 local sqlite = require 'cseng.sqlite'
 local extract = require 'cseng.history.extract'
 local store = require 'cseng.history.store'
 
-local root = sys.root()
 local H = require 'spec.helpers.common'
 local HH = require 'spec.helpers.history'
 local fixtures = require 'spec.browser.fixtures'

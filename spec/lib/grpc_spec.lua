@@ -112,7 +112,7 @@ describe('lua/cseng/lib/grpc.lua against grpc-js', function()
     o.method = 'Nope'
     local _, err, code = grpc.unary(o)
     -- grpc-js answers an unknown method before reading the request and resets the stream;
-    -- libcurl 7.88 now and then saw the reset first and dropped the answer; 8.14 does not (issue 26)
+    -- libcurl 7.88 now and then saw the reset first and dropped the answer; 8.14 does not
     assert.equal('GRPC_UNIMPLEMENTED', code, err)
     assert.truthy(err:find('cseng.grpctest.Test/Nope: UNIMPLEMENTED', 1, true), err)
   end)

@@ -1,6 +1,6 @@
 -- A new provider is one file and its spec, with no edit anywhere else: in a fresh tree (every
 -- other entry of this checkout linked in unchanged), docs/providers/skeleton.lua becomes
--- lua/providers/acme.lua and docs/providers/skeleton_spec.lua becomes spec/acme_spec.lua. There,
+-- lua/providers/acme.lua and docs/providers/skeleton_spec.lua becomes spec/providers/acme/acme_spec.lua. There,
 -- `cseng providers` lists acme as keeping the contract, `--provider` finds it by name, and its
 -- spec passes: the contract, a sandbox's lifecycle, and a bundled task through `cseng run
 -- --provider acme` against its loopback fake (gold passes, nop fails, no sandbox left).
@@ -25,7 +25,10 @@ local function tree(dest, open, put)
   end
   fill('')
   assert(fs.mkdir_p(dest .. '/results'))
-  for path, text in pairs(put) do assert(fs.write(dest .. '/' .. path, text)) end
+  for path, text in pairs(put) do
+    assert(fs.mkdir_p(dest .. '/' .. path:match('^(.*)/[^/]+$')))
+    assert(fs.write(dest .. '/' .. path, text))
+  end
 end
 
 describe('a new provider', function()
@@ -33,9 +36,9 @@ describe('a new provider', function()
 
   setup(function()
     tmp = assert(fs.tempdir('cseng-new-provider-'))
-    tree(tmp, { lua = true, ['lua/providers'] = true, spec = true }, {
+    tree(tmp, { lua = true, ['lua/providers'] = true, spec = true, ['spec/providers'] = true }, {
       ['lua/providers/acme.lua'] = assert(fs.read(ROOT .. '/docs/providers/skeleton.lua')),
-      ['spec/acme_spec.lua'] = assert(fs.read(ROOT .. '/docs/providers/skeleton_spec.lua')),
+      ['spec/providers/acme/acme_spec.lua'] = assert(fs.read(ROOT .. '/docs/providers/skeleton_spec.lua')),
     })
     env = { CSENG_ROOT = tmp, ACME_API_KEY = false, ACME_TOKEN = false, ACME_API_URL = false }
   end)
@@ -50,7 +53,7 @@ describe('a new provider', function()
 
   it('is the skeleton copied into lua/providers/ and spec/, nothing else (this checkout has neither)', function()
     assert.is_nil(fs.lstat(ROOT .. '/lua/providers/acme.lua'))
-    assert.is_nil(fs.lstat(ROOT .. '/spec/acme_spec.lua'))
+    assert.is_nil(fs.lstat(ROOT .. '/spec/providers/acme/acme_spec.lua'))
     assert.equal('file', fs.lstat(tmp .. '/lua/providers/acme.lua').type)
     assert.equal('link', fs.lstat(tmp .. '/lua/providers/lizard.lua').type)
     assert.equal('link', fs.lstat(tmp .. '/lua/providers/shared').type)
@@ -73,7 +76,7 @@ describe('a new provider', function()
   end)
 
   it('passes its own spec there: the contract, the lifecycle, and a bundled task on its fake', function()
-    local r = cseng({ 'test', 'spec/acme_spec.lua' }, 900)
+    local r = cseng({ 'test', 'spec/providers/acme/acme_spec.lua' }, 900)
     assert.equal(0, r.code, r.stdout .. r.stderr)
     assert.matches('\n3 successes / 0 failures / 0 errors / 0 pending', r.stdout)
   end)

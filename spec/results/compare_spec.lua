@@ -5,9 +5,7 @@
 -- the change with its interval, pass@1..2 and the cost per trial and per pass; the cells on one side
 -- only say so, the identity warning stays, and the fallen cell counts as a regression.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 
-local ROOT = sys.root()
 local fixtures = require 'spec.browser.fixtures'
 local C = require 'spec.helpers.common'
 

@@ -1,4 +1,4 @@
--- The run log under a full disk and torn records (issue 22, item 5): the writer cuts a torn
+-- The run log under a full disk and torn records: the writer cuts a torn
 -- tail on open (and records a `log_repaired` event), readers keep every whole record of a log
 -- whose torn record a later write landed on, a write failure (ENOSPC) stops new allocations at
 -- once with one line and no traceback, and the run's log, on a small tmpfs this spec mounts,
@@ -6,7 +6,6 @@
 -- same --output is refused in one line.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
 
 local H = require 'spec.helpers.runlog'

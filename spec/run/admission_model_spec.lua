@@ -5,7 +5,6 @@
 -- The run ends with no failed trial although every completion may be tried only twice (a 429
 -- under admission spends no try), with and without Retry-After; with admission off the same run
 -- fails a trial. Verdicts are counts, never times.
-local sys = require 'cseng.sys'
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-admission-model-spec') end)

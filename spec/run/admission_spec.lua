@@ -7,9 +7,7 @@ local admission = require 'cseng.run.admission'
 local results = require 'cseng.results.log'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 
-local ROOT = sys.root()
 local fake_mod = require 'spec.fakes.admission'
 
 local tmp

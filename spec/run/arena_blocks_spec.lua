@@ -4,32 +4,17 @@
 -- blocks) covers the shift, the report says the runs disagree, and a comparison whose block-level
 -- CIs overlap reads "not distinguishable". Plus the host context recorded per block.
 local arena = require 'cseng.run.kinds.startup'
-local results = require 'cseng.results.log'
 local stats = require 'cseng.lib.stats'
 local fs = require 'cseng.fs'
 local H = require 'spec.helpers.common'
+local A = require 'spec.helpers.arena'
 teardown(H.remove_tempdirs)
-local sys = require 'cseng.sys'
 
 local fake = require('spec.fakes').module('lizard')
 
-local function capture()
-  local sink = { text = '' }
-  function sink:write(...) for _, s in ipairs({ ... }) do self.text = self.text .. tostring(s) end end
-  return sink
-end
+teardown(A.close_fakes)
 
-local started = {}
-teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
-
-local function run_arena(opts)
-  local dir = H.tempdir('arena-blocks-')
-  opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
-  local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
-  for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
-  return status, by, opts.stderr.text, info
-end
+local function run_arena(opts) return A.run(opts, 'arena-blocks-') end
 
 local SAMPLES, BLOCKS = 8, 4
 -- block b of provider a: its creates (b-1)*SAMPLES+1 .. b*SAMPLES (no warmups), shifted by SHIFT[b]
@@ -46,7 +31,7 @@ describe('arena --repeat: a provider whose latency shifts between blocks', funct
     -- b does not shift; its creates spread over 20 ms, so that a block's CI is not narrower than
     -- the machine's own jitter (1 ms steps made a loaded machine's slow block "disagree")
     fb = fake.start { latency = { create = function(n) return 0.09 + (n % 3) * 0.01 end } }
-    started[#started + 1], started[#started + 2] = fa, fb
+    A.started(fa); A.started(fb)
     status, by, errtext, info = run_arena { providers = { 'a', 'b' }, provider_config = { a = fa.config(), b = fb.config() },
       samples = SAMPLES, warmups = 0, repeats = BLOCKS, seed = 7 }
   end)

@@ -6,37 +6,18 @@
 -- (the Lizard shape, a CA made for this run), speaking HTTP/2 and, with ALPN narrowed, HTTP/1.1.
 -- Verdicts are counts and values (a handshake_ms present or absent), never durations.
 local arena = require 'cseng.run.kinds.startup'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
 local http = require 'cseng.http'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local H = require 'spec.helpers.common'
+local A = require 'spec.helpers.arena'
 teardown(H.remove_tempdirs)
 
 local blib = require 'bench.lib'
 
-local function capture()
-  local sink = { text = '' }
-  function sink:write(...) for _, s in ipairs({ ... }) do self.text = self.text .. tostring(s) end end
-  return sink
-end
+local function run_arena(opts) return A.run(opts, 'arena-conn-') end
 
-local function run_arena(opts)
-  local dir = H.tempdir('arena-conn-')
-  opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = frame.run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
-  local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
-  for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
-  return status, by, opts.stderr.text
-end
-
-local function measured(by)
-  local out = {}
-  for _, t in ipairs(by.startup_trial) do if not t.warmup then out[#out + 1] = t end end
-  return out
-end
+local measured = A.measured
 
 for _, proto in ipairs { { name = 'HTTP/2', alpn = 'h2,http/1.1' }, { name = 'HTTP/1.1', alpn = 'http/1.1' } } do
   describe('arena --mode burst over TLS (' .. proto.name .. ')', function()

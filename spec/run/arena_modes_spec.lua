@@ -1,43 +1,20 @@
 -- The arena's modes (--mode lockstep|sequential|staggered|burst, lua/arena.lua) against Lizard
 -- fakes that count the creates in flight at once, and the startup report's mode and
 -- computesdk-compatible sections checked against a hand computation on a crafted log.
-local results = require 'cseng.results.log'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local H = require 'spec.helpers.common'
+local A = require 'spec.helpers.arena'
 teardown(H.remove_tempdirs)
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 
 local fake = require('spec.fakes').module('lizard')
 
-local function capture()
-  local sink = { text = '' }
-  function sink:write(...) for _, s in ipairs({ ... }) do self.text = self.text .. tostring(s) end end
-  return sink
-end
+teardown(A.close_fakes)
 
-local started = {}
-teardown(function() for _, f in ipairs(started) do pcall(f.close) end end)
+local function run_arena(opts) return A.run(opts, 'arena-modes-') end
 
-local function run_arena(opts)
-  local dir = H.tempdir('arena-modes-')
-  opts.output, opts.quiet, opts.cleanup_backoff, opts.stderr = dir, true, { 0.01, 0.02 }, capture()
-  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
-  local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
-  for _, e in ipairs(results.read(info.jsonl)) do table.insert(by[e.event], e) end
-  return status, by, opts.stderr.text, info
-end
-
-local function assert_accounted(by, n)
-  local closed = {}
-  for _, e in ipairs(by.destroyed) do closed[e.provider .. '/' .. e.sandbox_id] = true end
-  assert.equal(n, #by.allocated)
-  for _, a in ipairs(by.allocated) do
-    assert(closed[a.provider .. '/' .. a.sandbox_id], a.sandbox_id .. ' allocated and never destroyed')
-  end
-  assert.equal(0, #by.cleanup_failed)
-end
+local assert_accounted = A.assert_accounted
 
 -- A create latency that counts the creates being handled and holds each until `k` are in flight
 -- (a barrier, so the count does not depend on timing), or until all `n` creates still to come
@@ -66,7 +43,7 @@ describe('arena --mode burst --burst 50', function()
   setup(function()
     g = gate(50, 50, 60)
     f = fake.start { latency = { create = g.latency } }
-    started[#started + 1] = f
+    A.started(f)
     status, by, errtext, info = run_arena { providers = { 'liz' }, provider_config = { liz = f.config() },
       mode = 'burst', burst = 50, samples = 50, warmups = 0, seed = 5 }
   end)
@@ -115,7 +92,7 @@ describe('arena --mode burst: the cap', function()
   it('never has more than --burst creates in flight; the queued ones run as places open', function()
     local g = gate(4, 12, 60)
     local f = fake.start { latency = { create = g.latency } }
-    started[#started + 1] = f
+    A.started(f)
     local status, by, errtext = run_arena { providers = { 'liz' }, provider_config = { liz = f.config() },
       mode = 'burst', burst = 4, samples = 12, warmups = 0, seed = 5 }
     assert.equal(0, status, errtext)
@@ -131,7 +108,7 @@ describe('arena --mode sequential and staggered', function()
     local shared = {}
     local fa = fake.start { shared = shared, latency = { create = 0.01 } }
     local fb = fake.start { shared = shared, latency = { create = 0.01 } }
-    started[#started + 1], started[#started + 2] = fa, fb
+    A.started(fa); A.started(fb)
     local status, by, errtext = run_arena { providers = { 'a', 'b' }, provider_config = { a = fa.config(), b = fb.config() },
       mode = 'sequential', samples = 5, warmups = 0, seed = 9 }
     assert.equal(0, status, errtext)
@@ -142,7 +119,7 @@ describe('arena --mode sequential and staggered', function()
 
   it('staggered: one create every --stagger-ms; the report has the ramp profile', function()
     local f = fake.start { latency = { create = 0.02 } }
-    started[#started + 1] = f
+    A.started(f)
     local status, by, errtext, info = run_arena { providers = { 'liz' }, provider_config = { liz = f.config() },
       mode = 'staggered', stagger_ms = 30, samples = 6, warmups = 0, seed = 9 }
     assert.equal(0, status, errtext)

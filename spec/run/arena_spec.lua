@@ -10,6 +10,7 @@ local http = require 'cseng.http'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local H = require 'spec.helpers.common'
+local A = require 'spec.helpers.arena'
 teardown(H.remove_tempdirs)
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
@@ -18,68 +19,18 @@ local fake = require('spec.fakes').module('lizard')
 
 -- ---- helpers --------------------------------------------------------------------------
 
-local function capture()
-  local sink = { text = '' }
-  function sink:write(...)
-    for _, s in ipairs({ ... }) do self.text = self.text .. tostring(s) end
-  end
-  return sink
-end
-
-local started_fakes = {}
 local function start_fakes(switches)
   local fakes, config = {}, {}
   for name, sw in pairs(switches) do
     fakes[name] = fake.start(sw)
     config[name] = fakes[name].config()
-    started_fakes[#started_fakes + 1] = fakes[name]
+    A.started(fakes[name])
   end
   return fakes, config
 end
 
--- Run the arena in-process; returns status, events (by kind too), stderr text, and what
--- arena.run returned after the status.
-local function run_arena(opts)
-  local dir = H.tempdir('arena-spec-')
-  opts.output = opts.output or dir
-  opts.quiet = true
-  opts.cleanup_backoff = opts.cleanup_backoff or { 0.01, 0.02 }
-  opts.stderr = capture()
-  local status, info = require('cseng.run.frame').run('startup', require('cseng.cli.present').attach(opts, { err = opts.stderr }))
-  local events = results.read(info.jsonl)
-  local by = setmetatable({}, { __index = function(t, k) local l = {}; rawset(t, k, l); return l end })
-  for _, e in ipairs(events) do table.insert(by[e.event], e) end
-  return status, events, by, opts.stderr.text, info
-end
-
--- Every sandbox the log says was allocated has a destroyed or a cleanup_failed record.
--- Keyed by provider and id: two providers may use the same id scheme.
-local function assert_accounted(by)
-  local closed = {}
-  for _, e in ipairs(by.destroyed) do closed[e.provider .. '/' .. e.sandbox_id] = 'destroyed' end
-  for _, e in ipairs(by.cleanup_failed) do
-    local k = e.provider .. '/' .. e.sandbox_id
-    assert(not closed[k], k .. ' has both a destroyed and a cleanup_failed record')
-    closed[k] = 'cleanup_failed'
-  end
-  local seen = {}
-  for _, a in ipairs(by.allocated) do
-    local k = a.provider .. '/' .. a.sandbox_id
-    assert(not seen[k], k .. ' allocated twice')
-    seen[k] = true
-    assert(closed[k], 'allocated sandbox ' .. k .. ' has neither a destroyed nor a cleanup_failed record')
-  end
-  for k in pairs(closed) do assert(seen[k], k .. ' closed but never allocated') end
-  return closed
-end
-
-local function measured(by, provider)
-  local out = {}
-  for _, t in ipairs(by.startup_trial) do
-    if not t.warmup and (provider == nil or t.provider == provider) then out[#out + 1] = t end
-  end
-  return out
-end
+local function run_arena(opts) return A.run(opts, 'arena-spec-') end
+local assert_accounted, measured = A.assert_accounted, A.measured
 
 local function orders(by)
   local out = {}
@@ -98,16 +49,13 @@ local function assert_counts(f, want)
   assert.equal(0, s.bad_requests, 'malformed requests')
 end
 
-teardown(function()
-  for _, f in ipairs(started_fakes) do pcall(f.close) end
-end)
+teardown(A.close_fakes)
 
 -- ---- the arena against the fake --------------------------------------------------------
 
 describe('arena: a clean run against three fakes', function()
   local fakes, status, by, errtext, last
   local shared = {}
-  local _
   setup(function()
     local config
     local create = { create = 0.05 }
@@ -115,7 +63,7 @@ describe('arena: a clean run against three fakes', function()
       a = { latency = create, shared = shared }, b = { latency = create, shared = shared },
       c = { latency = create, shared = shared },
     }
-    status, _, by, errtext, last = run_arena { providers = { 'c', 'a', 'b' }, provider_config = config,
+    status, by, errtext, last = run_arena { providers = { 'c', 'a', 'b' }, provider_config = config,
       samples = 4, warmups = 2, seed = 11 }
   end)
 
@@ -219,7 +167,7 @@ describe('arena: round orders', function()
   setup(function()
     local _, config = start_fakes { a = {}, b = {}, c = {}, d = {} }
     local function run_orders(seed, providers)
-      local status, _, by = run_arena { providers = providers, provider_config = config, samples = 6, warmups = 2,
+      local status, by = run_arena { providers = providers, provider_config = config, samples = 6, warmups = 2,
         seed = seed }
       assert.equal(0, status)
       return orders(by), by
@@ -261,7 +209,7 @@ describe('arena: a failure is a measured outcome', function()
   it('is recorded, not retried, and the run goes on', function()
     local fakes, config = start_fakes { a = {}, b = { create_status = function(n) return n == 3 and 503 end } }
     local dir = H.tempdir('arena-report-')
-    local status, _, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
+    local status, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
       samples = 4, warmups = 1, seed = 3, report = dir .. '/custom.md' }
     assert.equal(0, status)
     assert.matches('| b | 4 | 3 | 75.0%', assert(fs.read(dir .. '/custom.md')), 1, true)
@@ -285,7 +233,7 @@ describe('arena: stop rules', function()
   it('a cleanup failure stops allocation', function()
     -- b's deletes: 1 (warmup) and 2 (round 1) succeed; round 2's three attempts (3, 4, 5) fail
     local fakes, config = start_fakes { a = {}, b = { delete_status = function(n) return n >= 3 and 500 end }, c = {} }
-    local status, _, by, errtext = run_arena { providers = { 'a', 'b', 'c' }, provider_config = config,
+    local status, by, errtext = run_arena { providers = { 'a', 'b', 'c' }, provider_config = config,
       samples = 10,
       warmups = 1, seed = 5 }
     assert.equal(1, status)
@@ -312,7 +260,7 @@ describe('arena: stop rules', function()
 
   it('leaves a log that `cseng cleanup` completes', function()
     local fakes, config = start_fakes { lizard = { delete_status = 500 } }
-    local status, _, by, _, info = run_arena { providers = { 'lizard' }, provider_config = config, samples = 5,
+    local status, by, _, info = run_arena { providers = { 'lizard' }, provider_config = config, samples = 5,
       warmups = 0, seed = 1 }
     assert.equal(1, status)
     assert.equal(1, #by.cleanup_failed)
@@ -329,7 +277,7 @@ describe('arena: stop rules', function()
 
   it('a 401 stops the run after its round', function()
     local fakes, config = start_fakes { a = {}, b = { create_status = function(n) return n == 2 and 401 end } }
-    local status, _, by, errtext = run_arena { providers = { 'a', 'b' }, provider_config = config,
+    local status, by, errtext = run_arena { providers = { 'a', 'b' }, provider_config = config,
       samples = 10,
       warmups = 1, seed = 5 }
     assert.equal(1, status)
@@ -344,7 +292,7 @@ describe('arena: stop rules', function()
 
   it('a 403 in warmup stops before anything is measured', function()
     local fakes, config = start_fakes { a = {}, b = { create_status = 403 } }
-    local status, _, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
+    local status, by = run_arena { providers = { 'a', 'b' }, provider_config = config,
       samples = 10, warmups = 3, seed = 5 }
     assert.equal(1, status)
     assert_counts(fakes.a, { creates = 1, deletes = 1, live = 0 })
@@ -356,7 +304,7 @@ describe('arena: stop rules', function()
   it('a wrong API key (401 from every endpoint) stops the run', function()
     local fakes, config = start_fakes { a = {} }
     config.a.api_key = 'wrong-key'
-    local status, _, by = run_arena { providers = { 'a' }, provider_config = config, samples = 10, warmups = 0,
+    local status, by = run_arena { providers = { 'a' }, provider_config = config, samples = 10, warmups = 0,
       seed = 5 }
     assert.equal(1, status)
     assert_counts(fakes.a, { creates = 1, created = 0, unauthorized = 1 })
@@ -366,7 +314,7 @@ describe('arena: stop rules', function()
 
   it('a warmup readiness failure stops before measurement', function()
     local fakes, config = start_fakes { a = {}, b = { missing_marker = true } }
-    local status, _, by, errtext = run_arena { providers = { 'a', 'b' }, provider_config = config,
+    local status, by, errtext = run_arena { providers = { 'a', 'b' }, provider_config = config,
       samples = 10,
       warmups = 3, seed = 5 }
     assert.equal(1, status)
@@ -395,7 +343,7 @@ describe('arena: stop rules', function()
       if n == 3 then return 0, 'something else\n', '' end
       return 0, 'noise\narena-startup-ready-20261001\n', ''
     end }
-    local status, _, by = run_arena { providers = { 'a' }, provider_config = config, samples = 4, warmups = 1,
+    local status, by = run_arena { providers = { 'a' }, provider_config = config, samples = 4, warmups = 1,
       seed = 1 }
     assert.equal(0, status)
     local bad = {}
@@ -409,7 +357,7 @@ describe('arena: stop rules', function()
   it('a hung call becomes ETIMEDOUT at the trial timeout, and the sandbox is still destroyed', function()
     -- the third exec never answers (600 s): only the timeout can end it, whatever this machine's speed
     local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 600 or 0 end } } }
-    local status, _, by = run_arena { providers = { 'a' }, provider_config = config, samples = 2, warmups = 1, seed = 1,
+    local status, by = run_arena { providers = { 'a' }, provider_config = config, samples = 2, warmups = 1, seed = 1,
       timeout_seconds = 5 }
     assert.equal(0, status)
     local t = measured(by)[1]
@@ -550,8 +498,8 @@ describe('arena: every vendor adapter side by side', function()
     local lz = fake.start { latency = { create = 0.02 } }
     local dt = require('spec.fakes').module('daytona').start {}
     local e2 = require('spec.fakes').module('e2b').start {}
-    for _, f in ipairs({ lz, dt, e2 }) do started_fakes[#started_fakes + 1] = f end
-    local status, _, by, errtext = run_arena { providers = { 'lizard', 'daytona', 'e2b', 'local' }, samples = 3,
+    for _, f in ipairs({ lz, dt, e2 }) do A.started(f) end
+    local status, by, errtext = run_arena { providers = { 'lizard', 'daytona', 'e2b', 'local' }, samples = 3,
       warmups = 1, seed = 4, provider_config = { lizard = lz.config(), daytona = dt.config(), e2b = e2.config() } }
     assert.equal(0, status, errtext)
     for _, f in ipairs({ lz, dt, e2 }) do
@@ -578,7 +526,7 @@ describe('cseng report', function()
   local report = require 'cseng.cli.commands.report'
   setup(function()
     local _, config = start_fakes { a = {}, b = {} }
-    _, _, _, _, last = run_arena { providers = { 'a', 'b' }, provider_config = config, samples = 5, warmups = 1,
+    _, _, _, last = run_arena { providers = { 'a', 'b' }, provider_config = config, samples = 5, warmups = 1,
       seed = 9 }
   end)
 
@@ -641,7 +589,7 @@ describe('lizard adapter', function()
 
   it('creates, execs, lists and destroys against the fake, with the documented request bodies', function()
     local f = fake.start {}
-    started_fakes[#started_fakes + 1] = f
+    A.started(f)
     local env = { LIZARD_API_URL = f.url .. '/', LIZARD_API_KEY = f.api_key, LIZARD_PROJECT_ID = f.project_id }
     local c = lizard.connect { getenv = function(k) return env[k] end }
     assert.equal(f.url, c.base)
@@ -670,7 +618,7 @@ describe('lizard adapter', function()
 
   it('maps HTTP errors to HTTP_<status> and transport errors to cseng.http codes', function()
     local f = fake.start { create_status = 429 }
-    started_fakes[#started_fakes + 1] = f
+    A.started(f)
     local c = lizard.connect(f.config())
     local sb, err, code = lizard.create(c, {})
     assert.is_nil(sb)
@@ -686,7 +634,7 @@ describe('lizard adapter', function()
     -- the fake does not run shells; check the commands it was sent instead
     local cmds = {}
     local f = fake.start { exec = function(cmd) cmds[#cmds + 1] = cmd; return 0, 'aGVsbG8=', '' end }
-    started_fakes[#started_fakes + 1] = f
+    A.started(f)
     local c = lizard.connect(f.config())
     local sb = assert(lizard.create(c, {}))
     assert.is_true(lizard.put(c, sb, '/workspace/x', 'TARBYTES'))
@@ -702,7 +650,7 @@ end)
 
 describe('arena: the local provider', function()
   it('runs 5 samples for real and reports them', function()
-    local status, _, by, errtext, last = run_arena { providers = { 'local' }, samples = 5, warmups = 1,
+    local status, by, errtext, last = run_arena { providers = { 'local' }, samples = 5, warmups = 1,
       seed = 20261001 }
     assert.equal(0, status, errtext)
     local m = measured(by, 'local')

@@ -1,4 +1,4 @@
--- Reliability under a hostile provider (issue 15): a planted key reaches no output, lost create
+-- Reliability under a hostile provider: a planted key reaches no output, lost create
 -- answers leave no sandbox behind, signals interrupt running Lua, an auth failure stops a task
 -- run, a huge response is refused while it arrives, bad plan fields and control characters.
 -- Every case is a fault-injecting fake (spec/providers/lizard/fake.lua) or a crafted input.

@@ -3,7 +3,6 @@
 -- worker loop, the trial's watchdog, the end and its exit status). Shown with a tiny kind written
 -- to a temporary tree: nothing else in cseng is edited for it.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
 local frame = require 'cseng.run.frame'
 local H = require 'spec.helpers.common'

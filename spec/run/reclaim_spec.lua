@@ -1,4 +1,4 @@
--- Reliability, round three (issue 22, items 4 and 7): a run killed with SIGKILL while every
+-- Reclaiming after a crash: a run killed with SIGKILL while every
 -- create is still unanswered leaves an `intent` record per create, and `cseng cleanup RUN.jsonl`
 -- alone then finds and destroys every sandbox by the run's labels, for a task log (`provider`)
 -- and an arena log (`providers`); several sandboxes may carry one create label (a POST curl
@@ -7,7 +7,6 @@
 -- process while the run is a child process, so the kill takes only the run.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local results = require 'cseng.results.log'
 local session = require 'cseng.run.session'
 

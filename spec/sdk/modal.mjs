@@ -78,7 +78,7 @@ try {
   seen.warm = warm;
   check(warm.code === 0 && warm.stdout === 'warm\n', 'sandbox from the snapshot has the file');
 
-  // A task's environment, built by Modal (issue 13). The SDK's own image builder: a registry image
+  // A task's environment, built by Modal. The SDK's own image builder: a registry image
   // and the Dockerfile steps it accepts (RUN, ENV, ARG, USER, WORKDIR; it refuses COPY from a
   // local context), one ImageGetOrCreate (+ ImageJoinStreaming), then a sandbox from it.
   const built = await modal.images.fromRegistry('debian:bookworm-slim').dockerfileCommands([

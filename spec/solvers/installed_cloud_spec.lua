@@ -1,4 +1,4 @@
--- Installed coding agents on a cloud provider (issue 25): the real Codex CLI and Claude Code (npm,
+-- Installed coding agents on a cloud provider: the real Codex CLI and Claude Code (npm,
 -- `make deps-agents`) run inside sandboxes of the E2B fake (spec/providers/e2b/fake.lua; adapter
 -- lua/providers/e2b.lua) against the fakes of their APIs (spec/fakes/llm/responses.lua,
 -- messages.lua), whose scripted "model" applies each task's gold fix. The CLI's binary travels as
@@ -10,12 +10,10 @@
 -- without network fails at once with ENONETWORK naming the endpoint, before any part is shipped.
 -- The CLIs reach their fakes through the run's model proxy (lua/cseng/evals/proxy.lua): the E2B
 -- fake's sandboxes run on this machine and are given the proxy's port (spec/fakes/sandboxes.lua).
-local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local installed = require 'solvers.shared.installed'
 local pack = require 'solvers.installed.pack'
 
-local ROOT = sys.root()
 local e2b_fake = require('spec.fakes').module('e2b')
 
 -- the cap on one upload: small, so each CLI's archive (~120-130 MB) goes in several parts

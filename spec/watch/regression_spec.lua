@@ -3,11 +3,9 @@
 -- run 6 and told once to --on-change with its evidence; a fake whose latency only jitters makes
 -- it report none.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local jsonl = require 'cseng.lib.jsonl'
 local store = require 'cseng.history.store'
 
-local root = sys.root()
 local H = require 'spec.helpers.common'
 local W = require 'spec.helpers.watch'
 local lizard = require('spec.fakes').module('lizard')

@@ -2,7 +2,7 @@
 --- `POST /v1/chat/completions`, `stream: true`, many tools, server-sent events), on cseng.serve; a
 --- scripted model that counts what it was asked, like spec/fakes/llm/messages.lua:
 ---
----   local cf = dofile(sys.root() .. '/spec/fakes/llm/chat_stream.lua')
+---   local cf = require 'spec.fakes.llm.chat_stream'
 ---   local f = cf.start { api_key = 'sk-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- OPENCODE_BASE_URL = f.url .. '/v1'; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---

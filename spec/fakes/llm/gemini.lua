@@ -4,7 +4,7 @@
 ---   POST /v1beta/models/<model>:countTokens
 --- on cseng.serve; a scripted model that counts what it was asked, like spec/fakes/llm/messages.lua:
 ---
----   local gf = dofile(sys.root() .. '/spec/fakes/llm/gemini.lua')
+---   local gf = require 'spec.fakes.llm.gemini'
 ---   local f = gf.start { api_key = 'k', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- GOOGLE_GEMINI_BASE_URL = f.url; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---

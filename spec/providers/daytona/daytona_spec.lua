@@ -10,7 +10,6 @@ local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local H = require 'spec.helpers.common'
 teardown(H.remove_tempdirs)
-local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local daytona = require 'providers.daytona'

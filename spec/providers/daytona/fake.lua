@@ -67,7 +67,6 @@
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'

@@ -68,7 +68,6 @@ local http = require 'cseng.http'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local sys = require 'cseng.sys'
 
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'

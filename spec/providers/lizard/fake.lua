@@ -37,7 +37,6 @@
 --- `environment`; anything else exits 0 with empty output. With real = true (what `cseng fake
 --- lizard` starts) commands really run instead, each sandbox a local bubblewrap sandbox
 --- (spec/fakes/sandboxes.lua), so task runs work end to end.
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local task = require 'cseng.task'
 

@@ -367,7 +367,7 @@ describe('cseng run with --provider modal (fake)', function()
   end
 
   -- no --retry-errors: on libcurl 8.14 (tools/apt-backports.sh) no call breaks under concurrency
-  -- (7.88 lost HTTP/2 stream ends here: "Received HTTP/0.9"; issue 26)
+  -- (7.88 lost HTTP/2 stream ends here: "Received HTTP/0.9")
   it('cold-gold: the covering tasks (every kind of environment and file) pass with gold cold and warm; they score 0 with nop', function()
     -- every task runs cold and warm on local and docker and with nop on local (spec/run/tasks_spec.lua,
     -- spec/providers/docker/docker_spec.lua); here, the tasks that cover every kind of environment and file the dataset has

@@ -64,7 +64,6 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local sys = require 'cseng.sys'
 
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'

@@ -5,7 +5,6 @@
 --     bundled task), a kill -9 mid-run then `cseng cleanup --provider runloop`, and the startup
 --     arena on the vercel and runloop fakes together.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'

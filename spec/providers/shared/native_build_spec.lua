@@ -1,4 +1,4 @@
--- Native builds of the task's recipe on the vendors that have them (issue 13: daytona, runloop,
+-- Native builds of the task's recipe on the vendors that have them (daytona, runloop,
 -- e2b, modal), end to end:
 -- `cseng run --provider P` against the provider's fake, on the bundled tasks whose tests pass
 -- only if their Dockerfile's RUN steps ran (data/tasks/build-*, found in data/smoke.jsonl).
@@ -8,7 +8,6 @@
 -- key and a build phase, then cached_layer on a second run; no RUN step was replayed in the
 -- trial's sandbox; nop scores 0.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local jsonl = require 'cseng.lib.jsonl'
 

@@ -3,7 +3,6 @@
 -- lua/providers/vercel.lua against one recording fake (spec/providers/vercel/fake.lua); every operation is
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
-local sys = require 'cseng.sys'
 local vercel = require 'providers.vercel'
 local vercel_wire = require 'providers.shared.vercel_wire'
 

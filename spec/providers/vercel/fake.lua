@@ -44,7 +44,6 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local sys = require 'cseng.sys'
 
 local common = require 'spec.fakes.sandboxes'
 local scaffold = require 'spec.fakes.rest'

@@ -4,7 +4,6 @@
 --   * the runner end to end on the fake (`cseng run --provider vercel`), a missing credential,
 --     and no token in the results files.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local vercel = require 'providers.vercel'
 local vercel_wire = require 'providers.shared.vercel_wire'

@@ -6,22 +6,20 @@
 -- sends the shell calls that apply each task's gold fix. Both tasks pass through the run's model
 -- proxy (the sandbox holds a token, the fake sees only the real key; tokens are the proxy's counts
 -- of the fake's answers), the trajectory is valid ATIF v1.7, and nop passes none of the tasks.
-local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
 local atif = require 'cseng.evals.atif'
 local installed = require 'solvers.shared.installed'
 local agents = require 'solvers.shared.agents'
 
-local ROOT = sys.root()
 local H
-setup(function() H = dofile(ROOT .. '/spec/fakes/llm/harness.lua').new('cseng-installed-more-spec') end)
+setup(function() H = require('spec.fakes.llm.harness').new('cseng-opencode-gemini-spec') end)
 teardown(function() H.close() end)
 
 local AGENTS = {
-  { solver = 'opencode', fake = 'chat_stream.lua', agent_name = 'opencode',
+  { solver = 'opencode', fake = 'spec.fakes.llm.chat_stream', agent_name = 'opencode',
     env = function(f) return { OPENCODE_API_KEY = H.KEY, OPENCODE_BASE_URL = f.url .. '/v1', OPENCODE_MODEL = H.MODEL } end },
-  { solver = 'gemini_cli', fake = 'gemini.lua', agent_name = 'gemini-cli', model = 'gemini-fake-1',
+  { solver = 'gemini_cli', fake = 'spec.fakes.llm.gemini', agent_name = 'gemini-cli', model = 'gemini-fake-1',
     env = function(f) return { GEMINI_API_KEY = H.KEY, GOOGLE_GEMINI_BASE_URL = f.url, GEMINI_MODEL = 'gemini-fake-1' } end },
 }
 
@@ -45,7 +43,7 @@ for _, A in ipairs(AGENTS) do
     end
 
     it('solves two bundled tasks in local sandboxes through the model proxy; usage from the answers, ATIF v1.7', function()
-      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      local fk = require(A.fake)
       local f = fk.start { api_key = H.KEY, model = A.model or H.MODEL, script = H.gold_script, tool = D.tool }
       local env = A.env(f)
       env.CSENG_LLM_PRICE_IN, env.CSENG_LLM_PRICE_OUT = '1', '2' -- USD per 1M tokens

@@ -17,7 +17,7 @@ local K = require 'cseng.run.kinds.tasks'
 local ROOT = sys.root()
 local FIX = ROOT .. '/spec/fixtures/harbor13'
 local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-task13-spec-')) end)
+setup(function() tmp = assert(fs.tempdir('cseng-task-schema-spec-')) end)
 teardown(function() fs.remove_tree(tmp) end)
 
 local MAP = { 'debian:bookworm*=cseng/debian:bookworm' }

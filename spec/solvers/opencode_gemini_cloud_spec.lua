@@ -1,31 +1,29 @@
 -- OpenCode and Gemini CLI (lua/solvers/shared/agents.lua) on a cloud provider: the E2B fake
--- (spec/fakes/e2b/fake.lua), whose uploads are capped, so each agent travels as the cached
+-- (spec/providers/e2b/fake.lua), whose uploads are capped, so each agent travels as the cached
 -- deterministic tar.gz of lua/solvers/installed/pack.lua in parts (Gemini CLI: its bundle and the
 -- Node.js runtime, one archive), against the fake of its API; both tasks pass through the model
 -- proxy (the E2B fake's sandboxes run on this machine and get the proxy's port), each agent is
 -- packed once, the trajectories are valid ATIF v1.7, and nop passes none of the tasks there.
-local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local atif = require 'cseng.evals.atif'
 local installed = require 'solvers.shared.installed'
 local agents = require 'solvers.shared.agents'
 
-local ROOT = sys.root()
 local H
-setup(function() H = dofile(ROOT .. '/spec/fakes/llm/harness.lua').new('cseng-installed-more-cloud-spec') end)
+setup(function() H = require('spec.fakes.llm.harness').new('cseng-opencode-gemini-cloud-spec') end)
 teardown(function() H.close() end)
 
 local AGENTS = {
-  { solver = 'opencode', fake = 'chat_stream.lua', agent_name = 'opencode',
+  { solver = 'opencode', fake = 'spec.fakes.llm.chat_stream', agent_name = 'opencode',
     env = function(f) return { OPENCODE_API_KEY = H.KEY, OPENCODE_BASE_URL = f.url .. '/v1', OPENCODE_MODEL = H.MODEL } end },
-  { solver = 'gemini_cli', fake = 'gemini.lua', agent_name = 'gemini-cli', model = 'gemini-fake-1',
+  { solver = 'gemini_cli', fake = 'spec.fakes.llm.gemini', agent_name = 'gemini-cli', model = 'gemini-fake-1',
     env = function(f) return { GEMINI_API_KEY = H.KEY, GOOGLE_GEMINI_BASE_URL = f.url, GEMINI_MODEL = 'gemini-fake-1' } end },
 }
 
--- on a cloud provider: the E2B fake (spec/fakes/e2b/fake.lua), whose uploads are capped, so the
+-- on a cloud provider: the E2B fake (spec/providers/e2b/fake.lua), whose uploads are capped, so the
 -- agent travels as the cached deterministic tar.gz of lua/solvers/installed/pack.lua in parts
 describe('on the E2B fake', function()
-  local e2b_fake = dofile(ROOT .. '/spec/fakes/init.lua').module('e2b')
+  local e2b_fake = require('spec.fakes').module('e2b')
   local CAP = 48 << 20
   local E, CACHE
   setup(function()
@@ -39,7 +37,7 @@ describe('on the E2B fake', function()
     it(A.solver .. ' solves its two bundled tasks, shipped in parts under the cap, packed once', function()
       if not have then pending('needs make deps-agents') return end
       local pack = require 'solvers.installed.pack'
-      local fk = dofile(ROOT .. '/spec/fakes/llm/' .. A.fake)
+      local fk = require(A.fake)
       local f = fk.start { api_key = H.KEY, model = A.model or H.MODEL, script = H.gold_script, tool = D.tool }
       local env = E.env(A.env(f))
       env.E2B_MAX_UPLOAD_BYTES, env.CSENG_CACHE = tostring(CAP), CACHE

@@ -1,7 +1,7 @@
 -- `cseng export --format harbor DIR` (lua/cseng/results/harbor.lua): a Harbor job folder that
 -- Harbor's own models load. Every file is checked here against the models as declared field by
 -- field from Harbor's sources (lua/cseng/results/harbor_models.lua, held to them by
--- spec/harbor_models_spec.lua; ATIF: lua/cseng/evals/atif.lua), the trial folders are named as
+-- spec/results/harbor_models_spec.lua; ATIF: lua/cseng/evals/atif.lua), the trial folders are named as
 -- Harbor names them, the agent's trajectory and the verifier's outputs are in place; and the job
 -- folder reads back into `cseng compare` and `cseng view` (every reward key a metric there too).
 local sys = require 'cseng.sys'
@@ -20,7 +20,7 @@ local app = require 'cseng.view.app'
 local ROOT = sys.root()
 local H, job, runs
 setup(function()
-  H = dofile(ROOT .. '/spec/fakes/llm/harness.lua').new('cseng-harbor-export-spec')
+  H = require('spec.fakes.llm.harness').new('cseng-harbor-export-spec')
   runs = {}
   -- an LLM agent's trial (a trajectory) against the chat-completions fake
   local f = H.start { script = H.llm.replay(H.gold_commands) }
