@@ -91,8 +91,8 @@ function A.assert_accounted(by, n)
   end
   for k in pairs(closed) do assert(seen[k], k .. ' closed but never allocated') end
   if n then
-    assert.equal(n, #by.allocated)
-    assert.equal(0, #by.cleanup_failed)
+    assert(#by.allocated == n, string.format('%d sandboxes allocated, expected %d', #by.allocated, n))
+    assert(#by.cleanup_failed == 0, string.format('%d cleanup_failed records, expected none', #by.cleanup_failed))
   end
   return closed
 end
