@@ -13,19 +13,12 @@
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local jsonl = require 'cseng.lib.jsonl'
 
-local opts, perr = flags.parse(arg, {
-  runs = { key = 'runs', type = 'int', min = 1 },
-  burst = { key = 'burst', type = 'int', min = 1 },
-  out = { key = 'out', type = 'string' },
-  tls = { key = 'tls', type = 'bool' },
-})
-if not opts then
-  io.stderr:write('modal_burst: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('modal_burst', arg, { runs = { 'int', min = 1 }, burst = { 'int', min = 1 }, out = 'string',
+  tls = 'bool' })
+if not opts then return 2 end
 
 local RUNS, BURST = opts.runs or 5, opts.burst or 100
 local MARKER = 'arena-startup-ready-20261001'
@@ -37,7 +30,7 @@ local http = require 'cseng.http'
 local TMP, TLS
 if opts.tls then
   TMP = assert(fs.tempdir('cseng-modal-burst-'))
-  local c = require('bench.lib').make_certs(fs.join(TMP, 'certs'))
+  local c = blib.make_certs(fs.join(TMP, 'certs'))
   TLS = { cert = c.cert, key = c.key }
   http.configure { ca_file = c.ca }
 end

@@ -13,6 +13,8 @@
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
 ---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
 ---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
+---   fake.route = common.router { { 'GET', '/sandboxes/{id}', 'get' } }  -- op, template, params
+---   local route = b.routes({ { 'GET', '/sandboxes/{id}', get, op = 'get', hit = { 'gets', 'get' } } }, no_route)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
@@ -45,6 +47,38 @@ function M.page(items, start, size, fn)
   local page = {}
   for i = start, math.min(#items, start + size - 1) do page[#page + 1] = fn(items[i]) end
   return page, start + size <= #items and start + size or nil
+end
+
+--- A route table's matcher: rows { METHOD, '/path/{name}/more', ... } (op: row.op, else row[3]
+--- when it is a string), tried in order; {name} matches one path segment, returned as sent (not
+--- URL-decoded). route(method, path) -> op, template, params, row; no row: 'unknown', path, {}.
+---@param rows table[]
+---@return fun(method: string, path: string): string, string, table, table|nil
+function M.router(rows)
+  local compiled = {}
+  for _, r in ipairs(rows) do
+    local names = {}
+    local pattern = r[2]:gsub('[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0')
+    pattern = pattern:gsub('{([%w_]+)}', function(n)
+      names[#names + 1] = n
+      return '([^/]+)'
+    end)
+    compiled[#compiled + 1] = { pattern = '^' .. pattern .. '$', names = names, row = r,
+      op = r.op or (type(r[3]) == 'string' and r[3] or nil) }
+  end
+  return function(method, path)
+    for _, c in ipairs(compiled) do
+      if c.row[1] == method then
+        local caps = { path:match(c.pattern) }
+        if caps[1] then
+          local params = {}
+          for i, n in ipairs(c.names) do params[n] = caps[i] end
+          return c.op, c.row[2], params, c.row
+        end
+      end
+    end
+    return 'unknown', path, {}, nil
+  end
 end
 
 --- base with the fields of extra set on it (f.config / f.env with the caller's additions).
@@ -113,6 +147,31 @@ function M.fake(opts, defaults, counters, host)
   --- the decoded message (a table or JSON text) when req.body is not plain JSON.
   function b.record(req, op, route, body)
     if recorder then recorder:add(req, op, route, body) end
+  end
+
+  --- A dispatcher from a route table, the one way the REST fakes name their endpoints. A row:
+  ---   { 'POST', '/sandboxes/{id}/exec', fn, op = 'exec', hit = { 'execs', 'exec' }, record = false }
+  --- {name} matches one path segment, passed to fn as sent (not URL-decoded). The first row whose
+  --- method and path match answers: the request is recorded as operation op of the template (the
+  --- differential specs; record = false: fn records it itself, e.g. once it has read the body),
+  --- counted and delayed as hit says ({counter, latency endpoint}: b.hit), then answered by
+  --- fn(req, params, n, ...) (n: the hit's count; ...: what the dispatcher was called with after
+  --- req). No row: st.unknown counts one and unknown(req, ...) answers.
+  ---@param rows table[]
+  ---@param unknown fun(req: table, ...): any
+  ---@return fun(req: table, ...): any
+  function b.routes(rows, unknown)
+    local route = M.router(rows)
+    return function(req, ...)
+      local _, template, params, r = route(req.method, req.path)
+      if not r then
+        b.count('unknown')
+        return unknown(req, ...)
+      end
+      if r.record ~= false then b.record(req, r.op, template) end
+      local n = r.hit and b.hit(r.hit[1], r.hit[2]) or nil
+      return r[3](req, params, n, ...)
+    end
   end
 
   --- Count a request refused for its credentials (and the create it was).

@@ -119,6 +119,96 @@ function fake.start(opts)
     return a, b, c
   end
 
+  local function create(req, _, n, body)
+    if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
+    local s = forced('create_status', n)
+    if s then return failure(cfg, s, 'forced failure ' .. s) end
+    if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
+      core.count('bad_requests')
+      return json(400, { error = 'projectId and template are required' })
+    end
+    local bad = unknown_key(body, fake.CREATE_KEYS)
+    if bad then
+      core.count('bad_requests')
+      return json(400, { error = 'unknown field ' .. bad })
+    end
+    seq = seq + 1
+    local id = string.format('lz-%06d', seq)
+    local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
+    core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0,
+                   metadata = type(body.metadata) == 'table' and body.metadata or {},
+                   host = host and host.create { env = type(body.envs) == 'table' and body.envs or {}, workdir = '/' } or nil })
+    st.last_create = body
+    if scaffold.pick(cfg.twin_create, n) then -- curl's re-sent POST: a second sandbox, same labels
+      seq = seq + 1
+      local twin = string.format('lz-%06d', seq)
+      core.add(twin, { id = twin, template = body.template, size = body.size, region = body.region, execs = 0,
+                       metadata = type(body.metadata) == 'table' and body.metadata or {} })
+      st.twins = (st.twins or 0) + 1
+    end
+    local lose = scaffold.pick(cfg.lose_create, n)
+    if lose then
+      st.lost = (st.lost or 0) + 1
+      if lose == 'reset' then req:abort(); return nil end
+      if lose == 'malformed' then return 201, { ['Content-Type'] = 'application/json' }, '{"sandboxId": "' .. id end
+      if lose == 'noid' then return json(201, { status = 'running' }) end
+      -- 'hang': answer long after any client timeout (the client resets first)
+      task.sleep(cfg.hang_seconds or 600)
+      return json(201, { sandboxId = id })
+    end
+    return json(201, {
+      sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
+      template = body.template, size = body.size, status = 'running',
+    })
+  end
+
+  local function list(_, _, n)
+    local s = forced('list_status', n)
+    if s then return failure(cfg, s, 'forced failure ' .. s) end
+    local items = {}
+    for _, sb in ipairs(core.matching()) do
+      items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region, metadata = sb.metadata }
+    end
+    return json(200, { sandboxes = items })
+  end
+
+  local function exec(_, p, n, body)
+    local id = p.id
+    local sb = sandboxes[id]
+    if not sb then return json(404, { error = 'sandbox not found' }) end
+    local s = forced('exec_status', n, body.cmd)
+    if s then return failure(cfg, s, 'forced failure ' .. s) end
+    if type(body.cmd) ~= 'string' then
+      core.count('bad_requests')
+      return json(400, { error = 'cmd is required' })
+    end
+    local bad = unknown_key(body, fake.EXEC_KEYS)
+    if bad then
+      core.count('bad_requests')
+      return json(400, { error = 'unknown field ' .. bad })
+    end
+    sb.execs = sb.execs + 1
+    st.last_exec = body
+    local code, out, err = run_exec(body.cmd, sb, n, body)
+    return json(200, { exitCode = code, stdout = out or '', stderr = err or '' })
+  end
+
+  local function destroy(_, p, n)
+    local id = p.id
+    local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
+    if s then return failure(cfg, s, 'forced failure ' .. s) end
+    if not sandboxes[id] then return json(404, { error = 'sandbox not found' }) end
+    core.remove(id)
+    return 204, {}, ''
+  end
+
+  local route = core.routes({
+    { 'POST', '/api/sandboxes', create, op = 'create', hit = { 'creates', 'create' } },
+    { 'GET', '/api/sandboxes', list, op = 'list', hit = { 'lists', 'list' } },
+    { 'POST', '/api/sandboxes/{id}/exec', exec, op = 'exec', hit = { 'execs', 'exec' } },
+    { 'DELETE', '/api/sandboxes/{id}', destroy, op = 'destroy', hit = { 'deletes', 'delete' } },
+  }, function(req) return json(404, { error = 'no route ' .. req.method .. ' ' .. req.path }) end)
+
   function handle(req)
     local method, path = req.method, req.path
     core.request(method .. ' ' .. path)
@@ -135,99 +225,7 @@ function fake.start(opts)
       end
       body = b
     end
-
-    if path == '/api/sandboxes' and method == 'POST' then
-      core.record(req, 'create', '/api/sandboxes')
-      local n = core.hit('creates', 'create')
-      if cfg.auth_fail == 'create' then return json(401, { error = 'invalid API key' }) end
-      local s = forced('create_status', n)
-      if s then return failure(cfg, s, 'forced failure ' .. s) end
-      if body.projectId ~= cfg.project_id or type(body.template) ~= 'string' then
-        core.count('bad_requests')
-        return json(400, { error = 'projectId and template are required' })
-      end
-      local bad = unknown_key(body, fake.CREATE_KEYS)
-      if bad then
-        core.count('bad_requests')
-        return json(400, { error = 'unknown field ' .. bad })
-      end
-      seq = seq + 1
-      local id = string.format('lz-%06d', seq)
-      local alloc = cfg.allocation or { cpus = 2, memoryMb = 2048 }
-      core.add(id, { id = id, template = body.template, size = body.size, region = body.region, execs = 0,
-                     metadata = type(body.metadata) == 'table' and body.metadata or {},
-                     host = host and host.create { env = type(body.envs) == 'table' and body.envs or {}, workdir = '/' } or nil })
-      st.last_create = body
-      if scaffold.pick(cfg.twin_create, n) then -- curl's re-sent POST: a second sandbox, same labels
-        seq = seq + 1
-        local twin = string.format('lz-%06d', seq)
-        core.add(twin, { id = twin, template = body.template, size = body.size, region = body.region, execs = 0,
-                         metadata = type(body.metadata) == 'table' and body.metadata or {} })
-        st.twins = (st.twins or 0) + 1
-      end
-      local lose = scaffold.pick(cfg.lose_create, n)
-      if lose then
-        st.lost = (st.lost or 0) + 1
-        if lose == 'reset' then req:abort(); return nil end
-        if lose == 'malformed' then return 201, { ['Content-Type'] = 'application/json' }, '{"sandboxId": "' .. id end
-        if lose == 'noid' then return json(201, { status = 'running' }) end
-        -- 'hang': answer long after any client timeout (the client resets first)
-        task.sleep(cfg.hang_seconds or 600)
-        return json(201, { sandboxId = id })
-      end
-      return json(201, {
-        sandboxId = id, cpus = alloc.cpus, memoryMb = alloc.memoryMb, region = alloc.region or body.region,
-        template = body.template, size = body.size, status = 'running',
-      })
-    end
-
-    if path == '/api/sandboxes' and method == 'GET' then
-      core.record(req, 'list', '/api/sandboxes')
-      local n = core.hit('lists', 'list')
-      local s = forced('list_status', n)
-      if s then return failure(cfg, s, 'forced failure ' .. s) end
-      local items = {}
-      for _, sb in ipairs(core.matching()) do
-        items[#items + 1] = { sandboxId = sb.id, template = sb.template, region = sb.region, metadata = sb.metadata }
-      end
-      return json(200, { sandboxes = items })
-    end
-
-    local id, rest = path:match('^/api/sandboxes/([^/]+)(.*)$')
-    if id and rest == '/exec' and method == 'POST' then
-      core.record(req, 'exec', '/api/sandboxes/{id}/exec')
-      local n = core.hit('execs', 'exec')
-      local sb = sandboxes[id]
-      if not sb then return json(404, { error = 'sandbox not found' }) end
-      local s = forced('exec_status', n, body.cmd)
-      if s then return failure(cfg, s, 'forced failure ' .. s) end
-      if type(body.cmd) ~= 'string' then
-        core.count('bad_requests')
-        return json(400, { error = 'cmd is required' })
-      end
-      local bad = unknown_key(body, fake.EXEC_KEYS)
-      if bad then
-        core.count('bad_requests')
-        return json(400, { error = 'unknown field ' .. bad })
-      end
-      sb.execs = sb.execs + 1
-      st.last_exec = body
-      local code, out, err = run_exec(body.cmd, sb, n, body)
-      return json(200, { exitCode = code, stdout = out or '', stderr = err or '' })
-    end
-
-    if id and rest == '' and method == 'DELETE' then
-      core.record(req, 'destroy', '/api/sandboxes/{id}')
-      local n = core.hit('deletes', 'delete')
-      local s = forced('delete_status', n, id) or (cfg.fail_cleanup and 500)
-      if s then return failure(cfg, s, 'forced failure ' .. s) end
-      if not sandboxes[id] then return json(404, { error = 'sandbox not found' }) end
-      core.remove(id)
-      return 204, {}, ''
-    end
-
-    core.count('unknown')
-    return json(404, { error = 'no route ' .. method .. ' ' .. path })
+    return route(req, body)
   end
 
   local srv = scaffold.listen(handler, cfg.port)

@@ -84,40 +84,34 @@ local function err(status, message)
 end
 
 local ROUTES = {
-  { 'POST', '^/v1/devboxes$', 'create', '/v1/devboxes' },
-  { 'POST', '^/v1/objects$', 'object_create', '/v1/objects' },
-  { 'POST', '^/v1/objects/[^/]+/complete$', 'object_complete', '/v1/objects/{id}/complete' },
-  { 'PUT', '^/fake%-storage/[^/]+$', 'object_upload', '/fake-storage/{id}' },
-  { 'GET', '^/v1/blueprints$', 'blueprint_list', '/v1/blueprints' },
-  { 'POST', '^/v1/blueprints$', 'blueprint_create', '/v1/blueprints' },
-  { 'GET', '^/v1/blueprints/[^/]+/logs$', 'blueprint_logs', '/v1/blueprints/{id}/logs' },
-  { 'GET', '^/v1/blueprints/[^/]+$', 'blueprint_get', '/v1/blueprints/{id}' },
-  { 'POST', '^/v1/devboxes/create_and_await_running$', 'create_and_await', '/v1/devboxes/create_and_await_running' },
-  { 'GET', '^/v1/devboxes$', 'list', '/v1/devboxes' },
-  { 'GET', '^/v1/devboxes/disk_snapshots$', 'snapshot_list', '/v1/devboxes/disk_snapshots' },
-  { 'GET', '^/v1/devboxes/disk_snapshots/[^/]+/status$', 'snapshot_status', '/v1/devboxes/disk_snapshots/{id}/status' },
-  { 'POST', '^/v1/devboxes/disk_snapshots/[^/]+/delete$', 'snapshot_delete', '/v1/devboxes/disk_snapshots/{id}/delete' },
-  { 'GET', '^/v1/devboxes/[^/]+$', 'get', '/v1/devboxes/{id}' },
-  { 'POST', '^/v1/devboxes/[^/]+/wait_for_status$', 'wait', '/v1/devboxes/{id}/wait_for_status' },
-  { 'POST', '^/v1/devboxes/[^/]+/execute$', 'exec', '/v1/devboxes/{id}/execute' },
-  { 'POST', '^/v1/devboxes/[^/]+/execute_async$', 'exec_async', '/v1/devboxes/{id}/execute_async' },
-  { 'POST', '^/v1/devboxes/[^/]+/executions/[^/]+/wait_for_status$', 'exec_wait',
-    '/v1/devboxes/{id}/executions/{executionId}/wait_for_status' },
-  { 'GET', '^/v1/devboxes/[^/]+/executions/[^/]+$', 'exec_get', '/v1/devboxes/{id}/executions/{executionId}' },
-  { 'POST', '^/v1/devboxes/[^/]+/executions/[^/]+/kill$', 'exec_kill', '/v1/devboxes/{id}/executions/{executionId}/kill' },
-  { 'POST', '^/v1/devboxes/[^/]+/upload_file$', 'write_file', '/v1/devboxes/{id}/upload_file' },
-  { 'POST', '^/v1/devboxes/[^/]+/download_file$', 'read_file', '/v1/devboxes/{id}/download_file' },
-  { 'POST', '^/v1/devboxes/[^/]+/shutdown$', 'destroy', '/v1/devboxes/{id}/shutdown' },
-  { 'POST', '^/v1/devboxes/[^/]+/snapshot_disk_async$', 'snapshot', '/v1/devboxes/{id}/snapshot_disk_async' },
-  { 'POST', '^/v1/devboxes/[^/]+/snapshot_disk$', 'snapshot_sync', '/v1/devboxes/{id}/snapshot_disk' },
+  { 'POST', '/v1/devboxes', 'create' },
+  { 'POST', '/v1/objects', 'object_create' },
+  { 'POST', '/v1/objects/{id}/complete', 'object_complete' },
+  { 'PUT', '/fake-storage/{id}', 'object_upload' },
+  { 'GET', '/v1/blueprints', 'blueprint_list' },
+  { 'POST', '/v1/blueprints', 'blueprint_create' },
+  { 'GET', '/v1/blueprints/{id}/logs', 'blueprint_logs' },
+  { 'GET', '/v1/blueprints/{id}', 'blueprint_get' },
+  { 'POST', '/v1/devboxes/create_and_await_running', 'create_and_await' },
+  { 'GET', '/v1/devboxes', 'list' },
+  { 'GET', '/v1/devboxes/disk_snapshots', 'snapshot_list' },
+  { 'GET', '/v1/devboxes/disk_snapshots/{id}/status', 'snapshot_status' },
+  { 'POST', '/v1/devboxes/disk_snapshots/{id}/delete', 'snapshot_delete' },
+  { 'GET', '/v1/devboxes/{id}', 'get' },
+  { 'POST', '/v1/devboxes/{id}/wait_for_status', 'wait' },
+  { 'POST', '/v1/devboxes/{id}/execute', 'exec' },
+  { 'POST', '/v1/devboxes/{id}/execute_async', 'exec_async' },
+  { 'POST', '/v1/devboxes/{id}/executions/{executionId}/wait_for_status', 'exec_wait' },
+  { 'GET', '/v1/devboxes/{id}/executions/{executionId}', 'exec_get' },
+  { 'POST', '/v1/devboxes/{id}/executions/{executionId}/kill', 'exec_kill' },
+  { 'POST', '/v1/devboxes/{id}/upload_file', 'write_file' },
+  { 'POST', '/v1/devboxes/{id}/download_file', 'read_file' },
+  { 'POST', '/v1/devboxes/{id}/shutdown', 'destroy' },
+  { 'POST', '/v1/devboxes/{id}/snapshot_disk_async', 'snapshot' },
+  { 'POST', '/v1/devboxes/{id}/snapshot_disk', 'snapshot_sync' },
 }
 
-function fake.route(method, path)
-  for _, r in ipairs(ROUTES) do
-    if r[1] == method and path:match(r[2]) then return r[3], r[4] end
-  end
-  return 'unknown', path
-end
+fake.route = scaffold.router(ROUTES)
 
 -- The last n lines of s.
 local function last_lines(s, n)

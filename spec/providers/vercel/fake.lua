@@ -60,30 +60,25 @@ end
 
 -- The operation a request is, and its route template (the shared record shape).
 local ROUTES = {
-  { 'POST', '^/v2/sandboxes$', 'create', '/v2/sandboxes' },
-  { 'POST', '^/v3/sandboxes$', 'create', '/v3/sandboxes' },
-  { 'GET', '^/v2/sandboxes$', 'list', '/v2/sandboxes' },
-  { 'GET', '^/v2/sandboxes/snapshots/[^/]+$', 'snapshot_get', '/v2/sandboxes/snapshots/{id}' },
-  { 'DELETE', '^/v2/sandboxes/snapshots/[^/]+$', 'snapshot_delete', '/v2/sandboxes/snapshots/{id}' },
-  { 'GET', '^/v2/sandboxes/sessions/[^/]+$', 'session_get', '/v2/sandboxes/sessions/{sessionId}' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/cmd$', 'exec', '/v2/sandboxes/sessions/{sessionId}/cmd' },
-  { 'GET', '^/v2/sandboxes/sessions/[^/]+/cmd/[^/]+$', 'command_get', '/v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}' },
-  { 'GET', '^/v2/sandboxes/sessions/[^/]+/cmd/[^/]+/logs$', 'logs', '/v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/logs' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/fs/write$', 'write_file', '/v2/sandboxes/sessions/{sessionId}/fs/write' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/fs/read$', 'read_file', '/v2/sandboxes/sessions/{sessionId}/fs/read' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/fs/mkdir$', 'mkdir', '/v2/sandboxes/sessions/{sessionId}/fs/mkdir' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/stop$', 'destroy', '/v2/sandboxes/sessions/{sessionId}/stop' },
-  { 'POST', '^/v2/sandboxes/sessions/[^/]+/snapshot$', 'snapshot', '/v2/sandboxes/sessions/{sessionId}/snapshot' },
-  { 'GET', '^/v2/sandboxes/[^/]+$', 'sandbox_get', '/v2/sandboxes/{name}' },
-  { 'DELETE', '^/v2/sandboxes/[^/]+$', 'sandbox_delete', '/v2/sandboxes/{name}' },
+  { 'POST', '/v2/sandboxes', 'create' },
+  { 'POST', '/v3/sandboxes', 'create' },
+  { 'GET', '/v2/sandboxes', 'list' },
+  { 'GET', '/v2/sandboxes/snapshots/{id}', 'snapshot_get' },
+  { 'DELETE', '/v2/sandboxes/snapshots/{id}', 'snapshot_delete' },
+  { 'GET', '/v2/sandboxes/sessions/{sessionId}', 'session_get' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/cmd', 'exec' },
+  { 'GET', '/v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}', 'command_get' },
+  { 'GET', '/v2/sandboxes/sessions/{sessionId}/cmd/{cmdId}/logs', 'logs' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/fs/write', 'write_file' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/fs/read', 'read_file' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/fs/mkdir', 'mkdir' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/stop', 'destroy' },
+  { 'POST', '/v2/sandboxes/sessions/{sessionId}/snapshot', 'snapshot' },
+  { 'GET', '/v2/sandboxes/{name}', 'sandbox_get' },
+  { 'DELETE', '/v2/sandboxes/{name}', 'sandbox_delete' },
 }
 
-function fake.route(method, path)
-  for _, r in ipairs(ROUTES) do
-    if r[1] == method and path:match(r[2]) then return r[3], r[4] end
-  end
-  return 'unknown', path
-end
+fake.route = scaffold.router(ROUTES)
 
 function fake.start(opts)
   local host = common.host()
