@@ -46,41 +46,11 @@ for _, M in ipairs(MODES) do
     end)
     after_each(function() http.configure { native = true } end)
 
-    local function req(o)
-      for k, v in pairs(M.extra()) do
-        if o[k] == nil then o[k] = v end
-      end
-      return o
-    end
-    local function get(path, extra)
-      local o = { url = base .. path, timeout = 20 }
-      for k, v in pairs(extra or {}) do o[k] = v end
-      return req(o)
-    end
+    local C = N.checks(assert, 'the native path', function() return base end, M.extra)
+    local both, each, req, get = C.both, C.each, C.req, C.get
     local function id(p)
       uniq = uniq + 1
       return p .. M.name:gsub('%W', '') .. uniq
-    end
-    local function both(opts)
-      local mk = type(opts) == 'function' and opts or function() return opts end
-      local n = run(true, mk('native'))
-      local c = run(false, mk('curl'))
-      http.configure { native = true }
-      assert.equal(1, n.native, 'the native run did not go through the native path')
-      assert.equal(0, c.native, 'the curl run went through the native path')
-      assert.same(norm(c), norm(n), 'native (2nd) differs from curl (1st): ' .. tostring(n.msg) .. ' / ' .. tostring(c.msg))
-      return n, c
-    end
-    local function each(fn)
-      http.configure { native = true }
-      local before = http.stats().native.requests
-      local n = fn('native')
-      assert.is_true(http.stats().native.requests > before, 'the native run did not go through the native path')
-      http.configure { native = false }
-      local c = fn('curl')
-      http.configure { native = true }
-      assert.same(c, n, 'native (2nd) differs from curl (1st)')
-      return n
     end
 
     it('a body with its length; the response is HTTP/2', function()

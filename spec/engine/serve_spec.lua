@@ -19,6 +19,12 @@ import http.client, json, socket, sys, threading, time
 port = int(sys.argv[1])
 def conn(): return http.client.HTTPConnection('127.0.0.1', port, timeout=30)
 def out(v): print(json.dumps(v))
+def read_all(s):
+    data = b''
+    while True:
+        d = s.recv(65536)
+        if not d: return data
+        data += d
 ]]
 
 describe('cseng.serve', function()
@@ -58,11 +64,7 @@ out({'get': [g.status, g.getheader('X-Reply'), g.getheader('Content-Type'), gb],
     local r = py(srv:port(), PRELUDE .. [[
 s = socket.create_connection(('127.0.0.1', port))
 s.sendall(b'GET /p?a=1&b=%2F HTTP/1.1\r\nHost: x\r\nX-Dup: 1\r\nX-DUP: 2\r\nConnection: close\r\n\r\n')
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d: break
-    data += d
+data = read_all(s)
 out(data.decode())
 ]])
     assert.matches('^HTTP/1%.1 200 OK\r\n', r)
@@ -303,11 +305,7 @@ s = socket.create_connection(('127.0.0.1', port))
 s.sendall(b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n'
           b'POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc'
           b'GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d: break
-    data += d
+data = read_all(s)
 out(data.decode())
 ]])
     local bodies = {}
@@ -331,11 +329,7 @@ time.sleep(0.02)
 s.sendall(b'ngth: 3\r\n\r\nab')
 time.sleep(0.02)
 s.sendall(b'cGET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d: break
-    data += d
+data = read_all(s)
 out(data.decode())
 ]])
     local bodies = {}
@@ -358,11 +352,7 @@ reqs.append(b'GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
 def send():
     for i in range(0, len(reqs), 500): s.sendall(b''.join(reqs[i:i + 500]))
 t = threading.Thread(target=send); t.start()
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d: break
-    data += d
+data = read_all(s)
 t.join()
 out(data.decode())
 ]])
@@ -383,11 +373,7 @@ out(data.decode())
     local r = py(srv:port(), PRELUDE .. [[
 s = socket.create_connection(('127.0.0.1', port))
 s.sendall(b'NOT HTTP AT ALL\r\n\r\n')
-data = b''
-while True:
-    d = s.recv(65536)
-    if not d: break
-    data += d
+data = read_all(s)
 c = conn(); c.request('GET', '/'); rr = c.getresponse()
 out([data.decode().split('\r\n')[0], rr.status])
 ]])

@@ -52,6 +52,64 @@ local free_port = require('spec.helpers.runlog').free_port
 
 local M = { run = run, norm = norm, native_count = native_count }
 
+--- The two-path checks of a native-path spec, for a server at base() whose requests all carry
+--- extra()'s options under their own (the TLS runs' http_version and CA file). assert: the calling
+--- spec's (busted's); path: the native path's name in messages ('h1.c').
+---   C.both(opts) -> n, c   opts (a table, or a function of the path's name, 'native' or 'curl'):
+---                          one request on each path, the same result, each on its own path
+---   C.each(fn) -> n, took  a scenario of several requests, once per path: fn(name) returns what
+---                          it saw, the same both times; took: the native path's request count
+---   C.req(o), C.get(path, extra)   a request's options with extra()'s under them
+---@param assert table
+---@param path string
+---@param base fun(): string
+---@param extra? fun(): table
+---@return table
+function M.checks(assert, path, base, extra)
+  local C = {}
+
+  function C.both(opts)
+    local mk = type(opts) == 'function' and opts or function() return opts end
+    local n = run(true, mk('native'))
+    local c = run(false, mk('curl'))
+    http.configure { native = true }
+    assert.equal(1, n.native, 'the native run did not go through ' .. path)
+    assert.equal(0, c.native, 'the curl run went through ' .. path)
+    assert.same(norm(c), norm(n), 'native (2nd) differs from curl (1st): ' .. tostring(n.msg) .. ' / ' .. tostring(c.msg))
+    return n, c
+  end
+
+  function C.each(fn)
+    http.configure { native = true }
+    local before = native_count()
+    local n = fn('native')
+    local took = native_count() - before
+    assert.is_true(took >= 1, 'the native run did not go through ' .. path)
+    http.configure { native = false }
+    before = native_count()
+    local c = fn('curl')
+    assert.equal(0, native_count() - before, 'the curl run went through ' .. path)
+    http.configure { native = true }
+    assert.same(c, n, 'native (2nd) differs from curl (1st)')
+    return n, took
+  end
+
+  function C.req(o)
+    for k, v in pairs(extra and extra() or {}) do
+      if o[k] == nil then o[k] = v end
+    end
+    return o
+  end
+
+  function C.get(p, more)
+    local o = { url = base() .. p, timeout = 20 }
+    for k, v in pairs(more or {}) do o[k] = v end
+    return C.req(o)
+  end
+
+  return C
+end
+
 function M.cases(T, env)
 -- busted's functions live in the calling spec's environment (pass its _ENV)
 local describe, it, setup, teardown, after_each, assert = env.describe, env.it, env.setup, env.teardown,
@@ -75,49 +133,8 @@ describe(T.title, function()
     return prefix .. uniq
   end
 
-  -- opts: a table, or a function of the path's name ('native', 'curl') returning one. Runs the
-  -- native path, then libcurl's; checks (a) and (c); returns both results for (b).
-  local function both(opts)
-    local mk = type(opts) == 'function' and opts or function() return opts end
-    local n = run(true, mk('native'))
-    local c = run(false, mk('curl'))
-    http.configure { native = true }
-    assert.equal(1, n.native, 'the native run did not go through h1.c')
-    assert.equal(0, c.native, 'the curl run went through h1.c')
-    assert.same(norm(c), norm(n), 'native (2nd) differs from curl (1st): ' .. tostring(n.msg) .. ' / ' .. tostring(c.msg))
-    return n, c
-  end
-
-  -- A scenario of several requests, once per path: fn(name) returns a table of what it saw;
-  -- the two tables must be the same. Returns the native one and the native request count.
-  local function each(fn)
-    http.configure { native = true }
-    local before = native_count()
-    local n = fn('native')
-    local took = native_count() - before
-    assert.is_true(took >= 1, 'the native run did not go through h1.c')
-    http.configure { native = false }
-    before = native_count()
-    local c = fn('curl')
-    assert.equal(0, native_count() - before, 'the curl run went through h1.c')
-    http.configure { native = true }
-    assert.same(c, n, 'native (2nd) differs from curl (1st)')
-    return n, took
-  end
-
-  -- every request's options with T.extra's (the TLS run's http_version and CA) under them
-  local function req(o)
-    for k, v in pairs(T.extra and T.extra() or {}) do
-      if o[k] == nil then o[k] = v end
-    end
-    return o
-  end
-
-  local function get(path, extra)
-    local o = { url = base .. path, timeout = 20 }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    return req(o)
-  end
+  local C = M.checks(assert, 'h1.c', function() return base end, T.extra)
+  local both, each, req, get = C.both, C.each, C.req, C.get
 
   -- the child clients' arguments after their own: the TLS run's http_version and CA file
   local function child_args()
