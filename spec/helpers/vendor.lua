@@ -323,6 +323,26 @@ function V.slow_create(adapter, f)
   return client, sb
 end
 
+--- A create refused for its credentials: the fake's 401 (auth_fail = 'create') and then a wrong
+--- credential (wrong: the config fields that make it wrong) are nil, HTTP_401 and a message that
+--- never holds the secret (the fake's) nor the wrong value. Returns a client with the right
+--- credentials and the first refusal's message.
+function V.refused_create(adapter, f, secret, wrong)
+  f.set { auth_fail = 'create' }
+  local client = adapter.connect(f.config())
+  local sb, msg, code = adapter.create(client, {})
+  assert.is_nil(sb)
+  assert.equal('HTTP_401', code)
+  assert.is_nil(msg:find(secret, 1, true))
+  f.set { auth_fail = false }
+  local bad = adapter.connect(f.config(wrong))
+  local sb2, msg2, code2 = adapter.create(bad, {})
+  assert.is_nil(sb2)
+  assert.equal('HTTP_401', code2)
+  for _, v in pairs(wrong) do assert.is_nil(msg2:find(v, 1, true)) end
+  return client, msg
+end
+
 --- A failing delete is reported (HTTP_500); a sandbox already gone (404) counts as destroyed.
 function V.check_destroy(adapter, f)
   local client = adapter.connect(f.config())
