@@ -214,7 +214,7 @@ describe('adapter.multipart_parts (the bulk-download reader)', function()
   -- busboy over each {body, ct} of argv[1]: {parts = {{name, filename, data (base64)}}} or
   -- {error} per body, written to argv[2]
   local BUSBOY = [[
-const Busboy = require('busboy'); const fs = require 'fs'
+const Busboy = require('busboy'); const fs = require('fs')
 const cases = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'))
 ;(async () => {
   const out = []
