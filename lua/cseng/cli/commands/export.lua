@@ -2,6 +2,8 @@
 --- usage as columns), with the run-level fields (run id, kind, provider, mode, dataset, plan,
 --- solver) in every row, for spreadsheets, pandas or a warehouse. RUN is a run log (.jsonl) or a
 --- directory of them. Startup runs export their measured and warmup samples.
+--- `--format computesdk [--shape v1.1|schema] [--mode M]`: startup runs as computesdk's result
+--- file (lua/cseng/results/computesdk.lua), to sit beside their `latest.json`.
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
@@ -9,20 +11,34 @@ local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 local exit = require 'cseng.cli.exit'
+local computesdk = require 'cseng.results.computesdk'
 
 local SPEC = {
-  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
+  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk' }, arg = 'csv|jsonl|computesdk',
+    help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs' },
+  ['shape'] = { key = 'shape', type = 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
+    help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
+  ['mode'] = { key = 'mode', type = 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
+    arg = 'MODE', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
   ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'write here (default: stdout)' },
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
 }
 
 local cmd = {
-  summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
-  usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n\n' ..
+  summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file',
+  usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n' ..
+    '       cseng export RUN.jsonl|DIR... --format computesdk [--shape v1.1|schema] [--mode MODE] [-o FILE]\n\n' ..
     'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
     'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
-    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\noptions:\n' ..
-    flags.help(SPEC, { 'format', 'output' }),
+    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\n' ..
+    '--format computesdk writes startup (arena) runs as computesdk\'s benchmark result file (their\n' ..
+    'results/<mode>_tti/latest.json): per provider the measured samples as iterations (each with its\n' ..
+    'sandboxId), summary.ttiMs median/p95/p99, compositeScore and successRate their way; a burst or\n' ..
+    'staggered run adds concurrency, wall clock, time to first ready (and the ramp profile). Modes:\n' ..
+    'lockstep and sequential are their sequential, burst their concurrent. Samples a fidelity audit\n' ..
+    'failed are iterations with an error naming its labels, never pooled; a failed sample has no\n' ..
+    'time. docs/ARENA.md, "computesdk interop".\n\noptions:\n' ..
+    flags.help(SPEC, { 'format', 'shape', 'mode', 'output' }),
 }
 
 -- Run-level columns first, in this order; then the trial's own columns, sorted.
@@ -130,10 +146,28 @@ function cmd.csv(rows)
   return table.concat(lines, '\r\n') .. '\r\n'
 end
 
+--- --format computesdk: the document (lua/cseng/results/computesdk.lua), written or printed.
+function cmd.computesdk(f, pos)
+  local ok, doc, counts = pcall(function() return computesdk.export(log_files(pos), { shape = f.shape, mode = f.mode }) end)
+  if not ok then return exit.fail(doc, 'export') end
+  local text = computesdk.encode(doc)
+  if f.output and f.output ~= '-' then
+    local wok, err = fs.write(f.output, text)
+    if not wok then io.stderr:write('cseng: export: cannot write ', f.output, ': ', tostring(err), '\n'); return 1 end
+    io.stderr:write(string.format('cseng: export: %d provider result(s), %d iteration(s) (%d excluded by the audit) to %s\n',
+      counts.results, counts.iterations, counts.excluded, f.output))
+  else
+    io.stdout:write(text)
+  end
+  return 0
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if f.format == 'computesdk' then return cmd.computesdk(f, pos) end
+  if f.shape or f.mode then return exit.usage_error('export: --shape and --mode go with --format computesdk') end
   local ok, rows = pcall(cmd.rows, pos)
   if not ok then return exit.fail(rows, 'export') end
   local text
