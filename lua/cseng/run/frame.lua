@@ -151,7 +151,7 @@ frame.RESTORED = {
   { key = 'verify_timeout_seconds', flag = '--verify-timeout-seconds' }, { key = 'model', flag = '--model' },
   { key = 'stop_after_passes', flag = '--stop-after-passes' }, { key = 'verifier_user', flag = '--verifier-user' },
   { key = 'solve_command_file', flag = '--solve-command-file' }, { key = 'allow_network', flag = '--allow-network' },
-  { key = 'max_turns', flag = '--max-turns' },
+  { key = 'max_turns', flag = '--max-turns' }, { key = 'pricing', flag = '--pricing' },
 }
 
 --- The run's identity: one record, written once in run_started. x: kind-specific fields
@@ -426,6 +426,15 @@ function Frame:started(fields, identity)
   fields.host = fields.host or sys.hostname()
   fields.pid = fields.pid or sys.pid()
   fields.label = fields.label or self.opts.label
+  -- each provider's sandbox rates and where they came from (the plan, --pricing, the adapter)
+  local rl
+  for name, p in pairs(self.P) do
+    if p.rates then
+      rl = rl or {}
+      rl[name] = { vcpu_s = p.rates.vcpu_s, gib_s = p.rates.gib_s, per_create = p.rates.per_create, source = p.rates_source }
+    end
+  end
+  fields.rates = fields.rates or rl
   self.identity = identity
   self.writer:event('run_started', fields, true)
   self.state.status, self.state.phase = 'running', 'trials'
