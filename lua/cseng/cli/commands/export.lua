@@ -4,6 +4,7 @@
 --- directory of them. Startup runs export their measured and warmup samples.
 --- `--format computesdk [--shape v1.1|schema] [--mode M]`: startup runs as computesdk's result
 --- file (lua/cseng/results/computesdk.lua), to sit beside their `latest.json`.
+--- `--format harbor -o DIR`: a Harbor job folder (lua/cseng/results/harbor.lua).
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
@@ -14,23 +15,30 @@ local exit = require 'cseng.cli.exit'
 local computesdk = require 'cseng.results.computesdk'
 
 local SPEC = {
-  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk' }, arg = 'csv|jsonl|computesdk',
-    help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs' },
+  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk', 'harbor' },
+    arg = 'csv|jsonl|computesdk|harbor',
+    help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs; '
+      .. 'harbor: a Harbor job folder at -o DIR' },
   ['shape'] = { key = 'shape', type = 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
     help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
   ['mode'] = { key = 'mode', type = 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
     arg = 'MODE', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
-  ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'write here (default: stdout)' },
+  ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR',
+    help = 'write here (default: stdout; harbor: the job folder, required)' },
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
 }
 
 local cmd = {
-  summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file',
+  summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file or a Harbor job',
   usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n' ..
-    '       cseng export RUN.jsonl|DIR... --format computesdk [--shape v1.1|schema] [--mode MODE] [-o FILE]\n\n' ..
-    'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
+    '       cseng export RUN.jsonl|DIR... --format computesdk [--shape v1.1|schema] [--mode MODE] [-o FILE]\n' ..
+    '       cseng export RUN.jsonl|DIR... --format harbor -o JOB_DIR\n\n' ..
+    'csv, jsonl: one row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
     'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
     'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\n' ..
+    '--format harbor writes a Harbor job folder (config.json, result.json, lock.json, one <task>__<id>/\n' ..
+    'folder per trial with config.json, result.json, agent/trajectory.json, verifier/ and artifacts/)\n' ..
+    'that Harbor\'s models load, checked against them before it is written (docs/HARBOR.md).\n\n' ..
     '--format computesdk writes startup (arena) runs as computesdk\'s benchmark result file (their\n' ..
     'results/<mode>_tti/latest.json): per provider the measured samples as iterations (each with its\n' ..
     'sandboxId), summary.ttiMs median/p95/p99, compositeScore and successRate their way; a burst or\n' ..
@@ -166,8 +174,17 @@ function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if f.format ~= 'computesdk' and (f.shape or f.mode) then
+    return exit.usage_error('export: --shape and --mode go with --format computesdk')
+  end
   if f.format == 'computesdk' then return cmd.computesdk(f, pos) end
-  if f.shape or f.mode then return exit.usage_error('export: --shape and --mode go with --format computesdk') end
+  if f.format == 'harbor' then
+    if not f.output or f.output == '-' then return exit.usage_error('export --format harbor needs -o DIR (the job folder to write)') end
+    local hok, r = pcall(function() return require('cseng.results.harbor').export(log_files(pos), f.output) end)
+    if not hok then return exit.fail(r, 'export') end
+    io.stderr:write(string.format('cseng: export: a Harbor job of %d trial(s) in %s\n', r.trials, r.dir))
+    return 0
+  end
   local ok, rows = pcall(cmd.rows, pos)
   if not ok then return exit.fail(rows, 'export') end
   local text
