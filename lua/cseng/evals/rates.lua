@@ -4,9 +4,10 @@
 ---   1. the plan's `rates` (one table for every provider of the run, or a table of them by
 ---      provider name): source "plan";
 ---   2. else, with `--pricing FILE` (computesdk's pricing.json), the file's normalised rate of
----      the provider's adapter: source "pricing";
+---      the provider's adapter (their `id` is the adapter's name: e2b, daytona, modal, vercel,
+---      runloop): source "pricing", with the file, its sha256, last_updated and confidence;
 ---   3. else the adapter's own `rates` (its defaults, or what its settings made them): source
----      "adapter".
+---      "adapter"; an adapter without rates (local, docker) has none (source "none").
 ---
 --- computesdk's pricing.json normalises every vendor to one figure, `total_1vcpu_2gb_hr` ($/hour
 --- for 1 vCPU + 2 GB), beside `cpu_per_vcpu_hr`. It becomes vcpu_s = cpu_per_vcpu_hr / 3600 and
@@ -33,6 +34,9 @@ local function describe(v)
   if type(v) == 'table' then return 'a table' end
   return tostring(v)
 end
+
+-- a decoded JSON object (not a list: cjson gives both as tables)
+local function is_object(v) return type(v) == 'table' and getmetatable(v) ~= jsonl.array_mt and #v == 0 end
 
 local function rate_ok(v) return type(v) == 'number' and v == v and v >= 0 and v <= MAX_RATE end
 
@@ -94,9 +98,9 @@ function rates.load_pricing(path)
   if not text then errors.raise(errors.ECONFIG, path .. ': ' .. tostring(err)) end
   local doc, derr = jsonl.decode(text)
   if doc == nil then errors.raise(errors.ECONFIG, path .. ': not valid JSON: ' .. tostring(derr)) end
-  if type(doc) ~= 'table' or #doc > 0 then bad('(the file)', 'a JSON object {meta, providers}', doc) end
+  if not is_object(doc) then bad('(the file)', 'a JSON object {meta, providers}', doc) end
   local meta = doc.meta
-  if type(meta) ~= 'table' then bad('meta', 'an object', meta) end
+  if not is_object(meta) then bad('meta', 'an object', meta) end
   local basis = meta.normalization_basis
   if type(basis) ~= 'string' or not basis:find('1 vCPU + 2 GB', 1, true) then
     bad('meta.normalization_basis', '"1 vCPU + 2 GB RAM / hour" (the basis these rates are read on)', basis)
@@ -105,17 +109,19 @@ function rates.load_pricing(path)
   if type(doc.providers) ~= 'table' or (next(doc.providers) ~= nil and #doc.providers == 0) then
     bad('providers', 'a list', doc.providers)
   end
+  local seen = {}
   local out = { file = path, sha256 = crypto.sha256_hex(text), last_updated = meta.last_updated, basis = basis, by_id = {} }
   for i, p in ipairs(doc.providers) do
     local at = string.format('providers[%d]', i)
-    if type(p) ~= 'table' then bad(at, 'an object', p) end
+    if not is_object(p) then bad(at, 'an object', p) end
     local id = p.id
     if type(id) ~= 'string' or not id:match('^[%w][%w._-]*$') or #id > 64 then bad(at .. '.id', 'a provider name', id) end
-    if out.by_id[id] then bad(at .. '.id', 'one entry per provider', id .. ' (again)') end
+    if seen[id] then bad(at .. '.id', 'one entry per provider', id .. ' (again)') end
+    seen[id] = true
     local pr = p.pricing
-    if pr ~= nil and type(pr) ~= 'table' then bad(at .. '.pricing', 'an object', pr) end
+    if pr ~= nil and not is_object(pr) then bad(at .. '.pricing', 'an object', pr) end
     local n = pr and pr.normalized
-    if n ~= nil and type(n) ~= 'table' then bad(at .. '.pricing.normalized', 'an object', n) end
+    if n ~= nil and not is_object(n) then bad(at .. '.pricing.normalized', 'an object', n) end
     if n then
       local function hr(k)
         local v = n[k]
@@ -141,7 +147,7 @@ end
 
 --- The rates of one provider and their source (see the header).
 ---@param o {name: string, adapter_name: string, adapter_rates: table|nil, plan_rates: table|nil, pricing: rates.pricing|nil}
----@return table rates {vcpu_s, gib_s, per_create}, table source {from = 'plan'|'pricing'|'adapter', ...}
+---@return table|nil rates {vcpu_s, gib_s, per_create}, table source {from = 'plan'|'pricing'|'adapter'|'none', ...}
 function rates.resolve(o)
   local own = type(o.adapter_rates) == 'table' and o.adapter_rates or {}
   local function copy(t)
@@ -158,15 +164,20 @@ function rates.resolve(o)
     end
   end
   local pricing = o.pricing
-  local e = pricing and (pricing.by_id[o.adapter_name] or pricing.by_id[o.name])
+  -- by the adapter's name only: their ids are vendors, and a provider named after another vendor
+  -- (a fake called "e2b") is still its adapter
+  local e = pricing and pricing.by_id[o.adapter_name]
   if e then
     return { vcpu_s = e.vcpu_s, gib_s = e.gib_s, per_create = own.per_create or 0 }, {
       from = 'pricing', file = pricing.file, sha256 = pricing.sha256, last_updated = pricing.last_updated,
-      id = pricing.by_id[o.adapter_name] and o.adapter_name or o.name, total_1vcpu_2gb_hr = e.total_1vcpu_2gb_hr,
+      id = o.adapter_name, total_1vcpu_2gb_hr = e.total_1vcpu_2gb_hr,
       confidence = e.confidence,
     }
   end
-  return copy(own), { from = 'adapter', note = pricing and ('no normalised rate for it in ' .. pricing.file) or nil }
+  local note = pricing and ('no normalised rate for it in ' .. pricing.file) or nil
+  -- an adapter without rates (local, docker) keeps none: its trials' cost source says "no rates"
+  if type(o.adapter_rates) ~= 'table' then return nil, { from = 'none', note = note } end
+  return copy(own), { from = 'adapter', note = note }
 end
 
 return rates

@@ -431,9 +431,10 @@ function Frame:started(fields, identity)
   -- each provider's sandbox rates and where they came from (the plan, --pricing, the adapter)
   local rl
   for name, p in pairs(self.P) do
-    if p.rates then
+    local r = p.rates or {}
+    if p.rates or (p.rates_source and p.rates_source.note) then
       rl = rl or {}
-      rl[name] = { vcpu_s = p.rates.vcpu_s, gib_s = p.rates.gib_s, per_create = p.rates.per_create, source = p.rates_source }
+      rl[name] = { vcpu_s = r.vcpu_s, gib_s = r.gib_s, per_create = r.per_create, source = p.rates_source }
     end
   end
   fields.rates = fields.rates or rl
