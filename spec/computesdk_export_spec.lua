@@ -261,6 +261,21 @@ describe('cseng compare with computesdk files', function()
     assert.matches('| e2b | 94%.23 |', r.stdout)
   end)
 
+  it('calls out a published score that the file\'s own iterations do not give', function()
+    local doc = read_json(DATA .. '/sequential_tti-latest.json')
+    local e2b
+    for _, r in ipairs(doc.results) do if r.provider == 'e2b' then e2b = r end end
+    assert.equal(94.23, e2b.compositeScore)
+    e2b.compositeScore = 99.5
+    local path = dir .. '/doctored/sequential_tti/latest.json'
+    assert(fs.mkdir_p(dir .. '/doctored/sequential_tti'))
+    assert(fs.write(path, jsonl.encode(doc)))
+    local r = H.cseng({ 'compare', DATA .. '/sequential_tti-latest.json', path })
+    assert.equal(0, r.code, r.stderr)
+    assert.truthy(r.stdout:find('| e2b | 94.23 | 94.23 | +0.00 | 94.23 | 99.50 (!) |', 1, true), r.stdout)
+    assert.truthy(r.stdout:find('B e2b: the file publishes 99.50, its iterations give 94.23.', 1, true))
+  end)
+
   it('reads a cseng run log against their file', function()
     local r = H.cseng({ 'compare', DATA .. '/burst_tti-latest.json', logs.burst })
     assert.equal(0, r.code, r.stderr)

@@ -245,6 +245,20 @@ describe('a run with --pricing', function()
     end
   end)
 
+  it('--resume refuses a pricing file changed since the run started, and takes the same one', function()
+    local started = by.run_started[1]
+    local opts = { flags_given = {}, provider = 'lizard' }
+    local ok, e = pcall(frame.restore, opts, started)
+    assert.is_true(ok, ok or errors.line(e))
+    assert.equal(dir .. '/pricing.json', e.pricing)
+    local saved = assert(fs.read(dir .. '/pricing.json'))
+    assert(fs.write(dir .. '/pricing.json', (saved:gsub('0%.0828', '0.0829', 1))))
+    ok, e = pcall(frame.restore, opts, started)
+    assert(fs.write(dir .. '/pricing.json', saved))
+    assert.is_false(ok)
+    assert.matches('%-%-resume: %-%-pricing .*pricing%.json is not the file the run started with %(sha256 %x+, now %x+%)', errors.line(e))
+  end)
+
   it('shows the rates and their source in the report', function()
     local r = H.cseng({ 'report', dir .. '/out', '--template', 'per_provider', '-o', dir .. '/report.md' })
     assert.equal(0, r.code, r.stderr)

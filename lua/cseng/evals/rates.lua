@@ -145,6 +145,27 @@ function rates.load_pricing(path)
   return out
 end
 
+--- On --resume: the pricing file must be the one the run started with (run_started.rates records
+--- its sha256 per provider it priced), so the trials still to run are costed as the ones before.
+--- Raises EUSAGE naming the file and both digests.
+---@param path string the restored --pricing
+---@param recorded table|nil run_started.rates
+function rates.check_resume(path, recorded)
+  if type(recorded) ~= 'table' then return end
+  local want
+  for _, r in pairs(recorded) do
+    local src = type(r) == 'table' and r.source
+    if type(src) == 'table' and src.from == 'pricing' and type(src.sha256) == 'string' then want = src.sha256 end
+  end
+  if not want then return end
+  local text = fs.read(path)
+  local now = text and crypto.sha256_hex(text) or 'missing'
+  if now ~= want then
+    errors.raise(errors.EUSAGE, string.format('--resume: --pricing %s is not the file the run started with (sha256 %s, now %s): '
+      .. 'restore it, or start a new run', path, want:sub(1, 12), now:sub(1, 12)))
+  end
+end
+
 --- The rates of one provider and their source (see the header).
 ---@param o {name: string, adapter_name: string, adapter_rates: table|nil, plan_rates: table|nil, pricing: rates.pricing|nil}
 ---@return table|nil rates {vcpu_s, gib_s, per_create}, table source {from = 'plan'|'pricing'|'adapter'|'none', ...}

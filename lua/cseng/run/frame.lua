@@ -215,6 +215,7 @@ function frame.restore(opts, started)
       out[r.key] = was
     end
   end
+  if out.pricing then require('cseng.evals.rates').check_resume(out.pricing, started.rates) end
   return out
 end
 
