@@ -65,7 +65,8 @@ local SPEC = {
   ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
   ['pricing'] = { key = 'pricing', type = 'string', arg = 'FILE',
-    help = "computesdk's pricing.json: seeds each provider's rates where the plan names none (recorded in run_started)" },
+    help = "computesdk's pricing.json: each provider whose adapter it prices takes that rate where the plan names no rates "
+      .. '(the source recorded in run_started and the reports; docs/ARENA.md)' },
   ['fail-on-error'] = { key = 'fail_on_error', type = 'bool',
     help = 'exit 1 when any trial errored (CI); else only when the run stopped early or every trial errored' },
   ['stop-after-create-failures'] = { key = 'stop_after_create_failures', type = 'int', min = 0, arg = 'N',

@@ -22,7 +22,7 @@ local SPEC = {
   ['shape'] = { key = 'shape', type = 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
     help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
   ['mode'] = { key = 'mode', type = 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
-    arg = 'MODE', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
+    arg = 'lockstep|sequential|burst|staggered', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
   ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR',
     help = 'write here (default: stdout; harbor: the job folder, required)' },
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
@@ -45,7 +45,11 @@ local cmd = {
     'staggered run adds concurrency, wall clock, time to first ready (and the ramp profile). Modes:\n' ..
     'lockstep and sequential are their sequential, burst their concurrent. Samples a fidelity audit\n' ..
     'failed are iterations with an error naming its labels, never pooled; a failed sample has no\n' ..
-    'time. docs/ARENA.md, "computesdk interop".\n\noptions:\n' ..
+    'time. --shape v1.1 (default) is their writer\'s file, one mode (name it with --mode when the\n' ..
+    'inputs hold several); --shape schema holds every mode and adds min/max/avg, createMs and\n' ..
+    'firstExecMs, and a cseng object per result. Both validate against their results/schema.json;\n' ..
+    'cseng compare reads their files, and cseng run --pricing takes rates from their pricing.json.\n' ..
+    'docs/ARENA.md, "computesdk interop".\n\noptions:\n' ..
     flags.help(SPEC, { 'format', 'shape', 'mode', 'output' }),
 }
 
