@@ -268,3 +268,29 @@ describe('a run with --pricing', function()
     assert.truthy(md:find('0.0828', 1, true))
   end)
 end)
+
+describe('an arena run with --pricing', function()
+  it('records the seeded rates per provider and shows them in its report', function()
+    local dir = H.tempdir('pricing-arena-')
+    local doc = jsonl.decode(assert(fs.read(PRICING)))
+    for _, p in ipairs(doc.providers) do if p.id == 'daytona' then p.id = 'lizard' end end -- the lizard adapter priced as daytona
+    assert(fs.write(dir .. '/pricing.json', jsonl.encode(doc)))
+    local f = lizard_fake.start {}
+    local sink = { text = '' }
+    function sink:write(...) for _, x in ipairs({ ... }) do self.text = self.text .. tostring(x) end end
+    local opts = { providers = { 'liz' }, provider_config = { liz = f.config() }, samples = 3, warmups = 0, seed = 3,
+      output = dir, quiet = true, cleanup_backoff = { 0.01, 0.02 }, pricing = dir .. '/pricing.json', stderr = sink }
+    local status, info = frame.run('startup', require('cseng.cli.present').attach(opts, { err = sink }))
+    f.close()
+    assert.equal(0, status, sink.text)
+    local st
+    for _, e in ipairs(results.read(info.jsonl)) do if e.event == 'run_started' then st = e end end
+    local r = st.rates.liz
+    assert.equal('pricing', r.source.from)
+    assert.equal('lizard', r.source.id)
+    near(3600 * (r.vcpu_s + 2 * r.gib_s), 0.0828, 'liz: 1 vCPU + 2 GiB per hour')
+    local md = assert(fs.read(info.report))
+    assert.truthy(md:find('## Sandbox rates', 1, true), md)
+    assert.truthy(md:find('| liz | 0.0504 | 0.0162 |', 1, true), md)
+  end)
+end)

@@ -182,8 +182,9 @@ end
 --- vCPU-hour, per GiB-hour, per create) and where they came from (the plan; computesdk's
 --- pricing.json given with --pricing: the file, its date, sha256, their id and confidence; the
 --- adapter), from run_started.rates (lua/cseng/evals/rates.lua); nil when no run read records them.
+---@param heading? string the heading's level ('##' by default)
 ---@return string|nil
-function M.rates_section(data, h)
+function M.rates_section(data, h, heading)
   local rows = {}
   local function hr(v) return type(v) == 'number' and string.format('%.4g', v * 3600) or DASH end
   for _, run in ipairs(data.runs) do
@@ -207,8 +208,8 @@ function M.rates_section(data, h)
     end
   end
   if #rows == 0 then return nil end
-  return '## Sandbox rates\n\nThe rates each provider\'s trials were costed at (`estimated_cost_usd`) and their ' ..
-    'source: the plan\'s `rates`, else computesdk\'s pricing.json given with `--pricing` (their normalised ' ..
+  return (heading or '##') .. ' Sandbox rates\n\nThe rates each provider was priced at (a task run\'s `estimated_cost_usd` is its trials\' ' ..
+    'lifetimes at these rates) and their source: the plan\'s `rates`, else computesdk\'s pricing.json given with `--pricing` (their normalised ' ..
     '1 vCPU + 2 GB rate split into CPU and memory), else the adapter\'s own.\n\n' ..
     h.table({ 'run', 'provider', '$ / vCPU-hour', '$ / GiB-hour', 'per create', 'source' }, rows, 'llrrrl')
 end
