@@ -418,6 +418,8 @@ local function section(run, h, multi)
   end
   add(h.table({ 'provider', 'attempts', 'successes', 'trimmed each end', 'median ms', 'p95 ms', 'p99 ms',
     'success rate', 'score' }, crows))
+  add('`cseng export --format computesdk` writes this run as their result file (docs/ARENA.md, computesdk interop).\n')
+  add(rt.rates_section({ runs = { run } }, h, multi and '###' or '##')) -- nil without recorded rates
 
   -- per metric
   add((multi and '### ' or '## ') .. 'Per metric\n')

@@ -64,6 +64,9 @@ local SPEC = {
     help = 'startup --mode burst: no warmed connections; the creates open theirs, the handshake recorded apart' },
   ['computesdk'] = { key = 'computesdk', type = 'bool', help = 'startup: print the computesdk-compatible summary too' },
   ['label'] = { key = 'label', type = 'string', arg = 'TEXT', help = 'a label recorded in run_started; reports key columns by it' },
+  ['pricing'] = { key = 'pricing', type = 'string', arg = 'FILE',
+    help = "computesdk's pricing.json: each provider whose adapter it prices takes that rate where the plan names no rates "
+      .. '(the source recorded in run_started and the reports; docs/ARENA.md)' },
   ['fail-on-error'] = { key = 'fail_on_error', type = 'bool',
     help = 'exit 1 when any trial errored (CI); else only when the run stopped early or every trial errored' },
   ['stop-after-create-failures'] = { key = 'stop_after_create_failures', type = 'int', min = 0, arg = 'N',
@@ -94,7 +97,7 @@ local ORDER = {
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections',
   'computesdk',
-  'label', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
+  'label', 'pricing', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
   'stop-after-create-failures', 'default-limits',
 }
 options.SPEC = SPEC   -- flag name -> {key, type, arg, help, ...} (lua/cseng/lib/flags.lua)

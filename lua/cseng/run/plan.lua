@@ -4,6 +4,7 @@
 ---   local plan = require 'cseng.run.plan'
 ---   return plan.tasks { name = 'cold-gold', provider = 'local', dataset = 'data/tasks', solver = 'gold' }
 local fs = require 'cseng.fs'
+local rates = require 'cseng.evals.rates'
 
 local plan = {}
 
@@ -120,6 +121,10 @@ function plan.check(o, spec)
       elseif t == 'int1' and not (math.tointeger(v) and v >= 1) then bad(field, 'a whole number >= 1', v)
       elseif (t == 'string' or t == 'table') and type(v) ~= t then bad(field, 'a ' .. t, v) end
     end
+  end
+  if type(o.rates) == 'table' then
+    local ok, e = pcall(rates.check_plan, o.rates, where)
+    if not ok then error(type(e) == 'table' and e.message or e, 0) end
   end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     bad('task_index', "a number or 'all'", o.task_index)

@@ -99,6 +99,8 @@ records.Connection = declare('Connection', {
   client = "the adapter's client", queue = "a semaphore of the adapter's max_concurrency",
   live = 'ids of its sandboxes not destroyed yet', counts = 'started, allocated, destroyed, cleanup_failed, outcomes',
   endpoint = 'the endpoint it talks to (scheme, host, port, loopback)', last_error = 'its last trial error',
+  rates = 'its sandbox rates {vcpu_s, gib_s, per_create} (lua/cseng/evals/rates.lua)',
+  rates_source = 'where they came from {from = plan | pricing | adapter, ...}',
 })
 
 --- The declared fields of a record kind.

@@ -26,6 +26,7 @@ local records = require 'cseng.run.records'
 local util = require 'cseng.lib.util'
 local jsonl = require 'cseng.lib.jsonl'
 local contract = require 'providers.shared.contract'
+local rates = require 'cseng.evals.rates'
 
 
 local session = {}
@@ -53,6 +54,7 @@ session.MAX_FIELD_BYTES = 64 * 1024    -- any other string of the sandbox a crea
 ---@field stamp string the UTC stamp in the run id
 ---@field provider Provider|nil the first provider connected
 ---@field cleanup_failed string|nil why the session stopped allocating
+---@field pricing table|nil computesdk's pricing.json as cseng.evals.rates read it (--pricing)
 local Session = {}
 Session.__index = Session
 session.Session = Session
@@ -138,6 +140,8 @@ function session.open(o)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'), providers = {},
     backoff = opts.cleanup_backoff or session.BACKOFF,
   }, Session)
+  -- read before the log exists: a bad pricing file stops the run with nothing written
+  if opts.pricing then s.pricing = rates.load_pricing(opts.pricing) end
   if o.no_log then -- a label sweep (cseng cleanup --provider): nothing to record in
     s.id = 'cleanup'
     s.writer = session.NO_LOG
@@ -159,7 +163,8 @@ function session.open(o)
 end
 
 --- Connect a provider: load the adapter, call its connect with the config plus getenv and the
---- run id. A connect failure (a missing credential) is raised as its one-line message.
+--- run id. A connect failure (a missing credential) is raised as its one-line message. Its
+--- rates are resolved then (the plan's, --pricing's, the adapter's: cseng.evals.rates).
 ---@param adapter_name string
 ---@param cfg table|nil
 ---@param name string|nil the name records use (default adapter_name)
@@ -172,6 +177,8 @@ function Session:connect(adapter_name, cfg, name)
     error(errors.line(client), 0)
   end
   local p = records.connection { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
+  p.rates, p.rates_source = rates.resolve { name = p.name, adapter_name = adapter_name, adapter_rates = adapter.rates,
+    plan_rates = self.opts.rates, pricing = self.pricing }
   local limit = math.tointeger(adapter.max_concurrency)
   if limit and limit > 0 then p.queue = task.semaphore(limit) end
   self.providers[p.name] = p
