@@ -1,7 +1,7 @@
 --- The doc-test's machinery (spec/doctest_spec.lua: README.md, ARENA.md, the --help options;
---- spec/doctest_plans_spec.lua: PLANS.md; spec/doctest_providers_spec.lua: docs/providers/*.md).
---- Issue 23: every command in a fenced `sh` block of README.md, docs/PLANS.md, docs/ARENA.md and
---- docs/providers/*.md runs and exits as documented, or is marked as needing what a spec cannot
+--- spec/doctest_plans_spec.lua: PLANS.md, HARBOR.md; spec/doctest_providers_spec.lua: docs/providers/*.md).
+--- Issue 23: every command in a fenced `sh` block of README.md, docs/PLANS.md, docs/HARBOR.md,
+--- docs/ARENA.md and docs/providers/*.md runs and exits as documented, or is marked as needing what a spec cannot
 --- have; and every option of every `cseng <command> --help` appears in the docs.
 --
 -- The rules (docs/PLANS.md, "Commands in the docs are tested"):

@@ -37,7 +37,8 @@ local SPEC = {
   ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
     help = 'KEY=VALUE file of credentials (never written to results); repeatable, a later file wins' },
   ['image-map'] = { key = 'image_map', type = 'multi', arg = 'PAT=IMAGE', help = 'substitute base images (glob * allowed); repeatable' },
-  ['allow-network'] = { key = 'allow_network', type = 'bool', help = 'let tasks with allow_internet=true reach the network' },
+  ['allow-network'] = { key = 'allow_network', type = 'bool',
+    help = "give each phase the network its task.toml declares (network_mode, allow_internet; Harbor's default public); else none" },
   ['build-network'] = { key = 'build_network', type = 'string', choices = { 'on', 'off' }, arg = 'on|off',
     help = "the network of the task's build steps (RUN): on (default, as docker build) or off" },
   ['verifier-user'] = { key = 'verifier_user', type = 'string', choices = { 'root', 'verifier' }, arg = 'root|verifier',
@@ -54,7 +55,8 @@ local SPEC = {
   ['expect'] = { key = 'expect', type = 'string', arg = 'TEXT', help = 'the readiness marker in its output (startup)' },
   ['status-port'] = { key = 'status_port', type = 'int', min = 0, arg = 'PORT', help = 'serve the run state as JSON on 127.0.0.1:PORT' },
   ['report'] = { key = 'report', type = 'string', arg = 'PATH', help = 'write the markdown report here (startup)' },
-  ['model'] = { key = 'model', type = 'string', arg = 'ID', help = 'LLM model for openrouter/ai_gateway (else OPENROUTER_MODEL / AI_GATEWAY_MODEL)' },
+  ['model'] = { key = 'model', type = 'string', arg = 'ID',
+    help = "the LLM and installed-agent solvers' model (else the solver's variable: OPENROUTER_MODEL, CODEX_MODEL, ...)" },
   ['max-turns'] = { key = 'max_turns', type = 'int', min = 1, arg = 'N', help = 'LLM agent: completions per trial (default 50)' },
   ['quiet'] = { key = 'quiet', type = 'bool', help = 'no progress output' },
   ['repeat'] = { key = 'repeats', type = 'int', min = 1, arg = 'N', help = 'startup: run the arena as N blocks (block-level CIs)' },
@@ -85,7 +87,8 @@ local SPEC = {
   ['default-limits'] = { key = 'default_limits', type = 'string', arg = 'K=V,...',
     help = 'local: limits of sandboxes and builds whose task names none (cpus=1,memory_mb=2048,storage_mb=10240,pids=4096)' },
   ['model-key'] = { key = 'model_key', type = 'string', choices = { 'auto', 'proxy', 'sandbox' }, arg = 'auto|proxy|sandbox',
-    help = 'codex/claude_code: the model key stays on the host behind a proxy (auto: where the provider reaches it, '
+    help = 'installed agents (codex, claude_code, opencode, gemini_cli): the model key stays on the host behind a proxy '
+      .. '(auto: where the provider reaches it, '
       .. 'else the key goes in with a warning; proxy: always, else refuse; sandbox: the key in the sandbox)' },
   ['host-root'] = { key = 'host_root', type = 'bool',
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
