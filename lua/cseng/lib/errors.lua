@@ -37,6 +37,7 @@ errors.registry = {
   { 'ECURL', 'another libcurl failure (the message names it)' },
   { 'ECLOSED', 'the server (cseng.serve) is closed' },
   { 'EPIPE', 'the peer (a client connection, a pipe) is closed' },
+  { 'EOF', 'a stream ended before what was asked of it arrived (a child\'s stdout closed before a whole line)' },
   { 'EADDRINUSE', 'the address to listen on is in use' },
   { 'EPROTO', 'an answer broke its protocol (a 2xx body that is not JSON, a bad frame)' },
   { 'EPROTOBUF', 'a protobuf message or gRPC frame could not be decoded' },
