@@ -2,15 +2,14 @@
  * lnamespace.c: Linux namespaces, mounts and port relays for the local sandbox. Module
  * cseng.namespace. Everything here needs root (the local provider's base mode runs as root).
  *
- *   namespace.create{uid=, gid=, count=, owner=, net=} -> ns | nil, msg, code
- *       A user namespace whose ids 0..count-1 are the host's uid..uid+count-1 (gid..: the same
- *       by default), owned by the host uid `owner` (default uid): a process running as that uid
- *       may join it (bwrap --userns) with no privilege in the host's namespace, and root inside
- *       it is never root on the host. net=true adds a network namespace owned by it, with its
- *       loopback up and nothing else (no route anywhere). The namespaces live while ns is open;
- *       no process holds them, so nothing lingers when the engine dies.
- *   ns:path("user"|"net") -> "/proc/<pid>/fd/<n>": a path that opens the namespace (for
- *       `3<path` redirections and nsenter --net=path) while ns is open
+ *   namespace.open(pid [, {net=true}]) -> ns | nil, msg, code
+ *       A handle on the user namespace (and with net=true the network namespace) of process
+ *       pid: a local sandbox's init (jail/cseng-jail.c), which made them. The handle names the
+ *       namespaces for as long as it is open, whatever becomes of pid: the engine checks a
+ *       command's target against it (a reused pid is refused) and runs slirp4netns and port
+ *       relays in it.
+ *   ns:path("user"|"net") -> "/proc/<pid>/fd/<n>": a path that opens the namespace while ns is
+ *       open
  *   ns:close() (also __gc, __close)
  *   namespace.relay(ns, port, to_port [, to_host]) -> relay | nil, msg, code
  *       Listens on 127.0.0.1:port inside ns's network namespace and joins every connection made
@@ -22,9 +21,6 @@
  *   namespace.bind_mount(source, target) -> true | nil, msg, code
  *   namespace.umount(target [, {lazy=true}]) -> true | nil, msg, code
  *
- * Why not fork a holder process (`unshare ... sleep`): a holder outlives a crashed engine and
- * must be found and killed; an open descriptor is released by the kernel. The child forked
- * here only unshares and waits on a pipe while the parent writes its id maps, then exits.
  * setns() changes the calling thread only: the loop thread enters a sandbox's network
  * namespace for the few system calls that create a socket there and returns at once.
  */
@@ -33,18 +29,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -59,31 +51,6 @@ static ns_box *check_ns(lua_State *L, int idx) {
   ns_box *n = luaL_checkudata(L, idx, NS_MT);
   if (n->user_fd < 0) luaL_error(L, "namespace is closed");
   return n;
-}
-
-static int write_file(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC), e = 0;
-  size_t n = strlen(text);
-  if (fd < 0) return errno;
-  if (write(fd, text, n) != (ssize_t)n) e = errno ? errno : EIO;
-  close(fd);
-  return e;
-}
-
-/* Bring "lo" up in the calling thread's network namespace. */
-static int loopback_up(void) {
-  struct ifreq ifr;
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), e = 0;
-  if (s < 0) return errno;
-  memset(&ifr, 0, sizeof ifr);
-  strcpy(ifr.ifr_name, "lo");
-  if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) e = errno;
-  else {
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) e = errno;
-  }
-  close(s);
-  return e;
 }
 
 /* Run fn inside the network namespace net_fd (this thread only), then come back. */
@@ -102,117 +69,30 @@ static int in_netns(int net_fd, int (*fn)(void *), void *arg, int *result) {
   return 0;
 }
 
-static int loopback_up_cb(void *arg) {
-  (void)arg;
-  return loopback_up();
-}
-
-/* Children that have been told to exit and are not reaped yet: reaped without waiting at the
- * next create (waiting for a child to be scheduled and exit would put a context switch or
- * two of a busy machine into every sandbox's creation). */
-#define REAP_MAX 256
-static pid_t to_reap[REAP_MAX];
-static int n_reap;
-
-static void reap_done(int block) {
-  int i = 0, st;
-  while (i < n_reap) {
-    pid_t r = waitpid(to_reap[i], &st, block ? 0 : WNOHANG);
-    if (r == to_reap[i] || (r < 0 && errno == ECHILD)) to_reap[i] = to_reap[--n_reap];
-    else i++;
-  }
-}
-
-/** namespace.create{uid=, gid=, count=, owner=, net=} */
-static int ns_create(lua_State *L) {
-  lua_Integer uid, gid, count, owner;
-  int net, p1[2], p2[2], e = 0, st = 0;
-  char path[64], map[96], c = 0;
-  pid_t pid;
+/** namespace.open(pid [, {net=true}]) */
+static int ns_open(lua_State *L) {
+  lua_Integer pid = luaL_checkinteger(L, 1);
+  int net = 0, e = 0;
+  char path[64];
   ns_box *n;
-  luaL_checktype(L, 1, LUA_TTABLE);
-  uid = cs_opt_integer(L, 1, "uid", -1, 1);
-  if (uid < 1) return luaL_error(L, "opts.uid must be an integer >= 1");
-  gid = cs_opt_integer(L, 1, "gid", uid, 1);
-  count = cs_opt_integer(L, 1, "count", 65536, 1);
-  owner = cs_opt_integer(L, 1, "owner", uid, 1);
-  net = cs_opt_bool(L, 1, "net", 0);
-  luaL_argcheck(L, uid + count <= 0xffffffffLL && gid + count <= 0xffffffffLL, 1, "opts.count too large");
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    net = cs_opt_bool(L, 2, "net", 0);
+  }
+  luaL_argcheck(L, pid > 1, 1, "a pid > 1");
   n = lua_newuserdatauv(L, sizeof *n, 0);
   n->user_fd = n->net_fd = -1;
   luaL_setmetatable(L, NS_MT);
-  if (pipe2(p1, O_CLOEXEC) != 0) return cs_fail_errno(L, errno, "namespace: pipe");
-  if (pipe2(p2, O_CLOEXEC) != 0) {
-    e = errno;
-    close(p1[0]);
-    close(p1[1]);
-    return cs_fail_errno(L, e, "namespace: pipe");
-  }
-  pid = fork();
-  if (pid < 0) {
-    e = errno;
-    close(p1[0]), close(p1[1]), close(p2[0]), close(p2[1]);
-    return cs_fail_errno(L, e, "namespace: fork");
-  }
-  if (pid == 0) {
-    /* the child: raw system calls only (the parent may have other threads) */
-    close(p1[0]);
-    close(p2[1]);
-    if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, (gid_t)owner, (gid_t)owner, (gid_t)owner) != 0 ||
-        syscall(SYS_setresuid, (uid_t)owner, (uid_t)owner, (uid_t)owner) != 0)
-      _exit(10);
-    if (unshare(CLONE_NEWUSER | (net ? CLONE_NEWNET : 0)) != 0) _exit(11);
-    if (write(p1[1], &c, 1) != 1) _exit(12);
-    if (read(p2[0], &c, 1) < 0) _exit(13);
-    _exit(0);
-  }
-  close(p1[1]);
-  close(p2[0]);
-  if (read(p1[0], &c, 1) != 1) e = ECHILD; /* the child could not unshare: its status says why */
-  if (!e) {
-    cs_fmt_into(map, sizeof map, "0 %lld %lld\n", (long long)uid, (long long)count);
-    cs_fmt_into(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-    e = write_file(path, map);
-  }
-  if (!e) {
-    cs_fmt_into(map, sizeof map, "0 %lld %lld\n", (long long)gid, (long long)count);
-    cs_fmt_into(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-    e = write_file(path, map);
-  }
-  if (!e) {
-    cs_fmt_into(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-    if ((n->user_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) e = errno;
-  }
+  cs_fmt_into(path, sizeof path, "/proc/%lld/ns/user", (long long)pid);
+  if ((n->user_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) e = errno;
   if (!e && net) {
-    cs_fmt_into(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    cs_fmt_into(path, sizeof path, "/proc/%lld/ns/net", (long long)pid);
     if ((n->net_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) e = errno;
-  }
-  close(p2[1]); /* the child exits */
-  close(p1[0]);
-  reap_done(0);
-  if (e || n_reap == REAP_MAX) {
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-  } else {
-    to_reap[n_reap++] = pid;
-  }
-  if (e == ECHILD && WIFEXITED(st)) {
-    const char *what = WEXITSTATUS(st) == 10 ? "becoming the namespace's owner" : "unshare(CLONE_NEWUSER)";
-    if (n->user_fd >= 0) close(n->user_fd);
-    n->user_fd = -1;
-    return cs_fail(L, "EPERM", "namespace: %s failed in the child (exit %d): needs root and user namespaces", what,
-                   WEXITSTATUS(st));
-  }
-  if (!e && net) {
-    int r = 0;
-    e = in_netns(n->net_fd, loopback_up_cb, NULL, &r);
-    if (!e) e = r;
   }
   if (e) {
     if (n->user_fd >= 0) close(n->user_fd);
-    if (n->net_fd >= 0) close(n->net_fd);
-    n->user_fd = n->net_fd = -1;
-    return cs_fail_errno(L, e, "namespace: setting up the namespaces of child %d", (int)pid);
+    n->user_fd = -1;
+    return cs_fail_errno(L, e, "namespace.open: %s", path);
   }
   return 1;
 }
@@ -536,10 +416,8 @@ static int ns_umount(lua_State *L) {
   return 1;
 }
 
-static void reap_at_exit(void) { reap_done(1); }
-
 int luaopen_cseng_namespace(lua_State *L) {
-  static const luaL_Reg funcs[] = {{"create", ns_create},
+  static const luaL_Reg funcs[] = {{"open", ns_open},
                                    {"relay", ns_relay},
                                    {"mount_overlay", ns_mount_overlay},
                                    {"bind_mount", ns_bind_mount},
@@ -549,8 +427,6 @@ int luaopen_cseng_namespace(lua_State *L) {
   static const luaL_Reg ns_meta[] = {{"__gc", ns_close}, {"__close", ns_close}, {"__tostring", ns_tostring}, {NULL, NULL}};
   static const luaL_Reg relay_methods[] = {{"stats", relay_stats}, {"close", relay_close}, {NULL, NULL}};
   static const luaL_Reg relay_meta[] = {{"__gc", relay_close}, {"__close", relay_close}, {NULL, NULL}};
-  static int hooked;
-  if (!hooked) cs_at_shutdown(reap_at_exit), hooked = 1;
   cs_new_class(L, NS_MT, ns_methods, ns_meta);
   cs_new_class(L, RELAY_MT, relay_methods, relay_meta);
   luaL_newlib(L, funcs);

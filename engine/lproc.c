@@ -4,7 +4,10 @@
  *       -> {code, signal, stdout, stderr, elapsed, elapsed_ns, timed_out, stdout_dropped,
  *           stderr_dropped, pid} | nil, msg, CODE (spawn failure: "ENOENT", "EACCES", ...)
  *   proc.spawn{argv=, cwd=, env=, env_add=, stdin=, stdout=, stderr=, kill_group=, kill_grace=}
- *       -> process with :pid(), :kill(sig), :wait([timeout]), :close()
+ *       -> process with :pid(), :kill(sig), :wait([timeout]), :read_line([timeout]), :close()
+ *       (stdout = "pipe": the child's stdout is read by :read_line, a server that announces
+ *       that it is ready on a line of its own; what it writes beyond LINE_MAX unread bytes is
+ *       dropped)
  *   proc.which(name) -> absolute path | nil, msg, "ENOENT"
  *
  * Every child is started in its own session (UV_PROCESS_DETACHED, so setsid:
@@ -508,15 +511,28 @@ static int proc_run(lua_State *L) {
 /* ---- proc.spawn ------------------------------------------------------------ */
 
 typedef struct waitop waitop;
+typedef struct lineop lineop;
+#define LINE_MAX_BYTES 4096
 typedef struct {
   uv_process_t proc;
   uv_timer_t timer; /* the grace between TERM and KILL after close */
+  uv_pipe_t out;    /* stdout = "pipe" */
   pid_t pid;
-  int nopen, lua_closed, kill_group;
+  int nopen, lua_closed, kill_group, has_out, out_eof;
   proc_exit x;
   uint64_t t0, grace_ms;
   waitop *waiters;
+  char line[LINE_MAX_BYTES]; /* what stdout said and :read_line has not taken */
+  size_t line_len;
+  lineop *reader; /* the one :read_line waiting */
 } child;
+
+struct lineop {
+  cs_op op;
+  child *c;
+  uv_timer_t timer;
+  int has_timer, timed_out;
+};
 
 struct waitop {
   cs_op op;
@@ -532,6 +548,46 @@ struct waitop {
 static void child_closed(uv_handle_t *h) {
   child *c = h->data;
   if (--c->nopen == 0) free(c);
+}
+
+static void out_close(child *c) {
+  if (c->has_out && !uv_is_closing((uv_handle_t *)&c->out)) uv_close((uv_handle_t *)&c->out, child_closed);
+}
+
+static void line_freed(uv_handle_t *h) { free(h->data); }
+
+static void line_release(lineop *l) {
+  if (l->has_timer) uv_close((uv_handle_t *)&l->timer, line_freed);
+  else free(l);
+}
+
+/* A waiting :read_line is answered when a whole line arrived, at EOF, or at its timeout. */
+static void line_check(child *c) {
+  lineop *l = c->reader;
+  if (!l || (!memchr(c->line, '\n', c->line_len) && !c->out_eof && c->line_len < sizeof c->line)) return;
+  c->reader = NULL;
+  if (l->has_timer) uv_timer_stop(&l->timer);
+  cs_op_ready(&l->op);
+}
+
+static void out_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+  (void)h;
+  (void)hint;
+  b->base = scratch;
+  b->len = sizeof scratch;
+}
+
+static void out_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  child *c = s->data;
+  if (n > 0) {
+    size_t room = sizeof c->line - c->line_len, k = (size_t)n < room ? (size_t)n : room;
+    memcpy(c->line + c->line_len, b->base, k);
+    c->line_len += k;
+  } else if (n < 0) {
+    c->out_eof = 1;
+    out_close(c);
+  }
+  line_check(c);
 }
 
 static void wait_unlink(waitop *w) {
@@ -571,6 +627,14 @@ static void child_grace(uv_timer_t *h) {
  * grace; the C side lives on until the exit is reaped. */
 static void child_release(child *c) {
   c->lua_closed = 1;
+  out_close(c);
+  if (c->reader) { /* a task still waits for a line: it gets EOF, never the freed process */
+    lineop *l = c->reader;
+    c->reader = NULL;
+    l->c = NULL;
+    if (l->has_timer) uv_timer_stop(&l->timer);
+    cs_op_ready(&l->op);
+  }
   if (c->x.exited) {
     uv_close((uv_handle_t *)&c->timer, child_closed);
     return;
@@ -680,6 +744,72 @@ static int p_wait(lua_State *L) {
   return cs_yield(L, &w->op);
 }
 
+/* Take one line (without its newline) off the buffer: pushes it, or nil, msg, "EOF". */
+static int take_line(lua_State *L, child *c) {
+  char *nl = memchr(c->line, '\n', c->line_len);
+  size_t n;
+  if (!nl) {
+    if (c->line_len == sizeof c->line) {
+      c->line_len = 0;
+      return cs_fail(L, "EPROTO", "a line longer than %d bytes on the process's stdout", LINE_MAX_BYTES);
+    }
+    return cs_fail(L, "EOF", "the process closed its stdout without a line");
+  }
+  n = (size_t)(nl - c->line);
+  lua_pushlstring(L, c->line, n);
+  memmove(c->line, nl + 1, c->line_len - n - 1);
+  c->line_len -= n + 1;
+  return 1;
+}
+
+static int line_push(lua_State *L, cs_op *op) {
+  lineop *l = (lineop *)op;
+  child *c = l->c;
+  int timed_out = l->timed_out;
+  line_release(l);
+  if (timed_out) return cs_fail(L, "ETIMEDOUT", "no line on the process's stdout before the timeout");
+  if (!c) return cs_fail(L, "EOF", "the process was closed while a line was awaited");
+  return take_line(L, c);
+}
+
+static void line_cancel(cs_op *op) {
+  lineop *l = (lineop *)op;
+  if (l->c && l->c->reader == l) l->c->reader = NULL;
+  line_release(l);
+}
+
+static void line_timer(uv_timer_t *h) {
+  lineop *l = h->data;
+  if (l->c && l->c->reader == l) l->c->reader = NULL;
+  l->timed_out = 1;
+  cs_op_ready(&l->op);
+}
+
+/** p:read_line([timeout]) -> line | nil, msg, "EOF" | "ETIMEDOUT" (stdout = "pipe" only) */
+static int p_read_line(lua_State *L) {
+  child *c = check_child(L);
+  double timeout = luaL_optnumber(L, 2, 0);
+  lineop *l;
+  if (!c->has_out) return luaL_error(L, "read_line needs proc.spawn{stdout = 'pipe'}");
+  if (c->reader) return luaL_error(L, "another task is reading this process's stdout");
+  if (memchr(c->line, '\n', c->line_len) || c->out_eof || c->line_len == sizeof c->line) return take_line(L, c);
+  cs_task_current(L);
+  l = calloc(1, sizeof *l);
+  if (!l) return luaL_error(L, "out of memory");
+  l->c = c;
+  l->op.push = line_push;
+  l->op.cancel = line_cancel;
+  c->reader = l;
+  if (timeout > 0) {
+    l->has_timer = 1;
+    uv_timer_init(cs_loop(), &l->timer);
+    l->timer.data = l;
+    uv_update_time(cs_loop());
+    uv_timer_start(&l->timer, line_timer, (uint64_t)(timeout * 1000.0 + 0.5), 0);
+  }
+  return cs_yield(L, &l->op);
+}
+
 static int p_tostring(lua_State *L) {
   child *c = *check_box(L);
   if (!c) lua_pushliteral(L, "process (closed)");
@@ -716,9 +846,14 @@ static int proc_spawn(lua_State *L) {
   child *c, **box;
   int fds[3] = {-1, -1, -1}, i, rc = 0;
   static const char *const keys[] = {"stdin", "stdout", "stderr"};
+  int out_pipe;
   lua_settop(L, 1);
   read_spawnopts(L, 1, &so);
+  lua_getfield(L, 1, "stdout");
+  out_pipe = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "pipe") == 0;
+  lua_pop(L, 1);
   for (i = 0; i < 3 && rc == 0; i++) {
+    if (i == 1 && out_pipe) continue; /* below, once the child's struct exists */
     rc = stdio_target(L, 1, keys[i], i, &so.stdio[i], &fds[i]);
     if (rc) {
       const char *path;
@@ -737,20 +872,30 @@ static int proc_spawn(lua_State *L) {
   }
   c->kill_group = so.kill_group;
   c->grace_ms = so.grace_ms;
-  c->proc.data = c->timer.data = c;
+  c->proc.data = c->timer.data = c->out.data = c;
   uv_timer_init(cs_loop(), &c->timer);
+  if (out_pipe) {
+    uv_pipe_init(cs_loop(), &c->out, 0);
+    c->has_out = 1;
+    so.stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    so.stdio[1].data.stream = (uv_stream_t *)&c->out;
+  }
   so.o.exit_cb = child_exit;
   c->t0 = uv_hrtime();
   rc = uv_spawn(cs_loop(), &c->proc, &so.o);
   for (i = 0; i < 3; i++)
     if (fds[i] >= 0) close(fds[i]);
+  c->nopen = 2 + c->has_out;
   if (rc != 0) {
-    c->nopen = 2;
     uv_close((uv_handle_t *)&c->proc, child_closed);
     uv_close((uv_handle_t *)&c->timer, child_closed);
+    out_close(c);
     return spawn_fail(L, so.o.file, rc);
   }
-  c->nopen = 2;
+  if (c->has_out && uv_read_start((uv_stream_t *)&c->out, out_alloc, out_read) != 0) {
+    c->out_eof = 1;
+    out_close(c);
+  }
   c->pid = c->proc.pid;
   uv_unref((uv_handle_t *)&c->proc); /* a server child alone does not keep tasks waiting */
   box = lua_newuserdatauv(L, sizeof *box, 0);
@@ -799,7 +944,7 @@ int luaopen_cseng_proc(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"run", proc_run}, {"spawn", proc_spawn}, {"which", proc_which}, {NULL, NULL}};
   static const luaL_Reg meth[] = {
-      {"pid", p_pid}, {"kill", p_kill}, {"wait", p_wait}, {"close", p_close}, {NULL, NULL}};
+      {"pid", p_pid}, {"kill", p_kill}, {"wait", p_wait}, {"read_line", p_read_line}, {"close", p_close}, {NULL, NULL}};
   static const luaL_Reg meta[] = {
       {"__gc", p_close}, {"__close", p_close}, {"__tostring", p_tostring}, {NULL, NULL}};
   cs_new_class(L, PROCESS_MT, meth, meta);

@@ -42,21 +42,42 @@ describe('the ATIF validator', function()
     assert.is_true((atif.validate_text(jsonl.encode(sample()))))
   end)
 
-  -- each case breaks one rule; the problem names the field path
+  -- each case breaks one rule of Harbor's models (src/harbor/models/trajectories/*.py) or one of
+  -- cseng's own; the problem names the field as pydantic locates it (0-based)
   local cases = {
-    { 'schema_version', function(d) d.schema_version = '1.4' end, 'schema_version: expected' },
-    { 'session_id', function(d) d.session_id = nil end, 'session_id: required' },
-    { 'agent.version', function(d) d.agent.version = nil end, 'agent.version: required' },
-    { 'step ids sequential from 1', function(d) d.steps[2].step_id = 5 end, 'steps[2].step_id: expected 2' },
-    { 'source', function(d) d.steps[1].source = 'tool' end, 'steps[1].source: one of' },
-    { 'message required', function(d) d.steps[3].message = nil end, 'steps[3].message: required' },
-    { 'agent-only fields', function(d) d.steps[1].metrics = { prompt_tokens = 1 } end, 'steps[1].metrics: only an agent step' },
-    { 'timestamp', function(d) d.steps[1].timestamp = 'yesterday' end, 'steps[1].timestamp: not ISO 8601' },
-    { 'arguments an object', function(d) d.steps[2].tool_calls[1].arguments = 'ls' end, 'steps[2].tool_calls[1].arguments' },
-    { 'duplicate call ids', function(d) d.steps[2].tool_calls[2].tool_call_id = 'c1' end, 'duplicate c1' },
+    { 'schema_version', function(d) d.schema_version = '1.4' end, "schema_version: Input should be 'ATIF-v1.0' or" },
+    { 'agent.version', function(d) d.agent.version = nil end, 'agent.version: Field required' },
+    { 'agent.name a string', function(d) d.agent.name = 7 end, 'agent.name: Input should be a valid string' },
+    { 'no steps', function(d) d.steps = {} d.final_metrics = nil end, 'steps: List should have at least 1 item' },
+    { 'step ids sequential from 1', function(d) d.steps[2].step_id = 5 end, 'steps[1].step_id: expected 2 (sequential from 1), got 5' },
+    { 'step_id >= 1', function(d) d.steps[1].step_id = 0 end, 'steps.0.step_id: Input should be greater than or equal to 1' },
+    { 'source', function(d) d.steps[1].source = 'tool' end, "steps.0.source: Input should be 'system' or 'user' or 'agent'" },
+    { 'message required', function(d) d.steps[3].message = nil end, 'steps.2.message: Field required' },
+    { 'agent-only fields', function(d) d.steps[1].reasoning_content = 'hm' end,
+      "steps.0: Value error, Field 'reasoning_content' is only applicable when source is 'agent'" },
+    { 'timestamp', function(d) d.steps[1].timestamp = 'yesterday' end, 'steps.0.timestamp: Value error, Invalid ISO 8601 timestamp' },
+    { 'arguments an object', function(d) d.steps[2].tool_calls[1].arguments = 'ls' end,
+      'steps.1.tool_calls.0.arguments: Input should be a valid dictionary' },
+    { 'unknown field (extra forbidden)', function(d) d.steps[2].tool_calls[1].timeout = 5 end,
+      'steps.1.tool_calls.0.timeout: Extra inputs are not permitted' },
     { 'dangling source_call_id', function(d) d.steps[2].observation.results[2].source_call_id = 'zz' end,
-      'results[2].source_call_id: refers to no tool call: zz' },
-    { 'integer tokens', function(d) d.steps[3].metrics.prompt_tokens = 1.5 end, 'steps[3].metrics.prompt_tokens' },
+      "Observation result references source_call_id 'zz' which is not found in step 2's tool_calls" },
+    { 'llm_call_count >= 0', function(d) d.steps[3].llm_call_count = -1 end, 'steps.2.llm_call_count: Input should be greater than or equal to 0' },
+    { 'llm_call_count 0 has no metrics', function(d) d.steps[3].llm_call_count = 0 end,
+      "steps.2: Value error, Field 'metrics' must be absent when llm_call_count is 0" },
+    { 'content part text', function(d) d.steps[1].message = { { type = 'text' } } end,
+      "steps.0.message.0: Value error, 'text' field is required when type='text'" },
+    { 'content part image source', function(d) d.steps[1].message = { { type = 'image', source = { media_type = 'image/bmp', path = 'x' } } } end,
+      "steps.0.message.0.source.media_type: Input should be 'image/jpeg' or" },
+    { 'subagent ref resolvable', function(d) d.steps[2].observation.results[1].subagent_trajectory_ref = { { session_id = 's' } } end,
+      'SubagentTrajectoryRef must be resolvable' },
+    { 'embedded subagents have ids', function(d)
+      d.subagent_trajectories = { { agent = { name = 'sub', version = '1' }, steps = { { step_id = 1, source = 'user', message = 'x' } } } }
+    end, 'subagent_trajectories[0].trajectory_id is required for embedded subagents' },
+    { 'total_steps >= 0', function(d) d.final_metrics.total_steps = -1 end, 'final_metrics.total_steps: Input should be greater than or equal to 0' },
+    -- cseng's own rules (stricter than Harbor's models)
+    { 'duplicate call ids', function(d) d.steps[2].tool_calls[2].tool_call_id = 'c1' end, 'duplicate c1' },
+    { 'integer tokens', function(d) d.steps[3].metrics.prompt_tokens = 1.5 end, 'steps.2.metrics.prompt_tokens: Input should be a valid integer' },
     { 'cached within prompt', function(d) d.steps[2].metrics.cached_tokens = 501 end, 'more than prompt_tokens' },
     { 'totals equal the steps', function(d) d.final_metrics.total_prompt_tokens = 1101 end,
       'final_metrics.total_prompt_tokens: 1101, but the steps sum to 1100' },
@@ -71,9 +92,35 @@ describe('the ATIF validator', function()
     end)
   end
 
+  it('accepts what v1.7 adds: tool definitions, content parts, trajectory ids, llm_call_count, extra, embedded subagents', function()
+    local d = sample()
+    d.schema_version = 'ATIF-v1.7'
+    d.session_id = nil -- optional since v1.7
+    d.trajectory_id = 't-root'
+    d.agent.tool_definitions = { { type = 'function', ['function'] = { name = 'bash', parameters = { type = 'object' } } } }
+    d.steps[1].message = { { type = 'text', text = 'look:' }, { type = 'image', source = { media_type = 'image/png', path = 'a.png' } } }
+    d.steps[2].llm_call_count = 1
+    d.steps[2].tool_calls[1].extra = { retries = 0 }
+    d.steps[2].observation.results[1].extra = { score = 0.5 }
+    d.steps[2].observation.results[2].subagent_trajectory_ref = { { trajectory_id = 'sub-1', session_id = 's-1' } }
+    d.subagent_trajectories = { { trajectory_id = 'sub-1', agent = { name = 'sub', version = '1' },
+      steps = { { step_id = 1, source = 'user', message = 'x' }, { step_id = 2, source = 'agent', message = 'ok', llm_call_count = 0 } } } }
+    d.extra = { cseng = true }
+    local ok, p = atif.validate(d)
+    assert.is_true(ok, table.concat(p or {}, '\n'))
+    assert.is_true((atif.harbor(d)))
+  end)
+
+  it('Harbor\'s models alone accept what only cseng refuses (its stricter rules are its own)', function()
+    local d = sample()
+    d.final_metrics.total_prompt_tokens = 1101
+    assert.is_true((atif.harbor(d)))
+    assert.is_nil((atif.validate(d)))
+  end)
+
   it('collects every problem, not just the first', function()
     local d = sample()
-    d.session_id = nil
+    d.agent.version = nil
     d.steps[1].source = 'x'
     d.final_metrics.total_completion_tokens = 1
     local _, p = atif.validate(d)
@@ -113,7 +160,7 @@ describe('the openrouter agent', function()
       local ok, p = atif.validate_text(text)
       assert.is_true(ok, table.concat(p or {}, '\n'))
       local doc = jsonl.decode(text)
-      assert.equal('ATIF-v1.4', doc.schema_version)
+      assert.equal('ATIF-v1.7', doc.schema_version)
       assert.equal('cseng-agent', doc.agent.name)
       assert.equal(H.MODEL, doc.agent.model_name)
       assert.matches('/' .. r.task_id:gsub('%p', '%%%0') .. '$', doc.session_id)

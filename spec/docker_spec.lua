@@ -72,13 +72,13 @@ local function with_sandbox(client, spec, fn)
   if not ok then error(err, 0) end
 end
 
-local function frame(kind, payload) return string.pack('>B xxx I4', kind, #payload) .. payload end
+local function mux_frame(kind, payload) return string.pack('>B xxx I4', kind, #payload) .. payload end
 
 -- ---- without docker --------------------------------------------------------------------------
 
 describe('docker provider helpers', function()
   it('demultiplexes the exec stream wherever the chunks are cut', function()
-    local stream = frame(1, 'hello ') .. frame(2, 'oops\n') .. frame(1, '') .. frame(1, 'world\n') .. frame(2, string.rep('e', 300))
+    local stream = mux_frame(1, 'hello ') .. mux_frame(2, 'oops\n') .. mux_frame(1, '') .. mux_frame(1, 'world\n') .. mux_frame(2, string.rep('e', 300))
     for cut = 1, #stream do
       local d = wire.demuxer(1 << 20)
       d.feed(stream:sub(1, cut - 1))
@@ -96,7 +96,7 @@ describe('docker provider helpers', function()
 
   it('keeps only the tail of each stream and counts what it dropped', function()
     local d = wire.demuxer(10)
-    for i = 1, 50000 do d.feed(frame(1, string.format('%05d\n', i))) end
+    for i = 1, 50000 do d.feed(mux_frame(1, string.format('%05d\n', i))) end
     assert.equal(10, #d.out.get())
     assert.equal('9\n50000\n', d.out.get():sub(-8))
     assert.equal(50000 * 6 - 10, d.out.dropped())
@@ -358,6 +358,7 @@ describe('docker provider on dockerd', function()
 
   local function run_tasks(opts)
     local results = require 'cseng.results.log'
+    local frame = require 'cseng.run.frame'
     opts.provider, opts.dataset = 'docker', opts.dataset or (ROOT .. '/data/smoke.jsonl')
     opts.solver, opts.mode = opts.solver or 'gold', opts.mode or 'cold'
     opts.concurrency, opts.quiet = opts.concurrency or 2, true

@@ -18,7 +18,7 @@ local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
 local sandboxes = dofile(ROOT .. '/spec/fakes/sandboxes.lua')
 local P = require 'providers.acme'
 
--- A loopback Acme whose sandboxes really run commands (bubblewrap sandboxes on this machine,
+-- A loopback Acme whose sandboxes really run commands (local-provider sandboxes on this machine,
 -- spec/fakes/sandboxes.lua). start() -> f: f.env() (the variables of a run against it),
 -- f.stats() ({creates, deletes, live}), f.close().
 local fake = {}

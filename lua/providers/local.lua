@@ -1,4 +1,5 @@
---- The local provider: one bubblewrap sandbox per trial on this machine.
+--- The local provider: one container per trial on this machine (cseng's own launcher,
+--- jail/cseng-jail.c; bubblewrap only in host mode without root).
 ---
 --- Base root filesystem mode (the default): the sandbox's "/" is an overlayfs whose lowest layer
 --- is the Debian base root filesystem `cseng images rootfs` builds with debootstrap (the content
@@ -11,11 +12,12 @@
 --- Host mode (--host-root, or host_root = true): the host's /usr bound read-only, a synthetic
 --- /etc, cseng stages COPY/ENV/WORKDIR and the runner records RUN steps as fidelity gaps.
 ---
---- Isolation (providers/shared/local_jail.lua; docs/providers/local.md): every exec is a new
---- bubblewrap process in the sandbox's own user namespace (root inside is an unprivileged
---- subordinate uid outside), with Docker's capabilities, seccomp profile and masked /proc paths,
---- new mount/pid/ipc/uts/cgroup namespaces and the sandbox's network namespace
---- (providers/shared/local_net.lua: none, or slirp4netns with no route to the host's loopback).
+--- Isolation (providers/shared/local_jail.lua; docs/providers/local.md): create starts the
+--- sandbox's init in its own user namespace (root inside is an unprivileged subordinate uid
+--- outside) with new mount/pid/ipc/uts/cgroup/network namespaces; every exec joins them
+--- (as docker exec) with Docker's capabilities, seccomp profile and masked /proc paths. The
+--- network (providers/shared/local_net.lua) is loopback only, or slirp4netns with no route to
+--- the host's loopback.
 --- Limits (providers/shared/local_limits.lua): every sandbox and build runs in cgroups (memory,
 --- pids, CPU) and on a size-limited writable layer, with defaults when the task names none.
 --- Warm: the prepared sandbox's writable layer (base mode) or root (host mode) becomes one more
@@ -37,7 +39,7 @@ local net = require 'providers.shared.local_net'
 
 local M = {
   name = 'local',
-  description = 'bubblewrap sandboxes on this machine (no credentials, no network by default)',
+  description = 'containers on this machine (no credentials, no network by default; no daemon)',
   -- its sandbox ids, and so the names of the directories under <root>/sandboxes/ (M.create)
   id_format = { pattern = '^cseng%-' .. string.rep('%x', 12) .. '$', example = 'cseng-0123456789ab', max = 18 },
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
@@ -198,7 +200,10 @@ function M.connect(cfg)
     if not filter then errors.raise(fcode or errors.ECONFIG, 'local provider: ' .. tostring(ferr)) end
     client.filter = filter
     client.proc_paths = jail.proc_paths()
-    client.launcher = cfg.launcher ~= false and jail.launcher() or nil
+    client.launcher = jail.launcher()
+    if not client.launcher then
+      errors.raise(errors.ECONFIG, 'local provider: build/cseng-jail is missing (it starts every sandbox as root): run make')
+    end
   end
   sweep(client)
   return client
@@ -278,28 +283,13 @@ local function layer_dir(client, key, network)
 end
 -- ---- namespaces, networks and limits of one sandbox --------------------------------------
 
--- The sandbox's user namespace, its network (slirp4netns when it has the network, relays for
--- its host_ports) and its cgroups, recorded on sb. Returns true or nil, why, code.
+-- The sandbox's cgroups, its init (jail/cseng-jail.c: the process that holds its namespaces
+-- and mounts), its network (slirp4netns when it has the network, relays for its host_ports),
+-- recorded on sb. Returns true or nil, why, code.
 local function isolate(client, sb, lim, host_ports)
   if not client.idmap then return true end
   local shared_net = sb.network and client.host_network
-  local own_net = (sb.network and not shared_net) or (host_ports and #host_ports > 0 and not shared_net)
-  local ns, err, code = namespace.create { uid = client.idmap.uid, gid = client.idmap.gid, count = client.idmap.count,
-    net = own_net or nil }
-  if not ns then return nil, 'the sandbox\'s namespaces: ' .. tostring(err), code end
-  sb.ns = ns
-  if shared_net then sb.netns = 'host' end
-  if own_net then
-    sb.netns = ns:path('net')
-    if sb.network then
-      local h, nerr, ncode = net.start(ns, sb.dir)
-      if not h then return nil, 'the sandbox\'s network: ' .. tostring(nerr), ncode end
-      sb.slirp = h
-    end
-    local relays, rerr, rcode = net.relays(ns, host_ports)
-    if not relays then return nil, 'the sandbox\'s host ports: ' .. tostring(rerr), rcode end
-    sb.relays = relays
-  end
+  local own_net = not shared_net
   local cg = limits.cgroup(client.cgroup, cg_name(client, sb.id), lim)
   sb.cgroups, sb.cgroup_views = cg.dirs, cg.views
   sb.limits = {
@@ -308,14 +298,49 @@ local function isolate(client, sb, lim, host_ports)
     storage_enforced = client.store.enforced, storage_gap = client.store.why,
     source = lim.source,
   }
+  local log = sb.dir .. '/init.log'
+  local p, err, code = proc.spawn { argv = jail.init_command {
+      launcher = client.launcher, idmap = client.idmap, root = sb.root, net_host = shared_net or nil,
+      cgroups = sb.cgroups, cgroup_views = sb.cgroup_views, paths = client.proc_paths, binds = sb.binds,
+    }, stdout = 'pipe', stderr = log }
+  if not p then return nil, 'starting the sandbox\'s init: ' .. tostring(err), code end
+  sb.init = p
+  local line, lerr, lcode = p:read_line(jail.INIT_TIMEOUT)
+  local pid = line and math.tointeger(tonumber(line:match('^ready (%d+)$')))
+  if not pid then
+    local why = util.trim(fs.read(log) or '')
+    return nil, 'the sandbox\'s init: ' .. (why ~= '' and why or tostring(line or lerr)), lcode == 'ETIMEDOUT' and lcode or errors.EIO
+  end
+  sb.init_pid = pid
+  local ns, nerr, ncode = namespace.open(pid, { net = own_net })
+  if not ns then return nil, 'the sandbox\'s namespaces: ' .. tostring(nerr), ncode end
+  sb.ns = ns
+  if own_net then
+    if sb.network then
+      local h, serr, scode = net.start(ns, sb.dir)
+      if not h then return nil, 'the sandbox\'s network: ' .. tostring(serr), scode end
+      sb.slirp = h
+    end
+    local relays, rerr, rcode = net.relays(ns, host_ports)
+    if not relays then return nil, 'the sandbox\'s host ports: ' .. tostring(rerr), rcode end
+    sb.relays = relays
+  end
   return true
 end
 
+-- Stop what isolate started: the relays, the network, then the init, whose end ends every
+-- process of the sandbox (its pid namespace goes with it) and lets go of its mounts.
 local function release(sb)
   for _, r in ipairs(sb.relays or {}) do r:close() end
   sb.relays = nil
   net.stop(sb.slirp)
   sb.slirp = nil
+  if sb.init then
+    sb.init:kill('KILL')
+    sb.init:wait(10)
+    sb.init:close()
+    sb.init = nil
+  end
   if sb.ns then sb.ns:close(); sb.ns = nil end
 end
 
@@ -325,12 +350,8 @@ local exec_env
 local function command(client, sb, cmd, opts)
   local argv = { '/bin/bash', '-c', cmd }
   if client.idmap then
-    local binds = sb.binds and util.copy(sb.binds) or {}
-    return jail.command({
-      bwrap = client.bwrap, launcher = client.launcher, idmap = client.idmap, filter = client.filter, paths = client.proc_paths,
-      cgroups = sb.cgroups, cgroup_views = sb.cgroup_views, userns = sb.ns:path('user'), netns = sb.netns,
-      root = sb.root, cwd = opts.cwd or sb.workdir, user = opts.user, binds = binds,
-    }, argv)
+    return jail.enter_command({ launcher = client.launcher, pid = sb.init_pid, userns = sb.ns:path('user'),
+      filter = client.filter, cgroups = sb.cgroups, cwd = opts.cwd or sb.workdir, user = opts.user }, argv)
   end
   -- host mode without root: bubblewrap's own unprivileged user namespace (the caller's uid
   -- mapped, nothing else), the host's /usr read-only; no cgroups (they need root)
@@ -519,7 +540,7 @@ end
 -- process: it can be destroyed, not run in.
 local function runnable(client, sb)
   if sb.destroyed then return nil, 'sandbox ' .. tostring(sb.id) .. ' is gone (destroyed)', 'ESANDBOX' end
-  if client.idmap and not sb.ns then return nil, 'sandbox ' .. tostring(sb.id) .. ' was not created by this process', 'ESTALE' end
+  if client.idmap and not sb.init then return nil, 'sandbox ' .. tostring(sb.id) .. ' was not created by this process', 'ESTALE' end
   return true
 end
 
@@ -553,7 +574,7 @@ end
 -- the sandbox (outside its root), read as they grow (every STREAM_POLL_S seconds, while the
 -- command runs, and once more after it exits) and handed over in order, stream "stdout" or
 -- "stderr". When on_output returns false the command is stopped there: its process group is
--- killed (bwrap --die-with-parent takes the sandbox's processes with it) and the result says
+-- signalled (the launcher passes TERM on to the command's process group inside the sandbox, KILL follows) and the result says
 -- `stopped = true`. The result has proc.run's shape (code, signal, stdout and stderr tails,
 -- elapsed, timed_out). The capability `exec_stream` says an adapter has this.
 local function exec_streaming(sb, argv, opts)
@@ -585,8 +606,8 @@ local function exec_streaming(sb, argv, opts)
     pump()
     if stopped or clock.now() >= deadline then
       timed_out = not stopped
-      p:kill(stopped and 'KILL' or 'TERM')
-      exit = p:wait(timed_out and 2 or 10)
+      p:kill('TERM') -- passed on to the command's process group in the sandbox
+      exit = p:wait(stopped and 2 or 10)
       if not exit then p:kill('KILL'); exit = p:wait() end
     else
       local e, _, wcode = p:wait(STREAM_POLL_S)
@@ -604,6 +625,29 @@ local function exec_streaming(sb, argv, opts)
   note_hits(sb, res)
   return res
 end
+--- A phase's network policy (Harbor's network_mode / allowed_hosts: {mode, hosts}) on a live
+--- sandbox: an egress filter in the sandbox's own network namespace
+--- (providers/shared/local_net.lua: net.filter), replaced at each phase. Returns {enforced,
+--- allowed, unenforced} or nil, why (a sandbox without a namespace of its own: host mode without
+--- root, or the host's network shared).
+function M.network_policy(client, sb, policy)
+  local netns = sb.ns and sb.ns:path('net')
+  if not netns then
+    if not client.idmap and not sb.network and policy.mode == 'no-network' then
+      return { enforced = 'no network in the sandbox', allowed = {}, unenforced = {} }
+    end
+    if sb.ns then return nil, 'the sandbox shares the host\'s network (host_network): nothing to filter' end
+    return nil, 'the sandbox has no network namespace of its own to filter'
+  end
+  if policy.mode ~= 'no-network' and not sb.slirp then
+    return nil, 'the sandbox was made without the network'
+  end
+  local r, err, code = net.filter(netns, policy)
+  if not r then return nil, err, code end
+  r.enforced = 'egress filter in the sandbox\'s network namespace'
+  return r
+end
+
 --- Run a shell command in the sandbox. opts: {cwd, env, user ('root'|'verifier'|uid), timeout,
 --- stdin, on_output}. The result has proc.run's shape, plus limit_hits ({memory = OOM kills,
 --- pids = forks refused}) when the command ran into the sandbox's limits.
@@ -817,6 +861,7 @@ function M.build(client, req)
           log[#log + 1] = string.format('cseng: step %d (Dockerfile line %d) kept in the build cache\n', i, s.line or 0)
         end
       end or nil })
+    release(sb) -- the init holds the build root's mount: it ends before the layer is placed
     namespace.umount(sb.root)
     sb.overlay = nil
     if from > 0 then

@@ -20,6 +20,7 @@ return function(data, h)
   add('## Runs\n')
   add(rt.runs_table(data, h))
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
+  add(rt.metrics_section(data, h)) -- nil without reward keys beyond `reward`
   add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
 
   -- outcomes, time, cost

@@ -114,6 +114,7 @@ return function(data, h)
   end
   add(h.table({ 'provider', 'trials', 'passed', 'failed', 'errors', 'error rate', '95% CI', 'failed rate' }, prows))
   add(rt.pass_at_k_section(data, h)) -- agent failures and infra errors (ESANDBOX) apart, per solver and model
+  add(rt.metrics_section(data, h)) -- nil without reward keys beyond `reward`
   add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
   add('Error rate = errors / trials, over every trial read (a retried task counts each time); the interval is ' ..
     'Wilson\'s.\n')

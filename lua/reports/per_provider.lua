@@ -215,6 +215,7 @@ return function(data, h)
   for i, p in ipairs(providers) do names[i] = h.escape(p) end
   add('Providers: ' .. table.concat(names, ', ') .. '.\n')
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
+  add(rt.metrics_section(data, h)) -- nil without reward keys beyond `reward`
   add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
   for _, p in ipairs(providers) do section(p, data, ev, h, add) end
   return table.concat(out, '\n')

@@ -41,6 +41,7 @@ return function(data, h)
     return rt.no_records(data, out)
   end
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
+  add(rt.metrics_section(data, h)) -- nil without reward keys beyond `reward`
   add('Cells: ✓ passed (reward 1), ✗ failed (the verifier ran, reward below 1), `error: <stage>` (an ' ..
     'infrastructure error in that phase, no verdict), – not run there. "(k/n passed)" when the column ran the ' ..
     'task n times. Seconds are the evidence trial\'s `elapsed_seconds`.\n')

@@ -9,7 +9,7 @@ local solver = { name = 'gold', description = "run the task's own solution/solve
 
 local WRAPPER = [[#!/bin/bash
 # cseng: apply the gold solution once; a second run is a no-op.
-marker=/cseng/.gold-solve-done
+marker=/cseng/.gold-solve-done${CSENG_GOLD_STEP:+-$CSENG_GOLD_STEP}
 if [ -f "$marker" ]; then echo "cseng: gold solution already applied"; exit 0; fi
 bash /solution/solve.sh "$@"
 code=$?
@@ -23,12 +23,14 @@ function solver.solve(ctx)
   if not task.has_solution then
     return { skipped = true, note = 'the task has no solution/solve.sh' }
   end
-  local tar = archive.pack_dir(task.dir .. '/solution', {})
+  -- a step of a [[steps]] task solves with its own solution/ when it has one
+  local tar = archive.pack_dir(task.solution_dir or (task.dir .. '/solution'), {})
   errors.check({ stage = 'solve', prefix = 'uploading solution/: ' }, ctx:put('/solution', tar))
   errors.check({ stage = 'solve', prefix = 'uploading the solve wrapper: ' },
     ctx:put('/cseng', archive.pack({ { path = 'gold-solve.sh', data = WRAPPER, mode = tonumber('755', 8) } })))
   local res = errors.check({ stage = 'solve' },
-    ctx:exec('bash /cseng/gold-solve.sh', { env = task.config.solution_env, timeout = ctx.timeout }))
+    ctx:exec('bash /cseng/gold-solve.sh', { env = require('cseng.lib.util').merge(task.config.solution_env,
+      { CSENG_GOLD_STEP = task.step }), timeout = ctx.timeout }))
   ctx:exec('rm -rf /solution', { timeout = 60 })
   return { return_code = res.code, stdout = res.stdout, stderr = res.stderr, elapsed = res.elapsed, timed_out = res.timed_out }
 end

@@ -2,7 +2,7 @@
 --- sandboxes on this machine, and the bits of HTTP they parse (their counters, switches and
 --- f.stats/set/close come from spec/fakes/common.lua, shared with the Lizard fake).
 ---
---- A fake's sandbox is a bubblewrap sandbox of the local provider (lua/providers/local.lua): its
+--- A fake's sandbox is a sandbox of the local provider (lua/providers/local.lua): its
 --- own directory is "/" inside, so /workspace, /tests, /logs, /tmp are the sandbox's, state
 --- persists between commands, and commands really run (loopback and local only; no network
 --- inside unless created with network = true: then the host's, loopback included, which the

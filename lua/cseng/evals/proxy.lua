@@ -45,6 +45,13 @@ proxy.APIS = {
   -- the Anthropic Messages API (claude_code: ANTHROPIC_BASE_URL, without /v1)
   anthropic = { auth = 'x-api-key', model = { ['POST /v1/messages'] = 'messages' },
     other = { ['POST /v1/messages/count_tokens'] = true, ['GET /v1/models'] = true }, models_prefix = '/v1/models/' },
+  -- Google's Gemini API (gemini_cli: GOOGLE_GEMINI_BASE_URL): a model's methods are in its path
+  -- (`/v1beta/models/<model>:generateContent`); the key travels in `x-goog-api-key`
+  google = { auth = 'x-goog-api-key', model = {},
+    model_patterns = { { '^POST /v1beta/models/[%w][%w%._%-]*:generateContent$', 'gemini' },
+      { '^POST /v1beta/models/[%w][%w%._%-]*:streamGenerateContent$', 'gemini' } },
+    other = { ['GET /v1beta/models'] = true },
+    other_patterns = { '^POST /v1beta/models/[%w][%w%._%-]*:countTokens$' }, models_prefix = '/v1beta/models/' },
 }
 
 -- request headers never forwarded: hop-by-hop ones, what curl sets itself, the credential (the
@@ -53,7 +60,7 @@ local DROP_REQUEST = {
   ['host'] = true, ['content-length'] = true, ['connection'] = true, ['keep-alive'] = true, ['te'] = true,
   ['trailer'] = true, ['transfer-encoding'] = true, ['upgrade'] = true, ['expect'] = true,
   ['proxy-authorization'] = true, ['proxy-connection'] = true, ['authorization'] = true, ['x-api-key'] = true,
-  ['accept-encoding'] = true,
+  ['x-goog-api-key'] = true, ['accept-encoding'] = true,
 }
 -- answer headers never passed back: hop-by-hop ones and the length (the answer is re-framed)
 local DROP_RESPONSE = {
@@ -94,6 +101,12 @@ local USAGE = {
     return { input = int(u.input_tokens) + cached + creation, cached = cached, cache_creation = creation,
       output = int(u.output_tokens), reasoning = 0 }
   end,
+  -- Gemini's usageMetadata: the prompt count includes cached content; thoughts are billed as output
+  gemini = function(u)
+    local thoughts = int(u.thoughtsTokenCount)
+    return { input = int(u.promptTokenCount) + int(u.toolUsePromptTokenCount), cached = int(u.cachedContentTokenCount),
+      cache_creation = 0, output = int(u.candidatesTokenCount) + thoughts, reasoning = thoughts }
+  end,
 }
 
 -- the largest SSE line or JSON answer read for usage (the bytes still stream through beyond it)
@@ -102,7 +115,7 @@ local MAX_READ = 32 << 20
 --- A reader of one answer's usage: feed(chunk) with the bytes as they arrive, finish() -> the
 --- usage records seen ({id, model, input, cached, cache_creation, output, reasoning, cost}, one
 --- per model response the answer carried: one, for every API here), or {} when none was.
----@param kind string "responses" | "chat" | "messages"
+---@param kind string "responses" | "chat" | "messages" | "gemini"
 ---@param content_type string|nil the answer's
 function proxy.usage_reader(kind, content_type)
   local sse = tostring(content_type or ''):lower():find('text/event-stream', 1, true) ~= nil
@@ -148,6 +161,12 @@ function proxy.usage_reader(kind, content_type)
         end
       elseif obj.type == 'message' and type(obj.usage) == 'table' then -- a JSON answer
         record(obj.id, obj.model, USAGE.messages(obj.usage))
+      end
+    elseif kind == 'gemini' then
+      -- each streamed chunk may carry usageMetadata, the last one the answer's totals (counts are
+      -- cumulative, not per chunk); a JSON answer carries it once
+      if type(obj.usageMetadata) == 'table' then
+        record(obj.responseId or 'answer1', obj.modelVersion, USAGE.gemini(obj.usageMetadata))
       end
     end
   end
@@ -318,9 +337,24 @@ Proxy.__index = Proxy
 
 local live = setmetatable({}, { __mode = 'k' }) -- the proxies of this process that are open
 
-local function credential(h)
+local function credential(h, query)
   local bearer = (h['authorization'] or ''):match('^[Bb]earer%s+(%S+)%s*$')
-  return bearer or h['x-api-key'], bearer and 'bearer' or 'x-api-key'
+  if bearer then return bearer, 'bearer' end
+  if h['x-api-key'] then return h['x-api-key'], 'x-api-key' end
+  if h['x-goog-api-key'] then return h['x-goog-api-key'], 'x-goog-api-key' end
+  -- Google's clients may put the key in the query (`?key=`): taken out before forwarding
+  local k = ('&' .. tostring(query or '')):match('&key=([^&]*)')
+  if k and k ~= '' then return k, 'query' end
+  return nil
+end
+
+-- The query without its `key` parameter (the token stays here; the grant's key goes in a header).
+local function without_key(query)
+  local kept = {}
+  for part in tostring(query or ''):gmatch('[^&]+') do
+    if not part:match('^key=') then kept[#kept + 1] = part end
+  end
+  return table.concat(kept, '&')
 end
 
 -- The route of a request relative to the grant's base path: the model kind ("responses", ...),
@@ -334,7 +368,13 @@ local function route(g, method, path)
   local api = g.api
   local key = method .. ' ' .. path
   if api.model[key] then return api.model[key], path end
+  for _, mp in ipairs(api.model_patterns or {}) do
+    if key:match(mp[1]) then return mp[2], path end
+  end
   if api.other[key] then return true, path end
+  for _, op in ipairs(api.other_patterns or {}) do
+    if key:match(op) then return true, path end
+  end
   if method == 'GET' and path:sub(1, #api.models_prefix) == api.models_prefix
     and path:sub(#api.models_prefix + 1):match('^[%w][%w%._:-]*$') then return true, path end
   return nil
@@ -354,8 +394,11 @@ local function forward(P, g, req, kind, rel, style)
   for k, v in pairs(req.headers) do
     if not DROP_REQUEST[k] and not k:match('^proxy%-') then headers[k] = v end
   end
-  if style == 'bearer' then headers['Authorization'] = 'Bearer ' .. g.key else headers['x-api-key'] = g.key end
-  local url = g.upstream .. rel .. (req.query ~= '' and ('?' .. req.query) or '')
+  if style == 'bearer' then headers['Authorization'] = 'Bearer ' .. g.key
+  elseif style == 'x-goog-api-key' or style == 'query' then headers['x-goog-api-key'] = g.key
+  else headers['x-api-key'] = g.key end
+  local query = without_key(req.query)
+  local url = g.upstream .. rel .. (query ~= '' and ('?' .. query) or '')
   local body = req.body
   if kind ~= true and body ~= '' then body = with_usage(kind, body) end
   local reader, scrub = nil, scrubber(g.key)
@@ -412,7 +455,7 @@ end
 
 local function handle(P, req)
   P.stats.requests = P.stats.requests + 1
-  local token, style = credential(req.headers)
+  local token, style = credential(req.headers, req.query)
   local g = token and P.grants[crypto.sha256_hex(token)]
   if not g or g.revoked then
     P.stats.unauthorized = P.stats.unauthorized + 1
@@ -458,7 +501,7 @@ function proxy.start()
 end
 
 --- A token for one trial's agent. o: {trial (any key; revoke_trial ends its grants), api
---- ("openai" | "anthropic"), upstream (the real base URL), api_key, model (its price, looked up
+--- ("openai" | "anthropic" | "google"), upstream (the real base URL), api_key, model (its price, looked up
 --- now: a bad configured price fails here), budget ({admit, spend}: the trial's, or nil), options,
 --- getenv}. Returns {token, base_url (the proxy with the upstream's base path: what the sandbox
 --- gets), revoke(), usage()}.

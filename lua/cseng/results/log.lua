@@ -380,6 +380,7 @@ function results.summary(events)
     r.event, r.run_id, r.time = nil, nil, nil
     s.results[#s.results + 1] = r
   end
+  s.metrics = results.metrics(trials)
   -- agent evals: pass@1..K per solver/model/provider/mode, and the run's cost ledger
   s.pass_at_k = jsonl.array(require('cseng.evals.passk').summary(trials))
   s.cost = require('cseng.evals.ledger').run(trials)
@@ -387,6 +388,31 @@ function results.summary(events)
   -- why the run stopped early (a string: max_cost, dead_endpoint, ...) and its details
   if finished and finished.stop_reason ~= nil then s.stop_reason, s.stop_detail = finished.stop_reason, finished.stop_detail end
   return s
+end
+
+--- Every reward key of the trials' `rewards` as a metric (Harbor makes each key of reward.json
+--- one): {key = {mean, n, min, max}} over the trials that recorded it (errors have none). Nil
+--- when no trial recorded rewards.
+---@param trials table[]
+---@return table|nil
+function results.metrics(trials)
+  local m
+  for _, t in ipairs(trials) do
+    if type(t.rewards) == 'table' then
+      for k, v in pairs(t.rewards) do
+        if type(v) == 'number' then
+          m = m or {}
+          local x = m[k] or { sum = 0, n = 0 }
+          x.sum, x.n = x.sum + v, x.n + 1
+          x.min = x.min and math.min(x.min, v) or v
+          x.max = x.max and math.max(x.max, v) or v
+          m[k] = x
+        end
+      end
+    end
+  end
+  for _, x in pairs(m or {}) do x.mean = x.sum / x.n; x.sum = nil end
+  return m
 end
 
 --- Write the summary JSON beside the log (atomically). When the log beside it has failed a

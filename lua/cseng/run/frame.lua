@@ -151,7 +151,8 @@ frame.RESTORED = {
   { key = 'verify_timeout_seconds', flag = '--verify-timeout-seconds' }, { key = 'model', flag = '--model' },
   { key = 'stop_after_passes', flag = '--stop-after-passes' }, { key = 'verifier_user', flag = '--verifier-user' },
   { key = 'solve_command_file', flag = '--solve-command-file' }, { key = 'allow_network', flag = '--allow-network' },
-  { key = 'max_turns', flag = '--max-turns' },
+  { key = 'max_turns', flag = '--max-turns' }, { key = 'registry', flag = '--registry' },
+  { key = 'primary_metric', flag = '--primary-metric' },
 }
 
 --- The run's identity: one record, written once in run_started. x: kind-specific fields
@@ -163,6 +164,7 @@ function frame.identity(opts, x)
     kind = x.kind, plan = opts.name, plan_file = opts.plan_file, solver = x.solver, model = opts.model,
     providers = x.providers, provider = x.provider, mode = opts.mode, dataset = opts.dataset,
     dataset_sha256 = x.dataset_sha256, label = opts.label,
+    registry = x.registry, -- a dataset by name: the registry, name, version, content hash and each task's pin
     selection = x.selection, endpoints = x.endpoints,
     options = {},
   }

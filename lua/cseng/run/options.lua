@@ -10,7 +10,12 @@ local options = {}
 local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'provider adapter (lua/providers/NAME.lua); default local' },
   ['providers'] = { key = 'providers', type = 'list', arg = 'A,B', help = 'providers (startup and matrix plans)' },
-  ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' },
+  ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH|NAME@VERSION',
+    help = '.jsonl, .parquet, a TB2 task directory or a folder of them; with --registry a dataset by name (org/name@ref too)' },
+  ['registry'] = { key = 'registry', type = 'string', arg = 'R',
+    help = "a Harbor registry: registry.json (a file, a folder, an http(s) URL) or a git repository (git+URL[@REF], *.git, file://)" },
+  ['primary-metric'] = { key = 'primary_metric', type = 'string', arg = 'KEY',
+    help = "the reward.json key that decides pass/fail (default: the task's [metadata] primary_metric, else 'reward')" },
   ['task-index'] = { key = 'task_index', type = 'string', arg = 'N|all', help = '0-based task index, or all (default)' },
   ['tasks'] = { key = 'tasks', type = 'list', arg = 'NAME,...', help = "only these tasks: ids or shell-style globs ('git-*'), comma-separated, repeatable" },
   ['task-limit'] = { key = 'task_limit', type = 'int', min = 1, arg = 'N', help = 'at most N tasks' },
@@ -83,7 +88,7 @@ local SPEC = {
     help = "local: run on the host's /usr instead of the Debian base root filesystem (RUN steps become fidelity gaps)" },
 }
 local ORDER = {
-  'provider', 'providers', 'dataset', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
+  'provider', 'providers', 'dataset', 'registry', 'primary-metric', 'task-index', 'tasks', 'task-limit', 'stop-after-passes', 'timeout-seconds',
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',

@@ -56,6 +56,13 @@ records.Trial = declare('Trial', {
   fidelity_gaps = "what the sandbox lacks compared with the task's image", cleanup_error = "why the sandbox's destroy failed",
   limits = 'the resource limits the provider enforced', limit_hits = 'the limits the trial ran into',
   started_at = 'when it started (ISO-8601 UTC)', finished_at = 'when it finished (ISO-8601 UTC)',
+  rewards = "every reward the verifier wrote (reward.json's numeric keys, reward.txt's reward): each a metric",
+  primary_metric = 'the reward key that decided pass/fail (--primary-metric, [metadata] primary_metric, else reward)',
+  network = "each phase's network as given ({mode, declared, hosts, enforced, allowed, withheld, gap}), by phase",
+  steps = 'the steps of a [[steps]] task: {name, rewards, reward, passed, gate, solve_* and verifier fields}',
+  step_stop = 'the step a [[steps]] task stopped at, and why (its min_reward gate, a failed setup)',
+  artifacts = "the task's artifacts collected after the verifier: {source, destination, type, status, bytes}",
+  artifacts_dir = 'where they were collected (results/<run-id>/artifacts/<trial>/, with manifest.json)',
 })
 for k, v in pairs(WRITTEN) do records.Trial[k] = v end
 

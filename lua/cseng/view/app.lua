@@ -220,6 +220,12 @@ function app.run_doc(cat, log, o)
   doc.providers = jsonl.array(provs)
   doc.solvers, doc.models = jsonl.array(keys_sorted(log.solvers)), jsonl.array(keys_sorted(log.models))
   doc.codes = jsonl.array(keys_sorted(log.codes))
+  local metrics = jsonl.array()
+  for _, k in ipairs(keys_sorted(log.metrics or {})) do
+    local m = log.metrics[k]
+    metrics[#metrics + 1] = { key = k, n = m.n, mean = m.sum / m.n, min = m.min, max = m.max, primary = log.primaries[k] or nil }
+  end
+  doc.metrics = metrics
   doc.started = log.started
   doc.finished = log.finished
   if log.kind == 'startup' and not log.error then

@@ -9,6 +9,7 @@
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
 local report_load = require 'reports.lib.load'
+local results = require 'cseng.results.log'
 local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
 local passk = require 'cseng.evals.passk'
@@ -61,6 +62,7 @@ function Log:reset()
   self.phase_sum, self.phase_n = {}, {}
   self.live_sb, self.live_by_provider = {}, {}
   self.attempts, self.rerun_at = {}, {}
+  self.metrics, self.primaries = {}, {} -- reward keys: {n, sum, min, max}; the primary metrics seen
   self.last_time, self.version = nil, (self.version or 0) + 1
 end
 
@@ -107,6 +109,17 @@ function Log:add_trial(e, off, len)
   end
   self.rerun_at[key] = i
   local c = self.cols
+  if type(e.rewards) == 'table' then -- every reward key a metric (a rerun's record counts too)
+    for k, v in pairs(e.rewards) do
+      if type(v) == 'number' then
+        local m = self.metrics[k] or { n = 0, sum = 0 }
+        m.n, m.sum = m.n + 1, m.sum + v
+        m.min, m.max = math.min(m.min or v, v), math.max(m.max or v, v)
+        self.metrics[k] = m
+      end
+    end
+    if e.primary_metric then self.primaries[e.primary_metric] = true end
+  end
   local code = e.error_code or (type(e.error) == 'table' and e.error.code) or nil
   c.off[i], c.len[i], c.task[i], c.provider[i], c.mode[i] = off, len, task_id, provider, mode or '-'
   -- solver and model as pass@k keys them (lua/cseng/evals/passk.lua): '-' when absent
@@ -333,13 +346,42 @@ function index.new(inputs, o)
   return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0, restore = o and o.restore }, Catalogue)
 end
 
+local harbor = require 'cseng.results.harbor'
+
 local function files_of(input, out)
   local st = fs.stat(input)
   if not st then return end
   if st.type ~= 'dir' then out[#out + 1] = input; return end
+  if harbor.is_job(input) then out[#out + 1] = input; return end -- a Harbor job folder is one run
   for _, name in ipairs(fs.list(input) or {}) do
-    if name:match('%.jsonl$') or name:match('%.json$') then out[#out + 1] = fs.join(input, name) end
+    if name:match('%.jsonl$') or name:match('%.json$') or harbor.is_job(fs.join(input, name)) then
+      out[#out + 1] = fs.join(input, name)
+    end
   end
+end
+
+-- A Harbor job folder (lua/cseng/results/harbor.lua), read whole as a summary is: its trials as
+-- cseng's trial records.
+local function harbor_log(path)
+  local log = summary_log(path)
+  function log.refresh(self)
+    local st = fs.stat(self.path .. '/result.json')
+    if not st then self.error = 'the job\'s result.json is gone'; return false end
+    if self.inode_mtime == st.mtime_ns then return false end
+    self:reset()
+    self.inode_mtime = st.mtime_ns
+    local ok, events = pcall(harbor.read_job, self.path)
+    if not ok then self.error = tostring(type(events) == 'table' and events.message or events); return true end
+    local run = report_load.summary_run(results.summary(events), self.path)
+    self.run_data = run
+    self:add_event(run.started, nil, nil)
+    self.run_id = text_id(run.id)
+    for i, t in ipairs(run.trials) do self:add_trial(t, nil, i) end
+    self.finished = run.finished.time and run.finished or { status = run.finished.status }
+    self.version = self.version + 1
+    return true
+  end
+  return log
 end
 
 --- Find new files and read what every log gained (at most about `budget` bytes in all; default:
@@ -358,7 +400,7 @@ function Catalogue:refresh(budget)
       -- a summary beside its log is the same run (cseng writes both): the log is read
       local twin = path:match('%.json$') and logs_seen[path:gsub('%.json$', '')]
       if not twin then
-        self.logs[path] = path:match('%.jsonl$') and new_log(path) or summary_log(path)
+        self.logs[path] = path:match('%.jsonl$') and new_log(path) or (harbor.is_job(path) and harbor_log(path)) or summary_log(path)
         self.order[#self.order + 1] = path
         if self.restore and not self.logs[path].summary and self.restore(self.logs[path]) then changed = true end
       end

@@ -36,6 +36,11 @@ local dataset = {}
 ---@field solution_env table<string,string>
 ---@field agent_env table<string,string>
 ---@field docker_image string|nil
+---@field network {environment: table, agent: table|nil, verifier: table|nil} Harbor 1.3's policies ({mode, hosts})
+---@field primary_metric string|nil the reward key that decides pass/fail ([metadata] primary_metric)
+---@field artifacts table[] {source, destination, exclude} collected after the verifier
+---@field steps table[]|nil [[steps]]: {name, agent_timeout, verifier_timeout, verifier_env, agent_network, verifier_network, min_reward, artifacts}
+---@field multi_step_reward_strategy string|nil mean | final
 
 ---@class Task
 ---@field id string
@@ -50,6 +55,7 @@ local dataset = {}
 ---@field where string file[:row] the task came from
 ---@field metadata table|nil
 ---@field has_solution boolean
+---@field source table|nil where a registry task came from {name, git_url, git_commit_id, path, digest}
 
 local DEFAULTS = { verifier_timeout = 600, agent_timeout = 900, build_timeout = 600 }
 
@@ -97,6 +103,95 @@ local function strtable(where, t, path)
   return out
 end
 
+-- ---- Harbor's task schema 1.3 (src/harbor/models/task/config.py) --------------------------
+
+local MODES = { ['no-network'] = true, public = true, allowlist = true }
+
+-- allowed_hosts entries as Harbor normalizes them: lower case, no trailing dot, a hostname (or an
+-- IPv4 literal, whose labels are digits) or a leading-wildcard pattern "*.example.com"
+local function host_entry(where, field, h)
+  if type(h) ~= 'string' then bad(where, field, 'expected a hostname string') end
+  h = h:match('^%s*(.-)%s*$'):lower():gsub('%.$', '')
+  if h == '' then bad(where, field, 'allowed_hosts entries must be non-empty hostnames') end
+  if h:find('://', 1, true) or h:find('/', 1, true) or h:find(':', 1, true) then
+    bad(where, field, 'allowed_hosts entries must be hostnames, not URLs, ports, or paths: ' .. h)
+  end
+  local rest = h
+  if h:sub(1, 2) == '*.' then rest = h:sub(3)
+  elseif h:find('*', 1, true) then bad(where, field, "allowed_hosts wildcard entries must use a leading '*.' prefix: " .. h) end
+  for label in (rest .. '.'):gmatch('([^.]*)%.') do
+    if not (label:match('^[a-z0-9]$') or label:match('^[a-z0-9][a-z0-9-]*[a-z0-9]$')) or #label > 63 then
+      bad(where, field, 'allowed_hosts entries must be valid hostnames or leading wildcard host patterns: ' .. h)
+    end
+  end
+  return h
+end
+
+-- One [environment] / [agent] / [verifier] network policy: {mode, hosts} or nil (not set).
+local function network_policy(where, sec, path, baseline)
+  if type(sec) ~= 'table' then return nil end
+  local mode, hosts = sec.network_mode, sec.allowed_hosts
+  if mode ~= nil and not MODES[mode] then
+    bad(where, 'task.toml ' .. path .. '.network_mode', "expected 'no-network', 'public' or 'allowlist', got " .. tostring(mode))
+  end
+  if hosts ~= nil then
+    if type(hosts) ~= 'table' then bad(where, 'task.toml ' .. path .. '.allowed_hosts', 'expected a list of hostnames') end
+    if (mode or (baseline and 'public')) ~= 'allowlist' then
+      bad(where, 'task.toml ' .. path .. '.allowed_hosts', "allowed_hosts is only valid when network_mode='allowlist'")
+    end
+    local out = {}
+    for i, h in ipairs(hosts) do out[i] = host_entry(where, string.format('task.toml %s.allowed_hosts[%d]', path, i), h) end
+    hosts = out
+  end
+  if mode == nil then return nil end
+  return { mode = mode, hosts = hosts or {} }
+end
+
+-- artifacts = ["/path", {source, destination, exclude}]: Harbor's ArtifactConfig rules (no ..,
+-- a relative destination that is not manifest.json)
+local function artifacts_of(where, list, path)
+  if list == nil then return {} end
+  if type(list) ~= 'table' then bad(where, 'task.toml ' .. path, 'expected a list') end
+  local out = {}
+  for i, a in ipairs(list) do
+    local f = string.format('task.toml %s[%d]', path, i)
+    local e = type(a) == 'string' and { source = a } or a
+    if type(e) ~= 'table' or type(e.source) ~= 'string' or e.source == '' then bad(where, f, 'expected a path or {source = ...}') end
+    for part in e.source:gmatch('[^/]+') do if part == '..' then bad(where, f .. '.source', "must not contain '..' components") end end
+    local dest = e.destination
+    if dest ~= nil and dest ~= '' then
+      if type(dest) ~= 'string' or dest:sub(1, 1) == '/' or dest:find('\\', 1, true) then
+        bad(where, f .. '.destination', 'must be a relative path with forward slashes')
+      end
+      for part in dest:gmatch('[^/]+') do if part == '..' then bad(where, f .. '.destination', "must not contain '..' components") end end
+      if dest:gsub('/+$', '') == 'manifest.json' then bad(where, f .. '.destination', "'manifest.json' is reserved") end
+    else
+      dest = nil
+    end
+    local excl = {}
+    for j, x in ipairs(type(e.exclude) == 'table' and e.exclude or {}) do
+      if type(x) ~= 'string' then bad(where, f .. '.exclude[' .. j .. ']', 'expected a pattern string') end
+      excl[j] = x
+    end
+    if e.service ~= nil and e.service ~= 'main' then bad(where, f .. '.service', 'sidecar services are not supported (main only)') end
+    out[i] = { source = e.source, destination = dest, exclude = excl }
+  end
+  return out
+end
+
+-- min_reward: a number (gates the `reward` key) or {key = threshold}
+local function min_reward_of(where, v, path)
+  if v == nil then return nil end
+  if type(v) == 'number' then return { reward = v } end
+  if type(v) ~= 'table' then bad(where, 'task.toml ' .. path, 'expected a number or a table of key = threshold') end
+  local out = {}
+  for k, x in pairs(v) do
+    if type(x) ~= 'number' then bad(where, 'task.toml ' .. path .. '.' .. tostring(k), 'expected a number') end
+    out[k] = x
+  end
+  return out
+end
+
 --- Read task.toml into a TaskConfig.
 function dataset.config(text, where)
   local t, err = toml.parse(text, 'task.toml')
@@ -107,7 +202,53 @@ function dataset.config(text, where)
   if allow ~= nil and type(allow) ~= 'boolean' then
     bad(where, 'task.toml environment.allow_internet', 'expected true or false')
   end
+  -- the network: [environment] is the baseline (Harbor's default public; the deprecated
+  -- allow_internet maps to public / no-network when network_mode is not set), [agent] and
+  -- [verifier] override it for their phase
+  local baseline = network_policy(where, env, 'environment', true)
+  if not baseline then
+    if allow ~= nil then baseline = { mode = allow and 'public' or 'no-network', hosts = {} }
+    else baseline = { mode = 'public', hosts = {}, default = true } end
+  end
+  local meta = type(t.metadata) == 'table' and t.metadata or {}
+  local primary = meta.primary_metric
+  if primary ~= nil and type(primary) ~= 'string' then bad(where, 'task.toml metadata.primary_metric', 'expected a reward key (a string)') end
+  local strategy = t.multi_step_reward_strategy
+  if strategy ~= nil and strategy ~= 'mean' and strategy ~= 'final' then
+    bad(where, 'task.toml multi_step_reward_strategy', "expected 'mean' or 'final', got " .. tostring(strategy))
+  end
+  local steps
+  if t.steps ~= nil then
+    if type(t.steps) ~= 'table' or #t.steps == 0 then bad(where, 'task.toml steps', 'expected [[steps]] tables') end
+    steps = {}
+    local names = {}
+    for i, st in ipairs(t.steps) do
+      local at = string.format('steps[%d]', i)
+      if type(st) ~= 'table' or type(st.name) ~= 'string' or st.name == '' then bad(where, 'task.toml ' .. at .. '.name', 'required, a string') end
+      local n = confine.name(st.name)
+      if not n or n:find('/', 1, true) then bad(where, 'task.toml ' .. at .. '.name', 'a folder name under steps/: ' .. st.name) end
+      if names[st.name] then bad(where, 'task.toml ' .. at .. '.name', 'repeats step ' .. st.name) end
+      names[st.name] = true
+      steps[i] = {
+        name = st.name,
+        agent_timeout = num(where, st, 'agent.timeout_sec', nil),
+        verifier_timeout = num(where, st, 'verifier.timeout_sec', nil),
+        verifier_env = strtable(where, st, 'verifier.env'),
+        agent_network = network_policy(where, st.agent, at .. '.agent'),
+        verifier_network = network_policy(where, st.verifier, at .. '.verifier'),
+        min_reward = min_reward_of(where, st.min_reward, at .. '.min_reward'),
+        artifacts = artifacts_of(where, st.artifacts, at .. '.artifacts'),
+      }
+    end
+  end
   return {
+    schema_version = type(t.schema_version or t.version) == 'string' and (t.schema_version or t.version) or nil,
+    network = { environment = baseline, agent = network_policy(where, t.agent, 'agent'),
+      verifier = network_policy(where, t.verifier, 'verifier') },
+    primary_metric = primary,
+    artifacts = artifacts_of(where, t.artifacts, 'artifacts'),
+    steps = steps,
+    multi_step_reward_strategy = strategy,
     verifier_timeout = num(where, t, 'verifier.timeout_sec', DEFAULTS.verifier_timeout),
     agent_timeout = num(where, t, 'agent.timeout_sec', DEFAULTS.agent_timeout),
     build_timeout = num(where, t, 'environment.build_timeout_sec', DEFAULTS.build_timeout),
@@ -131,8 +272,23 @@ local function from_dir(dir, where, fields)
   task.where = where
   local toml_text = fs.read(dir .. '/task.toml')
   task.config = dataset.config(toml_text or '', where)
+  local steps = task.config.steps
+  if steps then -- [[steps]]: each step's instruction, and a verifier for each (its own, or the shared tests/)
+    for _, st in ipairs(steps) do
+      local sd = dir .. '/steps/' .. st.name
+      st.instruction = fs.read(sd .. '/instruction.md')
+      if not st.instruction then bad(where, 'steps/' .. st.name .. '/instruction.md', 'missing') end
+      st.has_tests = fs.exists(sd .. '/tests/test.sh')
+      if not st.has_tests and not fs.exists(dir .. '/tests/test.sh') then
+        bad(where, 'steps/' .. st.name .. '/tests/test.sh', 'missing, and no shared tests/test.sh')
+      end
+      st.has_solution = fs.exists(sd .. '/solution/solve.sh')
+      st.has_workdir = fs.exists(sd .. '/workdir')
+    end
+  end
   if not task.instruction then
     local ins = fs.read(dir .. '/instruction.md')
+    if not ins and steps then ins = steps[1].instruction end
     if not ins then bad(where, 'instruction.md', 'missing') end
     task.instruction = ins
   end
@@ -144,8 +300,13 @@ local function from_dir(dir, where, fields)
   else
     task.recipe = { from = nil, env = {}, env_order = {}, copies = {}, runs = {}, stages = 0 }
   end
-  if not fs.exists(dir .. '/tests/test.sh') then bad(where, 'tests/test.sh', 'missing') end
+  if not steps and not fs.exists(dir .. '/tests/test.sh') then bad(where, 'tests/test.sh', 'missing') end
   task.has_solution = fs.exists(dir .. '/solution/solve.sh') and true or false
+  if steps then
+    local all = true
+    for _, st in ipairs(steps) do if not st.has_solution and not task.has_solution then all = false end end
+    task.has_solution = all
+  end
   task.workdir = task.workdir or task.recipe.workdir or '/workspace'
   task.format = task.format or 'terminalbench'
   return task
@@ -426,6 +587,27 @@ function dataset.load(path, opts)
     seen[t.id] = t.where
   end
   return tasks, bads
+end
+
+--- A dataset by name through a Harbor registry (lua/cseng/workload/registry.lua): its tasks
+--- fetched at their pinned commits and checked against the registry's digests, loaded as task
+--- folders. Returns the tasks and the record of the resolution (name, version, the pins).
+---@param spec string NAME@VERSION, org/name@ref
+---@param src string the registry (--registry)
+---@return Task[] tasks, table resolved
+function dataset.load_registry(spec, src, opts)
+  opts = opts or {}
+  local registry = require 'cseng.workload.registry'
+  local fetched, resolved = registry.resolve(src, spec, opts)
+  local tasks, seen = {}, {}
+  for _, f in ipairs(fetched) do
+    if seen[f.id] then errors.raise(errors.EDATASET, string.format('%s: task id %s repeats %s', f.where, f.id, seen[f.id])) end
+    seen[f.id] = f.where
+    local t = from_dir(f.dir, f.where, { id = f.id, sha256 = f.sha256, source = f.source })
+    t.index = #tasks
+    tasks[#tasks + 1] = t
+  end
+  return tasks, resolved
 end
 
 --- Select tasks: index = 'all' | N (0-based); limit = max count.

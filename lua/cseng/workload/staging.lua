@@ -27,26 +27,59 @@ staging.VERIFY_RESET = table.concat({
   'rm -f /conftest.py /pytest.ini /tox.ini /setup.cfg /pyproject.toml',
 }, ' && ')
 
+-- both reward files, each base64 (one line; absent: empty): Harbor reads reward.json first and
+-- takes `reward` from reward.txt when the JSON lacks it
 staging.READ_REWARD = [[
-if [ -f /logs/verifier/reward.txt ]; then echo "cseng-reward:txt"; head -c 4096 /logs/verifier/reward.txt
-elif [ -f /logs/verifier/reward.json ]; then echo "cseng-reward:json"; head -c 65536 /logs/verifier/reward.json
-else echo "cseng-reward:none"; fi]]
+printf 'cseng-reward-json:'; if [ -f /logs/verifier/reward.json ]; then head -c 65536 /logs/verifier/reward.json | base64 -w0; else printf -- -; fi; echo
+printf 'cseng-reward-txt:'; if [ -f /logs/verifier/reward.txt ]; then head -c 4096 /logs/verifier/reward.txt | base64 -w0; else printf -- -; fi; echo]]
 
---- Reward from READ_REWARD's output; falls back to the verifier's exit code.
---- Returns reward (number), rule ("reward.txt" | "reward.json" | "exit_code").
-function staging.parse_reward(out, exit_code)
-  local kind, body = tostring(out or ''):match('^cseng%-reward:(%a+)\n?(.*)$')
-  if kind == 'txt' then
-    local v = tonumber(util.trim(body))
-    if v then return v, 'reward.txt' end
-  elseif kind == 'json' then
-    local ok, j = pcall(cjson.decode, body)
-    if ok then
-      if type(j) == 'number' then return j, 'reward.json' end
-      if type(j) == 'table' and type(j.reward) == 'number' then return j.reward, 'reward.json' end
+--- Every reward the verifier wrote, as Harbor reads them (src/harbor/verifier/verifier.py):
+--- reward.json's numeric members (booleans and other values ignored), with `reward` from
+--- reward.txt when the JSON has none; else reward.txt as {reward = N}. Returns the rewards (nil
+--- when neither file held one) and the rule ("reward.json", "reward.txt", "reward.json+txt").
+---@return table<string, number>|nil rewards, string|nil rule
+function staging.read_rewards(out)
+  local crypto = require 'cseng.crypto'
+  local function section(name)
+    local b64 = tostring(out or ''):match('cseng%-reward%-' .. name .. ':([^\n]*)')
+    if not b64 or b64 == '-' then return nil end
+    return crypto.unbase64(b64) or nil
+  end
+  local rewards, rule
+  local jtext, ttext = section('json'), section('txt')
+  local txt = ttext and tonumber(util.trim(ttext)) or nil
+  if jtext then
+    local ok, j = pcall(cjson.decode, jtext)
+    if ok and type(j) == 'table' then
+      for k, v in pairs(j) do
+        if type(k) == 'string' and type(v) == 'number' and v == v then rewards = rewards or {}; rewards[k] = v end
+      end
+      rule = 'reward.json'
+      if rewards and rewards.reward == nil and txt then rewards.reward, rule = txt, 'reward.json+txt' end
+      if not rewards and txt then rewards, rule = { reward = txt }, 'reward.txt' end
+    elseif ok and type(j) == 'number' then
+      rewards, rule = { reward = j }, 'reward.json'
     end
   end
-  return exit_code == 0 and 1 or 0, 'exit_code'
+  if not rewards and txt then rewards, rule = { reward = txt }, 'reward.txt' end
+  return rewards, rewards and rule or nil
+end
+
+--- The reward that decides pass/fail from READ_REWARD's output: the primary metric (`primary`,
+--- default `reward`; the only key when there is one), else the verifier's exit code. Returns
+--- reward (number|nil), rule ("reward.json", "reward.txt", "reward.json+txt", "exit_code" or
+--- "reward.json: no key K"), the rewards (every key) and the primary key used.
+function staging.parse_reward(out, exit_code, primary)
+  local rewards, rule = staging.read_rewards(out)
+  if not rewards then return exit_code == 0 and 1 or 0, 'exit_code', nil, nil end
+  local key = primary or 'reward'
+  if rewards[key] == nil and not primary then
+    local only, n = nil, 0
+    for k in pairs(rewards) do only, n = k, n + 1 end
+    if n == 1 then key = only end
+  end
+  if rewards[key] == nil then return nil, rule .. ': no key ' .. key, rewards, key end
+  return rewards[key], rule, rewards, key
 end
 
 --- Map an image through user substitutions (dockerfile.map_image).
@@ -81,6 +114,35 @@ function staging.needs_replay(rcp)
   return false
 end
 
+--- A phase's network as the run will give it: the task's declared policy for the phase ({mode,
+--- hosts}: the step's or the task's [agent]/[verifier] override, else [environment]'s), withheld
+--- (no network) when the run was not started with --allow-network. Returns {mode, hosts, declared,
+--- withheld}.
+function staging.phase_network(run, t, phase, step)
+  local n = t.config.network or { environment = { mode = t.config.allow_internet and 'public' or 'no-network', hosts = {} } }
+  local declared = (step and step[phase .. '_network']) or n[phase] or n.environment
+  local eff = { mode = declared.mode, hosts = declared.hosts or {}, declared = declared.mode }
+  if declared.mode ~= 'no-network' and not run.opts.allow_network then
+    eff.mode, eff.hosts = 'no-network', {}
+    -- a task that said nothing gets cseng's offline default silently; one that asked is told
+    if not declared.default then eff.withheld = 'the run was not started with --allow-network' end
+  end
+  return eff
+end
+
+--- Whether a task's sandbox needs the network at all: an installed agent calls its model from it,
+--- or one of its phases (any step's) has the network.
+function staging.needs_network(run, t)
+  if run.solver and run.solver.needs_network then return true end
+  local steps = t.config.steps or { false }
+  for _, st in ipairs(steps) do
+    for _, phase in ipairs({ 'agent', 'verifier' }) do
+      if staging.phase_network(run, t, phase, st or nil).mode ~= 'no-network' then return true end
+    end
+  end
+  return false
+end
+
 --- The create() spec of a task's sandbox.
 function staging.sandbox_spec(run, t)
   local applies = staging.env_mode(run) == 'native'
@@ -93,7 +155,7 @@ function staging.sandbox_spec(run, t)
     env = applies and {} or util.copy(t.recipe.env),
     workdir = t.workdir,
     -- an installed agent (lua/solvers/codex.lua) runs in the sandbox and calls its model endpoint from there
-    network = (c.allow_internet and run.opts.allow_network) or (run.solver and run.solver.needs_network) or false,
+    network = staging.needs_network(run, t),
     -- ports of this machine's 127.0.0.1 the sandbox must reach as its own 127.0.0.1:PORT: the run's
     -- model proxy (lua/cseng/evals/proxy.lua), which installed agents call instead of their endpoint
     -- an installed agent's model: the proxy's port, or a loopback endpoint it calls itself

@@ -254,6 +254,8 @@ contract.FIELDS = {
 contract.FUNCTIONS = {
   { 'connect', required = true, sig = 'connect(cfg) -> client', doc = 'read the settings and credentials; once per run' },
   { 'create', required = true, sig = 'create(client, spec) -> sb | nil, msg, CODE', doc = 'a new sandbox' },
+  { 'network_policy', sig = 'network_policy(client, sb, {mode, hosts}) -> {enforced, allowed, unenforced} | nil, why',
+    doc = 'a phase\'s network (Harbor\'s network_mode / allowed_hosts) on a live sandbox; without it the run records the gap' },
   { 'exec', required = true, sig = 'exec(client, sb, cmd, opts) -> result | nil, msg, CODE',
     doc = 'run a shell command (options: contract.EXEC_OPTIONS)' },
   { 'put', required = true, sig = 'put(client, sb, dir, tar) -> true | nil, msg, CODE', doc = 'unpack a tar or tar.gz into dir' },

@@ -1,29 +1,33 @@
 --- How the local provider isolates a sandbox's processes (the policy; docs/providers/local.md
---- states it as Docker's security docs state theirs). Every exec of a base-mode sandbox is one
---- bubblewrap process that:
----   * joins the sandbox's own user namespace (lnamespace.c): ids 0..65535 inside are the host's
----     idmap.uid.. (a subordinate range registered in /etc/subuid), so root inside is an
----     unprivileged uid outside, and the verifier's uid 1000 is not the host's uid 1000;
----   * runs with Docker's default capability set, inside that namespace only, no_new_privs, and
----     Docker's default seccomp profile (the containers project's copy that Debian ships in
----     golang-github-containers-common, resolved here for those capabilities and this
----     architecture, compiled by libseccomp);
----   * gets its own mount, pid, ipc, uts and cgroup namespaces; the network namespace of its
----     sandbox (loopback only, or slirp4netns' outbound NAT with no route to the host's
+--- states it as Docker's security docs state theirs; jail/cseng-jail.c carries it out). A
+--- base-mode sandbox is a container: an init process made at create (`cseng-jail init`) holds
+--- its namespaces and mounts, and every command joins them (`cseng-jail enter`, as `docker exec`).
+---   * its own user namespace: ids 0..65535 inside are the host's idmap.uid.. (a subordinate
+---     range registered in /etc/subuid), so root inside is an unprivileged uid outside, and the
+---     verifier's uid 1000 is not the host's uid 1000;
+---   * commands run with Docker's default capability set, inside that namespace only,
+---     no_new_privs, and Docker's default seccomp profile (the containers project's copy that
+---     Debian ships in golang-github-containers-common, resolved here for those capabilities and
+---     this architecture, compiled by libseccomp);
+---   * its own mount, pid, ipc, uts and cgroup namespaces, shared by its commands (a daemon one
+---     command starts is there for the next, until the sandbox is destroyed); its own network
+---     namespace (loopback only, or slirp4netns' outbound NAT with no route to the host's
 ---     loopback), never the host's;
----   * sees /proc with /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /proc/fs read-only
+---   * /proc with /proc/sys, /proc/sysrq-trigger, /proc/irq, /proc/bus and /proc/fs read-only
 ---     and /proc/kcore, /proc/keys, /proc/timer_list and the other paths Docker masks masked; no
 ---     /sys but its own cgroup limits, read-only (what the sandbox was granted is visible inside);
----   * starts inside the sandbox's cgroups (memory, pids, CPU), joined as root by
----     jail/cseng-jail (or a shell) before it drops to the namespace's owner uid.
+---   * every process inside the sandbox's cgroups (memory, pids, CPU), joined as root on the
+---     host before anything enters the namespaces.
 
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 
 local jail = {}
+
+--- Seconds the init has to say it is ready (a cold page cache and a loaded machine included).
+jail.INIT_TIMEOUT = 60
 
 --- The launcher: jail/cseng-jail as `make` builds it, when it is there.
 function jail.launcher()
@@ -193,55 +197,39 @@ function jail.proc_paths()
   return { masked = masked, readonly = readonly }
 end
 
---- The command that runs argv in the sandbox: a list for proc.run/spawn.
---- j: {bwrap, launcher (build/cseng-jail, or nil: a shell, nsenter and setpriv do its steps),
----     idmap {uid, gid}, filter (path), paths (proc_paths()), cgroups (dirs to join),
----     userns (path), netns (path; 'host': the engine's own, for test harnesses only; nil:
----     loopback only, a new namespace per exec),
----     root, cwd, user ('root' | 'verifier' | uid), cgroup_views ({{host dir, inside path}}),
----     binds ({'ro', host path, inside path} | {'tmpfs', inside path}, after /proc and /dev)}
-function jail.command(j, argv)
-  local uid, gid = j.idmap.uid, j.idmap.gid
-  local a
+--- The sandbox's init (jail/cseng-jail.c, `init`): the argv that makes its namespaces and mounts.
+--- j: {launcher, idmap {uid, gid, count}, root (the sandbox's root on the host), net_host (share
+---     the engine's network: test harnesses only), cgroups (dirs to join), cgroup_views ({{host
+---     dir, inside path}}), paths (proc_paths()), binds ({'ro', host path, inside path} |
+---     {'tmpfs', inside path}, mounted after /proc and /dev, before the masks)}
+function jail.init_command(j)
+  local a = { j.launcher, 'init', '--root', j.root,
+    '--map', string.format('%d:%d:%d', j.idmap.uid, j.idmap.gid, j.idmap.count), '--hostname', 'sandbox' }
   local function add(...) for _, x in ipairs({ ... }) do a[#a + 1] = x end end
-  if j.launcher then
-    -- jail/cseng-jail: the same steps as the shell below, in one static executable
-    a = { j.launcher }
-    for _, d in ipairs(j.cgroups or {}) do add('--cgroup', d) end
-    if j.netns and j.netns ~= 'host' then add('--netns', j.netns) end
-    add('--userns', j.userns, '--seccomp', j.filter, '--uid', tostring(uid), '--gid', tostring(gid), '--')
-  else
-    local joins = {}
-    for i, d in ipairs(j.cgroups or {}) do joins[i] = 'echo $$ > ' .. util.shell_quote(d .. '/cgroup.procs') end
-    joins[#joins + 1] = 'exec "$@" 3<' .. util.shell_quote(j.userns) .. ' 4<' .. util.shell_quote(j.filter)
-    a = { '/bin/sh', '-c', table.concat(joins, ' && '), 'cseng-sandbox' }
-    if j.netns and j.netns ~= 'host' then add('/usr/bin/nsenter', '--net=' .. j.netns, '--') end
-    add('/usr/bin/setpriv', '--reuid=' .. uid, '--regid=' .. gid, '--clear-groups', '--')
+  if j.net_host then add('--net-host') end
+  for _, d in ipairs(j.cgroups or {}) do add('--cgroup', d) end
+  for _, b in ipairs(j.binds or {}) do
+    if b[1] == 'tmpfs' then add('--tmpfs', b[2]) else add(b[1] == 'ro' and '--ro-bind' or '--bind', b[2] .. ':' .. b[3]) end
   end
-  add(j.bwrap, '--userns', '3', '--seccomp', '4', '--die-with-parent', '--new-session',
-    '--unshare-ipc', '--unshare-pid', '--unshare-uts', '--unshare-cgroup-try')
-  if not j.netns then add('--unshare-net') end
-  add('--cap-drop', 'ALL')
-  for _, c in ipairs(jail.CAPS) do add('--cap-add', c) end
-  add('--hostname', 'sandbox', '--bind', j.root, '/', '--proc', '/proc', '--dev', '/dev')
-  for _, b in ipairs(j.binds or {}) do -- {'ro', src, dst} | {'tmpfs', dst}
-    if b[1] == 'tmpfs' then add('--tmpfs', b[2]) else add(b[1] == 'ro' and '--ro-bind' or '--bind', b[2], b[3]) end
-  end
-  for _, p in ipairs(j.paths.readonly) do add('--ro-bind', p, p) end
-  for _, m in ipairs(j.paths.masked) do
-    if m.dir then add('--tmpfs', m.path, '--remount-ro', m.path) else add('--ro-bind', '/dev/null', m.path) end
-  end
-  if j.cgroup_views and #j.cgroup_views > 0 then
-    add('--tmpfs', '/sys')
-    for _, v in ipairs(j.cgroup_views) do add('--ro-bind', v[1], v[2]) end
-    add('--remount-ro', '/sys')
-  end
-  add('--chdir', j.cwd or '/')
+  for _, p in ipairs(j.paths.readonly) do add('--readonly', p) end
+  for _, m in ipairs(j.paths.masked) do add(m.dir and '--mask-dir' or '--mask', m.path) end
+  for _, v in ipairs(j.cgroup_views or {}) do add('--sys', v[1] .. ':' .. v[2]) end
+  return a
+end
+
+--- One command in a sandbox (jail/cseng-jail.c, `enter`): the argv that runs argv there.
+--- j: {launcher, pid (the init's), userns (a path naming the init's user namespace: the
+---     engine's handle), filter (the compiled seccomp filter's path), cgroups, cwd,
+---     user ('root' | 'verifier' | uid)}
+function jail.enter_command(j, argv)
+  local a = { j.launcher, 'enter', '--pid', tostring(j.pid), '--userns', j.userns, '--seccomp', j.filter }
+  for _, d in ipairs(j.cgroups or {}) do a[#a + 1] = '--cgroup'; a[#a + 1] = d end
   local user = j.user
   if user and user ~= 'root' and user ~= 0 then
-    local id = tostring(user == 'verifier' and 1000 or tonumber(user) or 1000)
-    add('/usr/bin/setpriv', '--reuid=' .. id, '--regid=' .. id, '--clear-groups')
+    a[#a + 1] = '--user'; a[#a + 1] = tostring(user == 'verifier' and 1000 or tonumber(user) or 1000)
   end
+  a[#a + 1] = '--cwd'; a[#a + 1] = j.cwd or '/'
+  a[#a + 1] = '--'
   for _, x in ipairs(argv) do a[#a + 1] = x end
   return a
 end

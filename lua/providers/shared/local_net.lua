@@ -74,4 +74,73 @@ function net.relays(ns, ports)
   return out
 end
 
+-- ---- a phase's egress policy (Harbor's network_mode / allowed_hosts) ------------------------
+
+-- the addresses of one allowed host: an IPv4 literal as it is; a name resolved on the host now
+-- (its A records: the sandbox resolves through slirp4netns' resolver, which asks the host's);
+-- a wildcard pattern has no addresses (it cannot be enforced by address)
+local function addresses(host)
+  if host:match('^%d+%.%d+%.%d+%.%d+$') then return { host } end
+  if host:sub(1, 2) == '*.' then return nil, 'a wildcard pattern cannot be enforced by address' end
+  local r = proc.run { argv = { 'getent', 'ahostsv4', host }, timeout = 15 }
+  if not r or r.code ~= 0 then return nil, 'does not resolve on this machine' end
+  local out, seen = {}, {}
+  for ip in tostring(r.stdout):gmatch('(%d+%.%d+%.%d+%.%d+)%s') do
+    if not seen[ip] then seen[ip] = true; out[#out + 1] = ip end
+  end
+  if #out == 0 then return nil, 'has no IPv4 address' end
+  return out
+end
+
+--- The iptables ruleset of a policy ({mode = public|no-network|allowlist, hosts}): public accepts
+--- everything; no-network and allowlist accept the loopback (the relayed host ports live there),
+--- what answers connections already made, and for allowlist each host's addresses (and the
+--- resolver, when a name is allowed); everything else is rejected at once (a refused connect,
+--- not a timeout). Returns the rules text, the addresses allowed, and the hosts that could not be
+--- enforced ({host, why}).
+function net.ruleset(policy)
+  local lines = { '*filter', ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]' }
+  local allowed, unenforced = {}, {}
+  if policy.mode ~= 'public' then
+    lines[#lines + 1] = '-A OUTPUT -o lo -j ACCEPT'
+    lines[#lines + 1] = '-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT'
+    if policy.mode == 'allowlist' then
+      local names = false
+      for _, h in ipairs(policy.hosts or {}) do
+        local ips, why = addresses(h)
+        if ips then
+          if not h:match('^%d+%.%d+%.%d+%.%d+$') then names = true end
+          for _, ip in ipairs(ips) do
+            allowed[#allowed + 1] = ip
+            lines[#lines + 1] = '-A OUTPUT -d ' .. ip .. '/32 -j ACCEPT'
+          end
+        else
+          unenforced[#unenforced + 1] = { host = h, why = why }
+        end
+      end
+      if names then
+        lines[#lines + 1] = '-A OUTPUT -d 10.0.2.3/32 -p udp --dport 53 -j ACCEPT'
+        lines[#lines + 1] = '-A OUTPUT -d 10.0.2.3/32 -p tcp --dport 53 -j ACCEPT'
+      end
+    end
+    lines[#lines + 1] = '-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset'
+    lines[#lines + 1] = '-A OUTPUT -j REJECT --reject-with icmp-port-unreachable'
+  end
+  lines[#lines + 1] = 'COMMIT'
+  return table.concat(lines, '\n') .. '\n', allowed, unenforced
+end
+
+--- Apply a phase's policy to a sandbox's own network namespace (the path netns), replacing the
+--- previous phase's: iptables-restore entered into the namespace (the engine is root there: the
+--- namespace belongs to a user namespace it made). Returns {allowed, unenforced} or nil, why, code.
+function net.filter(netns, policy)
+  local iptables = proc.which('iptables-restore')
+  if not iptables then return nil, 'iptables-restore is not installed (make deps)', errors.ECONFIG end
+  local rules, allowed, unenforced = net.ruleset(policy)
+  local r, err = proc.run { argv = { 'nsenter', '--net=' .. netns, iptables }, stdin = rules, timeout = 30 }
+  if not r then return nil, 'iptables-restore: ' .. tostring(err), errors.EIO end
+  if r.code ~= 0 then return nil, 'iptables-restore in the sandbox\'s namespace: ' .. util.trim(r.stderr), errors.EIO end
+  return { allowed = allowed, unenforced = unenforced }
+end
+
 return net

@@ -188,6 +188,42 @@ function M.compare(a, b, opts)
       end
       if change ~= '' or xa ~= xb then rows[#rows + 1] = { h.code(id), xa, xb, change } end
     end
+    -- every reward key a metric: its mean on each side (Harbor's reward.json keys)
+    local function means(trials)
+      local m = {}
+      for _, t in ipairs(trials) do
+        for k, v in pairs(type(t.rewards) == 'table' and t.rewards or {}) do
+          if type(v) == 'number' then
+            local x = m[k] or { n = 0, sum = 0 }
+            x.n, x.sum = x.n + 1, x.sum + v
+            m[k] = x
+          end
+        end
+      end
+      return m
+    end
+    local ma, mb = means(a.trials), means(b.trials)
+    local mkeys, beyond = {}, false
+    for k in pairs(ma) do mkeys[k] = true; if k ~= 'reward' then beyond = true end end
+    for k in pairs(mb) do mkeys[k] = true; if k ~= 'reward' then beyond = true end end
+    if beyond then
+      local mnames = {}
+      for k in pairs(mkeys) do mnames[#mnames + 1] = k end
+      table.sort(mnames)
+      local mrows = {}
+      for _, k in ipairs(mnames) do
+        local x, y = ma[k], mb[k]
+        local xa_, xb_ = x and x.sum / x.n, y and y.sum / y.n
+        mrows[#mrows + 1] = { h.code(k), x and string.format('%.3f (%d)', xa_, x.n) or '–', y and string.format('%.3f (%d)', xb_, y.n) or '–',
+          (xa_ and xb_) and string.format('%+.3f', xb_ - xa_) or '–' }
+      end
+      add('## Metrics (reward keys)')
+      add('')
+      add('Every numeric key of the verifiers\' reward.json is a metric: its mean on each side (trials).')
+      add('')
+      add(h.table({ 'metric', 'A mean', 'B mean', 'Δ' }, mrows, 'lrrr'))
+      add('')
+    end
     add('## Outcomes')
     add('')
     add(string.format('%d task(s) in A, %d in B, %d in both: %d regression(s), %d fix(es).', #oa, #ob, #both, #by.tasks, fixes))

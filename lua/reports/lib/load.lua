@@ -45,6 +45,11 @@ local load = {}
 local function input_files(input, logs, summaries)
   local st, err, code = fs.stat(input)
   if not st then errors.raise(code or errors.ENOENT, tostring(err)) end -- the message names the path
+  local harbor = require 'cseng.results.harbor'
+  if st.type == 'dir' and harbor.is_job(input) then -- a Harbor job folder is one run
+    logs[#logs + 1] = { path = input, in_dir = false, harbor = true }
+    return
+  end
   if st.type ~= 'dir' then
     local list = input:match('%.json$') and summaries or logs
     -- an arena's summary (results/<run-id>.json) stands for its run: the log beside it is read
@@ -59,7 +64,8 @@ local function input_files(input, logs, summaries)
   table.sort(names)
   for _, name in ipairs(names) do
     if name:match('%.jsonl$') then logs[#logs + 1] = { path = fs.join(input, name), in_dir = true }
-    elseif name:match('%.json$') then summaries[#summaries + 1] = { path = fs.join(input, name), in_dir = true } end
+    elseif name:match('%.json$') then summaries[#summaries + 1] = { path = fs.join(input, name), in_dir = true }
+    elseif harbor.is_job(fs.join(input, name)) then logs[#logs + 1] = { path = fs.join(input, name), in_dir = true, harbor = true } end
   end
 end
 
@@ -162,6 +168,8 @@ end
 --- Load results: each input is a run log (.jsonl), a summary (.json, cseng's or the seed's; see
 --- load.summary_run) or a directory of both (not recursive). Logs are read first; a summary
 --- of a run whose log was read is left out (data.skipped), and so is other JSON in a directory.
+--- A Harbor job folder (lua/cseng/results/harbor.lua: config.json and result.json, one folder per
+--- trial), named or inside a named directory, is read as one run of tasks.
 --- A malformed file named directly raises; inside a directory it is skipped with a warning. A
 --- file given twice is read once.
 ---@param inputs string[]
@@ -175,7 +183,7 @@ function load.load(inputs)
     local path, in_dir = file.path, file.in_dir
     if not seen[path] then
       seen[path] = true
-      local ok, events = pcall(results.read, path)
+      local ok, events = pcall(file.harbor and require('cseng.results.harbor').read_job or results.read, path)
       if not ok then
         if not in_dir then error(errors.from(events), 0) end
         data.warnings[#data.warnings + 1] = 'skipped ' .. path .. ': ' .. errors.line(events)

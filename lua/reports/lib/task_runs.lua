@@ -100,6 +100,55 @@ function M.pass_at_k_section(data, h)
   }, '\n')
 end
 
+--- The metrics section: every reward key the verifiers wrote (Harbor's reward.json: each key a
+--- metric) per solver, model, provider and mode: trials that have it, mean, min and max; the
+--- primary metric (the key that decided pass/fail) marked. Nil when the trials recorded no rewards
+--- but the one `reward` (the pass rate says that already).
+---@return string|nil markdown
+function M.metrics_section(data, h)
+  local cells, order, keys, primaries = {}, {}, {}, {}
+  local interesting = false
+  for _, t in ipairs(data.trials) do
+    if type(t.rewards) == 'table' then
+      local ck = table.concat({ tostring(t.solver or '-'), passk.model_of(t) or '-', tostring(t.provider or '-'), tostring(t.mode or '-') }, '\0')
+      if not cells[ck] then cells[ck] = {}; order[#order + 1] = ck end
+      for k, v in pairs(t.rewards) do
+        if type(v) == 'number' then
+          if k ~= 'reward' then interesting = true end
+          keys[k] = true
+          local m = cells[ck][k] or { n = 0, sum = 0 }
+          m.n, m.sum = m.n + 1, m.sum + v
+          m.min, m.max = math.min(m.min or v, v), math.max(m.max or v, v)
+          cells[ck][k] = m
+        end
+      end
+      if t.primary_metric then primaries[t.primary_metric] = true end
+    end
+  end
+  if not interesting then return nil end
+  local names = {}
+  for k in pairs(keys) do names[#names + 1] = k end
+  table.sort(names)
+  local rows = {}
+  for _, ck in ipairs(order) do
+    local parts = {}
+    for p in (ck .. '\0'):gmatch('([^\0]*)\0') do parts[#parts + 1] = p end
+    for _, k in ipairs(names) do
+      local m = cells[ck][k]
+      if m then
+        rows[#rows + 1] = { parts[1], parts[2], parts[3], parts[4], k .. (primaries[k] and ' (primary)' or ''), m.n,
+          string.format('%.3f', m.sum / m.n), string.format('%.3f', m.min), string.format('%.3f', m.max) }
+      end
+    end
+  end
+  return table.concat({
+    '## Metrics (reward keys)\n',
+    'Every numeric key of the verifiers\' reward.json (and reward.txt\'s `reward`) is a metric, as Harbor makes it: ' ..
+      'its mean, min and max over the trials that recorded it. The primary metric decided pass/fail.\n',
+    h.table({ 'solver', 'model', 'provider', 'mode', 'metric', 'trials', 'mean', 'min', 'max' }, rows, 'lllllrrrr'),
+  }, '\n')
+end
+
 --- The admission section (lua/cseng/run/admission.lua): per run and key (a provider or a model
 --- endpoint, model:<host>), the limits it started at, went down to and up to, its changes, the
 --- 429/503 answers it saw, its Retry-After pauses and the starts that waited; nil when no run read

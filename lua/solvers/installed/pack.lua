@@ -34,11 +34,16 @@ function pack.dir(getenv)
 end
 
 --- The cache key of an archive and the entries as the child packs them (file = the real path).
----@param o {name: string, version: string, entries: {path: string, file: string, mode: string}[]}
+---@param o {name: string, version: string, entries: {path: string, file?: string, mode?: string, type?: string, target?: string}[]}
 function pack.key(o)
   local desc = { format = pack.FORMAT, name = o.name, version = o.version, entries = {} }
   local entries = {}
   for i, e in ipairs(o.entries) do
+    if not e.file then -- a folder or a link (an agent shipped as a tree)
+      desc.entries[i] = { path = e.path, type = e.type, target = e.target }
+      entries[i] = { path = e.path, type = e.type, target = e.target }
+      goto next
+    end
     local real = sys.realpath(e.file)
     local st = real and fs.stat(real)
     if not st then
@@ -46,6 +51,7 @@ function pack.key(o)
     end
     desc.entries[i] = { path = e.path, mode = e.mode or '0644', file = real, size = st.size, mtime_ns = st.mtime_ns }
     entries[i] = { path = e.path, mode = e.mode or '0644', file = real }
+    ::next::
   end
   return crypto.sha256_hex(jsonl.encode(desc)), entries
 end

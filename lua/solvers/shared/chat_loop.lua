@@ -455,7 +455,8 @@ function agent.run(ctx, cfg)
     usage.price_cached_per_mtok, usage.price_cache_write_per_mtok = prices.cached_input, prices.cache_write
   end
   local tr = atif.new { session_id = ctx.session_id or tostring(ctx.task.id),
-    agent = { name = agent.ATIF_NAME, version = agent.VERSION, extra = { solver = cfg.name } }, model_name = cfg.model }
+    agent = { name = agent.ATIF_NAME, version = agent.VERSION, extra = { solver = cfg.name }, tool_definitions = TOOLS },
+    model_name = cfg.model }
   local state = {
     tr = tr,
     cfg = cfg, o = o, usage = usage, log = Transcript.new(o.llm_transcript_bytes), prices = prices,
@@ -533,7 +534,7 @@ function agent.run(ctx, cfg)
     local reasoning = type(msg.reasoning) == 'string' and msg.reasoning
       or type(msg.reasoning_content) == 'string' and msg.reasoning_content or nil
     local step = tr:agent { message = content or '', reasoning = reasoning ~= '' and reasoning or nil,
-      model_name = type(resp.model) == 'string' and resp.model or nil, tool_calls = calls,
+      model_name = type(resp.model) == 'string' and resp.model or nil, tool_calls = calls, llm_calls = 1,
       metrics = cost and {
         prompt_tokens = cost.prompt_tokens, completion_tokens = cost.completion_tokens, cached_tokens = cost.cached_tokens,
         cost_usd = cost.cost_usd, extra = { reasoning_tokens = cost.reasoning_tokens,

@@ -17,7 +17,7 @@ local crypto = require 'cseng.crypto'
 local pack = require 'solvers.installed.pack'
 
 -- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
-local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (codex, claude_code)' }
+local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (lua/solvers/shared/agents.lua)' }
 
 --- Where `make deps-agents` installs the CLIs.
 installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
@@ -25,7 +25,7 @@ installed.NODE_MODULES = sys.root() .. '/lua/solvers/installed/node_modules'
 --- Where agents live in the sandbox.
 installed.PREFIX = '/cseng/agents'
 
-local tars = {} -- host path -> tar bytes, packed once per process
+local tars = {} -- agent name and version -> tar bytes, packed once per process
 
 --- The host path of an installed file, or an ECONFIG error naming `make deps-agents`.
 ---@param rel string path below node_modules
@@ -48,20 +48,44 @@ end
 ---@param bin string its name in the sandbox
 ---@param version? string the pinned package version (names the cached archive)
 function installed.ensure(ctx, name, host, bin, version)
+  return installed.ensure_files(ctx, name, { { path = bin, file = host, mode = '0755' } }, bin, version)
+end
+
+--- The archive entries of a host folder below node_modules (`rel`), placed at `as` in the agent's
+--- folder: its files with their modes, its folders and links (an agent shipped as a tree: a
+--- runtime and its bundle).
+---@param rel string
+---@param as string
+function installed.tree(rel, as)
+  local root = installed.host_file(rel)
+  local out = { { path = as, type = 'dir' } }
+  for _, e in ipairs(fs.walk(root)) do
+    local p = as .. '/' .. e.path
+    if e.type == 'dir' then out[#out + 1] = { path = p, type = 'dir' }
+    elseif e.type == 'link' then out[#out + 1] = { path = p, type = 'symlink', target = fs.readlink(root .. '/' .. e.path) }
+    else out[#out + 1] = { path = p, file = root .. '/' .. e.path, mode = string.format('%04o', (e.mode or 420) & 4095) } end
+  end
+  return out
+end
+
+--- installed.ensure for several files (archive entries relative to `<PREFIX>/<name>`), present
+--- when `<PREFIX>/<name>/<bin>` is executable.
+function installed.ensure_files(ctx, name, entries, bin, version)
   local dir = installed.PREFIX .. '/' .. name
   local target = dir .. '/' .. bin
   local res = ctx:exec('test -x ' .. util.shell_quote(target), { cwd = '/', timeout = 30 })
   if res and res.code == 0 then return 'present', target end
   if ctx.remote or ctx.max_upload_bytes then
-    local shipped = installed.ship(ctx, name, version or '', { { path = bin, file = host, mode = '0755' } })
+    local shipped = installed.ship(ctx, name, version or '', entries)
     return 'uploaded', target, shipped
   end
-  local tar = tars[host]
+  local key = name .. '\0' .. (version or '')
+  local tar = tars[key]
   if not tar then
     local err, code
-    tar, err, code = archive.pack({ { path = bin, file = host, mode = '0755' } }, { format = 'tar' })
-    if not tar then errors.raise(code or errors.EPREPARE, 'packing ' .. host .. ': ' .. tostring(err), { stage = 'solve' }) end
-    tars[host] = tar
+    tar, err, code = archive.pack(entries, { format = 'tar' })
+    if not tar then errors.raise(code or errors.EPREPARE, 'packing ' .. name .. ': ' .. tostring(err), { stage = 'solve' }) end
+    tars[key] = tar
   end
   errors.check({ stage = 'solve', prefix = 'uploading ' .. name .. ': ' }, ctx:put(dir, tar))
   return 'uploaded', target

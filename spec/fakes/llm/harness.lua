@@ -53,7 +53,8 @@ function M.new(name)
   --- The task whose instruction a prompt holds (the installed CLIs wrap the instruction in text of their own).
   function H.task_in(text)
     for _, t in ipairs(H.tasks) do
-      if t.instruction and text:find(t.instruction, 1, true) then return t end
+      -- trimmed: a CLI given the prompt as "$(cat prompt.md)" loses its final newlines
+      if t.instruction and text:find((t.instruction:gsub('^%s+', ''):gsub('%s+$', '')), 1, true) then return t end
     end
     error('the prompt holds no known instruction: ' .. text:sub(1, 120))
   end

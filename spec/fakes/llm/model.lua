@@ -1,7 +1,9 @@
 --- The scripted model behind `cseng fake llm`: one loopback server that answers the three APIs
 --- cseng's solvers speak, with one script. Chat completions (the openrouter and ai_gateway
 --- solvers: /api/v1/chat/completions, /v1/chat/completions; spec/fakes/llm/fake.lua), Responses
---- (codex: /v1/responses; responses.lua) and Messages (claude_code: /v1/messages; messages.lua).
+--- (codex: /v1/responses; responses.lua), Messages (claude_code: /v1/messages; messages.lua),
+--- streamed chat completions of a coding CLI (opencode: /opencode/v1/chat/completions;
+--- chat_stream.lua) and Gemini's generateContent (gemini_cli: /v1beta/models/...; gemini.lua).
 ---
 --- The script replays gold solutions: it finds the task whose instruction the prompt holds among
 --- the tasks of a dataset (default data/smoke.jsonl, the bundled tasks), writes that task's
@@ -82,9 +84,16 @@ function M.start(o)
   local chat = dofile(DIR .. 'fake.lua').new(opts)
   local responses = dofile(DIR .. 'responses.lua').new(opts)
   local messages = dofile(DIR .. 'messages.lua').new(opts)
+  local chat_stream = dofile(DIR .. 'chat_stream.lua').new(opts)
+  -- Gemini names a model in the URL's path: one without a slash
+  local gemini_model = model:gsub('/', '-')
+  local gemini = dofile(DIR .. 'gemini.lua').new { api_key = key, model = gemini_model, script = script }
   local srv = assert(serve.listen { host = '127.0.0.1', port = o.port or 0, handler = function(req)
     if req.path == '/v1/responses' then return responses.handler(req) end
     if req.path == '/v1/messages' then return messages.handler(req) end
+    if req.path:match('^/v1beta/models/') then return gemini.handler(req) end
+    -- a coding CLI's chat completions (OpenCode: streamed, many tools) under their own prefix
+    if req.path:match('^/opencode/') then return chat_stream.handler(req) end
     return chat.handler(req) -- chat completions, and the 404 of any other path
   end })
   local url = srv:url()
@@ -97,15 +106,22 @@ function M.start(o)
       AI_GATEWAY_BASE_URL = url .. '/v1', AI_GATEWAY_API_KEY = key, AI_GATEWAY_MODEL = model,
       CODEX_BASE_URL = url .. '/v1', OPENAI_API_KEY = key, CODEX_MODEL = model,
       ANTHROPIC_BASE_URL = url, ANTHROPIC_API_KEY = key, CLAUDE_CODE_MODEL = model,
+      OPENCODE_BASE_URL = url .. '/opencode/v1', OPENCODE_API_KEY = key, OPENCODE_MODEL = model,
+      GOOGLE_GEMINI_BASE_URL = url, GEMINI_API_KEY = key, GEMINI_MODEL = gemini_model,
     }
   end
 
-  function f.stats() return { chat = chat.stats(), responses = responses.stats(), messages = messages.stats() } end
+  function f.stats()
+    return { chat = chat.stats(), responses = responses.stats(), messages = messages.stats(), chat_stream = chat_stream.stats(),
+      gemini = gemini.stats() }
+  end
 
   function f.close()
     chat.close()
     responses.close()
     messages.close()
+    chat_stream.close()
+    gemini.close()
     srv:close()
   end
   return f

@@ -12,16 +12,22 @@ local SPEC = {
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
   ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
   ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'report bad rows and go on' },
+  ['registry'] = { key = 'registry', type = 'string', arg = 'R', help = 'a Harbor registry (file, folder, URL or git repository)' },
 }
 
 local cmd = {
-  summary = 'pack task directories to JSONL, convert parquet, show dataset info',
+  summary = 'pack task directories to JSONL, convert parquet, show dataset info, list and fetch registry datasets',
   usage = [[usage:
   cseng dataset pack SOURCE... -o OUT.jsonl   TB2 task dirs (a folder of them) and SWE-smith
                                               instance files, packed deterministically into seed rows
   cseng dataset convert IN.parquet -o OUT.jsonl
   cseng dataset info FILE                     schema, rows and codecs (parquet) or task summary
-  cseng dataset validate PATH [--skip-bad-rows]  load every task; report bad rows]],
+  cseng dataset validate PATH [--skip-bad-rows]  load every task; report bad rows
+  cseng dataset list --registry R             the datasets of a Harbor registry: name, version, tasks
+                                              (R: registry.json, a folder with one, an http(s) URL,
+                                              or a git repository: git+URL[@REF], *.git, file://DIR)
+  cseng dataset fetch NAME@VERSION --registry R  fetch its tasks at their pinned commits into the cache,
+                                              check their digests, print where they are]],
 }
 
 --- Rows for one source (a TB2 folder, a task dir, or a SWE-smith instances file).
@@ -95,8 +101,28 @@ function cmd.run(args)
       for _, b in ipairs(bad) do print('bad: ' .. b.error) end
       print(string.format('%s: %d tasks ok, %d bad rows', pos[1], #tasks, #bad))
       if #bad > 0 then return 1 end
+    elseif sub == 'list' then
+      if not f.registry then error(errors.usage('dataset list needs --registry R'), 0) end
+      local registry = require 'cseng.workload.registry'
+      local reg = registry.open(f.registry, {})
+      print(string.format('%-40s %-14s %5s  %s', 'dataset', 'version', 'tasks', 'description'))
+      for _, d in ipairs(reg.datasets) do
+        local digests = 0
+        for _, t in ipairs(d.tasks) do if t.digest then digests = digests + 1 end end
+        print(string.format('%-40s %-14s %5d  %s%s', d.name, d.version, #d.tasks, (d.description or ''):gsub('%s+', ' '):sub(1, 60),
+          digests > 0 and string.format(' [%d/%d digests]', digests, #d.tasks) or ''))
+      end
+      if reg.commit then print(string.format('(%s at %s)', reg.git_url, reg.commit)) end
+    elseif sub == 'fetch' then
+      if #pos ~= 1 or not f.registry then error(errors.usage('dataset fetch needs NAME@VERSION and --registry R'), 0) end
+      local tasks, resolved = dataset.load_registry(pos[1], f.registry, {})
+      for _, t in ipairs(tasks) do
+        print(string.format('%-36s %s@%s  sha256:%s  %s', t.id, tostring(t.source.git_url or 'local'),
+          tostring(t.source.git_commit_id or '-'):sub(1, 12), t.sha256:sub(1, 16), t.dir))
+      end
+      print(string.format('%s@%s: %d tasks, content %s', resolved.name, resolved.version, #tasks, resolved.content_hash))
     else
-      error(errors.usage("unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate)"), 0)
+      error(errors.usage("unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate, list, fetch)"), 0)
     end
   end)
   if ok then return err or 0 end -- err: the status of validate

@@ -11,15 +11,20 @@ local errors = require 'cseng.lib.errors'
 local exit = require 'cseng.cli.exit'
 
 local SPEC = {
-  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl' }, arg = 'csv|jsonl', help = 'output format (default csv)' },
-  ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'write here (default: stdout)' },
+  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'harbor' }, arg = 'csv|jsonl|harbor',
+    help = 'output format (default csv); harbor: a Harbor job folder at -o DIR' },
+  ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR', help = 'write here (default: stdout; harbor: the job folder, required)' },
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
 }
 
 local cmd = {
   summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
-  usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n\n' ..
+  usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n' ..
+    '       cseng export RUN.jsonl|DIR... --format harbor -o JOB_DIR\n\n' ..
     'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
+    'harbor: a Harbor job folder (config.json, result.json, lock.json, one <task>__<id>/ folder per trial\n' ..
+    'with config.json, result.json, agent/trajectory.json, verifier/ and artifacts/) that Harbor\'s models\n' ..
+    'load, checked against them before it is written (docs/HARBOR.md).\n' ..
     'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
     'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\noptions:\n' ..
     flags.help(SPEC, { 'format', 'output' }),
@@ -134,6 +139,13 @@ function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if f.format == 'harbor' then
+    if not f.output or f.output == '-' then return exit.usage_error('export --format harbor needs -o DIR (the job folder to write)') end
+    local hok, r = pcall(function() return require('cseng.results.harbor').export(log_files(pos), f.output) end)
+    if not hok then return exit.fail(r, 'export') end
+    io.stderr:write(string.format('cseng: export: a Harbor job of %d trial(s) in %s\n', r.trials, r.dir))
+    return 0
+  end
   local ok, rows = pcall(cmd.rows, pos)
   if not ok then return exit.fail(rows, 'export') end
   local text

@@ -30,6 +30,8 @@ local records = require 'cseng.run.records'
 local environment = require 'cseng.run.environment'
 local admission = require 'cseng.run.admission'
 local evals = require 'cseng.evals.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
+local fs = require 'cseng.fs'
+local jsonl = require 'cseng.lib.jsonl'
 
 local K = { name = 'tasks', event = 'trial', retries = true }
 
@@ -76,32 +78,41 @@ end
 -- ---- one trial ---------------------------------------------------------------------------
 
 --- Verify: tests copied in fresh, /logs/verifier recreated, test.sh run (non-root where the
---- provider allows), reward read from reward.txt, reward.json, or else the exit code.
-local function verify(run, ctx, rec)
+--- provider allows), the rewards read (reward.json's keys and reward.txt, as Harbor reads them:
+--- staging.read_rewards), the primary metric deciding pass/fail, else the exit code. o (a step of
+--- a [[steps]] task): {tests = {host folders copied into /tests, in order}, script = the test
+--- script under /tests, env, timeout, into = the record written (default rec)}.
+local function verify(run, ctx, rec, o)
+  o = o or {}
   local t = ctx.task
+  local out = o.into or rec
   local V = { stage = 'verify' }
   local res = errors.check({ stage = 'verify', prefix = 'resetting /tests and /logs/verifier: ' }, ctx:exec(staging.VERIFY_RESET, { timeout = 120, cwd = '/' }))
   if res.code ~= 0 then
     errors.raise(errors.EVERIFY, 'resetting /tests and /logs/verifier failed: ' .. util.trim(res.stderr), V)
   end
-  errors.check({ stage = 'verify', prefix = 'uploading tests/: ' }, ctx:put('/tests', archive.pack_dir(t.dir .. '/tests', {})))
+  for _, d in ipairs(o.tests or { t.dir .. '/tests' }) do
+    errors.check({ stage = 'verify', prefix = 'uploading tests/: ' }, ctx:put('/tests', archive.pack_dir(d, {})))
+  end
   local user = (run.opts.verifier_user ~= 'root' and (run.provider.capabilities or {}).non_root) and 'verifier' or 'root'
   rec.verifier_user = user
-  local timeout = run.opts.verify_timeout_seconds or t.config.verifier_timeout
-  local vr = errors.check(V, ctx:exec('bash /tests/test.sh', {
-    user = user, timeout = timeout, env = util.merge({ TEST_DIR = '/tests' }, t.config.verifier_env),
+  local timeout = run.opts.verify_timeout_seconds or o.timeout or t.config.verifier_timeout
+  local vr = errors.check(V, ctx:exec('bash ' .. (o.script or '/tests/test.sh'), {
+    user = user, timeout = timeout, env = util.merge(util.merge({ TEST_DIR = '/tests' }, t.config.verifier_env), o.env),
   }))
-  rec.return_code = vr.code
-  rec.stdout_tail = util.tail(vr.stdout, run.opts.tail_chars or 4000)
-  rec.stderr_tail = util.tail(vr.stderr, run.opts.tail_chars or 4000)
-  rec.verify_timed_out = vr.timed_out or nil
+  out.return_code = vr.code
+  out.stdout_tail = util.tail(vr.stdout, run.opts.tail_chars or 4000)
+  out.stderr_tail = util.tail(vr.stderr, run.opts.tail_chars or 4000)
+  out.verify_timed_out = vr.timed_out or nil
   if vr.timed_out then
     errors.raise(errors.ETIMEDOUT, string.format('verifier timed out after %s s', timeout), V)
   end
   local rr = errors.check({ stage = 'verify', prefix = 'reading the reward: ' }, ctx:exec(staging.READ_REWARD, { timeout = 60, cwd = '/' }))
-  local reward, rule = staging.parse_reward(rr.stdout, vr.code)
-  rec.reward, rec.reward_rule = reward, rule
-  rec.passed = reward ~= nil and reward >= 1 - 1e-9
+  local primary = run.opts.primary_metric or t.config.primary_metric
+  local reward, rule, rewards, key = staging.parse_reward(rr.stdout, vr.code, primary)
+  out.reward, out.reward_rule, out.rewards = reward, rule, rewards
+  if rewards then rec.primary_metric = key end
+  out.passed = reward ~= nil and reward >= 1 - 1e-9
 end
 
 --- Write a solver's transcript beside the run log: results/<run-id>/transcripts/<task>[.a<N>].jsonl.
@@ -136,7 +147,8 @@ function K.trial(F, item, rec, state)
     F:emit('phase', { task_id = t.id, phase = name })
     local s = clock.now()
     local ok, err = pcall(fn)
-    phases[name .. '_seconds'] = ns_to_s(clock.answered(s) - s)
+    -- a [[steps]] task runs its phases once per step: their times add up
+    phases[name .. '_seconds'] = (phases[name .. '_seconds'] or 0) + ns_to_s(clock.answered(s) - s)
     -- a cancellation (trial timeout, Ctrl-C) is delivered once: a cleanup's pcall inside the
     -- phase may have swallowed it, so the phase boundary checks the task's own flag
     if ok and task.cancelled() then ok, err = false, errors.new(errors.ECANCELED, 'task cancelled') end
@@ -146,6 +158,7 @@ function K.trial(F, item, rec, state)
     end
   end
   local spec = staging.sandbox_spec(run, t)
+  state.spec = spec
   rec.labels = spec.labels
   -- the environment: its recipe (content key), and how it is made (record's `environment`)
   local rcp = recipe.for_run(run, t)
@@ -211,12 +224,12 @@ function K.trial(F, item, rec, state)
   end
   phase('prepare', function() staging.prepare(ctx) end)
   phase('instruction_write', function() staging.write_instruction(ctx) end)
-  phase('solve', function()
+  local function solve(sctx, into)
     local s = clock.now()
     -- task.guard: a solver cannot swallow an interrupt (its pcall or resume raises it again)
-    local ok, r = task.guard(run.solver.solve, ctx)
+    local ok, r = task.guard(run.solver.solve, sctx)
     local fields
-    ok, r, fields = evals.after_solve(run, ctx, rec, ok, r) -- trajectory, health probe (ESANDBOX)
+    ok, r, fields = evals.after_solve(run, sctx, rec, ok, r) -- trajectory, health probe (ESANDBOX)
     merge_into(rec, fields)
     if not ok then
       -- keep what a failed solver spent (tokens, the transcript so far), then fail the phase
@@ -227,18 +240,213 @@ function K.trial(F, item, rec, state)
       error(r, 0)
     end
     r = r or {}
-    rec.solve_elapsed_seconds = ns_to_s(clock.now() - s)
-    rec.solve_return_code = r.return_code
+    into.solve_elapsed_seconds = ns_to_s(clock.now() - s)
+    into.solve_return_code = r.return_code
     -- gold on a task without solution/solve.sh: not a real failure (nop skips on purpose)
     if r.skipped and run.solver.name == 'gold' then rec.no_solution = true end
-    rec.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
-    rec.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
-    rec.solve_timed_out = r.timed_out or nil
-    rec.solve_note = r.note
-    rec.solver_usage = r.usage
+    into.solve_stdout_tail = r.stdout and util.tail(r.stdout, run.opts.tail_chars or 4000) or nil
+    into.solve_stderr_tail = r.stderr and util.tail(r.stderr, run.opts.tail_chars or 4000) or nil
+    into.solve_timed_out = r.timed_out or nil
+    into.solve_note = r.note
+    rec.solver_usage = K.add_usage(rec.solver_usage, r.usage)
     if r.transcript then rec.solver_transcript_path = K.save_transcript(run, t, r.transcript, rec.attempt) end
-  end)
-  phase('verify', function() verify(run, ctx, rec) end)
+  end
+  if t.config.steps then
+    K.steps(F, run, t, ctx, rec, state, phase, solve, verify)
+  else
+    K.network(run, state, rec, 'agent', staging.phase_network(run, t, 'agent'))
+    phase('solve', function() solve(ctx, rec) end)
+    K.network(run, state, rec, 'verifier', staging.phase_network(run, t, 'verifier'))
+    phase('verify', function() verify(run, ctx, rec) end)
+    K.collect_artifacts(run, t, ctx, rec, t.config.artifacts)
+  end
+end
+
+--- Two solves' usage (the steps of a [[steps]] task) as one: counts added, the rest the latest's.
+function K.add_usage(a, b)
+  if not a then return b end
+  if not b then return a end
+  local out = util.copy(b)
+  for k, v in pairs(a) do
+    if type(v) == 'number' and type(b[k]) == 'number' and k ~= 'elapsed_seconds' then out[k] = v + b[k]
+    elseif out[k] == nil then out[k] = v end
+  end
+  return out
+end
+
+--- A phase's network on the live sandbox (Harbor 1.3's network_mode / allowed_hosts): the
+--- provider's network_policy where it has one (local: an egress filter in the sandbox's own
+--- network namespace), else the sandbox as it was made; what could not be held is the phase's
+--- `gap` in the trial's `network` record.
+function K.network(run, state, rec, key, eff)
+  local P, sb = run.provider, state.lease.sb
+  local got = { mode = eff.mode, declared = eff.declared, hosts = #eff.hosts > 0 and eff.hosts or nil, withheld = eff.withheld }
+  local has = state.spec and state.spec.network
+  if P.network_policy then
+    local res, err = P.network_policy(run.client, sb, eff)
+    if res then
+      got.enforced = res.enforced
+      got.allowed = res.allowed and #res.allowed > 0 and res.allowed or nil
+      if res.unenforced and #res.unenforced > 0 then
+        got.unenforced = res.unenforced
+        got.gap = 'hosts the filter cannot hold by address were denied'
+      end
+    else
+      got.gap = tostring(err) .. (has and ': this phase had the sandbox\'s network' or '')
+    end
+  elseif eff.mode == 'no-network' and has then
+    got.gap = P.name .. ' cannot take the network away for one phase: this phase had the sandbox\'s network'
+  elseif eff.mode == 'allowlist' and has then
+    got.gap = P.name .. ' cannot filter egress by host: this phase had the sandbox\'s full network'
+  elseif eff.mode ~= 'no-network' and not has then
+    got.gap = 'the sandbox was made without the network'
+  else
+    got.enforced = 'the sandbox as made'
+  end
+  local n = rec.network or {}
+  n[key] = got
+  rec.network = n
+end
+
+--- The artifacts of a task (task.toml `artifacts`, and Harbor's convention folder /logs/artifacts)
+--- copied out of the sandbox after the verifier into results/<run-id>/artifacts/<trial>/ (a
+--- source's path below the folder, or its destination), with Harbor's manifest.json; the trial's
+--- `artifacts` lists each {source, destination, type, status, bytes}. A missing source is
+--- "skipped", an empty folder "empty"; nothing is followed outside the folder (archive.extract).
+function K.collect_artifacts(run, t, ctx, rec, list, sub)
+  local entries = { { source = '/logs/artifacts', convention = true } }
+  for _, a in ipairs(list or {}) do
+    if a.source:gsub('/+$', '') == '/logs/artifacts' then entries[1] = a else entries[#entries + 1] = a end
+  end
+  local base = run.writer.path:gsub('%.jsonl$', '') .. '/artifacts/' .. evals.trial_name(run, t.id, rec.attempt)
+    .. (sub and ('/steps/' .. sub) or '')
+  local out, manifest = jsonl.array(), jsonl.array()
+  for i, a in ipairs(entries) do
+    local rel = a.source:gsub('^/+', ''):gsub('/+$', '')
+    local dest = a.destination or rel
+    local q = util.shell_quote
+    local excl = {}
+    for _, x in ipairs(a.exclude or {}) do excl[#excl + 1] = '--exclude=' .. q(x) end
+    local tmp = '/tmp/cseng-artifact-' .. i .. '.tar'
+    local probe = ctx:exec(string.format('if [ -d %s ]; then if [ -z "$(ls -A %s)" ]; then echo empty; else echo dir; '
+      .. 'tar -C %s -cf %s %s . ; fi; elif [ -e %s ]; then echo file; tar -C %s -cf %s %s; else echo missing; fi',
+      q(a.source), q(a.source), q(a.source), tmp, table.concat(excl, ' '), q(a.source), q(util.dirname(a.source)), tmp,
+      q(util.basename(a.source))), { cwd = '/', timeout = 120 })
+    local kind = probe and util.trim(probe.stdout or ''):match('%a+$') or 'failed'
+    local e = { source = a.source, destination = dest, type = kind == 'file' and 'file' or 'directory', status = 'ok' }
+    if kind == 'missing' then e.status = 'skipped'
+    elseif kind == 'empty' then e.status = 'empty'
+    elseif kind ~= 'dir' and kind ~= 'file' then e.status = 'failed'
+    else
+      local bytes = ctx:get(tmp)
+      ctx:exec('rm -f ' .. tmp, { cwd = '/', timeout = 30 })
+      local target = base .. '/' .. (kind == 'file' and util.dirname(dest) or dest)
+      local ok = bytes and fs.mkdir_p(target) and archive.extract(bytes, target, { from = 'bytes' })
+      if not ok then e.status = 'failed' else e.bytes = #bytes end
+      if ok and kind == 'file' and a.destination and util.basename(dest) ~= util.basename(a.source) then
+        fs.rename(target .. '/' .. util.basename(a.source), base .. '/' .. dest)
+      end
+    end
+    if not (a.convention and e.status == 'skipped') then
+      out[#out + 1] = e
+      manifest[#manifest + 1] = { source = e.source, destination = e.destination, type = e.type, status = e.status }
+    end
+  end
+  if #out == 0 then return end
+  fs.mkdir_p(base)
+  fs.write(base .. '/manifest.json', jsonl.encode(manifest) .. '\n')
+  if sub then return out end
+  rec.artifacts = out
+  rec.artifacts_dir = base
+end
+
+--- A [[steps]] task (Harbor 1.3): per step, in order, its workdir/ files copied into the working
+--- directory and its setup.sh run, its instruction written and solved (the solver sees the step's
+--- instruction and, for gold, its solution/), its verifier (its tests/ over the task's, its
+--- test.sh or the task's) and its artifacts; a step whose rewards fall below its `min_reward`
+--- (a number gates `reward`, a table each key; a missing key is -inf), or whose solve or
+--- verifier failed, stops the trial there (`step_stop`). The trial's rewards are the steps'
+--- per-key means (missing keys 0), or the last step's with multi_step_reward_strategy = "final".
+function K.steps(F, run, t, ctx, rec, state, phase, solve, verify_fn)
+  local steps = t.config.steps
+  local list = jsonl.array()
+  rec.steps = list
+  local q = util.shell_quote
+  for i, st in ipairs(steps) do
+    local sdir = t.dir .. '/steps/' .. st.name
+    local srec = { name = st.name }
+    list[i] = srec
+    F:emit('phase', { task_id = t.id, phase = 'step ' .. st.name })
+    if st.has_workdir then
+      errors.check({ stage = 'prepare', prefix = 'step ' .. st.name .. ' workdir/: ' }, ctx:put(ctx.workdir, archive.pack_dir(sdir .. '/workdir', {})))
+      if fs.exists(sdir .. '/workdir/setup.sh') then
+        local r = ctx:exec('bash ' .. q(ctx.workdir:gsub('/+$', '') .. '/setup.sh'), { timeout = 600 })
+        if not r or r.code ~= 0 then
+          srec.error = 'setup.sh exited ' .. tostring(r and r.code)
+          rec.step_stop = { step = st.name, why = srec.error }
+          break
+        end
+      end
+    end
+    -- what the solver sees: the step's instruction, timeout and solution
+    local view = setmetatable({ instruction = st.instruction, step = st.name,
+      solution_dir = st.has_solution and (sdir .. '/solution') or nil,
+      has_solution = st.has_solution or t.has_solution,
+      config = setmetatable({ agent_timeout = st.agent_timeout or t.config.agent_timeout }, { __index = t.config }) },
+      { __index = t })
+    local sctx = setmetatable({ task = view, step = st.name, timeout = run.opts.solve_timeout_seconds or view.config.agent_timeout },
+      { __index = ctx })
+    staging.write_instruction(sctx)
+    K.network(run, state, rec, 'agent:' .. st.name, staging.phase_network(run, t, 'agent', st))
+    phase('solve', function() solve(sctx, srec) end)
+    K.network(run, state, rec, 'verifier:' .. st.name, staging.phase_network(run, t, 'verifier', st))
+    local tests = { }
+    if fs.exists(t.dir .. '/tests') then tests[#tests + 1] = t.dir .. '/tests' end
+    if fs.exists(sdir .. '/tests') then tests[#tests + 1] = sdir .. '/tests' end
+    phase('verify', function()
+      verify_fn(run, ctx, rec, { tests = tests, into = srec, timeout = st.verifier_timeout,
+        env = st.verifier_env, script = '/tests/test.sh' })
+    end)
+    srec.artifacts = K.collect_artifacts(run, t, ctx, rec, st.artifacts, st.name)
+    if st.min_reward then
+      for key, threshold in pairs(st.min_reward) do
+        local got = srec.rewards and srec.rewards[key]
+        if got == nil and key == 'reward' and not srec.rewards then got = srec.reward end
+        if got == nil or got < threshold then
+          srec.gate = { key = key, min_reward = threshold, got = got }
+          rec.step_stop = { step = st.name, why = string.format('%s=%s below min_reward %g', key,
+            type(got) == 'number' and string.format('%g', got) or 'missing', threshold) }
+          break
+        end
+      end
+      if rec.step_stop then break end
+    end
+  end
+  -- the trial's rewards from its steps' (Harbor's MultiStepTrial: mean per key, or the final step's)
+  local done = {}
+  for _, sr in ipairs(list) do if sr.rewards or sr.reward ~= nil then done[#done + 1] = sr end end
+  local rewards
+  if t.config.multi_step_reward_strategy == 'final' then
+    local last = list[#list]
+    rewards = last and (last.rewards or (last.reward ~= nil and { reward = last.reward })) or nil
+  elseif #done > 0 then
+    local keys = {}
+    for _, sr in ipairs(done) do for k in pairs(sr.rewards or { reward = sr.reward }) do keys[k] = true end end
+    rewards = {}
+    for k in pairs(keys) do
+      local sum = 0
+      for _, sr in ipairs(done) do sum = sum + ((sr.rewards or { reward = sr.reward })[k] or 0) end
+      rewards[k] = sum / #done
+    end
+  end
+  local primary = run.opts.primary_metric or t.config.primary_metric or 'reward'
+  rec.rewards = rewards
+  rec.reward = rewards and rewards[primary] or nil
+  rec.primary_metric = rewards and primary or nil
+  rec.reward_rule = 'steps: ' .. (t.config.multi_step_reward_strategy or 'mean') .. ' of ' .. #done .. ' of ' .. #steps
+  -- every step must have run and passed its verifier for the trial to pass
+  rec.passed = not rec.step_stop and #list == #steps and rec.reward ~= nil and rec.reward >= 1 - 1e-9
+  for _, sr in ipairs(list) do if not sr.passed then rec.passed = false end end
 end
 
 --- After the body, on every path: the sandbox destroyed (stop), the outcome, the cost.
@@ -327,7 +535,13 @@ function K.open(opts)
   end
   -- an unknown provider is refused before the run log exists (a usage error leaves no file)
   session.adapter(opts.provider or 'local')
-  local tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
+  local tasks, bad, resolved
+  if opts.registry then -- --dataset NAME@VERSION through a Harbor registry: fetched at its pins, digests checked
+    tasks, resolved = dataset.load_registry(opts.dataset or '', opts.registry, { getenv = session.getenv(opts.env) })
+    bad = {}
+  else
+    tasks, bad = dataset.load(opts.dataset, { skip_bad_rows = opts.skip_bad_rows, source_root = opts.source_root })
+  end
   local selected = dataset.select(tasks, opts.task_index, opts.task_limit, opts.tasks)
   local getenv = session.getenv(opts.env)
   local sh, so
@@ -347,8 +561,16 @@ function K.open(opts)
       so = { id_parts = { K.id_name(opts), opts.provider, opts.mode or 'cold' } }
     end
   end
+  if prior and resolved and type(prior.started.identity) == 'table' and type(prior.started.identity.registry) == 'table' then
+    -- a registry whose dataset moved since the run began: the resumed run would mix two datasets
+    local was = prior.started.identity.registry.content_hash
+    if was and was ~= resolved.content_hash then
+      errors.raise('EUSAGE', string.format('--resume: the registry now resolves %s to content %s, the run began with %s: '
+        .. 'resume restores the run as it was', tostring(opts.dataset), resolved.content_hash, was))
+    end
+  end
   return opts, so, { prior = prior, solver = solver, tasks = tasks, bad = bad, selected = selected, sh = sh,
-    records = {}, passes = 0, rerun = {}, done = {} }
+    records = {}, passes = 0, rerun = {}, done = {}, resolved = resolved }
 end
 
 --- The run begins: the provider connected, the log's first record (run_started, or for
@@ -395,7 +617,7 @@ function K.begin(F)
       },
     }, frame.identity(opts, {
       kind = 'tasks', solver = k.solver.name, provider = provider.name, providers = { provider.name },
-      dataset_sha256 = frame.dataset_digest(k.tasks),
+      dataset_sha256 = frame.dataset_digest(k.tasks), registry = k.resolved,
       selection = { task_index = opts.task_index, task_limit = opts.task_limit, tasks = opts.tasks,
         shard = sh and sh.record or nil, count = #selected, ids_sha256 = crypto.sha256_hex(table.concat(ids, '\n')) },
       endpoints = p.endpoint and { [provider.name] = p.endpoint } or nil,

@@ -382,9 +382,17 @@ function summarySection(doc) {
       el('tbody', {}, doc.failure_modes.map((f) => el('tr', {}, el('td', {}, f.mode), el('td', { class: 'num' }, f.count),
         el('td', {}, (f.tasks || []).join(', ')), el('td', { class: 'err' }, f.example || '')))))
     : el('p', { class: 'muted' }, 'no failures');
+  // every reward key the verifiers wrote is a metric (Harbor's reward.json): its mean over the trials that have it
+  const metrics = (doc.metrics || []).length
+    ? el('table', { class: 'small', id: 'metrics' }, el('thead', {}, el('tr', {}, ['metric', 'trials', 'mean', 'min', 'max'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, doc.metrics.map((m) => el('tr', { 'data-metric': m.key }, el('td', {}, m.key, m.primary ? el('span', { class: 'muted' }, ' (primary)') : ''),
+        el('td', { class: 'num' }, m.n), el('td', { class: 'num mean' }, fmt.s(m.mean, 3)), el('td', { class: 'num' }, fmt.s(m.min, 3)),
+        el('td', { class: 'num' }, fmt.s(m.max, 3))))))
+    : null;
   return el('section', { class: 'grid' },
     el('div', {}, el('h2', {}, 'By provider'), provs),
     el('div', {}, el('h2', {}, 'Phase means'), phases),
+    metrics ? el('div', { class: 'wide' }, el('h2', {}, 'Metrics (reward keys)'), metrics) : null,
     el('div', { class: 'wide' }, el('h2', {}, 'Failure modes'), fm));
 }
 
@@ -516,7 +524,8 @@ async function openTrial(runId, i, panel, opts) {
       ['cost', fmt.usd(r.estimated_cost_usd)], ['started', fmt.time(r.started_at)], ['finished', fmt.time(r.finished_at)]]),
     row.phases ? el('div', { class: 'block' }, el('h4', {}, 'phases'), waterfall(row.phases, total, 600, 22),
       el('div', { class: 'legend' }, row.phases.map(([n, s]) => el('span', {}, el('i', { style: `background:${PHASE_COLORS[n] || '#999'}` }), `${n} ${fmt.s(s, 3)} s`)))) : null,
-    el('div', { class: 'fields-grid' }, fieldsTable('environment', r.environment), fieldsTable('solver usage', r.solver_usage),
+    el('div', { class: 'fields-grid' }, fieldsTable('rewards', r.rewards), fieldsTable('network', r.network),
+      fieldsTable('environment', r.environment), fieldsTable('solver usage', r.solver_usage),
       costTable(r.cost), fieldsTable('limits', r.limits)),
     textBlock('verifier stdout (tail)', r.stdout_tail), textBlock('verifier stderr (tail)', r.stderr_tail),
     textBlock('build log (tail)', r.build_log_tail), textBlock('solver stdout (tail)', r.solve_stdout_tail),

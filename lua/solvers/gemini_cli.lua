@@ -1,0 +1,2 @@
+--- gemini_cli as a solver: declared in lua/solvers/shared/agents.lua (the table of installed agents).
+return require('solvers.shared.agents').solver('gemini_cli')

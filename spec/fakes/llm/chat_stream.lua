@@ -1,0 +1,159 @@
+--- A loopback fake of an OpenAI-compatible chat-completions API as coding CLIs call it (OpenCode:
+--- `POST /v1/chat/completions`, `stream: true`, many tools, server-sent events), on cseng.serve; a
+--- scripted model that counts what it was asked, like spec/fakes/llm/messages.lua:
+---
+---   local cf = dofile(sys.root() .. '/spec/fakes/llm/chat_stream.lua')
+---   local f = cf.start { api_key = 'sk-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
+---   -- OPENCODE_BASE_URL = f.url .. '/v1'; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
+---
+--- The agent's requests carry the shell tool (`tool`, default `bash`) among others; a conversation is
+--- keyed by its first user message (OpenCode quotes it: read back), its turn is 1 + the tool messages it carries. Requests without
+--- the shell tool (a CLI's side queries: a session title) get a short text and count in
+--- side_requests, charged `side_usage` (default input 11, output 1). Checks (a failed one is a 400):
+--- the bearer, `stream = true` with `stream_options.include_usage`, `model`, messages that begin with
+--- a system or user one, and every tool call of an assistant message answered by tool messages with
+--- its ids before the next assistant message. Per turn the fake charges `usage({turn})` (default:
+--- input 1000 x turn + 7, output 50 + turn), reported in the last chunk.
+local serve = require 'cseng.serve'
+local jsonl = require 'cseng.lib.jsonl'
+
+local fake = {}
+
+local function text_of(c)
+  if type(c) == 'string' then return c end
+  local parts = {}
+  for _, x in ipairs(type(c) == 'table' and c or {}) do parts[#parts + 1] = tostring(x.text or '') end
+  return table.concat(parts, '\n')
+end
+
+local function check(body, cfg)
+  if type(body) ~= 'table' then return 'body is not a JSON object' end
+  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
+  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
+  if body.stream ~= true then return 'stream is not true' end
+  if type(body.stream_options) ~= 'table' or body.stream_options.include_usage ~= true then
+    return 'stream_options.include_usage is not true'
+  end
+  local ms = body.messages
+  if type(ms) ~= 'table' or #ms == 0 then return 'no messages' end
+  if ms[1].role ~= 'system' and ms[1].role ~= 'user' then return 'messages[1]: ' .. tostring(ms[1].role) end
+  local open = {}
+  for i, m in ipairs(ms) do
+    if m.role == 'assistant' then
+      if next(open) then return string.format('messages[%d]: tool call %s has no tool message', i, tostring(next(open))) end
+      for _, tc in ipairs(m.tool_calls or {}) do open[tostring(tc.id)] = true end
+    elseif m.role == 'tool' then
+      if not open[tostring(m.tool_call_id)] then return string.format('messages[%d]: a tool message for no open call', i) end
+      open[tostring(m.tool_call_id)] = nil
+    end
+  end
+  if next(open) then return 'tool call ' .. tostring(next(open)) .. ' is not answered' end
+  return nil
+end
+
+--- The fake without a listener: f.handler(req) answers one request.
+---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('bash'), usage? = fun(conv): table, side_usage?}
+function fake.new(opts)
+  local cfg = {}
+  for k, v in pairs(opts or {}) do cfg[k] = v end
+  cfg.api_key = cfg.api_key or 'sk-test'
+  cfg.tool = cfg.tool or 'bash'
+  assert(cfg.script, 'chat_stream fake: a script is required')
+  local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
+    problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0, side_usage = { input = 0, output = 0 } }
+
+  local function answer(req)
+    st.requests = st.requests + 1
+    local n = st.requests
+    if req.method ~= 'POST' or not req.path:match('/chat/completions$') then
+      st.not_found = st.not_found + 1
+      return 404, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"no route","type":"not_found"}}'
+    end
+    local key = (req.headers['authorization'] or ''):match('^Bearer (.*)$')
+    if key ~= cfg.api_key then
+      st.unauthorized = st.unauthorized + 1
+      return 401, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"invalid api key","type":"invalid_request_error"}}'
+    end
+    local body = jsonl.decode(req.body or '')
+    local problem = check(body, cfg)
+    if problem then
+      st.bad_requests = st.bad_requests + 1
+      st.problems[#st.problems + 1] = problem
+      return 400, { ['Content-Type'] = 'application/json' }, jsonl.encode({ error = { message = problem, type = 'invalid_request_error' } })
+    end
+    local has_tool = false
+    for _, t in ipairs(body.tools or {}) do
+      if type(t['function']) == 'table' and t['function'].name == cfg.tool then has_tool = true end
+    end
+    local user, turn, results = nil, 1, {}
+    for _, m in ipairs(body.messages) do
+      if m.role == 'user' and not user then
+        user = text_of(m.content)
+        -- OpenCode 1.18 sends `opencode run MESSAGE` in double quotes with its quotes escaped (\")
+        -- and nothing else escaped: the fake reads the message back
+        local inner = user:match('^"(.*)"$')
+        if inner then user = inner:gsub('\\"', '"') end
+      end
+      if m.role == 'tool' then turn = turn + 1; results[#results + 1] = text_of(m.content) end
+    end
+    user = user or ''
+    local reply, u
+    if not has_tool then
+      st.side_requests = st.side_requests + 1
+      reply = { content = 'ok' }
+      local su = cfg.side_usage or { input = 11, output = 1 }
+      u = { prompt_tokens = su.input, completion_tokens = su.output }
+      st.side_usage.input, st.side_usage.output = st.side_usage.input + su.input, st.side_usage.output + su.output
+    else
+      local c = st.convs[user]
+      if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
+      c.requests = c.requests + 1
+      c.tool_results = results
+      reply = cfg.script({ key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results })
+      st.completions = st.completions + 1
+      local x = cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
+      u = { prompt_tokens = x.input_tokens, completion_tokens = x.output_tokens }
+    end
+    u.total_tokens = u.prompt_tokens + u.completion_tokens
+    local id = 'chatcmpl-' .. n
+    local chunks = {}
+    local function add(delta, finish, usage)
+      chunks[#chunks + 1] = 'data: ' .. jsonl.encode({ id = id, object = 'chat.completion.chunk', model = body.model,
+        choices = jsonl.array { { index = 0, delta = delta, finish_reason = finish or jsonl.null } }, usage = usage }) .. '\n\n'
+    end
+    local finish = 'stop'
+    if reply.tool_calls and #reply.tool_calls > 0 then
+      finish = 'tool_calls'
+      local calls = jsonl.array()
+      for i, tc in ipairs(reply.tool_calls) do
+        calls[i] = { index = i - 1, id = string.format('call_%d_%d', n, i), type = 'function',
+          ['function'] = { name = tc.name or cfg.tool, arguments = tc.arguments or jsonl.encode({ command = tc.command,
+            description = 'cseng fake' }) } }
+        st.tool_calls_issued = st.tool_calls_issued + 1
+      end
+      add({ role = 'assistant', tool_calls = calls })
+    else
+      add({ role = 'assistant', content = reply.content or 'Done.' })
+    end
+    add(setmetatable({}, nil), finish)
+    chunks[#chunks + 1] = 'data: ' .. jsonl.encode({ id = id, object = 'chat.completion.chunk', model = body.model,
+      choices = jsonl.array(), usage = u }) .. '\n\n'
+    chunks[#chunks + 1] = 'data: [DONE]\n\n'
+    return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, table.concat(chunks)
+  end
+
+  local self = { api_key = cfg.api_key, handler = answer }
+  function self.stats() return st end
+  function self.close() if self.server then self.server:close() end end
+  return self
+end
+
+--- Start the fake on 127.0.0.1 (an ephemeral port); the API's base URL is f.url .. '/v1'.
+function fake.start(opts)
+  local self = fake.new(opts)
+  self.server = assert(serve.listen { handler = self.handler })
+  self.url = self.server:url()
+  return self
+end
+
+return fake
