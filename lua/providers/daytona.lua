@@ -129,6 +129,7 @@ function M.create(client, spec)
     return nil, werr, wcode
   end
   sb.state = 'started'
+  sb.code_path = 'POST /sandbox, commands through the toolbox (process/execute)'
   sb.ready_seconds = (clock.now() - t0) / 1e9
   return sb
 end

@@ -119,6 +119,7 @@ function M.create(client, spec)
   if token then secrets.add(token) end
   return {
     id = data.sandboxID,
+    code_path = 'POST /v2/sandboxes, commands through envd (Connect Process.Start)',
     token = token,
     domain = str(data.domain),
     template = str(data.templateID) or body.templateID,

@@ -440,6 +440,7 @@ local function create_on_base(client, spec)
     id = id, dir = dir, root = mount_point(client, id), env = util.merge(rcp.env, spec.env),
     workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
     labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
+    code_path = 'cseng-jail init on the Debian root filesystem, commands by cseng-jail enter',
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
   local lowers
@@ -482,7 +483,7 @@ function M.create(client, spec)
   local sb = {
     id = id, dir = dir, root = dir .. '/root', env = spec.env or {}, workdir = spec.workdir or '/workspace',
     network = spec.network and true or false, labels = spec.labels or {},
-    cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(),
+    cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), code_path = 'bubblewrap on the host\'s /usr (--host-root)',
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
   local root = sb.root -- the files; sb.root becomes its mount point below when the jail is on

@@ -17,7 +17,7 @@
 ---
 --- The verdict is a record {ok, labels, ...}: `labels` lists what is wrong (failed, reused,
 --- cpus_below_request, cpus_above_request, memory_below_request, memory_above_request,
---- audit_failed); ok is true when there is nothing. A sample whose audit is not ok is reported apart
+--- audit_failed; absent when there is none); ok is true when there is nothing. A sample whose audit is not ok is reported apart
 --- and never pooled with clean samples (lua/reports/startup.lua); readers use sample.audit.ok and
 --- sample.audit.labels only by those names.
 local util = require 'cseng.lib.util'
@@ -98,7 +98,7 @@ function audit.parse(text)
 end
 
 local CONTAINER_INIT = { bwrap = true, ['docker-init'] = true, tini = true, sleep = true, catatonit = true,
-  ['dumb-init'] = true, ['containerd-shim'] = true, conmon = true }
+  ['dumb-init'] = true, ['containerd-shim'] = true, conmon = true, ['cseng-jail'] = true }
 
 --- The isolation class from an audit's answer, with its evidence: gvisor (its fixed uname),
 --- container (a runtime's marks), microvm (a hypervisor flag and a kernel booted minutes ago, no
@@ -190,7 +190,7 @@ function audit.judge(o)
   local kv = o.kv
   if not kv then
     if o.sandbox_id then label('audit_failed', o.error or 'no answer') end
-    a.labels, a.why, a.ok = labels, next(why) and why or nil, #labels == 0
+    a.labels, a.why, a.ok = #labels > 0 and labels or nil, next(why) and why or nil, #labels == 0
     if o.sandbox_id then seen.ids[o.sandbox_id] = seen.ids[o.sandbox_id] or o.key end
     return a
   end
@@ -206,7 +206,7 @@ function audit.judge(o)
   a.mnt_ns, a.pid_ns, a.cgroup_ns = kv.mnt_ns, kv.pid_ns, kv.cgroup_ns
   a.cgroup, a.cgroup_inode = kv.cgroup, kv.cgroup_inode
   a.uptime_s = tonumber(kv.uptime or '')
-  a.kernel = kv.kernel
+  a.kernel, a.pid1 = kv.kernel, kv.pid1 ~= '' and kv.pid1 or nil
   local own_kernel = a.isolation == 'microvm' or a.isolation == 'gvisor'
   if own_kernel and a.boot_id and seen.boots[a.boot_id] and seen.boots[a.boot_id] ~= o.key then
     a.fresh = false
@@ -240,7 +240,7 @@ function audit.judge(o)
   -- remembered for the samples after this one
   if o.sandbox_id then seen.ids[o.sandbox_id] = seen.ids[o.sandbox_id] or o.key end
   if own_kernel and a.boot_id then seen.boots[a.boot_id] = seen.boots[a.boot_id] or o.key end
-  a.labels, a.why, a.ok = labels, next(why) and why or nil, #labels == 0
+  a.labels, a.why, a.ok = #labels > 0 and labels or nil, next(why) and why or nil, #labels == 0
   return a
 end
 

@@ -92,6 +92,8 @@ records.Sample = declare('Sample', {
   audit = 'the fidelity audit ({ok, labels, fresh, isolation, cpus, memory_mb, code_path, ...}): lua/cseng/run/audit.lua',
   audit_ms = "the audit command's own time (never part of a figure)",
   resources = 'what the plan asked every provider for ({cpus, memory_mb})',
+  clean = 'ok and its audit found nothing: the samples statistics pool (the others are reported apart)',
+  audit_key = "the marker this sample's audit left in its sandbox (run, provider, phase, round, position)",
 })
 for k, v in pairs(WRITTEN) do records.Sample[k] = v end
 

@@ -90,8 +90,6 @@ contract.CAPABILITIES = {
   { 'pause_memory', 'with pause: a process started before pause runs on after resume (the vendor documents memory kept)' },
   { 'fork', 'fork(client, sb, n, spec) makes n sandboxes holding sb\'s files as they were at the call; sb runs on' },
   { 'bulk_upload', 'write_files(client, sb, files) carries many files in one request (the provider\'s bulk upload)' },
-  { 'egress', 'a sandbox created with network = true reaches the arena\'s egress mirror: on this host through host_ports '
-    .. 'or host_address, or the mirror --mirror-url names' },
 }
 
 --- What each capability of the arena's primitives needs of the adapter's functions.
@@ -282,8 +280,6 @@ contract.FUNCTIONS = {
   { 'resume', sig = 'resume(client, sb) -> true | nil, msg, CODE', doc = 'bring a paused sandbox back (capabilities.pause)' },
   { 'fork', sig = 'fork(client, sb, n, spec) -> {sb...} | nil, msg, CODE',
     doc = 'n new sandboxes from sb\'s state now, labelled with spec.labels (capabilities.fork)' },
-  { 'host_address', sig = 'host_address(client) -> address | nil',
-    doc = 'the address of this host its sandboxes reach (docker: the bridge\'s gateway): where the egress mirror listens' },
 }
 
 --- Every name an adapter's table may hold (fields and functions), as a set.

@@ -335,7 +335,7 @@ function fake.start(opts)
         return err(400, 'Snapshot ' .. body.snapshot .. ' is ' .. snapshot_state(snap))
       end
       sb.from_snapshot = snap and snap.name or nil
-      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil }
+      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil, cpus = sb.cpu }
       core.add(id, sb)
       -- lose_create = fn(n) -> 'reset': the sandbox exists, its answer is lost (the connection closed)
       if type(cfg.lose_create) == 'function' and cfg.lose_create(n) == 'reset' then

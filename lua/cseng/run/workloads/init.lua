@@ -6,11 +6,10 @@
 ---   W.capability            the adapter capability it needs (nil: every adapter can run it)
 ---   W.figures(wo)           the figures it records: {{name, unit ('ms' | 'MiB/s' | 'n'), what (from where to where)}}
 ---   W.headline(wo)          the figure the console and the report's answer compare (a time: less is better)
----   W.prepare(F, wo)        once per run, before the first sample (data, the egress mirror): its state
----   W.spec(spec, ws, p)     optional: the sandbox spec of a sample adjusted (egress: the network)
+---   W.prepare(F, wo)        optional, once per run before the first sample (a data pool): its state
 ---   W.run(ctx)              one sample, after the first command: times its figures with ctx:time,
 ---                           checks what arrived with ctx:check (clock-free: hashes, counts, contents)
----   W.close(F, ws)          optional: at the run's end (the mirror stopped)
+---   W.close(F, ws)          optional: at the run's end
 ---
 --- A figure is a time taken with the monotonic clock from the adapter call to the arrival of its
 --- last answer (clock.answered), or derived from such times (MiB/s). A sample that fails has no
@@ -24,7 +23,7 @@ local util = require 'cseng.lib.util'
 local workloads = {}
 
 --- Every workload, in the order help and reports list them.
-workloads.NAMES = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork', 'egress', 'standard' }
+workloads.NAMES = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork' }
 
 --- The defaults of the workload options (plan: workload_options = {...}; flags override).
 workloads.DEFAULTS = {
@@ -32,12 +31,11 @@ workloads.DEFAULTS = {
   exec_count = 10,                           -- exec: round trips per sample
   files = 1000, file_bytes = 4096,           -- files: how many, each this size
   fork_count = 4,                            -- fork: 1 -> N
-  mirror_bytes = 4 << 20,                    -- egress: what the mirror serves
   exec_timeout = 600,                        -- each of a workload's commands
 }
 
 local KNOWN_OPTIONS = { sizes = true, exec_count = true, files = true, file_bytes = true, fork_count = true,
-  mirror_bytes = true, mirror_url = true, mirror_sha256 = true, exec_timeout = true }
+  exec_timeout = true }
 
 --- "1MiB" | "64KiB" | "1GiB" | "4096" (bytes) -> integer bytes, or nil.
 ---@param s any
@@ -90,7 +88,7 @@ function workloads.options(o)
   end
   local wo = util.merge(workloads.DEFAULTS, given)
   -- the flags win over the plan
-  for _, k in ipairs({ 'sizes', 'fork_count', 'files', 'file_bytes', 'exec_count', 'mirror_url' }) do
+  for _, k in ipairs({ 'sizes', 'fork_count', 'files', 'file_bytes', 'exec_count' }) do
     if o[k] ~= nil then wo[k] = o[k] end
   end
   local sizes = {}
@@ -108,13 +106,10 @@ function workloads.options(o)
     wo[k] = v
   end
   if wo.fork_count > 100 then error('--fork-count: at most 100 (the most a fork call makes)', 0) end
-  for _, k in ipairs({ 'file_bytes', 'mirror_bytes' }) do
+  for _, k in ipairs({ 'file_bytes' }) do
     local b = workloads.parse_size(wo[k])
     if not b or b < 1 then error(string.format('workload_options.%s: a size, got %s', k, tostring(wo[k])), 0) end
     wo[k] = b
-  end
-  if wo.mirror_url ~= nil and (type(wo.mirror_url) ~= 'string' or not wo.mirror_url:match('^https?://[^%s]+$')) then
-    error('--mirror-url: an http:// or https:// URL, got ' .. tostring(wo.mirror_url), 0)
   end
   return wo
 end
@@ -205,7 +200,7 @@ function Ctx:time(name, fn, ...)
 end
 
 --- An adapter call's result, or raise its failure (code: the default code).
-function Ctx:must(code, ok, msg, ecode, ...)
+function Ctx.must(_, code, ok, msg, ecode, ...)
   if ok == nil or ok == false then error(errors.returned(msg, ecode, { default_code = code }), 0) end
   return ok, msg, ecode, ...
 end
