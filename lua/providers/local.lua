@@ -45,7 +45,8 @@ local M = {
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true,
+    snapshot = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }

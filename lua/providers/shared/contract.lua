@@ -221,7 +221,7 @@ contract.FIELDS = {
         for _, fn in ipairs(x and contract.CAPABILITY_NEEDS[e[1]] or {}) do
           if type(P[fn]) ~= 'function' then return 'is claimed without ' .. fn .. ' (a function)' end
         end
-        if x and e[1] == 'pause_memory' and not (v.pause == true) then return 'needs capabilities.pause' end
+        if x and e[1] == 'pause_memory' and v.pause ~= true then return 'needs capabilities.pause' end
       end)
     end },
   { 'limits', 'table', doc = 'what the service allows, of contract.LIMITS',

@@ -818,7 +818,13 @@ function arena.open(opts)
     end
   end
   -- an unknown provider is refused before the run log exists (a usage error leaves no file)
-  for _, name in ipairs(o.providers) do session.adapter((o.provider_config[name] or {}).adapter or name) end
+  -- so is a workload an adapter does not declare (its capability)
+  local W = workloads.load(o.workload)
+  for _, name in ipairs(o.providers) do
+    local P = session.adapter((o.provider_config[name] or {}).adapter or name)
+    local sup, why = workloads.supports(P, W)
+    if not sup then errors.raise(errors.EUSAGE, '--workload ' .. o.workload .. ': ' .. why) end
+  end
   local A = { sh = sh, providers = {}, rounds_done = { warmup = 0, measured = 0 }, W = workloads.load(o.workload) }
   return o, { id_parts = { o.name },
     run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
@@ -839,8 +845,6 @@ function arena.begin(F)
     local p = F:connect(adapter_name, cfg, name)
     A.providers[name] = { ready = {}, ready_blocks = {},
       counts = { warmup = 0, warmup_ok = 0, measured = 0, ok = 0, clean = 0, labels = {} }, figures = {} }
-    local sup, why = workloads.supports(p.adapter, A.W)
-    if not sup then errors.raise(errors.EUSAGE, '--workload ' .. o.workload .. ': ' .. why) end
     adapters[name] = adapter_info(adapter_name, p.adapter)
     adapters[name].endpoint = p.endpoint
     endpoints[name] = p.endpoint
