@@ -1,4 +1,4 @@
---- The 10,000-sandbox soak (issue 26): one cseng process holds N live sandboxes of a loopback
+--- The 10,000-sandbox soak: one cseng process holds N live sandboxes of a loopback
 --- fake, each with an open exec stream (a chunked response the fake keeps open, writing a
 --- heartbeat every --beat seconds, as an agent holds its sandbox's command stream), for --hold
 --- seconds; then deletes them all (which ends each stream). Measured in the client process: RSS,
