@@ -80,8 +80,8 @@ describe('workload options', function()
   end)
 
   it('refuses a workload the adapter does not declare, before anything is allocated', function()
-    local e2b = require 'providers.e2b'
-    local ok, why = workloads.supports(e2b, workloads.load('pause'))
+    local daytona = require 'providers.daytona'
+    local ok, why = workloads.supports(daytona, workloads.load('pause'))
     assert.is_nil(ok)
     assert.matches('does not declare capabilities.pause', why, 1, true)
     local dir = H.tempdir('arena-prim-refused-')
@@ -199,5 +199,41 @@ describe('primitives through the arena', function()
     assert.same({ 'failed' }, s[2].audit.labels)
     local doc = cjson.decode((assert(fs.read(by.run_finished[1].summary))))
     assert.equal(1, doc.providers[1].figures.upload_64KiB_ms.n)
+  end)
+end)
+
+describe('pause through the arena (the E2B fake)', function()
+  it('pause -> resume keeps the files and a running process; the fake froze and thawed it', function()
+    local e = assert(fakes.start('e2b', {}))
+    local cfg = { e2b = util.merge(e.config(), { adapter = 'e2b' }) }
+    local status, by = run_arena { providers = { 'e2b' }, provider_config = cfg, samples = 2, warmups = 0, seed = 5,
+      command = 'echo arena-prim-ready', expect = 'arena-prim-ready', workload = 'pause' }
+    local s = e.stats()
+    e.close()
+    assert_clean_run(status, by, { 'e2b' }, 2)
+    for _, t in ipairs(by.startup_trial) do
+      assert.is_true(t.checks.resumed_state_file.ok)
+      assert.same({ ok = true, want = 'alive', got = 'alive' }, t.checks.resumed_process_alive)
+      assert.matches('pause_memory', t.paths.pause, 1, true)
+    end
+    assert.equal(2, s.pauses)
+    assert.equal(2, s.resumes) -- each connect found its sandbox paused
+  end)
+
+  it('a provider whose resume loses the sandbox\'s state fails the sample (EINTACT), not a time', function()
+    local e = assert(fakes.start('e2b', {}))
+    local cfg = { e2b = util.merge(e.config(), { adapter = 'e2b' }) }
+    -- the fake's pause wipes the state file the workload wrote before it (a resume from scratch)
+    local real = e.sandbox
+    e.set { on_pause = function(id) local sb = real(id); require('cseng.fs').remove(sb.host.root .. '/var/tmp/cseng-pause/state') end }
+    local status, by = run_arena { providers = { 'e2b' }, provider_config = cfg, samples = 1, warmups = 0, seed = 5,
+      command = 'echo arena-prim-ready', expect = 'arena-prim-ready', workload = 'pause' }
+    e.close()
+    assert.equal(1, status) -- every measured sample failed: the run measured nothing
+    local t = by.startup_trial[1]
+    assert.is_false(t.ok)
+    assert.equal('EINTACT', t.error_code)
+    assert.is_nil(t.figures)
+    assert.is_false(t.checks.resumed_state_file.ok)
   end)
 end)
