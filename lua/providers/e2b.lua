@@ -173,26 +173,6 @@ end
 
 --- Kill a sandbox; one that is already gone (404) counts as killed.
 ---@return true|nil ok, string? err, string? code
---- Pause a sandbox: POST /sandboxes/{id}/pause -> 204 (E2B keeps its filesystem and memory).
----@return true|nil ok, string? err, string? code
-function M.pause(client, sb)
-  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/pause')
-  if not data then return nil, res, code end
-  return true
-end
-
---- Resume a paused sandbox: POST /sandboxes/{id}/connect {timeout (its lifetime from now, s)} ->
---- 201 (resumed) or 200 (it was running) with the sandbox; a new envd access token replaces sb's.
----@return true|nil ok, string? err, string? code
-function M.resume(client, sb)
-  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/connect',
-    { json = { timeout = math.tointeger(sb.ttl_seconds) or 900 } })
-  if not data then return nil, res, code end
-  local token = type(data) == 'table' and str(data.envdAccessToken) or nil
-  if token then secrets.add(token); sb.token = token end
-  return true
-end
-
 function M.destroy(client, sb)
   return adapter.deleted(api(client, 'DELETE', '/sandboxes/' .. urlencode(sb.id)))
 end
@@ -263,6 +243,26 @@ end
 --- A snapshot made earlier for the same content key (the runner then skips preparing).
 function M.find_artifact(client, key)
   return wire.lookup_snapshot(client, wire.snapshot_name(client, key)) or nil
+end
+
+--- Pause a sandbox: POST /sandboxes/{id}/pause -> 204 (E2B keeps its filesystem and memory).
+---@return true|nil ok, string? err, string? code
+function M.pause(client, sb)
+  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/pause')
+  if not data then return nil, res, code end
+  return true
+end
+
+--- Resume a paused sandbox: POST /sandboxes/{id}/connect {timeout (its lifetime from now, s)} ->
+--- 201 (resumed) or 200 (it was running) with the sandbox; a new envd access token replaces sb's.
+---@return true|nil ok, string? err, string? code
+function M.resume(client, sb)
+  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/connect',
+    { json = { timeout = math.tointeger(sb.ttl_seconds) or 900 } })
+  if not data then return nil, res, code end
+  local token = type(data) == 'table' and str(data.envdAccessToken) or nil
+  if token then secrets.add(token); sb.token = token end
+  return true
 end
 
 return M

@@ -21,8 +21,10 @@ local SPEC = {
 
 local cmd = {
   summary = 'list provider adapters and whether their credentials are set',
-  usage = 'usage: cseng providers [--json] [--capabilities] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables, and\n' ..
-    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n\noptions:\n' ..
+  usage = 'usage: cseng providers [--json] [--capabilities] [--env-file FILE]\n\n' ..
+    'Lists lua/providers/*.lua with their description and credential variables, and\n' ..
+    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n' ..
+    "With --capabilities: the arena's workloads each adapter runs (docs/ARENA.md, \"Primitives\").\n\noptions:\n" ..
     flags.help(SPEC, { 'json', 'capabilities', 'env-file' }),
 }
 
