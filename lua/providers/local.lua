@@ -956,7 +956,9 @@ end
 --- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
 --- Artifacts are named by the task's content hash, so an existing one is the same root: it is
 --- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
-function M.snapshot(client, sb, key)
+function M.snapshot(client, sb, key, opts)
+  -- a fresh one (the arena's snapshot workload) is never one made earlier for the key
+  if opts and opts.fresh then key = key .. '-' .. crypto.hex(crypto.random_bytes(4)) end
   if sb.base_mode then return snapshot_on_base(client, sb, key) end
   -- a root made in the sandboxes' user namespace is named by its id range: one made before (or
   -- without root) has other owners and is never taken for it
