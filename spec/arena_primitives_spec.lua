@@ -206,14 +206,14 @@ describe('primitives through the arena', function()
 end)
 
 describe('pause through the arena (the E2B fake)', function()
-  it('pause -> resume keeps the files and a running process; the fake froze and thawed it', function()
+  it('pause -> resume keeps the files and a running process (e2b fake, local); the fake froze and thawed it', function()
     local e = assert(fakes.start('e2b', {}))
     local cfg = { e2b = util.merge(e.config(), { adapter = 'e2b' }) }
-    local status, by = run_arena { providers = { 'e2b' }, provider_config = cfg, samples = 2, warmups = 0, seed = 5,
-      command = 'echo arena-prim-ready', expect = 'arena-prim-ready', workload = 'pause' }
+    local status, by = run_arena { providers = { 'e2b', 'local' }, provider_config = cfg, samples = 2, warmups = 0,
+      seed = 5, command = 'echo arena-prim-ready', expect = 'arena-prim-ready', workload = 'pause' }
     local s = e.stats()
     e.close()
-    assert_clean_run(status, by, { 'e2b' }, 2)
+    assert_clean_run(status, by, { 'e2b', 'local' }, 2)
     for _, t in ipairs(by.startup_trial) do
       assert.is_true(t.checks.resumed_state_file.ok)
       assert.same({ ok = true, want = 'alive', got = 'alive' }, t.checks.resumed_process_alive)

@@ -46,7 +46,7 @@ local M = {
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true,
-    snapshot = true },
+    snapshot = true, pause = true, pause_memory = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
@@ -1022,4 +1022,31 @@ function M.delete_artifact(client, id)
   if not ok then return nil, err, 'EIO' end
   return true
 end
+-- Stop (on) or continue every process of the sandbox: SIGSTOP / SIGCONT to each process in its
+-- init's pid namespace (found by /proc/<pid>/ns/pid, so a reused pid elsewhere is never hit), as a
+-- cgroup freezer stops them: memory, files and open sockets are kept.
+local function freeze(sb, on)
+  if not sb.init_pid then return nil, 'local: pausing needs a sandbox with an init (not --host-root)', errors.EPAUSE end
+  local ns = fs.readlink('/proc/' .. sb.init_pid .. '/ns/pid')
+  if not ns then return nil, 'local: the sandbox\'s init ' .. sb.init_pid .. ' is gone', errors.EPAUSE end
+  local pids = {}
+  for _, d in ipairs(fs.list('/proc') or {}) do
+    if d:match('^%d+$') and fs.readlink('/proc/' .. d .. '/ns/pid') == ns then pids[#pids + 1] = d end
+  end
+  local r = proc.run { argv = { 'kill', on and '-STOP' or '-CONT', table.unpack(pids) }, timeout = 30 }
+  if not r or r.code ~= 0 then
+    return nil, 'local: kill ' .. (on and '-STOP' or '-CONT') .. ': ' .. util.trim(r and r.stderr or ''), errors.EPAUSE
+  end
+  sb.paused = on or nil
+  return true
+end
+
+--- Pause the sandbox: every process stopped, its state kept (the arena's pause workload).
+---@return true|nil ok, string? err, string? code
+function M.pause(_, sb) return freeze(sb, true) end
+
+--- Resume a paused sandbox: its processes continue where they stopped.
+---@return true|nil ok, string? err, string? code
+function M.resume(_, sb) return freeze(sb, false) end
+
 return M
