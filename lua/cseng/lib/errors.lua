@@ -103,6 +103,10 @@ errors.registry = {
   { 'EVERIFY', 'the verifier could not be run or read' },
   { 'ESOLVETIME', 'the solver ran past its time budget' },
   { 'EREADY', 'the readiness check did not print its marker' },
+  -- the arena's primitives (lua/cseng/run/workloads/)
+  { 'EINTACT', 'bytes or files that arrived differ from what was sent or kept (a hash, a count, a restored or resumed state)' },
+  { 'EPAUSE', 'pausing or resuming a sandbox failed' },
+  { 'EFORK', 'forking a sandbox failed' },
   { 'ENOWARM', 'warm mode without a warm artifact' },
   { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
   { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },

@@ -263,6 +263,34 @@ function Session:sandbox(spec, extra, o)
   return lease
 end
 
+--- Record a sandbox another call than create made (a fork's children): the same checks and the
+--- same fsynced allocation record as Session:sandbox, the moment its id is known; the lease
+--- destroys and records it like any other. The caller wrote the intent with `labels` before the
+--- call that made it (so a lost answer is swept by label).
+---@param p Provider
+---@param sb table what the adapter returned for it
+---@param labels table the labels it was made with
+---@param extra table|nil fields of the allocation (and destroy) records
+---@return Lease
+function Session:derived(p, sb, labels, extra)
+  local bad = session.oversized(p, sb)
+  if bad then
+    self:destroy(p, sb, { answered = true })
+    errors.raise(errors.EBADRESPONSE, bad)
+  end
+  self:know(p, sb.id)
+  local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = {}, destroyed = extra,
+    adopted = true }, Lease)
+  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, labels, extra)
+  if not wok or not werr then
+    lease:close()
+    if not wok then error(errors.from(werr), 0) end
+    self:check_allocating()
+    errors.raise(errors.ELOG, 'the allocation record could not be written')
+  end
+  return lease
+end
+
 --- What is wrong with the sandbox id of a log's record (allocated, destroyed, cleanup_failed)
 --- for its adapter: nil when it is one of the adapter's ids (contract.valid_id), else one line,
 --- `sandbox_id "<id, JSON-quoted>" <why>`.
