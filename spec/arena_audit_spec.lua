@@ -85,6 +85,20 @@ describe('the audit judges an answer', function()
     assert.equal('gvisor', (audit.isolation { kernel = '4.4.0', kernel_version = '#1 SMP Sun Jan 10 15:06:54 PST 2016' }))
     assert.equal('container', (audit.isolation { dockerenv = '1', pid1 = 'sleep' }))
     assert.equal('unknown', (audit.isolation { pid1 = 'systemd' }))
+    assert.equal('unknown', (audit.isolation { pid1 = 'systemd', uid_map = '0 0 4294967295' }))
+    local class, ev = audit.isolation { pid1 = 'init', uid_map = '0 100000 65536' }
+    assert.equal('container', class)
+    assert.same({ 'user namespace: root is uid 100000 outside' }, ev)
+  end)
+
+  it('finds a local sandbox a container from inside it (its user namespace)', function()
+    local L = require 'providers.local'
+    local client = assert(L.connect({ root = assert(require('cseng.fs').tempdir('cseng-audit-spec-')) }))
+    local sb = assert(L.create(client, { workdir = '/workspace' }))
+    local r = assert(L.exec(client, sb, audit.command('spec')))
+    L.destroy(client, sb)
+    local kv = assert(audit.parse(r.stdout), r.stderr)
+    assert.equal('container', (audit.isolation(kv)))
   end)
 end)
 

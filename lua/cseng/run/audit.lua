@@ -75,6 +75,7 @@ function audit.command(key)
     '[ -e /.dockerenv ] && echo "dockerenv=1"',
     '[ -e /run/.containerenv ] && echo "containerenv=1"',
     'echo "pid1=$(cat /proc/1/comm 2>/dev/null)"',
+    'echo "uid_map=$(head -n 1 /proc/self/uid_map 2>/dev/null | tr -s \' \')"',
     'echo "sys_vendor=$(cat /sys/class/dmi/id/sys_vendor 2>/dev/null)"',
     'echo "product=$(cat /sys/class/dmi/id/product_name 2>/dev/null)"',
     'echo "cmdline=$(head -c 300 /proc/cmdline 2>/dev/null)"',
@@ -117,6 +118,10 @@ function audit.isolation(kv)
     if cg:find(w, 1, true) then ev[#ev + 1] = 'cgroup ' .. w end
   end
   if kv.pid1 and CONTAINER_INIT[kv.pid1] then ev[#ev + 1] = 'pid 1 is ' .. kv.pid1 end
+  -- a user namespace that maps root elsewhere: a rootless or user-namespaced container (a VM's
+  -- kernel and the host's own show the identity map, 0 0 4294967295)
+  local inside, outside = tostring(kv.uid_map or ''):match('^%s*(%d+)%s+(%d+)%s+%d+')
+  if inside == '0' and outside ~= '0' then ev[#ev + 1] = 'user namespace: root is uid ' .. outside .. ' outside' end
   if #ev > 0 then return 'container', ev end
   local up = tonumber(kv.uptime)
   if kv.hypervisor and up and up < 3600 then
