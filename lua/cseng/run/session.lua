@@ -199,6 +199,17 @@ local Lease = {}
 Lease.__index = Lease
 Lease.__close = function(self) self:close() end
 
+-- The fsynced allocation record of a new lease; when it cannot be written the sandbox must not
+-- outlive the call: the lease is closed and the failure raised.
+local function record_allocation(self, lease, p, sb, labels, extra)
+  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, labels, extra)
+  if wok and werr then return end
+  lease:close()
+  if not wok then error(errors.from(werr), 0) end
+  self:check_allocating()
+  errors.raise(errors.ELOG, 'the allocation record could not be written')
+end
+
 --- Create a sandbox and record it. extra: fields of the allocation (and destroy) records, e.g.
 --- {task_id=}. o: provider (default the session's first), times (a table the ledger fills with
 --- its timing points, also when create fails), destroyed (fields of the destroy record, default
@@ -252,14 +263,8 @@ function Session:sandbox(spec, extra, o)
   self:know(p, sb.id)
   local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = times,
     destroyed = o.destroyed or extra }, Lease)
-  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, spec.labels, extra)
+  record_allocation(self, lease, p, sb, spec.labels, extra)
   times.recorded = clock.now()
-  if not wok or not werr then -- the record could not be written: the sandbox must not outlive this call
-    lease:close()
-    if not wok then error(errors.from(werr), 0) end
-    self:check_allocating()
-    errors.raise(errors.ELOG, 'the allocation record could not be written')
-  end
   return lease
 end
 
@@ -281,13 +286,7 @@ function Session:derived(p, sb, labels, extra)
   self:know(p, sb.id)
   local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = {}, destroyed = extra,
     adopted = true }, Lease)
-  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, labels, extra)
-  if not wok or not werr then
-    lease:close()
-    if not wok then error(errors.from(werr), 0) end
-    self:check_allocating()
-    errors.raise(errors.ELOG, 'the allocation record could not be written')
-  end
+  record_allocation(self, lease, p, sb, labels, extra)
   return lease
 end
 
