@@ -23,7 +23,7 @@ DEBS := pkg-config gcc make clang libclang-rt-14-dev liblua5.4-dev lua5.4 lua-cj
         libsnappy-dev libhttp-parser-dev libseccomp-dev libjemalloc-dev libjansson-dev libnghttp2-dev openssl bubblewrap \
         slirp4netns btrfs-progs golang-github-containers-common python3 python3-pytest sqlite3 libsqlite3-dev git \
         gawk patch diffutils lua-check curl \
-        python3-botocore gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+        python3-botocore python3-jsonschema gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
         protobuf-compiler libprotobuf-dev
 DOCKER_DEBS := docker.io debootstrap
 ROOTFS_DEBS := debootstrap

@@ -171,6 +171,11 @@ void cs_push_signal_name(lua_State *L, int sig) {
   else lua_pushfstring(L, "SIG%d", sig);
 }
 
+void cs_set_integer(lua_State *L, const char *field, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, field);
+}
+
 void cs_new_class(lua_State *L, const char *tname, const luaL_Reg *methods, const luaL_Reg *meta) {
   if (luaL_newmetatable(L, tname)) {
     luaL_setfuncs(L, meta, 0);

@@ -78,6 +78,9 @@ int cs_check_signal(lua_State *L, int idx, int def);
 /* Pushes "SIG<NAME>" ("SIG<n>" if the C library has no name). */
 void cs_push_signal_name(lua_State *L, int sig);
 
+/* t[field] = v for the table on top of the stack. */
+void cs_set_integer(lua_State *L, const char *field, lua_Integer v);
+
 /* ---- userdata classes ------------------------------------------------------- */
 
 /* Registers the metatable tname (once: kept if it exists): __index a table of methods, and the

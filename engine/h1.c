@@ -19,7 +19,7 @@
  * buffer: libuv documents that as "read nothing" and calls the read callback with UV_ENOBUFS,
  * where what was read is parsed (not in the alloc callback: closing the stream there would
  * leave libuv calling a read callback it had cleared). An answer that waited in the socket
- * while the loop was busy (at 1,024 calls in flight, milliseconds) is this client's wait, not
+ * while the loop was busy (with a thousand calls in flight, it can be milliseconds) is this client's wait, not
  * the server's, and does not count in t_total. Over TLS the connection hands OpenSSL what it
  * read (a memory BIO) and parses the plaintext that comes out, stamped with the read whose
  * ciphertext completed it; what OpenSSL writes goes out through the same stream. The handshake

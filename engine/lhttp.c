@@ -30,8 +30,9 @@
  * Connections are reused across requests and tasks through libcurl's connection cache,
  * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each
  * new transfer makes libcurl walk every connection it holds to the same host, busy ones
- * included (libcurl 8.14's Curl_cpool_find / url_match_conn; about 40 us of CPU per request
- * at 1,024 HTTP/1.1 requests in flight, issue 26): so a transfer that cannot multiplex (HTTP/1.1)
+ * included (libcurl 8.14's Curl_cpool_find / url_match_conn, which grows with the connections
+ * held: at a thousand HTTP/1.1 requests in flight it dominates the client's CPU), so a transfer
+ * that cannot multiplex (HTTP/1.1)
  * goes to the pool with the fewest transfers (another pool opened once that one holds POOL_SHARE,
  * up to npools), and each pool walks its share. Transfers that
  * may multiplex (HTTP/2 asked for, or https, where ALPN may pick it) all use pool 0, so they
@@ -57,7 +58,7 @@
 
 /* The oldest libcurl this build runs on: 8.14.1 (Debian bookworm-backports, tools/apt-backports.sh).
  * 7.88 (bookworm) loses HTTP/2 stream ends and opens stray HTTP/1 connections under concurrency
- * (issue 26). A comparison build for the benchmarks may lower it: make CFLAGS+=-DCSENG_CURL_MIN=... */
+ * A comparison build for the benchmarks may lower it: make CFLAGS+=-DCSENG_CURL_MIN=... */
 #ifndef CSENG_CURL_MIN
 #define CSENG_CURL_MIN 0x080e01
 #endif
@@ -381,6 +382,16 @@ static void easy_put(CURL *e) {
   else curl_easy_cleanup(e);
 }
 
+/* A request's buffers and the request itself (not kept for reuse). */
+static void req_destroy(req *r) {
+  buf_free(&r->body);
+  buf_free(&r->head);
+  buf_free(&r->trailers);
+  buf_free(&r->urlb);
+  buf_free(&r->out);
+  free(r);
+}
+
 static void req_release(req *r) {
   if (r->waiting) { /* unlink from the origin's queue */
     h2origin *o = r->waiting;
@@ -434,12 +445,7 @@ static void buf_keep(buf *b) {
 static void req_free(req *r) {
   req_release(r);
   if (RF.n >= REQ_FREE_MAX) {
-    buf_free(&r->body);
-    buf_free(&r->head);
-    buf_free(&r->trailers);
-    buf_free(&r->urlb);
-    buf_free(&r->out);
-    free(r);
+    req_destroy(r);
     return;
   }
   buf_keep(&r->body);
@@ -1759,39 +1765,25 @@ static int http_configure(lua_State *L) {
 
 static int http_stats(lua_State *L) {
   lua_createtable(L, 0, 4);
-  lua_pushinteger(L, H.npools);
-  lua_setfield(L, -2, "pools");
-  lua_pushinteger(L, H.in_flight);
-  lua_setfield(L, -2, "in_flight");
-  lua_pushinteger(L, H.started);
-  lua_setfield(L, -2, "started");
-  lua_pushinteger(L, H.completed);
-  lua_setfield(L, -2, "completed");
+  cs_set_integer(L, "pools", H.npools);
+  cs_set_integer(L, "in_flight", H.in_flight);
+  cs_set_integer(L, "started", H.started);
+  cs_set_integer(L, "completed", H.completed);
   {
     h1_stats st = h1_get_stats();
     lua_createtable(L, 0, 6);
     lua_pushboolean(L, H.native);
     lua_setfield(L, -2, "enabled");
-    lua_pushinteger(L, (lua_Integer)st.calls);
-    lua_setfield(L, -2, "requests");
-    lua_pushinteger(L, (lua_Integer)st.connects);
-    lua_setfield(L, -2, "connects");
-    lua_pushinteger(L, (lua_Integer)st.reused);
-    lua_setfield(L, -2, "reused");
-    lua_pushinteger(L, (lua_Integer)st.retried);
-    lua_setfield(L, -2, "retried");
-    lua_pushinteger(L, (lua_Integer)st.open);
-    lua_setfield(L, -2, "open");
-    lua_pushinteger(L, (lua_Integer)st.idle);
-    lua_setfield(L, -2, "idle");
-    lua_pushinteger(L, (lua_Integer)st.tls_handshakes);
-    lua_setfield(L, -2, "tls_handshakes");
-    lua_pushinteger(L, (lua_Integer)st.tls_resumed);
-    lua_setfield(L, -2, "tls_resumed");
-    lua_pushinteger(L, (lua_Integer)st.h2_connections);
-    lua_setfield(L, -2, "h2_connections");
-    lua_pushinteger(L, (lua_Integer)st.h2_streams);
-    lua_setfield(L, -2, "h2_streams");
+    cs_set_integer(L, "requests", (lua_Integer)st.calls);
+    cs_set_integer(L, "connects", (lua_Integer)st.connects);
+    cs_set_integer(L, "reused", (lua_Integer)st.reused);
+    cs_set_integer(L, "retried", (lua_Integer)st.retried);
+    cs_set_integer(L, "open", (lua_Integer)st.open);
+    cs_set_integer(L, "idle", (lua_Integer)st.idle);
+    cs_set_integer(L, "tls_handshakes", (lua_Integer)st.tls_handshakes);
+    cs_set_integer(L, "tls_resumed", (lua_Integer)st.tls_resumed);
+    cs_set_integer(L, "h2_connections", (lua_Integer)st.h2_connections);
+    cs_set_integer(L, "h2_streams", (lua_Integer)st.h2_streams);
     lua_setfield(L, -2, "native");
   }
   return 1;
@@ -1828,12 +1820,7 @@ static void http_shutdown(void) {
   while (RF.head) {
     req *r = RF.head;
     RF.head = r->free_next;
-    buf_free(&r->body);
-    buf_free(&r->head);
-    buf_free(&r->trailers);
-    buf_free(&r->urlb);
-    buf_free(&r->out);
-    free(r);
+    req_destroy(r);
   }
   RF.n = 0;
   free(H.socks);

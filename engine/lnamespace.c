@@ -314,14 +314,10 @@ static int relay_stats(lua_State *L) {
   relay *r = *check_relay(L, 1);
   if (!r) return luaL_error(L, "relay is closed");
   lua_createtable(L, 0, 4);
-  lua_pushinteger(L, r->connections);
-  lua_setfield(L, -2, "connections");
-  lua_pushinteger(L, r->open_pairs);
-  lua_setfield(L, -2, "open");
-  lua_pushinteger(L, r->bytes_in);
-  lua_setfield(L, -2, "bytes_in");
-  lua_pushinteger(L, r->bytes_out);
-  lua_setfield(L, -2, "bytes_out");
+  cs_set_integer(L, "connections", r->connections);
+  cs_set_integer(L, "open", r->open_pairs);
+  cs_set_integer(L, "bytes_in", r->bytes_in);
+  cs_set_integer(L, "bytes_out", r->bytes_out);
   return 1;
 }
 

@@ -650,18 +650,12 @@ static int srv_url(lua_State *L) {
 static int srv_stats(lua_State *L) {
   server *s = check_server(L);
   lua_createtable(L, 0, 6);
-  lua_pushinteger(L, s->refused);
-  lua_setfield(L, -2, "refused");
-  lua_pushinteger(L, s->timed_out);
-  lua_setfield(L, -2, "timed_out");
-  lua_pushinteger(L, s->requests);
-  lua_setfield(L, -2, "requests");
-  lua_pushinteger(L, s->in_flight);
-  lua_setfield(L, -2, "in_flight");
-  lua_pushinteger(L, s->max_in_flight);
-  lua_setfield(L, -2, "max_in_flight");
-  lua_pushinteger(L, s->connections);
-  lua_setfield(L, -2, "connections");
+  cs_set_integer(L, "refused", s->refused);
+  cs_set_integer(L, "timed_out", s->timed_out);
+  cs_set_integer(L, "requests", s->requests);
+  cs_set_integer(L, "in_flight", s->in_flight);
+  cs_set_integer(L, "max_in_flight", s->max_in_flight);
+  cs_set_integer(L, "connections", s->connections);
   return 1;
 }
 
@@ -1162,6 +1156,7 @@ int luaopen_cseng_serve(lua_State *L) {
   static const luaL_Reg funcs[] = {{"listen", serve_listen}, {NULL, NULL}};
   static const luaL_Reg smeth[] = {{"port", srv_port},   {"url", srv_url},     {"accept", srv_accept},
                                    {"stats", srv_stats}, {"close", srv_close}, {NULL, NULL}};
+  static const luaL_Reg smeta[] = {{"__gc", srv_gc}, {"__close", srv_close}, {NULL, NULL}};
   static const luaL_Reg rmeth[] = {
       {"respond", req_respond}, {"start", req_start}, {"write", req_write}, {"finish", req_finish},
       {"abort", req_abort},     {"state", req_state}, {NULL, NULL}};
@@ -1172,15 +1167,7 @@ int luaopen_cseng_serve(lua_State *L) {
   settings.on_headers_complete = on_headers_complete;
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
-  if (luaL_newmetatable(L, SERVER_MT)) {
-    luaL_newlib(L, smeth);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, srv_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, srv_close);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  cs_new_class(L, SERVER_MT, smeth, smeta);
   if (luaL_newmetatable(L, REQUEST_MT)) {
     luaL_newlib(L, rmeth);
     lua_pushcclosure(L, req_index, 1);

@@ -9,7 +9,7 @@ from BaseModel (directly or through another listed class), its fields in order w
 annotation as written, whether they are required, the constraints cseng's checks follow (ge,
 min_length) and the model's `extra` policy. spec/results/harbor_models_spec.lua compares this table,
 field by field, with the models cseng declares (lua/cseng/evals/atif.lua,
-lua/cseng/results/harbor.lua), so a field Harbor adds, drops or retypes fails that spec once the
+lua/cseng/results/harbor_models.lua), so a field Harbor adds, drops or retypes fails that spec once the
 table is regenerated from a newer Harbor.
 """
 import ast

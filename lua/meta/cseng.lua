@@ -325,7 +325,7 @@ function http.handshakes() end
 ---@field kill_group? boolean
 ---@field kill_grace? number
 ---@field stdin? "null"|"inherit"|string a file path to read
----@field stdout? "null"|"inherit"|string a file path (created or truncated)
+---@field stdout? "null"|"inherit"|"pipe"|string a file path (created or truncated); "pipe": read with Process:read_line
 ---@field stderr? "null"|"inherit"|string
 
 ---A long-running child (`proc.spawn`); close (or `<close>`, or GC) TERMs then KILLs its group.
@@ -350,6 +350,16 @@ function Process:kill(sig) end
 ---@return string? message
 ---@return cseng.Code? code
 function Process:wait(timeout) end
+
+---One line of the child's stdout (spawned with stdout = "pipe"), without its newline; yields until
+---it arrives. nil, msg, "EOF" when stdout closed first; "ETIMEDOUT" after timeout seconds;
+---"EPROTO" for a line longer than 4,096 bytes.
+---@async
+---@param timeout? number
+---@return string? line
+---@return string? message
+---@return cseng.Code? code
+function Process:read_line(timeout) end
 
 ---SIGTERM to the group, SIGKILL after kill_grace; idempotent.
 function Process:close() end

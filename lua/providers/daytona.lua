@@ -32,6 +32,7 @@
 --- "ESTATE", one that is not started in time "ETIMEDOUT"; transport failures keep cseng.http's
 --- codes. A create that fails after the API allocated a sandbox deletes it before returning.
 local clock = require 'cseng.clock'
+local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
@@ -48,7 +49,7 @@ local M = {
   credentials = { 'DAYTONA_API_KEY' },
   -- allocated resources, per second (secondary sources: docs/providers/daytona.md)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
-  capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true },
+  capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true, snapshot = true },
   -- sandbox ids (a UUID; the OpenAPI spec's example is sandbox123)
   id_format = { pattern = '^[%w][%w_-]*$', example = '0b5e2f1c-7a3d-4e8b-9c1f-2d6a8e4b7c90', max = 128 },
   -- create rate limit for lua/cseng/run/admission.lua: Daytona documents 300-600 creates/minute
@@ -129,6 +130,7 @@ function M.create(client, spec)
     return nil, werr, wcode
   end
   sb.state = 'started'
+  sb.code_path = 'POST /sandbox, commands through the toolbox (process/execute)'
   sb.ready_seconds = (clock.now() - t0) / 1e9
   return sb
 end
@@ -262,9 +264,14 @@ end
 --- still being made is waited for. Snapshots count against the organization's quota (about
 --- 500) and are not deleted here: `cseng cleanup` does not touch them.
 ---@return string|nil name, string? err, string? code
-function M.snapshot(client, sb, key)
+function M.snapshot(client, sb, key, opts)
   local name = wire.snapshot_name(client, key)
-  local snap, err, code = wire.get_snapshot(client, name)
+  local snap, err, code = false, nil, nil
+  if opts and opts.fresh then -- a new snapshot of the sandbox as it is now: its name is made unique
+    name = name .. '-' .. crypto.hex(crypto.random_bytes(4))
+  else
+    snap, err, code = wire.get_snapshot(client, name)
+  end
   if snap == nil then return nil, err, code end
   if not snap then
     local data
@@ -283,6 +290,18 @@ function M.find_artifact(client, key)
   local snap = wire.get_snapshot(client, name)
   if snap and str(snap.state) == 'active' then return name end
   return nil
+end
+
+--- Remove a snapshot (an artifact: its name): GET /snapshots/{name} for its id, then DELETE
+--- /snapshots/{id}. One already gone is success.
+---@return true|nil ok, string? err, string? code
+function M.delete_artifact(client, id)
+  local snap, err, code = wire.get_snapshot(client, id)
+  if snap == false then return true end
+  if not snap then return nil, err, code end
+  local sid = str(snap.id)
+  if not sid then return nil, 'daytona: GET /snapshots/' .. id .. ': no id', 'EPROTO' end
+  return adapter.deleted(call(client, 'DELETE', api_url(client, '/snapshots/' .. urlencode(sid))))
 end
 
 return M

@@ -136,7 +136,8 @@ function M.create(client, spec)
     return nil, err, code
   end
   local id = decode(res).Id
-  local sb = { id = id, name = name, image = image, labels = labels, created = tonumber(labels['cseng.created']) }
+  local sb = { id = id, name = name, image = image, labels = labels, created = tonumber(labels['cseng.created']),
+    code_path = 'POST /containers/create + start, commands by POST /containers/{id}/exec' }
   local sres, serr, scode = api(client, 'POST', '/containers/' .. id .. '/start', { ok = { 204, 304 } })
   if not sres then
     api(client, 'DELETE', '/containers/' .. id, { query = { force = true, v = true }, ok = { 204, 404 } })

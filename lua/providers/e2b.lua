@@ -42,7 +42,9 @@ local M = {
   -- per second; matches E2B's billing example (8 vCPU + 4 GB = $0.468/h)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true },
+  -- pause keeps the filesystem and the memory, running processes included (E2B's persistence docs)
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, pause = true,
+    pause_memory = true },
   -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
   id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
   -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
@@ -119,6 +121,8 @@ function M.create(client, spec)
   if token then secrets.add(token) end
   return {
     id = data.sandboxID,
+    code_path = 'POST /v2/sandboxes, commands through envd (Connect Process.Start)',
+    ttl_seconds = math.tointeger(body.timeout), -- what a resume asks again
     token = token,
     domain = str(data.domain),
     template = str(data.templateID) or body.templateID,
@@ -239,6 +243,26 @@ end
 --- A snapshot made earlier for the same content key (the runner then skips preparing).
 function M.find_artifact(client, key)
   return wire.lookup_snapshot(client, wire.snapshot_name(client, key)) or nil
+end
+
+--- Pause a sandbox: POST /sandboxes/{id}/pause -> 204 (E2B keeps its filesystem and memory).
+---@return true|nil ok, string? err, string? code
+function M.pause(client, sb)
+  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/pause')
+  if not data then return nil, res, code end
+  return true
+end
+
+--- Resume a paused sandbox: POST /sandboxes/{id}/connect {timeout (its lifetime from now, s)} ->
+--- 201 (resumed) or 200 (it was running) with the sandbox; a new envd access token replaces sb's.
+---@return true|nil ok, string? err, string? code
+function M.resume(client, sb)
+  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/connect',
+    { json = { timeout = math.tointeger(sb.ttl_seconds) or 900 } })
+  if not data then return nil, res, code end
+  local token = type(data) == 'table' and str(data.envdAccessToken) or nil
+  if token then secrets.add(token); sb.token = token end
+  return true
 end
 
 return M

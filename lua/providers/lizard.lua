@@ -93,6 +93,7 @@ function M.create(client, spec)
   if not data then return nil, res, code, raw end -- raw: the response (admission reads Retry-After)
   return {
     id = data.sandboxId,
+    code_path = 'POST /api/sandboxes, commands by POST /api/sandboxes/{id}/exec',
     labels = spec.labels or {},
     workdir = spec.workdir,
     env = spec.env,

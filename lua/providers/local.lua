@@ -45,7 +45,8 @@ local M = {
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true,
+    snapshot = true, pause = true, pause_memory = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
@@ -440,6 +441,7 @@ local function create_on_base(client, spec)
     id = id, dir = dir, root = mount_point(client, id), env = util.merge(rcp.env, spec.env),
     workdir = spec.workdir or rcp.workdir or '/workspace', network = spec.network and true or false,
     labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
+    code_path = 'cseng-jail init on the Debian root filesystem, commands by cseng-jail enter',
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
   local lowers
@@ -482,7 +484,7 @@ function M.create(client, spec)
   local sb = {
     id = id, dir = dir, root = dir .. '/root', env = spec.env or {}, workdir = spec.workdir or '/workspace',
     network = spec.network and true or false, labels = spec.labels or {},
-    cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(),
+    cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), code_path = 'bubblewrap on the host\'s /usr (--host-root)',
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
   local root = sb.root -- the files; sb.root becomes its mount point below when the jail is on
@@ -954,7 +956,9 @@ end
 --- Keep a prepared sandbox's root as a warm artifact (the lower layer of later trials).
 --- Artifacts are named by the task's content hash, so an existing one is the same root: it is
 --- reused (other runs may have it mounted as a lower layer), and a new one appears atomically.
-function M.snapshot(client, sb, key)
+function M.snapshot(client, sb, key, opts)
+  -- a fresh one (the arena's snapshot workload) is never one made earlier for the key
+  if opts and opts.fresh then key = key .. '-' .. crypto.hex(crypto.random_bytes(4)) end
   if sb.base_mode then return snapshot_on_base(client, sb, key) end
   -- a root made in the sandboxes' user namespace is named by its id range: one made before (or
   -- without root) has other owners and is never taken for it
@@ -1018,4 +1022,31 @@ function M.delete_artifact(client, id)
   if not ok then return nil, err, 'EIO' end
   return true
 end
+-- Stop (on) or continue every process of the sandbox: SIGSTOP / SIGCONT to each process in its
+-- init's pid namespace (found by /proc/<pid>/ns/pid, so a reused pid elsewhere is never hit), as a
+-- cgroup freezer stops them: memory, files and open sockets are kept.
+local function freeze(sb, on)
+  if not sb.init_pid then return nil, 'local: pausing needs a sandbox with an init (not --host-root)', errors.EPAUSE end
+  local ns = fs.readlink('/proc/' .. sb.init_pid .. '/ns/pid')
+  if not ns then return nil, 'local: the sandbox\'s init ' .. sb.init_pid .. ' is gone', errors.EPAUSE end
+  local pids = {}
+  for _, d in ipairs(fs.list('/proc') or {}) do
+    if d:match('^%d+$') and fs.readlink('/proc/' .. d .. '/ns/pid') == ns then pids[#pids + 1] = d end
+  end
+  local r = proc.run { argv = { 'kill', on and '-STOP' or '-CONT', table.unpack(pids) }, timeout = 30 }
+  if not r or r.code ~= 0 then
+    return nil, 'local: kill ' .. (on and '-STOP' or '-CONT') .. ': ' .. util.trim(r and r.stderr or ''), errors.EPAUSE
+  end
+  sb.paused = on or nil
+  return true
+end
+
+--- Pause the sandbox: every process stopped, its state kept (the arena's pause workload).
+---@return true|nil ok, string? err, string? code
+function M.pause(_, sb) return freeze(sb, true) end
+
+--- Resume a paused sandbox: its processes continue where they stopped.
+---@return true|nil ok, string? err, string? code
+function M.resume(_, sb) return freeze(sb, false) end
+
 return M

@@ -22,6 +22,7 @@ return function(data, h)
   add(rt.pass_at_k_section(data, h)) -- nil (nothing added) without agent trials
   add(rt.metrics_section(data, h)) -- nil without reward keys beyond `reward`
   add(rt.admission_section(data, h)) -- nil (nothing added) when no run had admission on
+  add(rt.rates_section(data, h)) -- nil without recorded rates
 
   -- outcomes, time, cost
   add('## Outcomes, trial time and cost\n')

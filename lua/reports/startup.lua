@@ -6,6 +6,11 @@
 --- latency statistics are over the successes. The median's 95% CI and the ratios' CIs are
 --- percentile bootstraps (2000 replicates) seeded from the run's seed, so the report is the
 --- same every time it is rendered.
+---
+--- Only clean samples are pooled: a sample whose fidelity audit labelled it (reused, given other
+--- resources than asked, the audit unreadable: lua/cseng/run/audit.lua) is counted as a success
+--- but left out of every latency statistic, and listed under "Fidelity audit" with its sandbox id.
+--- A run with a workload other than startup (--workload) gets a section of the workload's figures.
 local stats = require 'cseng.lib.stats'
 local rt = require 'reports.lib.task_runs'
 local report_format = require 'reports.lib.format'
@@ -118,6 +123,104 @@ local function batch_metrics(trials)
   }
 end
 
+local arena_sections
+
+local function median_of(list)
+  return #list > 0 and stats.median(list) or nil
+end
+
+-- The fidelity audit (every measured sample) and, for a workload other than startup, its
+-- figures over the clean samples: markdown chunks.
+arena_sections = function(run, h, H2, providers, measured, ok_trials, describe)
+  local out = {}
+  local function add(s) out[#out + 1] = s end
+  local st = run.started or {}
+  local any = false
+  for _, name in ipairs(providers) do
+    for _, t in ipairs(measured[name] or {}) do if t.audit then any = true end end
+  end
+  -- the workload's figures
+  if st.workload and st.workload ~= 'startup' and type(st.figures) == 'table' then
+    add(H2 .. 'Workload: ' .. st.workload .. '\n')
+    local rows = {}
+    for _, f in ipairs(st.figures) do
+      local fname, unit, what = f[1], f[2], f[3]
+      for _, name in ipairs(providers) do
+        local vals = {}
+        for _, t in ipairs(ok_trials(name)) do
+          local v = t.figures and t.figures[fname]
+          if type(v) == 'number' then vals[#vals + 1] = v end
+        end
+        local d = describe(vals, fname .. '/' .. name)
+        local fmt = unit == 'ms' and h.ms or function(v) return v and string.format('%.4g', v) or '–' end
+        rows[#rows + 1] = { fname .. (fname == st.headline and ' (headline)' or ''), name, #vals, fmt(d.p50),
+          h.ci(d.ci_lo, d.ci_hi, fmt), fmt(d.min), fmt(d.max), unit, what }
+      end
+    end
+    add(h.table({ 'figure', 'provider', 'n', 'p50', 'p50 95% CI', 'min', 'max', 'unit', 'timed from -> to' }, rows))
+    add('Each figure over the clean samples only (ok, and nothing labelled by the audit); a failed sample has no ' ..
+      'figure at all (docs/ARENA.md, "Primitives").\n')
+  end
+  if not any then return out end
+  -- the fidelity audit
+  add(H2 .. 'Fidelity audit\n')
+  local asked = st.resources
+  add('One command in each sandbox after its measured calls (its time, audit_ms, is never part of a figure): ' ..
+    'fresh or reused, the CPUs and memory granted' .. (asked and string.format(' against what the plan asked ' ..
+    'every provider for (%s)', fmt_alloc(asked)) or ' (the plan asked for no resources: --cpus, --memory-mb)') ..
+    ', the isolation class, the code path. A labelled sample is reported here and pooled nowhere.\n')
+  local rows, lrows = {}, {}
+  for _, name in ipairs(providers) do
+    local clean, counts, cpus, mem, iso, paths, ams = 0, {}, {}, {}, {}, {}, {}
+    for _, t in ipairs(measured[name] or {}) do
+      local a = t.audit
+      if a then
+        if t.clean then clean = clean + 1 end
+        for _, l in ipairs(a.labels or {}) do counts[l] = (counts[l] or 0) + 1 end
+        if a.cpus then cpus[#cpus + 1] = a.cpus end
+        if a.memory_mb then mem[#mem + 1] = a.memory_mb end
+        if a.isolation then iso[a.isolation] = true end
+        if a.code_path then paths[a.code_path] = true end
+        if t.audit_ms then ams[#ams + 1] = t.audit_ms end
+        if a.labels and #lrows < 50 then
+          local why = {}
+          for _, l in ipairs(a.labels) do why[#why + 1] = l .. ': ' .. tostring((a.why or {})[l] or '') end
+          lrows[#lrows + 1] = { name, tostring(t.round), '`' .. tostring(t.sandbox_id or a.sandbox_id or '–') .. '`',
+            t.ok and 'ok' or 'failed', table.concat(why, '; ') }
+        end
+      end
+    end
+    local keys, labels = {}, {}
+    for l in pairs(counts) do keys[#keys + 1] = l end
+    table.sort(keys)
+    for _, l in ipairs(keys) do labels[#labels + 1] = l .. ' ' .. counts[l] end
+    local function set(t) local k = {}; for x in pairs(t) do k[#k + 1] = x end; table.sort(k); return table.concat(k, ', ') end
+    local c, m = median_of(cpus), median_of(mem)
+    local given = '–'
+    if asked and (asked.cpus or asked.memory_mb) then
+      local parts = {}
+      if asked.cpus and c then
+        parts[#parts + 1] = c < asked.cpus and 'fewer CPUs' or (c > asked.cpus and 'more CPUs' or 'CPUs as asked')
+      end
+      if asked.memory_mb and m then
+        parts[#parts + 1] = m < asked.memory_mb * 0.9 and 'less memory' or (m > asked.memory_mb * 1.1 and 'more memory'
+          or 'memory as asked')
+      end
+      given = table.concat(parts, ', ')
+    end
+    rows[#rows + 1] = { name, #(measured[name] or {}), clean, #labels > 0 and table.concat(labels, ', ') or 'none',
+      c and string.format('%.4g', c) or '–', m and string.format('%.0f', m) or '–', given, set(iso), set(paths) ~= '' and set(paths) or '–',
+      h.ms(median_of(ams)) }
+  end
+  add(h.table({ 'provider', 'n', 'clean', 'labelled', 'CPUs (median)', 'memory MiB (median)', 'against the request',
+    'isolation', 'code path', 'audit_ms p50' }, rows))
+  if #lrows > 0 then
+    add('Labelled samples (at most 50; each with the provider\'s sandbox id, for the provider to check):\n')
+    add(h.table({ 'provider', 'round', 'sandbox id', 'sample', 'labels' }, lrows))
+  end
+  return out
+end
+
 local function section(run, h, multi)
   local out = {}
   local function add(s) out[#out + 1] = s end
@@ -135,10 +238,18 @@ local function section(run, h, multi)
     bucket[t.provider] = bucket[t.provider] or {}
     if not t.interrupted then table.insert(bucket[t.provider], t) end
   end
+  -- the samples statistics pool: ok, and clean by the audit (a log without audits: ok)
   local function ok_trials(name)
     local list = {}
-    for _, t in ipairs(measured[name] or {}) do if t.ok then list[#list + 1] = t end end
+    for _, t in ipairs(measured[name] or {}) do
+      if t.ok and t.clean ~= false then list[#list + 1] = t end
+    end
     return list
+  end
+  local function successes(name)
+    local k = 0
+    for _, t in ipairs(measured[name] or {}) do if t.ok then k = k + 1 end end
+    return k
   end
 
   -- one bootstrap per (metric, provider), seeded from the run seed and the pair
@@ -160,8 +271,9 @@ local function section(run, h, multi)
     local vals = h.values(oks, 'ready_ms')
     ready[name] = vals
     local d = describe(vals, 'ready_ms/' .. name)
-    local wlo, whi = stats.wilson(#oks, n)
-    srows[#srows + 1] = { name, n, #oks, n > 0 and (h.pct(#oks / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
+    local k = successes(name)
+    local wlo, whi = stats.wilson(k, n)
+    srows[#srows + 1] = { name, n, k, n > 0 and (h.pct(k / n) .. ' ' .. h.ci(wlo, whi, h.pct)) or '–',
       h.ms(d.p50), h.ci(d.ci_lo, d.ci_hi), h.ms(d.p90), h.ms(d.p99), h.ms(d.max) }
   end
   -- the block-level medians and CIs (--repeat), per provider
@@ -210,6 +322,13 @@ local function section(run, h, multi)
   add(h.table({ 'provider', 'n', 'ok', 'success [95% CI]', 'p50 ms', 'p50 95% CI', 'p90 ms', 'p99 ms', 'max ms' },
     srows))
   add('ready_ms: create + the first command (time to interactive), measured trials only.\n')
+  local flagged = 0
+  for _, name in ipairs(providers) do flagged = flagged + successes(name) - #ok_trials(name) end
+  if flagged > 0 then
+    add(string.format('%d successful sample(s) that the fidelity audit labelled are left out of every statistic ' ..
+      '(Fidelity audit, below).\n', flagged))
+  end
+  add(table.concat(arena_sections(run, h, H2, providers, measured, ok_trials, describe), ''))
 
   -- the run
   add(H2 .. 'Run\n')
@@ -418,6 +537,8 @@ local function section(run, h, multi)
   end
   add(h.table({ 'provider', 'attempts', 'successes', 'trimmed each end', 'median ms', 'p95 ms', 'p99 ms',
     'success rate', 'score' }, crows))
+  add('`cseng export --format computesdk` writes this run as their result file (docs/ARENA.md, computesdk interop).\n')
+  add(rt.rates_section({ runs = { run } }, h, multi and '###' or '##')) -- nil without recorded rates
 
   -- per metric
   add((multi and '### ' or '## ') .. 'Per metric\n')

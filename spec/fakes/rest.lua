@@ -87,6 +87,57 @@ function M.with(base, extra)
   return base
 end
 
+--- A sandbox host (spec/fakes/sandboxes.lua) that breaks the promises a benchmark relies on
+--- when the fake's switches say so (the arena's fidelity audit must catch each):
+---   reuse_sandboxes = true | fn(n) -> bool   a destroyed sandbox goes back to a pool, unreset, and
+---       the next create hands it out again under a new id (a warm pool that does not reset:
+---       files, processes and the kernel are the earlier sample's); st.pooled, st.reused count
+---   grant_cpus = n | fn(asked) -> n           every command runs on n CPUs only (its affinity,
+---       taskset -c 0..n-1), whatever the create asked for (asked: the create's cpus, or nil)
+--- Switches are read at each call, so f.set changes them during a run. The host's functions are
+--- replaced in place (the fakes call their own reference to it).
+function M.faithless(h, cfg, st)
+  local host = { create = h.create, destroy = h.destroy, run = h.run, close = h.close }
+  h.pool = {}
+  function h.create(spec)
+    local n = st.created + 1
+    local sb
+    if M.pick(cfg.reuse_sandboxes, n) and #h.pool > 0 then
+      sb = table.remove(h.pool, 1)
+      st.reused = st.reused + 1
+    else
+      sb = host.create(spec)
+    end
+    local want = cfg.grant_cpus
+    if want ~= nil then
+      local k = math.tointeger(M.pick(want, spec and spec.cpus))
+      sb.cpu_list = k and k >= 1 and ('0-' .. (k - 1)) or nil
+    end
+    return sb
+  end
+  function h.destroy(sb)
+    if M.pick(cfg.reuse_sandboxes, st.created) then
+      st.pooled = st.pooled + 1
+      h.pool[#h.pool + 1] = sb
+      return true
+    end
+    return host.destroy(sb)
+  end
+  function h.run(sb, what, o)
+    if sb.cpu_list then
+      local argv = what.argv or { 'bash', '-c', what.shell }
+      what = { argv = { 'taskset', '-c', sb.cpu_list, table.unpack(argv) } }
+    end
+    return host.run(sb, what, o)
+  end
+  function h.close()
+    for _, sb in ipairs(h.pool) do pcall(host.destroy, sb) end
+    h.pool = {}
+    return host.close()
+  end
+  return h
+end
+
 --- The state of one fake. opts: the caller's switches; defaults: switches used when opts has
 --- none; counters: the fake's own counters on top of the common ones (creates, created,
 --- deletes, destroyed, lists, unauthorized, bad_requests, unknown, live, max_live, ids,
@@ -104,6 +155,8 @@ function M.fake(opts, defaults, counters, host)
   }
   for k, v in pairs(counters or {}) do st[k] = v end
   local sandboxes = {}
+  st.reused, st.pooled = 0, 0
+  if host then M.faithless(host, cfg, st) end
   local b = { cfg = cfg, st = st, sandboxes = sandboxes, host = host }
 
   -- libuv timers tick in whole milliseconds of a cached loop time, so a plain sleep may end a

@@ -78,6 +78,23 @@ function M.host()
     return r.stdout
   end
 
+  --- Freeze (on = true) or thaw every process of the sandbox: SIGSTOP / SIGCONT to each process in
+  --- its pid namespace (its init's), as a cgroup freezer stops them; memory and files are kept.
+  --- Returns true, or nil and why.
+  function h.freeze(sb, on)
+    local init = sb.init_pid
+    if not init then return nil, 'the sandbox has no init (host mode)' end
+    local ns = fs.readlink and fs.readlink('/proc/' .. init .. '/ns/pid')
+    if not ns then return nil, 'cannot read the pid namespace of ' .. init end
+    local pids = {}
+    for _, d in ipairs(fs.list('/proc') or {}) do
+      if d:match('^%d+$') and fs.readlink('/proc/' .. d .. '/ns/pid') == ns then pids[#pids + 1] = d end
+    end
+    local r = require('cseng.proc').run { argv = { 'kill', on and '-STOP' or '-CONT', table.unpack(pids) }, timeout = 10 }
+    if not r or r.code ~= 0 then return nil, 'kill: ' .. util.trim(r and r.stderr or '') end
+    return true
+  end
+
   function h.destroy(sb)
     h.live[sb.id] = nil
     return localp.destroy(client, sb)

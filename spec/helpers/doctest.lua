@@ -1,7 +1,7 @@
 --- The doc-test's machinery (spec/docs/doctest_spec.lua: README.md, ARENA.md, the --help options;
---- spec/docs/plans_spec.lua: PLANS.md; spec/docs/providers_spec.lua: docs/providers/*.md).
---- Every command in a fenced `sh` block of README.md, docs/PLANS.md, docs/ARENA.md and
---- docs/providers/*.md runs and exits as documented, or is marked as needing what a spec cannot
+--- spec/docs/plans_spec.lua: PLANS.md, HARBOR.md; spec/docs/providers_spec.lua: docs/providers/*.md).
+--- Every command in a fenced `sh` block of README.md, docs/PLANS.md, docs/HARBOR.md,
+--- docs/ARENA.md and docs/providers/*.md runs and exits as documented, or is marked as needing what a spec cannot
 --- have; and every option of every `cseng <command> --help` appears in the docs.
 --
 -- The rules (docs/PLANS.md, "Commands in the docs are tested"):

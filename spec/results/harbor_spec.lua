@@ -45,6 +45,23 @@ local function must_load(M, path)
 end
 
 describe('a Harbor job folder', function()
+  it('names its folders by absolute paths when -o is relative (trial_uri is a file:// URI)', function()
+    local rel = 'build/harbor-rel-' .. sys.pid()
+    assert.equal(0, export.run({ runs[2], '--format', 'harbor', '-o', rel }))
+    local abs = sys.cwd() .. '/' .. rel
+    local cfg = load_json(abs .. '/config.json')
+    assert.equal(sys.cwd() .. '/build', cfg.jobs_dir)
+    local n = 0
+    for _, name in ipairs(fs.list(abs)) do
+      if fs.exists(abs .. '/' .. name .. '/result.json') then
+        n = n + 1
+        assert.equal('file://' .. abs .. '/' .. name, load_json(abs .. '/' .. name .. '/result.json').trial_uri)
+      end
+    end
+    assert.is_true(n > 0)
+    fs.remove_tree(abs)
+  end)
+
   it('loads with Harbor\'s models: config.json, result.json, lock.json and every trial\'s', function()
     must_load(HM.JobConfig, job .. '/config.json')
     must_load(HM.JobResult, job .. '/result.json')

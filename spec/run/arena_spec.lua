@@ -74,10 +74,10 @@ describe('arena: a clean run against three fakes', function()
     assert.same({ warmup = 2, measured = 4 }, by.run_finished[1].rounds_done)
   end)
 
-  it('asks each fake exactly what it should: 6 creates, 6 readiness execs + 1 probe, 6 deletes, 1 sweep', function()
+  it('asks each fake exactly what it should: 6 creates, 6 readiness execs + 6 audits + 1 probe, 6 deletes, 1 sweep', function()
     for _, name in ipairs({ 'a', 'b', 'c' }) do
       -- the list is the run frame's end-of-run sweep for creates whose answer was lost
-      assert_counts(fakes[name], { creates = 6, created = 6, execs = 7, deletes = 6, destroyed = 6, live = 0,
+      assert_counts(fakes[name], { creates = 6, created = 6, execs = 13, deletes = 6, destroyed = 6, live = 0,
         max_live = 1, lists = 1, unauthorized = 0 })
     end
   end)
@@ -319,8 +319,8 @@ describe('arena: stop rules', function()
       warmups = 3, seed = 5 }
     assert.equal(1, status)
     assert.equal(0, #measured(by))
-    assert_counts(fakes.a, { creates = 1, deletes = 1, live = 0, execs = 2 })
-    assert_counts(fakes.b, { creates = 1, deletes = 1, live = 0, execs = 2 }) -- readiness + the environment probe
+    assert_counts(fakes.a, { creates = 1, deletes = 1, live = 0, execs = 3 })
+    assert_counts(fakes.b, { creates = 1, deletes = 1, live = 0, execs = 3 }) -- readiness + the audit + the environment probe
     local fin = by.run_finished[1]
     assert.equal('readiness', fin.stop_reason)
     assert.matches("inspect the template's command support", fin.stop_message:lower(), 1, true)
@@ -350,13 +350,16 @@ describe('arena: stop rules', function()
     for _, t in ipairs(measured(by)) do if not t.ok then bad[#bad + 1] = t end end
     assert.equal(1, #bad)
     assert.equal('EREADY', bad[1].error_code)
-    assert.is_number(bad[1].ready_ms)
+    assert.is_nil(bad[1].ready_ms) -- a failure is never a time: how far it got is in its parts
+    assert.is_number(bad[1].first_exec_ms)
+    assert.equal('failed', bad[1].audit.labels[1]) -- (and audit_failed: this fake's exec answers no audit)
     assert_counts(fakes.a, { creates = 5, deletes = 5, live = 0 })
   end)
 
   it('a hung call becomes ETIMEDOUT at the trial timeout, and the sandbox is still destroyed', function()
-    -- the third exec never answers (600 s): only the timeout can end it, whatever this machine's speed
-    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 3 and 600 or 0 end } } }
+    -- the fourth exec (the warmup ran its first command, the audit and the environment probe) never
+    -- answers (600 s): only the timeout can end it, whatever this machine's speed
+    local fakes, config = start_fakes { a = { latency = { exec = function(n) return n == 4 and 600 or 0 end } } }
     local status, by = run_arena { providers = { 'a' }, provider_config = config, samples = 2, warmups = 1, seed = 1,
       timeout_seconds = 5 }
     assert.equal(0, status)
@@ -424,7 +427,8 @@ return plan.startup { name = 'int', providers = { 'a' }, samples = 1000, warmups
     local p = assert(proc.spawn { argv = { sys.root() .. '/cseng', 'run', plan_file, '--quiet' },
       stdout = dir .. '/stdout', stderr = dir .. '/stderr' })
     local waited = 0
-    while fakes.a.stats().execs < 3 and waited < 500 do task.sleep(0.01); waited = waited + 1 end
+    -- the 4th exec is the second sample's first command (the first ran its own, the audit, the probe)
+    while fakes.a.stats().execs < 4 and waited < 500 do task.sleep(0.01); waited = waited + 1 end
     task.sleep(0.05) -- inside an exec of the fake (200 ms each)
     p:kill('INT')
     local r = assert(p:wait(30))

@@ -432,8 +432,10 @@ function present.arena_table(F)
   local blocks = o.repeats > 1
   local fmt = '%-14s %9s %12s %22s %10s %10s' .. (blocks and ' %22s %s' or '')
   local lines = {
-    string.format(fmt, 'provider', 'ok/n', 'p50 ready', '95% CI', 'p90', 'p99', 'block-level 95% CI', ''),
+    string.format(fmt, 'provider', 'ok/n', 'p50 ' .. ((F.k.headline or 'ready_ms') == 'ready_ms' and 'ready'
+      or F.k.headline), '95% CI', 'p90', 'p99', 'block-level 95% CI', ''),
   }
+  local flagged = {}
   local function f(v) return v and string.format('%.1f ms', v) or '-' end
   for _, name in ipairs(o.providers) do
     local p = F.K.provider(F, name)
@@ -451,8 +453,16 @@ function present.arena_table(F)
     end
     lines[#lines + 1] = string.format(fmt, name, p.counts.ok .. '/' .. p.counts.measured,
       f(s.p50), lo and string.format('[%.1f, %.1f]', lo, hi) or '-', f(s.p90), f(s.p99), bl, note)
+    local labels = {}
+    for l, k in pairs(p.counts.labels or {}) do if l ~= 'failed' then labels[#labels + 1] = l .. ' ' .. k end end
+    table.sort(labels)
+    if #labels > 0 then
+      flagged[#flagged + 1] = string.format('  %s: %s (the fidelity audit; left out of these statistics)', name,
+        table.concat(labels, ', '))
+    end
   end
-  if o.computesdk then
+  for _, l in ipairs(flagged) do lines[#lines + 1] = l end
+  if o.computesdk and (F.k.headline or 'ready_ms') == 'ready_ms' then
     lines[#lines + 1] = 'computesdk-compatible (TTI, 5% trimmed each side, nearest-rank p95/p99, composite score):'
     for _, name in ipairs(o.providers) do
       local p = F.K.provider(F, name)

@@ -120,7 +120,8 @@ end
 function hooks.after_trial(run, rec, key)
   local st = run.evals
   if st.model_proxy then st.model_proxy:revoke_trial(key or rec) end -- its tokens open nothing from now on
-  local cost = ledger.trial(rec, run.provider.rates)
+  local p = run.p
+  local cost = ledger.trial(rec, p and p.rates or run.provider.rates, p and p.rates_source and p.rates_source.from)
   local u = rec.solver_usage
   local f = { cost = cost, model = rec.model or (type(u) == 'table' and type(u.model) == 'string' and u.model or nil),
     retriable = rec.error_code == errors.ESANDBOX or nil }

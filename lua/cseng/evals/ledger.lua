@@ -2,8 +2,9 @@
 --- spend ceiling (`--max-cost-usd`).
 ---
 --- A trial's ledger has one line per figure, each with its source:
----   sandbox  seconds x the provider adapter's rates (vcpu_s, gib_s, per_create), source "rates"
----            (an adapter without rates gives 0 with source "no rates")
+---   sandbox  seconds x the provider's rates (vcpu_s, gib_s, per_create), source "rates", and
+---            rates_from: plan, pricing (computesdk's pricing.json, --pricing) or adapter
+---            (lua/cseng/evals/rates.lua); an adapter without rates gives 0 with source "no rates"
 ---   model    the solver's tokens (input, cached, cache_creation, output, reasoning) and USD:
 ---            the provider-reported cost when the API gave one, else tokens x lua/cseng/evals/prices.lua;
 ---            source is the solver's cost_source (provider | prices | mixed | partial | unknown)
@@ -18,13 +19,14 @@ local ledger = {}
 
 --- The ledger of one trial record (after its sandbox was destroyed).
 ---@param rec table the trial record (sandbox_seconds, estimated_cost_usd, solver_usage)
----@param rates table|nil the adapter's rates
+---@param rates table|nil the provider's rates (lua/cseng/evals/rates.lua)
+---@param rates_from string|nil where they came from: plan | pricing | adapter
 ---@return table cost {total_usd, complete, items[]}
-function ledger.trial(rec, rates)
+function ledger.trial(rec, rates, rates_from)
   local items = {}
   local has_rates = type(rates) == 'table' and next(rates) ~= nil
   items[1] = { item = 'sandbox', seconds = rec.sandbox_seconds or 0, usd = rec.estimated_cost_usd or 0,
-    source = has_rates and 'rates' or 'no rates' }
+    source = has_rates and 'rates' or 'no rates', rates_from = has_rates and rates_from or nil }
   local total, complete = items[1].usd, true
   local u = rec.solver_usage
   if type(u) == 'table' and (u.turns or u.prompt_tokens) then

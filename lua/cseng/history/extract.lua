@@ -91,16 +91,6 @@ function extract.time(v)
   return v
 end
 
--- days since 1970-01-01 of a civil date (Howard Hinnant's days_from_civil)
-local function days_from_civil(y, m, d)
-  y = m <= 2 and y - 1 or y
-  local era = (y >= 0 and y or y - 399) // 400
-  local yoe = y - era * 400
-  local doy = (153 * (m + (m > 2 and -3 or 9)) + 2) // 5 + d - 1
-  local doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-  return era * 146097 + doe - 719468
-end
-
 --- Seconds since the epoch of an ISO-8601 UTC time (extract.time's form), or nil.
 ---@param t string|nil
 ---@return number|nil
@@ -109,7 +99,7 @@ function extract.epoch(t)
   local y, mo, d, h, mi, s = t:match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):([%d.]+)Z$')
   y, mo, d, h, mi, s = tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(s)
   if not s or mo < 1 or mo > 12 or d < 1 or d > 31 or h > 23 or mi > 59 or s >= 61 then return nil end
-  return days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s
+  return util.days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s
 end
 
 local function ms(v) return finite(v, 0, extract.MAX_MS) and v or nil end

@@ -37,6 +37,7 @@ errors.registry = {
   { 'ECURL', 'another libcurl failure (the message names it)' },
   { 'ECLOSED', 'the server (cseng.serve) is closed' },
   { 'EPIPE', 'the peer (a client connection, a pipe) is closed' },
+  { 'EOF', 'a stream ended before what was asked of it arrived (a child\'s stdout closed before a whole line)' },
   { 'EADDRINUSE', 'the address to listen on is in use' },
   { 'EPROTO', 'an answer broke its protocol (a 2xx body that is not JSON, a bad frame)' },
   { 'EPROTOBUF', 'a protobuf message or gRPC frame could not be decoded' },
@@ -102,6 +103,10 @@ errors.registry = {
   { 'EVERIFY', 'the verifier could not be run or read' },
   { 'ESOLVETIME', 'the solver ran past its time budget' },
   { 'EREADY', 'the readiness check did not print its marker' },
+  -- the arena's primitives (lua/cseng/run/workloads/)
+  { 'EINTACT', 'bytes or files that arrived differ from what was sent or kept (a hash, a count, a restored or resumed state)' },
+  { 'EPAUSE', 'pausing or resuming a sandbox failed' },
+  { 'EFORK', 'forking a sandbox failed' },
   { 'ENOWARM', 'warm mode without a warm artifact' },
   { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
   { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },

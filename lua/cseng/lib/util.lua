@@ -122,7 +122,12 @@ function util.json_sorted(v) return require('cseng.lib.jsonl').encode(v) end
 local MONTHS = {
   Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8, Sep = 9, Oct = 10, Nov = 11, Dec = 12,
 }
-local function days_from_civil(y, m, d) -- Howard Hinnant's algorithm
+--- Days since 1970-01-01 of a civil (proleptic Gregorian) date: Howard Hinnant's days_from_civil.
+---@param y integer
+---@param m integer
+---@param d integer
+---@return integer
+function util.days_from_civil(y, m, d)
   y = m <= 2 and y - 1 or y
   local era = (y >= 0 and y or y - 399) // 400
   local yoe = y - era * 400
@@ -140,7 +145,7 @@ function util.retry_after(v)
   if n then return n end
   local d, mon, y, hh, mm, ss = v:match('(%d+) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT')
   if d and MONTHS[mon] then
-    local epoch = days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400
+    local epoch = util.days_from_civil(tonumber(y), MONTHS[mon], tonumber(d)) * 86400
       + tonumber(hh) * 3600 + tonumber(mm) * 60 + tonumber(ss)
     return math.max(0, epoch - require('cseng.clock').epoch())
   end

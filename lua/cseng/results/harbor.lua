@@ -157,6 +157,8 @@ function harbor.export(logs, dir)
     runs[#runs + 1] = { path = path, events = events, started = started, trials = results.trials(events) }
   end
   if #runs == 0 then errors.raise(errors.EUSAGE, 'harbor export: no run log') end
+  -- Harbor's trial_uri is a file:// URI and jobs_dir a path it resolves later: both absolute
+  if dir:sub(1, 1) ~= '/' then dir = require('cseng.sys').cwd() .. '/' .. dir:gsub('^%./', '') end
   local job_name = util.basename((dir:gsub('/+$', '')))
   local jobs_dir = util.dirname((dir:gsub('/+$', '')))
   local first = runs[1].started

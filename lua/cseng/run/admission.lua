@@ -1,4 +1,4 @@
---- Adaptive admission of sandbox creates (issue 26): per provider (any key: a model endpoint
+--- Adaptive admission of sandbox creates: per provider (any key: a model endpoint
 --- too), an AIMD limit on the creates in flight, bounded by --concurrency and by what the adapter
 --- declares (`M.limits = { creates_per_minute =, max_creates_in_flight = }`), with a pause of
 --- every create of that key when the provider answers Retry-After.

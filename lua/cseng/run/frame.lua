@@ -152,7 +152,7 @@ frame.RESTORED = {
   { key = 'stop_after_passes', flag = '--stop-after-passes' }, { key = 'verifier_user', flag = '--verifier-user' },
   { key = 'solve_command_file', flag = '--solve-command-file' }, { key = 'allow_network', flag = '--allow-network' },
   { key = 'max_turns', flag = '--max-turns' }, { key = 'registry', flag = '--registry' },
-  { key = 'primary_metric', flag = '--primary-metric' },
+  { key = 'primary_metric', flag = '--primary-metric' }, { key = 'pricing', flag = '--pricing' },
 }
 
 --- The run's identity: one record, written once in run_started. x: kind-specific fields
@@ -215,6 +215,7 @@ function frame.restore(opts, started)
       out[r.key] = was
     end
   end
+  if out.pricing then require('cseng.evals.rates').check_resume(out.pricing, started.rates) end
   return out
 end
 
@@ -428,6 +429,16 @@ function Frame:started(fields, identity)
   fields.host = fields.host or sys.hostname()
   fields.pid = fields.pid or sys.pid()
   fields.label = fields.label or self.opts.label
+  -- each provider's sandbox rates and where they came from (the plan, --pricing, the adapter)
+  local rl
+  for name, p in pairs(self.P) do
+    local r = p.rates or {}
+    if p.rates or (p.rates_source and p.rates_source.note) then
+      rl = rl or {}
+      rl[name] = { vcpu_s = r.vcpu_s, gib_s = r.gib_s, per_create = r.per_create, source = p.rates_source }
+    end
+  end
+  fields.rates = fields.rates or rl
   self.identity = identity
   self.writer:event('run_started', fields, true)
   self.state.status, self.state.phase = 'running', 'trials'

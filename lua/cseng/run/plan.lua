@@ -4,6 +4,7 @@
 ---   local plan = require 'cseng.run.plan'
 ---   return plan.tasks { name = 'cold-gold', provider = 'local', dataset = 'data/tasks', solver = 'gold' }
 local fs = require 'cseng.fs'
+local rates = require 'cseng.evals.rates'
 
 local plan = {}
 
@@ -61,7 +62,7 @@ end
 local EXTRA_FIELDS = {
   name = 'string', plan_file = 'string', kind = 'string', exec_timeout_seconds = 'seconds',
   pause_seconds = 'seconds0', cleanup_backoff = 'seconds_list', sandbox = 'table', provider_config = 'table',
-  rates = 'table', tail_chars = 'int1',
+  rates = 'table', tail_chars = 'int1', workload_options = 'table', resources = 'table', audit = 'boolean',
 }
 local MAX_SECONDS = 7 * 86400
 
@@ -118,8 +119,12 @@ function plan.check(o, spec)
         if type(v) ~= 'table' then bad(field, 'a list of seconds', v) end
         for i, x in ipairs(v) do if not seconds_ok(x, true) then bad(field .. '[' .. i .. ']', 'seconds in [0, ' .. MAX_SECONDS .. ']', x) end end
       elseif t == 'int1' and not (math.tointeger(v) and v >= 1) then bad(field, 'a whole number >= 1', v)
-      elseif (t == 'string' or t == 'table') and type(v) ~= t then bad(field, 'a ' .. t, v) end
+      elseif (t == 'string' or t == 'table' or t == 'boolean') and type(v) ~= t then bad(field, 'a ' .. t, v) end
     end
+  end
+  if type(o.rates) == 'table' then
+    local ok, e = pcall(rates.check_plan, o.rates, where)
+    if not ok then error(type(e) == 'table' and e.message or e, 0) end
   end
   if o.task_index ~= nil and o.task_index ~= 'all' and not math.tointeger(tonumber(o.task_index)) then
     bad('task_index', "a number or 'all'", o.task_index)

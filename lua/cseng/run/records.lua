@@ -83,6 +83,17 @@ records.Sample = declare('Sample', {
   cleanup_ok = 'the sandbox is gone', cleanup_error = 'why not', cleanup_error_code = 'its code', elapsed_ms = 'the whole sample',
   error = 'what failed', error_stage = 'create | first_exec', error_code = 'a registered error code',
   timed_out = 'its timeout hit', interrupted = 'an interrupt stopped it',
+  -- the arena's primitives (lua/cseng/run/workloads/, docs/ARENA.md "Primitives")
+  workload = 'the workload it measured (startup, exec, upload, download, files, snapshot, pause, fork, egress, standard)',
+  figures = "the workload's figures by name (ms, MiB/s); nil when the sample failed: a failure is never a time",
+  checks = "the workload's clock-free checks ({name = {ok, want, got}}: hashes, counts, contents that arrived or were kept)",
+  paths = 'how each step was done (the adapter function or API path the workload used)',
+  sandboxes = 'the other sandboxes the sample made (a restored snapshot, forks): their ids, for the provider to check',
+  audit = 'the fidelity audit ({ok, labels, fresh, isolation, cpus, memory_mb, code_path, ...}): lua/cseng/run/audit.lua',
+  audit_ms = "the audit command's own time (never part of a figure)",
+  resources = 'what the plan asked every provider for ({cpus, memory_mb})',
+  clean = 'ok and its audit found nothing: the samples statistics pool (the others are reported apart)',
+  audit_key = "the marker this sample's audit left in its sandbox (run, provider, phase, round, position)",
 })
 for k, v in pairs(WRITTEN) do records.Sample[k] = v end
 
@@ -99,6 +110,8 @@ records.Connection = declare('Connection', {
   client = "the adapter's client", queue = "a semaphore of the adapter's max_concurrency",
   live = 'ids of its sandboxes not destroyed yet', counts = 'started, allocated, destroyed, cleanup_failed, outcomes',
   endpoint = 'the endpoint it talks to (scheme, host, port, loopback)', last_error = 'its last trial error',
+  rates = 'its sandbox rates {vcpu_s, gib_s, per_create} (lua/cseng/evals/rates.lua)',
+  rates_source = 'where they came from {from = plan | pricing | adapter, ...}',
 })
 
 --- The declared fields of a record kind.

@@ -26,6 +26,7 @@ local records = require 'cseng.run.records'
 local util = require 'cseng.lib.util'
 local jsonl = require 'cseng.lib.jsonl'
 local contract = require 'providers.shared.contract'
+local rates = require 'cseng.evals.rates'
 
 
 local session = {}
@@ -53,6 +54,7 @@ session.MAX_FIELD_BYTES = 64 * 1024    -- any other string of the sandbox a crea
 ---@field stamp string the UTC stamp in the run id
 ---@field provider Provider|nil the first provider connected
 ---@field cleanup_failed string|nil why the session stopped allocating
+---@field pricing table|nil computesdk's pricing.json as cseng.evals.rates read it (--pricing)
 local Session = {}
 Session.__index = Session
 session.Session = Session
@@ -138,6 +140,8 @@ function session.open(o)
     launcher = 'cseng@' .. (sys.hostname() or 'localhost'), providers = {},
     backoff = opts.cleanup_backoff or session.BACKOFF,
   }, Session)
+  -- read before the log exists: a bad pricing file stops the run with nothing written
+  if opts.pricing then s.pricing = rates.load_pricing(opts.pricing) end
   if o.no_log then -- a label sweep (cseng cleanup --provider): nothing to record in
     s.id = 'cleanup'
     s.writer = session.NO_LOG
@@ -159,7 +163,8 @@ function session.open(o)
 end
 
 --- Connect a provider: load the adapter, call its connect with the config plus getenv and the
---- run id. A connect failure (a missing credential) is raised as its one-line message.
+--- run id. A connect failure (a missing credential) is raised as its one-line message. Its
+--- rates are resolved then (the plan's, --pricing's, the adapter's: cseng.evals.rates).
 ---@param adapter_name string
 ---@param cfg table|nil
 ---@param name string|nil the name records use (default adapter_name)
@@ -172,6 +177,8 @@ function Session:connect(adapter_name, cfg, name)
     error(errors.line(client), 0)
   end
   local p = records.connection { name = name or adapter.name, adapter_name = adapter_name, adapter = adapter, client = client }
+  p.rates, p.rates_source = rates.resolve { name = p.name, adapter_name = adapter_name, adapter_rates = adapter.rates,
+    plan_rates = self.opts.rates, pricing = self.pricing }
   local limit = math.tointeger(adapter.max_concurrency)
   if limit and limit > 0 then p.queue = task.semaphore(limit) end
   self.providers[p.name] = p
@@ -191,6 +198,17 @@ end
 local Lease = {}
 Lease.__index = Lease
 Lease.__close = function(self) self:close() end
+
+-- The fsynced allocation record of a new lease; when it cannot be written the sandbox must not
+-- outlive the call: the lease is closed and the failure raised.
+local function record_allocation(self, lease, p, sb, labels, extra)
+  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, labels, extra)
+  if wok and werr then return end
+  lease:close()
+  if not wok then error(errors.from(werr), 0) end
+  self:check_allocating()
+  errors.raise(errors.ELOG, 'the allocation record could not be written')
+end
 
 --- Create a sandbox and record it. extra: fields of the allocation (and destroy) records, e.g.
 --- {task_id=}. o: provider (default the session's first), times (a table the ledger fills with
@@ -245,14 +263,30 @@ function Session:sandbox(spec, extra, o)
   self:know(p, sb.id)
   local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = times,
     destroyed = o.destroyed or extra }, Lease)
-  local wok, werr = pcall(self.writer.allocated, self.writer, p.name, sb, spec.labels, extra)
+  record_allocation(self, lease, p, sb, spec.labels, extra)
   times.recorded = clock.now()
-  if not wok or not werr then -- the record could not be written: the sandbox must not outlive this call
-    lease:close()
-    if not wok then error(errors.from(werr), 0) end
-    self:check_allocating()
-    errors.raise(errors.ELOG, 'the allocation record could not be written')
+  return lease
+end
+
+--- Record a sandbox another call than create made (a fork's children): the same checks and the
+--- same fsynced allocation record as Session:sandbox, the moment its id is known; the lease
+--- destroys and records it like any other. The caller wrote the intent with `labels` before the
+--- call that made it (so a lost answer is swept by label).
+---@param p Provider
+---@param sb table what the adapter returned for it
+---@param labels table the labels it was made with
+---@param extra table|nil fields of the allocation (and destroy) records
+---@return Lease
+function Session:derived(p, sb, labels, extra)
+  local bad = session.oversized(p, sb)
+  if bad then
+    self:destroy(p, sb, { answered = true })
+    errors.raise(errors.EBADRESPONSE, bad)
   end
+  self:know(p, sb.id)
+  local lease = setmetatable({ session = self, provider = p, sb = sb, id = sb.id, times = {}, destroyed = extra,
+    adopted = true }, Lease)
+  record_allocation(self, lease, p, sb, labels, extra)
   return lease
 end
 

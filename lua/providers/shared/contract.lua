@@ -82,6 +82,20 @@ contract.CAPABILITIES = {
   { 'network_policy', 'informative: a sandbox created with network = false has no network' },
   { 'run_steps', 'informative: the environment\'s RUN steps are applied (built or replayed)' },
   { 'warm', 'informative: warm mode works (snapshot)' },
+  -- the arena's primitives (lua/cseng/run/workloads/): what an adapter claims here it must really do,
+  -- and contract.check refuses a claim whose functions are missing
+  { 'snapshot', 'the arena\'s snapshot workload: snapshot(client, sb, key, {fresh = true}) makes a new artifact of a running '
+    .. 'sandbox, create with spec.warm_artifact restores it (holding the files written before), delete_artifact removes it' },
+  { 'pause', 'pause(client, sb) stops a sandbox and resume(client, sb) brings it back with the files written before' },
+  { 'pause_memory', 'with pause: a process started before pause runs on after resume (the vendor documents memory kept)' },
+  { 'fork', 'fork(client, sb, n, spec) makes n sandboxes holding sb\'s files as they were at the call; sb runs on' },
+  { 'bulk_upload', 'write_files(client, sb, files) carries many files in one request (the provider\'s bulk upload)' },
+}
+
+--- What each capability of the arena's primitives needs of the adapter's functions.
+contract.CAPABILITY_NEEDS = {
+  snapshot = { 'snapshot', 'delete_artifact' }, pause = { 'pause', 'resume' }, pause_memory = { 'pause', 'resume' },
+  fork = { 'fork' }, bulk_upload = { 'write_files' },
 }
 
 --- The keys of `limits`: {name, meaning, check(v) -> why|nil}.
@@ -117,6 +131,7 @@ contract.SANDBOX = {
   { 'http_timings', 'the create call\'s HTTP timings (the startup arena splits them into phases)' },
   { 'limits', 'the resource limits the sandbox runs under (local): recorded' },
   { 'hits_seen', 'the limits its commands ran into so far ({memory, pids}; local): recorded as limit_hits' },
+  { 'code_path', 'the API or code path the sandbox was made and is driven through (the arena\'s audit records it)' },
 }
 
 --- What the core reads of exec's result: {name, meaning}.
@@ -199,9 +214,14 @@ contract.FIELDS = {
       end
     end },
   { 'capabilities', 'table', default = {}, doc = 'booleans of contract.CAPABILITIES',
-    check = function(v)
-      return check_named(v, contract.CAPABILITIES, 'capability', function(_, x)
+    check = function(v, P)
+      return check_named(v, contract.CAPABILITIES, 'capability', function(e, x)
         if type(x) ~= 'boolean' then return 'must be a boolean' end
+        -- a primitive is claimed only with the functions that do it
+        for _, fn in ipairs(x and contract.CAPABILITY_NEEDS[e[1]] or {}) do
+          if type(P[fn]) ~= 'function' then return 'is claimed without ' .. fn .. ' (a function)' end
+        end
+        if x and e[1] == 'pause_memory' and v.pause ~= true then return 'needs capabilities.pause' end
       end)
     end },
   { 'limits', 'table', doc = 'what the service allows, of contract.LIMITS',
@@ -246,13 +266,20 @@ contract.FUNCTIONS = {
   { 'env_mode', sig = 'env_mode(client) -> "native" | "replay" | "host"', doc = 'how the environment is made' },
   { 'fidelity_gaps', sig = 'fidelity_gaps(client, task, run) -> {{kind, line, text}...}',
     doc = 'what the environment lacks compared with the task\'s image' },
-  { 'snapshot', sig = 'snapshot(client, sb, key) -> artifact | nil, msg, CODE', doc = 'warm mode: a prepared sandbox as an artifact' },
+  { 'snapshot', sig = 'snapshot(client, sb, key, opts) -> artifact | nil, msg, CODE',
+    doc = 'warm mode: a prepared sandbox as an artifact (opts.fresh: a new one, never one found by key)' },
   { 'find_artifact', sig = 'find_artifact(client, key, task) -> artifact | nil', doc = 'an artifact made earlier for key' },
   { 'list_artifacts', sig = 'list_artifacts(client) -> {{id, created_at, task_id}...} | nil, msg, CODE',
     doc = 'the warm artifacts it keeps (cseng prewarm --list)' },
   { 'delete_artifact', sig = 'delete_artifact(client, id) -> true | nil, msg, CODE', doc = 'remove one (cseng prewarm --prune)' },
   { 'prewarm_image', sig = 'prewarm_image(client, o) -> id | nil, msg, CODE',
     doc = 'cseng prewarm --provider NAME makes its one runner image instead of per-task artifacts (o: prewarm_flags\' values, log)' },
+  { 'write_files', sig = 'write_files(client, sb, files) -> true | nil, msg, CODE',
+    doc = 'files ({{path, data, mode}}) through the provider\'s own file API (capabilities.bulk_upload: many per request)' },
+  { 'pause', sig = 'pause(client, sb) -> true | nil, msg, CODE', doc = 'stop the sandbox, keeping its state (capabilities.pause)' },
+  { 'resume', sig = 'resume(client, sb) -> true | nil, msg, CODE', doc = 'bring a paused sandbox back (capabilities.pause)' },
+  { 'fork', sig = 'fork(client, sb, n, spec) -> {sb...} | nil, msg, CODE',
+    doc = 'n new sandboxes from sb\'s state now, labelled with spec.labels (capabilities.fork)' },
 }
 
 --- Every name an adapter's table may hold (fields and functions), as a set.

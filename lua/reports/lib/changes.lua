@@ -8,9 +8,11 @@
 --- not in B is a regression, the reverse a fix), and per phase the change in seconds over the tasks
 --- both ran: the median of the per-task ratios B/A with a bootstrap CI over tasks (paired: the same
 --- task on both sides). A phase whose CI lies wholly above 1.10 is called out as slower, wholly below
---- 0.91 as faster; otherwise "no clear change". Startup runs: per provider, ready_ms (create + first
---- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), and the
---- success rate of each side. A cell, provider or phase on one side only is listed as such, except
+--- 0.91 as faster; otherwise "no clear change". Startup runs (and computesdk's result files, read
+--- as startup runs): per provider (and mode, when a side holds several), ready_ms (create + first
+--- command) as the ratio of medians B/A with a bootstrap CI (samples are independent), the
+--- success rate of each side, and computesdk's composite score of each side beside the one a
+--- computesdk file publishes. A cell, provider or phase on one side only is listed as such, except
 --- the cells of two runs of different solvers (or models) over the same provider and mode, which are
 --- compared as one row (lua/cseng/results/compare.lua). The regressions are said once, with what
 --- they are made of ("31 regression(s): 30 tasks ..., 1 slower phase (verify)"), at the top and as
@@ -19,6 +21,7 @@ local report_render = require 'reports.lib.render'
 local stats = require 'cseng.lib.stats'
 local cells = require 'cseng.results.compare'
 local identity = require 'cseng.results.identity'
+local computesdk = require 'cseng.results.computesdk'
 
 local M = {}
 
@@ -135,6 +138,122 @@ local function regression_line(by)
   local n = #by.tasks + #by.cells + #by.phases + #by.providers
   if n == 0 then return 'No regression.', 0 end
   return string.format('**%d regression(s)**: %s.', n, table.concat(parts, ', ')), n
+end
+
+-- A sample's time when it is a clean success: it answered, and no fidelity audit failed it
+-- (such a sample is a failure of its provider, never pooled).
+local function clean_ms(t)
+  if t.ok ~= true or type(t.ready_ms) ~= 'number' then return nil end
+  if type(t.audit) == 'table' and t.audit.ok == false then return nil end
+  return t.ready_ms
+end
+
+-- The measured startup samples of a side, by provider, and by provider and mode when a side
+-- holds several modes (their TTI must not be pooled): key -> {ok = {ms...}, n}.
+local function startup_groups(d, by_mode)
+  local g = {}
+  for _, t in ipairs(d.startup_trials) do
+    if not t.warmup and t.phase ~= 'warmup' and not t.interrupted then
+      local key = by_mode and (tostring(t.provider) .. ' (' .. tostring(t.mode or '?') .. ')') or tostring(t.provider)
+      local p = g[key] or { ok = {}, n = 0 }
+      g[key] = p
+      p.n = p.n + 1
+      local ms = clean_ms(t)
+      if ms then p.ok[#p.ok + 1] = ms end
+    end
+  end
+  return g
+end
+
+local function mode_count(d)
+  local seen, n = {}, 0
+  for _, t in ipairs(d.startup_trials) do
+    local m = tostring(t.mode or '?')
+    if not t.warmup and not seen[m] then seen[m] = true; n = n + 1 end
+  end
+  return n
+end
+
+-- The scores computesdk's files publish, by the key startup_groups gives their provider.
+local function published(d, by_mode)
+  local out = {}
+  for _, run in ipairs(d.runs) do
+    for _, r in ipairs(run.computesdk and run.computesdk.results or {}) do
+      if r.composite_score then
+        local key = by_mode and (r.provider .. ' (' .. (r.cseng_mode or r.mode) .. ')') or r.provider
+        out[key] = { score = r.composite_score, recomputed = computesdk.recompute(r) }
+      end
+    end
+  end
+  return out
+end
+
+-- Startup: ready_ms per provider (ratio of medians, success rates), and computesdk's composite
+-- score of each side.
+local function startup_section(add, h, a, b, seed, by)
+  local by_mode = mode_count(a) > 1 or mode_count(b) > 1
+  local ga, gb = startup_groups(a, by_mode), startup_groups(b, by_mode)
+  local provs, seen = {}, {}
+  for p in pairs(ga) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
+  for p in pairs(gb) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
+  table.sort(provs)
+  add('## Startup (ready_ms)')
+  add('')
+  add('Per provider' .. (by_mode and ' and mode (a side holds several modes; their times are never pooled)' or '') ..
+    ': the median ready time (create + first command) of the measured samples, the ratio of ' ..
+    'medians B/A with a 95% bootstrap CI, and each side\'s success rate. These CIs describe the samples ' ..
+    'within each run only; repeated blocks (`--repeat`) say how much runs themselves vary. A sample a fidelity ' ..
+    'audit failed counts as a failure; a computesdk file\'s iterations are its samples.')
+  add('')
+  local rows = {}
+  for _, p in ipairs(provs) do
+    local x, y = ga[p], gb[p]
+    if x and y and #x.ok > 0 and #y.ok > 0 then
+      local r = stats.ratio_ci(y.ok, x.ok, { seed = seed ~ stats.hash(p) })
+      local v = verdict(r.lo, r.hi)
+      if v == '**slower**' then by.providers[#by.providers + 1] = p end
+      local sra, srb = #x.ok / x.n, #y.ok / y.n
+      if srb < sra then v = v .. ', fewer successes' end
+      rows[#rows + 1] = { p, h.ms(stats.median(x.ok)), h.ms(stats.median(y.ok)), h.num(r.ratio, 2) .. '×',
+        h.ci(r.lo, r.hi, function(z) return h.num(z, 2) end), h.pct(sra), h.pct(srb), v }
+    else
+      rows[#rows + 1] = { p, x and #x.ok > 0 and h.ms(stats.median(x.ok)) or '–', y and #y.ok > 0 and h.ms(stats.median(y.ok)) or '–',
+        '–', '–', x and h.pct(#x.ok / x.n) or '–', y and h.pct(#y.ok / y.n) or '–',
+        x and y and 'no successful samples' or ('only in ' .. (x and 'A' or 'B')) }
+    end
+  end
+  add(h.table({ 'provider', 'A median ms', 'B median ms', 'B/A', '95% CI', 'A ok', 'B ok', 'verdict' }, rows, 'lrrrlrrl'))
+  add('')
+  -- computesdk's composite score, their formula on each side's samples
+  local pa, pb = published(a, by_mode), published(b, by_mode)
+  add('### computesdk composite score')
+  add('')
+  add('Their formula on each side\'s measured samples: 5% of the successful times trimmed from each end, the median ' ..
+    'of the rest, nearest-rank p95 and p99, (0.60 s(median) + 0.25 s(p95) + 0.15 s(p99)) × success rate with ' ..
+    's(v) = max(0, 100 (1 − v / 10 s)), rounded to 0.01. A computesdk file\'s published score is shown beside it; ' ..
+    'one that its own iterations do not give is called out.')
+  add('')
+  local srows, notes = {}, {}
+  local function score(g) return g and computesdk.round2(stats.computesdk(g.ok, g.n).score) or nil end
+  local function pub(p, side, list)
+    local x = list[p]
+    if not x then return '–' end
+    if x.recomputed and math.abs(x.recomputed.score - x.score) > 0.011 then
+      notes[#notes + 1] = string.format('%s %s: the file publishes %s, its iterations give %s.', side, p,
+        h.num(x.score, 2), h.num(x.recomputed.score, 2))
+      return h.num(x.score, 2) .. ' (!)'
+    end
+    return h.num(x.score, 2)
+  end
+  for _, p in ipairs(provs) do
+    local sa, sb = score(ga[p]), score(gb[p])
+    srows[#srows + 1] = { p, sa and h.num(sa, 2) or '–', sb and h.num(sb, 2) or '–',
+      (sa and sb) and string.format('%+.2f', sb - sa) or '–', pub(p, 'A', pa), pub(p, 'B', pb) }
+  end
+  add(h.table({ 'provider', 'A score', 'B score', 'Δ', 'A published', 'B published' }, srows, 'lrrrrr'))
+  add('')
+  for _, n in ipairs(notes) do add('- ' .. n) end
+  if #notes > 0 then add('') end
 end
 
 --- Compare loaded data a and b. Returns {markdown, regressions (count: tasks, slower phases and
@@ -274,48 +393,7 @@ function M.compare(a, b, opts)
 
   -- startup runs
   if #a.startup_trials > 0 or #b.startup_trials > 0 then
-    local function per_provider(d)
-      local g = {}
-      for _, t in ipairs(d.startup_trials) do
-        if not t.warmup then
-          local p = g[t.provider] or { ok = {}, n = 0 }
-          g[t.provider] = p
-          p.n = p.n + 1
-          if t.ok and t.ready_ms then p.ok[#p.ok + 1] = t.ready_ms end
-        end
-      end
-      return g
-    end
-    local ga, gb = per_provider(a), per_provider(b)
-    local provs, seen = {}, {}
-    for p in pairs(ga) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
-    for p in pairs(gb) do if not seen[p] then seen[p] = true; provs[#provs + 1] = p end end
-    table.sort(provs)
-    add('## Startup (ready_ms)')
-    add('')
-    add('Per provider: the median ready time (create + first command) of the measured samples, the ratio of ' ..
-      'medians B/A with a 95% bootstrap CI, and each side\'s success rate. These CIs describe the samples ' ..
-      'within each run only; repeated blocks (`--repeat`) say how much runs themselves vary.')
-    add('')
-    local rows = {}
-    for _, p in ipairs(provs) do
-      local x, y = ga[p], gb[p]
-      if x and y and #x.ok > 0 and #y.ok > 0 then
-        local r = stats.ratio_ci(y.ok, x.ok, { seed = seed ~ stats.hash(p) })
-        local v = verdict(r.lo, r.hi)
-        if v == '**slower**' then by.providers[#by.providers + 1] = p end
-        local sra, srb = #x.ok / x.n, #y.ok / y.n
-        if srb < sra then v = v .. ', fewer successes' end
-        rows[#rows + 1] = { p, h.ms(stats.median(x.ok)), h.ms(stats.median(y.ok)), h.num(r.ratio, 2) .. '×',
-          h.ci(r.lo, r.hi, function(z) return h.num(z, 2) end), h.pct(sra), h.pct(srb), v }
-      else
-        rows[#rows + 1] = { p, x and #x.ok > 0 and h.ms(stats.median(x.ok)) or '–', y and #y.ok > 0 and h.ms(stats.median(y.ok)) or '–',
-          '–', '–', x and h.pct(#x.ok / x.n) or '–', y and h.pct(#y.ok / y.n) or '–',
-          x and y and 'no successful samples' or ('only in ' .. (x and 'A' or 'B')) }
-      end
-    end
-    add(h.table({ 'provider', 'A median ms', 'B median ms', 'B/A', '95% CI', 'A ok', 'B ok', 'verdict' }, rows, 'lrrrlrrl'))
-    add('')
+    startup_section(add, h, a, b, seed, by)
   end
   if #a.trials == 0 and #b.trials == 0 and #a.startup_trials == 0 and #b.startup_trials == 0 then
     add('Neither side has trials.')

@@ -1,8 +1,10 @@
 --- Reports' input: run logs (.jsonl) and summaries (.json, cseng's or the seed harness's) read
 --- into one data table (load.load) that templates receive, grouped by provider, mode and task.
+--- computesdk's result files (their benchmark's latest.json) are read too, as startup runs.
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
 local results = require 'cseng.results.log'
+local computesdk = require 'cseng.results.computesdk'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 
@@ -14,7 +16,9 @@ local load = {}
 ---@field id string
 ---@field path string
 ---@field kind string 'startup' | 'tasks' | '?'
----@field source string 'log' (a .jsonl), 'summary' (cseng's .json) or 'seed summary' (the seed harness's .json)
+---@field source string 'log' (a .jsonl), 'summary' (cseng's .json), 'seed summary' (the seed harness's .json) or
+--- 'computesdk' (their result file: a startup run whose samples are its iterations)
+---@field computesdk table|nil the file as cseng.results.computesdk.read read it (source 'computesdk')
 ---@field date_source? string where a summary's date came from when it has none: 'file name' | 'file modification time'
 ---@field started table|nil the run_started event (for a summary: built from its top-level fields)
 ---@field finished table|nil the run_finished event
@@ -100,9 +104,11 @@ local function new_run(id, path)
            environments = {}, rounds = {}, allocated = {}, destroyed = {}, cleanup_failed = {} }
 end
 
---- Read a summary .json (cseng's or the seed harness's). Valid JSON that is not a summary (no
---- results[] array: a prewarm artifact, say) returns nil and the reason; an unreadable file,
---- invalid JSON or a results[] entry without task_id raises, naming the path.
+--- Read a summary .json (cseng's or the seed harness's), or a computesdk result file (returned
+--- as cseng.results.computesdk.read gives it, with kind = 'computesdk'). Valid JSON that is not
+--- a summary (no results[] array: a prewarm artifact, say) returns nil and the reason; an
+--- unreadable file, invalid JSON, a results[] entry without task_id or a malformed computesdk
+--- field raises, naming the path (and the field).
 ---@param path string
 ---@return table|nil summary, string? why
 function load.read_summary(path)
@@ -110,6 +116,11 @@ function load.read_summary(path)
   if not text then errors.raise(code or errors.EIO, tostring(err)) end
   local s, derr = jsonl.decode(text)
   if s == nil then errors.raise(errors.EPARSE, path .. ': not valid JSON: ' .. tostring(derr)) end
+  if computesdk.detect(s) then
+    local c = computesdk.read(path, s)
+    c.kind = 'computesdk'
+    return c
+  end
   if type(s) ~= 'table' or type(s.results) ~= 'table' then return nil, 'not a run summary (no results[] array)', 'ENOTRUN' end
   for i, r in ipairs(s.results) do
     if type(r) ~= 'table' or type(r.task_id) ~= 'string' then
@@ -165,8 +176,42 @@ function load.summary_run(s, path)
   return run
 end
 
+--- A startup run from one of computesdk's result files (load.read_summary): each iteration a
+--- measured sample of its provider in its mode (cseng's name: their concurrent is a burst), in
+--- one block, ok when it has no error; a failed iteration has no ready_ms, whatever time the
+--- file gave it. The run's mode is the file's when it holds one.
+---@param c table
+---@param path string
+---@return report.run
+function load.computesdk_run(c, path)
+  local id = 'computesdk:' .. util.basename(path) .. '@' .. c.timestamp
+  local run = new_run(id, path)
+  run.kind, run.source, run.computesdk = 'startup', 'computesdk', c
+  local providers, seen, modes, nmodes = {}, {}, {}, 0
+  for _, r in ipairs(c.results) do
+    if not seen[r.provider] then seen[r.provider] = true; providers[#providers + 1] = r.provider end
+    local mode = r.cseng_mode or r.mode
+    if not modes[mode] then modes[mode] = true; nmodes = nmodes + 1 end
+    for i, it in ipairs(r.iterations) do
+      run.startup_trials[#run.startup_trials + 1] = {
+        event = 'startup_trial', run_id = id, time = c.timestamp, provider = r.provider, adapter = r.provider, mode = mode,
+        phase = 'measured', warmup = false, round = i, position = 1, block = 1, ok = it.tti_ms ~= nil,
+        ready_ms = it.tti_ms, sandbox_id = it.sandbox_id, error = it.error, error_code = it.error and 'computesdk' or nil,
+      }
+    end
+  end
+  local one
+  for m in pairs(modes) do one = m end
+  run.started = { event = 'run_started', run_id = id, time = c.timestamp, kind = 'startup', providers = providers,
+    mode = nmodes == 1 and one or nil, plan = 'computesdk ' .. c.version,
+    computesdk = { file = path, version = c.version, environment = c.environment } }
+  run.finished = { event = 'run_finished', run_id = id, time = c.timestamp, status = 'finished' }
+  return run
+end
+
 --- Load results: each input is a run log (.jsonl), a summary (.json, cseng's or the seed's; see
---- load.summary_run) or a directory of both (not recursive). Logs are read first; a summary
+--- load.summary_run), one of computesdk's result files (load.computesdk_run) or a directory of
+--- them (not recursive). Logs are read first; a summary
 --- of a run whose log was read is left out (data.skipped), and so is other JSON in a directory.
 --- A Harbor job folder (lua/cseng/results/harbor.lua: config.json and result.json, one folder per
 --- trial), named or inside a named directory, is read as one run of tasks.
@@ -234,11 +279,12 @@ function load.load(inputs)
       elseif s.run_id and by_id[s.run_id] then
         data.skipped[#data.skipped + 1] = { path = path, why = 'its run log was read' }
       else
-        local run = load.summary_run(s, path)
+        local run = s.kind == 'computesdk' and load.computesdk_run(s, path) or load.summary_run(s, path)
         if by_id[run.id] then run.id = run.id .. ' (' .. path .. ')' end
         by_id[run.id] = run
         data.inputs[#data.inputs + 1] = path
         data.runs[#data.runs + 1] = run
+        for _, t in ipairs(run.startup_trials) do data.startup_trials[#data.startup_trials + 1] = t end
       end
     end
   end

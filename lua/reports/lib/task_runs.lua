@@ -178,6 +178,42 @@ function M.admission_section(data, h)
       'pauses', 'waits', 'wait s' }, rows, 'llrrrrlrrrrr')
 end
 
+--- The sandbox rates section: per run and provider, the rates its trials were costed at ($ per
+--- vCPU-hour, per GiB-hour, per create) and where they came from (the plan; computesdk's
+--- pricing.json given with --pricing: the file, its date, sha256, their id and confidence; the
+--- adapter), from run_started.rates (lua/cseng/evals/rates.lua); nil when no run read records them.
+---@param heading? string the heading's level ('##' by default)
+---@return string|nil
+function M.rates_section(data, h, heading)
+  local rows = {}
+  local function hr(v) return type(v) == 'number' and string.format('%.4g', v * 3600) or DASH end
+  for _, run in ipairs(data.runs) do
+    local r = type(run.started) == 'table' and type(run.started.rates) == 'table' and run.started.rates or {}
+    local names = {}
+    for k in pairs(r) do names[#names + 1] = k end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local x = type(r[name]) == 'table' and r[name] or {}
+      local src = type(x.source) == 'table' and x.source or {}
+      local from = tostring(src.from or '?')
+      if from == 'pricing' then
+        from = string.format('computesdk pricing %s (%s, sha256 %s, id %s: $%s for 1 vCPU + 2 GB per hour%s)',
+          tostring(src.file), tostring(src.last_updated or 'undated'), tostring(src.sha256 or '?'):sub(1, 12),
+          tostring(src.id), tostring(src.total_1vcpu_2gb_hr), src.confidence and (', ' .. tostring(src.confidence)) or '')
+      elseif src.note then
+        from = from .. ' (' .. tostring(src.note) .. ')'
+      end
+      rows[#rows + 1] = { { raw = h.code(run.id) }, h.escape(name), hr(x.vcpu_s), hr(x.gib_s),
+        type(x.per_create) == 'number' and M.usd(x.per_create) or DASH, h.escape(from) }
+    end
+  end
+  if #rows == 0 then return nil end
+  return (heading or '##') .. ' Sandbox rates\n\nThe rates each provider was priced at (a task run\'s `estimated_cost_usd` is its trials\' ' ..
+    'lifetimes at these rates) and their source: the plan\'s `rates`, else computesdk\'s pricing.json given with `--pricing` (their normalised ' ..
+    '1 vCPU + 2 GB rate split into CPU and memory), else the adapter\'s own.\n\n' ..
+    h.table({ 'run', 'provider', '$ / vCPU-hour', '$ / GiB-hour', 'per create', 'source' }, rows, 'llrrrl')
+end
+
 --- When a trial ended, for ordering: finished_at, else the record's time (an ISO-8601 string).
 function M.time(t) return t.finished_at or t.time or '' end
 

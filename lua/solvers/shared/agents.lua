@@ -181,8 +181,9 @@ local GEMINI_SETTINGS = jsonl.encode({
 --- ctx); env(cfg); convert(stdout, meta, A); scope, notes; tool (its shell tool's name).
 agents.AGENTS = {
   opencode = {
-    description = 'OpenCode (npm opencode-ai) in the sandbox, against an OpenAI-compatible chat-completions endpoint (OPENCODE_BASE_URL)',
-    package = 'opencode-ai', version = '1.18.33',
+    description = 'OpenCode (npm opencode-linux-x64: opencode-ai\'s binary) in the sandbox, against an OpenAI-compatible '
+      .. 'chat-completions endpoint (OPENCODE_BASE_URL)',
+    package = 'opencode-linux-x64', version = '1.18.33', -- opencode-ai's launcher only picks this binary
     binary = 'opencode-linux-x64/bin/opencode',
     files = function(A) return { { path = 'opencode', file = installed.host_file(A.binary), mode = '0755' } } end,
     bin = 'opencode',

@@ -376,7 +376,7 @@ end
 
 --- A solver over an installed agent never works without its endpoint: solve() says which to use.
 function installed.solve()
-  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex or claude_code", { stage = 'solve' })
+  errors.raise(errors.ECONFIG, "'installed' holds the installed-agent helpers: use --solver codex, claude_code, opencode or gemini_cli", { stage = 'solve' })
 end
 
 return installed

@@ -123,7 +123,7 @@ end
 function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_reads = 0 },
-    { gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
+    { snapshot_deletes = 0, gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
       snapshots = 0, snapshot_gets = 0, snapshot_bodies = {},
       builds = 0, build_bodies = {}, build_contexts = {}, s3_puts = 0, s3_lists = 0, s3_refused = 0, push_access = 0 }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
@@ -281,6 +281,16 @@ function fake.start(opts)
     end
 
     local snap_ref = path:match('^/snapshots/([^/]+)$')
+    if snap_ref and method == 'DELETE' then -- by id, as Daytona's API (its copy of the root is removed)
+      core.record(req, 'snapshot_delete', '/snapshots/{id}')
+      core.hit('snapshot_deletes', 'snapshot_delete')
+      snap_ref = common.urldecode(snap_ref)
+      local snap = find_snapshot(snap_ref)
+      if not snap or snap.id ~= snap_ref then return err(404, 'Snapshot with ID ' .. snap_ref .. ' not found') end
+      snapshots[snap.name] = nil
+      if snap.artifact then pcall(require('cseng.fs').remove_tree, snap.artifact) end
+      return 200, {}, ''
+    end
     if snap_ref and method == 'GET' then
       core.record(req, 'snapshot_get', '/snapshots/{id}')
       core.hit('snapshot_gets', 'snapshot_get')
@@ -334,7 +344,7 @@ function fake.start(opts)
         return err(400, 'Snapshot ' .. body.snapshot .. ' is ' .. snapshot_state(snap))
       end
       sb.from_snapshot = snap and snap.name or nil
-      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil }
+      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil, cpus = sb.cpu }
       core.add(id, sb)
       -- lose_create = fn(n) -> 'reset': the sandbox exists, its answer is lost (the connection closed)
       if type(cfg.lose_create) == 'function' and cfg.lose_create(n) == 'reset' then

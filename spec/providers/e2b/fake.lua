@@ -29,6 +29,13 @@
 --- them; POST /sandboxes {templateID = a snapshotID} starts from the copy. Counters: snapshots
 --- (POST calls), snapshot_lists, last_snapshot.
 ---
+--- Pause and resume: POST /sandboxes/{id}/pause -> 204 (409 when paused already) freezes every
+--- process of the sandbox (SIGSTOP) and makes its envd answer 502 "paused"; POST
+--- /sandboxes/{id}/connect {timeout} -> 201 and the sandbox (200 when it was running) thaws them.
+--- Files and running processes are kept, as E2B documents. Counters: pauses, connects, resumes,
+--- paused_refused (envd requests refused while paused). on_pause = fn(id) runs before the freeze
+--- (a spec's way to make a pause that loses state).
+---
 --- Template builds (native builds; what the SDK's Template.build and Template.exists send):
 --- GET /templates/aliases/{alias} (404 until a build of that name is ready); POST /v3/templates
 --- {name} -> 202 {templateID, buildID, names, tags, aliases, public}; GET /templates/{id}/files/{hash}
@@ -158,6 +165,7 @@ end
 function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7', max_upload_bytes = 100 << 20 }, {
+    pauses = 0, connects = 0, resumes = 0, paused_refused = 0,
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0, upload_too_large = 0, largest_upload = 0, upload_bytes = 0, corrupted = 0,
     networked = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
@@ -412,6 +420,46 @@ function fake.start(opts)
       return json(200, jsonl.array(page), headers)
     end
 
+    -- pause: the sandbox's processes are frozen (SIGSTOP, spec/fakes/sandboxes.lua) and its envd
+    -- answers 502 until connect thaws them: files and running processes are kept, as E2B's pause
+    -- keeps the filesystem and memory
+    local pid_ = path:match('^/sandboxes/([^/]+)/pause$')
+    if pid_ and method == 'POST' then
+      core.record(req, 'pause', '/sandboxes/{sandboxID}/pause')
+      core.hit('pauses', 'pause')
+      local sb = sandboxes[common.urldecode(pid_)]
+      if not sb then return api_error(404, 'sandbox "' .. pid_ .. '" not found') end
+      if sb.paused then return api_error(409, 'sandbox "' .. pid_ .. '" is already paused') end
+      if type(cfg.on_pause) == 'function' then cfg.on_pause(sb.id) end
+      local ok, why = host.freeze(sb.host, true)
+      if not ok then return api_error(500, 'pausing: ' .. tostring(why)) end
+      sb.paused = true
+      return 204, {}, ''
+    end
+    local cid = path:match('^/sandboxes/([^/]+)/connect$')
+    if cid and method == 'POST' then
+      core.record(req, 'connect', '/sandboxes/{sandboxID}/connect')
+      core.hit('connects', 'connect')
+      local sb = sandboxes[common.urldecode(cid)]
+      if not sb then return api_error(404, 'sandbox "' .. cid .. '" not found') end
+      local ok, body = pcall(cjson.decode, req.body or '')
+      if not ok or type(body) ~= 'table' or not math.tointeger(body.timeout) then
+        core.count('bad_requests')
+        return api_error(400, 'timeout (seconds) is required')
+      end
+      local was = sb.paused
+      if was then
+        local fok, why = host.freeze(sb.host, false)
+        if not fok then return api_error(500, 'resuming: ' .. tostring(why)) end
+        sb.paused = false
+        core.count('resumes')
+      end
+      return json(was and 201 or 200, {
+        sandboxID = sb.id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
+        envdAccessToken = sb.token, domain = 'fake.e2b.test',
+      })
+    end
+
     local id = path:match('^/sandboxes/([^/]+)$')
     if id and method == 'DELETE' then
       core.record(req, 'destroy', '/sandboxes/{sandboxID}')
@@ -588,6 +636,10 @@ function fake.start(opts)
     if not sb then
       core.count('unknown')
       return 502, { ['Content-Type'] = 'text/plain' }, 'The sandbox was not found: ' .. tostring(id)
+    end
+    if sb.paused then -- a paused sandbox's envd is not running: the proxy answers for it
+      core.count('paused_refused')
+      return 502, { ['Content-Type'] = 'text/plain' }, 'The sandbox ' .. id .. ' is paused'
     end
     if sb.token and req.headers['x-access-token'] ~= sb.token then
       core.refused(false)

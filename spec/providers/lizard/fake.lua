@@ -61,6 +61,23 @@ fake.ENV_DEFAULT = table.concat({
   'python=Python 3.12.7', 'cgroup2.cpu.max=200000 100000', 'cgroup2.memory.max=2147483648',
   'nproc=2', 'kernel=6.1.0-fake', 'os=Debian GNU/Linux 12 (bookworm)', '' }, '\n')
 
+--- What the arena's fidelity audit (lua/cseng/run/audit.lua) reads in a sandbox of the built-in
+--- emulation: the sandbox's own audit marker (a file it keeps: empty until an audit writes one,
+--- then what the last audit wrote), a boot id of its own, and the 2-vCPU / 2 GiB cgroup of
+--- ENV_DEFAULT (allocation = {cpus=, memoryMb=} changes both).
+function fake.audit_answer(cfg, sb, cmd)
+  local a = cfg.allocation or {}
+  local cpus, mem = tonumber(a.cpus) or 2, tonumber(a.memoryMb) or 2048
+  local prev = sb.audit_marker or ''
+  sb.audit_marker = cmd:match("%(echo '([^']*)' > \"%$m\"%)") or cmd:match('%(echo ([^%s>]+) > "%$m"%)') or prev
+  return table.concat({
+    'marker=' .. prev, 'marker_written=1', 'boot_id=fake-boot-' .. sb.id, 'mnt_ns=mnt:[4026530001]',
+    'pid_ns=pid:[4026530002]', 'cgroup=0::/lizard/' .. sb.id .. ';', 'nproc=' .. math.ceil(cpus),
+    string.format('cgroup2.cpu.max=%d 100000', math.floor(cpus * 100000)),
+    'cgroup2.memory.max=' .. math.floor(mem * 1048576), 'mem_total_kb=16777216', 'uptime=3.5',
+    'kernel=6.1.0-fake', 'pid1=sleep', 'cseng-audit-end', '' }, '\n')
+end
+
 local function json(status, value)
   return status, { ['Content-Type'] = 'application/json' }, cjson.encode(value)
 end
@@ -98,6 +115,7 @@ function fake.start(opts)
     end
     if cfg.missing_marker then return 127, '', 'bash: line 1: python3: command not found\n' end
     if cmd:find('python3 --version', 1, true) then return 0, cfg.environment or fake.ENV_DEFAULT, '' end
+    if cmd:find('cseng-audit-end', 1, true) then return 0, fake.audit_answer(cfg, sb, cmd), '' end
     local printed = cmd:match("print%('([^']*)'%)") or cmd:match('print%("([^"]*)"%)')
       or cmd:match("print%(\\'([^']*)\\'%)")
     if printed then return 0, printed .. '\n', '' end

@@ -1,4 +1,4 @@
---- `cseng dataset pack|convert|info|validate`: build and inspect datasets.
+--- `cseng dataset pack|convert|info|validate|list|fetch`: build and inspect datasets, and read Harbor registries.
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'

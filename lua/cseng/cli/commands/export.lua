@@ -2,6 +2,9 @@
 --- usage as columns), with the run-level fields (run id, kind, provider, mode, dataset, plan,
 --- solver) in every row, for spreadsheets, pandas or a warehouse. RUN is a run log (.jsonl) or a
 --- directory of them. Startup runs export their measured and warmup samples.
+--- `--format computesdk [--shape v1.1|schema] [--mode M]`: startup runs as computesdk's result
+--- file (lua/cseng/results/computesdk.lua), to sit beside their `latest.json`.
+--- `--format harbor -o DIR`: a Harbor job folder (lua/cseng/results/harbor.lua).
 local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local results = require 'cseng.results.log'
@@ -9,25 +12,45 @@ local jsonl = require 'cseng.lib.jsonl'
 local util = require 'cseng.lib.util'
 local errors = require 'cseng.lib.errors'
 local exit = require 'cseng.cli.exit'
+local computesdk = require 'cseng.results.computesdk'
 
 local SPEC = {
-  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'harbor' }, arg = 'csv|jsonl|harbor',
-    help = 'output format (default csv); harbor: a Harbor job folder at -o DIR' },
-  ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR', help = 'write here (default: stdout; harbor: the job folder, required)' },
+  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk', 'harbor' },
+    arg = 'csv|jsonl|computesdk|harbor',
+    help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs; '
+      .. 'harbor: a Harbor job folder at -o DIR' },
+  ['shape'] = { key = 'shape', type = 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
+    help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
+  ['mode'] = { key = 'mode', type = 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
+    arg = 'lockstep|sequential|burst|staggered', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
+  ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR',
+    help = 'write here (default: stdout; harbor: the job folder, required)' },
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
 }
 
 local cmd = {
-  summary = 'flatten run logs into CSV or JSONL rows (one per trial)',
+  summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file or a Harbor job',
   usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n' ..
+    '       cseng export RUN.jsonl|DIR... --format computesdk [--shape v1.1|schema] [--mode MODE] [-o FILE]\n' ..
     '       cseng export RUN.jsonl|DIR... --format harbor -o JOB_DIR\n\n' ..
-    'One row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
-    'harbor: a Harbor job folder (config.json, result.json, lock.json, one <task>__<id>/ folder per trial\n' ..
-    'with config.json, result.json, agent/trajectory.json, verifier/ and artifacts/) that Harbor\'s models\n' ..
-    'load, checked against them before it is written (docs/HARBOR.md).\n' ..
+    'csv, jsonl: one row per trial (a startup run: per sample), with the run-level fields in every row.\n' ..
     'Nested fields become dotted columns (phases.verify_seconds); lists are JSON text. A CSV text\n' ..
-    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\noptions:\n' ..
-    flags.help(SPEC, { 'format', 'output' }),
+    'cell beginning with = + - @ tab or CR gets a leading \' (a spreadsheet shows it as text).\n\n' ..
+    '--format harbor writes a Harbor job folder (config.json, result.json, lock.json, one <task>__<id>/\n' ..
+    'folder per trial with config.json, result.json, agent/trajectory.json, verifier/ and artifacts/)\n' ..
+    'that Harbor\'s models load, checked against them before it is written (docs/HARBOR.md).\n\n' ..
+    '--format computesdk writes startup (arena) runs as computesdk\'s benchmark result file (their\n' ..
+    'results/<mode>_tti/latest.json): per provider the measured samples as iterations (each with its\n' ..
+    'sandboxId), summary.ttiMs median/p95/p99, compositeScore and successRate their way; a burst or\n' ..
+    'staggered run adds concurrency, wall clock, time to first ready (and the ramp profile). Modes:\n' ..
+    'lockstep and sequential are their sequential, burst their concurrent. Samples a fidelity audit\n' ..
+    'failed are iterations with an error naming its labels, never pooled; a failed sample has no\n' ..
+    'time. --shape v1.1 (default) is their writer\'s file, one mode (name it with --mode when the\n' ..
+    'inputs hold several); --shape schema holds every mode and adds min/max/avg, createMs and\n' ..
+    'firstExecMs, and a cseng object per result. Both validate against their results/schema.json;\n' ..
+    'cseng compare reads their files, and cseng run --pricing takes rates from their pricing.json.\n' ..
+    'docs/ARENA.md, "computesdk interop".\n\noptions:\n' ..
+    flags.help(SPEC, { 'format', 'shape', 'mode', 'output' }),
 }
 
 -- Run-level columns first, in this order; then the trial's own columns, sorted.
@@ -135,10 +158,30 @@ function cmd.csv(rows)
   return table.concat(lines, '\r\n') .. '\r\n'
 end
 
+--- --format computesdk: the document (lua/cseng/results/computesdk.lua), written or printed.
+function cmd.computesdk(f, pos)
+  local ok, doc, counts = pcall(function() return computesdk.export(log_files(pos), { shape = f.shape, mode = f.mode }) end)
+  if not ok then return exit.fail(doc, 'export') end
+  local text = computesdk.encode(doc)
+  if f.output and f.output ~= '-' then
+    local wok, err = fs.write(f.output, text)
+    if not wok then io.stderr:write('cseng: export: cannot write ', f.output, ': ', tostring(err), '\n'); return 1 end
+    io.stderr:write(string.format('cseng: export: %d provider result(s), %d iteration(s) (%d excluded by the audit) to %s\n',
+      counts.results, counts.iterations, counts.excluded, f.output))
+  else
+    io.stdout:write(text)
+  end
+  return 0
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args, SPEC)
   if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
+  if f.format ~= 'computesdk' and (f.shape or f.mode) then
+    return exit.usage_error('export: --shape and --mode go with --format computesdk')
+  end
+  if f.format == 'computesdk' then return cmd.computesdk(f, pos) end
   if f.format == 'harbor' then
     if not f.output or f.output == '-' then return exit.usage_error('export --format harbor needs -o DIR (the job folder to write)') end
     local hok, r = pcall(function() return require('cseng.results.harbor').export(log_files(pos), f.output) end)

@@ -32,7 +32,7 @@ cmd.usage = 'usage: cseng fake PROVIDER [--port P] [--env-file FILE]\n' ..
   'Starts the fake of PROVIDER (one of: ' .. table.concat(fakes().names(), ', ') .. ') on 127.0.0.1, prints\n' ..
   'the `export` lines of a run against it, and serves until Ctrl-C or SIGTERM (exit 0), when its\n' ..
   'sandboxes and temporary files are removed. Sandboxes of the fakes really run their commands\n' ..
-  '(bubblewrap on the Debian base root filesystem, as the local provider). docs/providers/*.md show it.\n' ..
+  '(containers of the local provider on the Debian base root filesystem). docs/providers/*.md show it.\n' ..
   '`llm` is a scripted model for the LLM solvers (openrouter, ai_gateway: chat completions; codex:\n' ..
   'Responses; claude_code: Messages) that replays the gold solution of the task a prompt names\n' ..
   '(docs/SOLVERS.md): with its exports, `cseng run plans/solve-llm.lua` runs offline.\n\n' ..

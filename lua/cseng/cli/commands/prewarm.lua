@@ -17,6 +17,8 @@ local exit = require 'cseng.cli.exit'
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }
 local SPEC = options.subset(NAMES)
+-- prewarm reads a dataset by path only (run's --dataset also takes NAME@VERSION with --registry)
+SPEC['dataset'] = util.merge(SPEC['dataset'], { arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' })
 SPEC['list'] = { key = 'list', type = 'bool', help = 'show the warm artifacts (the adapter\'s own listing, else the prewarm files)' }
 SPEC['prune'] = { key = 'prune', type = 'bool', help = 'remove the warm artifacts --list shows, and their prewarm files' }
 NAMES[#NAMES + 1] = 'list'

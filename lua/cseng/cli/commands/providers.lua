@@ -1,5 +1,8 @@
 --- `cseng providers [--json]`: which adapters exist (every lua/providers/*.lua), which have their
 --- credentials, and what each breaks of the adapter contract (lua/providers/shared/contract.lua).
+--- `cseng providers --capabilities`: which of the arena's workloads (lua/cseng/run/workloads/) each
+--- adapter runs, as a matrix: the ones every adapter runs, and those it declares
+--- (contract.CAPABILITIES: snapshot, pause, fork; bulk_upload and pause_memory change how).
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
@@ -9,15 +12,20 @@ local exit = require 'cseng.cli.exit'
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
+  ['capabilities'] = { key = 'capabilities', type = 'bool',
+    help = "the arena's workloads each adapter runs (--workload), as a matrix; with --json " ..
+      '{adapter: {workload: bool}}' },
   ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
     help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
 }
 
 local cmd = {
   summary = 'list provider adapters and whether their credentials are set',
-  usage = 'usage: cseng providers [--json] [--env-file FILE]\n\nLists lua/providers/*.lua with their description and credential variables, and\n' ..
-    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n\noptions:\n' ..
-    flags.help(SPEC, { 'json', 'env-file' }),
+  usage = 'usage: cseng providers [--json] [--capabilities] [--env-file FILE]\n\n' ..
+    'Lists lua/providers/*.lua with their description and credential variables, and\n' ..
+    'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n' ..
+    "With --capabilities: the arena's workloads each adapter runs (docs/ARENA.md, \"Primitives\").\n\noptions:\n" ..
+    flags.help(SPEC, { 'json', 'capabilities', 'env-file' }),
 }
 
 --- Every adapter: {name, ready, missing[], credentials[], description, remote, violations[], error}.
@@ -52,6 +60,29 @@ function cmd.list(getenv)
   return out
 end
 
+-- The primitives' capabilities that change how a workload runs, not whether.
+local HOW = { 'bulk_upload', 'pause_memory' }
+
+--- The matrix of `--capabilities`: {columns = {workload names..., bulk_upload, pause_memory},
+--- rows = {{name, cells = {column = bool}}}} for every adapter that loads.
+function cmd.capabilities()
+  local workloads = require 'cseng.run.workloads'
+  local columns = {}
+  for _, w in ipairs(workloads.NAMES) do columns[#columns + 1] = w end
+  for _, c in ipairs(HOW) do columns[#columns + 1] = c end
+  local rows = {}
+  for _, p in ipairs(cmd.list(function() return nil end)) do
+    if not p.error then
+      local P = require('providers.' .. p.module)
+      local cells = {}
+      for _, w in ipairs(workloads.NAMES) do cells[w] = workloads.supports(P, workloads.load(w)) == true end
+      for _, c in ipairs(HOW) do cells[c] = type(P.capabilities) == 'table' and P.capabilities[c] == true end
+      rows[#rows + 1] = { name = p.name, cells = cells }
+    end
+  end
+  return { columns = columns, rows = rows }
+end
+
 function cmd.run(args)
   local f, pos = flags.parse(args or {}, SPEC)
   if not f then return exit.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
@@ -61,6 +92,28 @@ function cmd.run(args)
     local ok, env = pcall(require('cseng.run.options').read_env_files, f.env_file)
     if not ok then return exit.usage_error('providers: ' .. require('cseng.lib.errors').line(env)) end
     getenv = function(k) if env[k] ~= nil then return env[k] end return os.getenv(k) end
+  end
+  if f.capabilities then
+    local m = cmd.capabilities()
+    if f.json then
+      local doc = {}
+      for _, r in ipairs(m.rows) do doc[r.name] = r.cells end
+      io.stdout:write(jsonl.encode(doc), '\n')
+      return 0
+    end
+    local w = #'adapter'
+    for _, r in ipairs(m.rows) do w = math.max(w, #r.name) end
+    local head = { string.format('%-' .. w .. 's', 'adapter') }
+    for _, c in ipairs(m.columns) do head[#head + 1] = c end
+    print(table.concat(head, '  '))
+    for _, r in ipairs(m.rows) do
+      local line = { string.format('%-' .. w .. 's', r.name) }
+      for _, c in ipairs(m.columns) do line[#line + 1] = string.format('%-' .. #c .. 's', r.cells[c] and 'yes' or '-') end
+      print((table.concat(line, '  '):gsub('%s+$', '')))
+    end
+    print('yes: `cseng run plans/startup.lua --workload NAME` runs it there (docs/ARENA.md, "Primitives"); ' ..
+      'bulk_upload and pause_memory change how files and pause run')
+    return 0
   end
   local list = cmd.list(getenv)
   local broken = 0

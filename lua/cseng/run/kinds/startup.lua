@@ -38,6 +38,8 @@ local records = require 'cseng.run.records'
 local admission = require 'cseng.run.admission'
 local stats = require 'cseng.lib.stats'
 local util = require 'cseng.lib.util'
+local audit = require 'cseng.run.audit'
+local workloads = require 'cseng.run.workloads'
 
 local arena = { name = 'startup' }
 
@@ -119,7 +121,36 @@ function arena.options(o)
   o.provider_config = o.provider_config or {}
   o.name = o.name or 'startup'
   arena.mode_options(o)
+  arena.workload_options(o)
   return o
+end
+
+--- The workload, the resources asked of every provider and the audit switch of a startup plan
+--- (in place; raises one line on a bad one): o.workload (default startup), o.wo (its options),
+--- o.resources ({cpus, memory_mb} from the plan's `resources` and --cpus/--memory-mb, or nil),
+--- o.audit (false only with audit = false or --no-audit).
+---@param o table
+function arena.workload_options(o)
+  o.workload = o.workload or 'startup'
+  workloads.load(o.workload) -- an unknown name raises, listing the names
+  o.wo = workloads.options(o)
+  local r = util.copy(o.resources or {})
+  if o.resources ~= nil and type(o.resources) ~= 'table' then error('resources: expected a table {cpus, memory_mb}', 0) end
+  for k in pairs(r) do
+    if k ~= 'cpus' and k ~= 'memory_mb' then error('resources: unknown key ' .. tostring(k) .. ' (cpus, memory_mb)', 0) end
+  end
+  if o.cpus ~= nil then r.cpus = o.cpus end
+  if o.memory_mb ~= nil then r.memory_mb = o.memory_mb end
+  if r.cpus ~= nil and not (type(r.cpus) == 'number' and r.cpus > 0 and r.cpus <= 1024) then
+    error('resources.cpus (--cpus): a number of vCPUs in (0, 1024], got ' .. tostring(r.cpus), 0)
+  end
+  if r.memory_mb ~= nil and not (math.tointeger(r.memory_mb) and r.memory_mb >= 1) then
+    error('resources.memory_mb (--memory-mb): a whole number of MiB >= 1, got ' .. tostring(r.memory_mb), 0)
+  end
+  o.resources = next(r) and r or nil
+  o.cpus, o.memory_mb = nil, nil
+  o.audit = o.audit ~= false and not o.no_audit
+  o.no_audit = nil
 end
 
 arena.MODES = { lockstep = true, sequential = true, staggered = true, burst = true }
@@ -250,6 +281,9 @@ end
 -- The sandbox spec for a provider: the plan's `sandbox` table, labels, a lifetime cap.
 local function sandbox_spec(F, p)
   local spec = util.merge(F.opts.sandbox, (F.opts.provider_config[p.name] or {}).sandbox)
+  -- the same resources for every provider: the plan's `resources` win over a sandbox table's
+  local r = F.opts.resources
+  if r then spec.cpus, spec.memory_mb = r.cpus or spec.cpus, r.memory_mb or spec.memory_mb end
   spec.labels = util.merge(spec.labels, {
     ['cseng.run'] = F.id, ['cseng.launcher'] = F.launcher, ['cseng.purpose'] = 'startup',
   })
@@ -269,7 +303,7 @@ function arena.record(F, item)
   return records.sample {
     provider = p.name, adapter = p.adapter_name, phase = item.phase, warmup = item.phase == 'warmup', round = item.round,
     position = item.position, order = item.order, ok = false, started_at = clock.wall(),
-    block = item.block, mode = F.opts.mode,
+    block = item.block, mode = F.opts.mode, workload = F.opts.workload, resources = F.opts.resources,
   }
 end
 
@@ -324,7 +358,46 @@ function arena.trial(F, item, rec, state)
       'readiness check failed: exit=%s, stdout=%q, stderr=%q (expected a line %q)',
       tostring(res.code), util.tail(res.stdout or '', 200), util.tail(res.stderr or '', 200), opts.expect))
   end
+  local W = F.k.W
+  if W.run then -- the primitive, in the sandbox that just answered (lua/cseng/run/workloads/)
+    state.stage = W.name
+    state.ctx = workloads.context { F = F, p = p, sb = sb, rec = rec, wo = opts.wo, ws = F.k.ws, spec = spec,
+      item = item, state = state }
+    W.run(state.ctx)
+  end
   rec.ok = true
+end
+
+-- The audit's marker: which sample of which run left it.
+local function audit_key(F, item)
+  return string.format('%s/%s/%s/%d/%d', F.id, item.p.name, item.phase, item.round or 0, item.position or 0)
+end
+
+--- The fidelity audit of one sample (lua/cseng/run/audit.lua), on every path: in its sandbox
+--- after the measured calls when it has one (the command's own time is audit_ms), else judged
+--- from what is known (a sample that failed before a sandbox existed is `failed`). A failed
+--- sample keeps no figure: its partial times (create_ms, first_exec_ms) say how far it got.
+local function audit_sample(F, item, rec, state)
+  local p, A = item.p, F.k
+  local ps = A.providers[p.name]
+  ps.seen = ps.seen or audit.seen()
+  local key = audit_key(F, item)
+  local failed = (not rec.ok and not rec.interrupted) and (rec.error or 'the sample failed') or nil
+  local o = { key = key, sandbox_id = state.sb and state.sb.id or nil, failed = failed, asked = F.opts.resources,
+    seen = ps.seen, code_path = state.sb and state.sb.code_path or nil, adapter = p.adapter_name,
+    version = p.adapter.version }
+  if state.sb and F.opts.audit and not rec.interrupted then
+    local ok, a, a_ms = pcall(audit.run, p.adapter, p.client, state.sb, o)
+    if ok then rec.audit, rec.audit_ms = a, a_ms
+    else o.error = errors.line(a); rec.audit = audit.judge(o) end
+    rec.audit_key = key
+  elseif F.opts.audit or failed then
+    rec.audit = audit.judge(o)
+  end
+  if not rec.ok then
+    rec.ready_ms, rec.figures = nil, nil -- a failure is never a time
+  end
+  rec.clean = rec.ok and (rec.audit == nil or rec.audit.ok) or false
 end
 
 --- On every path: the engine's own stalls inside the measured calls, the environment probe
@@ -332,6 +405,11 @@ end
 function arena.settle(F, item, rec, state)
   local p, opts, A = item.p, F.opts, F.k
   local ps = A.providers[p.name]
+  -- what a workload made and did not destroy (a restore, forks): destroyed and recorded now
+  if state.ctx then
+    for _, l in ipairs(state.ctx.leases) do if not l.result then state.ctx:close(l) end end
+  end
+  audit_sample(F, item, rec, state)
   if state.windows then
     local stall = 0
     for _, w in ipairs(state.windows) do stall = stall + arena.stall_within(F, w[1], w[2]) end
@@ -375,17 +453,25 @@ function arena.finished(F, item, rec)
   elseif phase == 'warmup' then c.warmup = c.warmup + 1; if rec.ok then c.warmup_ok = c.warmup_ok + 1 end
   else
     c.measured = c.measured + 1
-    if rec.ok then
-      c.ok = c.ok + 1
-      ps.ready[#ps.ready + 1] = rec.ready_ms
+    if rec.ok then c.ok = c.ok + 1 end
+    -- the statistics pool clean samples only: one the audit labelled is counted apart
+    local v = arena.headline_value(F, rec)
+    if rec.clean and v then
+      c.clean = c.clean + 1
+      for name, fv in pairs(rec.figures or {}) do
+        if type(fv) == 'number' then ps.figures[name] = ps.figures[name] or {}; table.insert(ps.figures[name], fv) end
+      end
+      ps.ready[#ps.ready + 1] = v
       if rec.block then
         local b = ps.ready_blocks[rec.block] or {}
         ps.ready_blocks[rec.block] = b
-        b[#b + 1] = rec.ready_ms
+        b[#b + 1] = v
       end
+    elseif rec.audit and not rec.audit.ok then
+      for _, l in ipairs(rec.audit.labels) do c.labels[l] = (c.labels[l] or 0) + 1 end
     end
   end
-  if rec.ok then ps.last_ready_ms = rec.ready_ms
+  if rec.ok then ps.last_ready_ms = arena.headline_value(F, rec)
   elseif not rec.interrupted then
     -- the create failed this many times in a row with one code: a dead endpoint stops the run
     F:observe(p, rec, { create = true })
@@ -408,6 +494,14 @@ function arena.finished(F, item, rec)
       rec.error_code)
   end
   return rec
+end
+
+--- The figure a sample is compared by: ready_ms for the startup workload, else the workload's
+--- headline figure (W.headline); nil when the sample has none (it failed).
+function arena.headline_value(F, rec)
+  local h = F.k.headline
+  if h == 'ready_ms' then return rec.ready_ms end
+  return rec.figures and rec.figures[h]
 end
 
 -- One sample of provider p (a task of the schedule).
@@ -486,19 +580,31 @@ function arena.summary(F)
     local sm = stats.summary(ps.ready)
     local lo, hi = stats.bootstrap_ci(ps.ready, { seed = o.seed ~ stats.hash('ready_ms/' .. name) })
     local cs = stats.computesdk(ps.ready, c.measured)
+    local h = F.k.headline
     local entry = {
       provider = name, mode = o.mode, n = c.measured, ok = c.ok, errors = p.counts.errors,
+      clean = c.clean, audit_labels = next(c.labels) and c.labels or nil, workload = o.workload, headline = h,
       success_rate = c.measured > 0 and c.ok / c.measured or nil,
-      ready_ms = { p50 = sm.p50, p90 = sm.p90, p99 = sm.p99, mean = sm.mean, min = sm.min, max = sm.max,
+      [h] = { p50 = sm.p50, p90 = sm.p90, p99 = sm.p99, mean = sm.mean, min = sm.min, max = sm.max,
         p50_ci = lo and { lo, hi } or nil },
-      computesdk = { median_ms = cs.median, p95_ms = cs.p95, p99_ms = cs.p99, success_rate = cs.success_rate, score = cs.score },
+      -- computesdk's figures are start-up times of the samples that passed the audit
+      computesdk = h == 'ready_ms' and { median_ms = cs.median, p95_ms = cs.p95, p99_ms = cs.p99,
+        success_rate = cs.success_rate, score = cs.score } or nil,
       endpoint = p.endpoint,
     }
+    if h ~= 'ready_ms' then
+      entry.figures = {}
+      for fname, vals in pairs(ps.figures) do
+        local fs_ = stats.summary(vals)
+        local flo, fhi = stats.bootstrap_ci(vals, { seed = o.seed ~ stats.hash(fname .. '/' .. name) })
+        entry.figures[fname] = { n = #vals, p50 = fs_.p50, min = fs_.min, max = fs_.max, p50_ci = flo and { flo, fhi } or nil }
+      end
+    end
     if o.repeats > 1 then
       local list = {}
       for bk = 1, o.repeats do list[#list + 1] = ps.ready_blocks[bk] or {} end
       local r = stats.blocks(list, { seed = o.seed ~ stats.hash('blocks/ready_ms/' .. name) })
-      if r and r.lo then entry.ready_ms.block_ci = { r.lo, r.hi }; entry.blocks_disagree = r.disagree or nil end
+      if r and r.lo then entry[h].block_ci = { r.lo, r.hi }; entry.blocks_disagree = r.disagree or nil end
     end
     doc.providers[#doc.providers + 1] = entry
   end
@@ -712,8 +818,14 @@ function arena.open(opts)
     end
   end
   -- an unknown provider is refused before the run log exists (a usage error leaves no file)
-  for _, name in ipairs(o.providers) do session.adapter((o.provider_config[name] or {}).adapter or name) end
-  local A = { sh = sh, providers = {}, rounds_done = { warmup = 0, measured = 0 } }
+  -- so is a workload an adapter does not declare (its capability)
+  local W = workloads.load(o.workload)
+  for _, name in ipairs(o.providers) do
+    local P = session.adapter((o.provider_config[name] or {}).adapter or name)
+    local sup, why = workloads.supports(P, W)
+    if not sup then errors.raise(errors.EUSAGE, '--workload ' .. o.workload .. ': ' .. why) end
+  end
+  local A = { sh = sh, providers = {}, rounds_done = { warmup = 0, measured = 0 }, W = workloads.load(o.workload) }
   return o, { id_parts = { o.name },
     run_id = sh and sh.run_id, jsonl = sh and sh.jsonl, -- a shard's log is named by its job
     wrap_writer = function(w) return tracking_writer(A, w) end }, A
@@ -732,7 +844,7 @@ function arena.begin(F)
     cfg.adapter, cfg.sandbox = nil, nil
     local p = F:connect(adapter_name, cfg, name)
     A.providers[name] = { ready = {}, ready_blocks = {},
-      counts = { warmup = 0, warmup_ok = 0, measured = 0, ok = 0 } }
+      counts = { warmup = 0, warmup_ok = 0, measured = 0, ok = 0, clean = 0, labels = {} }, figures = {} }
     adapters[name] = adapter_info(adapter_name, p.adapter)
     adapters[name].endpoint = p.endpoint
     endpoints[name] = p.endpoint
@@ -742,6 +854,8 @@ function arena.begin(F)
     end
   end
   A.report = o.report or (F.jsonl:gsub('%.jsonl$', '') .. '.md')
+  A.ws = A.W.prepare and A.W.prepare(F, o.wo) or {}
+  A.headline = A.W.headline(o.wo)
   F:started({
     kind = 'startup', plan = o.name, plan_file = o.plan_file, argv = o.argv, providers = o.providers,
     shard = sh and sh.record or nil,
@@ -753,9 +867,13 @@ function arena.begin(F)
     method = o.mode == 'lockstep' and arena.METHOD or (arena.MODE_METHOD[o.mode] .. '; ' .. arena.METHOD:gsub('^[^;]*; ', '')),
     mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms,
     cold_connections = o.cold_connections, computesdk = o.computesdk or nil,
+    workload = o.workload, workload_options = o.workload ~= 'startup' and o.wo or nil,
+    figures = A.W.figures(o.wo), headline = A.W.headline(o.wo), resources = o.resources, audit = o.audit,
+    audit_version = o.audit and audit.VERSION or nil,
   }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
     selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,
-      stagger_ms = o.stagger_ms, cold_connections = o.cold_connections, command = o.command, seed = o.seed } }))
+      stagger_ms = o.stagger_ms, cold_connections = o.cold_connections, command = o.command, seed = o.seed,
+      workload = o.workload, resources = o.resources } }))
   F.state.status, F.state.phase = 'starting', 'starting'
   F:emit('serve', nil, true)
   F:say('startup run %s (%s%s): %s; %d samples%s + %d warmups each; seed %d%s', F.id, o.mode,
@@ -775,13 +893,15 @@ end
 --- {run_id, jsonl, json, report, status, stop}.
 function arena.finish(F)
   local o, A = F.opts, F.k
+  if A.W.close then pcall(A.W.close, F, A.ws) end
   local live, counts = {}, {}
   for _, name in ipairs(o.providers) do
     local p = F.P[name]
     local c = A.providers[name].counts
     counts[name] = { started = p.counts.started, allocated = p.counts.allocated, destroyed = p.counts.destroyed,
       cleanup_failed = p.counts.cleanup_failed, errors = p.counts.errors, interrupted = p.counts.interrupted,
-      warmup = c.warmup, warmup_ok = c.warmup_ok, measured = c.measured, ok = c.ok }
+      warmup = c.warmup, warmup_ok = c.warmup_ok, measured = c.measured, ok = c.ok, clean = c.clean,
+      audit_labels = next(c.labels) and c.labels or nil }
     for id in pairs(p.live) do live[#live + 1] = { provider = name, sandbox_id = id } end
   end
   table.sort(live, function(a, b) return a.sandbox_id < b.sandbox_id end)

@@ -54,7 +54,7 @@ function K.id_name(opts)
 end
 
 local function cost_of(run, t, lifetime_s)
-  local rates = run.provider.rates or {}
+  local rates = run.p.rates or run.provider.rates or {}
   local cpus = t.config.cpus or 1
   local gib = (t.config.memory_mb or 1024) / 1024
   return lifetime_s * (cpus * (rates.vcpu_s or 0) + gib * (rates.gib_s or 0)) + (rates.per_create or 0)

@@ -1,0 +1,59 @@
+--- The download workload: a file of each size (--sizes) made inside the sandbox from
+--- /dev/urandom (not timed), then read back with the adapter's get, timed from the call to the
+--- arrival of its last answer. The host's sha256 of what arrived must equal the sandbox's, and its
+--- length the size. For the run, the engine's response cap (CSENG_MAX_RESPONSE_BYTES, 32 MiB by
+--- default) is raised to the largest size plus 1 MiB: the user asked for downloads that large.
+local crypto = require 'cseng.crypto'
+local util = require 'cseng.lib.util'
+local workloads = require 'cseng.run.workloads'
+
+local W = { name = 'download', doc = 'a file of each size out of the sandbox (MiB/s), its hash checked on the host' }
+
+function W.figures(wo)
+  local out = {}
+  for _, b in ipairs(wo.sizes) do
+    local n = workloads.size_name(b)
+    out[#out + 1] = { 'download_' .. n .. '_ms', 'ms', 'the get call sent -> its last byte arrived (' .. n .. ')' }
+    out[#out + 1] = { 'download_' .. n .. '_mibps', 'MiB/s', n .. ' over download_' .. n .. '_ms' }
+  end
+  return out
+end
+function W.headline(wo) return 'download_' .. workloads.size_name(wo.sizes[#wo.sizes]) .. '_ms' end
+
+function W.prepare(_, wo)
+  local shared = require 'providers.shared.adapter'
+  local want = wo.sizes[#wo.sizes] + (1 << 20)
+  local prev = shared.max_body
+  if prev and prev ~= 0 and prev < want then shared.max_body = want end
+  return { prev_max_body = prev }
+end
+
+function W.close(_, ws)
+  if ws and ws.prev_max_body then require('providers.shared.adapter').max_body = ws.prev_max_body end
+end
+
+function W.run(ctx)
+  local P, client, sb = ctx.p.adapter, ctx.p.client, ctx.sb
+  ctx:path('download', 'get')
+  for _, b in ipairs(ctx.wo.sizes) do
+    local n = workloads.size_name(b)
+    local path = '/tmp/cseng-download-' .. ctx.hex:sub(1, 8) .. '-' .. n .. '.bin'
+    local q = util.shell_quote(path)
+    ctx:stage('download_prepare')
+    local res = ctx:sh(string.format('head -c %d /dev/urandom > %s && sha256sum %s', b, q, q),
+      { what = 'making the file to download' })
+    local want = tostring(res.stdout):match('^(%x+)')
+    ctx:stage('download')
+    local ms, data = ctx:time('download_' .. n .. '_ms', function() return ctx:must('EEXEC', P.get(client, sb, path)) end)
+    ctx:figure('download_' .. n .. '_mibps', workloads.mibps(b, ms))
+    ctx:stage('download_check')
+    local got_len = #data
+    local got = crypto.sha256_hex(data)
+    data = nil -- luacheck: ignore 311
+    ctx:sh('rm -f ' .. q)
+    ctx:check('download_' .. n .. '_bytes', got_len == b, b, got_len)
+    ctx:check('download_' .. n .. '_sha256', got == want, want, got)
+  end
+end
+
+return W
