@@ -66,7 +66,7 @@ rootfs: deps-rootfs all
 PRISM := spec/fakes/prism/node_modules/.bin/prism
 # The vendors' official SDKs (referees for the conformance specs) and grpc-js for the Modal fake.
 SDKS := spec/sdk/node_modules/.package-lock.json
-# The viewer's browser spec (spec/view_browser_spec.lua): Debian's chromium, driven by playwright-core
+# The viewer's browser spec (spec/view/browser_spec.lua): Debian's chromium, driven by playwright-core
 # (no browser download: it launches /usr/bin/chromium).
 BROWSER_DEBS := chromium
 BROWSER_SPEC := spec/browser/node_modules/.package-lock.json
@@ -78,7 +78,7 @@ $(BROWSER_SPEC): spec/browser/package.json spec/browser/package-lock.json
 	@command -v npm >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
 	npm ci --prefix spec/browser --no-audit --no-fund --loglevel=error
 	@touch $@
-# The watch's metrics spec (spec/watch_prometheus_spec.lua): Debian's prometheus, which the spec starts
+# The watch's metrics spec (spec/watch/prometheus_spec.lua): Debian's prometheus, which the spec starts
 # itself on a loopback port with its own temporary data folder (the packaged service is not used).
 PROMETHEUS_DEBS := prometheus
 .PHONY: deps-prometheus
@@ -168,7 +168,7 @@ test: cseng $(C_TESTS) build/bench/fake_provider
 # The differential specs alone: each vendor's official SDK and cseng's adapter against one
 # recording fake; this target alone rewrites their sections of docs/providers/CONFORMANCE.md
 # (make check runs the same specs, writing to a temporary copy).
-CONFORMANCE_SPECS := $(wildcard spec/conformance_*_spec.lua)
+CONFORMANCE_SPECS := $(wildcard spec/providers/*/conformance_spec.lua) spec/helpers/conformance_spec.lua
 conformance: cseng $(SDKS)
 	@CSENG=./cseng CSENG_SUITES=specs CSENG_SPECS="$(CONFORMANCE_SPECS)" \
 	  CSENG_CONFORMANCE_DOC=$(CURDIR)/docs/providers/CONFORMANCE.md tools/check.sh
@@ -225,7 +225,7 @@ deps-bench:
 	$(call install_missing,$(BENCH_DEBS))
 
 # the bench's fake provider in C (bench/fake_provider.c): what make bench and bench/probe.lua
-# measure against, plain, over TLS (OpenSSL) and over HTTP/2 (libnghttp2); spec/bench_fake_spec.lua
+# measure against, plain, over TLS (OpenSSL) and over HTTP/2 (libnghttp2); spec/bench/fake_provider_spec.lua
 # (make check) holds it to bench/fake_provider.lua
 build/bench/fake_provider: bench/fake_provider.c engine/rxstamp.h
 	@mkdir -p build/bench

@@ -17,20 +17,11 @@ local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 
-local opts, perr = flags.parse(arg, {
-  url = { key = 'url', type = 'string' },
-  out = { key = 'out', type = 'string' },
-  burst = { key = 'burst', type = 'int', min = 1 },
-  cold = { key = 'cold', type = 'bool' },
-  ca = { key = 'ca', type = 'string' },
-  ['http-version'] = { key = 'http_version', type = 'string' },
-})
-if not opts or not opts.url or not opts.out then
-  io.stderr:write('burst: ', perr or '--url and --out are required', '\n')
-  return 2
-end
+local opts = blib.options('burst', arg, { url = 'string', out = 'string', burst = { 'int', min = 1 }, cold = 'bool',
+  ca = 'string', ['http-version'] = 'string' }, { 'url', 'out' })
+if not opts then return 2 end
 
 local BASE = opts.url:gsub('/+$', '')
 local N = opts.burst or 1000

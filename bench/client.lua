@@ -39,35 +39,16 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 -- a build from before clock.answered (bench/probe.lua --exe compares builds): its clock.now()
 local answered = clock.answered or clock.now
 
-local opts, perr = flags.parse(arg, {
-  url = { key = 'url', type = 'string' },
-  mode = { key = 'mode', type = 'string' },
-  concurrency = { key = 'concurrency', type = 'int', min = 1 },
-  warmup = { key = 'warmup', type = 'number' },
-  duration = { key = 'duration', type = 'number' },
-  out = { key = 'out', type = 'string' },
-  ['create-ms'] = { key = 'create_ms', type = 'number' },
-  ['exec-ms'] = { key = 'exec_ms', type = 'number' },
-  ['delete-ms'] = { key = 'delete_ms', type = 'number' },
-  ['no-stagger'] = { key = 'no_stagger', type = 'bool' },
-  pools = { key = 'pools', type = 'int', min = 1 },
-  ['no-split'] = { key = 'no_split', type = 'bool' },
-  ca = { key = 'ca', type = 'string' },
-  ['http-version'] = { key = 'http_version', type = 'string' },
-  ['max-streams'] = { key = 'max_streams', type = 'int', min = 1 },
-  warm = { key = 'warm', type = 'bool' },
-  loops = { key = 'loops', type = 'int', min = 1 },
-  ['loop-index'] = { key = 'loop_index', type = 'int', min = 1 },
-  ['loop-dir'] = { key = 'loop_dir', type = 'string' },
-})
-if not opts or not opts.url or not opts.out then
-  io.stderr:write('client: ', perr or '--url and --out are required', '\n')
-  return 2
-end
+local opts = blib.options('client', arg, { url = 'string', mode = 'string', concurrency = { 'int', min = 1 },
+  warmup = 'number', duration = 'number', out = 'string', ['create-ms'] = 'number', ['exec-ms'] = 'number',
+  ['delete-ms'] = 'number', ['no-stagger'] = 'bool', pools = { 'int', min = 1 }, ['no-split'] = 'bool', ca = 'string',
+  ['http-version'] = 'string', ['max-streams'] = { 'int', min = 1 }, warm = 'bool', loops = { 'int', min = 1 },
+  ['loop-index'] = { 'int', min = 1 }, ['loop-dir'] = 'string' }, { 'url', 'out' })
+if not opts then return 2 end
 
 -- --loops N: this process starts N children (the same arguments, --loop-index I), lets their
 -- windows start together once all are warm, and merges what they wrote

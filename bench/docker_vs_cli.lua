@@ -15,18 +15,13 @@ local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local stats = require 'cseng.lib.stats'
 local docker = require 'providers.docker'
 
-local opts, perr = flags.parse(arg, {
-  n = { key = 'n', type = 'int', min = 1 },
-  warmup = { key = 'warmup', type = 'int', min = 0 },
-  image = { key = 'image', type = 'string' },
-  out = { key = 'out', type = 'string' },
-  markdown = { key = 'markdown', type = 'bool' },
-})
-if not opts then io.stderr:write('docker_vs_cli: ', perr, '\n'); return 2 end
+local opts = blib.options('docker_vs_cli', arg, { n = { 'int', min = 1 }, warmup = { 'int', min = 0 },
+  image = 'string', out = 'string', markdown = 'bool' })
+if not opts then return 2 end
 local N, WARMUP = opts.n or 30, opts.warmup or 3
 local IMAGE = opts.image or 'cseng/debian:bookworm'
 local CLI = proc.which('docker')

@@ -11,18 +11,14 @@
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local stats = require 'cseng.lib.stats'
 local dataset = require 'cseng.workload.dataset'
 local recipe = require 'cseng.workload.recipe'
 local L = require 'providers.local'
 
-local opts, perr = flags.parse(arg, {
-  n = { key = 'n', type = 'int', min = 1 },
-  reps = { key = 'reps', type = 'int', min = 1 },
-  output = { key = 'output', type = 'string' },
-})
-if not opts then io.stderr:write('environments: ', perr, '\n'); return 2 end
+local opts = blib.options('environments', arg, { n = { 'int', min = 1 }, reps = { 'int', min = 1 }, output = 'string' })
+if not opts then return 2 end
 local ROOT = sys.root()
 local N, REPS = opts.n or 100, opts.reps or 3
 local OUTPUT = opts.output or (ROOT .. '/docs/PERFORMANCE.md')

@@ -4,7 +4,7 @@
  * 2-core machine the fake and the measured client share the cores: the Lua fake (cseng.serve
  * with a Lua handler) took ~30 us of CPU per request at 1,024 lifecycles in flight, as much as
  * the client it measures, so the bench measured the pair, not the client. bench/run.lua and
- * bench/probe.lua run this one (bench/lib.lua); spec/bench_fake_spec.lua holds it to the Lua
+ * bench/probe.lua run this one (bench/lib.lua); spec/bench/fake_provider_spec.lua holds it to the Lua
  * fake's answers, over plain HTTP/1.1, TLS with HTTP/1.1 and TLS with HTTP/2.
  *
  *   build/bench/fake_provider [--port 0] [--port-file F] [--create-ms 50] [--exec-ms 20]

@@ -22,24 +22,13 @@ local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local http = require 'cseng.http'
 local cjson = require 'cjson'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local stats = require 'cseng.lib.stats'
 
-local opts, perr = flags.parse(arg, {
-  calls = { key = 'calls', type = 'int', min = 10 },
-  concurrency = { key = 'concurrency', type = 'list' },
-  reps = { key = 'reps', type = 'int', min = 1 },
-  ['delay-ms'] = { key = 'delay_ms', type = 'number' },
-  output = { key = 'output', type = 'string' },
-  client = { key = 'client', type = 'string' },
-  url = { key = 'url', type = 'string' },
-  out = { key = 'out', type = 'string' },
-  c = { key = 'c', type = 'int', min = 1 },
-})
-if not opts then
-  io.stderr:write('grpc_vs_rest: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('grpc_vs_rest', arg, { calls = { 'int', min = 10 }, concurrency = 'list',
+  reps = { 'int', min = 1 }, ['delay-ms'] = 'number', output = 'string', client = 'string', url = 'string',
+  out = 'string', c = { 'int', min = 1 } })
+if not opts then return 2 end
 
 local ROOT = sys.root()
 local CALLS = opts.calls or 2000
@@ -105,7 +94,7 @@ if opts.client then
 end
 
 -- ---- driver ----------------------------------------------------------------------------------
-local node_server = dofile(ROOT .. '/spec/fakes/node_server.lua')
+local node_server = require 'spec.fakes.node_server'
 local REPS = opts.reps or 3
 local DELAY = opts.delay_ms or 20
 local CONC = {}

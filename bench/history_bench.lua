@@ -11,7 +11,7 @@
 --- Prints one JSON object (also to --out) and a summary. Not a test: nothing here passes or fails
 --- on time. make bench (bench/run.lua) runs it and writes its section of docs/PERFORMANCE.md.
 local clock = require 'cseng.clock'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local jsonl = require 'cseng.lib.jsonl'
@@ -20,13 +20,10 @@ local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 
 local root = sys.root()
-local HH = dofile(root .. '/spec/helpers/history.lua')
+local HH = require 'spec.helpers.history'
 
-local f = assert(flags.parse({ ... }, {
-  runs = { key = 'runs', type = 'int', min = 10 },
-  out = { key = 'out', type = 'string' },
-  keep = { key = 'keep', type = 'bool' },
-}))
+local f = blib.options('history_bench', { ... }, { runs = { 'int', min = 10 }, out = 'string', keep = 'bool' })
+if not f then return 2 end
 local N = f.runs or 9000
 local dir = assert(fs.tempdir('cseng-history-bench-'))
 local m = { runs = N, cpus = sys.cpu_count(), loadavg_1min_before = (fs.read('/proc/loadavg') or ''):match('^(%S+)') }

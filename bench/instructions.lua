@@ -17,23 +17,12 @@ local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local cjson = require 'cjson'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local jsonl = require 'cseng.lib.jsonl'
 
-local opts, perr = flags.parse(arg, {
-  exe = { key = 'exe', type = 'string' },
-  concurrency = { key = 'concurrency', type = 'int', min = 1 },
-  short = { key = 'short', type = 'number' },
-  long = { key = 'long', type = 'number' },
-  pools = { key = 'pools', type = 'int', min = 1 },
-  fake = { key = 'fake', type = 'bool' },
-  out = { key = 'out', type = 'string' },
-  tls = { key = 'tls', type = 'string' },
-})
-if not opts then
-  io.stderr:write('instructions: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('instructions', arg, { exe = 'string', concurrency = { 'int', min = 1 }, short = 'number',
+  long = 'number', pools = { 'int', min = 1 }, fake = 'bool', out = 'string', tls = 'string' })
+if not opts then return 2 end
 if opts.tls and (opts.fake or (opts.tls ~= '1.1' and opts.tls ~= '2')) then
   io.stderr:write('instructions: --tls 1.1 or 2, and not with --fake\n')
   return 2
@@ -54,7 +43,6 @@ if LONG <= SHORT then
 end
 local TMP = assert(fs.tempdir('cseng-instr-'))
 
-local blib = dofile(ROOT .. '/bench/lib.lua')
 local fake, url, certs
 if opts.tls then
   certs = blib.make_certs(fs.join(TMP, 'certs'))

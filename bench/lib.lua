@@ -1,12 +1,46 @@
 --- What the benchmark scripts share (bench/run.lua, bench/probe.lua, bench/instructions.lua):
----   local blib = dofile(sys.root() .. '/bench/lib.lua')
+---   local blib = require 'bench.lib'
 ---   local fake, url = blib.start_fake(exe, tmpdir, { '--create-ms', 50 })
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
 local sys = require 'cseng.sys'
+local flags = require 'cseng.lib.flags'
 
 local M = {}
+
+--- The bench scripts' flags, in one compact table: name = 'type' or name = { 'type', min = 1,
+--- key = 'field' } (the field is the flag's name with - as _ unless key says). A bad flag, or a
+--- missing one of `required` (flag names), is one line "<script>: <why>" on stderr and nil (the
+--- script exits 2); else the options as cseng.lib.flags parses them.
+---@param script string the script's name in messages
+---@param argv string[]
+---@param spec table<string, string|table>
+---@param required? string[]
+---@return table|nil
+function M.options(script, argv, spec, required)
+  local full = {}
+  for name, t in pairs(spec) do
+    if type(t) == 'string' then t = { t } end
+    local f = { key = (name:gsub('%-', '_')) }
+    for k, v in pairs(t) do
+      if k == 1 then f.type = v else f[k] = v end
+    end
+    full[name] = f
+  end
+  local opts, err = flags.parse(argv, full)
+  if opts then
+    local missing = {}
+    for _, name in ipairs(required or {}) do
+      if opts[full[name].key] == nil then missing[#missing + 1] = '--' .. name end
+    end
+    if #missing > 0 then
+      opts, err = nil, table.concat(missing, ' and ') .. (#missing > 1 and ' are required' or ' is required')
+    end
+  end
+  if not opts then io.stderr:write(script, ': ', err, '\n') end
+  return opts
+end
 
 --- Start bench/fake_provider.lua under exe (extra: more of its flags; prefix: a wrapper's argv,
 --- e.g. valgrind's) and wait for its port (10 s at most, 120 s with a prefix); returns the

@@ -8,12 +8,10 @@ local clock = require 'cseng.clock'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 
-local opts = assert(flags.parse(arg, {
-  n = { key = 'n', type = 'int', min = 1 },
-  out = { key = 'out', type = 'string' },
-}))
+local opts = blib.options('micro', arg, { n = { 'int', min = 1 }, out = 'string' })
+if not opts then return 2 end
 local N = opts.n or 10000000
 local idle_rss = sys.usage().maxrss_kb
 

@@ -1,4 +1,4 @@
---- A Modal burst against the Modal fake (spec/fakes/modal, node + grpc-js): `--burst` sandboxes
+--- A Modal burst against the Modal fake (spec/providers/modal, node + grpc-js): `--burst` sandboxes
 --- created at once from as many tasks, each then running the readiness command and destroyed, over
 --- gRPC/HTTP/2 from one fresh client, with no retry (the adapter's retries = 0: a transport
 --- failure is counted, not hidden). Each run starts a fresh fake (a new origin: the first
@@ -10,36 +10,27 @@
 ---
 --- Prints one line per run and exits 1 if any run had an error (a failed create, exec or destroy,
 --- a wrong readiness output, a task that raised, or a sandbox the fake still holds).
-local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local jsonl = require 'cseng.lib.jsonl'
 
-local opts, perr = flags.parse(arg, {
-  runs = { key = 'runs', type = 'int', min = 1 },
-  burst = { key = 'burst', type = 'int', min = 1 },
-  out = { key = 'out', type = 'string' },
-  tls = { key = 'tls', type = 'bool' },
-})
-if not opts then
-  io.stderr:write('modal_burst: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('modal_burst', arg, { runs = { 'int', min = 1 }, burst = { 'int', min = 1 }, out = 'string',
+  tls = 'bool' })
+if not opts then return 2 end
 
-local ROOT = sys.root()
 local RUNS, BURST = opts.runs or 5, opts.burst or 100
 local MARKER = 'arena-startup-ready-20261001'
 local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'
-local modal_fake = dofile(ROOT .. '/spec/fakes/modal/fake.lua')
+local modal_fake = require 'spec.providers.modal.fake'
 local modal = require 'providers.modal'
 local http = require 'cseng.http'
 
 local TMP, TLS
 if opts.tls then
   TMP = assert(fs.tempdir('cseng-modal-burst-'))
-  local c = dofile(ROOT .. '/bench/lib.lua').make_certs(fs.join(TMP, 'certs'))
+  local c = blib.make_certs(fs.join(TMP, 'certs'))
   TLS = { cert = c.cert, key = c.key }
   http.configure { ca_file = c.ca }
 end

@@ -25,25 +25,13 @@ local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local http = require 'cseng.http'
 local stats = require 'cseng.lib.stats'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local jsonl = require 'cseng.lib.jsonl'
 
-local opts, perr = flags.parse(arg, {
-  exe = { key = 'exe', type = 'list' },
-  concurrency = { key = 'concurrency', type = 'int', min = 1 },
-  reps = { key = 'reps', type = 'int', min = 1 },
-  duration = { key = 'duration', type = 'number' },
-  warmup = { key = 'warmup', type = 'number' },
-  out = { key = 'out', type = 'string' },
-  perf = { key = 'perf', type = 'string' },
-  fake = { key = 'fake', type = 'string' },
-  pin = { key = 'pin', type = 'string' },
-  tls = { key = 'tls', type = 'string' },
-})
-if not opts then
-  io.stderr:write('probe: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('probe', arg, { exe = 'list', concurrency = { 'int', min = 1 }, reps = { 'int', min = 1 },
+  duration = 'number', warmup = 'number', out = 'string', perf = 'string', fake = 'string', pin = 'string',
+  tls = 'string' })
+if not opts then return 2 end
 
 local ROOT = sys.root()
 local SELF = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
@@ -54,7 +42,6 @@ local WARMUP = opts.warmup or 1
 local NOMINAL = { create = 50, exec = 20, delete = 10 }
 local IDEAL = C / ((NOMINAL.create + NOMINAL.exec + NOMINAL.delete) / 1000)
 
-local blib = dofile(ROOT .. '/bench/lib.lua')
 local PIN = opts.pin or 'on'
 if PIN ~= 'on' and PIN ~= 'off' and PIN ~= 'both' then
   io.stderr:write('probe: --pin: on, off or both\n')

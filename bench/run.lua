@@ -8,7 +8,7 @@
 --- Every measured client runs in its own process against servers in their own processes:
 ---   build/bench/fake_provider the fake Lizard provider in C (bench/fake_provider.c), injected
 ---                            latencies; --fake lua: bench/fake_provider.lua on cseng.serve instead
----                            (the same answers, spec/bench_fake_spec.lua; ~1.5x its CPU, which
+---                            (the same answers, spec/bench/fake_provider_spec.lua; ~1.5x its CPU, which
 ---                            on two cores is taken from the client it measures)
 ---   build/bench/fake_provider --tls-cert ...  the same fake over TLS (HTTP/1.1 or HTTP/2 by ALPN), a CA
 ---                            and certificate made for the run (bench/lib.lua's make_certs); every
@@ -98,7 +98,7 @@ local OUTPUT = opts.output or fs.join(ROOT, 'docs/PERFORMANCE.md')
 local TEMPLATE = fs.join(ROOT, 'bench/PERFORMANCE.md.tmpl')
 local STAMP = os.date('!%Y%m%dT%H%M%SZ')
 local TMP = assert(fs.tempdir('cseng-bench-'))
-local blib = dofile(ROOT .. '/bench/lib.lua')
+local blib = require 'bench.lib'
 local TLS = not opts.no_tls and FAKE == 'c' -- the Lua fake speaks plain HTTP only
 -- a CA and certificate for the run's TLS servers, trusted by every client it runs (and by this
 -- process, which reads the TLS fake's /stats)
@@ -672,7 +672,7 @@ local function startup()
   end
 end
 
--- 7: a Modal burst (gRPC over HTTP/2 against spec/fakes/modal): errors per run, no retry
+-- 7: a Modal burst (gRPC over HTTP/2 against spec/providers/modal): errors per run, no retry
 local MODAL_RUNS, MODAL_BURST = QUICK and 1 or 5, 100
 local function modal_burst()
   local why = opts.no_modal and 'skipped (--no-modal)' or (not proc.which('node') and 'node is not installed (make deps-test)')
@@ -1426,7 +1426,7 @@ local function render(m)
     ('The processes are not pinned to CPUs (' .. tostring(NOPIN) .. ').')
   V.fake_impl = FAKE == 'c' and
     '`bench/fake_provider.c` (built by `make build/bench/fake_provider`: one libuv loop, Debian\'s http-parser and jansson), ' ..
-    'in its own process; `spec/bench_fake_spec.lua` (in `make check`) holds it to `bench/fake_provider.lua`, the same ' ..
+    'in its own process; `spec/bench/fake_provider_spec.lua` (in `make check`) holds it to `bench/fake_provider.lua`, the same ' ..
     'server on the engine\'s own `cseng.serve` (`make bench` ran with the C one: on two cores the fake\'s CPU is ' ..
     'taken from the client it measures, and the Lua one costs ~1.5× as much per request; `--fake lua` runs that one)'
     or '`bench/fake_provider.lua`, on the engine\'s own server (`cseng.serve`), in its own process (`--fake lua`; ' ..

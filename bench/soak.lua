@@ -21,23 +21,12 @@ local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local stats = require 'cseng.lib.stats'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local jsonl = require 'cseng.lib.jsonl'
 
-local opts, perr = flags.parse(arg, {
-  sandboxes = { key = 'n', type = 'int', min = 1 },
-  ramp = { key = 'ramp', type = 'int', min = 1 },
-  hold = { key = 'hold', type = 'number' },
-  beat = { key = 'beat', type = 'number' },
-  out = { key = 'out', type = 'string' },
-  markdown = { key = 'markdown', type = 'string' },
-  serve = { key = 'serve', type = 'bool' },
-  ['port-file'] = { key = 'port_file', type = 'string' },
-})
-if not opts then
-  io.stderr:write('soak: ', perr, '\n')
-  return 2
-end
+local opts = blib.options('soak', arg, { sandboxes = { 'int', key = 'n', min = 1 }, ramp = { 'int', min = 1 },
+  hold = 'number', beat = 'number', out = 'string', markdown = 'string', serve = 'bool', ['port-file'] = 'string' })
+if not opts then return 2 end
 local BEAT = opts.beat or 5
 
 -- ---- the fake ---------------------------------------------------------------------------------

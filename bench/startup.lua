@@ -12,18 +12,11 @@ local clock = require 'cseng.clock'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local jsonl = require 'cseng.lib.jsonl'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 
-local opts, perr = flags.parse(arg, {
-  provider = { key = 'provider', type = 'string' },
-  n = { key = 'n', type = 'int', min = 1 },
-  image = { key = 'image', type = 'string' },
-  out = { key = 'out', type = 'string' },
-})
-if not opts or not opts.provider or not opts.out then
-  io.stderr:write('startup: ', perr or '--provider and --out are required', '\n')
-  return 2
-end
+local opts = blib.options('startup', arg, { provider = 'string', n = { 'int', min = 1 }, image = 'string',
+  out = 'string' }, { 'provider', 'out' })
+if not opts then return 2 end
 local N = opts.n or 100
 local samples = { create = {}, exec = {}, ready = {}, destroy = {} }
 local failures, first_error = 0, nil

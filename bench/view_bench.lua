@@ -9,7 +9,7 @@
 --- Prints one JSON object and a summary; docs/VIEWER.md quotes the figures. Not a test: nothing
 --- here passes or fails on time.
 local clock = require 'cseng.clock'
-local flags = require 'cseng.lib.flags'
+local blib = require 'bench.lib'
 local fs = require 'cseng.fs'
 local http = require 'cseng.http'
 local jsonl = require 'cseng.lib.jsonl'
@@ -18,13 +18,10 @@ local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 
 local root = sys.root()
-package.path = root .. '/spec/browser/?.lua;' .. package.path
-local fixtures = require 'fixtures'
+local fixtures = require 'spec.browser.fixtures'
 
-local f = assert(flags.parse({ ... }, {
-  trials = { key = 'trials', type = 'int', min = 1 },
-  keep = { key = 'keep', type = 'bool' },
-}))
+local f = blib.options('view_bench', { ... }, { trials = { 'int', min = 1 }, keep = 'bool' })
+if not f then return 2 end
 local N = f.trials or 100000
 local RUN = 'view-bench-local-cold-20261201-000000-beef'
 

@@ -2,7 +2,7 @@
  *
  *   bootstrap.quantile_ci(xs, q, reps, seed, level) -> lo, hi   (nothing for an empty xs)
  *
- * The same numbers as lua/cseng/lib/stats.lua's Lua resampler, bit for bit (spec/stats_spec.lua
+ * The same numbers as lua/cseng/lib/stats.lua's Lua resampler, bit for bit (spec/lib/stats_spec.lua
  * holds them to the generic Lua path, which draws the same indices): stats.rng's generator
  * (splitmix64-scrambled seed, xorshift64* with Vigna's shifts 12, 25, 27 and multiplier
  * 0x2545F4914F6CDD1D, draws in [1, n] without modulo bias by rejecting above the last whole block

@@ -10,8 +10,9 @@
 # specs when CHECK_JOBS > 1, else FUZZ_JOBS at a time, default one per core).
 # A spec must leave results/ and the checkout as they were: a file a spec file adds to results/,
 # or a change to the checkout (git status) while it ran, fails it, naming the files.
-# CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/a_spec.lua ..." narrows the specs.
-# Logs: build/check/<suite>.log.
+# CSENG_SUITES="c specs fuzz" selects; CSENG_SPECS="spec/run/frame_spec.lua ..." narrows the specs
+# (default: every *_spec.lua below spec/, in path order; a spec's NAME is its path below spec/).
+# Logs: build/check/<suite>.log (a spec's: build/check/<NAME>.log).
 set -u
 export CSENG_STRICT_CODES=1 # a failed trial record must carry a registered error_code (lua/cseng/results/log.lua)
 export CSENG_STRICT_RECORDS=1 # a write to a field a record does not declare raises (lua/cseng/run/records.lua)
@@ -22,6 +23,13 @@ mkdir -p build/check
 passed=0 failed=0 skipped=0 ended=0 total=0 finished=
 
 has_suite() { case " $SUITES " in *" $1 "*) return 0 ;; esac; return 1; }
+# the spec files: CSENG_SPECS, else every *_spec.lua below spec/ (not in npm trees or spec/tmp)
+spec_files() {
+  if [ -n "${CSENG_SPECS:-}" ]; then echo "$CSENG_SPECS"; return; fi
+  find spec \( -name node_modules -o -path spec/tmp \) -prune -o -name '*_spec.lua' -print | LC_ALL=C sort
+}
+# a spec's name: its path below spec/ without .lua (spec/run/frame_spec.lua -> run/frame_spec)
+spec_name() { local n=${1#./}; n=${n#spec/}; echo "${n%.lua}"; }
 fuzzing() { has_suite fuzz && [ "$FUZZ_SECONDS" -gt 0 ] 2>/dev/null; }
 build_failed() { case " ${CHECK_FAILED_STEPS:-} " in *" build "*) return 0 ;; esac; return 1; }
 
@@ -29,7 +37,7 @@ build_failed() { case " ${CHECK_FAILED_STEPS:-} " in *" build "*) return 0 ;; es
 for step in ${CHECK_FAILED_STEPS:-}; do total=$((total + 1)); done
 if ! build_failed; then
   if has_suite c; then for t in build/test/*_test; do [ -x "$t" ] && total=$((total + 1)); done; fi
-  if has_suite specs; then for f in ${CSENG_SPECS:-spec/*_spec.lua}; do total=$((total + 1)); done; fi
+  if has_suite specs; then for f in $(spec_files); do total=$((total + 1)); done; fi
   if fuzzing; then for f in build/fuzz/*_fuzz; do [ -x "$f" ] && total=$((total + 1)); done; fi
 fi
 
@@ -160,6 +168,7 @@ for suite in $SUITES; do
       tree_state | sort >build/check/tree.before
       cp build/check/tree.before build/check/tree.seen
       run_spec() {
+        mkdir -p "$(dirname "build/check/$2.log")"
         timeout --kill-after=15 "${SPEC_TIMEOUT:-900}" "$CSENG" test "$1" >"build/check/$2.log" 2>&1
         [ $? -eq 124 ] && echo "0 passed, 1 failed (timed out after ${SPEC_TIMEOUT:-900}s)" >>"build/check/$2.log"
         return 0
@@ -181,9 +190,9 @@ for suite in $SUITES; do
           sort -u build/check/tree.seen build/check/tree.now -o build/check/tree.seen
         fi
       }
-      for f in ${CSENG_SPECS:-spec/*_spec.lua}; do
+      for f in $(spec_files); do
         while [ "${#spec_of[@]}" -ge "$jobs_max" ]; do reap; done
-        n=$(basename "$f" .lua)
+        n=$(spec_name "$f")
         run_spec "$f" "$n" &
         spec_of[$!]=$n
         start_of[$!]=$(date +%s)

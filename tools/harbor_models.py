@@ -7,7 +7,7 @@ Reads the model files below (Python's own `ast`: the source is parsed, never imp
 neither pydantic v2 nor Harbor needs to be installed) and prints, for every class that derives
 from BaseModel (directly or through another listed class), its fields in order with their
 annotation as written, whether they are required, the constraints cseng's checks follow (ge,
-min_length) and the model's `extra` policy. spec/harbor_models_spec.lua compares this table,
+min_length) and the model's `extra` policy. spec/results/harbor_models_spec.lua compares this table,
 field by field, with the models cseng declares (lua/cseng/evals/atif.lua,
 lua/cseng/results/harbor_models.lua), so a field Harbor adds, drops or retypes fails that spec once the
 table is regenerated from a newer Harbor.

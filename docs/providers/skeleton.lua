@@ -1,7 +1,7 @@
 --- The Acme provider: sandboxes from the Acme REST API (docs/providers/acme.md).
---- (The skeleton of docs/providers/README.md: spec/contract_spec.lua checks it against the adapter
+--- (The skeleton of docs/providers/README.md: spec/providers/shared/contract_spec.lua checks it against the adapter
 --- contract and runs its lifecycle on a loopback fake, so it stays true. Copy it to
---- lua/providers/<name>.lua and docs/providers/skeleton_spec.lua to spec/<name>_spec.lua, and
+--- lua/providers/<name>.lua and docs/providers/skeleton_spec.lua to spec/providers/<name>/<name>_spec.lua, and
 --- replace the Acme calls.)
 local util = require 'cseng.lib.util'
 local adapter = require 'providers.shared.adapter'

@@ -1,8 +1,8 @@
 -- The Acme provider (lua/providers/acme.lua) against a small loopback Acme: the adapter
 -- contract, a sandbox's lifecycle, and a bundled task through `cseng run --provider acme`, which
 -- passes with gold and fails with nop, leaving no sandbox behind.
--- (The skeleton's spec, docs/providers/skeleton_spec.lua: copy it to spec/<name>_spec.lua beside
--- lua/providers/<name>.lua and make its fake answer as your API does. spec/new_provider_spec.lua
+-- (The skeleton's spec, docs/providers/skeleton_spec.lua: copy it to spec/providers/<name>/<name>_spec.lua beside
+-- lua/providers/<name>.lua and make its fake answer as your API does. spec/providers/new_provider_spec.lua
 -- copies the two skeleton files into a fresh tree and runs this spec there: a new provider is
 -- those two files, with no edit anywhere else.)
 local fs = require 'cseng.fs'
@@ -14,8 +14,8 @@ local cjson = require 'cjson'
 local contract = require 'providers.shared.contract'
 
 local ROOT = sys.root()
-local vendor = dofile(ROOT .. '/spec/helpers/vendor.lua')
-local sandboxes = dofile(ROOT .. '/spec/fakes/sandboxes.lua')
+local vendor = require 'spec.helpers.vendor'
+local sandboxes = require 'spec.fakes.sandboxes'
 local P = require 'providers.acme'
 
 -- A loopback Acme whose sandboxes really run commands (local-provider sandboxes on this machine,

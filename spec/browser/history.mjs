@@ -1,5 +1,5 @@
 // Drives Debian's headless Chromium over the viewer's history page for
-// spec/history_browser_spec.lua, which serves the fixture folder and reads the JSON this prints
+// spec/view/history_browser_spec.lua, which serves the fixture folder and reads the JSON this prints
 // (one {name: value} per observation: the verdicts stay in the spec). A screenshot goes to cfg.shots.
 // usage: node history.mjs '<json config>'
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// Drives Debian's headless Chromium over the viewer's pages for spec/view_browser_spec.lua, which
+// Drives Debian's headless Chromium over the viewer's pages for spec/view/browser_spec.lua, which
 // serves the fixtures and reads the JSON this prints: one {name, value} per observation, so the
 // verdicts stay in the spec. Screenshots of every page go to cfg.shots.
 // usage: node view.mjs '<json config>'

@@ -5,7 +5,7 @@
 --- in_flight / capacity when `capacity` is set and more are in flight (a provider that queues:
 --- its create latency rises with the load, with no 429).
 ---
----   local f = dofile(ROOT .. '/spec/fakes/admission.lua').start { rate = 20, latency = 0.05 }
+---   local f = require('spec.fakes.admission').start { rate = 20, latency = 0.05 }
 ---   f.set { rate = 200 }         -- the limit rises (or retry_after = 1: bans)
 ---   f.stats() --> { creates =, created =, throttled =, bans =, banned = (429s during a ban), deletes =,
 ---                   live =, max_in_flight = }

@@ -1,4 +1,4 @@
-// A grpc-js server (spec/sdk's @grpc/grpc-js + @grpc/proto-loader) for spec/grpc_spec.lua, serving
+// A grpc-js server (spec/sdk's @grpc/grpc-js + @grpc/proto-loader) for spec/lib/grpc_spec.lua, serving
 // spec/fixtures/grpc/test.proto insecurely (h2c) on loopback. It counts the HTTP/2 connections
 // it accepts (by watching the http2 servers grpc-js creates) and the calls open at once.
 //

@@ -1,4 +1,4 @@
--- The client side of spec/http_native_spec.lua's "answered before its body was sent" case, run
+-- The client side of spec/engine/http_native_spec.lua's "answered before its body was sent" case, run
 -- as its own process (`cseng lua spec/fakes/h1_early_client.lua BASE native|curl [VERSION CA]`:
 -- over TLS, the http_version asked for and the CA file trusted) so that a
 -- crash of the engine fails that case, not the whole spec file. Prints one line a request:

@@ -1,4 +1,4 @@
--- For spec/http_native_spec.lua: one request to URL from a process started with a given
+-- For spec/engine/http_native_spec.lua: one request to URL from a process started with a given
 -- environment (CSENG_HTTP=curl, a proxy variable), as `cseng lua spec/fakes/h1_env_client.lua URL
 -- [VERSION CA]` (over TLS: the http_version asked for, the CA file trusted).
 -- Prints "enabled<TAB>native requests<TAB>status or error code<TAB>body".

@@ -1,10 +1,10 @@
-// A scripted raw HTTP/1.1 server on loopback for spec/http_native_spec.lua, on node's `net`
+// A scripted raw HTTP/1.1 server on loopback for spec/engine/http_native_spec.lua, on node's `net`
 // module: every reply is written byte for byte as the route says (no HTTP library on this side),
 // so both of cseng.http's paths (engine/h1.c and libcurl) meet the same odd servers.
 //
 //   node h1_raw_server.mjs PORTFILE [--tls CERT KEY [ALPN,...]]
 //     -> writes {"port": port} to PORTFILE once listening; with --tls it speaks TLS (node's `tls`,
-//        the certificate and key given, ALPN http/1.1 unless a list is given: spec/https_native_spec.lua)
+//        the certificate and key given, ALPN http/1.1 unless a list is given: spec/engine/https_native_spec.lua)
 //
 // Every reply that carries one has X-Conn: the server's number for the connection it came on
 // (the spec leaves it out of the comparison between the paths). Routes (the path, query ignored

@@ -1,4 +1,4 @@
-// HTTP/2 servers on loopback for spec/http2_native_spec.lua, on node's own http2 module (not
+// HTTP/2 servers on loopback for spec/engine/http2_native_spec.lua, on node's own http2 module (not
 // nghttp2: an independent implementation of the protocol), one over TLS (ALPN h2 only) and one
 // cleartext (prior knowledge), with the same routes, so that both of cseng.http's HTTP/2 paths
 // (engine/h2.c and libcurl) meet the same replies.

@@ -1,4 +1,4 @@
-// A tiny HTTP/2 cleartext (h2c, prior knowledge) server on loopback for spec/http2_spec.lua,
+// A tiny HTTP/2 cleartext (h2c, prior knowledge) server on loopback for spec/engine/http2_spec.lua,
 // built on node's own http2 module (nghttp2 is not involved on this side: an independent
 // implementation of the protocol). Also an HTTP/1.1-only server for the refusal case.
 //

@@ -1,9 +1,10 @@
---- The bundled fakes, in one place: which provider each stands for, where it lives (one folder per
---- vendor: spec/fakes/<vendor>/fake.lua; what they share sits beside the folders: common.lua,
---- sandboxes.lua, native_build.lua, node_server.lua, prism.lua), how it starts and what points a
---- run at it. `cseng fake PROVIDER` (lua/cseng/cli/commands/fake.lua) and the specs start fakes here.
+--- The bundled fakes, in one place: which provider each stands for, where it lives (a vendor's fake
+--- beside its specs: spec/providers/<vendor>/fake.lua; what the fakes share is in this folder:
+--- rest.lua, sandboxes.lua, native_build.lua, node_server.lua, prism.lua), how it starts and what
+--- points a run at it. `cseng fake PROVIDER` (lua/cseng/cli/commands/fake.lua) and the specs start
+--- fakes here.
 ---
----   local fakes = dofile(sys.root() .. '/spec/fakes/init.lua')
+---   local fakes = require 'spec.fakes'
 ---   local f = fakes.start('lizard', { port = 0 })  -- f.env() the variables of a run against it; f.close()
 ---   fakes.names()                                  -- the providers that have a fake, sorted
 local sys = require 'cseng.sys'
@@ -11,20 +12,18 @@ local fs = require 'cseng.fs'
 
 local M = {}
 
-local ROOT = sys.root() .. '/spec/fakes/'
-
---- provider -> {dir (under spec/fakes/), file (default fake.lua), port (whether --port is honoured), opts (what
---- `cseng fake` starts it with), needs (what it needs beyond cseng: shown when it is missing)}. `llm` is no
---- provider: the scripted model the LLM solvers run against (spec/fakes/llm/model.lua).
+--- provider -> {dir (under the checkout), file (default fake.lua), port (whether --port is honoured), opts
+--- (what `cseng fake` starts it with), needs (what it needs beyond cseng: shown when it is missing)}. `llm` is
+--- no provider: the scripted model the LLM solvers run against (spec/fakes/llm/model.lua).
 M.FAKES = {
-  llm = { dir = 'llm', file = 'model.lua', port = true },
-  daytona = { dir = 'daytona', port = true },
-  e2b = { dir = 'e2b', port = true },
-  lizard = { dir = 'lizard', port = true, opts = { real = true } }, -- commands really run (the specs emulate them)
-  vercel = { dir = 'vercel', port = true },
-  runloop = { dir = 'runloop', port = true },
-  modal = { dir = 'modal', needs = 'node and grpc-js (make deps-test)' },
-  ['aws-microvm'] = { dir = 'aws', needs = 'python3-botocore and the agent (make agent)',
+  llm = { dir = 'spec/fakes/llm', file = 'model.lua', port = true },
+  daytona = { dir = 'spec/providers/daytona', port = true },
+  e2b = { dir = 'spec/providers/e2b', port = true },
+  lizard = { dir = 'spec/providers/lizard', port = true, opts = { real = true } }, -- commands really run (the specs emulate them)
+  vercel = { dir = 'spec/providers/vercel', port = true },
+  runloop = { dir = 'spec/providers/runloop', port = true },
+  modal = { dir = 'spec/providers/modal', needs = 'node and grpc-js (make deps-test)' },
+  ['aws-microvm'] = { dir = 'spec/providers/aws_microvm', needs = 'python3-botocore and the agent (make agent)',
     opts = function() return { agent = sys.root() .. '/build/microvm-agent/microvm-agent' } end },
 }
 -- aws_microvm is the adapter's module name
@@ -42,7 +41,7 @@ end
 function M.module(name)
   local e = M.FAKES[name]
   if not e then return nil end
-  return dofile(ROOT .. e.dir .. '/' .. (e.file or 'fake.lua'))
+  return require((e.dir .. '/' .. (e.file or 'fake.lua')):gsub('%.lua$', ''):gsub('/', '.'))
 end
 
 --- Start the fake of provider name. o: {port} and the fake's own switches. Returns f (f.env() is

@@ -1,7 +1,7 @@
 --- What the fakes that build natively (daytona snapshots, runloop blueprints, e2b templates)
 --- share: a real build of a Dockerfile from the build context the fake received.
 ---
----   local NB = dofile(sys.root() .. '/spec/fakes/native_build.lua')
+---   local NB = require 'spec.fakes.native_build'
 ---   local artifact, env, files = NB.build(host, name, dockerfile_text, ctx_dir)
 ---     -- or nil, nil, files, reason
 ---

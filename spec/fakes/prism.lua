@@ -2,7 +2,7 @@
 --- `npm ci --prefix spec/fakes/prism`) for conformance specs: adapter requests validated
 --- against the vendors' own OpenAPI specs, on a loopback port.
 ---
----   local prism = dofile(sys.root() .. '/spec/fakes/prism.lua')
+---   local prism = require 'spec.fakes.prism'
 ---   local p, why = prism.start(SPEC_FILE, { upstream = fake.url })  -- proxy mode, else mock mode
 ---   if not p then pending(why) end
 ---   ... requests to p.url ...

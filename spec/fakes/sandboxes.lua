@@ -1,6 +1,6 @@
---- What the Daytona and E2B fakes (spec/fakes/daytona/fake.lua, spec/fakes/e2b/fake.lua) share: real
+--- What the Daytona and E2B fakes (spec/providers/daytona/fake.lua, spec/providers/e2b/fake.lua) share: real
 --- sandboxes on this machine, and the bits of HTTP they parse (their counters, switches and
---- f.stats/set/close come from spec/fakes/common.lua, shared with the Lizard fake).
+--- f.stats/set/close come from spec/fakes/rest.lua, shared with the Lizard fake).
 ---
 --- A fake's sandbox is a sandbox of the local provider (lua/providers/local.lua): its
 --- own directory is "/" inside, so /workspace, /tests, /logs, /tmp are the sandbox's, state
@@ -12,7 +12,7 @@
 --- (lua/cseng/evals/proxy.lua: `host_ports` of the local provider's spec), as a cloud whose
 --- sandboxes run on this machine reaches its loopback: the run's installed agents reach the proxy.
 ---
----   local host = dofile(sys.root() .. '/spec/fakes/sandboxes.lua').host()
+---   local host = require('spec.fakes.sandboxes').host()
 ---   local sb = host.create { env = {A='1'} }            -- warm_artifact = a host.snapshot result;
 ---                                                      -- network = true: the host's network
 ---   local artifact = host.snapshot(sb, 'name')         -- a copy of sb's root (the vendors' snapshots)

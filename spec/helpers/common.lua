@@ -1,5 +1,5 @@
 --- What many specs share (not a spec: no _spec in the name):
----   local H = dofile(require('cseng.sys').root() .. '/spec/helpers/common.lua')
+---   local H = require 'spec.helpers.common'
 ---   H.diff(got, want, 'row 3')      -- the first difference, or nil (integers and floats apart)
 ---   H.cseng({ 'run', ... }, { env = {...}, stdin = '...', timeout = 600 })   -- the binary
 ---   H.tempdir('arena-spec-')    -- a temporary directory, removed by H.remove_tempdirs
@@ -67,9 +67,10 @@ end
 
 --- Run ./cseng with args in the repository root; returns proc.run's result. o.env: run with
 --- only PATH, HOME and TMPDIR of this process plus these (else the whole environment is
---- inherited); o.stdin; o.timeout (default 900 s).
+--- inherited); o.env_add: variables set on the inherited environment (false unsets one);
+--- o.stdin; o.timeout (default 900 s).
 ---@param args string[]
----@param o? {env?: table, stdin?: string, timeout?: number}
+---@param o? {env?: table, env_add?: table, stdin?: string, timeout?: number}
 function H.cseng(args, o)
   o = o or {}
   local argv = { H.CSENG }
@@ -80,7 +81,8 @@ function H.cseng(args, o)
     for _, k in ipairs { 'PATH', 'HOME', 'TMPDIR' } do env[k] = os.getenv(k) end
     for k, v in pairs(o.env) do env[k] = v end
   end
-  return assert(proc.run { argv = argv, cwd = H.ROOT, env = env, stdin = o.stdin, timeout = o.timeout or 900 })
+  return assert(proc.run { argv = argv, cwd = H.ROOT, env = env, env_add = o.env_add, stdin = o.stdin,
+    timeout = o.timeout or 900 })
 end
 
 return H

@@ -1,7 +1,7 @@
-"""An independent referee for cseng's computesdk files (spec/computesdk_spec.lua).
+"""An independent referee for cseng's computesdk files (spec/results/computesdk_spec.lua).
 
 Written apart from cseng's Lua, from computesdk's own description of their method
-(spec/data/computesdk/README.md): their statistics and composite score, and their published
+(spec/fixtures/computesdk/README.md): their statistics and composite score, and their published
 JSON Schema checked with Debian's python3-jsonschema (draft 7). Commands, each printing JSON:
 
   validate SCHEMA FILE   {"errors": [...]}: every schema violation (path and message)

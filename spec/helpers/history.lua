@@ -1,9 +1,9 @@
 --- Run logs and watch journals written directly, for the history specs and the history bench
---- (spec/history_spec.lua, spec/history_browser_spec.lua, bench/history_bench.lua): the shapes
+--- (spec/history/store_spec.lua, spec/view/history_browser_spec.lua, bench/history_bench.lua): the shapes
 --- cseng writes (run_started, startup_trial, allocated/destroyed, run_finished; the journal's
 --- watch_started, slot), with the values the caller chooses. Not a spec.
 ---
----   local HH = dofile(sys.root() .. '/spec/helpers/history.lua')
+---   local HH = require 'spec.helpers.history'
 ---   HH.arena_log(path, { run_id = 'r1', t0 = 1796600000, samples = 12, create = function(i) return 50 end })
 ---   HH.watch_folder(dir, 'w', { {create = ...}, ... }, { window = 5, hold = 2 })
 local fs = require 'cseng.fs'

@@ -1,5 +1,5 @@
---- The cases of cseng.http's native HTTP/1.1 path against its libcurl path (spec/http_native_spec.lua
---- runs them over plain HTTP, spec/https_native_spec.lua over TLS): every case runs with
+--- The cases of cseng.http's native HTTP/1.1 path against its libcurl path (spec/engine/http_native_spec.lua
+--- runs them over plain HTTP, spec/engine/https_native_spec.lua over TLS): every case runs with
 --- http.configure{native=true} and again with {native=false} against the same scripted raw server
 --- (spec/fakes/h1_raw_server.mjs, node's `net` or `tls`: replies byte for byte, including the odd
 --- ones), and must (a) give the same result on both paths (status, headers but date and the
@@ -7,7 +7,7 @@
 --- (b) give the expected values (both paths wrong the same way still fails) and (c) have really
 --- gone through h1.c (http.stats().native.requests).
 ---
----   local N = dofile(sys.root() .. '/spec/helpers/native_h1.lua')
+---   local N = require 'spec.helpers.native_h1'
 ---   N.cases(T, _ENV)   T = {title, scheme = 'http'|'https', setup = fn (before the server starts),
 ---                     server_args = fn -> the raw server's arguments after its port file,
 ---                     extra = fn -> options under every request's own (http_version, ca_file)}
@@ -18,7 +18,7 @@ local proc = require 'cseng.proc'
 local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 
-local node_server = dofile(sys.root() .. '/spec/fakes/node_server.lua')
+local node_server = require 'spec.fakes.node_server'
 
 local function native_count() return http.stats().native.requests end
 
@@ -48,9 +48,67 @@ local function run(native, opts)
   return { res = res, msg = msg, code = code, native = native_count() - before }
 end
 
-local free_port = dofile(sys.root() .. '/spec/helpers/runlog.lua').free_port
+local free_port = require('spec.helpers.runlog').free_port
 
 local M = { run = run, norm = norm, native_count = native_count }
+
+--- The two-path checks of a native-path spec, for a server at base() whose requests all carry
+--- extra()'s options under their own (the TLS runs' http_version and CA file). assert: the calling
+--- spec's (busted's); path: the native path's name in messages ('h1.c').
+---   C.both(opts) -> n, c   opts (a table, or a function of the path's name, 'native' or 'curl'):
+---                          one request on each path, the same result, each on its own path
+---   C.each(fn) -> n, took  a scenario of several requests, once per path: fn(name) returns what
+---                          it saw, the same both times; took: the native path's request count
+---   C.req(o), C.get(path, extra)   a request's options with extra()'s under them
+---@param assert table
+---@param path string
+---@param base fun(): string
+---@param extra? fun(): table
+---@return table
+function M.checks(assert, path, base, extra)
+  local C = {}
+
+  function C.both(opts)
+    local mk = type(opts) == 'function' and opts or function() return opts end
+    local n = run(true, mk('native'))
+    local c = run(false, mk('curl'))
+    http.configure { native = true }
+    assert.equal(1, n.native, 'the native run did not go through ' .. path)
+    assert.equal(0, c.native, 'the curl run went through ' .. path)
+    assert.same(norm(c), norm(n), 'native (2nd) differs from curl (1st): ' .. tostring(n.msg) .. ' / ' .. tostring(c.msg))
+    return n, c
+  end
+
+  function C.each(fn)
+    http.configure { native = true }
+    local before = native_count()
+    local n = fn('native')
+    local took = native_count() - before
+    assert.is_true(took >= 1, 'the native run did not go through ' .. path)
+    http.configure { native = false }
+    before = native_count()
+    local c = fn('curl')
+    assert.equal(0, native_count() - before, 'the curl run went through ' .. path)
+    http.configure { native = true }
+    assert.same(c, n, 'native (2nd) differs from curl (1st)')
+    return n, took
+  end
+
+  function C.req(o)
+    for k, v in pairs(extra and extra() or {}) do
+      if o[k] == nil then o[k] = v end
+    end
+    return o
+  end
+
+  function C.get(p, more)
+    local o = { url = base() .. p, timeout = 20 }
+    for k, v in pairs(more or {}) do o[k] = v end
+    return C.req(o)
+  end
+
+  return C
+end
 
 function M.cases(T, env)
 -- busted's functions live in the calling spec's environment (pass its _ENV)
@@ -75,49 +133,8 @@ describe(T.title, function()
     return prefix .. uniq
   end
 
-  -- opts: a table, or a function of the path's name ('native', 'curl') returning one. Runs the
-  -- native path, then libcurl's; checks (a) and (c); returns both results for (b).
-  local function both(opts)
-    local mk = type(opts) == 'function' and opts or function() return opts end
-    local n = run(true, mk('native'))
-    local c = run(false, mk('curl'))
-    http.configure { native = true }
-    assert.equal(1, n.native, 'the native run did not go through h1.c')
-    assert.equal(0, c.native, 'the curl run went through h1.c')
-    assert.same(norm(c), norm(n), 'native (2nd) differs from curl (1st): ' .. tostring(n.msg) .. ' / ' .. tostring(c.msg))
-    return n, c
-  end
-
-  -- A scenario of several requests, once per path: fn(name) returns a table of what it saw;
-  -- the two tables must be the same. Returns the native one and the native request count.
-  local function each(fn)
-    http.configure { native = true }
-    local before = native_count()
-    local n = fn('native')
-    local took = native_count() - before
-    assert.is_true(took >= 1, 'the native run did not go through h1.c')
-    http.configure { native = false }
-    before = native_count()
-    local c = fn('curl')
-    assert.equal(0, native_count() - before, 'the curl run went through h1.c')
-    http.configure { native = true }
-    assert.same(c, n, 'native (2nd) differs from curl (1st)')
-    return n, took
-  end
-
-  -- every request's options with T.extra's (the TLS run's http_version and CA) under them
-  local function req(o)
-    for k, v in pairs(T.extra and T.extra() or {}) do
-      if o[k] == nil then o[k] = v end
-    end
-    return o
-  end
-
-  local function get(path, extra)
-    local o = { url = base .. path, timeout = 20 }
-    for k, v in pairs(extra or {}) do o[k] = v end
-    return req(o)
-  end
+  local C = M.checks(assert, 'h1.c', function() return base end, T.extra)
+  local both, each, req, get = C.both, C.each, C.req, C.get
 
   -- the child clients' arguments after their own: the TLS run's http_version and CA file
   local function child_args()

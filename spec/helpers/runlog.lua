@@ -1,7 +1,7 @@
---- What the run-log and cleanup specs (spec/reliability3_spec.lua, spec/log_repair_spec.lua,
---- spec/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
+--- What the run-log and cleanup specs (spec/run/reclaim_spec.lua, spec/results/log_spec.lua,
+--- spec/engine/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
 --- poll whose verdict is a condition, never the time it took. Not a spec itself: load it with
----   local H = dofile(sys.root() .. '/spec/helpers/runlog.lua')
+---   local H = require 'spec.helpers.runlog'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
@@ -52,7 +52,7 @@ function H.smoke_count()
   return n
 end
 
---- A lizard task plan (spec/fakes/lizard/fake.lua's f) written to dir/name; fields is Lua source
+--- A lizard task plan (spec/providers/lizard/fake.lua's f) written to dir/name; fields is Lua source
 --- of further plan fields.
 function H.lizard_plan(dir, name, f, fields)
   return H.write(dir, name, string.format([[

@@ -1,8 +1,8 @@
---- What the specs of the vendor adapters (spec/daytona_spec.lua, spec/e2b_spec.lua) share:
+--- What the specs of the vendor adapters (spec/providers/daytona/daytona_spec.lua, spec/providers/e2b/e2b_spec.lua) share:
 --- sandbox labels and archives, Prism proxies started in front of a fake, the runner driven end
 --- to end against a fake, and the lifecycle checks whose logic is the same for every REST
 --- adapter. Not a spec itself (no _spec in the name): the specs load it with
----   local vendor = dofile(sys.root() .. '/spec/helpers/vendor.lua')
+---   local vendor = require 'spec.helpers.vendor'
 --- Busted's globals (describe, it, assert) are not visible here, so checks use luassert.
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
@@ -18,7 +18,7 @@ local assert = require 'luassert'
 local V = {}
 
 V.ROOT = sys.root()
-V.prism = dofile(V.ROOT .. '/spec/fakes/prism.lua')
+V.prism = require 'spec.fakes.prism'
 
 --- labels(run, task) -> the cseng.* labels the runner puts on a sandbox, with this launcher.
 function V.labeller(launcher)
@@ -93,7 +93,7 @@ end
 --- every feature of task_features any task has: read from the recipes and files, never named, so
 --- a task added with a new kind of environment or file joins the set. The vendor fakes run these
 --- cold, warm and with nop; every task runs cold and warm with gold on local and docker (the real
---- runtimes) and with nop on local (spec/runner_spec.lua, spec/docker_spec.lua): what a vendor
+--- runtimes) and with nop on local (spec/run/tasks_spec.lua, spec/providers/docker/docker_spec.lua): what a vendor
 --- adds is its API (create, exec, upload, snapshot, destroy), which these exercise with every
 --- kind of environment and file the dataset has. Returns their ids in dataset order.
 function V.covering_tasks()
@@ -208,7 +208,7 @@ function V.runner(fake, provider, unset)
   --- The covering tasks (V.covering_tasks: every kind of environment and file the dataset has)
   --- pass with gold in each of modes (default cold), then fail with nop (reward 0, no error)
   --- cold. No sandbox is left live after any run. Every task runs cold and warm on local and
-  --- docker, and with nop on local (spec/runner_spec.lua, spec/docker_spec.lua). Returns the
+  --- docker, and with nop on local (spec/run/tasks_spec.lua, spec/providers/docker/docker_spec.lua). Returns the
   --- summaries by mode (and .nop).
   function h.check_covering_tasks(modes)
     local out = {}
@@ -321,6 +321,26 @@ function V.slow_create(adapter, f)
   local sb = assert(adapter.create(client, {}))
   assert.is_true(sb.http_timings.ttfb >= 0.3, tostring(sb.http_timings.ttfb))
   return client, sb
+end
+
+--- A create refused for its credentials: the fake's 401 (auth_fail = 'create') and then a wrong
+--- credential (wrong: the config fields that make it wrong) are nil, HTTP_401 and a message that
+--- never holds the secret (the fake's) nor the wrong value. Returns a client with the right
+--- credentials and the first refusal's message.
+function V.refused_create(adapter, f, secret, wrong)
+  f.set { auth_fail = 'create' }
+  local client = adapter.connect(f.config())
+  local sb, msg, code = adapter.create(client, {})
+  assert.is_nil(sb)
+  assert.equal('HTTP_401', code)
+  assert.is_nil(msg:find(secret, 1, true))
+  f.set { auth_fail = false }
+  local bad = adapter.connect(f.config(wrong))
+  local sb2, msg2, code2 = adapter.create(bad, {})
+  assert.is_nil(sb2)
+  assert.equal('HTTP_401', code2)
+  for _, v in pairs(wrong) do assert.is_nil(msg2:find(v, 1, true)) end
+  return client, msg
 end
 
 --- A failing delete is reported (HTTP_500); a sandbox already gone (404) counts as destroyed.

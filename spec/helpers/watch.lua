@@ -1,5 +1,5 @@
---- What the watch specs share (spec/watch_spec.lua, spec/watch_regression_spec.lua,
---- spec/watch_prometheus_spec.lua): a startup plan without pauses against a loopback lizard fake,
+--- What the watch specs share (spec/watch/watch_spec.lua, spec/watch/regression_spec.lua,
+--- spec/watch/prometheus_spec.lua): a startup plan without pauses against a loopback lizard fake,
 --- `cseng watch` started as users start it (its own process, the fake's environment), its journal
 --- and store read back, and polls whose verdict is a condition, never the time they took.
 local fs = require 'cseng.fs'

@@ -1,5 +1,5 @@
 // The official AWS SDK client for Lambda MicroVMs (@aws-sdk/client-lambda-microvms) runs a microVM's
-// lifecycle against the loopback fake (spec/fakes/aws/fake.py), so the fake's paths, bodies,
+// lifecycle against the loopback fake (spec/providers/aws_microvm/fake.py), so the fake's paths, bodies,
 // status codes, errors and SigV4 verification are checked by AWS's own client:
 //   RunMicrovm -> GetMicrovm (until RUNNING) -> CreateMicrovmAuthToken -> TagResource -> ListTags
 //   -> ListMicrovms (paginated) -> TerminateMicrovm (twice: idempotent) -> GetMicrovm (TERMINATED),

@@ -1,6 +1,6 @@
 // The sandbox lifecycle of the conformance specs, run through Daytona's official SDK
 // (@daytonaio/sdk, pinned in spec/sdk/package.json) against a loopback fake. Run by
-// spec/conformance_daytona_spec.lua:
+// spec/providers/daytona/conformance_spec.lua:
 //   DAYTONA_API_URL=<fake API> DAYTONA_API_KEY=<key> CSENG_CONF_RUN=<label> \
 //   CSENG_CONF_BUILD_DIR=<a build context with its Dockerfile> node spec/sdk/daytona.mjs
 // The SDK reads DAYTONA_API_URL from the process environment (Daytona's constructor) for every

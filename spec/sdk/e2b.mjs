@@ -1,5 +1,5 @@
 // The sandbox lifecycle of the conformance specs, run through E2B's official SDK (e2b, pinned in
-// spec/sdk/package.json) against a loopback fake. Run by spec/conformance_e2b_spec.lua:
+// spec/sdk/package.json) against a loopback fake. Run by spec/providers/e2b/conformance_spec.lua:
 //   E2B_API_URL=<fake API> E2B_SANDBOX_URL=<fake envd> E2B_API_KEY=<key> CSENG_CONF_RUN=<label> \
 //   [CSENG_CONF_BUILD_CONTEXT=<a task's environment/> CSENG_CONF_BUILD_CHECK=<command>] node spec/sdk/e2b.mjs
 // The SDK reads E2B_API_URL (ConnectionConfig.apiUrl: every control-plane call) and

@@ -1,7 +1,7 @@
 // The official `modal` JS SDK (spec/sdk/node_modules/modal, pinned in package.json) runs the
-// sandbox lifecycle against cseng's Modal fake (spec/fakes/modal/server.mjs), as a referee: what
+// sandbox lifecycle against cseng's Modal fake (spec/providers/modal/server.mjs), as a referee: what
 // the SDK does and expects is what the fake must serve, and the fake's request log of this run is
-// compared with the adapter's (spec/conformance_modal_spec.lua).
+// compared with the adapter's (spec/providers/modal/conformance_spec.lua).
 //
 //   MODAL_SERVER_URL=http://127.0.0.1:PORT MODAL_TOKEN_ID=... MODAL_TOKEN_SECRET=... \
 //     node spec/sdk/modal.mjs [RUN_TAG]
@@ -78,7 +78,7 @@ try {
   seen.warm = warm;
   check(warm.code === 0 && warm.stdout === 'warm\n', 'sandbox from the snapshot has the file');
 
-  // A task's environment, built by Modal (issue 13). The SDK's own image builder: a registry image
+  // A task's environment, built by Modal. The SDK's own image builder: a registry image
   // and the Dockerfile steps it accepts (RUN, ENV, ARG, USER, WORKDIR; it refuses COPY from a
   // local context), one ImageGetOrCreate (+ ImageJoinStreaming), then a sandbox from it.
   const built = await modal.images.fromRegistry('debian:bookworm-slim').dockerfileCommands([

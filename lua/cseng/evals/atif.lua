@@ -300,7 +300,7 @@ local Trajectory_ = S.model('Trajectory', {
 } })
 TrajectoryRef.set(Trajectory_)
 
---- Harbor's trajectory models, by the names of their classes (spec/harbor_models_spec.lua compares
+--- Harbor's trajectory models, by the names of their classes (spec/results/harbor_models_spec.lua compares
 --- them field by field with Harbor's sources).
 atif.MODELS = { Trajectory = Trajectory_, Agent = Agent, Step = Step, ToolCall = ToolCall, Observation = Observation,
   ObservationResult = ObservationResult, Metrics = Metrics, FinalMetrics = FinalMetrics, ContentPart = ContentPart,

@@ -14,7 +14,7 @@ local task = require 'cseng.task'
 
 local errors = {}
 
---- Every code in use, with its one-line meaning (the registry: spec/errors_registry_spec.lua
+--- Every code in use, with its one-line meaning (the registry: spec/lib/errors_spec.lua
 --- fails on a code literal in lua/ or plans/ that is not here). Engine codes (cseng.http,
 --- cseng.proc, cseng.fs, ...) are the errno-like ones; the rest are the Lua layer's own.
 --- Two families are registered by pattern (errors.families): HTTP_<status> and GRPC_<NAME>.

@@ -1,7 +1,7 @@
 --- Harbor's job-folder models (src/harbor/models/job/{config,result,lock}.py, trial/{config,result}.py,
 --- task/id.py, agent/context.py, verifier/result.py, metric/config.py), declared field by field in
---- cseng.lib.schema's terms (pydantic v2's lax rules). spec/harbor_models_spec.lua holds each to
---- the table tools/harbor_models.py reads from Harbor's sources; spec/harbor_export_spec.lua checks
+--- cseng.lib.schema's terms (pydantic v2's lax rules). spec/results/harbor_models_spec.lua holds each to
+--- the table tools/harbor_models.py reads from Harbor's sources; spec/results/harbor_spec.lua checks
 --- every file `cseng export --format harbor` writes against them (what Harbor's
 --- `Model.model_validate_json` loads).
 local S = require 'cseng.lib.schema'
@@ -212,7 +212,7 @@ M.JobLock = S.model('JobLock', {
   def('trials', S.list(M.TrialLock), {}),
 })
 
---- The fixture's names of the models declared here (spec/harbor_models_spec.lua), with the
+--- The fixture's names of the models declared here (spec/results/harbor_models_spec.lua), with the
 --- annotations Harbor spells otherwise than these types name themselves (a TypedDict, a set).
 M.FIXTURE = {
   JobConfig = 'job.config.JobConfig', RetryConfig = 'job.config.RetryConfig', DatasetConfig = 'job.config.DatasetConfig',

@@ -7,7 +7,7 @@
 ---   Run        what a run of tasks works with (the session, its provider connection, the solver,
 ---              the warm cache, the evals layer's state): the kinds' and staging's view of a run.
 ---   Trial      one trial of a task (the `trial` event of the run log): docs/RESULTS.md's
----              "The trial record" lists the same fields, and spec/records_spec.lua holds the two
+---              "The trial record" lists the same fields, and spec/run/records_spec.lua holds the two
 ---              together.
 ---   Sample     one sample of the startup arena (the `startup_trial` event): docs/ARENA.md.
 ---   Connection a provider the run connected (the session's fields, then the frame's counters).

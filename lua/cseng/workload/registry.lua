@@ -53,7 +53,7 @@ local DatasetSpec = S.model('DatasetSpec', {
   { 'metrics', S.list(MetricConfig), default = {} },
 })
 
---- Harbor's models, by class name (spec/harbor_models_spec.lua holds them to Harbor's sources).
+--- Harbor's models, by class name (spec/results/harbor_models_spec.lua holds them to Harbor's sources).
 registry.MODELS = { RegistryTaskId = RegistryTaskId, DatasetSpec = DatasetSpec, MetricConfig = MetricConfig }
 
 -- ---- git -----------------------------------------------------------------------------------------

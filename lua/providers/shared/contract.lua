@@ -7,8 +7,8 @@
 --- build), which the spec requires itself. An adapter defines its functions in the order of
 --- contract.FUNCTIONS.
 ---
---- docs/providers/README.md prints the same lists (spec/contract_spec.lua compares them);
---- `cseng providers` reports what contract.check finds; spec/contract_spec.lua runs every adapter
+--- docs/providers/README.md prints the same lists (spec/providers/shared/contract_spec.lua compares them);
+--- `cseng providers` reports what contract.check finds; spec/providers/shared/contract_spec.lua runs every adapter
 --- (and docs/providers/skeleton.lua) through it.
 local contract = {}
 

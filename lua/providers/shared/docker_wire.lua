@@ -1,7 +1,7 @@
 --- The Docker Engine API's wire, for the docker provider (lua/providers/docker.lua) and its
 --- images (providers/shared/docker_build.lua, `cseng images`): one request to dockerd (v1.41, on
 --- its unix socket or a tcp:// DOCKER_HOST), and the formats, pure functions over bytes that
---- spec/docker_spec.lua checks without a dockerd: the attach stream's frames, the first file of
+--- spec/providers/docker/docker_spec.lua checks without a dockerd: the attach stream's frames, the first file of
 --- a GET archive tar, the JSON-lines progress of POST /build, and the repository names cseng
 --- gives task images.
 local http = require 'cseng.http'

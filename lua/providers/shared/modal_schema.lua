@@ -2,7 +2,7 @@
 --- (lua/providers/modal.lua) sends or reads. A helper module beside the adapters, not a provider.
 ---
 --- Field numbers, types and labels are facts of Modal's protos (Apache-2.0, in
---- ../shared/specs/modal/modal_proto/; not copied here): spec/modal_schema_spec.lua compiles those
+--- ../shared/specs/modal/modal_proto/; not copied here): spec/providers/modal/schema_spec.lua compiles those
 --- protos with protoc and checks every field below (number, type, label, referenced type) against
 --- the descriptor set, decoded with cseng.protobuf itself. Fields left out are skipped when decoding
 --- (unknown fields) and never sent.

@@ -2,7 +2,7 @@
 --- `POST /v1/chat/completions`, `stream: true`, many tools, server-sent events), on cseng.serve; a
 --- scripted model that counts what it was asked, like spec/fakes/llm/messages.lua:
 ---
----   local cf = dofile(sys.root() .. '/spec/fakes/llm/chat_stream.lua')
+---   local cf = require 'spec.fakes.llm.chat_stream'
 ---   local f = cf.start { api_key = 'sk-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- OPENCODE_BASE_URL = f.url .. '/v1'; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---
@@ -14,8 +14,8 @@
 --- a system or user one, and every tool call of an assistant message answered by tool messages with
 --- its ids before the next assistant message. Per turn the fake charges `usage({turn})` (default:
 --- input 1000 x turn + 7, output 50 + turn), reported in the last chunk.
-local serve = require 'cseng.serve'
 local jsonl = require 'cseng.lib.jsonl'
+local scripted = require 'spec.fakes.llm.scripted'
 
 local fake = {}
 
@@ -54,13 +54,8 @@ end
 --- The fake without a listener: f.handler(req) answers one request.
 ---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('bash'), usage? = fun(conv): table, side_usage?}
 function fake.new(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'sk-test'
-  cfg.tool = cfg.tool or 'bash'
-  assert(cfg.script, 'chat_stream fake: a script is required')
-  local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
-    problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0, side_usage = { input = 0, output = 0 } }
+  local cfg = scripted.config('chat_stream fake', opts, { api_key = 'sk-test', tool = 'bash' })
+  local st = scripted.stats { side_usage = { input = 0, output = 0 } }
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -77,8 +72,7 @@ function fake.new(opts)
     local body = jsonl.decode(req.body or '')
     local problem = check(body, cfg)
     if problem then
-      st.bad_requests = st.bad_requests + 1
-      st.problems[#st.problems + 1] = problem
+      scripted.bad(st, problem)
       return 400, { ['Content-Type'] = 'application/json' }, jsonl.encode({ error = { message = problem, type = 'invalid_request_error' } })
     end
     local has_tool = false
@@ -97,23 +91,9 @@ function fake.new(opts)
       if m.role == 'tool' then turn = turn + 1; results[#results + 1] = text_of(m.content) end
     end
     user = user or ''
-    local reply, u
-    if not has_tool then
-      st.side_requests = st.side_requests + 1
-      reply = { content = 'ok' }
-      local su = cfg.side_usage or { input = 11, output = 1 }
-      u = { prompt_tokens = su.input, completion_tokens = su.output }
-      st.side_usage.input, st.side_usage.output = st.side_usage.input + su.input, st.side_usage.output + su.output
-    else
-      local c = st.convs[user]
-      if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
-      c.requests = c.requests + 1
-      c.tool_results = results
-      reply = cfg.script({ key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results })
-      st.completions = st.completions + 1
-      local x = cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
-      u = { prompt_tokens = x.input_tokens, completion_tokens = x.output_tokens }
-    end
+    local reply, x = scripted.reply(cfg, st, has_tool,
+      { key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results })
+    local u = { prompt_tokens = x.input_tokens, completion_tokens = x.output_tokens }
     u.total_tokens = u.prompt_tokens + u.completion_tokens
     local id = 'chatcmpl-' .. n
     local chunks = {}
@@ -142,18 +122,10 @@ function fake.new(opts)
     return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, table.concat(chunks)
   end
 
-  local self = { api_key = cfg.api_key, handler = answer }
-  function self.stats() return st end
-  function self.close() if self.server then self.server:close() end end
-  return self
+  return scripted.object(cfg, st, answer)
 end
 
 --- Start the fake on 127.0.0.1 (an ephemeral port); the API's base URL is f.url .. '/v1'.
-function fake.start(opts)
-  local self = fake.new(opts)
-  self.server = assert(serve.listen { handler = self.handler })
-  self.url = self.server:url()
-  return self
-end
+fake.start = scripted.starter(fake)
 
 return fake

@@ -1,7 +1,7 @@
 --- A stateful loopback fake of an OpenAI-compatible chat-completions API (OpenRouter, Vercel AI
 --- Gateway), on cseng.serve, for the LLM solvers (lua/solvers/shared/chat_loop.lua).
 ---
----   local llm = dofile(sys.root() .. '/spec/fakes/llm/fake.lua')
+---   local llm = require 'spec.fakes.llm.fake'
 ---   local f = llm.start { api_key = 'sk-test-1', script = llm.replay(function(conv) return { 'ls', 'make' } end) }
 ---   -- OPENROUTER_BASE_URL = f.url (…/api/v1), AI_GATEWAY_BASE_URL = f.url_v1 (…/v1)
 ---   f.stats()  --> { requests=, completions=, unauthorized=, bad_requests=, statuses={[429]=n}, tool_results=, ... }

@@ -4,7 +4,7 @@
 ---   POST /v1beta/models/<model>:countTokens
 --- on cseng.serve; a scripted model that counts what it was asked, like spec/fakes/llm/messages.lua:
 ---
----   local gf = dofile(sys.root() .. '/spec/fakes/llm/gemini.lua')
+---   local gf = require 'spec.fakes.llm.gemini'
 ---   local f = gf.start { api_key = 'k', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- GOOGLE_GEMINI_BASE_URL = f.url; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---
@@ -18,8 +18,8 @@
 --- functionCall of a model turn answered by a functionResponse of the same name in the next user
 --- turn. Per turn the fake charges `usage({turn})` (default: prompt 1000 x turn + 7, candidates 50 +
 --- turn), in usageMetadata (the stream's last chunk carries it).
-local serve = require 'cseng.serve'
 local jsonl = require 'cseng.lib.jsonl'
+local scripted = require 'spec.fakes.llm.scripted'
 
 local fake = {}
 
@@ -62,14 +62,8 @@ end
 --- The fake without a listener: f.handler(req) answers one request.
 ---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('run_shell_command'), usage? = fun(conv): table, side_usage?}
 function fake.new(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'gemini-test-key'
-  cfg.tool = cfg.tool or 'run_shell_command'
-  assert(cfg.script, 'gemini fake: a script is required')
-  local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
-    count_tokens = 0, problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0, streamed = 0,
-    side_usage = { input = 0, output = 0 } }
+  local cfg = scripted.config('gemini fake', opts, { api_key = 'gemini-test-key', tool = 'run_shell_command' })
+  local st = scripted.stats { count_tokens = 0, streamed = 0, side_usage = { input = 0, output = 0 } }
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -93,15 +87,13 @@ function fake.new(opts)
       return gerror(404, 404, 'no method ' .. method)
     end
     if cfg.model and model ~= cfg.model then
-      st.bad_requests = st.bad_requests + 1
-      st.problems[#st.problems + 1] = 'unexpected model ' .. model
+      scripted.bad(st, 'unexpected model ' .. model)
       return gerror(400, 400, 'unexpected model ' .. model)
     end
     local body = jsonl.decode(req.body or '')
     local problem = check(body)
     if problem then
-      st.bad_requests = st.bad_requests + 1
-      st.problems[#st.problems + 1] = problem
+      scripted.bad(st, problem)
       return gerror(400, 400, problem)
     end
     local has_tool = false
@@ -123,23 +115,9 @@ function fake.new(opts)
       end
     end
     user = user or ''
-    local reply, u
-    if not has_tool then
-      st.side_requests = st.side_requests + 1
-      reply = { content = 'ok' }
-      local su = cfg.side_usage or { input = 11, output = 1 }
-      u = { promptTokenCount = su.input, candidatesTokenCount = su.output }
-      st.side_usage.input, st.side_usage.output = st.side_usage.input + su.input, st.side_usage.output + su.output
-    else
-      local c = st.convs[user]
-      if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
-      c.requests = c.requests + 1
-      c.tool_results = results
-      reply = cfg.script({ key = user, user = user, turn = turn, n = n, contents = body.contents, tool_results = results })
-      st.completions = st.completions + 1
-      local x = cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
-      u = { promptTokenCount = x.input_tokens, candidatesTokenCount = x.output_tokens }
-    end
+    local reply, x = scripted.reply(cfg, st, has_tool,
+      { key = user, user = user, turn = turn, n = n, contents = body.contents, tool_results = results })
+    local u = { promptTokenCount = x.input_tokens, candidatesTokenCount = x.output_tokens }
     u.totalTokenCount = u.promptTokenCount + u.candidatesTokenCount
     local parts = jsonl.array()
     if reply.tool_calls and #reply.tool_calls > 0 then
@@ -159,18 +137,10 @@ function fake.new(opts)
     return 200, { ['Content-Type'] = 'application/json' }, jsonl.encode(resp)
   end
 
-  local self = { api_key = cfg.api_key, handler = answer }
-  function self.stats() return st end
-  function self.close() if self.server then self.server:close() end end
-  return self
+  return scripted.object(cfg, st, answer)
 end
 
 --- Start the fake on 127.0.0.1 (an ephemeral port); GOOGLE_GEMINI_BASE_URL = f.url.
-function fake.start(opts)
-  local self = fake.new(opts)
-  self.server = assert(serve.listen { handler = self.handler })
-  self.url = self.server:url()
-  return self
-end
+fake.start = scripted.starter(fake)
 
 return fake

@@ -1,8 +1,8 @@
---- What the agent-eval specs share (spec/atif_spec.lua, spec/agent_*_spec.lua): the bundled tasks,
+--- What the agent-eval specs share (spec/evals/atif_spec.lua, spec/agent_*_spec.lua): the bundled tasks,
 --- the gold-replaying "model" for the chat-completions fake (spec/fakes/llm/fake.lua), and a runner call
 --- on the local provider whose results go to a temporary directory.
 ---
----   local H = dofile(sys.root() .. '/spec/fakes/llm/harness.lua').new('cseng-atif-spec')
+---   local H = require('spec.fakes.llm.harness').new('cseng-atif-spec')
 ---   local f = H.start { script = H.llm.replay(H.gold_commands) }
 ---   local status, summary, info = H.run({ task_limit = 2 }, H.openrouter_env(f))
 ---   H.close()
@@ -17,7 +17,7 @@ local ROOT = sys.root()
 local M = {}
 
 function M.new(name)
-  local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = dofile(ROOT .. '/spec/fakes/llm/fake.lua'),
+  local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = require('spec.fakes.llm.fake'),
     KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12)), MODEL = 'fake/model-1' }
   H.tmp = assert(fs.tempdir(name))
   H.tasks = dataset.load(H.SMOKE)
@@ -76,7 +76,7 @@ function M.new(name)
   --- run's model proxy counted it from the three answers (the CLI's own report agreeing), and a
   --- valid ATIF trajectory whose tokens are the trial's and whose tool calls are answered by id.
   function H.assert_installed_solved(r, A)
-    local assert = require 'luassert' -- busted's (this file is dofile'd outside the spec's environment)
+    local assert = require 'luassert' -- busted's (a required module runs outside the spec's environment)
     local atif = require 'cseng.evals.atif'
     local jsonl = require 'cseng.lib.jsonl'
     assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))

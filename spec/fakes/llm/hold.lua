@@ -1,6 +1,6 @@
 --- A held request for the API fakes (messages.lua, responses.lua): no answer until the fake
 --- closes (then a 503 to nobody, the client being gone); st.held counts them.
----   local hold = dofile(sys.root() .. '/spec/fakes/llm/hold.lua')(st)
+---   local hold = require('spec.fakes.llm.hold')(st)
 ---   ... return hold.wait()      -- in a handler
 ---   hold.closed = true          -- in close()
 local task = require 'cseng.task'

@@ -2,7 +2,7 @@
 --- events), the API Claude Code speaks, on cseng.serve; a scripted model that counts what it was
 --- asked, like spec/fakes/llm/fake.lua:
 ---
----   local mf = dofile(sys.root() .. '/spec/fakes/llm/messages.lua')
+---   local mf = require 'spec.fakes.llm.messages'
 ---   local f = mf.start { api_key = 'sk-ant-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- ANTHROPIC_BASE_URL = f.url; f.stats() -> {requests, completions, side_requests, bad_requests, problems, convs}
 ---
@@ -17,16 +17,12 @@
 --- `hold(conv)` true: that request is never answered (counted in `held`, not in completions) until
 --- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
 --- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
-local serve = require 'cseng.serve'
 local jsonl = require 'cseng.lib.jsonl'
+local scripted = require 'spec.fakes.llm.scripted'
 
 local fake = {}
 
-local function sse(events)
-  local out = {}
-  for _, e in ipairs(events) do out[#out + 1] = 'event: ' .. e.type .. '\ndata: ' .. jsonl.encode(e) .. '\n\n' end
-  return table.concat(out)
-end
+local sse = scripted.sse
 
 local function blocks(content)
   if type(content) == 'string' then return { { type = 'text', text = content } } end
@@ -66,15 +62,10 @@ end
 --- serves it beside the other APIs on one port).
 ---@param opts table {api_key?, model?, script = fun(conv): reply, tool? ('Bash'), usage? = fun(conv): table, hold? = fun(conv): boolean}
 function fake.new(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'sk-ant-test'
-  cfg.tool = cfg.tool or 'Bash'
-  assert(cfg.script, 'messages fake: a script is required')
-  local st = { requests = 0, completions = 0, side_requests = 0, unauthorized = 0, bad_requests = 0, not_found = 0,
-    held = 0, problems = {}, convs = {}, conversations = 0, tool_calls_issued = 0 }
+  local cfg = scripted.config('messages fake', opts, { api_key = 'sk-ant-test', tool = 'Bash' })
+  local st = scripted.stats { held = 0 }
 
-  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
+  local hold = require('spec.fakes.llm.hold')(st)
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -91,8 +82,7 @@ function fake.new(opts)
     local body = jsonl.decode(req.body or '')
     local problem = check(body, cfg)
     if problem then
-      st.bad_requests = st.bad_requests + 1
-      st.problems[#st.problems + 1] = problem
+      scripted.bad(st, problem)
       return 400, { ['Content-Type'] = 'application/json' },
         jsonl.encode({ type = 'error', error = { type = 'invalid_request_error', message = problem } })
     end
@@ -117,21 +107,11 @@ function fake.new(opts)
       end
     end
     user = user or ''
-    local reply
-    if not has_tool then
-      st.side_requests = st.side_requests + 1
-      reply = { content = 'ok' }
-    else
-      local c = st.convs[user]
-      if not c then c = { requests = 0 }; st.convs[user] = c; st.conversations = st.conversations + 1 end
-      c.requests = c.requests + 1
-      c.tool_results = results
-      local conv = { key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results }
-      if cfg.hold and cfg.hold(conv) then return hold.wait() end
-      reply = cfg.script(conv)
-      st.completions = st.completions + 1
-    end
-    local u = has_tool and cfg.usage and cfg.usage({ turn = turn }) or { input_tokens = 1000 * turn + 7, output_tokens = 50 + turn }
+    local reply, u, held = scripted.reply(cfg, st, has_tool,
+      { key = user, user = user, turn = turn, n = n, messages = body.messages, tool_results = results }, hold)
+    if held then return hold.wait() end
+    -- a side query is charged as a turn here (the default usage, not side_usage)
+    if not has_tool then u = scripted.usage({}, turn) end
     local events = { { type = 'message_start', message = { id = 'msg_' .. n, type = 'message', role = 'assistant',
       model = body.model, content = jsonl.array(), stop_reason = jsonl.null, stop_sequence = jsonl.null,
       usage = { input_tokens = u.input_tokens, output_tokens = 1, cache_creation_input_tokens = u.cache_creation_input_tokens or 0,
@@ -159,21 +139,10 @@ function fake.new(opts)
     return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, sse(events)
   end
 
-  local self = { api_key = cfg.api_key, handler = answer }
-  function self.stats() return st end
-  function self.close()
-    hold.closed = true
-    if self.server then self.server:close() end
-  end
-  return self
+  return scripted.object(cfg, st, answer, hold)
 end
 
 --- Start the fake on 127.0.0.1 (an ephemeral port); ANTHROPIC_BASE_URL = f.url.
-function fake.start(opts)
-  local self = fake.new(opts)
-  self.server = assert(serve.listen { handler = self.handler })
-  self.url = self.server:url()
-  return self
-end
+fake.start = scripted.starter(fake)
 
 return fake

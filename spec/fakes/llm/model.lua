@@ -11,7 +11,7 @@
 --- runs solve.sh with a second, then answers "Done.". A prompt that holds no known instruction, or a task without a solution, gets a plain
 --- answer and no command, so that trial fails: the model knows exactly what the dataset gives.
 ---
----   local m = dofile(sys.root() .. '/spec/fakes/llm/model.lua')
+---   local m = require 'spec.fakes.llm.model'
 ---   local f = m.start { port = 0 }        -- or dataset = 'path', api_key =, model =
 ---   f.env()   --> OPENROUTER_*, AI_GATEWAY_*, OPENAI_API_KEY and CODEX_*, ANTHROPIC_* and CLAUDE_CODE_MODEL
 ---   f.stats() --> { chat = ..., responses = ..., messages = ... } (each fake's counters)
@@ -22,7 +22,6 @@ local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 
-local DIR = sys.root() .. '/spec/fakes/llm/'
 local M = {}
 
 M.MODEL = 'cseng-fake/gold-replay'
@@ -81,13 +80,13 @@ function M.start(o)
   local model = o.model or M.MODEL
   local script = M.gold_script(tasks, where)
   local opts = { api_key = key, model = model, script = script }
-  local chat = dofile(DIR .. 'fake.lua').new(opts)
-  local responses = dofile(DIR .. 'responses.lua').new(opts)
-  local messages = dofile(DIR .. 'messages.lua').new(opts)
-  local chat_stream = dofile(DIR .. 'chat_stream.lua').new(opts)
+  local chat = require('spec.fakes.llm.fake').new(opts)
+  local responses = require('spec.fakes.llm.responses').new(opts)
+  local messages = require('spec.fakes.llm.messages').new(opts)
+  local chat_stream = require('spec.fakes.llm.chat_stream').new(opts)
   -- Gemini names a model in the URL's path: one without a slash
   local gemini_model = model:gsub('/', '-')
-  local gemini = dofile(DIR .. 'gemini.lua').new { api_key = key, model = gemini_model, script = script }
+  local gemini = require('spec.fakes.llm.gemini').new { api_key = key, model = gemini_model, script = script }
   local srv = assert(serve.listen { host = '127.0.0.1', port = o.port or 0, handler = function(req)
     if req.path == '/v1/responses' then return responses.handler(req) end
     if req.path == '/v1/messages' then return messages.handler(req) end

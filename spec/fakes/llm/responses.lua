@@ -2,7 +2,7 @@
 --- events), the API the Codex CLI speaks, on cseng.serve. Like spec/fakes/llm/fake.lua it is a scripted
 --- model that counts what it was asked:
 ---
----   local rf = dofile(sys.root() .. '/spec/fakes/llm/responses.lua')
+---   local rf = require 'spec.fakes.llm.responses'
 ---   local f = rf.start { api_key = 'sk-x', script = function(conv) return { tool_calls = {{ command = 'ls' }} } end }
 ---   -- base URL: f.url (…/v1); f.stats() -> {requests, completions, unauthorized, bad_requests, problems, convs, tool_results}
 ---
@@ -17,18 +17,12 @@
 --- `hold(conv)` true: that request is never answered (counted in `held`, not in completions) until
 --- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
 --- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
-local serve = require 'cseng.serve'
 local jsonl = require 'cseng.lib.jsonl'
+local scripted = require 'spec.fakes.llm.scripted'
 
 local fake = {}
 
-local function sse(events)
-  local out = {}
-  for _, e in ipairs(events) do
-    out[#out + 1] = 'event: ' .. e.type .. '\ndata: ' .. jsonl.encode(e) .. '\n\n'
-  end
-  return table.concat(out)
-end
+local sse = scripted.sse
 
 local function text_of(content)
   if type(content) == 'string' then return content end
@@ -66,16 +60,12 @@ end
 ---@param opts table {api_key?, model?, script = fun(conv): reply, tool? (exec_command), args? = fun(command): table,
 ---  usage? = fun(conv): table, hold? = fun(conv): boolean}
 function fake.new(opts)
-  local cfg = {}
-  for k, v in pairs(opts or {}) do cfg[k] = v end
-  cfg.api_key = cfg.api_key or 'sk-test-key'
-  cfg.tool = cfg.tool or 'exec_command'
-  cfg.args = cfg.args or function(command) return { cmd = command } end
-  assert(cfg.script, 'responses fake: a script is required')
-  local st = { requests = 0, completions = 0, unauthorized = 0, bad_requests = 0, not_found = 0, held = 0, problems = {},
-    convs = {}, conversations = 0, tool_calls_issued = 0, tool_results = 0, requests_log = {} }
+  local cfg = scripted.config('responses fake', opts, { api_key = 'sk-test-key', tool = 'exec_command',
+    args = function(command) return { cmd = command } end })
+  local st = scripted.stats { held = 0, tool_results = 0, requests_log = {} }
+  st.side_requests = nil -- every request of the Responses API is a turn
 
-  local hold = dofile(require('cseng.sys').root() .. '/spec/fakes/llm/hold.lua')(st)
+  local hold = require('spec.fakes.llm.hold')(st)
 
   local function answer(req)
     st.requests = st.requests + 1
@@ -92,8 +82,7 @@ function fake.new(opts)
     local body = jsonl.decode(req.body or '')
     local problem = check(body, cfg)
     if problem then
-      st.bad_requests = st.bad_requests + 1
-      st.problems[#st.problems + 1] = problem
+      scripted.bad(st, problem)
       return 400, { ['Content-Type'] = 'application/json' }, jsonl.encode({ error = { message = problem } })
     end
     local user, turn, outputs = nil, 1, {}
@@ -154,21 +143,10 @@ function fake.new(opts)
     return 200, { ['Content-Type'] = 'text/event-stream', ['Cache-Control'] = 'no-cache' }, sse(events)
   end
 
-  local self = { api_key = cfg.api_key, handler = answer }
-  function self.stats() return st end
-  function self.close()
-    hold.closed = true
-    if self.server then self.server:close() end
-  end
-  return self
+  return scripted.object(cfg, st, answer, hold)
 end
 
 --- Start the fake on 127.0.0.1 (an ephemeral port); base URL f.url (…/v1).
-function fake.start(opts)
-  local self = fake.new(opts)
-  self.server = assert(serve.listen { handler = self.handler })
-  self.url = self.server:url() .. '/v1'
-  return self
-end
+fake.start = scripted.starter(fake, '/v1')
 
 return fake

@@ -1,10 +1,9 @@
 --- `cseng fake PROVIDER [--port P] [--env-file FILE]`: start a bundled loopback fake of a provider
---- (spec/fakes/<vendor>/fake.lua, listed in spec/fakes/init.lua), or `cseng fake llm`, the
+--- (spec/providers/<vendor>/fake.lua, listed in spec/fakes/init.lua), or `cseng fake llm`, the
 --- scripted model of the LLM solvers (spec/fakes/llm/model.lua), on its own, print the
 --- environment that points cseng at it, serve until SIGINT or SIGTERM, then stop it: its
 --- sandboxes destroyed, its temporary files (and --env-file) removed.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local task = require 'cseng.task'
 local flags = require 'cseng.lib.flags'
 local errors = require 'cseng.lib.errors'
@@ -19,7 +18,11 @@ local SPEC = {
 }
 local ORDER = { 'port', 'env-file', 'dataset' }
 
-local function fakes() return dofile(sys.root() .. '/spec/fakes/init.lua') end
+-- the fakes live in the checkout beside their specs (spec/fakes/init.lua lists them)
+local function fakes()
+  require('cseng.cli.commands.test').use_checkout()
+  return require 'spec.fakes'
+end
 
 local cmd = {
   summary = 'start a bundled loopback fake of a provider and print the environment that points cseng at it',
@@ -76,7 +79,7 @@ function cmd.run(args)
       for i, l in ipairs(lines) do text[i] = l.k .. '=' .. l.v end
       assert(fs.write(f.env_file, table.concat(text, '\n') .. '\n'))
     end
-    io.stdout:write('# the ', name, ' fake (spec/fakes/', F.FAKES[name].dir, '/) serves ', tostring(fk.url), '\n')
+    io.stdout:write('# the ', name, ' fake (', F.FAKES[name].dir, '/) serves ', tostring(fk.url), '\n')
     if name == 'llm' then
       io.stdout:write('# a scripted model (', fk.model, '): it replays the gold solutions of the ', tostring(fk.tasks),
         ' tasks of ', fk.dataset, '\n')

@@ -7,12 +7,26 @@ local cmd = {
   usage = [[usage: cseng test [busted options] [paths...]
 
 Runs busted (Debian's lua-busted) inside a cseng task, so specs may call engine
-primitives that yield. Paths default to spec/. The last line is
-"N passed, N failed[, N skipped]". Busted options pass through (e.g. --filter=PATTERN).]],
+primitives that yield. Paths default to spec/ (every *_spec.lua below it). Specs
+require their helpers by name from the checkout (spec.helpers.common, spec.fakes,
+bench.lib). The last line is "N passed, N failed[, N skipped]". Busted options pass
+through (e.g. --filter=PATTERN).]],
 }
+
+--- Put the checkout's root on package.path, so the test support that lives beside the specs is
+--- required by name: `require 'spec.helpers.common'`, `require 'spec.fakes'` (spec/fakes/init.lua),
+--- `require 'spec.providers.lizard.fake'`, `require 'bench.lib'`. Appended, so a module of lua/
+--- always wins. The one place that path is set: `cseng test` calls it for every spec, `cseng fake`
+--- and the bench scripts (bench/lib.lua) too. Idempotent.
+function cmd.use_checkout()
+  local root = sys.root()
+  local entry = ';' .. root .. '/?.lua;' .. root .. '/?/init.lua'
+  if not package.path:find(entry, 1, true) then package.path = package.path .. entry end
+end
 
 function cmd.run(args)
   -- test support lives with the specs (spec/helpers/), not in the runtime tree
+  cmd.use_checkout()
   local output = sys.root() .. '/spec/helpers/busted_output.lua'
   if not require('cseng.fs').exists(output) then
     io.stderr:write('cseng test: ', output, ' is missing (cseng test runs specs from a checkout)\n')

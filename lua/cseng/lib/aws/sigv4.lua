@@ -12,7 +12,7 @@
 ---   -- info: { canonical_request=, string_to_sign=, signature=, signed_headers=, scope=, payload_hash= }
 ---
 --- Rules (AWS's "Create a signed AWS API request"; checked against every case of aws-c-auth's
---- v4 test suite and against botocore, see spec/sigv4_spec.lua):
+--- v4 test suite and against botocore, see spec/lib/aws/sigv4_spec.lua):
 --- - canonical URI: the URL's path as sent. Services other than S3: dot segments removed and
 ---   repeated slashes collapsed (normalize = false keeps them), then every byte but the
 ---   unreserved ones and '/' percent-encoded, so an already-encoded "%20" is encoded again
