@@ -18,6 +18,11 @@ local STEP_AFTER = 5
 -- a deterministic jitter of +-a seconds for the n-th create
 local function jitter(n, a) return (((n * 7919) % 1000) / 1000 * 2 - 1) * a end
 
+-- exec and delete held for a steady 20 ms: every primitive the watch judges has a latency of the
+-- fake's, so the machine's own noise (a loaded machine halves or doubles a 0.1 ms answer) is far
+-- below the detector's 10% minimum change and cannot make a change of its own
+local function steady(n) return 0.020 + jitter(n, 0.001) end
+
 local function watch_of(dir, fake, hook)
   local args = { W.plan(dir, SAMPLES), '--every', '1s', '--max-late', '1s', '--runs', '8', '--output', dir,
     '--window', '5', '--min-window', '3', '--hold', '2' }
@@ -32,7 +37,7 @@ describe('cseng watch on a stepping and a jittering provider', function()
     local fake = lizard.start { latency = { create = function(n)
       local run = (n - 1) // PER_RUN + 1
       return (run <= STEP_AFTER and 0.050 or 0.080) + jitter(n, 0.003)
-    end } }
+    end, exec = steady, delete = steady } }
     local hook_out = fs.join(dir, 'changes.jsonl')
     local code = watch_of(dir, fake, 'cat >> ' .. hook_out)
     local st = fake.stats()
@@ -68,7 +73,7 @@ describe('cseng watch on a stepping and a jittering provider', function()
 
   it('reports nothing on a provider whose latency only jitters', function()
     local dir = H.tempdir('cseng-watch-jitter-')
-    local fake = lizard.start { latency = { create = function(n) return 0.050 + jitter(n, 0.010) end } }
+    local fake = lizard.start { latency = { create = function(n) return 0.050 + jitter(n, 0.010) end, exec = steady, delete = steady } }
     local code = watch_of(dir, fake)
     fake.close()
     assert.equal(0, code, fs.read(fs.join(dir, 'watch.err')))
