@@ -192,8 +192,8 @@ local function iteration(t, path, shape)
 end
 
 -- The summary metric of values their way: trimmed median, nearest-rank p95/p99 (and in the
--- schema shape min, max, mean of the untrimmed values). Zeros when there is none: their
--- placeholder, never read as a time (every iteration then has an error).
+-- schema shape min, max, mean of the untrimmed values). Zeros when there is none, as their own
+-- files write it for a run whose every iteration has an error: never read as a time.
 local function metric(values, full)
   if #values == 0 then return obj('median', 0, 'p95', 0, 'p99', 0) end
   local c = stats.computesdk(values, #values)

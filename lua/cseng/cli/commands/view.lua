@@ -123,7 +123,7 @@ function cmd.run(args)
   -- the logs are read in slices, requests answered in between: a big log's page opens at once
   -- and fills in as its index grows; then every half second for what the logs gained
   local said = false
-  local remembered, todo, seen = {}, {}, nil
+  local remembered, unstored, seen = {}, {}, nil
   while true do
     cat:refresh(BUDGET)
     if not cat.pending and not said then
@@ -141,11 +141,11 @@ function cmd.run(args)
           local key = path .. '\0' .. tostring(log.version)
           if not restored[log] and not remembered[key] and log.finished and not log.summary then
             remembered[key] = true
-            todo[#todo + 1] = log
+            unstored[#unstored + 1] = log
           end
         end
       end
-      local log = table.remove(todo)
+      local log = table.remove(unstored)
       if log then history.remember(stores, log) end
     end
     task.sleep(cat.pending and 0 or 0.5)

@@ -9,16 +9,7 @@ local workloads = require 'cseng.run.workloads'
 
 local W = { name = 'download', doc = 'a file of each size out of the sandbox (MiB/s), its hash checked on the host' }
 
-function W.figures(wo)
-  local out = {}
-  for _, b in ipairs(wo.sizes) do
-    local n = workloads.size_name(b)
-    out[#out + 1] = { 'download_' .. n .. '_ms', 'ms', 'the get call sent -> its last byte arrived (' .. n .. ')' }
-    out[#out + 1] = { 'download_' .. n .. '_mibps', 'MiB/s', n .. ' over download_' .. n .. '_ms' }
-  end
-  return out
-end
-function W.headline(wo) return 'download_' .. workloads.size_name(wo.sizes[#wo.sizes]) .. '_ms' end
+W.figures, W.headline = workloads.transfer_figures('download', 'the get call sent -> its last byte arrived')
 
 function W.prepare(_, wo)
   local shared = require 'providers.shared.adapter'

@@ -60,6 +60,22 @@ function workloads.size_name(b)
   return b .. 'B'
 end
 
+--- A sized transfer's figures: per size, PREFIX_<size>_ms (span: what is timed) and
+--- PREFIX_<size>_mibps; and its headline, the largest size's time.
+---@return table figures, fun(wo: table): string headline
+function workloads.transfer_figures(prefix, span)
+  local function figures(wo)
+    local out = {}
+    for _, b in ipairs(wo.sizes) do
+      local n = workloads.size_name(b)
+      out[#out + 1] = { prefix .. '_' .. n .. '_ms', 'ms', span .. ' (' .. n .. ')' }
+      out[#out + 1] = { prefix .. '_' .. n .. '_mibps', 'MiB/s', n .. ' over ' .. prefix .. '_' .. n .. '_ms' }
+    end
+    return out
+  end
+  return figures, function(wo) return prefix .. '_' .. workloads.size_name(wo.sizes[#wo.sizes]) .. '_ms' end
+end
+
 --- Load a workload by name (one line listing the names when there is none).
 ---@param name string
 ---@return table

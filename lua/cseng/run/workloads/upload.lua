@@ -10,16 +10,7 @@ local workloads = require 'cseng.run.workloads'
 
 local W = { name = 'upload', doc = 'one file of each size into the sandbox (MiB/s), its hash checked inside' }
 
-function W.figures(wo)
-  local out = {}
-  for _, b in ipairs(wo.sizes) do
-    local n = workloads.size_name(b)
-    out[#out + 1] = { 'upload_' .. n .. '_ms', 'ms', 'the upload call sent -> its last answer arrived (' .. n .. ')' }
-    out[#out + 1] = { 'upload_' .. n .. '_mibps', 'MiB/s', n .. ' over upload_' .. n .. '_ms' }
-  end
-  return out
-end
-function W.headline(wo) return 'upload_' .. workloads.size_name(wo.sizes[#wo.sizes]) .. '_ms' end
+W.figures, W.headline = workloads.transfer_figures('upload', 'the upload call sent -> its last answer arrived')
 
 function W.prepare() return { pool = {} } end
 
