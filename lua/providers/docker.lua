@@ -34,7 +34,8 @@ local M = {
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
   -- host_ports = false: a container on the bridge network has its own 127.0.0.1 (the sandbox spec's
   -- host_ports are not honoured, so installed agents cannot reach the model proxy)
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, host_ports = false },
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, host_ports = false,
+    snapshot = true, pause = true, pause_memory = true },
   artifact_env = 'DOCKER_IMAGE_ID', -- what `cseng prewarm` prints
   -- container ids as the Engine API gives them (create's Id, list's Id): 64 hex digits
   id_format = { pattern = '^%x%x%x%x%x%x%x%x%x%x%x%x+$', example = string.rep('0123456789abcdef', 4), max = 64 },
@@ -342,6 +343,42 @@ function M.snapshot(client, sb, key)
   local id = decode(res).Id
   if not id then return nil, 'docker commit: no image id in the answer', 'EDOCKER' end
   return id
+end
+
+--- The warm images snapshot made (`cseng prewarm --list`): {{id, created_at, task_id}...}.
+function M.list_artifacts(client)
+  local images, err, code = build.list_images(client)
+  if not images then return nil, err, code end
+  local out = {}
+  for _, im in ipairs(images) do
+    if im.labels['cseng.kind'] == 'warm' then
+      out[#out + 1] = { id = im.id, created_at = im.created, task_id = im.labels['cseng.task'] }
+    end
+  end
+  return out
+end
+
+--- Remove a warm image by id (absent is success). Not forced: an image a container still runs
+--- from stays, and the answer says so.
+function M.delete_artifact(client, id)
+  if type(id) ~= 'string' or not id:match('^sha256:%x+$') and not id:match('^%x+$') then
+    return nil, 'docker provider: not an image id: ' .. tostring(id), errors.EUNSAFE
+  end
+  return build.remove_image(client, id, false)
+end
+
+--- Pause a container: dockerd freezes every process of it (the freezer cgroup), memory kept.
+function M.pause(client, sb)
+  local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/pause', { ok = { 204 } })
+  if not res then return nil, err, code end
+  return true
+end
+
+--- Resume a paused container: its processes continue where they stopped.
+function M.resume(client, sb)
+  local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/unpause', { ok = { 204 } })
+  if not res then return nil, err, code end
+  return true
 end
 
 return M

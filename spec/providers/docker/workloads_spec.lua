@@ -1,0 +1,86 @@
+-- The arena's snapshot and pause workloads on the docker provider, against the real dockerd:
+-- a restored snapshot (docker commit, then a container from that image) holds the files written
+-- before it and its image is removed after; a paused container (dockerd's freezer) keeps its
+-- files and a process it was running. Clock-free: contents, process state, dockerd's own image
+-- list. Pending (with the reason) where dockerd or the base image is absent.
+local http = require 'cseng.http'
+local cjson = require 'cjson'
+local docker = require 'providers.docker'
+local docker_build = require 'providers.shared.docker_build'
+local A = require 'spec.helpers.arena'
+
+local BASE = 'cseng/debian:bookworm'
+local SOCKET = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/run/docker.sock'
+
+local state
+local function client_or_pending()
+  if not state then
+    state = {}
+    local res, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = SOCKET, timeout = 5 }
+    if not res or res.status ~= 200 then
+      state.why = 'dockerd not available at ' .. SOCKET .. ': ' .. (res and ('HTTP ' .. res.status) or tostring(err))
+    else
+      state.client = docker.connect({})
+      if not docker_build.image_id(state.client, BASE) then state.why = 'base image ' .. BASE .. ' is absent' end
+    end
+  end
+  if state.why then pending(state.why) end
+  return state.client
+end
+
+local function arena(workload, extra)
+  local opts = { providers = { 'docker' }, samples = 2, warmups = 0, seed = 11,
+    command = 'echo docker-prim-ready', expect = 'docker-prim-ready', workload = workload,
+    provider_config = { docker = { sandbox = { image = BASE } } } }
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  return A.run(opts, 'docker-prim-')
+end
+
+local function assert_samples_clean(status, by)
+  assert.equal(0, status)
+  assert.equal(2, #by.startup_trial)
+  for _, t in ipairs(by.startup_trial) do
+    assert.is_true(t.ok, tostring(t.error))
+    for name, c in pairs(t.checks) do assert.is_true(c.ok, name .. ': ' .. cjson.encode(c)) end
+  end
+  A.assert_accounted(by, #by.allocated)
+end
+
+describe('docker: snapshot and pause through the arena', function()
+  it('snapshot: the restored container holds the files written before; every snapshot image is removed', function()
+    local client = client_or_pending()
+    local before = {}
+    for _, a in ipairs(assert(docker.list_artifacts(client))) do before[a.id] = true end
+    local status, by = arena('snapshot', { sizes = { '64KiB', '1MiB' } })
+    assert_samples_clean(status, by)
+    for _, t in ipairs(by.startup_trial) do
+      for _, n in ipairs({ '64KiB', '1MiB' }) do
+        assert.is_true(t.checks['restore_' .. n .. '_state'].ok)
+        assert.equal(t.checks['restore_' .. n .. '_sha256'].want, t.checks['restore_' .. n .. '_sha256'].got)
+      end
+      assert.equal(2, #t.sandboxes)
+    end
+    assert.equal(2 * 3, #by.allocated) -- each sample: its own container and one restore per size
+    for _, a in ipairs(assert(docker.list_artifacts(client))) do
+      assert.is_true(before[a.id] == true, 'a snapshot image was left: ' .. a.id)
+    end
+  end)
+
+  it('pause -> unpause keeps the files and a running process', function()
+    client_or_pending()
+    local status, by = arena('pause')
+    assert_samples_clean(status, by)
+    for _, t in ipairs(by.startup_trial) do
+      assert.same({ ok = true, want = 'alive', got = 'alive' }, t.checks.resumed_process_alive)
+      assert.matches('pause_memory', t.paths.pause, 1, true)
+    end
+  end)
+
+  it('delete_artifact refuses what is not an image id (an id read from a prewarm file)', function()
+    local client = client_or_pending()
+    local ok, err, code = docker.delete_artifact(client, '../containers/x')
+    assert.is_nil(ok)
+    assert.equal('EUNSAFE', code)
+    assert.matches('not an image id', err, 1, true)
+  end)
+end)
