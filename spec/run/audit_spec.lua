@@ -88,6 +88,31 @@ describe('the audit judges an answer', function()
     local kv = assert(audit.parse(r.stdout), r.stderr)
     assert.equal('container', (audit.isolation(kv)))
   end)
+
+  -- every tool the audit spawns is a process start inside the sandbox, paid on every sample: it
+  -- reads its values with the shell alone, so with no PATH at all it answers the same (bar the
+  -- namespace links and the cgroup mount's inode, which take its one `ls`)
+  it('reads its values with the shell alone: the same answer with no tool on PATH', function()
+    local L = require 'providers.local'
+    local client = assert(L.connect({ root = assert(require('cseng.fs').tempdir('cseng-audit-spec-')) }))
+    local sb = assert(L.create(client, { workdir = '/workspace' }))
+    local full = assert(L.exec(client, sb, audit.command('spec-a')))
+    local bare = assert(L.exec(client, sb, 'PATH=/nonexistent\n' .. audit.command('spec-b')))
+    local tools = assert(L.exec(client, sb, 'nproc; uname -r; grep -m1 MemTotal /proc/meminfo; cat /proc/1/comm'))
+    L.destroy(client, sb)
+    local kf, kb = assert(audit.parse(full.stdout), full.stderr), assert(audit.parse(bare.stdout), bare.stderr)
+    for _, k in ipairs({ 'boot_id', 'nproc', 'cpus_allowed', 'mem_total_kb', 'kernel', 'kernel_version', 'pid1',
+      'uid_map', 'cgroup', 'uptime' }) do
+      assert.is_true(kb[k] ~= nil and kb[k] ~= '', k .. ' is empty without tools: ' .. bare.stdout)
+      if k ~= 'uptime' then assert.equal(kf[k], kb[k], k) end
+    end
+    assert.equal('spec-a', kb.marker) -- the second run found the first one's marker
+    local nproc, release, mem, comm = tostring(tools.stdout):match('^(%d+)\n(%S+)\nMemTotal:%s+(%d+) kB\n(%S+)')
+    assert.same({ nproc, release, mem, comm }, { kf.nproc, kf.kernel, kf.mem_total_kb, kf.pid1 })
+    assert.matches('^mnt:%[%d+%]$', kf.mnt_ns)
+    assert.matches('^pid:%[%d+%]$', kf.pid_ns)
+    assert.matches('^%d+$', kf.cgroup_inode)
+  end)
 end)
 
 describe('the arena audits every sample against faithless fakes', function()
