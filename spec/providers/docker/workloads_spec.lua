@@ -1,4 +1,5 @@
--- The arena's snapshot and pause workloads on the docker provider, against the real dockerd:
+-- The arena's primitives on the docker provider, against the real dockerd: exec, upload, download
+-- and files arrive intact;
 -- a restored snapshot (docker commit, then a container from that image) holds the files written
 -- before it and its image is removed after; a paused container (dockerd's freezer) keeps its
 -- files and a process it was running. Clock-free: contents, process state, dockerd's own image
@@ -73,6 +74,15 @@ describe('docker: snapshot and pause through the arena', function()
     for _, t in ipairs(by.startup_trial) do
       assert.same({ ok = true, want = 'alive', got = 'alive' }, t.checks.resumed_process_alive)
       assert.matches('pause_memory', t.paths.pause, 1, true)
+    end
+  end)
+
+  it('exec, upload, download and files: every answer, byte and file intact', function()
+    client_or_pending()
+    for _, w in ipairs({ 'exec', 'upload', 'download', 'files' }) do
+      local status, by = arena(w, { sizes = { '64KiB', '1MiB' }, workload_options = { files = 20, exec_count = 3 } })
+      assert_samples_clean(status, by)
+      for _, t in ipairs(by.startup_trial) do assert.is_true(next(t.checks) ~= nil, w .. ' checked nothing') end
     end
   end)
 
