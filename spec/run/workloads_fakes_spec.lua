@@ -73,4 +73,21 @@ describe('primitives on every other cloud fake', function()
     local by = run('files', { workload_options = { files = 20, file_bytes = 4096 } })
     for _, t in ipairs(by.startup_trial) do assert.is_string(t.paths.files_bulk, t.provider) end
   end)
+
+  it('snapshot (runloop: disk snapshots): the restored devbox holds the files written before; each is deleted', function()
+    local before = started.runloop.stats().snapshots
+    local status, by, errtext = A.run({ providers = { 'runloop' }, provider_config = config, env = env, samples = 2,
+      warmups = 0, seed = 13, command = 'echo prim-fakes-ready', expect = 'prim-fakes-ready', workload = 'snapshot',
+      sizes = { '64KiB', '1MiB' } }, 'prim-fakes-')
+    assert.equal(0, status, errtext)
+    for _, t in ipairs(by.startup_trial) do
+      assert.is_true(t.ok, tostring(t.error))
+      for _, n in ipairs({ '64KiB', '1MiB' }) do
+        assert.is_true(t.checks['restore_' .. n .. '_state'].ok)
+        assert.is_true(t.checks['restore_' .. n .. '_sha256'].ok)
+      end
+    end
+    assert.equal(before + 4, started.runloop.stats().snapshots)
+    A.assert_accounted(by, 2 * 3)
+  end)
 end)
