@@ -35,7 +35,7 @@ local M = {
   -- host_ports = false: a container on the bridge network has its own 127.0.0.1 (the sandbox spec's
   -- host_ports are not honoured, so installed agents cannot reach the model proxy)
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, host_ports = false,
-    snapshot = true, pause = true, pause_memory = true },
+    snapshot = true, pause = true, pause_memory = true, egress = true, standard = true },
   artifact_env = 'DOCKER_IMAGE_ID', -- what `cseng prewarm` prints
   -- container ids as the Engine API gives them (create's Id, list's Id): 64 hex digits
   id_format = { pattern = '^%x%x%x%x%x%x%x%x%x%x%x%x+$', example = string.rep('0123456789abcdef', 4), max = 64 },

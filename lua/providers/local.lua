@@ -46,7 +46,7 @@ local M = {
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true,
-    snapshot = true, pause = true, pause_memory = true },
+    snapshot = true, pause = true, pause_memory = true, egress = true, standard = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }

@@ -26,18 +26,22 @@ function rootfs.rootfs_dir(suite)
   return rootfs.cache_dir() .. '/rootfs/debian-' .. (suite or 'bookworm')
 end
 
---- The Debian mirror of a suite, read from the machine's apt sources: one-line "deb URL SUITE ..."
---- entries of /etc/apt/sources.list and sources.list.d/*.list, and deb822 stanzas (Types: deb,
---- URIs:, Suites:) of sources.list.d/*.sources. Returns the URL, or nil and why.
-function rootfs.apt_mirror(suite, root)
+--- The machine's apt sources, in the order apt reads them: one-line "deb URL SUITE ..." entries
+--- of <root>/sources.list and sources.list.d/*.list, and deb822 stanzas (Types: deb, URIs:,
+--- Suites:, Enabled:) of sources.list.d/*.sources (files by name). Returns a list of
+--- {uri (no trailing slash), suites = {...}, file}: binary ("deb") sources only, disabled
+--- stanzas and comments left out.
+---@param root string|nil default /etc/apt
+---@return table[]
+function rootfs.apt_sources(root)
   root = root or '/etc/apt'
-  suite = suite or 'bookworm'
   local files = { root .. '/sources.list' }
   local names = fs.list(root .. '/sources.list.d') or {}
   table.sort(names)
   for _, n in ipairs(names) do
     if n:match('%.list$') or n:match('%.sources$') then files[#files + 1] = root .. '/sources.list.d/' .. n end
   end
+  local out = {}
   for _, path in ipairs(files) do
     local text = fs.read(path)
     if text and path:match('%.sources$') then
@@ -49,8 +53,10 @@ function rootfs.apt_mirror(suite, root)
         end
         local enabled = (f.enabled or 'yes'):lower() ~= 'no'
         if enabled and f.types and (' ' .. f.types .. ' '):find(' deb ', 1, true) and f.uris and f.suites then
-          for s in f.suites:gmatch('%S+') do
-            if s == suite then return (f.uris:match('^(%S+)'):gsub('/+$', '')) end
+          local suites = {}
+          for s in f.suites:gmatch('%S+') do suites[#suites + 1] = s end
+          for uri in f.uris:gmatch('%S+') do
+            out[#out + 1] = { uri = (uri:gsub('/+$', '')), suites = suites, file = path }
           end
         end
       end
@@ -60,9 +66,22 @@ function rootfs.apt_mirror(suite, root)
         if rest then
           rest = rest:gsub('^%[[^%]]*%]%s*', '') -- [arch=amd64 signed-by=...]
           local url, s = rest:match('^(%S+)%s+(%S+)')
-          if url and s == suite then return (url:gsub('/+$', '')) end
+          if url then out[#out + 1] = { uri = (url:gsub('/+$', '')), suites = { s }, file = path } end
         end
       end
+    end
+  end
+  return out
+end
+
+--- The Debian mirror of a suite, read from the machine's apt sources (rootfs.apt_sources): the
+--- first source that lists the suite. Returns the URL, or nil and why.
+function rootfs.apt_mirror(suite, root)
+  root = root or '/etc/apt'
+  suite = suite or 'bookworm'
+  for _, src in ipairs(rootfs.apt_sources(root)) do
+    for _, s in ipairs(src.suites) do
+      if s == suite then return src.uri end
     end
   end
   return nil, 'no "deb" source for suite ' .. suite .. ' in ' .. root .. '/sources.list or ' .. root .. '/sources.list.d/ (pass --mirror URL)'

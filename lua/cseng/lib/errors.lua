@@ -107,6 +107,8 @@ errors.registry = {
   { 'EINTACT', 'bytes or files that arrived differ from what was sent or kept (a hash, a count, a restored or resumed state)' },
   { 'EPAUSE', 'pausing or resuming a sandbox failed' },
   { 'EFORK', 'forking a sandbox failed' },
+  { 'EEGRESS', 'a fetch from inside the sandbox failed (no connection, or an HTTP status other than 200)' },
+  { 'ETOOLS', 'the sandbox lacks a tool a workload needs (git, make, a C compiler; curl or python3)' },
   { 'ENOWARM', 'warm mode without a warm artifact' },
   { 'ECLEANUP', 'destroying a sandbox failed; the session stops allocating' },
   { 'ESANDBOX', 'the sandbox died under the solver (retriable)' },

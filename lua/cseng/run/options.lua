@@ -65,9 +65,12 @@ local SPEC = {
   ['cold-connections'] = { key = 'cold_connections', type = 'bool',
     help = 'startup --mode burst: no warmed connections; the creates open theirs, the handshake recorded apart' },
   ['workload'] = { key = 'workload', type = 'string', arg = 'NAME',
-    choices = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork' },
+    choices = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork', 'egress', 'standard' },
     help = 'startup: what each sample measures after its first command (docs/ARENA.md, "Primitives"; default startup)' },
   ['sizes'] = { key = 'sizes', type = 'list', arg = '1MiB,64MiB', help = 'startup --workload upload|download|snapshot: the sizes (default 1MiB,64MiB,512MiB)' },
+  ['egress-url'] = { key = 'egress_url', type = 'string', arg = 'URL',
+    help = 'startup --workload egress: the http(s) URL the sandbox fetches (default: the first http(s) apt source\'s '
+      .. 'dists/<suite>/Release)' },
   ['cpus'] = { key = 'cpus', type = 'number', arg = 'N', help = 'startup: ask every provider for N vCPUs (the audit checks what was granted)' },
   ['memory-mb'] = { key = 'memory_mb', type = 'int', min = 1, arg = 'M', help = 'startup: ask every provider for M MiB of memory (the audit checks it)' },
   ['no-audit'] = { key = 'no_audit', type = 'bool', help = 'startup: no fidelity audit command after each sample (docs/ARENA.md)' },
@@ -106,7 +109,7 @@ local ORDER = {
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
   'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections',
-  'workload', 'sizes', 'cpus', 'memory-mb', 'no-audit', 'computesdk',
+  'workload', 'sizes', 'egress-url', 'cpus', 'memory-mb', 'no-audit', 'computesdk',
   'label', 'pricing', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
   'stop-after-create-failures', 'default-limits',
 }

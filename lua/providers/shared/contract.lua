@@ -90,6 +90,10 @@ contract.CAPABILITIES = {
   { 'pause_memory', 'with pause: a process started before pause runs on after resume (the vendor documents memory kept)' },
   { 'fork', 'fork(client, sb, n, spec) makes n sandboxes holding sb\'s files as they were at the call; sb runs on' },
   { 'bulk_upload', 'write_files(client, sb, files) carries many files in one request (the provider\'s bulk upload)' },
+  { 'egress', 'the arena\'s egress workload: a sandbox made with network = true reaches hosts outside over HTTP(S), and '
+    .. 'its image has curl or python3 (where network_policy is a function, the workload allows it the one host)' },
+  { 'standard', 'the arena\'s standard workload: the sandbox\'s image has git, make and a C compiler (cc), to clone, '
+    .. 'build and test the bundled repository (data/workloads/standard/)' },
 }
 
 --- What each capability of the arena's primitives needs of the adapter's functions.

@@ -823,6 +823,11 @@ function arena.open(opts)
   for _, name in ipairs(o.providers) do
     local P = session.adapter((o.provider_config[name] or {}).adapter or name)
     local sup, why = workloads.supports(P, W)
+    -- and one it cannot run there as asked (a sandbox without the network, an image without its tools)
+    if sup and W.refuse then
+      why = W.refuse(o, P, util.merge(o.sandbox, (o.provider_config[name] or {}).sandbox), name)
+      sup = why == nil
+    end
     if not sup then errors.raise(errors.EUSAGE, '--workload ' .. o.workload .. ': ' .. why) end
   end
   local A = { sh = sh, providers = {}, rounds_done = { warmup = 0, measured = 0 }, W = workloads.load(o.workload) }
@@ -869,6 +874,7 @@ function arena.begin(F)
     cold_connections = o.cold_connections, computesdk = o.computesdk or nil,
     workload = o.workload, workload_options = o.workload ~= 'startup' and o.wo or nil,
     figures = A.W.figures(o.wo), headline = A.W.headline(o.wo), resources = o.resources, audit = o.audit,
+    workload_info = A.W.info and A.W.info(A.ws) or nil,
     audit_version = o.audit and audit.VERSION or nil,
   }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
     selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,

@@ -23,7 +23,7 @@ local util = require 'cseng.lib.util'
 local workloads = {}
 
 --- Every workload, in the order help and reports list them.
-workloads.NAMES = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork' }
+workloads.NAMES = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork', 'egress', 'standard' }
 
 --- The defaults of the workload options (plan: workload_options = {...}; flags override).
 workloads.DEFAULTS = {
@@ -32,10 +32,12 @@ workloads.DEFAULTS = {
   files = 1000, file_bytes = 4096,           -- files: how many, each this size
   fork_count = 4,                            -- fork: 1 -> N
   exec_timeout = 600,                        -- each of a workload's commands
+  -- egress_url (egress: what the sandbox fetches; default from the machine's apt sources),
+  -- standard_dir (standard: the repository it builds; default data/workloads/standard)
 }
 
 local KNOWN_OPTIONS = { sizes = true, exec_count = true, files = true, file_bytes = true, fork_count = true,
-  exec_timeout = true }
+  exec_timeout = true, egress_url = true, standard_dir = true }
 
 --- "1MiB" | "64KiB" | "1GiB" | "4096" (bytes) -> integer bytes, or nil.
 ---@param s any
@@ -104,7 +106,7 @@ function workloads.options(o)
   end
   local wo = util.merge(workloads.DEFAULTS, given)
   -- the flags win over the plan
-  for _, k in ipairs({ 'sizes', 'fork_count', 'files', 'file_bytes', 'exec_count' }) do
+  for _, k in ipairs({ 'sizes', 'fork_count', 'files', 'file_bytes', 'exec_count', 'egress_url' }) do
     if o[k] ~= nil then wo[k] = o[k] end
   end
   local sizes = {}
@@ -127,6 +129,8 @@ function workloads.options(o)
     if not b or b < 1 then error(string.format('workload_options.%s: a size, got %s', k, tostring(wo[k])), 0) end
     wo[k] = b
   end
+  local W = workloads.load(o.workload)
+  if W.options then W.options(wo) end
   return wo
 end
 
