@@ -48,12 +48,37 @@ local PY = table.concat({
 local CURL_FORMAT = 'code=%{http_code}\\nconnect=%{time_connect}\\nappconnect=%{time_appconnect}\\n'
   .. 'first_byte=%{time_starttransfer}\\ntotal=%{time_total}\\n'
 
---- The URL's parts {scheme, host, port, path}, or nil and why.
+-- What a URL given here may hold: unreserved characters, '%' escapes and the delimiters no shell
+-- reads (no ; & | $ ` ' " \\ < > ( ) * ! space or newline), so no quoting mistake anywhere can
+-- turn it into a command.
+local URL_CHARS = '^[%w%-%._~:/%%?=+,@]+$'
+
+--- The URL's parts {scheme, host, port, path}, or nil and why (a URL that is not http(s), holds
+--- a character outside URL_CHARS, names no host, a user, or a port out of range).
 ---@param url any
 ---@return table|nil, string|nil
 function W.parse_url(url)
   if type(url) ~= 'string' then return nil, 'expected a URL, got ' .. type(url) end
-  return { url = url }
+  local shown = string.format('%q', url):gsub('\\\n', '\\n')
+  local scheme = url:match('^(%a[%w+.-]*)://')
+  if not scheme or (scheme:lower() ~= 'http' and scheme:lower() ~= 'https') then
+    return nil, shown .. ': only http:// and https:// URLs are fetched'
+  end
+  if not url:match(URL_CHARS) then
+    local bad = url:match('[^%w%-%._~:/%%?=+,@]')
+    bad = (bad:byte() < 32 or bad:byte() > 126) and string.format('\\%d', bad:byte()) or bad
+    return nil, string.format('%s holds "%s", which a URL given here may not (letters, digits and - . _ ~ : / %% ? = + , @)',
+      shown, bad)
+  end
+  local authority, path = url:match('^%a[%w+.-]*://([^/?]*)(.*)$')
+  if authority:find('@', 1, true) then return nil, shown .. ': a user in the URL is not supported' end
+  local host, port = authority:match('^([%w.-]+):?(%d*)$')
+  if not host or host == '' or host:sub(1, 1) == '-' or host:sub(1, 1) == '.' then
+    return nil, shown .. ': no host name or IPv4 address after ' .. scheme .. '://'
+  end
+  local p = tonumber(port ~= '' and port or (scheme:lower() == 'https' and 443 or 80))
+  if p < 1 or p > 65535 then return nil, shown .. ': port ' .. port .. ' is out of range' end
+  return { scheme = scheme:lower(), host = host, port = math.tointeger(p), path = path ~= '' and path or '/' }
 end
 
 --- The default URL: the first http(s) apt source of the machine (rootfs.apt_sources, root
@@ -101,8 +126,6 @@ function W.figures()
 end
 function W.headline() return 'egress_total_ms' end
 
-local function host_of(url) return url:match('^%a[%w+.-]*://([^/:?#]+)') end
-
 -- Allow the sandbox the URL's host (and nothing else) where the adapter filters egress; the
 -- path says what held.
 local function allow(ctx, host)
@@ -124,7 +147,7 @@ end
 
 function W.run(ctx)
   local url = ctx.wo.egress_url
-  local host = host_of(url)
+  local host = assert(W.parse_url(url)).host
   local file = '/tmp/cseng-egress-' .. ctx.hex:sub(1, 8) .. '.bin'
   ctx:stage('egress_prepare')
   allow(ctx, host)
