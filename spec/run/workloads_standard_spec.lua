@@ -117,7 +117,7 @@ describe('standard through the arena on local', function()
     assert.same({ ok = false, want = by.run_started[1].workload_info.tests, got = by.run_started[1].workload_info.tests - 1 },
       t.checks.standard_tests_passed)
     -- a test defined but never run: every test run passes, one fewer than the host counted
-    local lost = variant(function(t) return (t:gsub('  RUN%(crc32_zero_bytes%);\n', '')) end)
+    local lost = variant(function(src) return (src:gsub('  RUN%(crc32_zero_bytes%);\n', '')) end)
     status, by = A.run(base { samples = 1, workload_options = { standard_dir = lost } }, 'arena-standard-')
     assert.equal(1, status)
     t = by.startup_trial[1]

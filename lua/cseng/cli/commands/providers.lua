@@ -2,7 +2,7 @@
 --- credentials, and what each breaks of the adapter contract (lua/providers/shared/contract.lua).
 --- `cseng providers --capabilities`: which of the arena's workloads (lua/cseng/run/workloads/) each
 --- adapter runs, as a matrix: the ones every adapter runs, and those it declares
---- (contract.CAPABILITIES: snapshot, pause, fork; bulk_upload and pause_memory change how).
+--- (contract.CAPABILITIES: snapshot, pause, fork, egress, standard; bulk_upload and pause_memory change how).
 local fs = require 'cseng.fs'
 local sys = require 'cseng.sys'
 local flags = require 'cseng.lib.flags'
