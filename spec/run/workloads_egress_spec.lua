@@ -201,3 +201,33 @@ describe('egress on local through the allowlist (slirp4netns)', function()
     assert.equal(crypto.sha256_hex(blob), t.checks.egress_sha256.got)
   end)
 end)
+
+-- docker: a container on the bridge network reaches the mirror at the bridge's own address on
+-- the host (docker0); pending when dockerd, the base image or docker0 is not there
+describe('egress on docker (the bridge network)', function()
+  it('fetches the file whole from a mirror on the bridge\'s host address', function()
+    local http = require 'cseng.http'
+    local ping = http.request { url = 'http://docker/v1.41/_ping', unix_socket = '/var/run/docker.sock', timeout = 5 }
+    if not ping or ping.status ~= 200 then pending('dockerd not available at /var/run/docker.sock'); return end
+    local img = http.request { url = 'http://docker/v1.41/images/cseng/debian:bookworm/json', unix_socket = '/var/run/docker.sock',
+      timeout = 10 }
+    if not img or img.status ~= 200 then pending('the base image cseng/debian:bookworm is absent (tools/docker-up.sh)'); return end
+    local r = proc.run { argv = { 'ip', '-4', '-o', 'addr', 'show', 'docker0' }, timeout = 10 }
+    local gw = r and r.code == 0 and r.stdout:match('inet (%d+%.%d+%.%d+%.%d+)/')
+    if not gw then pending('no docker0 bridge on this machine'); return end
+    local dir, blob = mirror_tree()
+    local server = http_server(dir, gw, 0)
+    local url = string.format('http://%s:%d/debian/pool/blob.bin', gw, server.port)
+    local ok, status, by = pcall(run_arena, base { providers = { 'docker' }, samples = 1, egress_url = url,
+      provider_config = { docker = { sandbox = { image = 'cseng/debian:bookworm', network = true } } } })
+    server.close()
+    assert(ok, status)
+    assert.equal(0, status)
+    local t = by.startup_trial[1]
+    assert.is_true(t.ok, tostring(t.error))
+    assert.equal('the provider\'s own network (no egress filter in the adapter)', t.paths.egress_policy)
+    assert.equal(#blob, t.checks.egress_bytes.got)
+    assert.equal(crypto.sha256_hex(blob), t.checks.egress_sha256.got)
+    assert.equal(#by.allocated, #by.destroyed)
+  end)
+end)

@@ -126,3 +126,24 @@ describe('standard through the arena on local', function()
     assert.same({ ok = false, want = n, got = n - 1 }, t.checks.standard_tests_passed)
   end)
 end)
+
+-- docker: the base image (cseng/debian:bookworm) holds git, make and gcc; pending without dockerd
+describe('standard on docker', function()
+  it('clones, builds and tests in a container: HEAD and every test as on local', function()
+    local http = require 'cseng.http'
+    local ping = http.request { url = 'http://docker/v1.41/_ping', unix_socket = '/var/run/docker.sock', timeout = 5 }
+    if not ping or ping.status ~= 200 then pending('dockerd not available at /var/run/docker.sock'); return end
+    local img = http.request { url = 'http://docker/v1.41/images/cseng/debian:bookworm/json', unix_socket = '/var/run/docker.sock',
+      timeout = 10 }
+    if not img or img.status ~= 200 then pending('the base image cseng/debian:bookworm is absent (tools/docker-up.sh)'); return end
+    local status, by = A.run(base { providers = { 'docker' }, samples = 1,
+      provider_config = { docker = { sandbox = { image = 'cseng/debian:bookworm' } } } }, 'arena-standard-')
+    assert.equal(0, status)
+    local info = by.run_started[1].workload_info
+    local t = by.startup_trial[1]
+    assert.is_true(t.ok, tostring(t.error))
+    assert.equal(info.commit, t.checks.standard_head.got)
+    assert.equal(info.tests, t.checks.standard_tests_passed.got)
+    assert.equal(#by.allocated, #by.destroyed)
+  end)
+end)
