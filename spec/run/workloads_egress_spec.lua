@@ -100,6 +100,51 @@ describe('egress options', function()
     end
   end)
 
+  it('survives fuzzed URLs and apt sources: never raises, accepts only http(s) URLs of the safe characters', function()
+    local stats = require 'cseng.lib.stats'
+    local rng = stats.rng(20261207)
+    local seeds = { 'http://127.0.0.1:8080/debian/dists/bookworm/Release', 'https://10.0.0.4/a?b=c%20d' }
+    local junk = { ';', '$', '`', "'", '"', ' ', '\n', '\0', '\255', '|', '&', '@', ':', '/', '-', '://', 'file:', '%' }
+    local accepted = 0
+    for _ = 1, 2000 do
+      local b = { seeds[rng.int(#seeds)]:byte(1, -1) }
+      for _ = 1, 1 + rng.int(4) do
+        local at = rng.int(#b)
+        local kind = rng.int(3)
+        if kind == 1 then b[at] = rng.int(256) - 1
+        elseif kind == 2 then table.remove(b, at)
+        else for i, c in ipairs({ junk[rng.int(#junk)]:byte(1, -1) }) do table.insert(b, at + i - 1, c) end end
+      end
+      local chunks = {}
+      for i, c in ipairs(b) do chunks[i] = string.char(c) end
+      local u = table.concat(chunks)
+      local ok, parts = pcall(egress.parse_url, u)
+      assert(ok, parts)
+      if parts then
+        accepted = accepted + 1
+        assert.matches('^[Hh][Tt][Tt][Pp][Ss]?://[%w.-]', u)
+        assert.matches('^[%w%-%._~:/%%?=+,@]+$', u)
+        assert.is_true(parts.port >= 1 and parts.port <= 65535)
+      end
+    end
+    assert.is_true(accepted > 0)
+    -- apt sources of random bytes and cut stanzas: a list, never an error
+    local root = H.tempdir('egress-apt-fuzz-')
+    assert(fs.mkdir_p(root .. '/sources.list.d'))
+    local text = 'Types: deb\nURIs: http://10.0.0.4/debian\nSuites: bookworm\n\ndeb [a=b] http://10.0.0.5/x trixie main\n'
+    for _ = 1, 200 do
+      local b = { text:byte(1, -1) }
+      for _ = 1, 1 + rng.int(6) do b[rng.int(#b)] = rng.int(256) - 1 end
+      local chunks = {}
+      for i, c in ipairs(b) do chunks[i] = string.char(c) end
+      assert(fs.write(root .. '/sources.list.d/a.sources', table.concat(chunks)))
+      assert(fs.write(root .. '/sources.list', table.concat(chunks)))
+      local ok, url = pcall(egress.default_url, root)
+      assert(ok, url)
+      if url then assert.is_true(egress.parse_url(url) ~= nil or url:match('^[Hh][Tt][Tt][Pp][Ss]?://') ~= nil) end
+    end
+  end)
+
   it('refuses a hostile URL and a sandbox without the network before the log is opened', function()
     local frame = require 'cseng.run.frame'
     local dir = H.tempdir('arena-egress-refused-')

@@ -98,6 +98,9 @@ function W.default_url(root)
     .. 'to take one from (pass --egress-url URL)', root, root)
 end
 
+--- Where the default's apt sources are read (nil: /etc/apt; a spec points it at its own).
+W.apt_root = nil
+
 function W.options(wo)
   if wo.egress_url == nil then
     local url, why = W.default_url(W.apt_root)
