@@ -130,7 +130,7 @@ local arena_sections
 -- samples pooled; the labelled ones counted apart, the failed ones with no figure) and the chart
 -- of every sample (svg.strip: the clean ones with their median and CI, the labelled ones in a row
 -- of their own, never pooled).
-local function figure_sections(run, h, H2, st, providers, measured, ok_trials, describe, chart_prefix)
+local function figure_sections(h, H2, st, providers, measured, ok_trials, describe, chart_prefix)
   local out = {}
   for _, f in ipairs(st.figures) do
     local fname, unit, what = tostring(f[1]), tostring(f[2] or ''), tostring(f[3] or '')
@@ -202,7 +202,7 @@ arena_sections = function(run, h, H2, providers, measured, ok_trials, describe, 
     add('Each figure over the clean samples only (ok, and nothing labelled by the audit); a failed sample has no ' ..
       'figure at all (docs/ARENA.md, "Primitives"). Each figure has a section of its own below, with a chart of ' ..
       'every sample.\n')
-    for _, section in ipairs(figure_sections(run, h, H2, st, providers, measured, ok_trials, describe, chart_prefix)) do
+    for _, section in ipairs(figure_sections(h, H2, st, providers, measured, ok_trials, describe, chart_prefix)) do
       add(section)
     end
   end
