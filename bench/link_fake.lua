@@ -18,12 +18,15 @@
 --- toolbox), method, path, bytes_in, bytes_out, hold_ms (what the link promised: L + bytes / B), held_ms (from
 --- arrival to the answer handed to the listener: hold_ms, or more when the fake outlasted it), late_ms, and
 --- command: a command's first 60 characters}.
+--- POST /__link/echo?n=N on the API link is answered at once with N bytes, neither held nor logged:
+--- the bench's calibration of what moving a body over loopback costs the client by itself.
 --- Serves until SIGTERM or SIGINT, or --max-seconds.
 local serve = require 'cseng.serve'
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
+local crypto = require 'cseng.crypto'
 local sys = require 'cseng.sys'
 local jsonl = require 'cseng.lib.jsonl'
 local blib = require 'bench.lib'
@@ -42,6 +45,11 @@ local upstream = {} -- side -> the fake's own URL
 local function forward(side)
   return function(req)
     local t0 = req.received
+    -- the bench's calibration: answered at once with ?n= bytes, never held or logged, so the client
+    -- can time what moving those bytes over loopback costs it alone
+    if req.path == '/__link/echo' then
+      return 200, { ['Content-Type'] = 'application/octet-stream' }, string.rep('x', tonumber(req.query:match('n=(%d+)')) or 0)
+    end
     local headers = {}
     for k, v in pairs(req.headers) do
       if k ~= 'host' and k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' then headers[k] = v end
@@ -66,7 +74,11 @@ local function forward(side)
     while clock.now() < deadline do task.sleep(math.max(0.001, (deadline - clock.now()) / 1e9)) end
     if opts.log then
       -- a command's first characters, so the bench can tell a workload's commands from its checks
-      local cmd = bytes_in < 8192 and (req.body or ''):match('"command"%s*:%s*"([^"]*)') or nil
+      -- (Daytona's adapter sends it as sh -c 'eval "$(echo BASE64 | base64 -d)"')
+      local cmd = bytes_in < 8192 and (req.body or ''):match('"command"%s*:%s*"(.-[^\\])"') or nil
+      cmd = cmd and cmd:gsub('\\/', '/')
+      local b64 = cmd and cmd:match('eval \\?"%$%(echo ([%w%+/=]+) | base64 %-d%)')
+      if b64 then cmd = crypto.unbase64(b64) or cmd end
       fs.append(opts.log, jsonl.encode({ side = side, method = req.method, path = req.path, status = status,
         command = cmd and cmd:sub(1, 60) or nil,
         bytes_in = bytes_in, bytes_out = bytes_out, hold_ms = (deadline - t0) / 1e6, held_ms = (clock.now() - t0) / 1e6,
