@@ -125,6 +125,18 @@ end
 
 local arena_sections
 
+-- run_started.figures as the report reads it: the {name, unit, what} entries with a name; anything
+-- else in a log (a number, an empty table) is passed over, not a reason to fail the report
+local function figure_list(st)
+  local out = {}
+  for _, f in ipairs(type(st.figures) == 'table' and st.figures or {}) do
+    if type(f) == 'table' and (type(f[1]) == 'string' or type(f[1]) == 'number') then
+      out[#out + 1] = { tostring(f[1]), f[2] ~= nil and tostring(f[2]) or '', f[3] ~= nil and tostring(f[3]) or '' }
+    end
+  end
+  return out
+end
+
 -- One section per figure of the workload (generic over run_started's figures, so a new workload
 -- gets its sections and charts with no edit here): what is timed, a table per provider (the clean
 -- samples pooled; the labelled ones counted apart, the failed ones with no figure) and the chart
@@ -132,7 +144,7 @@ local arena_sections
 -- of their own, never pooled).
 local function figure_sections(h, H2, st, providers, measured, ok_trials, describe, chart_prefix)
   local out = {}
-  for _, f in ipairs(st.figures) do
+  for _, f in ipairs(figure_list(st)) do
     local fname, unit, what = tostring(f[1]), tostring(f[2] or ''), tostring(f[3] or '')
     local fmt = unit == 'ms' and h.ms or function(v) return v and string.format('%.4g', v) or '–' end
     local rows, chart_rows = {}, {}
@@ -184,7 +196,7 @@ arena_sections = function(run, h, H2, providers, measured, ok_trials, describe, 
   if st.workload and st.workload ~= 'startup' and type(st.figures) == 'table' then
     add(H2 .. 'Workload: ' .. st.workload .. '\n')
     local rows = {}
-    for _, f in ipairs(st.figures) do
+    for _, f in ipairs(figure_list(st)) do
       local fname, unit, what = f[1], f[2], f[3]
       for _, name in ipairs(providers) do
         local vals = {}

@@ -2,7 +2,8 @@
 -- chart per figure named in run_started.figures (whatever the workload), the clean samples pooled,
 -- the audit-labelled ones counted and drawn apart (never in a median), the failed ones with no
 -- figure; a figure name from the log cannot place its chart outside the report's folder, nor put
--- markup in the chart or the page (the log is input like any other).
+-- markup in the chart or the page, and an entry that is no {name, unit, what} is passed over (the
+-- log is input like any other).
 local fs = require 'cseng.fs'
 local cjson = require 'cjson'
 local H = require 'spec.helpers.common'
@@ -19,7 +20,7 @@ describe('startup report: a section and a chart per workload figure', function()
     ev { event = 'run_started', kind = 'startup', providers = { 'p' }, seed = 1, samples = 8, warmups = 0,
       workload = 'probe', headline = 'alpha_ms',
       figures = { { 'alpha_ms', 'ms', 'call sent -> answer' }, { 'beta_mibps', 'MiB/s', 'bytes over alpha_ms' },
-        { HOSTILE, 'ms', 'a name no workload would give' } } }
+        { HOSTILE, 'ms', 'a name no workload would give' }, 42, { {} } } }
     -- rounds 1-5 clean (alpha 10..50), 6-7 ok but labelled reused (alpha 1000, 2000), 8 failed
     for i = 1, 8 do
       local t = { event = 'startup_trial', provider = 'p', phase = 'measured', warmup = false, round = i, position = 1,
