@@ -2,6 +2,7 @@
 ---
 ---   ./cseng lua bench/run.lua [--reps 3] [--duration 3] [--warmup 1] [--concurrency 4,64,256,1024]
 ---                             [--quick] [--no-python] [--no-docker] [--no-profile] [--no-modal] [--no-history]
+---                             [--no-primitives]
 ---                             [--output docs/PERFORMANCE.md] [--fake c|lua] [--no-pin]
 ---                             [--no-tls] [--no-burst] [--no-loops]
 ---
@@ -24,6 +25,8 @@
 ---   bench/micro.lua          clock.now() cost, idle RSS
 ---   bench/modal_burst.lua    a burst of 100 against the Modal fake (gRPC over HTTP/2), 5 runs, plain and over TLS
 ---   bench/history_bench.lua  the history page and the viewer's start at a year of hourly runs
+---   bench/primitives.lua     the arena's workloads against the Daytona fake behind a link of known
+---                            latency and bandwidth (bench/link_fake.lua): each figure against the injection
 --- The servers run on the last CPU and the measured clients (cseng, python, wrk) on the first
 --- (bench/lib.lua's pinning; --no-pin or CSENG_BENCH_PIN=0 leaves them to the scheduler), and the
 --- machine's own wake-up latency on the clients' CPU is measured with cyclictest (rt-tests), the
@@ -60,6 +63,7 @@ local SPEC = {
   ['no-profile'] = { key = 'no_profile', type = 'bool' },
   ['no-modal'] = { key = 'no_modal', type = 'bool' },
   ['no-history'] = { key = 'no_history', type = 'bool' },
+  ['no-primitives'] = { key = 'no_primitives', type = 'bool' },
   output = { key = 'output', type = 'string' },
   fake = { key = 'fake', type = 'string' },
   ['no-pin'] = { key = 'no_pin', type = 'bool' },
@@ -1288,6 +1292,22 @@ local function render_history()
     h.table({ 'what', 'time', '' }, rows, 'lrl')
 end
 
+-- 12: the arena's primitive workloads against a link of known latency and bandwidth
+-- (bench/primitives.lua, in its own process: it writes its own section)
+local function primitives()
+  if opts.no_primitives then results.primitives = { skipped = 'skipped (--no-primitives)' } return end
+  local md, raw = fs.join(TMP, 'primitives.md'), fs.join(TMP, 'primitives.json')
+  local _, err = run('primitives', { EXE, 'lua', fs.join(ROOT, 'bench/primitives.lua'), '--samples', QUICK and '3' or '5',
+    '--out', md, '--json', raw }, 1800)
+  results.primitives = read_json(raw) or { skipped = 'did not run: ' .. tostring(err) }
+  results.primitives_md = fs.read(md)
+end
+local function render_primitives()
+  local d = results.primitives or { skipped = 'not run' }
+  if d.skipped or not results.primitives_md then return 'Not measured: ' .. tostring(d.skipped or 'no section written') .. '.' end
+  return (results.primitives_md:gsub('%s+$', ''))
+end
+
 local function render_modal(mo)
   mo = mo or { skipped = 'not run' }
   if mo.skipped then return 'Not measured: ' .. mo.skipped .. '.' end
@@ -1410,6 +1430,7 @@ local function render(m)
   V.loops_section = render_loops()
   V.burst_n = tostring(BURST_N)
   V.history_section = render_history()
+  V.primitives_section = render_primitives()
   V.modal_burst_n = tostring(MODAL_BURST)
   V.elapsed = string.format('%.0f', results.elapsed_s)
   V.stamp = STAMP
@@ -1508,6 +1529,8 @@ local ok, err = pcall(function()
   modal_burst()
   say('11: the history page at %d hourly runs', HISTORY_RUNS)
   history_page()
+  say('12: the primitive workloads against a link of known latency and bandwidth')
+  primitives()
   say('profile')
   profile()
 end)

@@ -125,13 +125,66 @@ end
 
 local arena_sections
 
+-- run_started.figures as the report reads it: the {name, unit, what} entries with a name; anything
+-- else in a log (a number, an empty table) is passed over, not a reason to fail the report
+local function figure_list(st)
+  local out = {}
+  for _, f in ipairs(type(st.figures) == 'table' and st.figures or {}) do
+    if type(f) == 'table' and (type(f[1]) == 'string' or type(f[1]) == 'number') then
+      out[#out + 1] = { tostring(f[1]), f[2] ~= nil and tostring(f[2]) or '', f[3] ~= nil and tostring(f[3]) or '' }
+    end
+  end
+  return out
+end
+
+-- One section per figure of the workload (generic over run_started's figures, so a new workload
+-- gets its sections and charts with no edit here): what is timed, a table per provider (the clean
+-- samples pooled; the labelled ones counted apart, the failed ones with no figure) and the chart
+-- of every sample (svg.strip: the clean ones with their median and CI, the labelled ones in a row
+-- of their own, never pooled).
+local function figure_sections(h, H2, st, providers, measured, ok_trials, describe, chart_prefix)
+  local out = {}
+  for _, f in ipairs(figure_list(st)) do
+    local fname, unit, what = tostring(f[1]), tostring(f[2] or ''), tostring(f[3] or '')
+    local fmt = unit == 'ms' and h.ms or function(v) return v and string.format('%.4g', v) or '–' end
+    local rows, chart_rows = {}, {}
+    for _, name in ipairs(providers) do
+      local vals, labelled, failed = {}, {}, 0
+      for _, t in ipairs(ok_trials(name)) do
+        local v = t.figures and t.figures[fname]
+        if type(v) == 'number' then vals[#vals + 1] = v end
+      end
+      for _, t in ipairs(measured[name] or {}) do
+        local v = t.figures and t.figures[fname]
+        if not t.ok then failed = failed + 1
+        elseif t.clean == false and type(v) == 'number' then labelled[#labelled + 1] = v end
+      end
+      local d = describe(vals, fname .. '/' .. name)
+      rows[#rows + 1] = { name, #vals, fmt(d.p50), h.ci(d.ci_lo, d.ci_hi, fmt), fmt(d.p90), fmt(d.min), fmt(d.max),
+        #labelled, failed }
+      chart_rows[#chart_rows + 1] = { name = name, values = vals, labelled = labelled, p50 = d.p50, ci_lo = d.ci_lo,
+        ci_hi = d.ci_hi }
+    end
+    local parts = { H2:sub(1, -2) .. '# ' .. fname .. (fname == st.headline and ' (headline)' or '') .. '\n',
+      string.format('%s%s. Unit: %s.\n', what:sub(1, 1):upper(), what:sub(2), unit),
+      h.table({ 'provider', 'n', 'p50', 'p50 95% CI', 'p90', 'min', 'max', 'labelled (apart)', 'failed (no figure)' },
+        rows) }
+    parts[#parts + 1] = h.chart(chart_prefix .. 'figure-' .. fname:gsub('[^%w_%-]', '_'), h.svg.strip(chart_rows, {
+      title = fname .. ': every sample, the median and its 95% CI', xlabel = fname .. ' (' .. unit .. ')', fmt = fmt,
+      unit = unit, attrs = { class = 'workload-figure', ['data-figure'] = fname,
+        ['data-unit'] = unit } }), 'samples of ' .. fname .. ' per provider') .. '\n'
+    out[#out + 1] = table.concat(parts, '\n')
+  end
+  return out
+end
+
 local function median_of(list)
   return #list > 0 and stats.median(list) or nil
 end
 
 -- The fidelity audit (every measured sample) and, for a workload other than startup, its
 -- figures over the clean samples: markdown chunks.
-arena_sections = function(run, h, H2, providers, measured, ok_trials, describe)
+arena_sections = function(run, h, H2, providers, measured, ok_trials, describe, chart_prefix)
   local out = {}
   local function add(s) out[#out + 1] = s end
   local st = run.started or {}
@@ -143,7 +196,7 @@ arena_sections = function(run, h, H2, providers, measured, ok_trials, describe)
   if st.workload and st.workload ~= 'startup' and type(st.figures) == 'table' then
     add(H2 .. 'Workload: ' .. st.workload .. '\n')
     local rows = {}
-    for _, f in ipairs(st.figures) do
+    for _, f in ipairs(figure_list(st)) do
       local fname, unit, what = f[1], f[2], f[3]
       for _, name in ipairs(providers) do
         local vals = {}
@@ -159,7 +212,11 @@ arena_sections = function(run, h, H2, providers, measured, ok_trials, describe)
     end
     add(h.table({ 'figure', 'provider', 'n', 'p50', 'p50 95% CI', 'min', 'max', 'unit', 'timed from -> to' }, rows))
     add('Each figure over the clean samples only (ok, and nothing labelled by the audit); a failed sample has no ' ..
-      'figure at all (docs/ARENA.md, "Primitives").\n')
+      'figure at all (docs/ARENA.md, "Primitives"). Each figure has a section of its own below, with a chart of ' ..
+      'every sample.\n')
+    for _, section in ipairs(figure_sections(h, H2, st, providers, measured, ok_trials, describe, chart_prefix)) do
+      add(section)
+    end
   end
   if not any then return out end
   -- the fidelity audit
@@ -328,7 +385,8 @@ local function section(run, h, multi)
     add(string.format('%d successful sample(s) that the fidelity audit labelled are left out of every statistic ' ..
       '(Fidelity audit, below).\n', flagged))
   end
-  add(table.concat(arena_sections(run, h, H2, providers, measured, ok_trials, describe), ''))
+  add(table.concat(arena_sections(run, h, H2, providers, measured, ok_trials, describe,
+    multi and (run.id .. '.') or ''), '\n'))
 
   -- the run
   add(H2 .. 'Run\n')

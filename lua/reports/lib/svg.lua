@@ -78,10 +78,14 @@ local function scale(lo, hi, a, b, log)
   return s
 end
 
-local function frame(w, h, title)
+-- attrs: more attributes of the root element, {name = value} (written sorted, escaped)
+local function frame(w, h, title, attrs)
+  local extra = {}
+  for k, v in pairs(attrs or {}) do extra[#extra + 1] = string.format(' %s="%s"', k, esc(v)) end
+  table.sort(extra)
   return {
     string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" %s ' ..
-      'font-size="12">', w, h, w, h, FONT),
+      'font-size="12"%s>', w, h, w, h, FONT, table.concat(extra)),
     string.format('<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>', w, h),
     title and string.format('<text x="16" y="22" font-size="14" font-weight="bold" fill="#222">%s</text>',
       esc(title)) or '',
@@ -263,6 +267,100 @@ end
 ---@field unit? string appended to the values in the bars' tooltips
 
 -- The series of a bar chart with their colours, the largest finite value, and whether any is.
+---@class svg.strip_row
+---@field name string
+---@field values number[] the pooled samples (clean)
+---@field labelled? number[] samples the audit labelled: drawn in a row of their own, never pooled
+---@field p50? number the median of values
+---@field ci_lo? number its 95% CI
+---@field ci_hi? number
+---@field color? string
+
+--- Per-sample points of one figure, one row per provider: every sample a dot (spread vertically
+--- by its rank, so equal values stay visible), the median a bar, its 95% CI a band behind the
+--- dots, and the row's n, median and CI at the right. A provider's labelled samples (the fidelity
+--- audit's: reused, other resources than asked) get a row of their own below it, hollow dots,
+--- with no median or CI: shown, never pooled. opts.attrs: attributes of the root element; opts.fmt:
+--- the values' formatter (default format.ms); opts.unit: after the numbers. Returns the SVG text.
+---@param rows svg.strip_row[]
+---@param opts? svg.chart_opts|{attrs?: table, fmt?: fun(v: number): string, unit?: string}
+---@return string
+function svg.strip(rows, opts)
+  opts = opts or {}
+  local fmt, unit = opts.fmt or format.ms, opts.unit and (' ' .. opts.unit) or ''
+  local lines, longest = {}, 0
+  for i, r in ipairs(rows) do
+    local color = r.color or svg.COLORS[(i - 1) % #svg.COLORS + 1]
+    local vals = prepare_series({ { values = r.values } })[1].values
+    lines[#lines + 1] = { name = r.name, values = vals, color = color, r = r }
+    longest = math.max(longest, utf8.len(tostring(r.name)) or #tostring(r.name))
+    if r.labelled and #r.labelled > 0 then
+      local lv = prepare_series({ { values = r.labelled } })[1].values
+      lines[#lines + 1] = { name = r.name .. ': labelled', values = lv, color = color, r = r, labelled = true }
+      longest = math.max(longest, (utf8.len(tostring(r.name)) or #tostring(r.name)) + 10)
+    end
+  end
+  local W, row = opts.width or 820, 40
+  local L, R, T, B = math.min(240, math.max(120, 16 + 7 * longest)), 230, 40, 56
+  local H = opts.height or (T + B + row * math.max(1, #lines))
+  local attrs = opts.attrs
+  local all = {}
+  for _, l in ipairs(lines) do all[#all + 1] = { values = l.values } end
+  local lo, hi, n = data_range(all)
+  if n == 0 then
+    local out = frame(W, H, opts.title, attrs)
+    out[#out + 1] = string.format('<text x="%d" y="%d" text-anchor="middle" fill="#666">%s</text>', W // 2, H // 2,
+      esc('no samples with this figure'))
+    out[#out + 1] = '</svg>'
+    return table.concat(out, '\n') .. '\n'
+  end
+  local log = opts.log
+  if log == nil then log = lo > 0 and hi / lo >= 20 end
+  if lo <= 0 then log = false end
+  local out = frame(W, H, opts.title, attrs)
+  local x0, x1, y0, y1 = L, W - R, T, H - B
+  local sx = scale(lo, hi, x0, x1, log)
+  x_axis(out, sx, x0, x1, y0, y1, opts.xlabel or 'value')
+  for i, l in ipairs(lines) do
+    local cy = y0 + (i - 0.5) * row
+    out[#out + 1] = string.format('<g class="strip-row%s" data-provider="%s" data-labelled="%s" data-samples="%d">',
+      l.labelled and ' labelled' or '', esc(l.r.name), l.labelled and 'true' or 'false', #l.values)
+    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="%s">%s</text>', x0 - 8, r1(cy + 4),
+      l.labelled and '#666' or '#222', esc(l.name))
+    local r = l.r
+    if not l.labelled and #l.values >= 2 and r.ci_lo and r.ci_hi then -- one sample: no interval to draw
+      out[#out + 1] = string.format('<rect class="ci" x="%s" y="%s" width="%s" height="26" fill="%s" fill-opacity="0.15"/>',
+        r1(sx.map(r.ci_lo)), r1(cy - 13), r1(math.max(1, sx.map(r.ci_hi) - sx.map(r.ci_lo))), l.color)
+    end
+    for k, v in ipairs(l.values) do
+      local dy = ((k * 7) % 11 - 5) * 2 -- spread by rank: a column of equal values stays countable
+      if l.labelled then
+        out[#out + 1] = string.format('<circle class="sample" cx="%s" cy="%s" r="3.5" fill="#fff" stroke="%s" ' ..
+          'stroke-dasharray="2 1.5"/>', r1(sx.map(v)), r1(cy + dy), l.color)
+      else
+        out[#out + 1] = string.format('<circle class="sample" cx="%s" cy="%s" r="3" fill="%s" fill-opacity="0.7"/>',
+          r1(sx.map(v)), r1(cy + dy), l.color)
+      end
+    end
+    local sub
+    if l.labelled then
+      sub = string.format('n=%d, labelled: not pooled', #l.values)
+    elseif r.p50 then
+      out[#out + 1] = string.format('<line class="median" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="3"/>',
+        r1(sx.map(r.p50)), r1(cy - 14), r1(sx.map(r.p50)), r1(cy + 14), l.color)
+      sub = string.format('n=%d, p50 %s%s [%s, %s]', #l.values, fmt(r.p50), unit, r.ci_lo and fmt(r.ci_lo) or '–',
+        r.ci_hi and fmt(r.ci_hi) or '–')
+    else
+      sub = string.format('n=%d: no clean sample', #l.values)
+    end
+    out[#out + 1] = string.format('<text x="%d" y="%s" fill="%s" font-size="11">%s</text>', x1 + 12, r1(cy + 4),
+      l.labelled and '#666' or '#222', esc(sub))
+    out[#out + 1] = '</g>'
+  end
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
+end
+
 local function bar_series(categories, series)
   local ser, hi, any = {}, 0, false
   for i, s in ipairs(series) do
