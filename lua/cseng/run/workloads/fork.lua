@@ -6,7 +6,9 @@
 ---                  written between are not counted
 --- Each child must hold the parent's state file and be another sandbox than the parent; each is
 --- recorded in the ledger the moment its id is known (an intent with the children's labels goes
---- first, so a lost answer is swept by label) and destroyed when the sample ends.
+--- first, so a lost answer is swept by label) and destroyed when the sample ends. A fork that made
+--- fewer than N children (the adapter's nil, err, code, made) fails the sample: the children made
+--- are recorded and destroyed, the check fork_children says how many of N arrived.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
@@ -43,7 +45,12 @@ function W.run(ctx)
   ctx:figure('fork_ms', (t1 - t0) / 1e6)
   local leases = {}
   for _, sb in ipairs(kids or made or {}) do leases[#leases + 1] = ctx:derived(sb, labels) end
-  if not kids then error(errors.returned(err, code, { default_code = errors.EFORK }), 0) end
+  if not kids then
+    -- a partial fork (some children made, others failed) is a failed sample, never a clean one
+    -- with fewer children: its check says how many of n there were, its error which failed and why
+    ctx.rec.checks.fork_children = { ok = false, want = n, got = #(made or {}) }
+    error(errors.returned(err, code, { default_code = errors.EFORK }), 0)
+  end
   ctx:check('fork_children', #kids == n, n, #kids)
   ctx:stage('fork_ready')
   local answers, last = {}, t1

@@ -1,0 +1,135 @@
+-- The E2B adapter's fork (POST /sandboxes/{id}/fork) and multi-file upload (envd POST /files with
+-- several "file" parts) against the stateful fake (spec/providers/e2b/fake.lua): what each child
+-- holds (the parent's files at the call, not later ones), that each is a sandbox of its own, a fork
+-- whose children fail one by one, and files that arrive intact in one request. Clock-free: contents,
+-- ids and the fake's own counters.
+local crypto = require 'cseng.crypto'
+local e2b = require 'providers.e2b'
+local vendor = require 'spec.helpers.vendor'
+local fake = require('spec.fakes').module('e2b')
+local labels = vendor.labeller('cseng@spec fork')
+
+local function sh(client, sb, cmd)
+  local r = assert(e2b.exec(client, sb, cmd, { timeout = 60, cwd = '/' }))
+  return r
+end
+
+describe('e2b fork (stateful fake)', function()
+  local f, client
+  before_each(function()
+    f = fake.start {}
+    client = e2b.connect(f.config())
+  end)
+  after_each(function() f.close() end)
+
+  it('makes N children in one call, each holding the parent\'s files at the call and not later ones', function()
+    local sb = assert(e2b.create(client, { labels = labels('fork'), ttl_seconds = 900, network = false }))
+    assert.equal(0, sh(client, sb, 'mkdir -p /var/tmp/f && echo before > /var/tmp/f/state && sync').code)
+    local kids, err, code = e2b.fork(client, sb, 3, { labels = labels('fork', 'kids') })
+    assert(kids, tostring(err) .. ' ' .. tostring(code))
+    assert.equal(3, #kids)
+    -- one request carried the count and the parent's lifetime (the API's default is 15 s)
+    local s = f.stats()
+    assert.same({ 1, 3 }, { s.forks, s.forked })
+    assert.same({ count = 3, timeout = 900 }, s.fork_bodies[1])
+    assert.equal(0, sh(client, sb, 'echo after > /var/tmp/f/later && sync').code)
+    local ids = { [sb.id] = true }
+    for _, k in ipairs(kids) do
+      assert.is_nil(ids[k.id], 'a child reuses an id')
+      ids[k.id] = true
+      assert.equal(sb.id, k.fork_of)
+      assert.equal('before\n', sh(client, k, 'cat /var/tmp/f/state').stdout)
+      assert.equal('absent\n', sh(client, k, 'test -e /var/tmp/f/later && echo present || echo absent').stdout)
+    end
+    -- a child is a sandbox of its own: what it writes stays in it; destroying it leaves the others
+    assert.equal(0, sh(client, kids[1], 'echo mine > /var/tmp/f/child').code)
+    assert.equal('absent\n', sh(client, sb, 'test -e /var/tmp/f/child && echo present || echo absent').stdout)
+    assert(e2b.destroy(client, kids[1]))
+    assert.equal('before\n', sh(client, kids[2], 'cat /var/tmp/f/state').stdout)
+    assert.equal('after\n', sh(client, sb, 'cat /var/tmp/f/later').stdout)
+    for i = 2, 3 do assert(e2b.destroy(client, kids[i])) end
+    assert(e2b.destroy(client, sb))
+    assert.equal(0, f.stats().live)
+  end)
+
+  it('reports a fork where one child failed, with the children that were made', function()
+    f.set { fork_fail = function(i) return i == 2 end }
+    local sb = assert(e2b.create(client, { labels = labels('fork-partial'), ttl_seconds = 900 }))
+    local kids, err, code, made = e2b.fork(client, sb, 3, { labels = labels('fork-partial', 'kids') })
+    assert.is_nil(kids)
+    assert.equal('EFORK', code)
+    assert.matches('1 of 3 forks failed: fork 2: 500 sandbox_create_failed: injected by the fake: fork 2', err, 1, true)
+    assert.equal(2, #made)
+    for _, k in ipairs(made) do assert(e2b.destroy(client, k)) end
+    -- every fork failing: the failure's own code
+    f.set { fork_fail = function() return true end }
+    kids, err, code, made = e2b.fork(client, sb, 2, {})
+    assert.is_nil(kids)
+    assert.equal('HTTP_500', code)
+    assert.matches('2 of 2 forks failed', err, 1, true)
+    assert.same({}, made)
+    -- an unknown parent: the API's 404, nothing made
+    kids, err, code = e2b.fork(client, { id = 'inosuchsandbox0001' }, 2, {})
+    assert.is_nil(kids)
+    assert.equal('HTTP_404', code)
+    assert(e2b.destroy(client, sb))
+    assert.equal(0, f.stats().live)
+  end)
+end)
+
+describe('e2b write_files (envd multi-file upload, stateful fake)', function()
+  local f, client
+  before_each(function()
+    f = fake.start {}
+    client = e2b.connect(f.config())
+  end)
+  after_each(function() f.close() end)
+
+  it('sends every file in one request and they arrive intact (count and sha256 manifest), with their modes', function()
+    local sb = assert(e2b.create(client, { labels = labels('bulk'), ttl_seconds = 900 }))
+    local files, lines = {}, {}
+    for i = 1, 40 do
+      local path = string.format('/tmp/bulk/d%d/f%03d.bin', i % 4, i)
+      files[i] = { path = path, data = crypto.random_bytes(100 + i * 37) }
+      lines[#lines + 1] = crypto.sha256_hex(files[i].data) .. '  ' .. path
+    end
+    files[7].mode = '755'
+    table.sort(lines)
+    local before = f.stats()
+    assert(e2b.write_files(client, sb, files))
+    local s = f.stats()
+    assert.equal(before.uploads + 1, s.uploads) -- one request for the 40
+    assert.equal(40, s.last_upload_files)
+    assert.equal(before.upload_files + 40, s.upload_files)
+    local r = sh(client, sb, 'find /tmp/bulk -type f | LC_ALL=C sort | xargs sha256sum')
+    local got = {}
+    for line in r.stdout:gmatch('[^\n]+') do got[#got + 1] = line end
+    table.sort(got)
+    assert.same(lines, got)
+    assert.equal('755\n', sh(client, sb, 'stat -c %a ' .. files[7].path).stdout)
+    -- one file per call: one request each
+    before = f.stats()
+    for i = 1, 5 do assert(e2b.write_files(client, sb, { files[i] })) end
+    assert.equal(before.uploads + 5, f.stats().uploads)
+    assert(e2b.destroy(client, sb))
+  end)
+
+  it('splits a bulk upload into requests under max_upload_bytes, and surfaces a refused one with its code', function()
+    local small = e2b.connect(f.config { max_upload_bytes = 64 * 1024 })
+    local sb = assert(e2b.create(small, { labels = labels('bulk-split'), ttl_seconds = 900 }))
+    local files = {}
+    for i = 1, 10 do files[i] = { path = '/tmp/split/f' .. i, data = crypto.random_bytes(20 * 1024) } end
+    local before = f.stats().uploads
+    assert(e2b.write_files(small, sb, files))
+    local n = f.stats().uploads - before
+    assert.is_true(n >= 4 and n <= 5, tostring(n)) -- 3 files of 20 KiB (and their headers) per 64 KiB
+    assert.equal('10\n', sh(small, sb, 'ls /tmp/split | wc -l').stdout)
+    -- the fake's limit below the client's: the 413 comes back as the error, never a success
+    f.set { max_upload_bytes = 1000 }
+    local ok, err, code = e2b.write_files(small, sb, { files[1], files[2] })
+    assert.is_nil(ok)
+    assert.equal('HTTP_413', code)
+    assert.matches('multi-file upload of 2 files', err, 1, true)
+    assert(e2b.destroy(small, sb))
+  end)
+end)
