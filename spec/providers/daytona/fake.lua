@@ -30,7 +30,8 @@
 --- upload_fail = fn(n, path) -> why names) is reported in a 400 {"errors": ["<path>: <why>", ...]},
 --- as the daemon answers, while the others stay written. upload_status = status | fn(n, files)
 --- forces a status for the n-th upload request before anything is written. Counters: uploads
---- (requests), upload_files (files written), upload_failed, last_upload_files.
+--- (requests), upload_batches (the files of each, in order), upload_files (files written),
+--- upload_failed, last_upload_files.
 ---
 --- Forks: POST /sandbox/{id}/fork {name?} (ForkSandbox) makes one child: a copy of the parent's
 --- root as it is at the call (host.snapshot, then a sandbox over it: files written in the parent
@@ -142,7 +143,7 @@ function fake.start(opts)
   local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_reads = 0 },
     { snapshot_deletes = 0, gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
       snapshots = 0, snapshot_gets = 0, snapshot_bodies = {},
-      forks = 0, forked = 0, fork_lists = 0, fork_bodies = {}, lost_forks = 0, upload_files = 0, upload_failed = 0,
+      forks = 0, forked = 0, fork_lists = 0, fork_bodies = {}, lost_forks = 0, upload_files = 0, upload_batches = {}, upload_failed = 0,
       builds = 0, build_bodies = {}, build_contexts = {}, s3_puts = 0, s3_lists = 0, s3_refused = 0, push_access = 0 }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local toolbox_srv
@@ -583,6 +584,7 @@ function fake.start(opts)
         end
       end
       st.last_upload_files = #order
+      st.upload_batches[#st.upload_batches + 1] = #order
       if #errs > 0 then return json(400, { errors = jsonl.array(errs) }) end
       return 200, {}, ''
     end

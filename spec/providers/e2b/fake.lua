@@ -39,7 +39,7 @@
 --- Files: POST /files (multipart) writes every part named "file": to the path parameter when
 --- given (then one part only, else 400), else to the part's filename (relative: under the user's
 --- home), as the SDK's files.write of a list sends; the answer lists each file's EntryInfo.
---- Counters: uploads (requests), upload_files (files written), last_upload_files.
+--- Counters: uploads (requests), upload_batches (the files of each, in order), upload_files (files written), last_upload_files.
 ---
 --- Forks: POST /sandboxes/{id}/fork {count (1..100, default 1), timeout (s, default 15)} checkpoints
 --- the parent once (a copy of its root, host.snapshot: files written after the call are not in
@@ -180,7 +180,7 @@ function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7', max_upload_bytes = 100 << 20 }, {
     pauses = 0, connects = 0, resumes = 0, paused_refused = 0,
-    forks = 0, forked = 0, fork_failed = 0, fork_bodies = {}, upload_files = 0,
+    forks = 0, forked = 0, fork_failed = 0, fork_bodies = {}, upload_files = 0, upload_batches = {},
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0, upload_too_large = 0, largest_upload = 0, upload_bytes = 0, corrupted = 0,
     networked = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
@@ -665,6 +665,7 @@ function fake.start(opts)
       local home = (q.username or user) == 'root' and '/root' or '/home/user'
       local entries = jsonl.array()
       st.last_upload_files = #list
+      st.upload_batches[#st.upload_batches + 1] = #list
       for _, file in ipairs(list) do
         local fpath = has_path and q.path or file.filename
         if not fpath or fpath == '' then

@@ -4,7 +4,8 @@
 ---   fork_ready_ms  the fork sent -> every child answered its first command (reading the state
 ---                  file; the children's first commands run in parallel). The allocation records
 ---                  written between are not counted
---- Each child must hold the parent's state file and be another sandbox than the parent; each is
+--- Each child must hold the parent's state file and be another sandbox than the parent, and not
+--- see a file the parent writes after the fork (untimed, after fork_ready_ms); each is
 --- recorded in the ledger the moment its id is known (an intent with the children's labels goes
 --- first, so a lost answer is swept by label) and destroyed when the sample ends. A fork that made
 --- fewer than N children (the adapter's nil, err, code, made) fails the sample: the children made
@@ -79,6 +80,15 @@ function W.run(ctx)
   end
   ctx:check('fork_children_hold_the_state', same == n, n, same)
   ctx:check('fork_children_are_new_sandboxes', distinct == n, n, distinct)
+  -- a child holds the parent's files as they were at the fork, not a view of them: a file the
+  -- parent writes now must not appear in any child
+  ctx:sh('echo ' .. ctx.hex .. ' > ' .. DIR .. '/later && sync')
+  local apart = 0
+  for _, l in ipairs(leases) do
+    local r = ctx:sh('test -e ' .. DIR .. '/later && echo shared || echo apart', { sb = l.sb })
+    if util.trim(r.stdout) == 'apart' then apart = apart + 1 end
+  end
+  ctx:check('fork_children_without_later_files', apart == n, n, apart)
   for _, l in ipairs(leases) do ctx:close(l) end
 end
 
