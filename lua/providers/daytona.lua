@@ -345,17 +345,20 @@ function M.fork(client, sb, n, spec)
         child.code_path = 'POST /sandbox/{id}/fork, commands through the toolbox (process/execute)'
         child.allocation.fork_of = sb.id
         made[#made + 1] = { sb = child, data = data }
+        sb.forks = sb.forks or {}
+        sb.forks[child.id] = true
       else
         failures[#failures + 1] = string.format('child %d: %s', i, tostring(res))
         failures.code = failures.code or code
         if not tostring(code):match('^HTTP_4') then unsure = true end
       end
     end
-    if unsure then -- children whose answer never came: the parent's list of forks names them
-      local known = {}
-      for _, m in ipairs(made) do known[m.sb.id] = true end
+    if unsure then -- children whose answer never came: the parent's list of forks names them (those
+      -- of earlier forks of sb, which sb.forks remembers, are not this call's)
+      sb.forks = sb.forks or {}
       for _, d in ipairs(wire.forks(client, sb) or {}) do
-        if type(d) == 'table' and type(d.id) == 'string' and not known[d.id] and d.state ~= 'destroyed' then
+        if type(d) == 'table' and type(d.id) == 'string' and not sb.forks[d.id] and d.state ~= 'destroyed' then
+          sb.forks[d.id] = true
           made[#made + 1] = { sb = wire.sandbox_record(d, spec, {}, {}), data = d, lost = true }
         end
       end
