@@ -142,3 +142,52 @@ describe('daytona write_files (toolbox bulk upload, stateful fake)', function()
     assert(daytona.destroy(client, sb))
   end)
 end)
+
+-- Against the official SDK (spec/sdk/daytona_fork_files.mjs): the SDK's fork and uploadFiles pass
+-- against the fake, and what the adapter sends for the same steps agrees with what the SDK sent,
+-- operation by operation (spec/helpers/conformance.lua's comparison: routes, query keys, headers
+-- that matter, body shapes).
+describe('daytona fork and bulk upload against the official SDK', function()
+  local C = require 'spec.helpers.conformance'
+  local OPTS = { maps = { 'labels' }, headers = { ['x-daytona-source'] = 'present' } }
+
+  local function only(recs, ops)
+    local out = {}
+    for _, r in ipairs(recs) do if ops[r.op] then out[#out + 1] = r end end
+    return out
+  end
+
+  it('sends what the SDK sends for fork and a many-file upload', function()
+    local why = C.sdk_missing('@daytonaio/sdk')
+    if why then pending(why) return end
+    local f = fake.start {}
+    local run = 'conf-fork-' .. crypto.hex(crypto.random_bytes(3))
+    local out = C.run_sdk('daytona_fork_files.mjs', { DAYTONA_API_URL = f.url, DAYTONA_API_KEY = f.api_key, CSENG_CONF_RUN = run,
+      DAYTONA_TARGET = false, DAYTONA_SERVER_URL = false, DAYTONA_JWT_TOKEN = false, DAYTONA_ORGANIZATION_ID = false },
+      { fake = f })
+    assert.same({ 'parent\n', 'parent\n' }, out.fork.states)
+    assert.equal('file 5\n', out.write.back)
+    local s = f.stats()
+    assert.same({ 2, 2 }, { s.forks, s.forked })
+    local client = daytona.connect(f.config())
+    f.record('adapter')
+    local sb = assert(daytona.create(client, { labels = labels(run), network = false }))
+    assert(daytona.write_files(client, sb, { { path = '/tmp/state', data = 'parent\n' } }))
+    local kids = assert(daytona.fork(client, sb, 2, { labels = labels(run, 'kids') }))
+    local files = {}
+    for i = 1, 5 do files[i] = { path = '/tmp/multi/f' .. i .. '.txt', data = 'file ' .. i .. '\n' } end
+    assert(daytona.write_files(client, kids[1], files))
+    for _, k in ipairs(kids) do assert(daytona.destroy(client, k)) end
+    assert(daytona.destroy(client, sb))
+    f.record(false)
+    local ops = { fork = true, upload = true }
+    local sdk_recs, ours = only(f.records('sdk'), ops), only(f.records('adapter'), ops)
+    assert.same({ 4, 4 }, { #sdk_recs, #ours }) -- the forks and the uploads of each side
+    local diffs = C.compare(sdk_recs, ours, {}, OPTS)
+    local s2 = f.stats()
+    f.close()
+    assert.equal(0, #diffs, C.describe(diffs))
+    assert.same({ {}, {}, {}, {} }, s2.fork_bodies) -- ForkSandbox {} on both sides
+    assert.same({ 1, 5, 1, 5 }, s2.upload_batches)
+  end)
+end)

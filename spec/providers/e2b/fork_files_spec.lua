@@ -134,3 +134,54 @@ describe('e2b write_files (envd multi-file upload, stateful fake)', function()
     assert(e2b.destroy(small, sb))
   end)
 end)
+
+-- Against the official SDK (spec/sdk/e2b_fork_files.mjs): the SDK's fork and multi-file write pass
+-- against the fake, and what the adapter sends for the same steps agrees with what the SDK sent,
+-- operation by operation (spec/helpers/conformance.lua's comparison: routes, query keys, headers
+-- that matter, body shapes).
+describe('e2b fork and multi-file upload against the official SDK', function()
+  local C = require 'spec.helpers.conformance'
+  local wire = require 'providers.shared.e2b_wire'
+  local OPTS = { headers = { ['e2b-sandbox-id'] = 'present' } }
+
+  local function only(recs, ops)
+    local out = {}
+    for _, r in ipairs(recs) do if ops[r.op] then out[#out + 1] = r end end
+    return out
+  end
+
+  it('sends what the SDK sends for fork and a multi-file write', function()
+    local why = C.sdk_missing('e2b')
+    if why then pending(why) return end
+    local f = fake.start {}
+    local run = 'conf-fork-' .. crypto.hex(crypto.random_bytes(3))
+    local out = C.run_sdk('e2b_fork_files.mjs', { E2B_API_URL = f.url, E2B_SANDBOX_URL = f.envd_url, E2B_API_KEY = f.api_key,
+      CSENG_CONF_RUN = run, E2B_DEBUG = false, E2B_DOMAIN = false }, { fake = f })
+    assert.same({ 'parent\n', 'parent\n' }, out.fork.states)
+    assert.same({ entries = 5, back = 'file 5\n' }, out.write)
+    local s = f.stats()
+    assert.same({ 1, 2 }, { s.forks, s.forked })
+    assert.equal(5, s.last_upload_files)
+    -- the adapter, the same steps
+    local client = e2b.connect(f.config())
+    f.record('adapter')
+    local sb = assert(e2b.create(client, { labels = labels(run), ttl_seconds = 900, network = false }))
+    assert(wire.upload(client, sb, '/tmp/state', 'parent\n')) -- one file: the path parameter, as the SDK's write of one
+    local kids = assert(e2b.fork(client, sb, 2, { labels = labels(run, 'kids') }))
+    local files = {}
+    for i = 1, 5 do files[i] = { path = '/tmp/multi/f' .. i .. '.txt', data = 'file ' .. i .. '\n' } end
+    assert(e2b.write_files(client, kids[1], files))
+    for _, k in ipairs(kids) do assert(e2b.destroy(client, k)) end
+    assert(e2b.destroy(client, sb))
+    f.record(false)
+    local ops = { fork = true, upload = true }
+    local sdk_recs, ours = only(f.records('sdk'), ops), only(f.records('adapter'), ops)
+    assert.same({ 3, 3 }, { #sdk_recs, #ours }) -- the forks and the uploads of each side
+    local diffs = C.compare(sdk_recs, ours, {}, OPTS)
+    local s2 = f.stats()
+    f.close()
+    assert.equal(0, #diffs, C.describe(diffs))
+    assert.same(s2.fork_bodies[1], s2.fork_bodies[2]) -- {count = 2, timeout = 900} both
+    assert.same({ 1, 5, 1, 5 }, s2.upload_batches)
+  end)
+end)
