@@ -224,6 +224,33 @@ describe('primitives through the arena', function()
     assert.same({ 0, 0 }, { e.live, d.live })
   end)
 
+  it('fork: a child whose answer was lost is destroyed all the same (found by the parent\'s forks or its labels)', function()
+    -- the Daytona fake makes the first child, then closes the connection unanswered: the client
+    -- either sends the call again (a twin the run never hears of) or reports the loss (the adapter
+    -- then lists the parent's forks); either way nothing outlives the run
+    local d = assert(fakes.start('daytona', { lose_fork = function(n) return n == 1 and 'reset' or nil end }))
+    local cfg = { daytona = util.merge(d.config(), { adapter = 'daytona' }) }
+    local status, by = run_arena(base { providers = { 'daytona' }, provider_config = cfg, samples = 1, workload = 'fork',
+      workload_options = { fork_count = 2 } })
+    local s = d.stats()
+    d.close()
+    assert.equal(1, s.lost_forks)
+    assert.equal(0, s.live)
+    local reconciled = 0
+    for _, e in ipairs(by.destroyed) do if e.reason == 'reconciled' then reconciled = reconciled + 1 end end
+    local t = by.startup_trial[1]
+    if t.ok then -- sent again: two children answered, the twin reclaimed at the run's end by its labels
+      assert.equal(0, status)
+      assert.equal(3, s.forked)
+      assert.equal(1, reconciled)
+    else -- reported: the lost child found by GET /sandbox/{id}/forks, recorded and destroyed with the sample
+      assert.equal('EFORK', t.error_code)
+      assert.equal(1, s.fork_lists)
+      assert.equal(2, #t.sandboxes)
+    end
+    assert.equal(#by.allocated, #by.destroyed)
+  end)
+
   it('fork: a fork where one child fails is a failed sample (EFORK, its check, no figures), its other children destroyed', function()
     local e = assert(fakes.start('e2b', { fork_fail = function(i) return i == 2 end }))
     local cfg = { e2b = util.merge(e.config(), { adapter = 'e2b' }) }

@@ -95,6 +95,27 @@ describe('daytona write_files (toolbox bulk upload, stateful fake)', function()
   end)
   after_each(function() f.close() end)
 
+  it('the fake refuses what the daemon refuses: no files, a path without its file, a file without its path', function()
+    local http = require 'cseng.http'
+    local adapter = require 'providers.shared.adapter'
+    local wire = require 'providers.shared.daytona_wire'
+    local sb = assert(daytona.create(client, { labels = labels('bulk-refused') }))
+    local function post(parts)
+      local body, ct = adapter.form(parts)
+      return assert(http.request { method = 'POST', url = wire.toolbox(client, sb, '/files/bulk-upload'),
+        headers = { Authorization = 'Bearer ' .. f.api_key, ['Content-Type'] = ct }, body = body })
+    end
+    local before = f.stats()
+    assert.equal(400, post({ { name = 'file', filename = '/tmp/r/a', data = 'a' } }).status)
+    assert.equal(400, post({ { name = 'files[0].path', data = '/tmp/r/a' } }).status)
+    assert.equal(400, post({ { name = 'files[0].file', filename = '/tmp/r/a', data = 'a' } }).status)
+    assert.equal(200, post({ { name = 'files[0].path', data = '/tmp/r/a' },
+      { name = 'files[0].file', filename = '/tmp/r/a', data = 'a' } }).status)
+    assert.equal(before.bad_requests + 3, f.stats().bad_requests)
+    assert.equal('a', sh(client, sb, 'cat /tmp/r/a').stdout)
+    assert(daytona.destroy(client, sb))
+  end)
+
   it('sends every file in one request and they arrive intact (count and sha256 manifest), with their modes', function()
     local sb = assert(daytona.create(client, { labels = labels('bulk') }))
     local files, lines = {}, {}

@@ -86,6 +86,31 @@ describe('e2b write_files (envd multi-file upload, stateful fake)', function()
   end)
   after_each(function() f.close() end)
 
+  it('the fake refuses what envd refuses: no file part, several files to one path, a part without a path', function()
+    local http = require 'cseng.http'
+    local adapter = require 'providers.shared.adapter'
+    local wire = require 'providers.shared.e2b_wire'
+    local sb = assert(e2b.create(client, { labels = labels('bulk-refused'), ttl_seconds = 900 }))
+    local function post(query, parts)
+      local body, ct = adapter.form(parts)
+      return assert(http.request { method = 'POST', url = wire.envd_url(client, sb) .. '/files?username=root' .. query,
+        headers = wire.envd_headers(client, sb, false, { ['Content-Type'] = ct }), body = body })
+    end
+    local before = f.stats()
+    local a = { name = 'file', filename = '/tmp/r/a', data = 'a' }
+    local b = { name = 'file', filename = '/tmp/r/b', data = 'b' }
+    assert.equal(400, post('', { { name = 'other', data = 'x' } }).status)
+    assert.equal(400, post('&path=/tmp/r/one', { a, b }).status)
+    assert.equal(400, post('', { { name = 'file', data = 'no filename' } }).status)
+    local ok = post('', { a, b })
+    assert.equal(200, ok.status)
+    assert.same({ { name = 'a', path = '/tmp/r/a', type = 'file' }, { name = 'b', path = '/tmp/r/b', type = 'file' } },
+      require('cjson').decode(ok.body))
+    assert.equal(before.bad_requests + 3, f.stats().bad_requests)
+    assert.equal('ab', assert(e2b.exec(client, sb, 'cat /tmp/r/a /tmp/r/b')).stdout)
+    assert(e2b.destroy(client, sb))
+  end)
+
   it('sends every file in one request and they arrive intact (count and sha256 manifest), with their modes', function()
     local sb = assert(e2b.create(client, { labels = labels('bulk'), ttl_seconds = 900 }))
     local files, lines = {}, {}
