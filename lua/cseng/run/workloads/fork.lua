@@ -53,6 +53,7 @@ function W.run(ctx)
     error(errors.returned(err, code, { default_code = errors.EFORK }), 0)
   end
   ctx:check('fork_children', #kids == n, n, #kids)
+  if kids[1] and kids[1].code_path then ctx:path('fork', 'fork (' .. n .. ' children): ' .. kids[1].code_path) end
   ctx:stage('fork_ready')
   local answers, last = {}, t1
   local tasks = {}
