@@ -21,6 +21,12 @@
 ---   snapshot GET   /snapshots/{name} (reuse an active one), else POST /sandbox/{id}/snapshot {name},
 ---                  then GET /snapshots/{name} until state == "active" (warm mode; the artifact is
 ---                  the snapshot's name, created from with POST /sandbox {snapshot = name})
+---   write_files    POST {toolboxProxyUrl}/{id}/files/bulk-upload: every file in one multipart body
+---                  (files[i].path, files[i].file), as the SDK's fs.uploadFiles; a 400 {"errors"} is
+---                  an error naming each failed path (capabilities.bulk_upload)
+---   fork    POST   /sandbox/{id}/fork {} per child (one child per call, the SDK's sandbox.fork), then
+---                  GET /sandbox/{child} until started, the children together; after a call whose
+---                  answer was lost, GET /sandbox/{id}/forks finds the children it made (capabilities.fork)
 ---
 --- The toolbox runs a command without a shell, so each is sent as a bash -c line of base64
 --- words (providers/shared/daytona_wire.lua, with the rest of the wire; the native build is
@@ -32,6 +38,7 @@
 --- "ESTATE", one that is not started in time "ETIMEDOUT"; transport failures keep cseng.http's
 --- codes. A create that fails after the API allocated a sandbox deletes it before returning.
 local clock = require 'cseng.clock'
+local task = require 'cseng.task'
 local crypto = require 'cseng.crypto'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
@@ -49,7 +56,9 @@ local M = {
   credentials = { 'DAYTONA_API_KEY' },
   -- allocated resources, per second (secondary sources: docs/providers/daytona.md)
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
-  capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true, snapshot = true },
+  -- fork: a copy-on-write clone of the sandbox's disk (the SDK's docs), running processes not carried over
+  capabilities = { non_root = false, network_policy = true, run_steps = true, warm = true, snapshot = true, fork = true,
+    bulk_upload = true },
   -- sandbox ids (a UUID; the OpenAPI spec's example is sandbox123)
   id_format = { pattern = '^[%w][%w_-]*$', example = '0b5e2f1c-7a3d-4e8b-9c1f-2d6a8e4b7c90', max = 128 },
   -- create rate limit for lua/cseng/run/admission.lua: Daytona documents 300-600 creates/minute
@@ -302,6 +311,91 @@ function M.delete_artifact(client, id)
   local sid = str(snap.id)
   if not sid then return nil, 'daytona: GET /snapshots/' .. id .. ': no id', 'EPROTO' end
   return adapter.deleted(call(client, 'DELETE', api_url(client, '/snapshots/' .. urlencode(sid))))
+end
+
+--- Write files ({{path, data, mode}}) in one toolbox bulk upload; modes are set afterwards by one
+--- chmod (the upload form has no mode). A 400 answer (some files failed: {"errors": [...]}) is
+--- returned as nil, "...: HTTP 400: <path>: <why>; ...", "HTTP_400": never a partial success.
+---@return true|nil ok, string? err, string? code
+function M.write_files(client, sb, files)
+  if #files == 0 then return true end
+  local ok, err, code = wire.bulk_upload(client, sb, files)
+  if not ok then return nil, err, code end
+  return adapter.chmod_files(M, client, sb, files, { output = 'stdout' })
+end
+
+--- Fork sb into n sandboxes (Daytona makes one per POST /sandbox/{id}/fork: the calls go one after
+--- another, then every child is waited for until started, together, as the SDK's fork waits for
+--- its one). Each child holds sb's disk as it was at its call (a copy-on-write clone); processes
+--- are not carried over. Returns the n children, or nil, message, CODE and the children that
+--- exist (started or not: the caller records and destroys them). After a call that failed without
+--- a clear refusal (a lost answer, a 5xx), GET /sandbox/{id}/forks adds the children it made.
+---@return table[]|nil kids, string? err, string? code, table[]? made
+function M.fork(client, sb, n, spec)
+  spec = spec or {}
+  local t0 = clock.now()
+  local made, failures, tasks = {}, {}, {}
+  local function run()
+    local unsure = false
+    for i = 1, n do
+      local data, res, code = wire.fork_one(client, sb)
+      if data then
+        local child = wire.sandbox_record(data, spec, {}, res)
+        child.fork_of = sb.id
+        child.code_path = 'POST /sandbox/{id}/fork, commands through the toolbox (process/execute)'
+        child.allocation.fork_of = sb.id
+        made[#made + 1] = { sb = child, data = data }
+        sb.forks = sb.forks or {}
+        sb.forks[child.id] = true
+      else
+        failures[#failures + 1] = string.format('child %d: %s', i, tostring(res))
+        failures.code = failures.code or code
+        if not tostring(code):match('^HTTP_4') then unsure = true end
+      end
+    end
+    if unsure then -- children whose answer never came: the parent's list of forks names them (those
+      -- of earlier forks of sb, which sb.forks remembers, are not this call's)
+      sb.forks = sb.forks or {}
+      for _, d in ipairs(wire.forks(client, sb) or {}) do
+        if type(d) == 'table' and type(d.id) == 'string' and not sb.forks[d.id] and d.state ~= 'destroyed' then
+          sb.forks[d.id] = true
+          made[#made + 1] = { sb = wire.sandbox_record(d, spec, {}, {}), data = d, lost = true }
+        end
+      end
+    end
+    for i, m in ipairs(made) do
+      if not m.lost then
+        tasks[i] = task.spawn(function() return wire.wait_started(client, m.sb, m.data, client.start_timeout, t0) end)
+      end
+    end
+    for i, m in ipairs(made) do
+      if tasks[i] then
+        local ok, werr, wcode = tasks[i]:join()
+        if not ok then error(werr, 0) end
+        if werr then
+          failures[#failures + 1] = tostring(werr)
+          failures.code = failures.code or wcode
+        else
+          m.sb.state = 'started'
+          m.sb.ready_seconds = (clock.now() - t0) / 1e9
+        end
+      end
+    end
+  end
+  local ok, e = pcall(run)
+  if not ok then -- cancelled or misused: no child outlives the call unrecorded
+    for _, t in pairs(tasks) do t:cancel() end
+    for _, m in ipairs(made) do pcall(M.destroy, client, m.sb) end
+    error(e, 0)
+  end
+  local kids, started = {}, 0
+  for _, m in ipairs(made) do
+    kids[#kids + 1] = m.sb
+    if m.sb.state == 'started' then started = started + 1 end
+  end
+  if #failures == 0 then return kids end
+  return nil, string.format('daytona: fork of %s: %d of %d children failed: %s', sb.id, n - started, n,
+    table.concat(failures, '; ')), started == 0 and failures.code or 'EFORK', kids
 end
 
 return M

@@ -16,6 +16,12 @@
 ---   snapshot GET   /snapshots?name=<name> (reuse one that exists), else POST /sandboxes/{id}/snapshots
 ---                  {name} -> 201 {snapshotID, names} (warm mode; the artifact is the snapshotID, created
 ---                  from with POST /v2/sandboxes {templateID = snapshotID})
+---   write_files    POST {envd}/files?username=root: every file a multipart part "file" whose filename is
+---                  its path, in one request (the SDK's files.write of a list), in batches under
+---                  max_upload_bytes; the answer must name every file (capabilities.bulk_upload)
+---   fork    POST   /sandboxes/{id}/fork {count, timeout} -> 201 [{sandbox} | {error}]: the sandbox is
+---                  checkpointed once and count children boot from it, each succeeding or failing on
+---                  its own (capabilities.fork)
 ---
 --- {envd} comes from E2B_ENVD_URL_TEMPLATE (default "https://{port}-{sandbox}.{domain}", port
 --- 49983, domain from the create response or E2B_DOMAIN, default e2b.app). Every envd request
@@ -43,8 +49,9 @@ local M = {
   rates = { vcpu_s = 0.000014, gib_s = 0.0000045, per_create = 0 },
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
   -- pause keeps the filesystem and the memory, running processes included (E2B's persistence docs)
+  -- fork: children boot from a checkpoint of the running sandbox (its memory too, E2B's docs)
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, pause = true,
-    pause_memory = true },
+    pause_memory = true, fork = true, bulk_upload = true },
   -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
   id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
   -- what one envd upload may carry (cseng's default; E2B_MAX_UPLOAD_BYTES overrides it): bigger
@@ -245,6 +252,33 @@ function M.find_artifact(client, key)
   return wire.lookup_snapshot(client, wire.snapshot_name(client, key)) or nil
 end
 
+--- Write files ({{path, data, mode}}) through envd's multi-file upload: as many per request as fit
+--- under max_upload_bytes (one request for the arena's 1,000 x 4 KiB); modes are set afterwards by
+--- one chmod (envd's upload has no mode).
+---@return true|nil ok, string? err, string? code
+function M.write_files(client, sb, files)
+  local batch, bytes = {}, 0
+  local function flush()
+    if #batch == 0 then return true end
+    local ok, err, code = wire.upload_many(client, sb, batch, client.user)
+    batch, bytes = {}, 0
+    return ok, err, code
+  end
+  for _, f in ipairs(files) do
+    -- a part's own headers and boundary are under 512 bytes
+    local size = #f.data + #f.path + 512
+    if #batch > 0 and bytes + size > client.max_upload_bytes then
+      local ok, err, code = flush()
+      if not ok then return nil, err, code end
+    end
+    batch[#batch + 1] = f
+    bytes = bytes + size
+  end
+  local ok, err, code = flush()
+  if not ok then return nil, err, code end
+  return adapter.chmod_files(M, client, sb, files)
+end
+
 --- Pause a sandbox: POST /sandboxes/{id}/pause -> 204 (E2B keeps its filesystem and memory).
 ---@return true|nil ok, string? err, string? code
 function M.pause(client, sb)
@@ -263,6 +297,49 @@ function M.resume(client, sb)
   local token = type(data) == 'table' and str(data.envdAccessToken) or nil
   if token then secrets.add(token); sb.token = token end
   return true
+end
+
+--- Fork sb into n sandboxes: POST /sandboxes/{id}/fork {count = n, timeout = sb's lifetime (the
+--- API's default is 15 s)} -> 201, one result per fork: {sandbox} or {error} (each succeeds or
+--- fails on its own). The children boot from one checkpoint of sb (files and memory), labelled with
+--- what sb's metadata says (the request has no metadata). Returns the n children, or nil, message
+--- (every failed fork's code and message), CODE (EFORK when some were made, else the failure's
+--- HTTP code) and the children that were made (the caller records and destroys them).
+---@return table[]|nil kids, string? err, string? code, table[]? made
+function M.fork(client, sb, n, spec)
+  spec = spec or {}
+  local ttl = math.tointeger(sb.ttl_seconds) or wire.create_body(client, spec).timeout
+  local what = 'e2b: POST /sandboxes/' .. sb.id .. '/fork'
+  local data, res, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/fork',
+    { json = { count = n, timeout = ttl } })
+  if not data then return nil, res, code end
+  if type(data) ~= 'table' then return nil, what .. ': the answer is not a list', 'EPROTO' end
+  local kids, failed, first = {}, {}, nil
+  for i, r in ipairs(data) do
+    local s = type(r) == 'table' and type(r.sandbox) == 'table' and r.sandbox or nil
+    if s and str(s.sandboxID) and type(r.error) ~= 'table' then
+      local token = str(s.envdAccessToken)
+      if token then secrets.add(token) end
+      kids[#kids + 1] = {
+        id = s.sandboxID, fork_of = sb.id, ttl_seconds = ttl, token = token, domain = str(s.domain),
+        code_path = 'POST /sandboxes/{id}/fork, commands through envd (Connect Process.Start)',
+        template = str(s.templateID) or sb.template, envd_version = str(s.envdVersion),
+        labels = spec.labels or {}, env = sb.env, workdir = sb.workdir, image = sb.image,
+        allocation = { template = str(s.templateID) or sb.template, fork_of = sb.id, timeout_s = ttl },
+        http_timings = res.timings,
+      }
+    else
+      local e = type(r) == 'table' and type(r.error) == 'table' and r.error or {}
+      local c = adapter.int(e.code)
+      first = first or (c and ('HTTP_' .. c)) or 'EPROTO'
+      failed[#failed + 1] = string.format('fork %d: %s%s%s', i, c and tostring(c) or 'no sandbox and no error',
+        str(e.error_code) and (' ' .. e.error_code) or '', str(e.message) and (': ' .. e.message) or '')
+    end
+  end
+  if #data ~= n then failed[#failed + 1] = string.format('%d results for %d forks', #data, n) end
+  if #failed == 0 then return kids end
+  return nil, secrets.redact(string.format('%s: %d of %d forks failed: %s', what, n - #kids, n, table.concat(failed, '; '))),
+    #kids > 0 and 'EFORK' or first or 'EFORK', kids
 end
 
 return M

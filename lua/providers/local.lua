@@ -45,8 +45,9 @@ local M = {
   applies_dockerfile = true, -- base mode: the task's layer is built from the recipe (M.env_mode)
   credentials = {},
   rates = { vcpu_s = 0, gib_s = 0, per_create = 0 },
+  -- fork: a copy of the sandbox's writable layer into each child (base mode; processes are not carried over)
   capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, exec_stream = true, host_ports = true,
-    snapshot = true, pause = true, pause_memory = true, egress = true, standard = true },
+    snapshot = true, pause = true, pause_memory = true, egress = true, standard = true, fork = true },
   -- base images the Debian base root filesystem stands for (after the user's --image-map)
   image_map = { 'debian:bookworm*=cseng/debian:bookworm' },
 }
@@ -430,8 +431,10 @@ local function abandon(client, sb)
   fs.remove_tree(sb.dir)
 end
 -- A sandbox on the base root filesystem: the overlay of its own writable layer (a size-limited
--- volume in the store) over the warm artifact or the task's layer over the base.
-local function create_on_base(client, spec)
+-- volume in the store) over the warm artifact or the task's layer over the base. from (a fork):
+-- {lowers, upper}: the parent's lower layers, and a copy of its writable layer that becomes the
+-- start of this one's.
+local function create_on_base(client, spec, from)
   local id = new_id()
   local dir = client.base .. '/sandboxes/' .. id
   errors.check(nil, fs.mkdir_p(dir))
@@ -445,7 +448,9 @@ local function create_on_base(client, spec)
   }
   fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
   local lowers
-  if spec.warm_artifact then
+  if from then
+    lowers = from.lowers
+  elseif spec.warm_artifact then
     lowers = artifact_lowers(spec.warm_artifact)
     if not lowers then
       fs.remove_tree(dir)
@@ -464,6 +469,13 @@ local function create_on_base(client, spec)
   errors.check(nil, fs.mkdir_p(vol .. '/upper'))
   errors.check(nil, fs.mkdir_p(vol .. '/work'))
   own(client, vol .. '/upper')
+  if from then -- cp -a keeps owners, modes, xattrs and the overlay's whiteouts
+    local r = proc.run { argv = { 'cp', '-a', from.upper .. '/.', vol .. '/upper/' }, timeout = 600, tail_bytes = 65536 }
+    if not r or r.code ~= 0 then
+      abandon(client, sb)
+      return nil, 'copying the parent\'s writable layer: ' .. util.trim(r and r.stderr or ''), 'EIO'
+    end
+  end
   local ok, err = namespace.mount_overlay(sb.root, lowers, vol .. '/upper', vol .. '/work')
   if not ok then abandon(client, sb); return nil, 'mounting the sandbox root (overlayfs): ' .. tostring(err), 'EMOUNT' end
   sb.overlay = true
@@ -1048,5 +1060,55 @@ function M.pause(_, sb) return freeze(sb, true) end
 --- Resume a paused sandbox: its processes continue where they stopped.
 ---@return true|nil ok, string? err, string? code
 function M.resume(_, sb) return freeze(sb, false) end
+
+--- Fork a sandbox (base mode) into n new ones: sb's processes are stopped (as pause does) while its
+--- writable layer is copied once (cp -a: one moment of its files, owners, modes and whiteouts),
+--- then resumed; each child is a sandbox of its own (its own init, namespaces, cgroups and
+--- size-limited writable layer, which starts as that copy) over sb's lower layers, created with
+--- spec (labels, env, limits). Files only: no process of sb is carried over (a child's init is
+--- new). Returns the n children, or nil, message, CODE and the children made (the caller records
+--- and destroys them).
+---@return table[]|nil kids, string? err, string? code, table[]? made
+function M.fork(client, sb, n, spec)
+  if not sb.base_mode or not sb.vol or not sb.init_pid then
+    return nil, 'local: fork needs a running sandbox on the base root filesystem (not --host-root)', errors.EFORK, {}
+  end
+  if sb.destroyed then return nil, 'local: sandbox ' .. sb.id .. ' is gone (destroyed)', errors.EFORK, {} end
+  -- the copy waits in the parent's own directory (removed with it, should this process die)
+  local stage = sb.dir .. '/fork-' .. crypto.hex(crypto.random_bytes(4))
+  local was_paused = sb.paused
+  if not was_paused then
+    local ok, err, code = freeze(sb, true)
+    if not ok then return nil, err, code, {} end
+  end
+  local r = proc.run { argv = { 'cp', '-a', sb.vol .. '/upper', stage }, timeout = 600, tail_bytes = 65536 }
+  if not was_paused then freeze(sb, false) end
+  if not r or r.code ~= 0 then
+    fs.remove_tree(stage)
+    return nil, 'local: fork of ' .. sb.id .. ': copying its writable layer: ' .. util.trim(r and r.stderr or ''), 'EIO', {}
+  end
+  local kids, failures, code = {}, {}, nil
+  local cok, cerr = pcall(function()
+    for i = 1, n do
+      local child, err, ecode = create_on_base(client, spec or {}, { lowers = sb.lowers, upper = stage })
+      if child then
+        child.fork_of = sb.id
+        child.code_path = 'a copy of the parent\'s writable layer, cseng-jail init on the Debian root filesystem'
+        kids[#kids + 1] = child
+      else
+        failures[#failures + 1] = string.format('child %d: %s', i, tostring(err))
+        code = code or ecode
+      end
+    end
+  end)
+  fs.remove_tree(stage)
+  if not cok then -- cancelled or misused: no child outlives the call unrecorded
+    for _, k in ipairs(kids) do pcall(M.destroy, client, k) end
+    error(cerr, 0)
+  end
+  if #failures == 0 then return kids end
+  return nil, string.format('local: fork of %s: %d of %d children failed: %s', sb.id, #failures, n,
+    table.concat(failures, '; ')), #kids > 0 and errors.EFORK or code or errors.EFORK, kids
+end
 
 return M

@@ -116,14 +116,14 @@ describe('primitives through the arena', function()
     end
   end)
 
-  it('upload: each size arrives whole (sha256 and length inside), through put where there is no file API', function()
+  it('upload: each size arrives whole (sha256 and length inside), through the file API, else put', function()
     local before = started.e2b.stats().uploads
     local status, by = run_arena(base { workload = 'upload', sizes = { '64KiB', '1MiB' } })
     assert_clean_run(status, by, NAMES, 2)
     for _, t in ipairs(by.startup_trial) do
       assert.equal(4, checks_named(t, 'upload_'))
       assert.equal(65536, t.checks.upload_64KiB_bytes.want)
-      assert.equal('put (a tar of the file)', t.paths.upload)
+      assert.equal(t.provider == 'local' and 'put (a tar of the file)' or 'write_files', t.paths.upload)
     end
     -- the E2B fake's own count: one upload request per size per sample
     assert.equal(before + 2 * 2, started.e2b.stats().uploads)
@@ -141,16 +141,140 @@ describe('primitives through the arena', function()
   end)
 
   it('files: many small files by the bulk path and the per-file path, each counted and hashed inside', function()
-    local before = started.e2b.stats().uploads
+    local e0, d0 = started.e2b.stats(), started.daytona.stats()
     local status, by = run_arena(base { workload = 'files', workload_options = { files = 30, file_bytes = 4096 } })
     assert_clean_run(status, by, NAMES, 2)
     for _, t in ipairs(by.startup_trial) do
       assert.same({ ok = true, want = 30, got = '30' }, t.checks.files_bulk_count)
+      assert.same({ ok = true, want = 30, got = '30' }, t.checks.files_per_file_count)
       assert.same(t.checks.files_bulk_manifest.want, t.checks.files_per_file_manifest.want)
-      assert.equal('put (one tar)', t.paths.files_bulk)
+      if t.provider == 'local' then -- no file API: one tar, a tar per file
+        assert.equal('put (one tar)', t.paths.files_bulk)
+      else -- the vendor's multi-file upload, then its file API once per file
+        assert.equal('write_files (30 files, bulk)', t.paths.files_bulk)
+        assert.equal('write_files (one file per call)', t.paths.files_per_file)
+        assert.is_true(t.figures.files_per_file_over_bulk > 0)
+      end
     end
-    -- one request for the bulk tar, one per file for the other path, per sample
-    assert.equal(before + 2 * (1 + 30), started.e2b.stats().uploads)
+    -- the fakes' own counters: per sample, one request carrying the 30 files, then 30 of one file each
+    local want = {}
+    for _ = 1, 2 do
+      want[#want + 1] = 30
+      for _ = 1, 30 do want[#want + 1] = 1 end
+    end
+    for name, f in pairs({ e2b = { started.e2b, e0 }, daytona = { started.daytona, d0 } }) do
+      local s = f[1].stats()
+      local got = {}
+      for i = #f[2].upload_batches + 1, #s.upload_batches do got[#got + 1] = s.upload_batches[i] end
+      assert.same(want, got, name)
+      assert.equal(f[2].uploads + 2 * (1 + 30), s.uploads, name)
+      assert.equal(f[2].upload_files + 2 * 60, s.upload_files, name)
+    end
+  end)
+
+  it('files: a bulk upload the provider partly refuses (HTTP 400) fails the sample with the code, never a partial success', function()
+    -- the Daytona daemon answers 400 {"errors"} for one file of the bulk upload and writes the others
+    local d = assert(fakes.start('daytona', { upload_fail = function(_, path)
+      return path:match('/bulk/d00/f0007%.dat$') and 'mkdir: permission denied' or nil end }))
+    local cfg = { daytona = util.merge(d.config(), { adapter = 'daytona' }) }
+    local status, by = run_arena(base { providers = { 'daytona' }, provider_config = cfg, samples = 1, workload = 'files',
+      workload_options = { files = 20, file_bytes = 1024 } })
+    local s = d.stats()
+    d.close()
+    assert.equal(1, status) -- the only measured sample failed: nothing measured
+    local t = by.startup_trial[1]
+    assert.is_false(t.ok)
+    assert.equal('HTTP_400', t.error_code)
+    assert.equal('files_bulk', t.error_stage)
+    assert.matches('f0007.dat: mkdir: permission denied (a bulk upload of 20 files)', t.error, 1, true)
+    assert.is_nil(t.figures)
+    assert.same({ 'failed' }, t.audit.labels)
+    assert.equal(19, s.upload_files) -- the daemon wrote the others: only the error tells
+    assert.equal(#by.allocated, #by.destroyed)
+  end)
+
+  it('fork (daytona, e2b, local): every child holds the parent\'s state file and not a later one, is its own sandbox, and is destroyed', function()
+    local e0, d0 = started.e2b.stats(), started.daytona.stats()
+    local status, by = run_arena(base { workload = 'fork', workload_options = { fork_count = 3 } })
+    assert_clean_run(status, by, NAMES, 2)
+    for _, t in ipairs(by.startup_trial) do
+      assert.same({ ok = true, want = 3, got = 3 }, t.checks.fork_children)
+      assert.same({ ok = true, want = 3, got = 3 }, t.checks.fork_children_hold_the_state)
+      assert.same({ ok = true, want = 3, got = 3 }, t.checks.fork_children_are_new_sandboxes)
+      assert.same({ ok = true, want = 3, got = 3 }, t.checks.fork_children_without_later_files)
+      local api = ({ e2b = 'POST /sandboxes/{id}/fork', daytona = 'POST /sandbox/{id}/fork',
+        ['local'] = 'a copy of the parent\'s writable layer' })[t.provider]
+      assert.matches('fork (3 children): ' .. api, t.paths.fork, 1, true)
+      assert.equal(3, #t.sandboxes)
+      local ids = { [t.sandbox_id] = true }
+      for _, id in ipairs(t.sandboxes) do
+        assert.is_nil(ids[id])
+        ids[id] = true
+      end
+    end
+    -- each child recorded in the ledger, with the fork's labels, and destroyed
+    local allocated = {}
+    for _, e in ipairs(by.allocated) do allocated[e.sandbox_id] = e end
+    for _, t in ipairs(by.startup_trial) do
+      for _, id in ipairs(t.sandboxes) do assert.equal(t.sandbox_id, allocated[id].labels['cseng.fork_of']) end
+    end
+    assert.equal(#by.allocated, #by.destroyed)
+    assert.equal(3 * 2 * (1 + 3), #by.allocated)
+    -- the fakes' own counters: E2B one call per sample making 3, Daytona one call per child
+    local e, d = started.e2b.stats(), started.daytona.stats()
+    assert.same({ e0.forks + 2, e0.forked + 6 }, { e.forks, e.forked })
+    assert.same({ d0.forks + 6, d0.forked + 6 }, { d.forks, d.forked })
+    assert.same({ 0, 0 }, { e.live, d.live })
+  end)
+
+  it('fork: a child whose answer was lost is destroyed all the same (found by the parent\'s forks or its labels)', function()
+    -- the Daytona fake makes the first child, then closes the connection unanswered: the client
+    -- either sends the call again (a twin the run never hears of) or reports the loss (the adapter
+    -- then lists the parent's forks); either way nothing outlives the run
+    local d = assert(fakes.start('daytona', { lose_fork = function(n) return n == 1 and 'reset' or nil end }))
+    local cfg = { daytona = util.merge(d.config(), { adapter = 'daytona' }) }
+    local status, by = run_arena(base { providers = { 'daytona' }, provider_config = cfg, samples = 1, workload = 'fork',
+      workload_options = { fork_count = 2 } })
+    local s = d.stats()
+    d.close()
+    assert.equal(1, s.lost_forks)
+    assert.equal(0, s.live)
+    local reconciled = 0
+    for _, e in ipairs(by.destroyed) do if e.reason == 'reconciled' then reconciled = reconciled + 1 end end
+    local t = by.startup_trial[1]
+    if t.ok then -- sent again: two children answered, the twin reclaimed at the run's end by its labels
+      assert.equal(0, status)
+      assert.equal(3, s.forked)
+      assert.equal(1, reconciled)
+    else -- reported: the lost child found by GET /sandbox/{id}/forks, recorded and destroyed with the sample
+      assert.equal('EFORK', t.error_code)
+      assert.equal(1, s.fork_lists)
+      assert.equal(2, #t.sandboxes)
+    end
+    assert.equal(#by.allocated, #by.destroyed)
+  end)
+
+  it('fork: a fork where one child fails is a failed sample (EFORK, its check, no figures), its other children destroyed', function()
+    local e = assert(fakes.start('e2b', { fork_fail = function(i) return i == 2 end }))
+    local cfg = { e2b = util.merge(e.config(), { adapter = 'e2b' }) }
+    local status, by = run_arena(base { providers = { 'e2b' }, provider_config = cfg, samples = 1, workload = 'fork',
+      workload_options = { fork_count = 3 } })
+    local s = e.stats()
+    e.close()
+    assert.equal(1, status)
+    local t = by.startup_trial[1]
+    assert.is_false(t.ok)
+    assert.equal('EFORK', t.error_code)
+    assert.equal('fork', t.error_stage)
+    assert.matches('1 of 3 forks failed: fork 2: 500 sandbox_create_failed', t.error, 1, true)
+    assert.same({ ok = false, want = 3, got = 2 }, t.checks.fork_children)
+    assert.is_nil(t.figures)
+    assert.same({ 'failed' }, t.audit.labels)
+    assert.equal(2, #t.sandboxes) -- the two made: recorded with their ids
+    assert.equal(#by.allocated, #by.destroyed)
+    assert.equal(0, s.live)
+    local doc = cjson.decode((assert(fs.read(by.run_finished[1].summary))))
+    assert.equal(0, doc.providers[1].clean)
   end)
 
   it('snapshot (local, daytona): the restored sandbox holds the files written before, the artifact is deleted', function()

@@ -350,6 +350,33 @@ function adapter.done(ok, err, code)
   return true
 end
 
+--- After a file API that has no mode (write_files): set the modes files ({{path, data, mode}})
+--- ask for, by one chmod per mode in the sandbox (P.exec). Returns true, or nil, message, "EIO"
+--- naming the command's output (o.output: 'stderr', or 'stdout' where the provider combines
+--- them), or exec's own failure.
+---@return true|nil ok, string? err, string? code
+function adapter.chmod_files(P, client, sb, files, o)
+  local by, order = {}, {}
+  for _, f in ipairs(files) do
+    if f.mode ~= nil then
+      local m = type(f.mode) == 'number' and string.format('%o', f.mode) or tostring(f.mode)
+      if not m:match('^[0-7]+$') then return nil, P.name .. ': write_files: mode ' .. m .. ' of ' .. f.path .. ' is not octal', 'EINVAL' end
+      if not by[m] then by[m] = {}; order[#order + 1] = m end
+      table.insert(by[m], util.shell_quote(f.path))
+    end
+  end
+  if #order == 0 then return true end
+  local cmds = {}
+  for _, m in ipairs(order) do cmds[#cmds + 1] = 'chmod ' .. m .. ' -- ' .. table.concat(by[m], ' ') end
+  local res, err, code = P.exec(client, sb, table.concat(cmds, ' && '), { timeout = 120, cwd = '/' })
+  if not res then return nil, err, code end
+  if res.code ~= 0 then
+    return nil, P.name .. ': write_files: chmod: exit ' .. tostring(res.code) .. ': '
+      .. adapter.snippet(res[(o and o.output) or 'stderr']), 'EIO'
+  end
+  return true
+end
+
 --- Unpack an archive already written to tmp (a file of the sandbox) into dir, then remove tmp:
 ---   mkdir -p DIR && tar -xf TMP -C DIR; rc=$?; rm -f TMP; exit $rc
 --- run by P.exec (5 minutes, cwd /). o.base64: tmp holds the archive in base64 (decoded into

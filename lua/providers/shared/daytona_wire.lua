@@ -39,8 +39,9 @@ local DEFAULTS = wire.DEFAULTS
 local TERMINAL = { error = true, build_failed = true, destroyed = true, destroying = true }
 local urlencode, str = adapter.urlencode, adapter.str
 
---- The error text of a response: Daytona answers {"statusCode", "message", "error"}.
-wire.message = adapter.message_from { 'message', 'error' }
+--- The error text of a response: Daytona answers {"statusCode", "message", "error"}; the toolbox's
+--- bulk upload {"errors": ["<path>: <why>", ...]} (one per file that failed; the others were written).
+wire.message = adapter.message_from { 'message', 'errors', 'error' }
 
 local function headers_for(client, extra)
   local h = { Authorization = 'Bearer ' .. client.key, Accept = 'application/json',
@@ -171,20 +172,56 @@ function wire.wrap_command(client, cmd, env, cwd, stdin_path)
   return (client.shell or DEFAULTS.shell) .. " -c '" .. table.concat(parts, '; ') .. "'"
 end
 
--- The toolbox's UploadFiles form (what the SDK's fs.uploadFile sends): the destination as the
--- field files[0].path, the data as the part files[0].file (filename = the destination).
-local function upload_form(path, data)
-  return adapter.form {
-    { name = 'files[0].path', data = path },
-    { name = 'files[0].file', filename = path, content_type = 'application/octet-stream', data = data },
-  }
+-- The toolbox's UploadFiles form (what the SDK's fs.uploadFiles sends): for each file i (from 0),
+-- the destination as the field files[i].path, then the data as the part files[i].file
+-- (filename = the destination).
+local function upload_form(files)
+  local parts = {}
+  for i, f in ipairs(files) do
+    parts[#parts + 1] = { name = 'files[' .. (i - 1) .. '].path', data = f.path }
+    parts[#parts + 1] = { name = 'files[' .. (i - 1) .. '].file', filename = f.path, content_type = 'application/octet-stream',
+      data = f.data }
+  end
+  return adapter.form(parts)
 end
 
---- Write bytes to a file of the sandbox (the toolbox's bulk upload).
+--- Write files ({{path, data}}, absolute paths) to the sandbox in one POST /files/bulk-upload.
+--- The daemon writes each file it can and answers 400 {"errors": ["<path>: <why>"...]} when any
+--- failed: that answer is an error naming the status and every failed path (the files it did
+--- write stay), never a success.
+---@return true|nil ok, string? err, string? code
+function wire.bulk_upload(client, sb, files)
+  local body, ctype = upload_form(files)
+  local ok, err, code = call(client, 'POST', wire.toolbox(client, sb, '/files/bulk-upload'),
+    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true })
+  if not ok then
+    if #files > 1 and tostring(code):match('^HTTP_') then err = err .. ' (a bulk upload of ' .. #files .. ' files)' end
+    return nil, err, code
+  end
+  return true
+end
+
+--- Write bytes to a file of the sandbox (the toolbox's bulk upload of one file).
 function wire.upload(client, sb, path, data)
-  local body, ctype = upload_form(path, data)
-  return adapter.done(call(client, 'POST', wire.toolbox(client, sb, '/files/bulk-upload'),
-    { body = body, headers = { ['Content-Type'] = ctype }, timeout = 300, raw = true }))
+  return wire.bulk_upload(client, sb, { { path = path, data = data } })
+end
+
+-- ---- forks -------------------------------------------------------------------------------
+
+--- POST /sandbox/{id}/fork {} (ForkSandbox: only an optional name, which the SDK leaves out): one
+--- child, answered as a Sandbox while it is being made. Returns the answer (data, res) or nil,
+--- message, CODE.
+function wire.fork_one(client, parent)
+  return adapter.post_created(call, client, api_url(client, '/sandbox/' .. urlencode(parent.id) .. '/fork'), { json = {} },
+    'id', 'daytona: POST /sandbox/' .. parent.id .. '/fork')
+end
+
+--- GET /sandbox/{id}/forks: the parent's children (Sandbox objects), or nil, message, CODE.
+function wire.forks(client, parent)
+  local data, err, code = call(client, 'GET', api_url(client, '/sandbox/' .. urlencode(parent.id) .. '/forks'))
+  if not data then return nil, err, code end
+  if type(data) ~= 'table' then return nil, 'daytona: GET /sandbox/' .. parent.id .. '/forks: not a list', 'EPROTO' end
+  return data
 end
 
 -- ---- snapshots ---------------------------------------------------------------------------

@@ -120,6 +120,40 @@ function wire.upload(client, sb, path, data, user)
   return true
 end
 
+--- Write files ({{path, data}}) in one envd POST /files as user: one multipart part named "file"
+--- per file, its filename the destination, and no path parameter (what the SDK's files.write of a
+--- list sends). envd answers the EntryInfo of every file written; an answer that does not name
+--- every path is an error (EPROTO), never a partial success.
+---@return true|nil ok, string? err, string? code
+function wire.upload_many(client, sb, files, user)
+  user = user or client.user
+  local parts = {}
+  for i, f in ipairs(files) do
+    parts[i] = { name = 'file', filename = f.path, content_type = 'application/octet-stream', data = f.data }
+  end
+  local body, ctype = adapter.form(parts)
+  local url = wire.envd_url(client, sb) .. '/files?username=' .. urlencode(user)
+  local data, err, code = wire.request('POST', url, wire.envd_headers(client, sb, false, { ['Content-Type'] = ctype }),
+    { body = body, timeout = 300 })
+  if not data then
+    if #files > 1 and tostring(code):match('^HTTP_') then err = err .. ' (a multi-file upload of ' .. #files .. ' files)' end
+    return nil, err, code
+  end
+  local written = {}
+  for _, e in ipairs(type(data) == 'table' and data or {}) do
+    if type(e) == 'table' and type(e.path) == 'string' then written[e.path] = true end
+  end
+  local missing = {}
+  for _, f in ipairs(files) do
+    if not written[f.path] then missing[#missing + 1] = f.path end
+  end
+  if #missing > 0 then
+    return nil, string.format('e2b: POST /files: the answer names %d of %d files written (not: %s%s)', #files - #missing,
+      #files, table.concat(missing, ', ', 1, math.min(#missing, 5)), #missing > 5 and ', ...' or ''), 'EPROTO'
+  end
+  return true
+end
+
 -- ---- create --------------------------------------------------------------------------------
 
 local function glob(p)

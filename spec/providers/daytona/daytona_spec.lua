@@ -183,6 +183,43 @@ describe('daytona conformance against the vendor specs (Prism)', function()
     assert.equal(0, s.live)
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
   end)
+
+  it('sends fork (POST /sandbox/{id}/fork, GET /sandbox/{id}/forks) and a many-file bulk upload as the specs say', function()
+    if why then pending(why) return end
+    local before = f.stats()
+    local res = assert(http.request { method = 'POST', url = api.url .. '/sandbox/x/fork',
+      headers = { Authorization = 'Bearer ' .. f.api_key, ['Content-Type'] = 'application/json' },
+      body = cjson.encode { name = 42 } })
+    assert.equal(422, res.status) -- ForkSandbox.name is a string
+    assert.equal(before.forks, f.stats().forks)
+    local client = daytona.connect(f.config { api_url = api.url })
+    local sb = assert(daytona.create(client, { labels = labels('conf-fork') }))
+    assert.equal(0, assert(daytona.exec(client, sb, 'echo parent > /tmp/state')).code)
+    local kids, err, code = daytona.fork(client, sb, 2, { labels = labels('conf-fork', 'kids') })
+    assert(kids, tostring(err) .. ' ' .. tostring(code)) -- each answer (a Sandbox) passed Prism's check
+    assert.equal('parent\n', assert(daytona.exec(client, kids[2], 'cat /tmp/state')).stdout)
+    -- a fork call answered 500 after making its child: GET /sandbox/{id}/forks (through Prism) finds it
+    f.set { lose_fork = function(n) return n == 3 and 'error' or nil end }
+    local none, ferr, fcode, made = daytona.fork(client, sb, 1, {})
+    f.set { lose_fork = false }
+    assert.is_nil(none)
+    assert.equal('HTTP_500', fcode) -- no child answered: the call's own failure
+    assert.matches('1 of 1 children failed', ferr, 1, true)
+    assert.equal(1, #made)
+    assert.equal(1, f.stats().fork_lists)
+    -- Prism forwards bodies as text: ASCII files
+    local files = {}
+    for i = 1, 6 do files[i] = { path = '/tmp/multi/f' .. i .. '.txt', data = 'file ' .. i .. '\n' } end
+    assert(daytona.write_files(client, kids[1], files))
+    assert.equal(6, f.stats().last_upload_files)
+    assert.equal('file 1\nfile 6\n', assert(daytona.exec(client, kids[1], 'cat /tmp/multi/f1.txt /tmp/multi/f6.txt')).stdout)
+    for _, k in ipairs(kids) do assert(daytona.destroy(client, k)) end
+    assert(daytona.destroy(client, made[1]))
+    assert(daytona.destroy(client, sb))
+    local s = f.stats()
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+  end)
 end)
 
 describe('daytona lifecycle (stateful fake)', function()

@@ -26,6 +26,24 @@
 --- are what the official SDK (@daytonaio/sdk 0.218) sends; the single-file GET /files/download
 --- and POST /files/upload?path= of the toolbox spec are served too.
 ---
+--- Bulk upload semantics: every file of a request is tried; a path that cannot be written (or one
+--- upload_fail = fn(n, path) -> why names) is reported in a 400 {"errors": ["<path>: <why>", ...]},
+--- as the daemon answers, while the others stay written. upload_status = status | fn(n, files)
+--- forces a status for the n-th upload request before anything is written. Counters: uploads
+--- (requests), upload_batches (the files of each, in order), upload_files (files written),
+--- upload_failed, last_upload_files.
+---
+--- Forks: POST /sandbox/{id}/fork {name?} (ForkSandbox) makes one child: a copy of the parent's
+--- root as it is at the call (host.snapshot, then a sandbox over it: files written in the parent
+--- after the call are not in it; running processes are not carried over), with the parent's
+--- labels, env and resources, reading "creating" for start_reads reads, then "started" (or
+--- fork_end_state); the answer is the child's Sandbox. The parent runs on. 404 for an unknown
+--- parent, 400 when it is not started, 409 for a name taken. GET /sandbox/{id}/forks lists the
+--- children (includeDestroyed=true: the deleted too). fork_status = status | fn(n, id) forces a
+--- status for the n-th fork call; lose_fork = fn(n) -> 'reset' | 'error' makes the child, then
+--- closes the connection unanswered (a client may send the call again: a twin) or answers 500. Counters: forks (calls), forked (children made), fork_lists,
+--- fork_bodies, lost_forks.
+---
 --- Snapshots (warm mode): POST /sandbox/{id}/snapshot {name} copies the sandbox's root for real
 --- (spec/fakes/sandboxes.lua's host.snapshot) into a snapshot that reads "pending", then "active"
 --- after snapshot_delay (GET /snapshots/{id or name}); the sandbox reads "snapshotting" for
@@ -125,10 +143,12 @@ function fake.start(opts)
   local core = scaffold.fake(opts, { api_key = 'test-daytona-key', start_reads = 0 },
     { snapshot_deletes = 0, gets = 0, execs = 0, uploads = 0, downloads = 0, timeouts = 0, creates_bodies = {}, exec_bodies = {},
       snapshots = 0, snapshot_gets = 0, snapshot_bodies = {},
+      forks = 0, forked = 0, fork_lists = 0, fork_bodies = {}, lost_forks = 0, upload_files = 0, upload_batches = {}, upload_failed = 0,
       builds = 0, build_bodies = {}, build_contexts = {}, s3_puts = 0, s3_lists = 0, s3_refused = 0, push_access = 0 }, host)
   local cfg, st, sandboxes, forced = core.cfg, core.st, core.sandboxes, core.forced
   local toolbox_srv
   local snapshots = {} -- name -> {id, name, artifact, created, created_ns, delay, end_state}
+  local forks_of = {} -- parent id -> its children (records, also once deleted)
   if cfg.snapshot_delay == nil then cfg.snapshot_delay = 0.05 end
   if cfg.build_delay == nil then cfg.build_delay = 0.05 end
   local objects = {} -- S3 key -> bytes
@@ -246,6 +266,73 @@ function fake.start(opts)
       local v = view(sb)
       v.state = 'snapshotting'
       return json(200, v)
+    end
+
+    -- fork: one child per call, a copy of the parent's root as it is now (host.snapshot, then a
+    -- sandbox over it), started after start_reads reads like a create; the parent runs on
+    local fork_of = path:match('^/sandbox/([^/]+)/fork$')
+    if fork_of and method == 'POST' then
+      core.record(req, 'fork', '/sandbox/{sandboxIdOrName}/fork')
+      local n = core.hit('forks', 'fork')
+      fork_of = common.urldecode(fork_of)
+      local s = forced('fork_status', n, fork_of)
+      if s then return err(s, 'forced failure ' .. s) end
+      local parent = sandboxes[fork_of]
+      if not parent then
+        for _, x in pairs(sandboxes) do if x.name == fork_of then parent = x end end
+      end
+      if not parent then return err(404, 'Sandbox with ID or name ' .. fork_of .. ' not found') end
+      local body = decode_body(req)
+      if not body or (body.name ~= nil and (type(body.name) ~= 'string' or body.name == '')) then
+        core.count('bad_requests')
+        return err(400, 'the body must be a ForkSandbox object ({name?})')
+      end
+      st.fork_bodies[#st.fork_bodies + 1] = body
+      if body.name then
+        for _, x in pairs(sandboxes) do
+          if x.name == body.name then return err(409, 'Sandbox with name ' .. body.name .. ' already exists') end
+        end
+      end
+      if state_of(parent) ~= 'started' then return err(400, 'Sandbox is not started (' .. state_of(parent) .. ')') end
+      local id = common.uuid()
+      local artifact, why = host.snapshot(parent.host, 'fork-' .. id)
+      if not artifact then return err(500, 'fork failed: ' .. tostring(why)) end
+      local labels = {}
+      for k, v in pairs(parent.labels) do labels[k] = v end
+      local sb = {
+        id = id, name = body.name or id, snapshot = parent.snapshot, user = parent.user, env = parent.env, labels = labels,
+        networkBlockAll = parent.networkBlockAll, target = parent.target, cpu = parent.cpu, memory = parent.memory,
+        disk = parent.disk, autoStopInterval = parent.autoStopInterval, autoDeleteInterval = parent.autoDeleteInterval,
+        created = os.time(), created_ns = clock.now(), reads_to_start = tonumber(cfg.start_reads) or 0,
+        end_state = cfg.fork_end_state, parent = parent.id,
+      }
+      sb.host = host.create { env = sb.env, labels = labels, warm_artifact = artifact, cpus = sb.cpu }
+      core.add(id, sb)
+      st.forked = st.forked + 1
+      forks_of[parent.id] = forks_of[parent.id] or {}
+      table.insert(forks_of[parent.id], sb)
+      local lose = type(cfg.lose_fork) == 'function' and cfg.lose_fork(n) or nil
+      if lose == 'reset' then
+        st.lost_forks = st.lost_forks + 1
+        req:abort()
+        return nil
+      elseif lose == 'error' then
+        st.lost_forks = st.lost_forks + 1
+        return err(500, 'fork answer lost by the fake (the child exists)')
+      end
+      return json(200, view(sb))
+    end
+    local forks_id = path:match('^/sandbox/([^/]+)/forks$')
+    if forks_id and method == 'GET' then
+      core.record(req, 'fork_list', '/sandbox/{sandboxIdOrName}/forks')
+      core.hit('fork_lists', 'fork_list')
+      forks_id = common.urldecode(forks_id)
+      local q = common.query(req.query)
+      local out = jsonl.array()
+      for _, sb in ipairs(forks_of[forks_id] or {}) do
+        if not sb.deleted or q.includeDestroyed == 'true' then out[#out + 1] = view(sb) end
+      end
+      return json(200, out)
     end
 
     if path == '/object-storage/push-access' and method == 'GET' then
@@ -473,16 +560,32 @@ function fake.start(opts)
         core.count('bad_requests')
         return err(400, 'no files[i].path / files[i].file parts' .. (why and (': ' .. why) or ''))
       end
+      -- like the daemon: every file is tried; those that fail are named in a 400 {"errors"}, the
+      -- others stay written (a partial upload the client must report)
+      local n = st.uploads
+      local forced_status = forced('upload_status', n, #order)
+      if forced_status then return err(forced_status, 'forced failure ' .. forced_status) end
+      local errs = {}
       for _, i in ipairs(order) do
         local fpath, file = files[i].path, files[i].file
         if not fpath or fpath == '' or not file then
           core.count('bad_requests')
           return err(400, 'files[' .. i .. '] needs both .path and .file')
         end
-        local ok, werr = host.write(sb.host, fpath, file.data)
-        if not ok then return err(400, tostring(werr)) end
-        st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+        local refuse = type(cfg.upload_fail) == 'function' and cfg.upload_fail(n, fpath) or nil
+        local ok, werr = false, refuse
+        if not refuse then ok, werr = host.write(sb.host, fpath, file.data) end
+        if ok then
+          st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+          st.upload_files = st.upload_files + 1
+        else
+          errs[#errs + 1] = fpath .. ': ' .. tostring(werr)
+          st.upload_failed = st.upload_failed + 1
+        end
       end
+      st.last_upload_files = #order
+      st.upload_batches[#st.upload_batches + 1] = #order
+      if #errs > 0 then return json(400, { errors = jsonl.array(errs) }) end
       return 200, {}, ''
     end
 

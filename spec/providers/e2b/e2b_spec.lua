@@ -206,6 +206,36 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     assert.equal(0, s.live)
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
   end)
+
+  it('sends fork (POST /sandboxes/{id}/fork) and a multi-file upload (envd POST /files, a part per file) as the specs say', function()
+    if why then pending(why) return end
+    local key = { ['X-API-Key'] = f.api_key, ['Content-Type'] = 'application/json' }
+    local before = f.stats()
+    for _, bad in ipairs({ { count = 0 }, { count = 101 }, { count = 2, timeout = -1 } }) do
+      local res = assert(http.request { method = 'POST', url = api.url .. '/sandboxes/x/fork', headers = key,
+        body = cjson.encode(bad) })
+      assert.equal(422, res.status, cjson.encode(bad)) -- SandboxForkRequest: count 1..100, timeout >= 0
+    end
+    assert.equal(before.forks, f.stats().forks) -- nothing reached the fake
+    local client = e2b.connect(f.config { api_url = api.url })
+    local sb = assert(e2b.create(client, { labels = labels('conf-fork'), ttl_seconds = 900 }))
+    assert.equal(0, assert(e2b.exec(client, sb, 'echo parent > /tmp/state')).code)
+    local kids, err, code = e2b.fork(client, sb, 2, { labels = labels('conf-fork', 'kids') })
+    assert(kids, tostring(err) .. ' ' .. tostring(code)) -- the 201 list of SandboxForkResult passed Prism's check
+    assert.same({ count = 2, timeout = 900 }, f.stats().fork_bodies[#f.stats().fork_bodies])
+    assert.equal('parent\n', assert(e2b.exec(client, kids[2], 'cat /tmp/state')).stdout)
+    -- Prism forwards bodies as text: ASCII files
+    local files = {}
+    for i = 1, 5 do files[i] = { path = '/tmp/multi/f' .. i .. '.txt', data = 'file ' .. i .. '\n' } end
+    assert(e2b.write_files(client, kids[1], files)) -- the EntryInfo list passed Prism's check
+    assert.equal(5, f.stats().last_upload_files)
+    assert.equal('file 1\nfile 5\n', assert(e2b.exec(client, kids[1], 'cat /tmp/multi/f1.txt /tmp/multi/f5.txt')).stdout)
+    for _, k in ipairs(kids) do assert.is_true(e2b.destroy(client, k)) end
+    assert.is_true(e2b.destroy(client, sb))
+    local s = f.stats()
+    assert.equal(0, s.live)
+    assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
+  end)
 end)
 
 describe('e2b lifecycle (stateful fake)', function()

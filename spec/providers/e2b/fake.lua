@@ -36,6 +36,20 @@
 --- paused_refused (envd requests refused while paused). on_pause = fn(id) runs before the freeze
 --- (a spec's way to make a pause that loses state).
 ---
+--- Files: POST /files (multipart) writes every part named "file": to the path parameter when
+--- given (then one part only, else 400), else to the part's filename (relative: under the user's
+--- home), as the SDK's files.write of a list sends; the answer lists each file's EntryInfo.
+--- Counters: uploads (requests), upload_batches (the files of each, in order), upload_files (files written), last_upload_files.
+---
+--- Forks: POST /sandboxes/{id}/fork {count (1..100, default 1), timeout (s, default 15)} checkpoints
+--- the parent once (a copy of its root, host.snapshot: files written after the call are not in
+--- the children; running processes are not carried over, where E2B's fork keeps memory) and
+--- answers 201 with one result per fork, {sandbox} or {error}; each child has the parent's metadata
+--- and env, its own id and token, and is destroyed on its own. 404 for an unknown parent, 409 for a
+--- paused one, 400 for a bad body. fork_fail = fn(i, n) -> true makes the i-th fork of the n-th call
+--- fail (500 sandbox_create_failed); fork_status forces a status for the n-th call. Counters: forks
+--- (calls), forked (children made), fork_failed, fork_bodies.
+---
 --- Template builds (native builds; what the SDK's Template.build and Template.exists send):
 --- GET /templates/aliases/{alias} (404 until a build of that name is ready); POST /v3/templates
 --- {name} -> 202 {templateID, buildID, names, tags, aliases, public}; GET /templates/{id}/files/{hash}
@@ -166,6 +180,7 @@ function fake.start(opts)
   local host = common.host()
   local core = scaffold.fake(opts, { api_key = 'test-e2b-key', envd_version = '0.5.7', max_upload_bytes = 100 << 20 }, {
     pauses = 0, connects = 0, resumes = 0, paused_refused = 0,
+    forks = 0, forked = 0, fork_failed = 0, fork_bodies = {}, upload_files = 0, upload_batches = {},
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0, upload_too_large = 0, largest_upload = 0, upload_bytes = 0, corrupted = 0,
     networked = 0,
     start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
@@ -420,6 +435,59 @@ function fake.start(opts)
       return json(200, jsonl.array(page), headers)
     end
 
+    -- fork: one checkpoint of the parent (a copy of its root, host.snapshot), count children from
+    -- it, each succeeding or failing on its own; the parent runs on with its id and expiry
+    local fork_of = path:match('^/sandboxes/([^/]+)/fork$')
+    if fork_of and method == 'POST' then
+      core.record(req, 'fork', '/sandboxes/{sandboxID}/fork')
+      local n = core.hit('forks', 'fork')
+      fork_of = common.urldecode(fork_of)
+      local s = forced('fork_status', n, fork_of)
+      if s then return api_error(s, 'forced failure ' .. s) end
+      local parent = sandboxes[fork_of]
+      if not parent then return api_error(404, 'sandbox "' .. fork_of .. '" not found') end
+      local ok, body = pcall(cjson.decode, (req.body or '') ~= '' and req.body or '{}')
+      local bad
+      if not ok or type(body) ~= 'table' then bad = 'the body must be a SandboxForkRequest object'
+      else
+        for k in pairs(body) do if k ~= 'count' and k ~= 'timeout' then bad = 'unknown field ' .. tostring(k) end end
+        local c, t = body.count, body.timeout
+        if c ~= nil and (not math.tointeger(c) or c < 1 or c > 100) then bad = 'count must be an integer from 1 to 100' end
+        if t ~= nil and (not math.tointeger(t) or t < 0) then bad = 'timeout must be an integer >= 0' end
+      end
+      if bad then
+        core.count('bad_requests')
+        return api_error(400, bad)
+      end
+      st.fork_bodies[#st.fork_bodies + 1] = body
+      if parent.paused then return api_error(409, 'sandbox "' .. fork_of .. '" is paused') end
+      local count, ttl = body.count or 1, body.timeout or 15
+      local artifact, why = host.snapshot(parent.host, 'fork-' .. parent.id .. '-' .. crypto.hex(crypto.random_bytes(4)))
+      if not artifact then return api_error(500, 'checkpointing the sandbox: ' .. tostring(why)) end
+      local out = jsonl.array()
+      for i = 1, count do
+        if type(cfg.fork_fail) == 'function' and cfg.fork_fail(i, n) then
+          st.fork_failed = st.fork_failed + 1
+          out[i] = { error = { code = 500, error_code = 'sandbox_create_failed', message = 'injected by the fake: fork ' .. i } }
+        else
+          seq = seq + 1
+          local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
+          local meta = {}
+          for k, v in pairs(parent.metadata) do meta[k] = v end
+          local sb = {
+            id = id, templateID = parent.templateID, metadata = meta, env = parent.env, timeout = ttl, created = os.time(),
+            token = 'envd-token-' .. crypto.hex(crypto.random_bytes(12)), network = parent.network, parent = parent.id,
+          }
+          sb.host = host.create { env = sb.env, labels = meta, network = sb.network, warm_artifact = artifact }
+          core.add(id, sb)
+          st.forked = st.forked + 1
+          out[i] = { sandbox = { sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
+                                 envdAccessToken = sb.token, domain = 'fake.e2b.test' } }
+        end
+      end
+      return json(201, out)
+    end
+
     -- pause: the sandbox's processes are frozen (SIGSTOP, spec/fakes/sandboxes.lua) and its envd
     -- answers 502 until connect thaws them: files and running processes are kept, as E2B's pause
     -- keeps the filesystem and memory
@@ -568,10 +636,6 @@ function fake.start(opts)
     if q.username and q.username ~= '' and q.username ~= 'root' and q.username ~= 'user' then
       return api_error(400, 'unknown user ' .. q.username)
     end
-    if not q.path or q.path == '' then
-      core.count('bad_requests')
-      return api_error(400, 'path is required')
-    end
     if req.method == 'POST' then
       local n = core.hit('uploads', 'files')
       if #req.body > cfg.max_upload_bytes then
@@ -585,23 +649,48 @@ function fake.start(opts)
       local names = {}
       for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
       core.record(req, 'upload', '/files', names)
-      local file
-      for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
-      if not file then
+      -- every part named "file" is a file: written to the path parameter when there is one (then
+      -- only one file), else to its filename (relative: under the user's home), as envd does
+      local list = {}
+      for _, p in ipairs(parts or {}) do if p.name == 'file' then list[#list + 1] = p end end
+      if #list == 0 then
         core.count('bad_requests')
         return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
       end
-      local data = file.data
-      local c = cfg.corrupt_upload
-      if (type(c) == 'number' and c == n) or (type(c) == 'function' and c(n, q.path, data)) then
-        local mid = #data // 2 + 1
-        data = data:sub(1, mid - 1) .. string.char(data:byte(mid) ~ 0xff) .. data:sub(mid + 1)
-        core.count('corrupted')
+      local has_path = q.path and q.path ~= ''
+      if has_path and #list > 1 then
+        core.count('bad_requests')
+        return api_error(400, 'the path parameter names one file, but ' .. #list .. ' were sent')
       end
-      local ok, werr = host.write(sb.host, q.path, data)
-      if not ok then return api_error(400, tostring(werr)) end
-      return json(200, jsonl.array { { path = q.path, name = q.path:match('[^/]*$'), type = 'file' } })
+      local home = (q.username or user) == 'root' and '/root' or '/home/user'
+      local entries = jsonl.array()
+      st.last_upload_files = #list
+      st.upload_batches[#st.upload_batches + 1] = #list
+      for _, file in ipairs(list) do
+        local fpath = has_path and q.path or file.filename
+        if not fpath or fpath == '' then
+          core.count('bad_requests')
+          return api_error(400, 'path is required (the path parameter or the part\'s filename)')
+        end
+        if fpath:sub(1, 1) ~= '/' then fpath = home .. '/' .. fpath end
+        local data = file.data
+        local c = cfg.corrupt_upload
+        if (type(c) == 'number' and c == n and file == list[1]) or (type(c) == 'function' and c(n, fpath, data)) then
+          local mid = #data // 2 + 1
+          data = data:sub(1, mid - 1) .. string.char(data:byte(mid) ~ 0xff) .. data:sub(mid + 1)
+          core.count('corrupted')
+        end
+        local ok, werr = host.write(sb.host, fpath, data)
+        if not ok then return api_error(400, tostring(werr)) end
+        st.upload_files = st.upload_files + 1
+        entries[#entries + 1] = { path = fpath, name = fpath:match('[^/]*$'), type = 'file' }
+      end
+      return json(200, entries)
     elseif req.method == 'GET' then
+      if not q.path or q.path == '' then
+        core.count('bad_requests')
+        return api_error(400, 'path is required')
+      end
       core.record(req, 'download', '/files')
       core.hit('downloads', 'files')
       local data = host.read(sb.host, q.path)

@@ -4,9 +4,12 @@
 ---   fork_ready_ms  the fork sent -> every child answered its first command (reading the state
 ---                  file; the children's first commands run in parallel). The allocation records
 ---                  written between are not counted
---- Each child must hold the parent's state file and be another sandbox than the parent; each is
+--- Each child must hold the parent's state file and be another sandbox than the parent, and not
+--- see a file the parent writes after the fork (untimed, after fork_ready_ms); each is
 --- recorded in the ledger the moment its id is known (an intent with the children's labels goes
---- first, so a lost answer is swept by label) and destroyed when the sample ends.
+--- first, so a lost answer is swept by label) and destroyed when the sample ends. A fork that made
+--- fewer than N children (the adapter's nil, err, code, made) fails the sample: the children made
+--- are recorded and destroyed, the check fork_children says how many of N arrived.
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local crypto = require 'cseng.crypto'
@@ -43,8 +46,14 @@ function W.run(ctx)
   ctx:figure('fork_ms', (t1 - t0) / 1e6)
   local leases = {}
   for _, sb in ipairs(kids or made or {}) do leases[#leases + 1] = ctx:derived(sb, labels) end
-  if not kids then error(errors.returned(err, code, { default_code = errors.EFORK }), 0) end
+  if not kids then
+    -- a partial fork (some children made, others failed) is a failed sample, never a clean one
+    -- with fewer children: its check says how many of n there were, its error which failed and why
+    ctx.rec.checks.fork_children = { ok = false, want = n, got = #(made or {}) }
+    error(errors.returned(err, code, { default_code = errors.EFORK }), 0)
+  end
   ctx:check('fork_children', #kids == n, n, #kids)
+  if kids[1] and kids[1].code_path then ctx:path('fork', 'fork (' .. n .. ' children): ' .. kids[1].code_path) end
   ctx:stage('fork_ready')
   local answers, last = {}, t1
   local tasks = {}
@@ -72,6 +81,15 @@ function W.run(ctx)
   end
   ctx:check('fork_children_hold_the_state', same == n, n, same)
   ctx:check('fork_children_are_new_sandboxes', distinct == n, n, distinct)
+  -- a child holds the parent's files as they were at the fork, not a view of them: a file the
+  -- parent writes now must not appear in any child
+  ctx:sh('echo ' .. ctx.hex .. ' > ' .. DIR .. '/later && sync')
+  local apart = 0
+  for _, l in ipairs(leases) do
+    local r = ctx:sh('test -e ' .. DIR .. '/later && echo shared || echo apart', { sb = l.sb })
+    if util.trim(r.stdout) == 'apart' then apart = apart + 1 end
+  end
+  ctx:check('fork_children_without_later_files', apart == n, n, apart)
   for _, l in ipairs(leases) do ctx:close(l) end
 end
 
