@@ -50,7 +50,7 @@ local M = {
   -- the verifier runs as envd's "user" account (non-root); network off unless the task allows it
   -- pause keeps the filesystem and the memory, running processes included (E2B's persistence docs)
   -- fork: children boot from a checkpoint of the running sandbox (its memory too, E2B's docs)
-  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, pause = true,
+  capabilities = { non_root = true, network_policy = true, run_steps = true, warm = true, pause = true, snapshot = true,
     pause_memory = true, fork = true, bulk_upload = true },
   -- sandboxID: lower-case letters and digits (older SDKs appended -<clientID>)
   id_format = { pattern = '^[%w][%w-]*$', example = 'i6sbq7qk1r2gqbm8q9fd1', max = 128 },
@@ -230,15 +230,19 @@ end
 --- Warm mode: turn a prepared sandbox into a snapshot template named after the task's content
 --- key, and return its snapshotID (what create sends as templateID for spec.warm_artifact). A
 --- snapshot of that name that already exists (GET /snapshots?name=) is reused (same key = same
---- content). The snapshot call answers 201 once the snapshot exists, so there is nothing to poll;
---- its HTTP timeout is E2B_SNAPSHOT_TIMEOUT. Snapshots are not deleted here.
+--- content), unless opts.fresh (the arena's snapshot workload: always a new one). The snapshot
+--- call answers 201 once the snapshot exists, so there is nothing to poll; its HTTP timeout is
+--- E2B_SNAPSHOT_TIMEOUT. delete_artifact removes one.
 ---@return string|nil snapshot_id, string? err, string? code
-function M.snapshot(client, sb, key)
+function M.snapshot(client, sb, key, opts)
   local name = wire.snapshot_name(client, key)
-  local existing, err, code = wire.lookup_snapshot(client, name)
-  if existing == nil then return nil, err, code end
-  if existing then return existing end
-  local data
+  local data, err, code
+  if not (opts and opts.fresh) then
+    local existing
+    existing, err, code = wire.lookup_snapshot(client, name)
+    if existing == nil then return nil, err, code end
+    if existing then return existing end
+  end
   data, err, code = api(client, 'POST', '/sandboxes/' .. urlencode(sb.id) .. '/snapshots',
     { json = { name = name }, timeout = client.snapshot_timeout })
   if not data then return nil, err, code end -- names POST /sandboxes/{id}/snapshots and the status
@@ -250,6 +254,14 @@ end
 --- A snapshot made earlier for the same content key (the runner then skips preparing).
 function M.find_artifact(client, key)
   return wire.lookup_snapshot(client, wire.snapshot_name(client, key)) or nil
+end
+
+--- Delete a snapshot: DELETE /templates/{snapshotID} (a snapshot is a template; the SDK's
+--- Sandbox.deleteSnapshot). One already gone (404) counts as deleted.
+---@return true|nil ok, string? err, string? code
+function M.delete_artifact(client, id)
+  if type(id) ~= 'string' or id == '' then return nil, 'e2b: delete_artifact: no snapshot id', 'EINVAL' end
+  return adapter.deleted(api(client, 'DELETE', '/templates/' .. urlencode(id)))
 end
 
 --- Write files ({{path, data, mode}}) through envd's multi-file upload: as many per request as fit

@@ -277,12 +277,12 @@ describe('primitives through the arena', function()
     assert.equal(0, doc.providers[1].clean)
   end)
 
-  it('snapshot (local, daytona): the restored sandbox holds the files written before, the artifact is deleted', function()
-    local before = started.daytona.stats().snapshot_deletes
-    local status, by = run_arena(base { providers = { 'daytona', 'local' }, workload = 'snapshot',
-      sizes = { '64KiB', '1MiB' } })
-    assert_clean_run(status, by, { 'daytona', 'local' }, 2)
+  it('snapshot (local, daytona, e2b): the restored sandbox holds the files written before, the artifact is deleted', function()
+    local before, e_before = started.daytona.stats().snapshot_deletes, started.e2b.stats().snapshot_deletes
+    local status, by = run_arena(base { workload = 'snapshot', sizes = { '64KiB', '1MiB' } })
+    assert_clean_run(status, by, NAMES, 2)
     assert.equal(before + 2 * 2, started.daytona.stats().snapshot_deletes) -- each snapshot deleted after its restore
+    assert.equal(e_before + 2 * 2, started.e2b.stats().snapshot_deletes)
     for _, t in ipairs(by.startup_trial) do
       for _, n in ipairs({ '64KiB', '1MiB' }) do
         assert.is_true(t.checks['restore_' .. n .. '_state'].ok)
@@ -291,7 +291,7 @@ describe('primitives through the arena', function()
       assert.equal(2, #t.sandboxes) -- one restore per size, each recorded with its id
     end
     assert.equal(#by.allocated, #by.destroyed)
-    assert.equal(2 * 2 * 3, #by.allocated)
+    assert.equal(3 * 2 * 3, #by.allocated)
   end)
 
   it('a sample whose bytes arrive changed fails with EINTACT and no figures, and is not pooled', function()

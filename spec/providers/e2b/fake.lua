@@ -26,8 +26,9 @@
 --- real (spec/fakes/sandboxes.lua's host.snapshot) and answers 201 {snapshotID, names}, with
 --- snapshotID "cseng-fake-team/<name>:default" (a raw id without a name); a name already taken
 --- gets a new build under the same snapshotID, as the spec describes. GET /snapshots?name= lists
---- them; POST /sandboxes {templateID = a snapshotID} starts from the copy. Counters: snapshots
---- (POST calls), snapshot_lists, last_snapshot.
+--- them; POST /sandboxes {templateID = a snapshotID} starts from the copy; DELETE
+--- /templates/{snapshotID} removes it (204; 404 when unknown). Counters: snapshots (POST calls),
+--- snapshot_lists, snapshot_deletes, last_snapshot.
 ---
 --- Pause and resume: POST /sandboxes/{id}/pause -> 204 (409 when paused already) freezes every
 --- process of the sandbox (SIGSTOP) and makes its envd answer 502 "paused"; POST
@@ -183,7 +184,7 @@ function fake.start(opts)
     forks = 0, forked = 0, fork_failed = 0, fork_bodies = {}, upload_files = 0, upload_batches = {},
     starts = 0, signals = 0, uploads = 0, downloads = 0, deadlines = 0, upload_too_large = 0, largest_upload = 0, upload_bytes = 0, corrupted = 0,
     networked = 0,
-    start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0,
+    start_requests = {}, signal_requests = {}, users = {}, snapshots = 0, snapshot_lists = 0, snapshot_deletes = 0,
     builds = 0, build_bodies = {}, build_contexts = {}, build_dockerfiles = {}, file_uploads = 0, upload_refused = 0,
     template_requests = {},
   }, host)
@@ -250,6 +251,27 @@ function fake.start(opts)
       if not snapshots[id] then snapshot_order[#snapshot_order + 1] = id end
       snapshots[id] = { id = id, name = name, artifact = artifact }
       return json(201, { snapshotID = id, names = jsonl.array(name and { 'cseng-fake-team/' .. name .. ':default' } or {}) })
+    end
+
+    -- DELETE /templates/{templateID}: a snapshot is a template (the SDK's Sandbox.deleteSnapshot
+    -- sends its snapshotID there); its copy of the root is removed; unknown: 404
+    local del_ref = method == 'DELETE' and path:match('^/templates/([^/]+)$')
+    if del_ref then
+      core.record(req, 'template_delete', '/templates/{templateID}')
+      core.hit('snapshot_deletes', 'snapshot_delete')
+      del_ref = common.urldecode(del_ref)
+      local snap = snapshots[del_ref]
+      if snap then
+        snapshots[del_ref] = nil
+        for i, sid in ipairs(snapshot_order) do if sid == del_ref then table.remove(snapshot_order, i) break end end
+        pcall(require('cseng.fs').remove_tree, snap.artifact)
+        return 204, {}, ''
+      end
+      if templates[del_ref] then
+        templates[del_ref] = nil
+        return 204, {}, ''
+      end
+      return api_error(404, 'template "' .. del_ref .. '" not found')
     end
 
     -- ---- template builds --------------------------------------------------------------------
