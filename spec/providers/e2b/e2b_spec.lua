@@ -201,7 +201,17 @@ describe('e2b conformance against the vendor specs (Prism)', function()
     -- the same key again: found by name and reused, no second snapshot call
     assert.equal(id, assert(e2b.snapshot(client, sb2, key)))
     assert.equal(1, f.stats().snapshots)
+    -- opts.fresh (the arena's snapshot workload): a new snapshot call, no lookup
+    local lists = f.stats().snapshot_lists
+    assert.equal(id, assert(e2b.snapshot(client, sb2, key, { fresh = true })))
+    assert.equal(2, f.stats().snapshots)
+    assert.equal(lists, f.stats().snapshot_lists)
     assert.is_true(e2b.destroy(client, sb2))
+    -- deleted as the SDK's deleteSnapshot does (DELETE /templates/{snapshotID}, through Prism);
+    -- again: the documented 404 counts as deleted
+    assert.is_true(e2b.delete_artifact(client, id))
+    assert.is_true(e2b.delete_artifact(client, id))
+    assert.equal(2, f.stats().snapshot_deletes)
     s = f.stats()
     assert.equal(0, s.live)
     assert.equal(0, s.bad_requests + s.unknown + s.unauthorized)
