@@ -15,9 +15,8 @@ local H = require 'spec.helpers.runlog'
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-serve-limits')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-serve-limits')
+teardown(H.remove_tempdirs)
 
 local function py(port, script)
   local r = assert(proc.run { argv = { 'python3', '-c', script, tostring(port) }, timeout = 120 })

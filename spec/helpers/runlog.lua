@@ -4,13 +4,16 @@
 ---   local H = require 'spec.helpers.runlog'
 local task = require 'cseng.task'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
+local common = require 'spec.helpers.common'
 
 local H = {}
 
-H.ROOT = sys.root()
-H.CSENG = H.ROOT .. '/cseng'
+-- the checkout, the binary and the temporary directories of spec.helpers.common: a spec file
+-- makes its scratch directory with `local tmp = H.tempdir(prefix)` and calls
+-- teardown(H.remove_tempdirs)
+H.ROOT, H.CSENG = common.ROOT, common.CSENG
+H.tempdir, H.remove_tempdirs = common.tempdir, common.remove_tempdirs
 
 --- Write text to dir/name (directories made), return the path.
 function H.write(dir, name, text)

@@ -5,7 +5,6 @@
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local serve = require 'cseng.serve'
 local crypto = require 'cseng.crypto'
 local http = require 'cseng.http'
@@ -15,13 +14,12 @@ local util = require 'cseng.lib.util'
 local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = require 'spec.helpers.common'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-reliability')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-reliability')
+teardown(H.remove_tempdirs)
 
 local function write(name, text)
   local p = tmp .. '/' .. name
