@@ -343,9 +343,9 @@ local GEMINI_SETTINGS = jsonl.encode({
 
 --- Each agent: description; package and version (package-lock.json); binary (the file below
 --- node_modules whose presence means the agent is installed); dir (its folder below PREFIX, and
---- the name of its archive and warm-artifact tag; default the agent's name); files() (what is
---- shipped into PREFIX/<dir>, as archive entries) and bin (the executable there whose presence
---- means it is shipped); api (the model proxy's API: openai, anthropic, google); vars {key, base,
+--- the name of its archive and warm-artifact tag; default the agent's name); bin (the executable
+--- in PREFIX/<dir> whose presence means it is shipped) and files(A) (what is shipped there, as
+--- archive entries; default the binary alone, as bin); api (the model proxy's API: openai, anthropic, google); vars {key, base,
 --- model, default_base, example}; files_in_sandbox(cfg) (optional configuration files: path below
 --- PREFIX -> contents; cfg is what the sandbox may know: the proxy's URL and the trial's token);
 --- command(cfg, ctx); env(cfg); convert(stdout, meta, A); scope, notes; tool (its shell tool's name).
@@ -354,7 +354,6 @@ agents.AGENTS = {
     description = 'the Codex CLI (npm @openai/codex) in the sandbox, against CODEX_BASE_URL',
     package = '@openai/codex', version = '0.171.0', -- the binary's own --version is recorded too
     binary = '@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex',
-    files = function(A) return { { path = 'codex', file = installed.host_file(A.binary), mode = '0755' } } end,
     bin = 'codex',
     api = 'openai',
     vars = { key = 'OPENAI_API_KEY', base = 'CODEX_BASE_URL', model = 'CODEX_MODEL',
@@ -374,7 +373,6 @@ agents.AGENTS = {
     package = '@anthropic-ai/claude-code', version = '2.1.332',
     binary = '@anthropic-ai/claude-code-linux-x64/claude',
     dir = 'claude',
-    files = function(A) return { { path = 'claude', file = installed.host_file(A.binary), mode = '0755' } } end,
     bin = 'claude',
     api = 'anthropic',
     vars = { key = 'ANTHROPIC_API_KEY', base = 'ANTHROPIC_BASE_URL', model = 'CLAUDE_CODE_MODEL',
@@ -398,7 +396,6 @@ agents.AGENTS = {
       .. 'chat-completions endpoint (OPENCODE_BASE_URL)',
     package = 'opencode-linux-x64', version = '1.18.33', -- opencode-ai's launcher only picks this binary
     binary = 'opencode-linux-x64/bin/opencode',
-    files = function(A) return { { path = 'opencode', file = installed.host_file(A.binary), mode = '0755' } } end,
     bin = 'opencode',
     api = 'openai',
     vars = { key = 'OPENCODE_API_KEY', base = 'OPENCODE_BASE_URL', model = 'OPENCODE_MODEL',
@@ -480,7 +477,12 @@ function agents.solver(name)
   --- Warm mode (runner hook): the agent goes into the warm artifact, named with this tag.
   local dir = A.dir or name
   solver.artifact_tag = dir:gsub('_', '-') .. '-' .. A.version
-  function solver.install(ctx) return installed.ensure_files(ctx, dir, A.files(A), A.bin, A.version) end
+  -- an agent that is one binary ships it as its bin
+  local function files()
+    if A.files then return A.files(A) end
+    return { { path = A.bin, file = installed.host_file(A.binary), mode = '0755' } }
+  end
+  function solver.install(ctx) return installed.ensure_files(ctx, dir, files(), A.bin, A.version) end
 
   ---@param ctx SolveContext
   function solver.solve(ctx)
