@@ -2,7 +2,6 @@
 --- spec/engine/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
 --- poll whose verdict is a condition, never the time it took. Not a spec itself: load it with
 ---   local H = require 'spec.helpers.runlog'
-local task = require 'cseng.task'
 local fs = require 'cseng.fs'
 local util = require 'cseng.lib.util'
 local common = require 'spec.helpers.common'
@@ -40,13 +39,7 @@ function H.count(events, kind)
 end
 
 --- Poll until cond() holds, at most n tries 50 ms apart (default 1200: a generous minute).
-function H.until_true(cond, n)
-  for _ = 1, n or 1200 do
-    if cond() then return true end
-    task.sleep(0.05)
-  end
-  return cond()
-end
+H.until_true = common.until_true
 
 --- The rows of the bundled smoke dataset.
 function H.smoke_count()
