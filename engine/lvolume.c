@@ -70,20 +70,29 @@ static int vol_supported(lua_State *L) {
   return 1;
 }
 
-static int vol_create(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  lua_Integer limit = luaL_optinteger(L, 2, 0);
+/* A subvolume ioctl that names its subvolume in btrfs_ioctl_vol_args (BTRFS_IOC_SUBVOL_CREATE,
+   BTRFS_IOC_SNAP_DESTROY), made on `path`'s parent directory: 0, or the values of a failure pushed
+   (nil, message, code) and their count. `verb` names the call ("create"), `doing` the act. */
+static int subvol_ioctl(lua_State *L, const char *path, unsigned long req, const char *verb, const char *doing) {
   char parent[PATH_MAX], name[PATH_MAX];
   struct btrfs_ioctl_vol_args a;
   int fd, e;
-  luaL_argcheck(L, limit >= 0, 2, "limit_bytes must be >= 0");
-  if ((e = split_path(path, parent, name)) != 0) return cs_fail_errno(L, e, "volume.create %s", path);
+  if ((e = split_path(path, parent, name)) != 0) return cs_fail_errno(L, e, "volume.%s %s", verb, path);
   if ((fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return cs_fail_errno(L, errno, "%s", parent);
   memset(&a, 0, sizeof a);
   strcpy(a.name, name);
-  e = ioctl(fd, BTRFS_IOC_SUBVOL_CREATE, &a) != 0 ? errno : 0;
+  e = ioctl(fd, req, &a) != 0 ? errno : 0;
   close(fd);
-  if (e) return cs_fail_errno(L, e, "creating the subvolume %s", path);
+  if (e) return cs_fail_errno(L, e, "%s the subvolume %s", doing, path);
+  return 0;
+}
+
+static int vol_create(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lua_Integer limit = luaL_optinteger(L, 2, 0);
+  int n, e;
+  luaL_argcheck(L, limit >= 0, 2, "limit_bytes must be >= 0");
+  if ((n = subvol_ioctl(L, path, BTRFS_IOC_SUBVOL_CREATE, "create", "creating")) != 0) return n;
   if (limit > 0 && (e = set_limit(path, limit)) != 0) return cs_fail_errno(L, e, "limiting the subvolume %s", path);
   lua_pushboolean(L, 1);
   return 1;
@@ -101,16 +110,8 @@ static int vol_limit(lua_State *L) {
 
 static int vol_delete(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  char parent[PATH_MAX], name[PATH_MAX];
-  struct btrfs_ioctl_vol_args a;
-  int fd, e;
-  if ((e = split_path(path, parent, name)) != 0) return cs_fail_errno(L, e, "volume.delete %s", path);
-  if ((fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return cs_fail_errno(L, errno, "%s", parent);
-  memset(&a, 0, sizeof a);
-  strcpy(a.name, name);
-  e = ioctl(fd, BTRFS_IOC_SNAP_DESTROY, &a) != 0 ? errno : 0;
-  close(fd);
-  if (e) return cs_fail_errno(L, e, "deleting the subvolume %s", path);
+  int n = subvol_ioctl(L, path, BTRFS_IOC_SNAP_DESTROY, "delete", "deleting");
+  if (n) return n;
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -5,7 +5,6 @@
 -- commands print and refuse (help, usage, report templates of the other kind of run).
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
 local results = require 'cseng.results.log'
@@ -15,13 +14,12 @@ local options = require 'cseng.run.options'
 local tasks_kind = require 'cseng.run.kinds.tasks'
 local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 local SMOKE16 = ROOT .. '/../shared/data/terminalbench_2026_03_05_smoke16.parquet'
 if not fs.exists(SMOKE16) then SMOKE16 = ROOT .. '/../../shared/data/terminalbench_2026_03_05_smoke16.parquet' end
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-commands-spec-')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-commands-spec-')
+teardown(H.remove_tempdirs)
 
 -- ./cseng with args (env_add: variables set, or unset with false)
 local function cseng(args, env_add) return H.cseng(args, { env_add = env_add, timeout = 600 }) end

@@ -4,17 +4,15 @@
 -- Each fake runs as its own cseng process with a private TMPDIR, so "no file behind" is checked
 -- on that directory (other processes' temporary files never count).
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local cjson = require 'cjson'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local ROOT, CSENG = H.ROOT, H.CSENG
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-fake-cmd-spec-')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-fake-cmd-spec-')
+teardown(H.remove_tempdirs)
 
 -- Start `cseng fake name` with a private TMPDIR; returns {p, env (from its export lines), dir, out}.
 local function start(name, extra)

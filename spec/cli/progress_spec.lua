@@ -8,15 +8,14 @@ local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local util = require 'cseng.lib.util'
 local console = require 'cseng.lib.console'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local have_script = proc.run { argv = { 'sh', '-c', 'command -v script' } }.code == 0
 local have_rootfs = fs.exists((os.getenv('CSENG_CACHE') or ((os.getenv('HOME') or '/tmp') .. '/.cache/cseng')) .. '/rootfs')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-pty')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-pty')
+teardown(H.remove_tempdirs)
 
 -- Run argv under a pty of 120 columns; returns what the terminal received and the exit code.
 local function under_pty(argv, name)

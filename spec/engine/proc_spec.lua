@@ -7,13 +7,8 @@ local function marker()
   return string.format('%d.%06d', 900 + math.random(0, 99), math.random(0, 999999))
 end
 
--- Pids of live (non-zombie) processes whose command line contains s.
-local function survivors(s)
-  local r = assert(proc.run { argv = { 'pgrep', '-f', s } })
-  local pids = {}
-  for pid in r.stdout:gmatch('%d+') do pids[#pids + 1] = tonumber(pid) end
-  return pids
-end
+-- pids of live processes whose command line contains s
+local survivors = require('spec.helpers.common').pgrep
 
 -- Killing is asynchronous once the caller has moved on: allow a second to settle.
 local function assert_none_survive(s)

@@ -3,18 +3,17 @@
 -- the base64 and percent-encoded forms of each secret are hidden on both sides.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local redact = require 'cseng.redact'
 local secrets = require 'cseng.lib.secrets'
+local H = require 'spec.helpers.common'
 
-local CSENG = sys.root() .. '/cseng'
+local CSENG = H.CSENG
 local KEY = 'sk-planted/Key+0123456789=abc&x y'
 local ENV_KEY = 'envplanted-9876543210-zyx'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-redact-c')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-redact-c')
+teardown(H.remove_tempdirs)
 
 local function url_safe(s) return (s:gsub('[+/]', { ['+'] = '-', ['/'] = '_' })) end
 local function pct(s, fmt) return (s:gsub('[^%w%-%._~]', function(c) return string.format(fmt, c:byte()) end)) end

@@ -15,15 +15,11 @@ local H = require 'spec.helpers.runlog'
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-serve-limits')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-serve-limits')
+teardown(H.remove_tempdirs)
 
-local function py(port, script)
-  local r = assert(proc.run { argv = { 'python3', '-c', script, tostring(port) }, timeout = 120 })
-  assert(r.code == 0, 'python client failed (' .. tostring(r.code) .. '): ' .. r.stderr)
-  return json.decode(r.stdout)
-end
+-- a python3 client script run with the server's port as argv[1]: its JSON output
+local py = require('spec.helpers.common').python_client
 
 local PRELUDE = [[
 import json, socket, sys, time

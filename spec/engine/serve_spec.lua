@@ -1,18 +1,11 @@
 -- cseng.serve against real clients: python3 scripts run through proc.run, so the
 -- server answers from the same loop while the spec's task waits on the client.
 local serve = require 'cseng.serve'
-local proc = require 'cseng.proc'
 local task = require 'cseng.task'
-local json = require 'cjson'
 local clock = require 'cseng.clock'
 
--- Runs a python3 client script with the server's port as argv[1]; returns its JSON output.
-local function py(port, script, timeout)
-  local r = assert(proc.run { argv = { 'python3', '-c', script, tostring(port) }, timeout = timeout or 60 })
-  assert(not r.timed_out, 'python client timed out: ' .. r.stderr)
-  assert(r.code == 0, 'python client failed (' .. tostring(r.code) .. '): ' .. r.stderr)
-  return json.decode(r.stdout)
-end
+-- a python3 client script run with the server's port as argv[1]: its JSON output
+local py = require('spec.helpers.common').python_client
 
 local PRELUDE = [[
 import http.client, json, socket, sys, threading, time
@@ -295,33 +288,34 @@ out(res)
     assert.equal(1, calls)
   end)
 
-  it('answers pipelined requests in order without mixing them', function()
+  -- A server that answers "path:body" (/slow after `slow` seconds) and a python client that
+  -- sends `sends` (a script of s.sendall calls on one socket) then reads until the close: the
+  -- bodies of the answers, in order.
+  local function pipelined(slow, sends)
     local srv <close> = assert(serve.listen { handler = function(req)
-      if req.path == '/slow' then task.sleep(0.1) end
+      if req.path == '/slow' then task.sleep(slow) end
       return 200, nil, req.path .. ':' .. req.body
     end })
-    local r = py(srv:port(), PRELUDE .. [[
-s = socket.create_connection(('127.0.0.1', port))
-s.sendall(b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n'
-          b'POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc'
-          b'GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+    local r = py(srv:port(), PRELUDE .. "s = socket.create_connection(('127.0.0.1', port))\n" .. sends .. [[
 data = read_all(s)
 out(data.decode())
 ]])
     local bodies = {}
     for body in r:gmatch('\r\n\r\n([^H]*)') do bodies[#bodies + 1] = body end
-    assert.same({ '/slow:', '/b:abc', '/c:' }, bodies)
+    return bodies
+  end
+
+  it('answers pipelined requests in order without mixing them', function()
+    assert.same({ '/slow:', '/b:abc', '/c:' }, pipelined(0.1, [[
+s.sendall(b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n'
+          b'POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc'
+          b'GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+]]))
   end)
 
   it('keeps pipelined requests that arrive in pieces while one is answered', function()
     -- reading goes on while a request is active: what arrives meanwhile is appended, in order
-    local srv <close> = assert(serve.listen { handler = function(req)
-      if req.path == '/slow' then task.sleep(0.2) end
-      return 200, nil, req.path .. ':' .. req.body
-    end })
-    local r = py(srv:port(), PRELUDE .. [[
-import time
-s = socket.create_connection(('127.0.0.1', port))
+    assert.same({ '/slow:', '/b:abc', '/c:' }, pipelined(0.2, [[
 s.sendall(b'GET /slow HTTP/1.1\r\nHost: x\r\n\r\n')
 time.sleep(0.02)
 s.sendall(b'POST /b HTTP/1.1\r\nHost: x\r\nContent-Le')
@@ -329,12 +323,7 @@ time.sleep(0.02)
 s.sendall(b'ngth: 3\r\n\r\nab')
 time.sleep(0.02)
 s.sendall(b'cGET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
-data = read_all(s)
-out(data.decode())
-]])
-    local bodies = {}
-    for body in r:gmatch('\r\n\r\n([^H]*)') do bodies[#bodies + 1] = body end
-    assert.same({ '/slow:', '/b:abc', '/c:' }, bodies)
+]]))
   end)
 
   it('answers every one of more pipelined bytes than it holds (reading pauses, then resumes)', function()

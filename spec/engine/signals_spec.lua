@@ -6,20 +6,18 @@
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local clock = require 'cseng.clock'
 local results = require 'cseng.results.log'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = require 'spec.helpers.common'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local FIXTURES = ROOT .. '/spec/fixtures/signals'
 local WATCHDOG = 15 -- seconds
 
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-signals')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-signals')
+teardown(H.remove_tempdirs)
 
 local function wait_for(path)
   for _ = 1, WATCHDOG * 20 do

@@ -12,6 +12,7 @@
 ---   b.add(id, sb) ; b.remove(id)          -- the live set, created/destroyed/live/max_live, ids
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
 ---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
+---   local body = common.body(req) ; common.is_strmap(t)  -- a JSON object body (nil: not one) ; a string map
 ---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
 ---   fake.route = common.router { { 'GET', '/sandboxes/{id}', 'get' } }  -- op, template, params
 ---   local route = b.routes({ { 'GET', '/sandboxes/{id}', get, op = 'get', hit = { 'gets', 'get' } } }, no_route)
@@ -20,6 +21,7 @@ local serve = require 'cseng.serve'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
 local jsonl = require 'cseng.lib.jsonl'
+local cjson = require 'cjson'
 
 local M = {}
 
@@ -34,6 +36,22 @@ function M.json(status, value, headers)
   local h = { ['Content-Type'] = 'application/json' }
   for k, v in pairs(headers or {}) do h[k] = v end
   return status, h, jsonl.encode(value)
+end
+
+--- A request's JSON object body ({} when there is none), or nil when it is not one.
+function M.body(req)
+  if req.body == nil or req.body == '' then return {} end
+  local ok, b = pcall(cjson.decode, req.body)
+  if not ok or type(b) ~= 'table' then return nil end
+  return b
+end
+
+--- Whether t is absent or a map of strings to strings (labels, environments).
+function M.is_strmap(t)
+  if t == nil then return true end
+  if type(t) ~= 'table' then return false end
+  for k, v in pairs(t) do if type(k) ~= 'string' or type(v) ~= 'string' then return false end end
+  return true
 end
 
 --- A loopback listener (an ephemeral port unless port) answering with handler.

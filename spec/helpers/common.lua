@@ -4,9 +4,12 @@
 ---   H.cseng({ 'run', ... }, { env = {...}, stdin = '...', timeout = 600 })   -- the binary
 ---   H.tempdir('arena-spec-')    -- a temporary directory, removed by H.remove_tempdirs
 ---   teardown(H.remove_tempdirs)  -- at the spec file's top level: every one it made
+---   H.pgrep('sleep 901.5')      -- pids of live processes whose command line holds it
+---   H.until_true(cond, n)       -- poll: the verdict is the condition, never the time it took
 local proc = require 'cseng.proc'
 local sys = require 'cseng.sys'
 local fs = require 'cseng.fs'
+local task = require 'cseng.task'
 
 local H = {}
 
@@ -83,6 +86,42 @@ function H.cseng(args, o)
   end
   return assert(proc.run { argv = argv, cwd = H.ROOT, env = env, env_add = o.env_add, stdin = o.stdin,
     timeout = o.timeout or 900 })
+end
+
+--- Pids of live (non-zombie) processes whose command line contains s (pgrep -f).
+---@param s string
+---@return integer[]
+function H.pgrep(s)
+  local r = assert(proc.run { argv = { 'pgrep', '-f', s } })
+  local pids = {}
+  for pid in r.stdout:gmatch('%d+') do pids[#pids + 1] = tonumber(pid) end
+  return pids
+end
+
+--- Run a python3 client script with the server's port as argv[1] (proc.run: this process's loop
+--- keeps answering it) and return its JSON output; the client's failure or timeout (default
+--- 120 s) fails the spec.
+---@param port integer
+---@param script string
+---@param timeout? number
+function H.python_client(port, script, timeout)
+  local r = assert(proc.run { argv = { 'python3', '-c', script, tostring(port) }, timeout = timeout or 120 })
+  assert(not r.timed_out, 'python client timed out: ' .. r.stderr)
+  assert(r.code == 0, 'python client failed (' .. tostring(r.code) .. '): ' .. r.stderr)
+  return require('cjson').decode(r.stdout)
+end
+
+--- Poll until cond() holds, at most n tries 50 ms apart (default 1200: a generous minute); the
+--- verdict is the condition, never the time it took.
+---@param cond fun(): boolean
+---@param n? integer
+---@return boolean
+function H.until_true(cond, n)
+  for _ = 1, n or 1200 do
+    if cond() then return true end
+    task.sleep(0.05)
+  end
+  return cond()
 end
 
 return H

@@ -9,6 +9,7 @@
 local fs = require 'cseng.fs'
 local clock = require 'cseng.clock'
 local jsonl = require 'cseng.lib.jsonl'
+local common = require 'spec.helpers.common'
 
 local HH = {}
 
@@ -101,6 +102,21 @@ end
 function HH.jitter(k, i, a)
   local x = ((k * 7919 + i * 104729) % 1000) / 1000
   return (2 * x - 1) * a
+end
+
+--- The first difference between a history store as it stands and the same store rebuilt from its
+--- logs (a store kept current must equal the rebuilt one), or nil. Rebuilds S.
+---@param S table an open store (cseng.history.store)
+---@return string|nil
+function HH.rebuild_diff(S)
+  local kept = S:dump()
+  S:rebuild()
+  local rebuilt = S:dump()
+  for t, rows in pairs(kept) do
+    local d = common.diff(rebuilt[t], rows, t)
+    if d then return d end
+  end
+  return nil
 end
 
 return HH

@@ -2,15 +2,17 @@
 --- spec/engine/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
 --- poll whose verdict is a condition, never the time it took. Not a spec itself: load it with
 ---   local H = require 'spec.helpers.runlog'
-local task = require 'cseng.task'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local util = require 'cseng.lib.util'
+local common = require 'spec.helpers.common'
 
 local H = {}
 
-H.ROOT = sys.root()
-H.CSENG = H.ROOT .. '/cseng'
+-- the checkout, the binary and the temporary directories of spec.helpers.common: a spec file
+-- makes its scratch directory with `local tmp = H.tempdir(prefix)` and calls
+-- teardown(H.remove_tempdirs)
+H.ROOT, H.CSENG = common.ROOT, common.CSENG
+H.tempdir, H.remove_tempdirs = common.tempdir, common.remove_tempdirs
 
 --- Write text to dir/name (directories made), return the path.
 function H.write(dir, name, text)
@@ -37,13 +39,7 @@ function H.count(events, kind)
 end
 
 --- Poll until cond() holds, at most n tries 50 ms apart (default 1200: a generous minute).
-function H.until_true(cond, n)
-  for _ = 1, n or 1200 do
-    if cond() then return true end
-    task.sleep(0.05)
-  end
-  return cond()
-end
+H.until_true = common.until_true
 
 --- The rows of the bundled smoke dataset.
 function H.smoke_count()

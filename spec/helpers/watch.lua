@@ -4,14 +4,12 @@
 --- and store read back, and polls whose verdict is a condition, never the time they took.
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
 local results = require 'cseng.results.log'
+local common = require 'spec.helpers.common'
 
 local W = {}
 
-W.ROOT = sys.root()
-W.CSENG = W.ROOT .. '/cseng'
+W.ROOT, W.CSENG = common.ROOT, common.CSENG
 
 --- A startup plan in dir: one provider (lizard), `samples` measured rounds after one warmup, no
 --- pause between rounds. Returns its path.
@@ -54,13 +52,7 @@ function W.slots(events, status)
 end
 
 --- Poll until cond() holds, at most n tries 50 ms apart (default 2400: two generous minutes).
-function W.until_true(cond, n)
-  for _ = 1, n or 2400 do
-    if cond() then return true end
-    task.sleep(0.05)
-  end
-  return cond()
-end
+function W.until_true(cond, n) return common.until_true(cond, n or 2400) end
 
 --- Count the lines of a file holding a string.
 function W.count(path, s)

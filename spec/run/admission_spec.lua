@@ -6,13 +6,12 @@ local session = require 'cseng.run.session'
 local admission = require 'cseng.run.admission'
 local results = require 'cseng.results.log'
 local task = require 'cseng.task'
-local fs = require 'cseng.fs'
 
 local fake_mod = require 'spec.fakes.admission'
+local H = require 'spec.helpers.common'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-admission-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-admission-spec')
+teardown(H.remove_tempdirs)
 
 local n_session = 0
 local function open(f, opts)

@@ -15,14 +15,13 @@ local results = require 'cseng.results.log'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 
-local ROOT = sys.root()
 local H = require 'spec.helpers.runlog'
+local ROOT = H.ROOT
 local fakes = require 'spec.fakes'
 local lizard_fake, daytona_fake = fakes.module('lizard'), fakes.module('daytona')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-frame')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-frame')
+teardown(H.remove_tempdirs)
 
 local function write(name, text) return H.write(tmp, name, text) end
 local free_port = H.free_port

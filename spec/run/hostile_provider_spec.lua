@@ -5,7 +5,6 @@
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local serve = require 'cseng.serve'
 local crypto = require 'cseng.crypto'
 local http = require 'cseng.http'
@@ -15,20 +14,14 @@ local util = require 'cseng.lib.util'
 local secrets = require 'cseng.lib.secrets'
 local adapter = require 'providers.shared.adapter'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local H = require 'spec.helpers.runlog'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-reliability')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-reliability')
+teardown(H.remove_tempdirs)
 
-local function write(name, text)
-  local p = tmp .. '/' .. name
-  assert(fs.mkdir_p(util.dirname(p)))
-  assert(fs.write(p, text))
-  return p
-end
+local function write(name, text) return H.write(tmp, name, text) end
 
 -- Every file under dir (recursively), as path -> content.
 local function files_under(dir, out)
@@ -55,18 +48,7 @@ local function leaks(key, texts)
   return found
 end
 
-local function free_port()
-  local srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = function() return 200, {}, '' end })
-  local port = srv:port()
-  srv:close()
-  return port
-end
-
-local function smoke_count()
-  local n = 0
-  for line in (fs.read(ROOT .. '/data/smoke.jsonl') or ''):gmatch('[^\n]+') do if line:find('%S') then n = n + 1 end end
-  return n
-end
+local free_port, smoke_count = H.free_port, H.smoke_count
 
 describe('redaction', function()
   it('finds every 8-byte run of a secret, before any cut, and leaves other text alone', function()

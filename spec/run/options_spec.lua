@@ -6,19 +6,17 @@ local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local dataset = require 'cseng.workload.dataset'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local http = require 'cseng.http'
 local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local cjson = require 'cjson'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local DATA = ROOT .. '/data/smoke.jsonl'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-workflow2-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-workflow2-spec')
+teardown(H.remove_tempdirs)
 
 -- the first two bundled tasks (by id), whatever the dataset holds
 local function two_tasks()

@@ -14,9 +14,8 @@ local H = require 'spec.helpers.runlog'
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-reliability3')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-reliability3')
+teardown(H.remove_tempdirs)
 
 local function write(name, text) return H.write(tmp, name, text) end
 local count, until_true = H.count, H.until_true

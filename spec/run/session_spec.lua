@@ -5,7 +5,6 @@
 -- spec can make destroy fail.
 local fs = require 'cseng.fs'
 local frame = require 'cseng.run.frame'
-local sys = require 'cseng.sys'
 local proc = require 'cseng.proc'
 local task = require 'cseng.task'
 local clock = require 'cseng.clock'
@@ -13,13 +12,13 @@ local results = require 'cseng.results.log'
 local tasks_kind = require 'cseng.run.kinds.tasks'
 local session = require 'cseng.run.session'
 local errors = require 'cseng.lib.errors'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 local SMOKE = ROOT .. '/data/smoke.jsonl'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-session-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-session-spec')
+teardown(H.remove_tempdirs)
 
 -- providers.ledger_local: the local adapter, with switches (fail_destroy(sb) -> true to fail)
 -- and a count of sandboxes alive at once.

@@ -2,19 +2,17 @@
 -- Kubernetes manifest's contract, and three shards run with JOB_COMPLETION_INDEX set by hand.
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
 local results = require 'cseng.results.log'
 local shard = require 'cseng.run.shard'
 
-local ROOT = sys.root()
-
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-shard-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
-
 local H = require 'spec.helpers.common'
+local ROOT = H.ROOT
+
+local tmp = H.tempdir('cseng-shard-spec')
+teardown(H.remove_tempdirs)
+
 local function cseng(args, env) return H.cseng(args, { env = env or {} }) end
 
 -- The trial identities of a plan the way `cseng run` forms them: tasks x providers x modes.

@@ -4,19 +4,17 @@ local task = require 'cseng.task'
 local proc = require 'cseng.proc'
 local fs = require 'cseng.fs'
 local crypto = require 'cseng.crypto'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
 local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
-local CSENG = ROOT .. '/cseng'
+local ROOT, CSENG = H.ROOT, H.CSENG
 local SMOKE16 = ROOT .. '/../shared/data/terminalbench_2026_03_05_smoke16.jsonl'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-runner-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-runner-spec')
+teardown(H.remove_tempdirs)
 
 -- A tar.gz built by python3's tarfile (an independent writer), base64.
 local function evil_archive(kind)

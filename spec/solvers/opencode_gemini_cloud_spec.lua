@@ -9,16 +9,12 @@ local atif = require 'cseng.evals.atif'
 local installed = require 'solvers.shared.installed'
 local agents = require 'solvers.shared.agents'
 
+local harness = require 'spec.fakes.llm.harness'
 local H
-setup(function() H = require('spec.fakes.llm.harness').new('cseng-opencode-gemini-cloud-spec') end)
+setup(function() H = harness.new('cseng-opencode-gemini-cloud-spec') end)
 teardown(function() H.close() end)
 
-local AGENTS = {
-  { solver = 'opencode', fake = 'spec.fakes.llm.chat_stream', agent_name = 'opencode',
-    env = function(f) return { OPENCODE_API_KEY = H.KEY, OPENCODE_BASE_URL = f.url .. '/v1', OPENCODE_MODEL = H.MODEL } end },
-  { solver = 'gemini_cli', fake = 'spec.fakes.llm.gemini', agent_name = 'gemini-cli', model = 'gemini-fake-1',
-    env = function(f) return { GEMINI_API_KEY = H.KEY, GOOGLE_GEMINI_BASE_URL = f.url, GEMINI_MODEL = 'gemini-fake-1' } end },
-}
+local AGENTS = harness.OPENCODE_GEMINI
 
 -- on a cloud provider: the E2B fake (spec/providers/e2b/fake.lua), whose uploads are capped, so the
 -- agent travels as the cached deterministic tar.gz of lua/solvers/installed/pack.lua in parts
@@ -39,7 +35,7 @@ describe('on the E2B fake', function()
       local pack = require 'solvers.installed.pack'
       local fk = require(A.fake)
       local f = fk.start { api_key = H.KEY, model = A.model or H.MODEL, script = H.gold_script, tool = D.tool }
-      local env = E.env(A.env(f))
+      local env = E.env(A.env(H, f))
       env.E2B_MAX_UPLOAD_BYTES, env.CSENG_CACHE = tostring(CAP), CACHE
       local packs = pack.stats.packs
       local status, s = H.run({ provider = 'e2b', solver = A.solver, tasks = H.ids(2), concurrency = 2 }, env)

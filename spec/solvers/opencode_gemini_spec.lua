@@ -12,16 +12,12 @@ local atif = require 'cseng.evals.atif'
 local installed = require 'solvers.shared.installed'
 local agents = require 'solvers.shared.agents'
 
+local harness = require 'spec.fakes.llm.harness'
 local H
-setup(function() H = require('spec.fakes.llm.harness').new('cseng-opencode-gemini-spec') end)
+setup(function() H = harness.new('cseng-opencode-gemini-spec') end)
 teardown(function() H.close() end)
 
-local AGENTS = {
-  { solver = 'opencode', fake = 'spec.fakes.llm.chat_stream', agent_name = 'opencode',
-    env = function(f) return { OPENCODE_API_KEY = H.KEY, OPENCODE_BASE_URL = f.url .. '/v1', OPENCODE_MODEL = H.MODEL } end },
-  { solver = 'gemini_cli', fake = 'spec.fakes.llm.gemini', agent_name = 'gemini-cli', model = 'gemini-fake-1',
-    env = function(f) return { GEMINI_API_KEY = H.KEY, GOOGLE_GEMINI_BASE_URL = f.url, GEMINI_MODEL = 'gemini-fake-1' } end },
-}
+local AGENTS = harness.OPENCODE_GEMINI
 
 -- what the fake charged: every completion (turn t: input 1000t + 7, output 50 + t) and side request
 local function charged(st)
@@ -45,7 +41,7 @@ for _, A in ipairs(AGENTS) do
     it('solves two bundled tasks in local sandboxes through the model proxy; usage from the answers, ATIF v1.7', function()
       local fk = require(A.fake)
       local f = fk.start { api_key = H.KEY, model = A.model or H.MODEL, script = H.gold_script, tool = D.tool }
-      local env = A.env(f)
+      local env = A.env(H, f)
       env.CSENG_LLM_PRICE_IN, env.CSENG_LLM_PRICE_OUT = '1', '2' -- USD per 1M tokens
       local status, s = H.run({ solver = A.solver, tasks = H.ids(2), concurrency = 2 }, env)
       f.close()

@@ -12,6 +12,7 @@ local store = require 'cseng.history.store'
 local root = sys.root()
 local H = require 'spec.helpers.common'
 local W = require 'spec.helpers.watch'
+local HH = require 'spec.helpers.history'
 local lizard = require('spec.fakes').module('lizard')
 teardown(H.remove_tempdirs)
 
@@ -68,10 +69,7 @@ describe('cseng watch', function()
     assert.equal(3, #runs)
     for _, r in ipairs(runs) do assert.truthy(r.run_id) end
     assert.equal(1, S:one('SELECT superseded FROM runs WHERE file = ?', fs.basename(target)).superseded)
-    local kept = S:dump()
-    S:rebuild()
-    local rebuilt = S:dump()
-    for t, rows in pairs(kept) do assert.is_nil(H.diff(rebuilt[t], rows, t)) end
+    assert.is_nil(HH.rebuild_diff(S))
     S:close()
   end)
 

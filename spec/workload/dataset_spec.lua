@@ -2,17 +2,16 @@
 -- a SWE-smith row's environment.source_dir resolves only inside the dataset's own folder tree
 -- (or --source-root). Each refusal is one error naming the file, row and field.
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local crypto = require 'cseng.crypto'
 local archive = require 'cseng.archive'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-dataset-safety')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-dataset-safety')
+teardown(H.remove_tempdirs)
 
 local function load_err(path, opts)
   local ok, err = pcall(dataset.load, path, opts or { cache_dir = tmp .. '/cache' })

@@ -10,13 +10,13 @@ local dataset = require 'cseng.workload.dataset'
 local dockerfile = require 'cseng.workload.dockerfile'
 local recipe = require 'cseng.workload.recipe'
 local replay = require 'cseng.workload.replay'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 local CSENG = sys.realpath('/proc/self/exe') or (ROOT .. '/cseng')
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-recipe-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-recipe-spec')
+teardown(H.remove_tempdirs)
 
 local function task_of(dir)
   return dataset.load(dir)[1]

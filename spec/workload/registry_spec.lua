@@ -27,12 +27,7 @@ local function sh(cmd, cwd)
   return (r.stdout:gsub('%s+$', ''))
 end
 
-local function free_port()
-  local s = assert(serve.listen { host = '127.0.0.1', port = 0, handler = function() return 404, {}, '' end })
-  local p = s:port()
-  s:close()
-  return p
-end
+local free_port = require('spec.helpers.runlog').free_port
 
 local function git_url(name) return string.format('git://127.0.0.1:%d/%s', port, name) end
 

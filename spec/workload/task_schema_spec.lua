@@ -13,12 +13,12 @@ local dataset = require 'cseng.workload.dataset'
 local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local K = require 'cseng.run.kinds.tasks'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 local FIX = ROOT .. '/spec/fixtures/harbor13'
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-task-schema-spec-')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-task-schema-spec-')
+teardown(H.remove_tempdirs)
 
 local MAP = { 'debian:bookworm*=cseng/debian:bookworm' }
 

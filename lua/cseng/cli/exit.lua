@@ -12,6 +12,19 @@ function exit.usage_error(fmt, ...)
   return exit.fail(errors.usage(select('#', ...) > 0 and string.format(fmt, ...) or errors.line(fmt)))
 end
 
+--- A command's flags (lib/flags.parse against spec), or its usage error reported now (one line
+--- naming the command and its --help, status 2): returns the flags and the positional arguments,
+--- or nil and the status.
+---@param name string the command, e.g. "compare"
+---@param args string[]|nil
+---@param spec table the command's flag table
+---@return table|nil flags, string[]|integer positional arguments, or the status
+function exit.flags(name, args, spec)
+  local f, pos = require('cseng.lib.flags').parse(args or {}, spec)
+  if not f then return nil, exit.usage_error('%s: %s (see cseng %s --help)', name, pos, name) end
+  return f, pos
+end
+
 --- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), 2 for a usage
 --- error (EUSAGE), else 1; one line "cseng: [what: ]message" on stderr (never a traceback).
 ---@param err any

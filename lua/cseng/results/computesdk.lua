@@ -269,13 +269,6 @@ local function runs_of(paths)
   return out
 end
 
-local function sorted_keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
-
 ---@class computesdk.export_opts
 ---@field shape? string 'v1.1' (default) | 'schema'
 ---@field mode? string keep only the samples of this cseng mode (lockstep, sequential, burst, staggered)
@@ -320,15 +313,15 @@ function computesdk.export(paths, opts)
   end
   if opts.mode and not modes_seen[opts.mode] then
     errors.raise(errors.EUSAGE, string.format('no run of mode %s among the inputs (they hold: %s)', opts.mode,
-      table.concat(sorted_keys(modes_seen), ', ')))
+      table.concat(util.keys(modes_seen), ', ')))
   end
-  local keys = sorted_keys(entries)
+  local keys = util.keys(entries)
   if shape == 'v1.1' then
     local theirs = {}
     for _, k in ipairs(keys) do theirs[computesdk.MODE_OF[entries[k].mode]] = entries[k].mode end
-    if #sorted_keys(theirs) > 1 then
+    if #util.keys(theirs) > 1 then
       errors.raise(errors.EUSAGE, string.format('a v1.1 file holds one mode and the inputs hold several (%s): name one with --mode, '
-        .. 'or write --shape schema', table.concat(sorted_keys(modes_seen), ', ')))
+        .. 'or write --shape schema', table.concat(util.keys(modes_seen), ', ')))
     end
   end
   local list = jsonl.array()

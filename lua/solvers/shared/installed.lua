@@ -1,4 +1,4 @@
---- Shared by the installed-agent solvers (lua/solvers/codex.lua): a coding-agent CLI from npm,
+--- Shared by the installed-agent solvers (lua/solvers/shared/agents.lua): a coding-agent CLI from npm,
 --- pinned in lua/solvers/installed/package-lock.json and installed on the host by `make
 --- deps-agents`, is uploaded into the sandbox (once per sandbox: a sandbox made from a warm artifact
 --- that holds it already skips the upload), run there against the solver's endpoint (through the
@@ -38,19 +38,6 @@ function installed.host_file(rel)
   return p
 end
 
---- Make `<PREFIX>/<name>/<bin>` exist in the sandbox. Returns "present" or "uploaded", the
---- target, and for a shipped archive (installed.ship) what was shipped. A provider on this machine
---- gets the binary as one uncompressed tar; a remote one (ctx.remote) or one whose requests are
---- capped (ctx.max_upload_bytes) gets the cached tar.gz of installed.ship, in parts under the cap.
----@param ctx SolveContext
----@param name string
----@param host string the executable on the host
----@param bin string its name in the sandbox
----@param version? string the pinned package version (names the cached archive)
-function installed.ensure(ctx, name, host, bin, version)
-  return installed.ensure_files(ctx, name, { { path = bin, file = host, mode = '0755' } }, bin, version)
-end
-
 --- The archive entries of a host folder below node_modules (`rel`), placed at `as` in the agent's
 --- folder: its files with their modes, its folders and links (an agent shipped as a tree: a
 --- runtime and its bundle).
@@ -68,8 +55,17 @@ function installed.tree(rel, as)
   return out
 end
 
---- installed.ensure for several files (archive entries relative to `<PREFIX>/<name>`), present
---- when `<PREFIX>/<name>/<bin>` is executable.
+--- Make `<PREFIX>/<name>/<bin>` exist in the sandbox: `entries` are archive entries relative to
+--- `<PREFIX>/<name>`, present when `<PREFIX>/<name>/<bin>` is executable. Returns "present" or
+--- "uploaded", the target, and for a shipped archive (installed.ship) what was shipped. A provider
+--- on this machine gets the files as one uncompressed tar; a remote one (ctx.remote) or one whose
+--- requests are capped (ctx.max_upload_bytes) gets the cached tar.gz of installed.ship, in parts
+--- under the cap.
+---@param ctx SolveContext
+---@param name string
+---@param entries table[]
+---@param bin string its name in the sandbox
+---@param version? string the pinned package version (names the cached archive)
 function installed.ensure_files(ctx, name, entries, bin, version)
   local dir = installed.PREFIX .. '/' .. name
   local target = dir .. '/' .. bin

@@ -26,11 +26,15 @@ local function text_of(c)
   return table.concat(parts, '\n')
 end
 
+-- the API's answers to a wrong key and to a request that fails the checks
+local REFUSED = {
+  unauthorized = '{"error":{"message":"invalid api key","type":"invalid_request_error"}}',
+  bad = function(problem) return jsonl.encode({ error = { message = problem, type = 'invalid_request_error' } }) end,
+}
+
 local function check(body, cfg)
-  if type(body) ~= 'table' then return 'body is not a JSON object' end
-  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
-  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
-  if body.stream ~= true then return 'stream is not true' end
+  local problem = scripted.check_stream(body, cfg)
+  if problem then return problem end
   if type(body.stream_options) ~= 'table' or body.stream_options.include_usage ~= true then
     return 'stream_options.include_usage is not true'
   end
@@ -65,16 +69,8 @@ function fake.new(opts)
       return 404, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"no route","type":"not_found"}}'
     end
     local key = (req.headers['authorization'] or ''):match('^Bearer (.*)$')
-    if key ~= cfg.api_key then
-      st.unauthorized = st.unauthorized + 1
-      return 401, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"invalid api key","type":"invalid_request_error"}}'
-    end
-    local body = jsonl.decode(req.body or '')
-    local problem = check(body, cfg)
-    if problem then
-      scripted.bad(st, problem)
-      return 400, { ['Content-Type'] = 'application/json' }, jsonl.encode({ error = { message = problem, type = 'invalid_request_error' } })
-    end
+    local body, status, headers, refusal = scripted.admit(cfg, st, key, req, check, REFUSED)
+    if not body then return status, headers, refusal end
     local has_tool = false
     for _, t in ipairs(body.tools or {}) do
       if type(t['function']) == 'table' and t['function'].name == cfg.tool then has_tool = true end

@@ -16,6 +16,16 @@ local results = require 'cseng.results.log'
 local ROOT = sys.root()
 local M = {}
 
+--- OpenCode and Gemini CLI (rows of lua/solvers/shared/agents.lua), each with the fake of the API
+--- it speaks (a module name), its name in the ATIF document, the model it is run with when not the
+--- harness's, and env(H, f): the variables that point it at the started fake f.
+M.OPENCODE_GEMINI = {
+  { solver = 'opencode', fake = 'spec.fakes.llm.chat_stream', agent_name = 'opencode',
+    env = function(H, f) return { OPENCODE_API_KEY = H.KEY, OPENCODE_BASE_URL = f.url .. '/v1', OPENCODE_MODEL = H.MODEL } end },
+  { solver = 'gemini_cli', fake = 'spec.fakes.llm.gemini', agent_name = 'gemini-cli', model = 'gemini-fake-1',
+    env = function(H, f) return { GEMINI_API_KEY = H.KEY, GOOGLE_GEMINI_BASE_URL = f.url, GEMINI_MODEL = 'gemini-fake-1' } end },
+}
+
 function M.new(name)
   local H = { ROOT = ROOT, SMOKE = ROOT .. '/data/smoke.jsonl', llm = require('spec.fakes.llm.fake'),
     KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12)), MODEL = 'fake/model-1' }

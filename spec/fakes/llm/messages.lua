@@ -29,11 +29,15 @@ local function blocks(content)
   return type(content) == 'table' and content or {}
 end
 
+-- the API's answers to a wrong key and to a request that fails the checks
+local REFUSED = {
+  unauthorized = '{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}',
+  bad = function(problem) return jsonl.encode({ type = 'error', error = { type = 'invalid_request_error', message = problem } }) end,
+}
+
 local function check(body, cfg)
-  if type(body) ~= 'table' then return 'body is not a JSON object' end
-  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
-  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
-  if body.stream ~= true then return 'stream is not true' end
+  local problem = scripted.check_stream(body, cfg)
+  if problem then return problem end
   if math.type(body.max_tokens) ~= 'integer' then return 'no max_tokens' end
   local ms = body.messages
   if type(ms) ~= 'table' or #ms == 0 or ms[1].role ~= 'user' then return 'messages: must start with a user message' end
@@ -75,17 +79,8 @@ function fake.new(opts)
       return 404, { ['Content-Type'] = 'application/json' }, '{"type":"error","error":{"type":"not_found_error","message":"no route"}}'
     end
     local key = req.headers['x-api-key'] or (req.headers['authorization'] or ''):match('^Bearer (.*)$')
-    if key ~= cfg.api_key then
-      st.unauthorized = st.unauthorized + 1
-      return 401, { ['Content-Type'] = 'application/json' }, '{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}'
-    end
-    local body = jsonl.decode(req.body or '')
-    local problem = check(body, cfg)
-    if problem then
-      scripted.bad(st, problem)
-      return 400, { ['Content-Type'] = 'application/json' },
-        jsonl.encode({ type = 'error', error = { type = 'invalid_request_error', message = problem } })
-    end
+    local body, status, headers, refusal = scripted.admit(cfg, st, key, req, check, REFUSED)
+    if not body then return status, headers, refusal end
     local has_tool = false
     for _, t in ipairs(body.tools or {}) do if t.name == cfg.tool then has_tool = true end end
     local user, turn, results = nil, 1, {}

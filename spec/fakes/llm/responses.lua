@@ -33,12 +33,16 @@ local function text_of(content)
   return table.concat(parts, '\n')
 end
 
+-- the API's answers to a wrong key and to a request that fails the checks
+local REFUSED = {
+  unauthorized = '{"error":{"message":"bad key","code":"invalid_api_key"}}',
+  bad = function(problem) return jsonl.encode({ error = { message = problem } }) end,
+}
+
 -- the protocol checks; returns nil or the reason the request is bad
 local function check(body, cfg)
-  if type(body) ~= 'table' then return 'body is not a JSON object' end
-  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
-  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
-  if body.stream ~= true then return 'stream is not true' end
+  local problem = scripted.check_stream(body, cfg)
+  if problem then return problem end
   if type(body.input) ~= 'table' or #body.input == 0 then return 'input: not a non-empty list' end
   local has_tool = false
   for _, t in ipairs(body.tools or {}) do if t.name == cfg.tool then has_tool = true end end
@@ -75,16 +79,9 @@ function fake.new(opts)
       st.not_found = st.not_found + 1
       return 404, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"no route"}}'
     end
-    if (req.headers['authorization'] or '') ~= 'Bearer ' .. cfg.api_key then
-      st.unauthorized = st.unauthorized + 1
-      return 401, { ['Content-Type'] = 'application/json' }, '{"error":{"message":"bad key","code":"invalid_api_key"}}'
-    end
-    local body = jsonl.decode(req.body or '')
-    local problem = check(body, cfg)
-    if problem then
-      scripted.bad(st, problem)
-      return 400, { ['Content-Type'] = 'application/json' }, jsonl.encode({ error = { message = problem } })
-    end
+    local key = (req.headers['authorization'] or ''):match('^Bearer (.*)$')
+    local body, status, headers, refusal = scripted.admit(cfg, st, key, req, check, REFUSED)
+    if not body then return status, headers, refusal end
     local user, turn, outputs = nil, 1, {}
     for _, it in ipairs(body.input) do
       if it.type == 'message' and it.role == 'user' then

@@ -1,6 +1,7 @@
 --- What the scripted model API fakes share (spec/fakes/llm/chat_stream.lua, gemini.lua, messages.lua,
 --- responses.lua): their switches, the counters they keep, a request's reply from the script with
---- its usage, and the fake's object (f.handler, f.stats, f.close; start on a loopback port). Each
+--- its usage, the gate of a request (its key, body and checks: S.admit), and the fake's object
+--- (f.handler, f.stats, f.close; start on a loopback port). Each
 --- fake keeps its own API's shapes: routes, errors, checks and how a reply is written.
 ---
 ---   local scripted = require 'spec.fakes.llm.scripted'
@@ -46,6 +47,40 @@ end
 function S.bad(st, problem)
   st.bad_requests = st.bad_requests + 1
   st.problems[#st.problems + 1] = problem
+end
+
+--- The checks every streamed chat API makes of a request body first: a JSON object, a model (the
+--- expected one when cfg.model is set), `stream = true`. Returns nil or the reason it is bad.
+---@param body any
+---@param cfg table
+---@return string|nil
+function S.check_stream(body, cfg)
+  if type(body) ~= 'table' then return 'body is not a JSON object' end
+  if type(body.model) ~= 'string' or body.model == '' then return 'no model' end
+  if cfg.model and body.model ~= cfg.model then return 'unexpected model ' .. body.model end
+  if body.stream ~= true then return 'stream is not true' end
+  return nil
+end
+
+--- The gate a routed request passes in every fake: its key (a wrong one is a 401 with the API's
+--- `refused.unauthorized` body, counted in unauthorized), then its JSON body and the API's
+--- `check(body, cfg)` (a failed one is a 400 with `refused.bad(problem)`, counted by S.bad).
+--- Returns the decoded body, or nil and the answer (status, headers, body).
+---@param key string|nil the key the request carries
+---@param check fun(body: any, cfg: table): string|nil
+---@param refused {unauthorized: string, bad: fun(problem: string): string}
+function S.admit(cfg, st, key, req, check, refused)
+  if key ~= cfg.api_key then
+    st.unauthorized = st.unauthorized + 1
+    return nil, 401, { ['Content-Type'] = 'application/json' }, refused.unauthorized
+  end
+  local body = jsonl.decode(req.body or '')
+  local problem = check(body, cfg)
+  if problem then
+    S.bad(st, problem)
+    return nil, 400, { ['Content-Type'] = 'application/json' }, refused.bad(problem)
+  end
+  return body
 end
 
 --- The usage the fake charges a scripted turn: cfg.usage({turn}), by default input 1000 x turn

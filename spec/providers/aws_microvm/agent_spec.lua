@@ -80,12 +80,8 @@ local function exec(a, t, token)
   return jsonl.decode(r.body)
 end
 
-local function survivors(s)
-  local r = assert(proc.run { argv = { 'pgrep', '-f', s } })
-  local pids = {}
-  for pid in r.stdout:gmatch('%d+') do pids[#pids + 1] = tonumber(pid) end
-  return pids
-end
+-- pids of live processes whose command line contains s
+local survivors = require('spec.helpers.common').pgrep
 
 -- a ustar header block for hostile archives cseng.archive refuses to write
 local function ustar(name, data, typeflag, linkname)

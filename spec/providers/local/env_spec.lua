@@ -3,20 +3,19 @@
 -- runner's replay for providers without builds. Real sandboxes; the base root filesystem must
 -- exist (make check builds it before the specs).
 local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
 local cjson = require 'cjson'
 local dataset = require 'cseng.workload.dataset'
 local frame = require 'cseng.run.frame'
 local results = require 'cseng.results.log'
 local images = require 'cseng.images.rootfs'
 local base = require 'providers.local'
+local H = require 'spec.helpers.common'
 
-local ROOT = sys.root()
+local ROOT = H.ROOT
 local SMOKE = ROOT .. '/data/smoke.jsonl'
 
-local tmp
-setup(function() tmp = assert(fs.tempdir('cseng-local-env-spec')) end)
-teardown(function() fs.remove_tree(tmp) end)
+local tmp = H.tempdir('cseng-local-env-spec')
+teardown(H.remove_tempdirs)
 
 local function run(opts)
   opts.provider = opts.provider or 'local'

@@ -168,19 +168,9 @@ function fake.start(opts)
     return v
   end
 
-  local function decode_body(req)
-    if req.body == nil or req.body == '' then return {} end
-    local ok, b = pcall(cjson.decode, req.body)
-    if not ok or type(b) ~= 'table' then return nil end
-    return b
-  end
-
-  local function is_strmap(t)
-    if t == nil or t == cjson.null then return true end
-    if type(t) ~= 'table' then return false end
-    for k, v in pairs(t) do if type(k) ~= 'string' or type(v) ~= 'string' then return false end end
-    return true
-  end
+  local decode_body = scaffold.body
+  -- Runloop takes an explicit null for an absent map
+  local function is_strmap(t) return t == cjson.null or scaffold.is_strmap(t) end
 
   local function set_status(d, status)
     d.status = status

@@ -120,19 +120,7 @@ function fake.start(opts)
              startedAt = c.started, exitCode = c.exit == nil and cjson.null or c.exit, durationMs = c.duration }
   end
 
-  local function decode_body(req)
-    if req.body == nil or req.body == '' then return {} end
-    local ok, b = pcall(cjson.decode, req.body)
-    if not ok or type(b) ~= 'table' then return nil end
-    return b
-  end
-
-  local function is_strmap(t)
-    if t == nil then return true end
-    if type(t) ~= 'table' then return false end
-    for k, v in pairs(t) do if type(k) ~= 'string' or type(v) ~= 'string' then return false end end
-    return true
-  end
+  local decode_body, is_strmap = scaffold.body, scaffold.is_strmap
 
   local function stop_session(s)
     if s.status == 'stopped' then return end

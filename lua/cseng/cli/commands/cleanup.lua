@@ -22,8 +22,8 @@ local cmd = {
 }
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return exit.usage_error('cleanup: ' .. pos) end
+  local f, pos = exit.flags('cleanup', args, SPEC)
+  if not f then return pos end
   if #pos > 1 or (#pos == 0 and not f.provider) then
     return exit.usage_error('cleanup needs RUN.jsonl or --provider NAME (see cseng cleanup --help)')
   end

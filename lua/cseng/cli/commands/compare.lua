@@ -58,8 +58,8 @@ local function write(f, markdown)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return exit.usage_error('compare: ' .. pos .. ' (see cseng compare --help)') end
+  local f, pos = exit.flags('compare', args, SPEC)
+  if not f then return pos end
   if f.history then
     if #pos > 1 then return exit.usage_error('compare --history takes one run (see cseng compare --help)') end
     local S, err = history_store(f.results or 'results')

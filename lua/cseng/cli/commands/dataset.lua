@@ -1,5 +1,4 @@
 --- `cseng dataset pack|convert|info|validate|list|fetch`: build and inspect datasets, and read Harbor registries.
-local flags = require 'cseng.lib.flags'
 local fs = require 'cseng.fs'
 local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
@@ -72,8 +71,8 @@ end
 
 function cmd.run(args)
   local sub = table.remove(args, 1)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return exit.usage_error('dataset: ' .. pos) end
+  local f, pos = exit.flags('dataset', args, SPEC)
+  if not f then return pos end
   local ok, err = pcall(function()
     if sub == 'pack' then
       if #pos == 0 or not f.output then error(errors.usage('dataset pack needs SOURCE... and -o OUT.jsonl'), 0) end

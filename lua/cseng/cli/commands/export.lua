@@ -175,8 +175,8 @@ function cmd.computesdk(f, pos)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return exit.usage_error('export: ' .. pos .. ' (see cseng export --help)') end
+  local f, pos = exit.flags('export', args, SPEC)
+  if not f then return pos end
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   if f.format ~= 'computesdk' and (f.shape or f.mode) then
     return exit.usage_error('export: --shape and --mode go with --format computesdk')

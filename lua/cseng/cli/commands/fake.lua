@@ -6,6 +6,7 @@
 local fs = require 'cseng.fs'
 local task = require 'cseng.task'
 local flags = require 'cseng.lib.flags'
+local exit = require 'cseng.cli.exit'
 local errors = require 'cseng.lib.errors'
 local util = require 'cseng.lib.util'
 
@@ -49,8 +50,8 @@ local function env_lines(f)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args or {}, SPEC)
-  if not f then io.stderr:write('cseng: fake: ', pos, ' (see cseng fake --help)\n'); return 2 end
+  local f, pos = exit.flags('fake', args, SPEC)
+  if not f then return pos end
   local F = fakes()
   local name = pos[1]
   if not name then io.stderr:write('cseng: fake: which provider? one of ', table.concat(F.names(), ', '), '\n'); return 2 end

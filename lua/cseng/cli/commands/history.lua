@@ -46,8 +46,8 @@ local function latest(S, lineage)
 end
 
 function cmd.run(args)
-  local o, pos = flags.parse(args, SPEC)
-  if not o then return exit.usage_error('history: ' .. pos .. ' (see cseng history --help)') end
+  local o, pos = exit.flags('history', args, SPEC)
+  if not o then return pos end
   if #pos > 1 then return exit.usage_error('history takes one results folder (see cseng history --help)') end
   local dir = pos[1] or 'results'
   local st = fs.stat(dir)

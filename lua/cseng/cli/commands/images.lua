@@ -162,8 +162,8 @@ local function prune(f)
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then return exit.usage_error('images: ' .. pos) end
+  local f, pos = exit.flags('images', args, SPEC)
+  if not f then return pos end
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end

@@ -194,8 +194,8 @@ function cmd.run(args)
       return 0
     end
   end
-  local f, pos = flags.parse(args, spec)
-  if not f then return exit.usage_error('prewarm: ' .. pos .. ' (see cseng prewarm --help)') end
+  local f, pos = exit.flags('prewarm', args, spec)
+  if not f then return pos end
   if f.list or f.prune then
     if #pos > 0 then return exit.usage_error('prewarm --list/--prune take no PLAN.lua') end
     local ok, o = pcall(options.merge, {}, f, { 'cseng', 'prewarm', table.unpack(args) })

@@ -84,8 +84,8 @@ function cmd.capabilities()
 end
 
 function cmd.run(args)
-  local f, pos = flags.parse(args or {}, SPEC)
-  if not f then return exit.usage_error('providers: ' .. pos .. ' (see cseng providers --help)') end
+  local f, pos = exit.flags('providers', args, SPEC)
+  if not f then return pos end
   if #pos > 0 then return exit.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
   local getenv
   if f.env_file then

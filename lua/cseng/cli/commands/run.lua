@@ -19,10 +19,8 @@ local cmd = {
 cmd.options = options.merge
 
 function cmd.run(args)
-  local f, pos = flags.parse(args, options.SPEC)
-  if not f then
-    return exit.usage_error('run: ' .. pos .. ' (see cseng run --help)')
-  end
+  local f, pos = exit.flags('run', args, options.SPEC)
+  if not f then return pos end
   if #pos ~= 1 then
     return exit.usage_error('run needs exactly one PLAN.lua (see cseng run --help)')
   end

@@ -205,11 +205,7 @@ arena.MODE_METHOD = {
 ---@param text string
 ---@return table
 function arena.parse_environment(text)
-  local kv = {}
-  for line in tostring(text or ''):gmatch('[^\n]+') do
-    local k, v = line:match('^([%w%._]+)=(.*)$')
-    if k then kv[k] = util.trim(v) end
-  end
+  local kv = workloads.kv(text)
   local env = { raw = kv }
   env.python = kv.python and kv.python:match('Python%s+(%S+)') or nil
   env.python_output = kv.python
