@@ -1,6 +1,6 @@
 /*
  * h1.h: the native HTTP client of cseng.http (engine/h1.c): keep-alive connections on libuv,
- * plain or over TLS (engine/tls.c: OpenSSL on memory BIOs over the same stream), speaking
+ * plain or over TLS (engine/tls.c: OpenSSL on a BIO of its own over the same stream), speaking
  * HTTP/1.1 (Debian's http_parser) or HTTP/2 (engine/h2.c, Debian's libnghttp2: by ALPN, or prior
  * knowledge on http://).
  *
