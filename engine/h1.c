@@ -73,6 +73,8 @@ typedef struct h1_conn {
   struct h2_sess *h2;
   h1_call *waiters;                  /* calls waiting for it to be ready (it may carry them as streams) */
   unsigned nwaiters;
+  struct h1_conn *fnext;             /* the connections with requests gathered (G.flushq) */
+  int fqueued;                       /* it is in G.flushq */
   struct h1_conn *lprev, *lnext;     /* the origin's list it is in (list): */
   int list;                          /* 0 none, L_H2 ready HTTP/2 connections, L_PENDING opening ones that may be */
   int bad_status;                    /* a status line http_parser took and libcurl would not (< 100) */
@@ -122,6 +124,8 @@ static struct {
   char obuf[READ_BUF]; /* over TLS: records OpenSSL wrote, on their way to the socket (tls_flush) */
   size_t out_len;      /* bytes in obuf, */
   struct h1_conn *out_k; /* of this connection's (NULL: none) */
+  struct h1_conn *flushq; /* HTTP/2 connections with requests gathered for one write (h1_flush) */
+  void (*flush_notify)(void);
   char wbuf[16384];    /* over TLS: a request's head and body together, one record (each costs ~7k instructions) */
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
@@ -340,6 +344,12 @@ static void conn_close(h1_conn *k) {
   if (k->closing) return;
   k->closing = 1;
   if (G.out_k == k) G.out_k = NULL, G.out_len = 0; /* (its records go nowhere now) */
+  if (k->fqueued) { /* (its gathered requests fail with it) */
+    h1_conn **pp = &G.flushq;
+    while (*pp != k) pp = &(*pp)->fnext;
+    *pp = k->fnext;
+    k->fqueued = 0;
+  }
   idle_unlink(k);
   list_del(k);
   redispatch_waiters(k);
@@ -1077,8 +1087,27 @@ static int stream_start(h1_conn *k, h1_call *c, int flush) {
   }
   G.st.h2_streams++;
   arm_for(k, c->deadline);
-  if (flush && h2_flush(k->h2) != 0) fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
+  if (flush && G.flush_notify) { /* with the other requests this pass makes on k (h1_flush) */
+    if (!k->fqueued) {
+      k->fqueued = 1;
+      k->fnext = G.flushq;
+      G.flushq = k;
+    }
+    G.flush_notify();
+  } else if (flush && h2_flush(k->h2) != 0)
+    fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
   return 0;
+}
+
+void h1_set_flush_notify(void (*notify)(void)) { G.flush_notify = notify; }
+
+void h1_flush(void) {
+  while (G.flushq) {
+    h1_conn *k = G.flushq;
+    G.flushq = k->fnext;
+    k->fqueued = 0;
+    if (!k->closing && k->h2 && h2_flush(k->h2) != 0) fail_later(k, H1_ESEND, EPIPE);
+  }
 }
 
 /* A call's deadline while it waits for a connection: its connect timeout applies too. */

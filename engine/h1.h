@@ -134,6 +134,12 @@ typedef struct {
 /* HTTP/2 streams a connection carries at most (default 100, libcurl's; the server's SETTINGS may
  * lower it). */
 void h1_set_max_streams(long n);
+
+/* HTTP/2 requests gathered per connection and sent together: notify is told when one waits
+ * (the scheduler's cs_sched_flush_wanted), and h1_flush sends every waiting one (the scheduler's
+ * hook, before it polls I/O). Without a notify each request goes at once. */
+void h1_set_flush_notify(void (*notify)(void));
+void h1_flush(void);
 h1_stats h1_get_stats(void);
 
 /* The origin c names (host, port, TLS; the call is not started): how many calls would start

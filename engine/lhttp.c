@@ -1864,6 +1864,8 @@ int luaopen_cseng_http(lua_State *L) {
       H.native = !(e && strcmp(e, "curl") == 0);
     }
     h1_init(cs_loop());
+    h1_set_flush_notify(cs_sched_flush_wanted); /* a pass's HTTP/2 requests on a connection go in one write */
+    cs_sched_set_flush(h1_flush);
     H.maxconnects = 1024;
     H.max_streams = 100; /* libcurl's default */
     H.npools = H.pools_wanted = POOLS_DEFAULT;
