@@ -344,7 +344,12 @@ static void respond(rq *r, int status, const char *body, int held) {
   } else
     n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s%s\r\n", status,
                  reason(status), r->keep ? "" : "Connection: close\r\n", len);
-  if (blen) {
+  char whole[sizeof head * 2];
+  if (blen && (size_t)n < sizeof head && (size_t)n + blen <= sizeof whole) { /* a small answer: no allocation */
+    memcpy(whole, head, (size_t)n);
+    memcpy(whole + n, body, blen);
+    conn_send(c, whole, (size_t)n + blen);
+  } else if (blen) {
     buf out = {0};
     if (buf_add(&out, head, (size_t)n) || buf_add(&out, body, blen)) {
       free(out.p);
