@@ -226,10 +226,11 @@ deps-bench:
 
 # the bench's fake provider in C (bench/fake_provider.c): what make bench and bench/probe.lua
 # measure against, plain, over TLS (OpenSSL) and over HTTP/2 (libnghttp2); spec/bench/fake_provider_spec.lua
-# (make check) holds it to bench/fake_provider.lua
+# (make check) holds it to bench/fake_provider.lua; jemalloc as ./cseng (OpenSSL and jansson
+# allocate on every request, glibc's malloc was ~4% of its CPU)
 build/bench/fake_provider: bench/fake_provider.c engine/rxstamp.h
 	@mkdir -p build/bench
-	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson -lssl -lcrypto -lnghttp2
+	$(CC) $(CFLAGS) -o $@ $< -luv -lhttp_parser -ljansson -lssl -lcrypto -lnghttp2 $(MALLOC_LIBS)
 
 bench: deps deps-bench all build/bench/fake_provider
 	./cseng lua bench/run.lua

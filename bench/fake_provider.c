@@ -110,8 +110,9 @@ struct conn {
   buf left;       /* HTTP/1.1: bytes after a request, parsed once it is answered */
   int handles, closing, active, pending, reading, read_eof;
   uint64_t rx;    /* the kernel's receive stamp of the read being parsed (0: none) */
-  SSL *ssl;       /* TLS (NULL: plain) */
-  BIO *rbio, *wbio;
+  SSL *ssl;       /* TLS (NULL: plain), on its own BIO (io_bio): */
+  const char *in; /* the ciphertext read, where it lies, not yet taken by OpenSSL */
+  size_t in_len;
   int hs_done;
   nghttp2_session *h2;
   int in_h2, doomed; /* inside nghttp2_session_mem_recv; closed meanwhile (closed once it returns) */
@@ -131,6 +132,10 @@ static struct { /* what on_alloc read, for on_read */
 } got;
 static http_parser_settings settings;
 static char rbuf[65536], pbuf[65536];
+static char tls_out[65536]; /* over TLS: the records OpenSSL wrote, gathered for one write (tls_drain) */
+static size_t out_len;      /* bytes in tls_out, */
+static conn *out_c;         /* of this connection's */
+static BIO_METHOD *io_method;
 static unsigned char *live;
 static size_t live_cap;
 static uint64_t seq_next, nlive, in_flight, peak;
@@ -178,11 +183,76 @@ static void raw_send(conn *c, const char *p, size_t n) {
   }
 }
 
-/* What TLS wrote into its memory BIO, onto the socket. */
+/* What TLS wrote for c (tls_out), onto the socket in one write. */
 static void tls_drain(conn *c) {
-  char out[16384];
-  int n;
-  while (!c->closing && (n = BIO_read(c->wbio, out, sizeof out)) > 0) raw_send(c, out, (size_t)n);
+  size_t n = out_len;
+  if (out_c != c) return;
+  out_c = NULL;
+  out_len = 0;
+  raw_send(c, tls_out, n);
+}
+
+/* The connections' BIO, instead of a pair of memory BIOs (a copy, a zeroed grow and a buffer per
+ * connection on every record, as the client, engine/tls.c): OpenSSL reads the ciphertext from
+ * where the read left it (c->in), and its records are gathered in tls_out until tls_drain (every
+ * SSL call that writes is followed by its connection's drain; another's first drains that one). */
+static int io_read(BIO *b, char *out, int len) {
+  conn *c = BIO_get_data(b);
+  size_t n;
+  BIO_clear_retry_flags(b);
+  if (!c || !c->in_len) {
+    BIO_set_retry_read(b); /* nothing yet: not the end */
+    return -1;
+  }
+  n = c->in_len < (size_t)len ? c->in_len : (size_t)len;
+  memcpy(out, c->in, n);
+  c->in += n;
+  c->in_len -= n;
+  return (int)n;
+}
+
+static int io_write(BIO *b, const char *p, int len) {
+  conn *c = BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (!c || len <= 0) return len < 0 ? -1 : 0;
+  if (out_c && (out_c != c || out_len + (size_t)len > sizeof tls_out)) tls_drain(out_c);
+  if ((size_t)len > sizeof tls_out) {
+    raw_send(c, p, (size_t)len);
+    return len;
+  }
+  memcpy(tls_out + out_len, p, (size_t)len);
+  out_len += (size_t)len;
+  out_c = c;
+  return len;
+}
+
+static long io_ctrl(BIO *b, int cmd, long num, void *ptr) {
+  conn *c = BIO_get_data(b);
+  (void)num;
+  (void)ptr;
+  if (cmd == BIO_CTRL_FLUSH) return 1;
+  if (cmd == BIO_CTRL_PENDING) return c ? (long)c->in_len : 0;
+  return 0;
+}
+
+static int io_create(BIO *b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static BIO *io_bio(conn *c) {
+  BIO *b;
+  if (!io_method) {
+    int type = BIO_get_new_index();
+    if (type < 0 || !(io_method = BIO_meth_new(type | BIO_TYPE_SOURCE_SINK, "fake connection"))) return NULL;
+    BIO_meth_set_read(io_method, io_read);
+    BIO_meth_set_write(io_method, io_write);
+    BIO_meth_set_ctrl(io_method, io_ctrl);
+    BIO_meth_set_create(io_method, io_create);
+  }
+  if (!(b = BIO_new(io_method))) return NULL;
+  BIO_set_data(b, c);
+  return b;
 }
 
 /* Application bytes out: encrypted first over TLS. */
@@ -274,7 +344,12 @@ static void respond(rq *r, int status, const char *body, int held) {
   } else
     n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n%s%s\r\n", status,
                  reason(status), r->keep ? "" : "Connection: close\r\n", len);
-  if (blen) {
+  char whole[sizeof head * 2];
+  if (blen && (size_t)n < sizeof head && (size_t)n + blen <= sizeof whole) { /* a small answer: no allocation */
+    memcpy(whole, head, (size_t)n);
+    memcpy(whole + n, body, blen);
+    conn_send(c, whole, (size_t)n + blen);
+  } else if (blen) {
     buf out = {0};
     if (buf_add(&out, head, (size_t)n) || buf_add(&out, body, blen)) {
       free(out.p);
@@ -684,8 +759,9 @@ static void conn_close(conn *c) {
   while (c->streams) rq_free(c->streams);
   if (c->h2) nghttp2_session_del(c->h2); /* its stream data pointed at the requests freed above */
   c->h2 = NULL;
-  if (c->ssl) SSL_free(c->ssl); /* frees both BIOs */
+  if (c->ssl) SSL_free(c->ssl); /* and its BIO */
   c->ssl = NULL;
+  if (out_c == c) out_c = NULL, out_len = 0; /* (its records go nowhere now) */
   if (c->prev) c->prev->next = c->next;
   else conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -795,15 +871,14 @@ static void plain_in(conn *c, const char *p, size_t n) {
 /* Ciphertext that arrived: the handshake, then the records' plaintext. */
 static void tls_in(conn *c, const char *p, size_t n) {
   int k;
-  if (BIO_write(c->rbio, p, (int)n) != (int)n) {
-    conn_close(c);
-    return;
-  }
+  c->in = p; /* OpenSSL takes it all before this returns (it keeps a partial record itself) */
+  c->in_len = n;
   if (!c->hs_done) {
     k = SSL_do_handshake(c->ssl);
     tls_drain(c);
     if (k != 1) {
       int e = SSL_get_error(c->ssl, k);
+      c->in_len = 0;
       if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) conn_close(c); /* a failed handshake */
       ERR_clear_error();
       return;
@@ -819,7 +894,12 @@ static void tls_in(conn *c, const char *p, size_t n) {
     }
     if (c->closing) return;
   }
-  while (!c->closing && (k = SSL_read(c->ssl, pbuf, sizeof pbuf)) > 0) plain_in(c, pbuf, (size_t)k);
+  /* read while there is something to read: the rest of a record, or more ciphertext (a read
+   * that finds nothing fails, and failing costs more than asking) */
+  k = 1;
+  while (!c->closing && (c->in_len || SSL_has_pending(c->ssl)) && (k = SSL_read(c->ssl, pbuf, sizeof pbuf)) > 0)
+    plain_in(c, pbuf, (size_t)k);
+  c->in_len = 0;
   if (c->closing) return;
   tls_drain(c); /* what reading wrote (a key update, an alert) */
   if (k <= 0) {
@@ -1130,15 +1210,12 @@ static void on_connection(uv_stream_t *ls, int status) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   if (tls_ctx) {
-    if (!(c->ssl = SSL_new(tls_ctx)) || !(c->rbio = BIO_new(BIO_s_mem())) || !(c->wbio = BIO_new(BIO_s_mem()))) {
-      if (c->rbio) BIO_free(c->rbio);
-      if (c->wbio) BIO_free(c->wbio);
-      c->rbio = c->wbio = NULL;
+    BIO *b = NULL;
+    if (!(c->ssl = SSL_new(tls_ctx)) || !(b = io_bio(c))) {
       conn_close(c);
       return;
     }
-    BIO_set_mem_eof_return(c->rbio, -1); /* an empty read BIO is "no data yet", not the end */
-    SSL_set_bio(c->ssl, c->rbio, c->wbio);
+    SSL_set_bio(c->ssl, b, b); /* (one reference, both ways) */
     SSL_set_accept_state(c->ssl);
   }
   read_on(c);

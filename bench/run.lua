@@ -1217,7 +1217,8 @@ local function targets_and_render()
       end
     end
     V.tls_cores = #parts == 0 and '' or ('**Over TLS** each end also encrypts and decrypts a record each way per ' ..
-      'request (OpenSSL 3.0: some 7k instructions a record on its provider calls alone), the fake included. At ' .. big ..
+      'request over HTTP/1.1, and over HTTP/2 one per write, which may carry several requests or answers (OpenSSL 3.0: ' ..
+      'some 7k instructions a record on its provider calls alone), the fake included. At ' .. big ..
       ' in flight (medians): ' .. table.concat(parts, '; ') .. '. Where the pair needs more than the machine\'s two ' ..
       'cores, neither can keep up, whichever client is measured (section 3d runs the client as several loops).')
   end

@@ -91,6 +91,16 @@ int cs_sched_run_main(lua_State *L, int nargs);
 /* After the Lua state is closed: run shutdown hooks, drain and close the loop. */
 void cs_sched_shutdown(void);
 
+/* Writes a binding gathers while tasks run, to send them together (the HTTP/2 requests a pass
+ * makes on one connection: one record and one write instead of one each). The scheduler calls
+ * fn before the loop polls I/O or sleeps, and during a pass once the first write gathered since
+ * the last call has waited CS_FLUSH_NS: a request waits at most about that long (plus the task
+ * running then) before it goes. One hook; plain C, never Lua. */
+#define CS_FLUSH_NS 20000
+void cs_sched_set_flush(void (*fn)(void));
+/* A write was gathered: the hook is due within CS_FLUSH_NS. */
+void cs_sched_flush_wanted(void);
+
 /* Register a function run at shutdown, after lua_close (plain C only). */
 void cs_at_shutdown(void (*fn)(void));
 

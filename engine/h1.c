@@ -21,8 +21,9 @@
  * leave libuv calling a read callback it had cleared). An answer that waited in the socket
  * while the loop was busy (with a thousand calls in flight, it can be milliseconds) is this client's wait, not
  * the server's, and does not count in t_total. Over TLS the connection hands OpenSSL what it
- * read (a memory BIO) and parses the plaintext that comes out, stamped with the read whose
- * ciphertext completed it; what OpenSSL writes goes out through the same stream. The handshake
+ * read (tls.h's tls_io: taken where it lies, no memory BIO) and parses the plaintext that comes
+ * out, stamped with the read whose ciphertext completed it; what OpenSSL writes is gathered and
+ * goes out through the same stream in one write. The handshake
  * is timed apart (t_tls), its session kept per origin and offered to the next connection.
  * Closing a connection closes both handles and frees it on the second close callback; a
  * getaddrinfo in flight is detached, not waited for.
@@ -35,6 +36,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <http_parser.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -63,14 +65,16 @@ typedef struct h1_conn {
   int closing, closes;               /* handles closed so far (2: free) */
   int connected, idle, msg_done, in_trailers, value_seen, next_addr;
   int writing;                       /* uv_writes still queued (the request's, or TLS records) */
-  SSL *ssl;                          /* TLS (NULL: plain), on memory BIOs: */
-  BIO *rbio, *wbio;                  /* what was read, for OpenSSL; what it wrote, to send */
+  SSL *ssl;                          /* TLS (NULL: plain), on io: */
+  tls_io io;                         /* the ciphertext read, for OpenSSL; what it writes goes to G.out */
   int hs_done;                       /* the TLS handshake is done */
   int offer_h2, pk;                  /* it may speak HTTP/2: offered by ALPN, or with prior knowledge (plain) */
   int proto;                         /* once ready: 0 HTTP/1.1, 2 HTTP/2 (h2: its session) */
   struct h2_sess *h2;
   h1_call *waiters;                  /* calls waiting for it to be ready (it may carry them as streams) */
   unsigned nwaiters;
+  struct h1_conn *fnext;             /* the connections with requests gathered (G.flushq) */
+  int fqueued;                       /* it is in G.flushq */
   struct h1_conn *lprev, *lnext;     /* the origin's list it is in (list): */
   int list;                          /* 0 none, L_H2 ready HTTP/2 connections, L_PENDING opening ones that may be */
   int bad_status;                    /* a status line http_parser took and libcurl would not (< 100) */
@@ -117,7 +121,11 @@ static struct {
   h1_stats st;
   char rbuf[READ_BUF]; /* every read lands here and is parsed at once */
   char pbuf[READ_BUF]; /* over TLS: the plaintext of what was read */
-  char obuf[READ_BUF]; /* over TLS: records OpenSSL wrote, on their way to the socket */
+  char obuf[READ_BUF]; /* over TLS: records OpenSSL wrote, on their way to the socket (tls_flush) */
+  size_t out_len;      /* bytes in obuf, */
+  struct h1_conn *out_k; /* of this connection's (NULL: none) */
+  struct h1_conn *flushq; /* HTTP/2 connections with requests gathered for one write (h1_flush) */
+  void (*flush_notify)(void);
   char wbuf[16384];    /* over TLS: a request's head and body together, one record (each costs ~7k instructions) */
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
@@ -335,6 +343,13 @@ static void redispatch_waiters(h1_conn *k) {
 static void conn_close(h1_conn *k) {
   if (k->closing) return;
   k->closing = 1;
+  if (G.out_k == k) G.out_k = NULL, G.out_len = 0; /* (its records go nowhere now) */
+  if (k->fqueued) { /* (its gathered requests fail with it) */
+    h1_conn **pp = &G.flushq;
+    while (*pp != k) pp = &(*pp)->fnext;
+    *pp = k->fnext;
+    k->fqueued = 0;
+  }
   idle_unlink(k);
   list_del(k);
   redispatch_waiters(k);
@@ -654,31 +669,35 @@ static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at) {
     got(k, nread, NULL, at);
     return;
   }
-  if (BIO_write(k->rbio, p, (int)nread) != (int)nread) {
-    ERR_clear_error();
-    if (k->call) finish(k, H1_ENOMEM, ENOMEM, 0);
-    else conn_close(k);
+  k->io.in = p; /* OpenSSL takes it from where it lies (tls_io): all of it, before this returns */
+  k->io.in_len = (size_t)nread;
+  if (!k->hs_done && !tls_step(k)) {
+    k->io.in_len = 0;
     return;
   }
-  if (!k->hs_done && !tls_step(k)) return;
   for (;;) {
     n = SSL_read(k->ssl, G.pbuf, sizeof G.pbuf);
     if (n > 0) { /* an idle connection's plaintext closes it there, as on a plain one */
       got(k, n, G.pbuf, at);
-      if (k->closing) return;
+      if (k->closing) {
+        k->io.in_len = 0;
+        return;
+      }
       /* another read only when there is something to read: the rest of a record, or more
        * ciphertext (a read that finds nothing fails, and failing costs more than asking) */
-      if (!SSL_has_pending(k->ssl) && BIO_ctrl_pending(k->rbio) == 0) break;
+      if (!SSL_has_pending(k->ssl) && k->io.in_len == 0) break;
       continue;
     }
     e = SSL_get_error(k->ssl, n);
     if (e == SSL_ERROR_WANT_READ) break; /* a whole record consumed: a session ticket, or nothing yet */
     ERR_clear_error();
+    k->io.in_len = 0;
     /* close_notify: the end of the stream; anything else (a bad record, an alert): a failed read */
     got(k, e == SSL_ERROR_ZERO_RETURN ? UV_EOF : -ECONNRESET, NULL, at);
     return;
   }
-  if (BIO_ctrl_pending(k->wbio) && tls_flush(k) != 0 && !k->closing) { /* what reading wrote (a key update's answer) */
+  k->io.in_len = 0; /* (all taken: OpenSSL keeps a partial record itself) */
+  if (G.out_k == k && tls_flush(k) != 0 && !k->closing) { /* what reading wrote (a key update's answer) */
     if (k->call) fail(k, H1_ESEND, EPIPE);
     else conn_close(k);
   }
@@ -739,19 +758,40 @@ static int raw_send(h1_conn *k, const char *p, size_t n) {
   return 0;
 }
 
+/* What OpenSSL wrote for k (G.obuf) onto its socket, in one write: a request's record, or a
+ * handshake flight with the request behind it. 0, or a libuv error. */
 static int tls_flush(h1_conn *k) {
-  int n, rc;
-  size_t pend;
-  /* (asked first: a BIO_read of an empty memory BIO is a failed call, flags set and cleared) */
-  while (!k->closing && (pend = BIO_ctrl_pending(k->wbio)) > 0 &&
-         (n = BIO_read(k->wbio, G.obuf, pend < sizeof G.obuf ? (int)pend : (int)sizeof G.obuf)) > 0)
-    if ((rc = raw_send(k, G.obuf, (size_t)n)) != 0) return rc;
+  size_t n = G.out_len;
+  if (G.out_k != k) return 0;
+  G.out_k = NULL;
+  G.out_len = 0;
+  return k->closing || n == 0 ? 0 : raw_send(k, G.obuf, n);
+}
+
+/* OpenSSL writes a record of k's (tls_io's out): gathered in G.obuf for the next tls_flush. Each
+ * SSL call that writes is followed by k's flush before the loop goes on; should another
+ * connection's come first, or the buffer fill, what is there goes out to its own first. */
+static int tls_out(tls_io *io, const char *p, size_t n) {
+  h1_conn *k = (h1_conn *)((char *)io - offsetof(h1_conn, io));
+  int rc;
+  if (G.out_k && (G.out_k != k || G.out_len + n > sizeof G.obuf)) {
+    h1_conn *o = G.out_k;
+    if ((rc = tls_flush(o)) != 0) {
+      if (o == k) return -1; /* (shows in k's SSL call's result) */
+      if (o->call || o->h2) fail_later(o, H1_ESEND, -rc); /* (not from inside k's SSL call) */
+      else conn_close(o);
+    }
+  }
+  if (n > sizeof G.obuf) return raw_send(k, p, n) == 0 ? 0 : -1; /* (a record is never this large) */
+  memcpy(G.obuf + G.out_len, p, n);
+  G.out_len += n;
+  G.out_k = k;
   return 0;
 }
 
 /* The request onto the socket: written at once when the socket takes it all (the common case),
  * the rest queued. Nonzero: it could not be (the caller fails the call). Over TLS the request is
- * encrypted into records first (a memory BIO takes it all), then sent as they are. */
+ * encrypted into records first (gathered in G.obuf), then sent as they are, in one write. */
 static int conn_write(h1_conn *k) {
   h1_call *c = k->call;
   uv_buf_t bufs[2];
@@ -863,7 +903,7 @@ static int tls_step(h1_conn *k) {
   return 0;
 }
 
-/* TCP is up: a TLS client on memory BIOs (tls.c) for the origin's host, offering HTTP/1.1 by
+/* TCP is up: a TLS client on the connection's tls_io (tls.c) for the origin's host, offering HTTP/1.1 by
  * ALPN, resuming the origin's last session; its ClientHello goes out now. */
 static void tls_start(h1_conn *k) {
   h1_origin *o = k->origin;
@@ -875,13 +915,12 @@ static void tls_start(h1_conn *k) {
     finish(k, H1_ECAFILE, 0, 0);
     return;
   }
+  k->io.out = tls_out;
   if (!(k->ssl = tls_new(o->tls, o->host, o->numeric, k->offer_h2 ? alpn_h2 : alpn_h1,
-                         k->offer_h2 ? sizeof alpn_h2 - 1 : sizeof alpn_h1 - 1, &o->cache))) {
+                         k->offer_h2 ? sizeof alpn_h2 - 1 : sizeof alpn_h1 - 1, &o->cache, &k->io))) {
     finish(k, H1_ENOMEM, ENOMEM, 0);
     return;
   }
-  k->rbio = SSL_get_rbio(k->ssl);
-  k->wbio = SSL_get_wbio(k->ssl);
   arm_timer(k);
   (void)tls_step(k);
 }
@@ -1048,8 +1087,27 @@ static int stream_start(h1_conn *k, h1_call *c, int flush) {
   }
   G.st.h2_streams++;
   arm_for(k, c->deadline);
-  if (flush && h2_flush(k->h2) != 0) fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
+  if (flush && G.flush_notify) { /* with the other requests this pass makes on k (h1_flush) */
+    if (!k->fqueued) {
+      k->fqueued = 1;
+      k->fnext = G.flushq;
+      G.flushq = k;
+    }
+    G.flush_notify();
+  } else if (flush && h2_flush(k->h2) != 0)
+    fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
   return 0;
+}
+
+void h1_set_flush_notify(void (*notify)(void)) { G.flush_notify = notify; }
+
+void h1_flush(void) {
+  while (G.flushq) {
+    h1_conn *k = G.flushq;
+    G.flushq = k->fnext;
+    k->fqueued = 0;
+    if (!k->closing && k->h2 && h2_flush(k->h2) != 0) fail_later(k, H1_ESEND, EPIPE);
+  }
 }
 
 /* A call's deadline while it waits for a connection: its connect timeout applies too. */

@@ -1,6 +1,6 @@
 /*
  * h1.h: the native HTTP client of cseng.http (engine/h1.c): keep-alive connections on libuv,
- * plain or over TLS (engine/tls.c: OpenSSL on memory BIOs over the same stream), speaking
+ * plain or over TLS (engine/tls.c: OpenSSL on a BIO of its own over the same stream), speaking
  * HTTP/1.1 (Debian's http_parser) or HTTP/2 (engine/h2.c, Debian's libnghttp2: by ALPN, or prior
  * knowledge on http://).
  *
@@ -134,6 +134,12 @@ typedef struct {
 /* HTTP/2 streams a connection carries at most (default 100, libcurl's; the server's SETTINGS may
  * lower it). */
 void h1_set_max_streams(long n);
+
+/* HTTP/2 requests gathered per connection and sent together: notify is told when one waits
+ * (the scheduler's cs_sched_flush_wanted), and h1_flush sends every waiting one (the scheduler's
+ * hook, before it polls I/O). Without a notify each request goes at once. */
+void h1_set_flush_notify(void (*notify)(void));
+void h1_flush(void);
 h1_stats h1_get_stats(void);
 
 /* The origin c names (host, port, TLS; the call is not started): how many calls would start

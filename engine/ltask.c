@@ -65,6 +65,8 @@ static struct {
   int in_uv_run;      /* inside uv_run: loop callbacks are running */
   uv_async_t sigwake; /* the signal handler wakes the loop through it */
   int sigseen;        /* signals the loop has acted on */
+  void (*flush)(void); /* gathered writes out (cs_sched_set_flush) */
+  uint64_t flush_since; /* when the first write waiting for it was gathered (0: none) */
 } S;
 
 /* What the signal handler and the hook share. The handler runs on whatever the
@@ -1033,8 +1035,20 @@ void cs_sched_init(lua_State *L) {
   signal(SIGPIPE, SIG_IGN);
 }
 
+void cs_sched_set_flush(void (*fn)(void)) { S.flush = fn; }
+
+void cs_sched_flush_wanted(void) {
+  if (!S.flush_since) S.flush_since = uv_hrtime();
+}
+
+static void flush_now(void) {
+  S.flush_since = 0;
+  if (S.flush) S.flush();
+}
+
 static int loop_run(uv_run_mode mode) {
   int alive;
+  if (S.flush_since) flush_now(); /* what the tasks wrote goes before the loop looks for answers */
   S.in_uv_run = 1;
   alive = uv_run(&S.loop, mode);
   S.in_uv_run = 0;
@@ -1056,12 +1070,15 @@ static void drain_ready(void) {
   cs_task *t, *last = S.ready_tail;
   uint64_t polled = uv_hrtime();
   while (last && (t = dequeue()) != NULL) {
+    uint64_t now;
     if (t->state == T_READY) task_step(t);
     if (t == last) break;
-    if (uv_hrtime() - polled > POLL_EVERY_NS) {
+    now = uv_hrtime();
+    if (now - polled > POLL_EVERY_NS) {
       loop_run(UV_RUN_NOWAIT);
       polled = uv_hrtime();
-    }
+    } else if (S.flush_since && now - S.flush_since > CS_FLUSH_NS)
+      flush_now();
   }
 }
 

@@ -27,7 +27,71 @@ static struct {
   tls_conf *confs;
   char *ca_default, *ca_dir;
   int cache_idx; /* SSL ex_data: the connection's tls_cache */
+  BIO_METHOD *io; /* the connections' BIO (tls_io), made once for the process's life */
 } T = {.cache_idx = -1};
+
+/* ---- the BIO over a tls_io ---------------------------------------------------------------- */
+
+static int io_read(BIO *b, char *out, int len) {
+  tls_io *io = BIO_get_data(b);
+  size_t n;
+  BIO_clear_retry_flags(b);
+  if (!io || !io->in_len) {
+    BIO_set_retry_read(b); /* nothing yet: the next read of the socket brings it */
+    return -1;
+  }
+  n = io->in_len < (size_t)len ? io->in_len : (size_t)len;
+  memcpy(out, io->in, n);
+  io->in += n;
+  io->in_len -= n;
+  return (int)n;
+}
+
+static int io_write(BIO *b, const char *p, int len) {
+  tls_io *io = BIO_get_data(b);
+  BIO_clear_retry_flags(b);
+  if (len <= 0) return 0;
+  return io && io->out(io, p, (size_t)len) == 0 ? len : -1;
+}
+
+static long io_ctrl(BIO *b, int cmd, long num, void *ptr) {
+  tls_io *io = BIO_get_data(b);
+  (void)num;
+  (void)ptr;
+  switch (cmd) {
+  case BIO_CTRL_FLUSH: return 1; /* the connection sends what was written at its own flush points */
+  case BIO_CTRL_PENDING: return io ? (long)io->in_len : 0;
+  default: return 0; /* no EOF, no kTLS, nothing else */
+  }
+}
+
+static int io_create(BIO *b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+static int io_destroy(BIO *b) {
+  BIO_set_data(b, NULL);
+  return 1;
+}
+
+static BIO *io_bio(tls_io *io) {
+  BIO *b;
+  if (!T.io) {
+    int type = BIO_get_new_index();
+    if (type < 0 || !(T.io = BIO_meth_new(type | BIO_TYPE_SOURCE_SINK, "cseng connection"))) return NULL;
+    if (!BIO_meth_set_read(T.io, io_read) || !BIO_meth_set_write(T.io, io_write) ||
+        !BIO_meth_set_ctrl(T.io, io_ctrl) || !BIO_meth_set_create(T.io, io_create) ||
+        !BIO_meth_set_destroy(T.io, io_destroy)) {
+      BIO_meth_free(T.io);
+      T.io = NULL;
+      return NULL;
+    }
+  }
+  if (!(b = BIO_new(T.io))) return NULL;
+  BIO_set_data(b, io);
+  return b;
+}
 
 void tls_set_defaults(const char *ca_file, const char *ca_dir) {
   free(T.ca_default);
@@ -96,13 +160,13 @@ oom:
 
 const char *tls_conf_error(const tls_conf *cf) { return cf->error; }
 
-SSL *tls_new(tls_conf *cf, const char *host, int is_ip, const unsigned char *alpn, size_t alpn_len, tls_cache *cache) {
+SSL *tls_new(tls_conf *cf, const char *host, int is_ip, const unsigned char *alpn, size_t alpn_len, tls_cache *cache,
+             tls_io *io) {
   SSL *ssl = SSL_new(cf->ctx);
-  BIO *rb = NULL, *wb = NULL;
-  if (!ssl || !(rb = BIO_new(BIO_s_mem())) || !(wb = BIO_new(BIO_s_mem()))) goto fail;
-  BIO_set_mem_eof_return(rb, -1); /* an empty read BIO is "no data yet", not the end of the stream */
-  SSL_set_bio(ssl, rb, wb);
-  rb = wb = NULL;
+  BIO *b = NULL;
+  if (!ssl || !(b = io_bio(io))) goto fail;
+  SSL_set_bio(ssl, b, b); /* (one reference, both ways) */
+  b = NULL;
   SSL_set_connect_state(ssl);
   if (!is_ip && SSL_set_tlsext_host_name(ssl, host) != 1) goto fail;
   if (cf->verify) {
@@ -118,8 +182,7 @@ SSL *tls_new(tls_conf *cf, const char *host, int is_ip, const unsigned char *alp
   return ssl;
 fail:
   ERR_clear_error();
-  BIO_free(rb);
-  BIO_free(wb);
+  BIO_free(b);
   SSL_free(ssl);
   return NULL;
 }
@@ -164,4 +227,5 @@ void tls_shutdown(void) {
   free(T.ca_default);
   free(T.ca_dir);
   T.ca_default = T.ca_dir = NULL;
+  /* (T.io stays: connections closed at shutdown free their SSL, and its BIO, after this) */
 }

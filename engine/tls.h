@@ -1,7 +1,7 @@
 /*
- * tls.h: the client TLS of the native HTTP path (engine/h1.c): OpenSSL over memory BIOs, so the
- * connection keeps reading its socket itself (recvmsg, with the kernel's receive stamp: rxstamp.h)
- * and only hands OpenSSL the ciphertext it read.
+ * tls.h: the client TLS of the native HTTP path (engine/h1.c): OpenSSL over a BIO on the
+ * connection's own buffers (tls_io), so the connection keeps reading its socket itself (recvmsg,
+ * with the kernel's receive stamp: rxstamp.h) and only hands OpenSSL the ciphertext it read.
  *
  * Verification is libcurl's (engine/lhttp.c sends the same requests through it, and both paths
  * must accept and refuse the same servers): its built-in CA bundle and CA directory (asked of
@@ -37,11 +37,21 @@ typedef struct {
   unsigned long resumed, full; /* handshakes that resumed a session, and the others */
 } tls_cache;
 
-/* A client SSL on fresh memory BIOs for host (is_ip: an address, no SNI, checked against IP
- * names), offering alpn (ALPN's wire form; NULL: none), resuming cache's session. NULL when
- * out of memory. */
+/* The connection's end of its SSL's BIO, instead of a pair of memory BIOs (each of which costs a
+ * copy, a zeroed grow and a buffer of its own per connection, on every record): OpenSSL reads
+ * the ciphertext the connection hands it in `in` (what one read of the socket brought, taken
+ * where it lies; what OpenSSL does not take stays there, in_len) and writes its records through
+ * out (0, or -1: the write fails). A read of nothing is "no data yet" (retry), never the end. */
+typedef struct tls_io {
+  const char *in;
+  size_t in_len;
+  int (*out)(struct tls_io *io, const char *p, size_t n);
+} tls_io;
+
+/* A client SSL on io for host (is_ip: an address, no SNI, checked against IP names), offering
+ * alpn (ALPN's wire form; NULL: none), resuming cache's session. NULL when out of memory. */
 SSL *tls_new(tls_conf *cf, const char *host, int is_ip, const unsigned char *alpn, size_t alpn_len,
-             tls_cache *cache);
+             tls_cache *cache, tls_io *io);
 
 /* After a failed handshake step: how it failed, in libcurl's terms. Returns 1 when the peer's
  * certificate was refused (CURLE_PEER_FAILED_VERIFICATION), 0 for any other failure
