@@ -13,6 +13,7 @@
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
 ---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
 ---   local body = common.body(req) ; common.is_strmap(t)  -- a JSON object body (nil: not one) ; a string map
+---   common.with(base, extra) ; common.part_names(parts)  -- base with extra's fields ; a multipart body's shape
 ---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
 ---   fake.route = common.router { { 'GET', '/sandboxes/{id}', 'get' } }  -- op, template, params
 ---   local route = b.routes({ { 'GET', '/sandboxes/{id}', get, op = 'get', hit = { 'gets', 'get' } } }, no_route)
@@ -105,6 +106,14 @@ function M.router(rows)
     end
     return 'unknown', path, {}, nil
   end
+end
+
+--- The names of a multipart body's parts (parts: nil when it was not one), the shape the
+--- differential record keeps of it.
+function M.part_names(parts)
+  local names = {}
+  for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
+  return names
 end
 
 --- base with the fields of extra set on it (f.config / f.env with the caller's additions).

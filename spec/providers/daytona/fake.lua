@@ -85,8 +85,6 @@
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 
 local common = require 'spec.fakes.sandboxes'
@@ -158,19 +156,13 @@ function fake.start(opts)
 
   -- The build of POST /snapshots (spec/fakes/native_build.lua): artifact, env, or nil, nil, why.
   local function run_build(name, info)
-    local ctx = assert(fs.tempdir('cseng-fake-daytona-ctx-'))
-    for _, h in ipairs(type(info.contextHashes) == 'table' and info.contextHashes or {}) do
-      local tar = objects[s3.org .. '/' .. tostring(h) .. '/context.tar']
-      local ok, xerr = false, ' was not uploaded'
-      if tar then ok, xerr = archive.extract(tar, ctx); xerr = ': ' .. tostring(xerr) end
-      if not ok then
-        fs.remove_tree(ctx)
-        return nil, nil, 'context ' .. tostring(h) .. xerr
-      end
-    end
-    local artifact, env, files, why = NB.build(host, name, info.dockerfileContent, ctx)
-    fs.remove_tree(ctx)
-    st.build_contexts[name] = files
+    local hashes = type(info.contextHashes) == 'table' and info.contextHashes or {}
+    local tars = {}
+    for i, h in ipairs(hashes) do tars[i] = objects[s3.org .. '/' .. tostring(h) .. '/context.tar'] or false end
+    local artifact, env, files, why = NB.build_tars(host, name, info.dockerfileContent, tars, function(i, xerr)
+      return 'context ' .. tostring(hashes[i]) .. (xerr and (': ' .. xerr) or ' was not uploaded')
+    end)
+    if files then st.build_contexts[name] = files end
     return artifact, env, why
   end
 
@@ -282,8 +274,7 @@ function fake.start(opts)
     local id = common.uuid()
     local artifact, why = host.snapshot(parent.host, 'fork-' .. id)
     if not artifact then return err(500, 'fork failed: ' .. tostring(why)) end
-    local labels = {}
-    for k, v in pairs(parent.labels) do labels[k] = v end
+    local labels = scaffold.with({}, parent.labels)
     local sb = {
       id = id, name = body.name or id, snapshot = parent.snapshot, user = parent.user, env = parent.env, labels = labels,
       networkBlockAll = parent.networkBlockAll, target = parent.target, cpu = parent.cpu, memory = parent.memory,
@@ -386,12 +377,7 @@ function fake.start(opts)
     local id = common.uuid()
     local env = type(body.env) == 'table' and body.env or {}
     local from = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
-    if from and from.env then -- the built image's ENV, under the create's own
-      local merged = {}
-      for k, v in pairs(from.env) do merged[k] = v end
-      for k, v in pairs(env) do merged[k] = v end
-      env = merged
-    end
+    if from and from.env then env = scaffold.with(scaffold.with({}, from.env), env) end -- the image's ENV under the create's
     local sb = {
       id = id, name = type(body.name) == 'string' and body.name or id, snapshot = body.snapshot or 'daytonaio/sandbox:fake',
       user = type(body.user) == 'string' and body.user or 'root', env = env,
@@ -594,9 +580,7 @@ function fake.start(opts)
   local function file_upload(req, seg)
     local id, sb = target(seg)
     local parts, why = common.multipart(req.body, req.headers['content-type'])
-    local names = {}
-    for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
-    core.record(req, 'upload', '/{sandboxId}/files/upload', names)
+    core.record(req, 'upload', '/{sandboxId}/files/upload', scaffold.part_names(parts))
     if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
     local q = common.query(req.query)
     local file

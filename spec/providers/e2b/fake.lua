@@ -92,8 +92,6 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 
 local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
 local common = require 'spec.fakes.sandboxes'
 local NB = require 'spec.fakes.native_build'
 local scaffold = require 'spec.fakes.rest'
@@ -314,18 +312,19 @@ function fake.start(opts)
       local df, derr = fake.steps_dockerfile(body.fromImage, body.steps)
       if not df then return fail(derr) end
       st.build_dockerfiles[t.alias] = df
-      local ctx = assert(fs.tempdir('cseng-fake-e2b-ctx-'))
+      local copies, tars = {}, {}
       for _, step in ipairs(body.steps) do
         if step.type == 'COPY' then
           local f = tfiles[tostring(step.filesHash)]
-          if not f or not f.tar then fs.remove_tree(ctx); return fail('COPY ' .. tostring(step.args and step.args[1])
-            .. ': files ' .. tostring(step.filesHash) .. ' were not uploaded') end
-          local xok, xerr = archive.extract(f.tar, ctx)
-          if not xok then fs.remove_tree(ctx); return fail('COPY files: ' .. tostring(xerr)) end
+          copies[#copies + 1], tars[#tars + 1] = step, f and f.tar or false
         end
       end
-      local artifact, env, got, why = NB.build(host, t.id, df, ctx)
-      fs.remove_tree(ctx)
+      local artifact, env, got, why = NB.build_tars(host, t.id, df, tars, function(i, xerr)
+        if xerr then return 'COPY files: ' .. xerr end
+        return 'COPY ' .. tostring(copies[i].args and copies[i].args[1]) .. ': files ' .. tostring(copies[i].filesHash)
+          .. ' were not uploaded'
+      end)
+      if not got then return fail(why) end
       st.build_contexts[t.alias] = got
       if not artifact then return fail(why) end
       t.artifact, t.env, t.status = artifact, env, 'ready'
@@ -387,9 +386,7 @@ function fake.start(opts)
     sb.from_snapshot = snap and snap.id or nil
     local tpl = templates[by_alias[body.templateID] or body.templateID]
     if tpl and tpl.status == 'ready' then -- a built template: its root, its ENV under envVars
-      local merged = {}
-      for k, v in pairs(tpl.env or {}) do merged[k] = v end
-      for k, v in pairs(env) do merged[k] = v end
+      local merged = scaffold.with(scaffold.with({}, tpl.env), env)
       env, sb.env, sb.from_template = merged, merged, tpl.alias
     end
     -- allow_internet_access (E2B's default: true): the host's network, else none; offline: never
@@ -469,8 +466,7 @@ function fake.start(opts)
       else
         seq = seq + 1
         local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
-        local meta = {}
-        for k, v in pairs(parent.metadata) do meta[k] = v end
+        local meta = scaffold.with({}, parent.metadata)
         local sb = {
           id = id, templateID = parent.templateID, metadata = meta, env = parent.env, timeout = ttl, created = os.time(),
           token = 'envd-token-' .. crypto.hex(crypto.random_bytes(12)), network = parent.network, parent = parent.id,
@@ -666,9 +662,7 @@ function fake.start(opts)
     st.largest_upload = math.max(st.largest_upload, #req.body)
     st.upload_bytes = st.upload_bytes + #req.body
     local parts, why = common.multipart(req.body, req.headers['content-type'])
-    local names = {}
-    for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
-    core.record(req, 'upload', '/files', names)
+    core.record(req, 'upload', '/files', scaffold.part_names(parts))
     -- every part named "file" is a file: written to the path parameter when there is one (then
     -- only one file), else to its filename (relative: under the user's home), as envd does
     local list = {}
