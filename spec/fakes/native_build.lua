@@ -4,6 +4,8 @@
 ---   local NB = require 'spec.fakes.native_build'
 ---   local artifact, env, files = NB.build(host, name, dockerfile_text, ctx_dir)
 ---     -- or nil, nil, files, reason
+---   local artifact, env, files, reason = NB.build_tars(host, name, dockerfile_text, tars, why_of)
+---     -- the same from the context tars the fake received (unpacked into a fresh directory)
 ---
 --- The Dockerfile is parsed (lua/dockerfile.lua); every COPY/ADD source (not a glob, not a URL,
 --- not --from) must be in ctx_dir, else the build fails naming it; then its steps run in a
@@ -13,6 +15,7 @@
 --- the Dockerfile's final ENV (what a container of the image starts with). files: the context's
 --- file list (sorted, relative), for the specs.
 local fs = require 'cseng.fs'
+local archive = require 'cseng.archive'
 local dockerfile = require 'cseng.workload.dockerfile'
 local replay = require 'cseng.workload.replay'
 
@@ -67,6 +70,24 @@ function NB.build(host, name, text, ctx)
   host.destroy(sb)
   if not artifact then return nil, nil, files, 'snapshot failed: ' .. tostring(why) end
   return artifact, parsed.env or {}, files
+end
+
+--- NB.build from tars (each tar's bytes, or false for one that never arrived) unpacked in order
+--- into one fresh context directory, removed afterwards. A tar missing or not unpacking fails
+--- the build before it starts: nil, nil, nil, why_of(i, err) (err nil: the i-th is missing).
+function NB.build_tars(host, name, text, tars, why_of)
+  local ctx = assert(fs.tempdir('cseng-fake-ctx-'))
+  for i = 1, #tars do
+    local ok, xerr = false, nil
+    if tars[i] then ok, xerr = archive.extract(tars[i], ctx); xerr = tostring(xerr) end
+    if not ok then
+      fs.remove_tree(ctx)
+      return nil, nil, nil, why_of(i, xerr)
+    end
+  end
+  local artifact, env, files, why = NB.build(host, name, text, ctx)
+  fs.remove_tree(ctx)
+  return artifact, env, files, why
 end
 
 return NB

@@ -1,4 +1,4 @@
---- What the loopback fakes of the REST providers (spec/providers/daytona/fake.lua, e2b.lua, lizard.lua)
+--- What the loopback fakes of the REST providers (spec/providers/<vendor>/fake.lua: daytona, e2b, lizard, ...)
 --- share: their switches (opts over defaults, changeable by set), the request counters specs
 --- assert exact numbers on (luv's tap.lua style), injected latencies and forced statuses, the
 --- live sandboxes, and the f.stats / f.sandbox / f.set / f.close every fake offers.
@@ -13,9 +13,11 @@
 ---   local items = b.matching('labels', want) ; local page, next_start = common.page(items, start, size, fn)
 ---   local srv = common.listen(handler, port, {max_body=})  -- max_body: serve's request body cap
 ---   local body = common.body(req) ; common.is_strmap(t)  -- a JSON object body (nil: not one) ; a string map
+---   common.with(base, extra) ; common.part_names(parts)  -- base with extra's fields ; a multipart body's shape
 ---   b.record(req, 'create', '/sandboxes/{id}', body?)  -- for the differential specs (below)
 ---   fake.route = common.router { { 'GET', '/sandboxes/{id}', 'get' } }  -- op, template, params
 ---   local route = b.routes({ { 'GET', '/sandboxes/{id}', get, op = 'get', hit = { 'gets', 'get' } } }, no_route)
+---   local route = b.routes(rows, no_route, guard)  -- guard(req, row): the checks before any route (auth)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
 local serve = require 'cseng.serve'
 local task = require 'cseng.task'
@@ -68,8 +70,11 @@ function M.page(items, start, size, fn)
 end
 
 --- A route table's matcher: rows { METHOD, '/path/{name}/more', ... } (op: row.op, else row[3]
---- when it is a string), tried in order; {name} matches one path segment, returned as sent (not
---- URL-decoded). route(method, path) -> op, template, params, row; no row: 'unknown', path, {}.
+--- when it is a string), tried in order; METHOD '*' matches any method; {name} matches one path
+--- segment, returned as sent (not URL-decoded; an id holding '/' arrives as %2F, one segment);
+--- row.where = { name = 'lua pattern' } narrows what a segment may be (a row matches only when
+--- each named segment matches its pattern). route(method, path) -> op, template, params, row; no
+--- row: 'unknown', path, {}.
 ---@param rows table[]
 ---@return fun(method: string, path: string): string, string, table, table|nil
 function M.router(rows)
@@ -86,17 +91,29 @@ function M.router(rows)
   end
   return function(method, path)
     for _, c in ipairs(compiled) do
-      if c.row[1] == method then
+      if c.row[1] == method or c.row[1] == '*' then
         local caps = { path:match(c.pattern) }
         if caps[1] then
-          local params = {}
-          for i, n in ipairs(c.names) do params[n] = caps[i] end
-          return c.op, c.row[2], params, c.row
+          local params, ok = {}, true
+          for i, n in ipairs(c.names) do
+            params[n] = caps[i]
+            local want = c.row.where and c.row.where[n]
+            if want and not caps[i]:match(want) then ok = false end
+          end
+          if ok then return c.op, c.row[2], params, c.row end
         end
       end
     end
     return 'unknown', path, {}, nil
   end
+end
+
+--- The names of a multipart body's parts (parts: nil when it was not one), the shape the
+--- differential record keeps of it.
+function M.part_names(parts)
+  local names = {}
+  for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
+  return names
 end
 
 --- base with the fields of extra set on it (f.config / f.env with the caller's additions).
@@ -228,13 +245,17 @@ function M.fake(opts, defaults, counters, host)
   --- counted and delayed as hit says ({counter, latency endpoint}: b.hit), then answered by
   --- fn(req, params, n, ...) (n: the hit's count; ...: what the dispatcher was called with after
   --- req). No row: st.unknown counts one and unknown(req, ...) answers.
+  --- guard (optional): guard(req, row, ...) runs first on every request (row: the matching row or
+  --- nil), for what a listener checks before any route (credentials, the sandbox a request is
+  --- for): it returns the answer (a status first), or nil followed by the arguments the row's fn
+  --- (or unknown) then gets in place of the dispatcher's ...
   ---@param rows table[]
   ---@param unknown fun(req: table, ...): any
+  ---@param guard? fun(req: table, row: table|nil, ...): any
   ---@return fun(req: table, ...): any
-  function b.routes(rows, unknown)
+  function b.routes(rows, unknown, guard)
     local route = M.router(rows)
-    return function(req, ...)
-      local _, template, params, r = route(req.method, req.path)
+    local function dispatch(req, template, params, r, ...)
       if not r then
         b.count('unknown')
         return unknown(req, ...)
@@ -242,6 +263,13 @@ function M.fake(opts, defaults, counters, host)
       if r.record ~= false then b.record(req, r.op, template) end
       local n = r.hit and b.hit(r.hit[1], r.hit[2]) or nil
       return r[3](req, params, n, ...)
+    end
+    return function(req, ...)
+      local _, template, params, r = route(req.method, req.path)
+      if not guard then return dispatch(req, template, params, r, ...) end
+      local g = table.pack(guard(req, r, ...))
+      if g[1] ~= nil then return table.unpack(g, 1, g.n) end
+      return dispatch(req, template, params, r, table.unpack(g, 2, g.n))
     end
   end
 

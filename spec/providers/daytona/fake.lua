@@ -85,8 +85,6 @@
 local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 
 local common = require 'spec.fakes.sandboxes'
@@ -158,19 +156,13 @@ function fake.start(opts)
 
   -- The build of POST /snapshots (spec/fakes/native_build.lua): artifact, env, or nil, nil, why.
   local function run_build(name, info)
-    local ctx = assert(fs.tempdir('cseng-fake-daytona-ctx-'))
-    for _, h in ipairs(type(info.contextHashes) == 'table' and info.contextHashes or {}) do
-      local tar = objects[s3.org .. '/' .. tostring(h) .. '/context.tar']
-      local ok, xerr = false, ' was not uploaded'
-      if tar then ok, xerr = archive.extract(tar, ctx); xerr = ': ' .. tostring(xerr) end
-      if not ok then
-        fs.remove_tree(ctx)
-        return nil, nil, 'context ' .. tostring(h) .. xerr
-      end
-    end
-    local artifact, env, files, why = NB.build(host, name, info.dockerfileContent, ctx)
-    fs.remove_tree(ctx)
-    st.build_contexts[name] = files
+    local hashes = type(info.contextHashes) == 'table' and info.contextHashes or {}
+    local tars = {}
+    for i, h in ipairs(hashes) do tars[i] = objects[s3.org .. '/' .. tostring(h) .. '/context.tar'] or false end
+    local artifact, env, files, why = NB.build_tars(host, name, info.dockerfileContent, tars, function(i, xerr)
+      return 'context ' .. tostring(hashes[i]) .. (xerr and (': ' .. xerr) or ' was not uploaded')
+    end)
+    if files then st.build_contexts[name] = files end
     return artifact, env, why
   end
 
@@ -230,424 +222,402 @@ function fake.start(opts)
 
   -- ---- the REST API -------------------------------------------------------------------------
 
-  local function api(req)
-    local method, path = req.method, req.path
-    core.request(method .. ' ' .. path)
-    local is_create = path == '/sandbox' and method == 'POST'
+  local function snapshot(req, seg, n)
+    local snap_of = common.urldecode(seg.sandboxIdOrName)
+    local s = forced('snapshot_status', n, snap_of)
+    if s then return err(s, 'forced failure ' .. s) end
+    local sb = sandboxes[snap_of]
+    if not sb then return err(404, 'Sandbox with ID or name ' .. snap_of .. ' not found') end
+    local body = decode_body(req)
+    if not body or type(body.name) ~= 'string' or body.name == '' then
+      core.count('bad_requests')
+      return err(400, 'name is required')
+    end
+    st.snapshot_bodies[#st.snapshot_bodies + 1] = body
+    st.last_snapshot = body
+    if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
+    if state_of(sb) ~= 'started' then return err(400, 'sandbox is not started') end
+    local artifact, why = host.snapshot(sb.host, body.name)
+    if not artifact then return err(500, 'snapshot failed: ' .. tostring(why)) end
+    snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, created = os.time(),
+                             created_ns = clock.now(), delay = cfg.snapshot_delay, end_state = cfg.snapshot_end_state,
+                             cpu = sb.cpu, memory = sb.memory, disk = sb.disk }
+    sb.snapshotting_until = clock.now() + math.floor((cfg.snapshot_delay or 0) * 1e9)
+    local v = view(sb)
+    v.state = 'snapshotting'
+    return json(200, v)
+  end
+
+  -- fork: one child per call, a copy of the parent's root as it is now (host.snapshot, then a
+  -- sandbox over it), started after start_reads reads like a create; the parent runs on
+  local function fork(req, seg, n)
+    local fork_of = common.urldecode(seg.sandboxIdOrName)
+    local s = forced('fork_status', n, fork_of)
+    if s then return err(s, 'forced failure ' .. s) end
+    local parent = sandboxes[fork_of]
+    if not parent then
+      for _, x in pairs(sandboxes) do if x.name == fork_of then parent = x end end
+    end
+    if not parent then return err(404, 'Sandbox with ID or name ' .. fork_of .. ' not found') end
+    local body = decode_body(req)
+    if not body or (body.name ~= nil and (type(body.name) ~= 'string' or body.name == '')) then
+      core.count('bad_requests')
+      return err(400, 'the body must be a ForkSandbox object ({name?})')
+    end
+    st.fork_bodies[#st.fork_bodies + 1] = body
+    if body.name then
+      for _, x in pairs(sandboxes) do
+        if x.name == body.name then return err(409, 'Sandbox with name ' .. body.name .. ' already exists') end
+      end
+    end
+    if state_of(parent) ~= 'started' then return err(400, 'Sandbox is not started (' .. state_of(parent) .. ')') end
+    local id = common.uuid()
+    local artifact, why = host.snapshot(parent.host, 'fork-' .. id)
+    if not artifact then return err(500, 'fork failed: ' .. tostring(why)) end
+    local labels = scaffold.with({}, parent.labels)
+    local sb = {
+      id = id, name = body.name or id, snapshot = parent.snapshot, user = parent.user, env = parent.env, labels = labels,
+      networkBlockAll = parent.networkBlockAll, target = parent.target, cpu = parent.cpu, memory = parent.memory,
+      disk = parent.disk, autoStopInterval = parent.autoStopInterval, autoDeleteInterval = parent.autoDeleteInterval,
+      created = os.time(), created_ns = clock.now(), reads_to_start = tonumber(cfg.start_reads) or 0,
+      end_state = cfg.fork_end_state, parent = parent.id,
+    }
+    sb.host = host.create { env = sb.env, labels = labels, warm_artifact = artifact, cpus = sb.cpu }
+    core.add(id, sb)
+    st.forked = st.forked + 1
+    forks_of[parent.id] = forks_of[parent.id] or {}
+    table.insert(forks_of[parent.id], sb)
+    local lose = type(cfg.lose_fork) == 'function' and cfg.lose_fork(n) or nil
+    if lose == 'reset' then
+      st.lost_forks = st.lost_forks + 1
+      req:abort()
+      return nil
+    elseif lose == 'error' then
+      st.lost_forks = st.lost_forks + 1
+      return err(500, 'fork answer lost by the fake (the child exists)')
+    end
+    return json(200, view(sb))
+  end
+
+  local function fork_list(req, seg)
+    local forks_id = common.urldecode(seg.sandboxIdOrName)
+    local q = common.query(req.query)
+    local out = jsonl.array()
+    for _, sb in ipairs(forks_of[forks_id] or {}) do
+      if not sb.deleted or q.includeDestroyed == 'true' then out[#out + 1] = view(sb) end
+    end
+    return json(200, out)
+  end
+
+  local function push_access()
+    return json(200, { accessKey = s3.access_key, secret = s3.secret, sessionToken = s3.token, storageUrl = s3_srv:url(),
+                       organizationId = s3.org, bucket = s3.bucket, region = 'us-east-1' })
+  end
+
+  local function snapshot_create(req)
+    local body = decode_body(req)
+    if not body or type(body.name) ~= 'string' or body.name == '' then
+      core.count('bad_requests')
+      return err(400, 'name is required')
+    end
+    st.build_bodies[#st.build_bodies + 1] = body
+    if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
+    local info = body.buildInfo
+    if type(info) ~= 'table' or type(info.dockerfileContent) ~= 'string' then
+      core.count('bad_requests')
+      return err(400, 'buildInfo.dockerfileContent is required (no imageName in this fake)')
+    end
+    local artifact, env, why = run_build(body.name, info)
+    snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, env = env, created = os.time(),
+                             created_ns = clock.now(), delay = cfg.build_delay, end_state = (not artifact) and 'build_failed' or nil,
+                             reason = why, cpu = body.cpu or 1, memory = body.memory or 1, disk = body.disk or 3,
+                             build = info }
+    return json(200, { id = snapshots[body.name].id, name = body.name, state = 'pending', organizationId = s3.org,
+                       general = false, imageName = cjson.null, cpu = body.cpu or 1, gpu = 0, mem = body.memory or 1,
+                       disk = body.disk or 3, createdAt = iso(os.time()), updatedAt = iso(os.time()) })
+  end
+
+  -- by id, as Daytona's API (its copy of the root is removed)
+  local function snapshot_delete(_, seg)
+    local snap_ref = common.urldecode(seg.id)
+    local snap = find_snapshot(snap_ref)
+    if not snap or snap.id ~= snap_ref then return err(404, 'Snapshot with ID ' .. snap_ref .. ' not found') end
+    snapshots[snap.name] = nil
+    if snap.artifact then pcall(require('cseng.fs').remove_tree, snap.artifact) end
+    return 200, {}, ''
+  end
+
+  local function snapshot_get(_, seg)
+    local snap_ref = common.urldecode(seg.id)
+    local snap = find_snapshot(snap_ref)
+    if not snap then return err(404, 'Snapshot ' .. snap_ref .. ' not found') end
+    local state = snapshot_state(snap)
+    return json(200, {
+      id = snap.id, organizationId = 'org-cseng-fake', general = false, name = snap.name,
+      imageName = 'cseng-fake/' .. snap.name, state = state, size = 0.1, entrypoint = cjson.null,
+      cpu = snap.cpu, gpu = 0, mem = snap.memory, disk = snap.disk,
+      errorReason = (state == 'error' or state == 'build_failed') and (snap.reason or ('injected by the fake: ' .. state)) or cjson.null,
+      createdAt = iso(snap.created), updatedAt = iso(os.time()), lastUsedAt = cjson.null,
+    })
+  end
+
+  local function create(req, _, n)
+    if cfg.auth_fail == 'create' then return err(401, 'Invalid API key') end
+    local s = forced('create_status', n)
+    if s then return err(s, 'forced failure ' .. s) end
+    local body = decode_body(req)
+    core.record(req, body and type(body.snapshot) == 'string' and find_snapshot(body.snapshot) and 'create_from_snapshot'
+      or 'create', '/sandbox')
+    if not body then
+      core.count('bad_requests')
+      return err(400, 'body must be a JSON object')
+    end
+    st.creates_bodies[#st.creates_bodies + 1] = body
+    st.last_create = body
+    local id = common.uuid()
+    local env = type(body.env) == 'table' and body.env or {}
+    local from = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
+    if from and from.env then env = scaffold.with(scaffold.with({}, from.env), env) end -- the image's ENV under the create's
+    local sb = {
+      id = id, name = type(body.name) == 'string' and body.name or id, snapshot = body.snapshot or 'daytonaio/sandbox:fake',
+      user = type(body.user) == 'string' and body.user or 'root', env = env,
+      labels = type(body.labels) == 'table' and body.labels or {}, networkBlockAll = body.networkBlockAll == true,
+      target = type(body.target) == 'string' and body.target or 'us', cpu = body.cpu or 1, memory = body.memory or 1,
+      disk = body.disk or 3, autoStopInterval = body.autoStopInterval or 15, autoDeleteInterval = body.autoDeleteInterval or -1,
+      build = type(body.buildInfo) == 'table' and body.buildInfo or nil, created = os.time(), created_ns = clock.now(),
+      reads_to_start = tonumber(cfg.start_reads) or 0, end_state = cfg.end_state,
+    }
+    local snap = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
+    if snap and snapshot_state(snap) ~= 'active' then
+      return err(400, 'Snapshot ' .. body.snapshot .. ' is ' .. snapshot_state(snap))
+    end
+    sb.from_snapshot = snap and snap.name or nil
+    sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil, cpus = sb.cpu }
+    core.add(id, sb)
+    -- lose_create = fn(n) -> 'reset': the sandbox exists, its answer is lost (the connection closed)
+    if type(cfg.lose_create) == 'function' and cfg.lose_create(n) == 'reset' then
+      st.lost = (st.lost or 0) + 1
+      req:abort()
+      return nil
+    end
+    return json(200, view(sb))
+  end
+
+  local function list(req, _, n)
+    local s = forced('list_status', n)
+    if s then return err(s, 'forced failure ' .. s) end
+    local q = common.query(req.query)
+    local want = {}
+    if q.labels and q.labels ~= '' then
+      local ok, l = pcall(cjson.decode, q.labels)
+      if not ok or type(l) ~= 'table' then
+        core.count('bad_requests')
+        return err(400, 'labels must be a JSON object')
+      end
+      want = l
+    end
+    st.last_list_labels = want
+    local page, next_start = scaffold.page(core.matching('labels', want), tonumber(q.cursor) or 1, cfg.page_size or 100,
+      function(sb)
+        local v = view(sb)
+        v.env, v.buildInfo, v.networkBlockAll = nil, nil, nil
+        return v
+      end)
+    return json(200, { items = jsonl.array(page), nextCursor = next_start and tostring(next_start) or cjson.null })
+  end
+
+  local function get(_, seg, n)
+    local id = common.urldecode(seg.sandboxIdOrName)
+    local s = forced('get_status', n)
+    if s then return err(s, 'forced failure ' .. s) end
+    local sb = sandboxes[id]
+    if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
+    read(sb)
+    return json(200, view(sb))
+  end
+
+  local function destroy(_, seg, n)
+    local id = common.urldecode(seg.sandboxIdOrName)
+    local s = forced('delete_status', n, id)
+    if s then return err(s, 'forced failure ' .. s) end
+    local sb = sandboxes[id]
+    if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
+    sb.deleted = true
+    core.remove(id)
+    return json(200, view(sb))
+  end
+
+  local api = core.routes({
+    -- create is recorded once its body says create or create_from_snapshot
+    { 'POST', '/sandbox', create, op = 'create', hit = { 'creates', 'create' }, record = false },
+    { 'GET', '/sandbox', list, op = 'list', hit = { 'lists', 'list' } },
+    { 'GET', '/sandbox/{sandboxIdOrName}', get, op = 'get', hit = { 'gets', 'get' } },
+    { 'DELETE', '/sandbox/{sandboxIdOrName}', destroy, op = 'destroy', hit = { 'deletes', 'delete' } },
+    { 'POST', '/sandbox/{sandboxIdOrName}/snapshot', snapshot, op = 'snapshot', hit = { 'snapshots', 'snapshot' } },
+    { 'POST', '/sandbox/{sandboxIdOrName}/fork', fork, op = 'fork', hit = { 'forks', 'fork' } },
+    { 'GET', '/sandbox/{sandboxIdOrName}/forks', fork_list, op = 'fork_list', hit = { 'fork_lists', 'fork_list' } },
+    { 'GET', '/object-storage/push-access', push_access, op = 'push_access', hit = { 'push_access', 'push_access' } },
+    { 'POST', '/snapshots', snapshot_create, op = 'snapshot_create', hit = { 'builds', 'build' } },
+    { 'GET', '/snapshots/{id}', snapshot_get, op = 'snapshot_get', hit = { 'snapshot_gets', 'snapshot_get' } },
+    { 'DELETE', '/snapshots/{id}', snapshot_delete, op = 'snapshot_delete', hit = { 'snapshot_deletes', 'snapshot_delete' } },
+  }, function(req) return err(404, 'Cannot ' .. req.method .. ' ' .. req.path) end, function(req, row)
+    core.request(req.method .. ' ' .. req.path)
     if cfg.auth_fail == 'all' or not authorized(req) then
-      core.refused(is_create)
+      core.refused(row ~= nil and row.op == 'create')
       return err(401, 'Unauthorized')
     end
-
-    local snap_of = path:match('^/sandbox/([^/]+)/snapshot$')
-    if snap_of and method == 'POST' then
-      core.record(req, 'snapshot', '/sandbox/{sandboxIdOrName}/snapshot')
-      local n = core.hit('snapshots', 'snapshot')
-      snap_of = common.urldecode(snap_of)
-      local s = forced('snapshot_status', n, snap_of)
-      if s then return err(s, 'forced failure ' .. s) end
-      local sb = sandboxes[snap_of]
-      if not sb then return err(404, 'Sandbox with ID or name ' .. snap_of .. ' not found') end
-      local body = decode_body(req)
-      if not body or type(body.name) ~= 'string' or body.name == '' then
-        core.count('bad_requests')
-        return err(400, 'name is required')
-      end
-      st.snapshot_bodies[#st.snapshot_bodies + 1] = body
-      st.last_snapshot = body
-      if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
-      if state_of(sb) ~= 'started' then return err(400, 'sandbox is not started') end
-      local artifact, why = host.snapshot(sb.host, body.name)
-      if not artifact then return err(500, 'snapshot failed: ' .. tostring(why)) end
-      snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, created = os.time(),
-                               created_ns = clock.now(), delay = cfg.snapshot_delay, end_state = cfg.snapshot_end_state,
-                               cpu = sb.cpu, memory = sb.memory, disk = sb.disk }
-      sb.snapshotting_until = clock.now() + math.floor((cfg.snapshot_delay or 0) * 1e9)
-      local v = view(sb)
-      v.state = 'snapshotting'
-      return json(200, v)
-    end
-
-    -- fork: one child per call, a copy of the parent's root as it is now (host.snapshot, then a
-    -- sandbox over it), started after start_reads reads like a create; the parent runs on
-    local fork_of = path:match('^/sandbox/([^/]+)/fork$')
-    if fork_of and method == 'POST' then
-      core.record(req, 'fork', '/sandbox/{sandboxIdOrName}/fork')
-      local n = core.hit('forks', 'fork')
-      fork_of = common.urldecode(fork_of)
-      local s = forced('fork_status', n, fork_of)
-      if s then return err(s, 'forced failure ' .. s) end
-      local parent = sandboxes[fork_of]
-      if not parent then
-        for _, x in pairs(sandboxes) do if x.name == fork_of then parent = x end end
-      end
-      if not parent then return err(404, 'Sandbox with ID or name ' .. fork_of .. ' not found') end
-      local body = decode_body(req)
-      if not body or (body.name ~= nil and (type(body.name) ~= 'string' or body.name == '')) then
-        core.count('bad_requests')
-        return err(400, 'the body must be a ForkSandbox object ({name?})')
-      end
-      st.fork_bodies[#st.fork_bodies + 1] = body
-      if body.name then
-        for _, x in pairs(sandboxes) do
-          if x.name == body.name then return err(409, 'Sandbox with name ' .. body.name .. ' already exists') end
-        end
-      end
-      if state_of(parent) ~= 'started' then return err(400, 'Sandbox is not started (' .. state_of(parent) .. ')') end
-      local id = common.uuid()
-      local artifact, why = host.snapshot(parent.host, 'fork-' .. id)
-      if not artifact then return err(500, 'fork failed: ' .. tostring(why)) end
-      local labels = {}
-      for k, v in pairs(parent.labels) do labels[k] = v end
-      local sb = {
-        id = id, name = body.name or id, snapshot = parent.snapshot, user = parent.user, env = parent.env, labels = labels,
-        networkBlockAll = parent.networkBlockAll, target = parent.target, cpu = parent.cpu, memory = parent.memory,
-        disk = parent.disk, autoStopInterval = parent.autoStopInterval, autoDeleteInterval = parent.autoDeleteInterval,
-        created = os.time(), created_ns = clock.now(), reads_to_start = tonumber(cfg.start_reads) or 0,
-        end_state = cfg.fork_end_state, parent = parent.id,
-      }
-      sb.host = host.create { env = sb.env, labels = labels, warm_artifact = artifact, cpus = sb.cpu }
-      core.add(id, sb)
-      st.forked = st.forked + 1
-      forks_of[parent.id] = forks_of[parent.id] or {}
-      table.insert(forks_of[parent.id], sb)
-      local lose = type(cfg.lose_fork) == 'function' and cfg.lose_fork(n) or nil
-      if lose == 'reset' then
-        st.lost_forks = st.lost_forks + 1
-        req:abort()
-        return nil
-      elseif lose == 'error' then
-        st.lost_forks = st.lost_forks + 1
-        return err(500, 'fork answer lost by the fake (the child exists)')
-      end
-      return json(200, view(sb))
-    end
-    local forks_id = path:match('^/sandbox/([^/]+)/forks$')
-    if forks_id and method == 'GET' then
-      core.record(req, 'fork_list', '/sandbox/{sandboxIdOrName}/forks')
-      core.hit('fork_lists', 'fork_list')
-      forks_id = common.urldecode(forks_id)
-      local q = common.query(req.query)
-      local out = jsonl.array()
-      for _, sb in ipairs(forks_of[forks_id] or {}) do
-        if not sb.deleted or q.includeDestroyed == 'true' then out[#out + 1] = view(sb) end
-      end
-      return json(200, out)
-    end
-
-    if path == '/object-storage/push-access' and method == 'GET' then
-      core.record(req, 'push_access', '/object-storage/push-access')
-      core.hit('push_access', 'push_access')
-      return json(200, { accessKey = s3.access_key, secret = s3.secret, sessionToken = s3.token, storageUrl = s3_srv:url(),
-                         organizationId = s3.org, bucket = s3.bucket, region = 'us-east-1' })
-    end
-
-    if path == '/snapshots' and method == 'POST' then
-      core.record(req, 'snapshot_create', '/snapshots')
-      core.hit('builds', 'build')
-      local body = decode_body(req)
-      if not body or type(body.name) ~= 'string' or body.name == '' then
-        core.count('bad_requests')
-        return err(400, 'name is required')
-      end
-      st.build_bodies[#st.build_bodies + 1] = body
-      if snapshots[body.name] then return err(409, 'Snapshot with name ' .. body.name .. ' already exists') end
-      local info = body.buildInfo
-      if type(info) ~= 'table' or type(info.dockerfileContent) ~= 'string' then
-        core.count('bad_requests')
-        return err(400, 'buildInfo.dockerfileContent is required (no imageName in this fake)')
-      end
-      local artifact, env, why = run_build(body.name, info)
-      snapshots[body.name] = { id = common.uuid(), name = body.name, artifact = artifact, env = env, created = os.time(),
-                               created_ns = clock.now(), delay = cfg.build_delay, end_state = (not artifact) and 'build_failed' or nil,
-                               reason = why, cpu = body.cpu or 1, memory = body.memory or 1, disk = body.disk or 3,
-                               build = info }
-      return json(200, { id = snapshots[body.name].id, name = body.name, state = 'pending', organizationId = s3.org,
-                         general = false, imageName = cjson.null, cpu = body.cpu or 1, gpu = 0, mem = body.memory or 1,
-                         disk = body.disk or 3, createdAt = iso(os.time()), updatedAt = iso(os.time()) })
-    end
-
-    local snap_ref = path:match('^/snapshots/([^/]+)$')
-    if snap_ref and method == 'DELETE' then -- by id, as Daytona's API (its copy of the root is removed)
-      core.record(req, 'snapshot_delete', '/snapshots/{id}')
-      core.hit('snapshot_deletes', 'snapshot_delete')
-      snap_ref = common.urldecode(snap_ref)
-      local snap = find_snapshot(snap_ref)
-      if not snap or snap.id ~= snap_ref then return err(404, 'Snapshot with ID ' .. snap_ref .. ' not found') end
-      snapshots[snap.name] = nil
-      if snap.artifact then pcall(require('cseng.fs').remove_tree, snap.artifact) end
-      return 200, {}, ''
-    end
-    if snap_ref and method == 'GET' then
-      core.record(req, 'snapshot_get', '/snapshots/{id}')
-      core.hit('snapshot_gets', 'snapshot_get')
-      snap_ref = common.urldecode(snap_ref)
-      local snap = find_snapshot(snap_ref)
-      if not snap then return err(404, 'Snapshot ' .. snap_ref .. ' not found') end
-      local state = snapshot_state(snap)
-      return json(200, {
-        id = snap.id, organizationId = 'org-cseng-fake', general = false, name = snap.name,
-        imageName = 'cseng-fake/' .. snap.name, state = state, size = 0.1, entrypoint = cjson.null,
-        cpu = snap.cpu, gpu = 0, mem = snap.memory, disk = snap.disk,
-        errorReason = (state == 'error' or state == 'build_failed') and (snap.reason or ('injected by the fake: ' .. state)) or cjson.null,
-        createdAt = iso(snap.created), updatedAt = iso(os.time()), lastUsedAt = cjson.null,
-      })
-    end
-
-    if is_create then
-      local n = core.hit('creates', 'create')
-      if cfg.auth_fail == 'create' then return err(401, 'Invalid API key') end
-      local s = forced('create_status', n)
-      if s then return err(s, 'forced failure ' .. s) end
-      local body = decode_body(req)
-      core.record(req, body and type(body.snapshot) == 'string' and find_snapshot(body.snapshot) and 'create_from_snapshot'
-        or 'create', '/sandbox')
-      if not body then
-        core.count('bad_requests')
-        return err(400, 'body must be a JSON object')
-      end
-      st.creates_bodies[#st.creates_bodies + 1] = body
-      st.last_create = body
-      local id = common.uuid()
-      local env = type(body.env) == 'table' and body.env or {}
-      local from = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
-      if from and from.env then -- the built image's ENV, under the create's own
-        local merged = {}
-        for k, v in pairs(from.env) do merged[k] = v end
-        for k, v in pairs(env) do merged[k] = v end
-        env = merged
-      end
-      local sb = {
-        id = id, name = type(body.name) == 'string' and body.name or id, snapshot = body.snapshot or 'daytonaio/sandbox:fake',
-        user = type(body.user) == 'string' and body.user or 'root', env = env,
-        labels = type(body.labels) == 'table' and body.labels or {}, networkBlockAll = body.networkBlockAll == true,
-        target = type(body.target) == 'string' and body.target or 'us', cpu = body.cpu or 1, memory = body.memory or 1,
-        disk = body.disk or 3, autoStopInterval = body.autoStopInterval or 15, autoDeleteInterval = body.autoDeleteInterval or -1,
-        build = type(body.buildInfo) == 'table' and body.buildInfo or nil, created = os.time(), created_ns = clock.now(),
-        reads_to_start = tonumber(cfg.start_reads) or 0, end_state = cfg.end_state,
-      }
-      local snap = type(body.snapshot) == 'string' and find_snapshot(body.snapshot)
-      if snap and snapshot_state(snap) ~= 'active' then
-        return err(400, 'Snapshot ' .. body.snapshot .. ' is ' .. snapshot_state(snap))
-      end
-      sb.from_snapshot = snap and snap.name or nil
-      sb.host = host.create { env = env, labels = sb.labels, warm_artifact = snap and snap.artifact or nil, cpus = sb.cpu }
-      core.add(id, sb)
-      -- lose_create = fn(n) -> 'reset': the sandbox exists, its answer is lost (the connection closed)
-      if type(cfg.lose_create) == 'function' and cfg.lose_create(n) == 'reset' then
-        st.lost = (st.lost or 0) + 1
-        req:abort()
-        return nil
-      end
-      return json(200, view(sb))
-    end
-
-    if path == '/sandbox' and method == 'GET' then
-      core.record(req, 'list', '/sandbox')
-      local n = core.hit('lists', 'list')
-      local s = forced('list_status', n)
-      if s then return err(s, 'forced failure ' .. s) end
-      local q = common.query(req.query)
-      local want = {}
-      if q.labels and q.labels ~= '' then
-        local ok, l = pcall(cjson.decode, q.labels)
-        if not ok or type(l) ~= 'table' then
-          core.count('bad_requests')
-          return err(400, 'labels must be a JSON object')
-        end
-        want = l
-      end
-      st.last_list_labels = want
-      local page, next_start = scaffold.page(core.matching('labels', want), tonumber(q.cursor) or 1, cfg.page_size or 100,
-        function(sb)
-          local v = view(sb)
-          v.env, v.buildInfo, v.networkBlockAll = nil, nil, nil
-          return v
-        end)
-      return json(200, { items = jsonl.array(page), nextCursor = next_start and tostring(next_start) or cjson.null })
-    end
-
-    local id = path:match('^/sandbox/([^/]+)$')
-    if id then
-      id = common.urldecode(id)
-      local sb = sandboxes[id]
-      if method == 'GET' then
-        core.record(req, 'get', '/sandbox/{sandboxIdOrName}')
-        local n = core.hit('gets', 'get')
-        local s = forced('get_status', n)
-        if s then return err(s, 'forced failure ' .. s) end
-        if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
-        read(sb)
-        return json(200, view(sb))
-      elseif method == 'DELETE' then
-        core.record(req, 'destroy', '/sandbox/{sandboxIdOrName}')
-        local n = core.hit('deletes', 'delete')
-        local s = forced('delete_status', n, id)
-        if s then return err(s, 'forced failure ' .. s) end
-        if not sb then return err(404, 'Sandbox with ID or name ' .. id .. ' not found') end
-        sb.deleted = true
-        core.remove(id)
-        return json(200, view(sb))
-      end
-    end
-
-    core.count('unknown')
-    return err(404, 'Cannot ' .. method .. ' ' .. path)
-  end
+  end)
 
   -- ---- the toolbox ------------------------------------------------------------------------
 
-  local function toolbox(req)
-    local method, path = req.method, req.path
-    core.request('toolbox ' .. method .. ' ' .. path)
+  -- the sandbox a toolbox request names: its id (URL-decoded) and record (nil: none)
+  local function target(seg)
+    local id = common.urldecode(seg.sandboxId)
+    return id, sandboxes[id]
+  end
+
+  local function exec(req, seg, n)
+    local id, sb = target(seg)
+    if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+    local body = decode_body(req)
+    if not body or type(body.command) ~= 'string' then
+      core.count('bad_requests')
+      return err(400, 'command is required')
+    end
+    st.exec_bodies[#st.exec_bodies + 1] = body
+    st.last_exec = body
+    local s = forced('exec_status', n, body.command)
+    if s then return err(s, 'forced failure ' .. s) end
+    if state_of(sb) ~= 'started' then return err(409, 'sandbox is not started') end
+    local argv = fake.parse_command(body.command)
+    if #argv == 0 then return err(400, 'empty command') end
+    local timeout = math.tointeger(body.timeout) and body.timeout > 0 and body.timeout or 360
+    local r = host.run(sb.host, { argv = argv }, { cwd = type(body.cwd) == 'string' and body.cwd or nil, timeout = timeout })
+    if r.timed_out then
+      core.count('timeouts')
+      return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by '
+        .. 'adjusting the timeout parameter in the request.', timeout))
+    end
+    return json(200, { exitCode = r.code, result = (r.stdout or '') .. (r.stderr or '') })
+  end
+
+  local function bulk_upload(req, seg)
+    local id, sb = target(seg)
+    local parts, why = common.multipart(req.body, req.headers['content-type'])
+    -- files[i].path (a field) and files[i].file (the data), i from 0
+    local files, order = {}, {}
+    for _, p in ipairs(parts or {}) do
+      local i, field = tostring(p.name):match('^files%[(%d+)%]%.(%a+)$')
+      if i and (field == 'path' or field == 'file') then
+        if not files[i] then files[i] = {}; order[#order + 1] = i end
+        files[i][field] = field == 'path' and p.data or p
+      end
+    end
+    local shape = jsonl.array()
+    for _, i in ipairs(order) do
+      shape[#shape + 1] = { path = files[i].path and 'a multipart field' or nil, file = files[i].file and 'a multipart part' or nil }
+    end
+    core.record(req, 'upload', '/{sandboxId}/files/bulk-upload', { files = shape })
+    if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+    if #order == 0 then
+      core.count('bad_requests')
+      return err(400, 'no files[i].path / files[i].file parts' .. (why and (': ' .. why) or ''))
+    end
+    -- like the daemon: every file is tried; those that fail are named in a 400 {"errors"}, the
+    -- others stay written (a partial upload the client must report)
+    local n = st.uploads
+    local forced_status = forced('upload_status', n, #order)
+    if forced_status then return err(forced_status, 'forced failure ' .. forced_status) end
+    local errs = {}
+    for _, i in ipairs(order) do
+      local fpath, file = files[i].path, files[i].file
+      if not fpath or fpath == '' or not file then
+        core.count('bad_requests')
+        return err(400, 'files[' .. i .. '] needs both .path and .file')
+      end
+      local refuse = type(cfg.upload_fail) == 'function' and cfg.upload_fail(n, fpath) or nil
+      local ok, werr = false, refuse
+      if not refuse then ok, werr = host.write(sb.host, fpath, file.data) end
+      if ok then
+        st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+        st.upload_files = st.upload_files + 1
+      else
+        errs[#errs + 1] = fpath .. ': ' .. tostring(werr)
+        st.upload_failed = st.upload_failed + 1
+      end
+    end
+    st.last_upload_files = #order
+    st.upload_batches[#st.upload_batches + 1] = #order
+    if #errs > 0 then return json(400, { errors = jsonl.array(errs) }) end
+    return 200, {}, ''
+  end
+
+  local function bulk_download(req, seg)
+    local id, sb = target(seg)
+    if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+    local body = decode_body(req)
+    if not body or type(body.paths) ~= 'table' or #body.paths == 0 then
+      core.count('bad_requests')
+      return err(400, 'paths is required')
+    end
+    local boundary = 'cseng-fake-' .. common.uuid()
+    local out = {}
+    for _, fpath in ipairs(body.paths) do
+      local data = type(fpath) == 'string' and host.read(sb.host, fpath)
+      if data then
+        out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="file"; filename="',
+          fpath, '"\r\nContent-Type: application/octet-stream\r\n\r\n', data, '\r\n' }
+      else
+        out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="error"; filename="',
+          tostring(fpath), '"\r\nContent-Type: application/json\r\n\r\n',
+          jsonl.encode { message = 'file not found: ' .. tostring(fpath), statusCode = 404, code = 'FILE_NOT_FOUND' }, '\r\n' }
+      end
+    end
+    out[#out + 1] = '--' .. boundary .. '--\r\n'
+    return 200, { ['Content-Type'] = 'multipart/form-data; boundary=' .. boundary }, table.concat(out)
+  end
+
+  local function file_upload(req, seg)
+    local id, sb = target(seg)
+    local parts, why = common.multipart(req.body, req.headers['content-type'])
+    core.record(req, 'upload', '/{sandboxId}/files/upload', scaffold.part_names(parts))
+    if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+    local q = common.query(req.query)
+    local file
+    for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
+    if not q.path or q.path == '' or not file then
+      core.count('bad_requests')
+      return err(400, 'path and a multipart part named "file" are required' .. (why and (': ' .. why) or ''))
+    end
+    local ok, werr = host.write(sb.host, q.path, file.data)
+    if not ok then return err(400, tostring(werr)) end
+    st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
+    return json(200, { message = 'File uploaded successfully' })
+  end
+
+  local function file_download(req, seg)
+    local id, sb = target(seg)
+    if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
+    local q = common.query(req.query)
+    local data = q.path and host.read(sb.host, q.path)
+    if not data then return err(404, 'file not found: ' .. tostring(q.path)) end
+    return 200, { ['Content-Type'] = 'application/octet-stream' }, data
+  end
+
+  local toolbox = core.routes({
+    { 'POST', '/{sandboxId}/process/execute', exec, op = 'exec', hit = { 'execs', 'exec' } },
+    -- the uploads are recorded with the shape of their parts
+    { 'POST', '/{sandboxId}/files/bulk-upload', bulk_upload, op = 'upload', hit = { 'uploads', 'upload' }, record = false },
+    { 'POST', '/{sandboxId}/files/bulk-download', bulk_download, op = 'download', hit = { 'downloads', 'download' } },
+    { 'POST', '/{sandboxId}/files/upload', file_upload, op = 'upload', hit = { 'uploads', 'upload' }, record = false },
+    { 'GET', '/{sandboxId}/files/download', file_download, op = 'download', hit = { 'downloads', 'download' } },
+  }, function(req) return err(404, 'no route ' .. req.method .. ' ' .. req.path) end, function(req)
+    core.request('toolbox ' .. req.method .. ' ' .. req.path)
     if cfg.auth_fail == 'all' or not authorized(req) then
       core.refused(false)
       return err(401, 'Unauthorized')
     end
-    local id, rest = path:match('^/([^/]+)(/.*)$')
-    if not id then
-      core.count('unknown')
-      return err(404, 'no route ' .. method .. ' ' .. path)
-    end
-    id = common.urldecode(id)
-    local sb = sandboxes[id]
-
-    if rest == '/process/execute' and method == 'POST' then
-      core.record(req, 'exec', '/{sandboxId}/process/execute')
-      local n = core.hit('execs', 'exec')
-      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
-      local body = decode_body(req)
-      if not body or type(body.command) ~= 'string' then
-        core.count('bad_requests')
-        return err(400, 'command is required')
-      end
-      st.exec_bodies[#st.exec_bodies + 1] = body
-      st.last_exec = body
-      local s = forced('exec_status', n, body.command)
-      if s then return err(s, 'forced failure ' .. s) end
-      if state_of(sb) ~= 'started' then return err(409, 'sandbox is not started') end
-      local argv = fake.parse_command(body.command)
-      if #argv == 0 then return err(400, 'empty command') end
-      local timeout = math.tointeger(body.timeout) and body.timeout > 0 and body.timeout or 360
-      local r = host.run(sb.host, { argv = argv }, { cwd = type(body.cwd) == 'string' and body.cwd or nil, timeout = timeout })
-      if r.timed_out then
-        core.count('timeouts')
-        return err(408, string.format('Command execution timed out after %d seconds. The timeout can be increased by '
-          .. 'adjusting the timeout parameter in the request.', timeout))
-      end
-      return json(200, { exitCode = r.code, result = (r.stdout or '') .. (r.stderr or '') })
-    end
-
-    if rest == '/files/bulk-upload' and method == 'POST' then
-      core.hit('uploads', 'upload')
-      local parts, why = common.multipart(req.body, req.headers['content-type'])
-      -- files[i].path (a field) and files[i].file (the data), i from 0
-      local files, order = {}, {}
-      for _, p in ipairs(parts or {}) do
-        local i, field = tostring(p.name):match('^files%[(%d+)%]%.(%a+)$')
-        if i and (field == 'path' or field == 'file') then
-          if not files[i] then files[i] = {}; order[#order + 1] = i end
-          files[i][field] = field == 'path' and p.data or p
-        end
-      end
-      local shape = jsonl.array()
-      for _, i in ipairs(order) do
-        shape[#shape + 1] = { path = files[i].path and 'a multipart field' or nil, file = files[i].file and 'a multipart part' or nil }
-      end
-      core.record(req, 'upload', '/{sandboxId}/files/bulk-upload', { files = shape })
-      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
-      if #order == 0 then
-        core.count('bad_requests')
-        return err(400, 'no files[i].path / files[i].file parts' .. (why and (': ' .. why) or ''))
-      end
-      -- like the daemon: every file is tried; those that fail are named in a 400 {"errors"}, the
-      -- others stay written (a partial upload the client must report)
-      local n = st.uploads
-      local forced_status = forced('upload_status', n, #order)
-      if forced_status then return err(forced_status, 'forced failure ' .. forced_status) end
-      local errs = {}
-      for _, i in ipairs(order) do
-        local fpath, file = files[i].path, files[i].file
-        if not fpath or fpath == '' or not file then
-          core.count('bad_requests')
-          return err(400, 'files[' .. i .. '] needs both .path and .file')
-        end
-        local refuse = type(cfg.upload_fail) == 'function' and cfg.upload_fail(n, fpath) or nil
-        local ok, werr = false, refuse
-        if not refuse then ok, werr = host.write(sb.host, fpath, file.data) end
-        if ok then
-          st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
-          st.upload_files = st.upload_files + 1
-        else
-          errs[#errs + 1] = fpath .. ': ' .. tostring(werr)
-          st.upload_failed = st.upload_failed + 1
-        end
-      end
-      st.last_upload_files = #order
-      st.upload_batches[#st.upload_batches + 1] = #order
-      if #errs > 0 then return json(400, { errors = jsonl.array(errs) }) end
-      return 200, {}, ''
-    end
-
-    if rest == '/files/bulk-download' and method == 'POST' then
-      core.record(req, 'download', '/{sandboxId}/files/bulk-download')
-      core.hit('downloads', 'download')
-      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
-      local body = decode_body(req)
-      if not body or type(body.paths) ~= 'table' or #body.paths == 0 then
-        core.count('bad_requests')
-        return err(400, 'paths is required')
-      end
-      local boundary = 'cseng-fake-' .. common.uuid()
-      local out = {}
-      for _, fpath in ipairs(body.paths) do
-        local data = type(fpath) == 'string' and host.read(sb.host, fpath)
-        if data then
-          out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="file"; filename="',
-            fpath, '"\r\nContent-Type: application/octet-stream\r\n\r\n', data, '\r\n' }
-        else
-          out[#out + 1] = table.concat { '--', boundary, '\r\nContent-Disposition: form-data; name="error"; filename="',
-            tostring(fpath), '"\r\nContent-Type: application/json\r\n\r\n',
-            jsonl.encode { message = 'file not found: ' .. tostring(fpath), statusCode = 404, code = 'FILE_NOT_FOUND' }, '\r\n' }
-        end
-      end
-      out[#out + 1] = '--' .. boundary .. '--\r\n'
-      return 200, { ['Content-Type'] = 'multipart/form-data; boundary=' .. boundary }, table.concat(out)
-    end
-
-    if rest == '/files/upload' and method == 'POST' then
-      core.hit('uploads', 'upload')
-      local parts, why = common.multipart(req.body, req.headers['content-type'])
-      local names = {}
-      for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
-      core.record(req, 'upload', '/{sandboxId}/files/upload', names)
-      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
-      local q = common.query(req.query)
-      local file
-      for _, p in ipairs(parts or {}) do if p.name == 'file' then file = p end end
-      if not q.path or q.path == '' or not file then
-        core.count('bad_requests')
-        return err(400, 'path and a multipart part named "file" are required' .. (why and (': ' .. why) or ''))
-      end
-      local ok, werr = host.write(sb.host, q.path, file.data)
-      if not ok then return err(400, tostring(werr)) end
-      st.uploaded_bytes = (st.uploaded_bytes or 0) + #file.data
-      return json(200, { message = 'File uploaded successfully' })
-    end
-
-    if rest == '/files/download' and method == 'GET' then
-      core.record(req, 'download', '/{sandboxId}/files/download')
-      core.hit('downloads', 'download')
-      if not sb then return err(404, 'sandbox ' .. id .. ' not found') end
-      local q = common.query(req.query)
-      local data = q.path and host.read(sb.host, q.path)
-      if not data then return err(404, 'file not found: ' .. tostring(q.path)) end
-      return 200, { ['Content-Type'] = 'application/octet-stream' }, data
-    end
-
-    core.count('unknown')
-    return err(404, 'no route ' .. method .. ' ' .. path)
-  end
+  end)
 
   -- ---- S3 (the build contexts) --------------------------------------------------------------
 

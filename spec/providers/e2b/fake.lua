@@ -92,8 +92,6 @@ local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 
 local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
 local common = require 'spec.fakes.sandboxes'
 local NB = require 'spec.fakes.native_build'
 local scaffold = require 'spec.fakes.rest'
@@ -206,365 +204,356 @@ function fake.start(opts)
 
   -- ---- control plane ----------------------------------------------------------------------
 
-  local function api(req)
-    local method, path = req.method, req.path
-    core.request(method .. ' ' .. path)
-    local is_create = (path == '/v2/sandboxes' or path == '/sandboxes') and method == 'POST'
-    local up_hash = path:match('^/fake%-upload/(%x+)$')
-    if up_hash and method == 'PUT' then -- a presigned upload URL: its signature and headers, no X-API-Key
-      core.record(req, 'template_file_upload', '/fake-upload/{hash}')
-      local q = common.query(req.query)
-      local want = tfiles[up_hash]
-      if not want or want.sig ~= q.sig then core.count('upload_refused'); return api_error(403, 'bad upload signature') end
-      if req.headers[UPLOAD_HEADER:lower()] ~= want.token then
-        core.count('upload_refused')
-        return api_error(403, 'the upload link\'s headers were not sent')
-      end
-      want.tar = req.body or ''
-      core.hit('file_uploads', 'file_upload')
-      return 200, {}, ''
+  local function fake_upload(req, seg)
+    local up_hash = seg.hash
+    local q = common.query(req.query)
+    local want = tfiles[up_hash]
+    if not want or want.sig ~= q.sig then core.count('upload_refused'); return api_error(403, 'bad upload signature') end
+    if req.headers[UPLOAD_HEADER:lower()] ~= want.token then
+      core.count('upload_refused')
+      return api_error(403, 'the upload link\'s headers were not sent')
     end
+    want.tar = req.body or ''
+    core.hit('file_uploads', 'file_upload')
+    return 200, {}, ''
+  end
+
+  local function snapshot(req, seg, n)
+    local snap_of = common.urldecode(seg.sandboxID)
+    local s = forced('snapshot_status', n, snap_of)
+    if s then return api_error(s, 'forced failure ' .. s) end
+    local sb = sandboxes[snap_of]
+    if not sb then return api_error(404, 'sandbox "' .. snap_of .. '" not found') end
+    local ok, body = pcall(cjson.decode, req.body ~= '' and req.body or '{}')
+    if not ok or type(body) ~= 'table' or (body.name ~= nil and type(body.name) ~= 'string') then
+      core.count('bad_requests')
+      return api_error(400, 'invalid snapshot request')
+    end
+    st.last_snapshot = body
+    local name = body.name
+    local id = name and ('cseng-fake-team/' .. name .. ':default') or (crypto.hex(crypto.random_bytes(10)) .. ':default')
+    local artifact, why = host.snapshot(sb.host, (id:gsub('[/:]', '_')) .. '-' .. crypto.hex(crypto.random_bytes(4)))
+    if not artifact then return api_error(500, 'snapshot failed: ' .. tostring(why)) end
+    if not snapshots[id] then snapshot_order[#snapshot_order + 1] = id end
+    snapshots[id] = { id = id, name = name, artifact = artifact }
+    return json(201, { snapshotID = id, names = jsonl.array(name and { 'cseng-fake-team/' .. name .. ':default' } or {}) })
+  end
+
+  -- DELETE /templates/{templateID}: a snapshot is a template (the SDK's Sandbox.deleteSnapshot
+  -- sends its snapshotID there); its copy of the root is removed; unknown: 404
+  local function template_delete(_, seg)
+    local del_ref = common.urldecode(seg.templateID)
+    local snap = snapshots[del_ref]
+    if snap then
+      snapshots[del_ref] = nil
+      for i, sid in ipairs(snapshot_order) do if sid == del_ref then table.remove(snapshot_order, i) break end end
+      pcall(require('cseng.fs').remove_tree, snap.artifact)
+      return 204, {}, ''
+    end
+    if templates[del_ref] then
+      templates[del_ref] = nil
+      return 204, {}, ''
+    end
+    return api_error(404, 'template "' .. del_ref .. '" not found')
+  end
+
+  -- ---- template builds --------------------------------------------------------------------
+  local function template_alias(_, seg)
+    local alias_ref = seg.alias
+    local t = templates[by_alias[common.urldecode(alias_ref)] or '']
+    if not t or t.status ~= 'ready' then return api_error(404, 'template alias not found') end
+    return json(200, { templateID = t.id, public = false })
+  end
+
+  local function template_create(req)
+    local ok, body = pcall(cjson.decode, req.body or '')
+    if not ok or type(body) ~= 'table' or type(body.name) ~= 'string' or body.name == '' then
+      core.count('bad_requests')
+      return api_error(400, 'name is required')
+    end
+    st.template_requests[#st.template_requests + 1] = body
+    tseq = tseq + 1
+    local t = { id = string.format('tpl%04d%s', tseq, crypto.hex(crypto.random_bytes(4))), alias = body.name,
+                build = 'bld-' .. crypto.hex(crypto.random_bytes(6)), status = 'waiting', log = {} }
+    templates[t.id] = t
+    return json(202, { templateID = t.id, buildID = t.build, names = jsonl.array { body.name }, tags = jsonl.array { 'default' },
+                       aliases = jsonl.array { body.name }, public = false })
+  end
+
+  local function template_files(_, seg)
+    local ft, fh = seg.templateID, seg.hash
+    if not fh:match('^' .. ('[0-9a-f]'):rep(64) .. '$') then
+      core.count('bad_requests')
+      return api_error(400, 'Invalid files hash')
+    end
+    if not templates[common.urldecode(ft)] then return api_error(404, 'template not found') end
+    local f = tfiles[fh] or { sig = crypto.hex(crypto.random_bytes(8)), token = crypto.hex(crypto.random_bytes(8)) }
+    tfiles[fh] = f
+    return json(201, { present = f.tar ~= nil, url = api_url .. '/fake-upload/' .. fh .. '?sig=' .. f.sig,
+                       headers = { [UPLOAD_HEADER] = f.token } })
+  end
+
+  local function template_build(req, seg)
+    local bt, bb = seg.templateID, seg.buildID
+    local t = templates[common.urldecode(bt)]
+    if not t or t.build ~= common.urldecode(bb) then return api_error(404, 'build not found') end
+    local ok, body = pcall(cjson.decode, req.body or '')
+    if not ok or type(body) ~= 'table' or type(body.fromImage) ~= 'string' or type(body.steps) ~= 'table' then
+      core.count('bad_requests')
+      return api_error(400, 'fromImage and steps are required')
+    end
+    st.build_bodies[#st.build_bodies + 1] = body
+    t.status = 'building'
+    task.spawn(function()
+      local function fail(msg)
+        t.status, t.reason = 'error', msg
+        t.log[#t.log + 1] = { level = 'error', message = msg, timestamp = iso(os.time()) }
+      end
+      local df, derr = fake.steps_dockerfile(body.fromImage, body.steps)
+      if not df then return fail(derr) end
+      st.build_dockerfiles[t.alias] = df
+      local copies, tars = {}, {}
+      for _, step in ipairs(body.steps) do
+        if step.type == 'COPY' then
+          local f = tfiles[tostring(step.filesHash)]
+          copies[#copies + 1], tars[#tars + 1] = step, f and f.tar or false
+        end
+      end
+      local artifact, env, got, why = NB.build_tars(host, t.id, df, tars, function(i, xerr)
+        if xerr then return 'COPY files: ' .. xerr end
+        return 'COPY ' .. tostring(copies[i].args and copies[i].args[1]) .. ': files ' .. tostring(copies[i].filesHash)
+          .. ' were not uploaded'
+      end)
+      if not got then return fail(why) end
+      st.build_contexts[t.alias] = got
+      if not artifact then return fail(why) end
+      t.artifact, t.env, t.status = artifact, env, 'ready'
+      by_alias[t.alias] = t.id
+      t.log[#t.log + 1] = { level = 'info', message = 'built ' .. t.alias, timestamp = iso(os.time()) }
+    end)
+    return 202, {}, ''
+  end
+
+  local function template_build_status(req, seg)
+    local stt, stb = seg.templateID, seg.buildID
+    local t = templates[common.urldecode(stt)]
+    if not t or t.build ~= common.urldecode(stb) then return api_error(404, 'build not found') end
+    local q = common.query(req.query)
+    local from = (tonumber(q.logsOffset) or 0) + 1
+    local entries, lines = {}, {}
+    for i = from, #t.log do entries[#entries + 1] = t.log[i]; lines[#lines + 1] = t.log[i].message end
+    return json(200, { templateID = t.id, buildID = t.build, status = t.status, logEntries = jsonl.array(entries),
+                       logs = jsonl.array(lines), reason = t.reason and { message = t.reason } or nil })
+  end
+
+  local function snapshot_lookup(req)
+    local q = common.query(req.query)
+    local out = {}
+    for _, id in ipairs(snapshot_order) do
+      local snap = snapshots[id]
+      if not q.name or q.name == '' or snap.name == q.name or id == q.name
+         or 'cseng-fake-team/' .. tostring(snap.name) == q.name then
+        out[#out + 1] = { snapshotID = id, names = jsonl.array(snap.name and { id } or {}) }
+      end
+    end
+    return json(200, jsonl.array(out))
+  end
+
+  local function create(req, _, n)
+    if cfg.auth_fail == 'create' then return api_error(401, 'Invalid API key') end
+    local s = forced('create_status', n)
+    if s then return api_error(s, 'forced failure ' .. s) end
+    local ok, body = pcall(cjson.decode, req.body or '')
+    local from = ok and type(body) == 'table' and type(body.templateID) == 'string' and body.templateID or ''
+    local built = templates[by_alias[from] or from]
+    core.record(req, (snapshots[from] and 'create_from_snapshot') or (built and built.status == 'ready' and 'create_from_template')
+      or 'create', req.path)
+    if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
+      core.count('bad_requests')
+      return api_error(400, 'templateID is required')
+    end
+    st.last_create = body
+    seq = seq + 1
+    local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
+    local env = type(body.envVars) == 'table' and body.envVars or {}
+    local sb = {
+      id = id, templateID = body.templateID, metadata = type(body.metadata) == 'table' and body.metadata or {},
+      env = env, timeout = math.tointeger(body.timeout) or 15, created = os.time(),
+      -- POST /v2/sandboxes secures every sandbox; POST /sandboxes only with secure = true
+      token = (req.path == '/v2/sandboxes' or body.secure) and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
+    }
+    local snap = snapshots[body.templateID]
+    sb.from_snapshot = snap and snap.id or nil
+    local tpl = templates[by_alias[body.templateID] or body.templateID]
+    if tpl and tpl.status == 'ready' then -- a built template: its root, its ENV under envVars
+      local merged = scaffold.with(scaffold.with({}, tpl.env), env)
+      env, sb.env, sb.from_template = merged, merged, tpl.alias
+    end
+    -- allow_internet_access (E2B's default: true): the host's network, else none; offline: never
+    sb.network = body.allow_internet_access ~= false and not cfg.offline
+    if sb.network then core.count('networked') end
+    sb.host = host.create { env = env, labels = sb.metadata, network = sb.network,
+                            warm_artifact = (snap and snap.artifact) or (tpl and tpl.artifact) or nil }
+    core.add(id, sb)
+    return json(201, {
+      sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
+      envdAccessToken = sb.token, domain = 'fake.e2b.test',
+    })
+  end
+
+  local function list_sandboxes(req, _, n)
+    local s = forced('list_status', n)
+    if s then return api_error(s, 'forced failure ' .. s) end
+    local q = common.query(req.query)
+    if q.state and q.state ~= '' then
+      for state in q.state:gmatch('[^,]+') do
+        if state ~= 'running' and state ~= 'paused' then
+          core.count('bad_requests')
+          return api_error(400, 'invalid state ' .. state)
+        end
+      end
+    end
+    -- metadata: "k=v&k2=v2" with keys and values URL-encoded inside the (decoded) parameter
+    local want = {}
+    for pair in tostring(q.metadata or ''):gmatch('[^&]+') do
+      local k, v = pair:match('^([^=]*)=(.*)$')
+      if not k then
+        core.count('bad_requests')
+        return api_error(400, 'invalid metadata filter ' .. pair)
+      end
+      want[common.urldecode(k)] = common.urldecode(v)
+    end
+    st.last_list_metadata = want
+    local items = core.matching('metadata', want)
+    local page, next_start = scaffold.page(items, tonumber(q.nextToken) or 1,
+      math.min(cfg.page_size or 100, tonumber(q.limit) or 100), listed)
+    local headers = { ['X-Total-Running'] = tostring(#items) }
+    if next_start then headers['X-Next-Token'] = tostring(next_start) end
+    return json(200, jsonl.array(page), headers)
+  end
+
+  -- fork: one checkpoint of the parent (a copy of its root, host.snapshot), count children from
+  -- it, each succeeding or failing on its own; the parent runs on with its id and expiry
+  local function fork(req, seg, n)
+    local fork_of = common.urldecode(seg.sandboxID)
+    local s = forced('fork_status', n, fork_of)
+    if s then return api_error(s, 'forced failure ' .. s) end
+    local parent = sandboxes[fork_of]
+    if not parent then return api_error(404, 'sandbox "' .. fork_of .. '" not found') end
+    local ok, body = pcall(cjson.decode, (req.body or '') ~= '' and req.body or '{}')
+    local bad
+    if not ok or type(body) ~= 'table' then bad = 'the body must be a SandboxForkRequest object'
+    else
+      for k in pairs(body) do if k ~= 'count' and k ~= 'timeout' then bad = 'unknown field ' .. tostring(k) end end
+      local c, t = body.count, body.timeout
+      if c ~= nil and (not math.tointeger(c) or c < 1 or c > 100) then bad = 'count must be an integer from 1 to 100' end
+      if t ~= nil and (not math.tointeger(t) or t < 0) then bad = 'timeout must be an integer >= 0' end
+    end
+    if bad then
+      core.count('bad_requests')
+      return api_error(400, bad)
+    end
+    st.fork_bodies[#st.fork_bodies + 1] = body
+    if parent.paused then return api_error(409, 'sandbox "' .. fork_of .. '" is paused') end
+    local count, ttl = body.count or 1, body.timeout or 15
+    local artifact, why = host.snapshot(parent.host, 'fork-' .. parent.id .. '-' .. crypto.hex(crypto.random_bytes(4)))
+    if not artifact then return api_error(500, 'checkpointing the sandbox: ' .. tostring(why)) end
+    local out = jsonl.array()
+    for i = 1, count do
+      if type(cfg.fork_fail) == 'function' and cfg.fork_fail(i, n) then
+        st.fork_failed = st.fork_failed + 1
+        out[i] = { error = { code = 500, error_code = 'sandbox_create_failed', message = 'injected by the fake: fork ' .. i } }
+      else
+        seq = seq + 1
+        local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
+        local meta = scaffold.with({}, parent.metadata)
+        local sb = {
+          id = id, templateID = parent.templateID, metadata = meta, env = parent.env, timeout = ttl, created = os.time(),
+          token = 'envd-token-' .. crypto.hex(crypto.random_bytes(12)), network = parent.network, parent = parent.id,
+        }
+        sb.host = host.create { env = sb.env, labels = meta, network = sb.network, warm_artifact = artifact }
+        core.add(id, sb)
+        st.forked = st.forked + 1
+        out[i] = { sandbox = { sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
+                               envdAccessToken = sb.token, domain = 'fake.e2b.test' } }
+      end
+    end
+    return json(201, out)
+  end
+
+  -- pause: the sandbox's processes are frozen (SIGSTOP, spec/fakes/sandboxes.lua) and its envd
+  -- answers 502 until connect thaws them: files and running processes are kept, as E2B's pause
+  -- keeps the filesystem and memory
+  local function pause(_, seg)
+    local pid_ = seg.sandboxID
+    local sb = sandboxes[common.urldecode(pid_)]
+    if not sb then return api_error(404, 'sandbox "' .. pid_ .. '" not found') end
+    if sb.paused then return api_error(409, 'sandbox "' .. pid_ .. '" is already paused') end
+    if type(cfg.on_pause) == 'function' then cfg.on_pause(sb.id) end
+    local ok, why = host.freeze(sb.host, true)
+    if not ok then return api_error(500, 'pausing: ' .. tostring(why)) end
+    sb.paused = true
+    return 204, {}, ''
+  end
+
+  local function connect(req, seg)
+    local cid = seg.sandboxID
+    local sb = sandboxes[common.urldecode(cid)]
+    if not sb then return api_error(404, 'sandbox "' .. cid .. '" not found') end
+    local ok, body = pcall(cjson.decode, req.body or '')
+    if not ok or type(body) ~= 'table' or not math.tointeger(body.timeout) then
+      core.count('bad_requests')
+      return api_error(400, 'timeout (seconds) is required')
+    end
+    local was = sb.paused
+    if was then
+      local fok, why = host.freeze(sb.host, false)
+      if not fok then return api_error(500, 'resuming: ' .. tostring(why)) end
+      sb.paused = false
+      core.count('resumes')
+    end
+    return json(was and 201 or 200, {
+      sandboxID = sb.id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
+      envdAccessToken = sb.token, domain = 'fake.e2b.test',
+    })
+  end
+
+  local function destroy(_, seg, n)
+    local id = common.urldecode(seg.sandboxID)
+    local s = forced('delete_status', n, id)
+    if s then return api_error(s, 'forced failure ' .. s) end
+    if not sandboxes[id] then return api_error(404, 'sandbox "' .. id .. '" not found') end
+    core.remove(id)
+    return 204, {}, ''
+  end
+
+  local api = core.routes({
+    -- a presigned upload URL (no X-API-Key: its signature and headers); file_uploads counts those accepted
+    { 'PUT', '/fake-upload/{hash}', fake_upload, op = 'template_file_upload', where = { hash = '^%x+$' }, public = true },
+    -- a create is recorded once its body says create, create_from_snapshot or create_from_template
+    { 'POST', '/v2/sandboxes', create, op = 'create', hit = { 'creates', 'create' }, record = false },
+    { 'POST', '/sandboxes', create, op = 'create', hit = { 'creates', 'create' }, record = false },
+    { 'GET', '/v2/sandboxes', list_sandboxes, op = 'list', hit = { 'lists', 'list' } },
+    { 'DELETE', '/sandboxes/{sandboxID}', destroy, op = 'destroy', hit = { 'deletes', 'delete' } },
+    { 'POST', '/sandboxes/{sandboxID}/snapshots', snapshot, op = 'snapshot', hit = { 'snapshots', 'snapshot' } },
+    { 'POST', '/sandboxes/{sandboxID}/fork', fork, op = 'fork', hit = { 'forks', 'fork' } },
+    { 'POST', '/sandboxes/{sandboxID}/pause', pause, op = 'pause', hit = { 'pauses', 'pause' } },
+    { 'POST', '/sandboxes/{sandboxID}/connect', connect, op = 'connect', hit = { 'connects', 'connect' } },
+    { 'GET', '/snapshots', snapshot_lookup, op = 'snapshot_lookup', hit = { 'snapshot_lists', 'snapshot_list' } },
+    { 'DELETE', '/templates/{templateID}', template_delete, op = 'template_delete', hit = { 'snapshot_deletes', 'snapshot_delete' } },
+    { 'GET', '/templates/aliases/{alias}', template_alias, op = 'template_alias' },
+    { 'POST', '/v3/templates', template_create, op = 'template_create' },
+    { 'GET', '/templates/{templateID}/files/{hash}', template_files, op = 'template_files' },
+    { 'POST', '/v2/templates/{templateID}/builds/{buildID}', template_build, op = 'template_build', hit = { 'builds', 'build' } },
+    { 'GET', '/templates/{templateID}/builds/{buildID}/status', template_build_status, op = 'template_build_status' },
+  }, function(req) return api_error(404, 'no route ' .. req.method .. ' ' .. req.path) end, function(req, row)
+    core.request(req.method .. ' ' .. req.path)
+    if row and row.public then return nil end
     if cfg.auth_fail == 'all' or req.headers['x-api-key'] ~= cfg.api_key then
-      core.refused(is_create)
+      core.refused(row ~= nil and row.op == 'create')
       return api_error(401, 'Invalid API key, please visit https://e2b.dev/docs to get your API key')
     end
-
-    local snap_of = path:match('^/sandboxes/([^/]+)/snapshots$')
-    if snap_of and method == 'POST' then
-      core.record(req, 'snapshot', '/sandboxes/{sandboxID}/snapshots')
-      local n = core.hit('snapshots', 'snapshot')
-      snap_of = common.urldecode(snap_of)
-      local s = forced('snapshot_status', n, snap_of)
-      if s then return api_error(s, 'forced failure ' .. s) end
-      local sb = sandboxes[snap_of]
-      if not sb then return api_error(404, 'sandbox "' .. snap_of .. '" not found') end
-      local ok, body = pcall(cjson.decode, req.body ~= '' and req.body or '{}')
-      if not ok or type(body) ~= 'table' or (body.name ~= nil and type(body.name) ~= 'string') then
-        core.count('bad_requests')
-        return api_error(400, 'invalid snapshot request')
-      end
-      st.last_snapshot = body
-      local name = body.name
-      local id = name and ('cseng-fake-team/' .. name .. ':default') or (crypto.hex(crypto.random_bytes(10)) .. ':default')
-      local artifact, why = host.snapshot(sb.host, (id:gsub('[/:]', '_')) .. '-' .. crypto.hex(crypto.random_bytes(4)))
-      if not artifact then return api_error(500, 'snapshot failed: ' .. tostring(why)) end
-      if not snapshots[id] then snapshot_order[#snapshot_order + 1] = id end
-      snapshots[id] = { id = id, name = name, artifact = artifact }
-      return json(201, { snapshotID = id, names = jsonl.array(name and { 'cseng-fake-team/' .. name .. ':default' } or {}) })
-    end
-
-    -- DELETE /templates/{templateID}: a snapshot is a template (the SDK's Sandbox.deleteSnapshot
-    -- sends its snapshotID there); its copy of the root is removed; unknown: 404
-    local del_ref = method == 'DELETE' and path:match('^/templates/([^/]+)$')
-    if del_ref then
-      core.record(req, 'template_delete', '/templates/{templateID}')
-      core.hit('snapshot_deletes', 'snapshot_delete')
-      del_ref = common.urldecode(del_ref)
-      local snap = snapshots[del_ref]
-      if snap then
-        snapshots[del_ref] = nil
-        for i, sid in ipairs(snapshot_order) do if sid == del_ref then table.remove(snapshot_order, i) break end end
-        pcall(require('cseng.fs').remove_tree, snap.artifact)
-        return 204, {}, ''
-      end
-      if templates[del_ref] then
-        templates[del_ref] = nil
-        return 204, {}, ''
-      end
-      return api_error(404, 'template "' .. del_ref .. '" not found')
-    end
-
-    -- ---- template builds --------------------------------------------------------------------
-    local alias_ref = path:match('^/templates/aliases/([^/]+)$')
-    if alias_ref and method == 'GET' then
-      core.record(req, 'template_alias', '/templates/aliases/{alias}')
-      local t = templates[by_alias[common.urldecode(alias_ref)] or '']
-      if not t or t.status ~= 'ready' then return api_error(404, 'template alias not found') end
-      return json(200, { templateID = t.id, public = false })
-    end
-    if path == '/v3/templates' and method == 'POST' then
-      core.record(req, 'template_create', '/v3/templates')
-      local ok, body = pcall(cjson.decode, req.body or '')
-      if not ok or type(body) ~= 'table' or type(body.name) ~= 'string' or body.name == '' then
-        core.count('bad_requests')
-        return api_error(400, 'name is required')
-      end
-      st.template_requests[#st.template_requests + 1] = body
-      tseq = tseq + 1
-      local t = { id = string.format('tpl%04d%s', tseq, crypto.hex(crypto.random_bytes(4))), alias = body.name,
-                  build = 'bld-' .. crypto.hex(crypto.random_bytes(6)), status = 'waiting', log = {} }
-      templates[t.id] = t
-      return json(202, { templateID = t.id, buildID = t.build, names = jsonl.array { body.name }, tags = jsonl.array { 'default' },
-                         aliases = jsonl.array { body.name }, public = false })
-    end
-    local ft, fh = path:match('^/templates/([^/]+)/files/([^/]+)$')
-    if ft and method == 'GET' then
-      core.record(req, 'template_files', '/templates/{templateID}/files/{hash}')
-      if not fh:match('^' .. ('[0-9a-f]'):rep(64) .. '$') then
-        core.count('bad_requests')
-        return api_error(400, 'Invalid files hash')
-      end
-      if not templates[common.urldecode(ft)] then return api_error(404, 'template not found') end
-      local f = tfiles[fh] or { sig = crypto.hex(crypto.random_bytes(8)), token = crypto.hex(crypto.random_bytes(8)) }
-      tfiles[fh] = f
-      return json(201, { present = f.tar ~= nil, url = api_url .. '/fake-upload/' .. fh .. '?sig=' .. f.sig,
-                         headers = { [UPLOAD_HEADER] = f.token } })
-    end
-    local bt, bb = path:match('^/v2/templates/([^/]+)/builds/([^/]+)$')
-    if bt and method == 'POST' then
-      core.record(req, 'template_build', '/v2/templates/{templateID}/builds/{buildID}')
-      core.hit('builds', 'build')
-      local t = templates[common.urldecode(bt)]
-      if not t or t.build ~= common.urldecode(bb) then return api_error(404, 'build not found') end
-      local ok, body = pcall(cjson.decode, req.body or '')
-      if not ok or type(body) ~= 'table' or type(body.fromImage) ~= 'string' or type(body.steps) ~= 'table' then
-        core.count('bad_requests')
-        return api_error(400, 'fromImage and steps are required')
-      end
-      st.build_bodies[#st.build_bodies + 1] = body
-      t.status = 'building'
-      task.spawn(function()
-        local function fail(msg)
-          t.status, t.reason = 'error', msg
-          t.log[#t.log + 1] = { level = 'error', message = msg, timestamp = iso(os.time()) }
-        end
-        local df, derr = fake.steps_dockerfile(body.fromImage, body.steps)
-        if not df then return fail(derr) end
-        st.build_dockerfiles[t.alias] = df
-        local ctx = assert(fs.tempdir('cseng-fake-e2b-ctx-'))
-        for _, step in ipairs(body.steps) do
-          if step.type == 'COPY' then
-            local f = tfiles[tostring(step.filesHash)]
-            if not f or not f.tar then fs.remove_tree(ctx); return fail('COPY ' .. tostring(step.args and step.args[1])
-              .. ': files ' .. tostring(step.filesHash) .. ' were not uploaded') end
-            local xok, xerr = archive.extract(f.tar, ctx)
-            if not xok then fs.remove_tree(ctx); return fail('COPY files: ' .. tostring(xerr)) end
-          end
-        end
-        local artifact, env, got, why = NB.build(host, t.id, df, ctx)
-        fs.remove_tree(ctx)
-        st.build_contexts[t.alias] = got
-        if not artifact then return fail(why) end
-        t.artifact, t.env, t.status = artifact, env, 'ready'
-        by_alias[t.alias] = t.id
-        t.log[#t.log + 1] = { level = 'info', message = 'built ' .. t.alias, timestamp = iso(os.time()) }
-      end)
-      return 202, {}, ''
-    end
-    local stt, stb = path:match('^/templates/([^/]+)/builds/([^/]+)/status$')
-    if stt and method == 'GET' then
-      core.record(req, 'template_build_status', '/templates/{templateID}/builds/{buildID}/status')
-      local t = templates[common.urldecode(stt)]
-      if not t or t.build ~= common.urldecode(stb) then return api_error(404, 'build not found') end
-      local q = common.query(req.query)
-      local from = (tonumber(q.logsOffset) or 0) + 1
-      local entries, lines = {}, {}
-      for i = from, #t.log do entries[#entries + 1] = t.log[i]; lines[#lines + 1] = t.log[i].message end
-      return json(200, { templateID = t.id, buildID = t.build, status = t.status, logEntries = jsonl.array(entries),
-                         logs = jsonl.array(lines), reason = t.reason and { message = t.reason } or nil })
-    end
-
-    if path == '/snapshots' and method == 'GET' then
-      core.record(req, 'snapshot_lookup', '/snapshots')
-      core.hit('snapshot_lists', 'snapshot_list')
-      local q = common.query(req.query)
-      local out = {}
-      for _, id in ipairs(snapshot_order) do
-        local snap = snapshots[id]
-        if not q.name or q.name == '' or snap.name == q.name or id == q.name
-           or 'cseng-fake-team/' .. tostring(snap.name) == q.name then
-          out[#out + 1] = { snapshotID = id, names = jsonl.array(snap.name and { id } or {}) }
-        end
-      end
-      return json(200, jsonl.array(out))
-    end
-
-    if is_create then
-      local n = core.hit('creates', 'create')
-      if cfg.auth_fail == 'create' then return api_error(401, 'Invalid API key') end
-      local s = forced('create_status', n)
-      if s then return api_error(s, 'forced failure ' .. s) end
-      local ok, body = pcall(cjson.decode, req.body or '')
-      local from = ok and type(body) == 'table' and type(body.templateID) == 'string' and body.templateID or ''
-      local built = templates[by_alias[from] or from]
-      core.record(req, (snapshots[from] and 'create_from_snapshot') or (built and built.status == 'ready' and 'create_from_template')
-        or 'create', path)
-      if not ok or type(body) ~= 'table' or type(body.templateID) ~= 'string' then
-        core.count('bad_requests')
-        return api_error(400, 'templateID is required')
-      end
-      st.last_create = body
-      seq = seq + 1
-      local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
-      local env = type(body.envVars) == 'table' and body.envVars or {}
-      local sb = {
-        id = id, templateID = body.templateID, metadata = type(body.metadata) == 'table' and body.metadata or {},
-        env = env, timeout = math.tointeger(body.timeout) or 15, created = os.time(),
-        -- POST /v2/sandboxes secures every sandbox; POST /sandboxes only with secure = true
-        token = (path == '/v2/sandboxes' or body.secure) and ('envd-token-' .. crypto.hex(crypto.random_bytes(12))) or nil,
-      }
-      local snap = snapshots[body.templateID]
-      sb.from_snapshot = snap and snap.id or nil
-      local tpl = templates[by_alias[body.templateID] or body.templateID]
-      if tpl and tpl.status == 'ready' then -- a built template: its root, its ENV under envVars
-        local merged = {}
-        for k, v in pairs(tpl.env or {}) do merged[k] = v end
-        for k, v in pairs(env) do merged[k] = v end
-        env, sb.env, sb.from_template = merged, merged, tpl.alias
-      end
-      -- allow_internet_access (E2B's default: true): the host's network, else none; offline: never
-      sb.network = body.allow_internet_access ~= false and not cfg.offline
-      if sb.network then core.count('networked') end
-      sb.host = host.create { env = env, labels = sb.metadata, network = sb.network,
-                              warm_artifact = (snap and snap.artifact) or (tpl and tpl.artifact) or nil }
-      core.add(id, sb)
-      return json(201, {
-        sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
-        envdAccessToken = sb.token, domain = 'fake.e2b.test',
-      })
-    end
-
-    if path == '/v2/sandboxes' and method == 'GET' then
-      core.record(req, 'list', '/v2/sandboxes')
-      local n = core.hit('lists', 'list')
-      local s = forced('list_status', n)
-      if s then return api_error(s, 'forced failure ' .. s) end
-      local q = common.query(req.query)
-      if q.state and q.state ~= '' then
-        for state in q.state:gmatch('[^,]+') do
-          if state ~= 'running' and state ~= 'paused' then
-            core.count('bad_requests')
-            return api_error(400, 'invalid state ' .. state)
-          end
-        end
-      end
-      -- metadata: "k=v&k2=v2" with keys and values URL-encoded inside the (decoded) parameter
-      local want = {}
-      for pair in tostring(q.metadata or ''):gmatch('[^&]+') do
-        local k, v = pair:match('^([^=]*)=(.*)$')
-        if not k then
-          core.count('bad_requests')
-          return api_error(400, 'invalid metadata filter ' .. pair)
-        end
-        want[common.urldecode(k)] = common.urldecode(v)
-      end
-      st.last_list_metadata = want
-      local items = core.matching('metadata', want)
-      local page, next_start = scaffold.page(items, tonumber(q.nextToken) or 1,
-        math.min(cfg.page_size or 100, tonumber(q.limit) or 100), listed)
-      local headers = { ['X-Total-Running'] = tostring(#items) }
-      if next_start then headers['X-Next-Token'] = tostring(next_start) end
-      return json(200, jsonl.array(page), headers)
-    end
-
-    -- fork: one checkpoint of the parent (a copy of its root, host.snapshot), count children from
-    -- it, each succeeding or failing on its own; the parent runs on with its id and expiry
-    local fork_of = path:match('^/sandboxes/([^/]+)/fork$')
-    if fork_of and method == 'POST' then
-      core.record(req, 'fork', '/sandboxes/{sandboxID}/fork')
-      local n = core.hit('forks', 'fork')
-      fork_of = common.urldecode(fork_of)
-      local s = forced('fork_status', n, fork_of)
-      if s then return api_error(s, 'forced failure ' .. s) end
-      local parent = sandboxes[fork_of]
-      if not parent then return api_error(404, 'sandbox "' .. fork_of .. '" not found') end
-      local ok, body = pcall(cjson.decode, (req.body or '') ~= '' and req.body or '{}')
-      local bad
-      if not ok or type(body) ~= 'table' then bad = 'the body must be a SandboxForkRequest object'
-      else
-        for k in pairs(body) do if k ~= 'count' and k ~= 'timeout' then bad = 'unknown field ' .. tostring(k) end end
-        local c, t = body.count, body.timeout
-        if c ~= nil and (not math.tointeger(c) or c < 1 or c > 100) then bad = 'count must be an integer from 1 to 100' end
-        if t ~= nil and (not math.tointeger(t) or t < 0) then bad = 'timeout must be an integer >= 0' end
-      end
-      if bad then
-        core.count('bad_requests')
-        return api_error(400, bad)
-      end
-      st.fork_bodies[#st.fork_bodies + 1] = body
-      if parent.paused then return api_error(409, 'sandbox "' .. fork_of .. '" is paused') end
-      local count, ttl = body.count or 1, body.timeout or 15
-      local artifact, why = host.snapshot(parent.host, 'fork-' .. parent.id .. '-' .. crypto.hex(crypto.random_bytes(4)))
-      if not artifact then return api_error(500, 'checkpointing the sandbox: ' .. tostring(why)) end
-      local out = jsonl.array()
-      for i = 1, count do
-        if type(cfg.fork_fail) == 'function' and cfg.fork_fail(i, n) then
-          st.fork_failed = st.fork_failed + 1
-          out[i] = { error = { code = 500, error_code = 'sandbox_create_failed', message = 'injected by the fake: fork ' .. i } }
-        else
-          seq = seq + 1
-          local id = string.format('i%s%04d', crypto.hex(crypto.random_bytes(6)), seq)
-          local meta = {}
-          for k, v in pairs(parent.metadata) do meta[k] = v end
-          local sb = {
-            id = id, templateID = parent.templateID, metadata = meta, env = parent.env, timeout = ttl, created = os.time(),
-            token = 'envd-token-' .. crypto.hex(crypto.random_bytes(12)), network = parent.network, parent = parent.id,
-          }
-          sb.host = host.create { env = sb.env, labels = meta, network = sb.network, warm_artifact = artifact }
-          core.add(id, sb)
-          st.forked = st.forked + 1
-          out[i] = { sandbox = { sandboxID = id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
-                                 envdAccessToken = sb.token, domain = 'fake.e2b.test' } }
-        end
-      end
-      return json(201, out)
-    end
-
-    -- pause: the sandbox's processes are frozen (SIGSTOP, spec/fakes/sandboxes.lua) and its envd
-    -- answers 502 until connect thaws them: files and running processes are kept, as E2B's pause
-    -- keeps the filesystem and memory
-    local pid_ = path:match('^/sandboxes/([^/]+)/pause$')
-    if pid_ and method == 'POST' then
-      core.record(req, 'pause', '/sandboxes/{sandboxID}/pause')
-      core.hit('pauses', 'pause')
-      local sb = sandboxes[common.urldecode(pid_)]
-      if not sb then return api_error(404, 'sandbox "' .. pid_ .. '" not found') end
-      if sb.paused then return api_error(409, 'sandbox "' .. pid_ .. '" is already paused') end
-      if type(cfg.on_pause) == 'function' then cfg.on_pause(sb.id) end
-      local ok, why = host.freeze(sb.host, true)
-      if not ok then return api_error(500, 'pausing: ' .. tostring(why)) end
-      sb.paused = true
-      return 204, {}, ''
-    end
-    local cid = path:match('^/sandboxes/([^/]+)/connect$')
-    if cid and method == 'POST' then
-      core.record(req, 'connect', '/sandboxes/{sandboxID}/connect')
-      core.hit('connects', 'connect')
-      local sb = sandboxes[common.urldecode(cid)]
-      if not sb then return api_error(404, 'sandbox "' .. cid .. '" not found') end
-      local ok, body = pcall(cjson.decode, req.body or '')
-      if not ok or type(body) ~= 'table' or not math.tointeger(body.timeout) then
-        core.count('bad_requests')
-        return api_error(400, 'timeout (seconds) is required')
-      end
-      local was = sb.paused
-      if was then
-        local fok, why = host.freeze(sb.host, false)
-        if not fok then return api_error(500, 'resuming: ' .. tostring(why)) end
-        sb.paused = false
-        core.count('resumes')
-      end
-      return json(was and 201 or 200, {
-        sandboxID = sb.id, templateID = sb.templateID, clientID = 'cseng-fake', envdVersion = cfg.envd_version,
-        envdAccessToken = sb.token, domain = 'fake.e2b.test',
-      })
-    end
-
-    local id = path:match('^/sandboxes/([^/]+)$')
-    if id and method == 'DELETE' then
-      core.record(req, 'destroy', '/sandboxes/{sandboxID}')
-      id = common.urldecode(id)
-      local n = core.hit('deletes', 'delete')
-      local s = forced('delete_status', n, id)
-      if s then return api_error(s, 'forced failure ' .. s) end
-      if not sandboxes[id] then return api_error(404, 'sandbox "' .. id .. '" not found') end
-      core.remove(id)
-      return 204, {}, ''
-    end
-
-    core.count('unknown')
-    return api_error(404, 'no route ' .. method .. ' ' .. path)
-  end
+  end)
 
   -- ---- envd ---------------------------------------------------------------------------------
 
@@ -582,8 +571,7 @@ function fake.start(opts)
     return nil
   end
 
-  local function process_start(req, sb, user)
-    local n = core.hit('starts', 'start')
+  local function process_start(req, _, n, sb, user)
     if not tostring(req.headers['content-type']):match('^application/connect%+json') then
       core.count('bad_requests')
       return 415, { ['Content-Type'] = 'application/json' }, '{"code":"unknown","message":"unsupported content type"}'
@@ -649,76 +637,88 @@ function fake.start(opts)
     req:write(envelope(2, {}))
   end
 
-  local function files(req, sb, user)
+  -- the query of a /files request, or nil and why its user is not one envd knows
+  local function files_query(req, user)
     local q = common.query(req.query)
     -- the user is the username parameter (what the SDK sends), else the Authorization user
     if q.username and req.headers.authorization and q.username ~= user then
-      return api_error(400, 'username and Authorization user differ')
+      return nil, 'username and Authorization user differ'
     end
     if q.username and q.username ~= '' and q.username ~= 'root' and q.username ~= 'user' then
-      return api_error(400, 'unknown user ' .. q.username)
+      return nil, 'unknown user ' .. q.username
     end
-    if req.method == 'POST' then
-      local n = core.hit('uploads', 'files')
-      if #req.body > cfg.max_upload_bytes then
-        core.count('upload_too_large')
-        return api_error(413, string.format('request body of %d bytes is over the upload limit of %d bytes', #req.body,
-          cfg.max_upload_bytes))
-      end
-      st.largest_upload = math.max(st.largest_upload, #req.body)
-      st.upload_bytes = st.upload_bytes + #req.body
-      local parts, why = common.multipart(req.body, req.headers['content-type'])
-      local names = {}
-      for _, p in ipairs(parts or {}) do names[p.name] = 'a multipart part' end
-      core.record(req, 'upload', '/files', names)
-      -- every part named "file" is a file: written to the path parameter when there is one (then
-      -- only one file), else to its filename (relative: under the user's home), as envd does
-      local list = {}
-      for _, p in ipairs(parts or {}) do if p.name == 'file' then list[#list + 1] = p end end
-      if #list == 0 then
-        core.count('bad_requests')
-        return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
-      end
-      local has_path = q.path and q.path ~= ''
-      if has_path and #list > 1 then
-        core.count('bad_requests')
-        return api_error(400, 'the path parameter names one file, but ' .. #list .. ' were sent')
-      end
-      local home = (q.username or user) == 'root' and '/root' or '/home/user'
-      local entries = jsonl.array()
-      st.last_upload_files = #list
-      st.upload_batches[#st.upload_batches + 1] = #list
-      for _, file in ipairs(list) do
-        local fpath = has_path and q.path or file.filename
-        if not fpath or fpath == '' then
-          core.count('bad_requests')
-          return api_error(400, 'path is required (the path parameter or the part\'s filename)')
-        end
-        if fpath:sub(1, 1) ~= '/' then fpath = home .. '/' .. fpath end
-        local data = file.data
-        local c = cfg.corrupt_upload
-        if (type(c) == 'number' and c == n and file == list[1]) or (type(c) == 'function' and c(n, fpath, data)) then
-          local mid = #data // 2 + 1
-          data = data:sub(1, mid - 1) .. string.char(data:byte(mid) ~ 0xff) .. data:sub(mid + 1)
-          core.count('corrupted')
-        end
-        local ok, werr = host.write(sb.host, fpath, data)
-        if not ok then return api_error(400, tostring(werr)) end
-        st.upload_files = st.upload_files + 1
-        entries[#entries + 1] = { path = fpath, name = fpath:match('[^/]*$'), type = 'file' }
-      end
-      return json(200, entries)
-    elseif req.method == 'GET' then
-      if not q.path or q.path == '' then
-        core.count('bad_requests')
-        return api_error(400, 'path is required')
-      end
-      core.record(req, 'download', '/files')
-      core.hit('downloads', 'files')
-      local data = host.read(sb.host, q.path)
-      if not data then return api_error(404, "path '" .. q.path .. "' does not exist") end
-      return 200, { ['Content-Type'] = 'application/octet-stream' }, data
+    return q
+  end
+
+  local function upload(req, _, _, sb, user)
+    local q, bad = files_query(req, user)
+    if not q then return api_error(400, bad) end
+    local n = core.hit('uploads', 'files')
+    if #req.body > cfg.max_upload_bytes then
+      core.count('upload_too_large')
+      return api_error(413, string.format('request body of %d bytes is over the upload limit of %d bytes', #req.body,
+        cfg.max_upload_bytes))
     end
+    st.largest_upload = math.max(st.largest_upload, #req.body)
+    st.upload_bytes = st.upload_bytes + #req.body
+    local parts, why = common.multipart(req.body, req.headers['content-type'])
+    core.record(req, 'upload', '/files', scaffold.part_names(parts))
+    -- every part named "file" is a file: written to the path parameter when there is one (then
+    -- only one file), else to its filename (relative: under the user's home), as envd does
+    local list = {}
+    for _, p in ipairs(parts or {}) do if p.name == 'file' then list[#list + 1] = p end end
+    if #list == 0 then
+      core.count('bad_requests')
+      return api_error(400, 'a multipart part named "file" is required' .. (why and (': ' .. why) or ''))
+    end
+    local has_path = q.path and q.path ~= ''
+    if has_path and #list > 1 then
+      core.count('bad_requests')
+      return api_error(400, 'the path parameter names one file, but ' .. #list .. ' were sent')
+    end
+    local home = (q.username or user) == 'root' and '/root' or '/home/user'
+    local entries = jsonl.array()
+    st.last_upload_files = #list
+    st.upload_batches[#st.upload_batches + 1] = #list
+    for _, file in ipairs(list) do
+      local fpath = has_path and q.path or file.filename
+      if not fpath or fpath == '' then
+        core.count('bad_requests')
+        return api_error(400, 'path is required (the path parameter or the part\'s filename)')
+      end
+      if fpath:sub(1, 1) ~= '/' then fpath = home .. '/' .. fpath end
+      local data = file.data
+      local c = cfg.corrupt_upload
+      if (type(c) == 'number' and c == n and file == list[1]) or (type(c) == 'function' and c(n, fpath, data)) then
+        local mid = #data // 2 + 1
+        data = data:sub(1, mid - 1) .. string.char(data:byte(mid) ~ 0xff) .. data:sub(mid + 1)
+        core.count('corrupted')
+      end
+      local ok, werr = host.write(sb.host, fpath, data)
+      if not ok then return api_error(400, tostring(werr)) end
+      st.upload_files = st.upload_files + 1
+      entries[#entries + 1] = { path = fpath, name = fpath:match('[^/]*$'), type = 'file' }
+    end
+    return json(200, entries)
+  end
+
+  local function download(req, _, _, sb, user)
+    local q, bad = files_query(req, user)
+    if not q then return api_error(400, bad) end
+    if not q.path or q.path == '' then
+      core.count('bad_requests')
+      return api_error(400, 'path is required')
+    end
+    core.record(req, 'download', '/files')
+    core.hit('downloads', 'files')
+    local data = host.read(sb.host, q.path)
+    if not data then return api_error(404, "path '" .. q.path .. "' does not exist") end
+    return 200, { ['Content-Type'] = 'application/octet-stream' }, data
+  end
+
+  local function files_other(req, _, _, _, user)
+    local _, bad = files_query(req, user)
+    if bad then return api_error(400, bad) end
     core.count('unknown')
     return api_error(405, 'method not allowed')
   end
@@ -735,10 +735,25 @@ function fake.start(opts)
     return res.status, { ['Content-Type'] = res.headers['content-type'] }, res.body
   end
 
-  local function envd(req)
-    local method, path = req.method, req.path
-    core.request('envd ' .. method .. ' ' .. path)
-    if path == '/files' and cfg.files_via and not req.headers['x-cseng-via-prism'] then
+  local function signal(req)
+    core.count('signals')
+    local ok, body = pcall(cjson.decode, req.body or '')
+    st.signal_requests[#st.signal_requests + 1] = ok and body or req.body
+    return json(200, {})
+  end
+
+  local envd = core.routes({
+    -- a Start is recorded once its envelope is read (the record holds the message)
+    { 'POST', '/process.Process/Start', process_start, op = 'exec', hit = { 'starts', 'start' }, record = false },
+    { 'POST', '/process.Process/SendSignal', signal, op = 'signal' }, -- counts signals (no latency)
+    -- /files (forwarded to files_via when set): the user is checked first, then uploads or
+    -- downloads count what gets past it; other methods are unknown (405)
+    { 'POST', '/files', upload, op = 'upload', record = false, forward = true },
+    { 'GET', '/files', download, op = 'download', record = false, forward = true },
+    { '*', '/files', files_other, op = 'files', record = false, forward = true },
+  }, function(req) return api_error(404, 'no route ' .. req.method .. ' ' .. req.path) end, function(req, row)
+    core.request('envd ' .. req.method .. ' ' .. req.path)
+    if row and row.forward and cfg.files_via and not req.headers['x-cseng-via-prism'] then
       return forward(req, cfg.files_via)
     end
     local id = req.headers['e2b-sandbox-id']
@@ -761,18 +776,8 @@ function fake.start(opts)
       core.refused(false)
       return api_error(401, 'invalid user in the Authorization header')
     end
-    if path == '/process.Process/Start' and method == 'POST' then return process_start(req, sb, user) end
-    if path == '/process.Process/SendSignal' and method == 'POST' then
-      core.record(req, 'signal', '/process.Process/SendSignal')
-      core.count('signals')
-      local ok, body = pcall(cjson.decode, req.body or '')
-      st.signal_requests[#st.signal_requests + 1] = ok and body or req.body
-      return json(200, {})
-    end
-    if path == '/files' then return files(req, sb, user) end
-    core.count('unknown')
-    return api_error(404, 'no route ' .. method .. ' ' .. path)
-  end
+    return nil, sb, user
+  end)
 
   local srv = scaffold.listen(api, cfg.port)
   api_url = srv:url()

@@ -65,8 +65,6 @@ local clock = require 'cseng.clock'
 local cjson = require 'cjson'
 local jsonl = require 'cseng.lib.jsonl'
 
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
 local crypto = require 'cseng.crypto'
 local common = require 'spec.fakes.sandboxes'
 local NB = require 'spec.fakes.native_build'
@@ -341,15 +339,9 @@ function fake.start(opts)
     task.sleep(0.01)
     b.status = 'building'
     local o = objects[b.build_context.object_id]
-    local ctx = assert(fs.tempdir('cseng-fake-runloop-ctx-'))
-    local ok, xerr = archive.extract(o.data, ctx)
-    local artifact, env, files, why
-    if ok then
-      artifact, env, files, why = NB.build(host, b.id, b.dockerfile, ctx)
-    else
-      why = 'build context: ' .. tostring(xerr)
-    end
-    fs.remove_tree(ctx)
+    local artifact, env, files, why = NB.build_tars(host, b.id, b.dockerfile, { o.data or false }, function(_, xerr)
+      return 'build context: ' .. tostring(xerr)
+    end)
     st.build_contexts[b.name] = files or {}
     b.log = { { level = 'info', message = 'fake build of ' .. b.name, timestamp_ms = now_ms() } }
     if artifact then
