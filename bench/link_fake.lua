@@ -1,6 +1,6 @@
 --- A provider fake behind a link of known latency and bandwidth, for bench/primitives.lua: the
 --- bundled loopback fake of a vendor (spec/fakes/init.lua: its sandboxes really run their
---- commands) with every request to its API and to its sandboxes' own endpoint (Daytona's toolbox)
+--- commands) with every request to its API and to its sandboxes' own endpoint (Daytona's toolbox, E2B's envd)
 --- passed through a forwarding listener that answers each request no earlier than
 ---
 ---   arrival + L + (request body bytes + response body bytes) / B
@@ -15,9 +15,11 @@
 ---
 --- --info: written once the fake and the link listen: {config (the adapter's connect config,
 --- pointing at the link), env, latency_ms, mibps}. --log: one JSON line per request: {side (api |
---- toolbox), method, path, bytes_in, bytes_out, hold_ms (what the link promised: L + bytes / B), held_ms (from
---- arrival to the answer handed to the listener: hold_ms, or more when the fake outlasted it), late_ms, and
---- command: a command's first 60 characters}.
+--- toolbox | envd), method, path, bytes_in, bytes_out, hold_ms (what the link promised: L + bytes / B), held_ms (from
+--- arrival to the answer handed to the listener: hold_ms, or more when the fake outlasted it), late_ms,
+--- at_ms and done_ms (that arrival and that answer on the monotonic clock: the span of a figure made of
+--- several calls, polls with the client's sleeps between them, is read from them), and command: a
+--- command's first 60 characters}.
 --- POST /__link/echo?n=N on the API link is answered at once with N bytes, neither held nor logged:
 --- the bench's calibration of what moving a body over loopback costs the client by itself.
 --- Serves until SIGTERM or SIGINT, or --max-seconds.
@@ -39,7 +41,9 @@ local L_NS = math.floor((opts.latency_ms or 50) * 1e6)
 local BPS = (opts.mibps or 32) * 1048576 -- bytes per second
 if BPS <= 0 or L_NS < 0 then io.stderr:write('link_fake: --mibps > 0 and --latency-ms >= 0\n'); return 2 end
 
-local SIDE_OF = { daytona = { toolbox = 'toolbox_public_url' } }
+-- the vendor's endpoints besides its API, each behind a link of its own: Daytona's toolbox (the fake
+-- is told its public URL, which the API hands out), E2B's envd (the adapter's envd_url_template)
+local SIDE_OF = { daytona = { toolbox = 'toolbox_public_url' }, e2b = { envd = false } }
 
 local upstream = {} -- side -> the fake's own URL
 local function forward(side)
@@ -75,14 +79,16 @@ local function forward(side)
     if opts.log then
       -- a command's first characters, so the bench can tell a workload's commands from its checks
       -- (Daytona's adapter sends it as sh -c 'eval "$(echo BASE64 | base64 -d)"')
-      local cmd = bytes_in < 8192 and (req.body or ''):match('"command"%s*:%s*"(.-[^\\])"') or nil
+      -- (E2B's envd Process.Start as {"process":{"cmd":"/bin/bash","args":["-l","-c","..."]}})
+      local body = bytes_in < 8192 and (req.body or '') or ''
+      local cmd = body:match('"command"%s*:%s*"(.-[^\\])"') or body:match('"args"%s*:%s*%[%s*"%-l"%s*,%s*"%-c"%s*,%s*"(.-[^\\])"')
       cmd = cmd and cmd:gsub('\\/', '/')
       local b64 = cmd and cmd:match('eval \\?"%$%(echo ([%w%+/=]+) | base64 %-d%)')
       if b64 then cmd = crypto.unbase64(b64) or cmd end
       fs.append(opts.log, jsonl.encode({ side = side, method = req.method, path = req.path, status = status,
         command = cmd and cmd:sub(1, 60) or nil,
         bytes_in = bytes_in, bytes_out = bytes_out, hold_ms = (deadline - t0) / 1e6, held_ms = (clock.now() - t0) / 1e6,
-        late_ms = late > 0 and late / 1e6 or 0 }) .. '\n')
+        late_ms = late > 0 and late / 1e6 or 0, at_ms = t0 / 1e6, done_ms = clock.now() / 1e6 }) .. '\n')
     end
     return status, rh, body
   end
@@ -93,18 +99,22 @@ links.api = assert(serve.listen { host = '127.0.0.1', port = 0, handler = forwar
 local switches = {}
 for side, switch in pairs(SIDE_OF[VENDOR] or {}) do
   links[side] = assert(serve.listen { host = '127.0.0.1', port = 0, handler = forward(side), max_body = 1 << 30 })
-  switches[switch] = links[side]:url()
+  if switch then switches[switch] = links[side]:url() end
 end
 require('cseng.cli.commands.test').use_checkout()
 local fakes = require 'spec.fakes'
 local f = assert(fakes.start(VENDOR, switches))
 upstream.api = f.url
 if VENDOR == 'daytona' then upstream.toolbox = f.toolbox_url end
+if VENDOR == 'e2b' then upstream.envd = f.envd_url end -- envd routes by the E2b-Sandbox-Id header
 for side in pairs(links) do assert(upstream[side], 'link_fake: no upstream for ' .. side) end
 
-local config = f.config({ api_url = links.api:url() })
+local config = f.config({ api_url = links.api:url(), envd_url_template = links.envd and links.envd:url() or nil })
 local env = f.env()
-for k, v in pairs(env) do if v == f.url then env[k] = links.api:url() end end
+for k, v in pairs(env) do
+  if v == f.url then env[k] = links.api:url() end
+  if links.envd and v == f.envd_url then env[k] = links.envd:url() end
+end
 assert(fs.write(opts.info, jsonl.encode({ vendor = VENDOR, config = config, env = env, latency_ms = L_NS / 1e6,
   mibps = BPS / 1048576, pid = sys.pid() }) .. '\n'))
 

@@ -29,7 +29,8 @@ local report_format = require 'reports.lib.format'
 local blib = require 'bench.lib'
 
 local opts = blib.options('primitives', arg, { samples = { 'int', min = 2 }, ['latency-ms'] = 'number', mibps = 'number',
-  sizes = 'string', files = { 'int', min = 1 }, out = 'string', json = 'string', warmups = { 'int', min = 0 } })
+  sizes = 'string', files = { 'int', min = 1 }, out = 'string', json = 'string', warmups = { 'int', min = 0 },
+  forks = { 'int', min = 1 }, ['snapshot-size'] = 'string', only = 'string' })
 if not opts then return 2 end
 local ROOT = sys.root()
 local EXE = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
@@ -38,6 +39,9 @@ local L_MS, MIBPS = opts.latency_ms or 50, opts.mibps or 32
 local FILES, FILE_BYTES = opts.files or 20, 4096
 local SIZES = {}
 for s in (opts.sizes or '1MiB,16MiB'):gmatch('[^,]+') do SIZES[#SIZES + 1] = assert(workloads.parse_size(s), s) end
+-- snapshot: one size (the file stays in the fake's sandbox, the link carries none of it); fork: N children
+local SNAP_SIZE = assert(workloads.parse_size(opts.snapshot_size or '1MiB'), 'primitives: --snapshot-size')
+local FORKS = opts.forks or 4
 
 --- The engine's documented error on loopback (docs/ARENA.md, "Primitives", Known error): a
 --- figure's median is within per_call_ms per call the figure makes, plus per_mib_ms per MiB it
@@ -52,19 +56,28 @@ local INFO, LOG = fs.join(TMP, 'link.json'), fs.join(TMP, 'link.jsonl')
 local function say(...) io.stderr:write('primitives: ', string.format(...), '\n') end
 
 -- ---- the fake behind its link, in its own process -----------------------------------------------
-local link = assert(proc.spawn { argv = { EXE, 'lua', fs.join(ROOT, 'bench/link_fake.lua'), '--vendor', 'daytona',
-  '--latency-ms', tostring(L_MS), '--mibps', tostring(MIBPS), '--info', INFO, '--log', LOG, '--max-seconds', '3600' },
-  cwd = ROOT, stdout = fs.join(TMP, 'link.out'), stderr = fs.join(TMP, 'link.out') })
-local info
-for _ = 1, 400 do
-  local t = fs.read(INFO)
-  if t and t:find('\n') then info = cjson.decode(t) break end
-  task.sleep(0.05)
+-- one link per vendor (Daytona for most workloads, E2B for pause), started when first needed
+local links, info = {}, nil
+local function link_for(vendor)
+  if links[vendor] then info = links[vendor].info return end
+  fs.remove(INFO)
+  local p = assert(proc.spawn { argv = { EXE, 'lua', fs.join(ROOT, 'bench/link_fake.lua'), '--vendor', vendor,
+    '--latency-ms', tostring(L_MS), '--mibps', tostring(MIBPS), '--info', INFO, '--log', LOG, '--max-seconds', '3600' },
+    cwd = ROOT, stdout = fs.join(TMP, 'link-' .. vendor .. '.out'), stderr = fs.join(TMP, 'link-' .. vendor .. '.out') })
+  local got
+  for _ = 1, 400 do
+    local t = fs.read(INFO)
+    if t and t:find('\n') then got = cjson.decode(t) break end
+    task.sleep(0.05)
+  end
+  if not got then
+    p:close()
+    error('the ' .. vendor .. ' link fake did not start: ' .. tostring(fs.read(fs.join(TMP, 'link-' .. vendor .. '.out'))), 0)
+  end
+  links[vendor] = { proc = p, info = got }
+  info = got
 end
-if not info then
-  link:close()
-  error('the link fake did not start: ' .. tostring(fs.read(fs.join(TMP, 'link.out'))), 0)
-end
+local function close_links() for _, l in pairs(links) do l.proc:close() end end
 
 local function read_log()
   local out = {}
@@ -124,8 +137,48 @@ end
 local function plus(a, b)
   if not (a and b) then return nil end
   local e = {}
-  for k in pairs(a) do e[k] = a[k] + b[k] end
+  for k in pairs(a) do e[k] = a[k] + (b[k] or 0) end
+  for k in pairs(b) do if e[k] == nil then e[k] = b[k] end end
   return e
+end
+
+-- A figure made of several calls with the client's own sleeps between them (a create or a snapshot
+-- polled until ready, a fork's children polled together): no sum of the calls' injections says what
+-- it should be, the client's back-off is between them. What the link saw is the span from the first
+-- call's arrival to the last call's answer: the calls' injections and the client's sleeps and work
+-- between them are all inside it, and the client's clock, started before the first call was sent and
+-- stopped after the last answer arrived, can only add the two ends (a body sent, a body read: the
+-- loopback of the first request and the last answer). So the expected time is that span + that
+-- loopback, the injection floor is the span itself, and the window counts as one call for the bound.
+local function span(calls)
+  if not calls or #calls == 0 then return nil end
+  local first, last, bytes = calls[1], calls[1], 0
+  for _, r in ipairs(calls) do
+    if r.at_ms < first.at_ms then first = r end
+    if r.done_ms > last.done_ms then last = r end
+    bytes = bytes + r.bytes_in + r.bytes_out
+  end
+  local s = last.done_ms - first.at_ms
+  return { inj = s, held = s, loopback = loopback_ms(first.bytes_in, last.bytes_out), calls = 1, mib = bytes / 1048576,
+    bytes = bytes, polled = #calls }
+end
+-- the index of the first call at or after i that fn accepts
+local function find(seg, i, fn)
+  for k = i or 1, #seg do if fn(seg[k]) then return k end end
+  return nil
+end
+-- seg[i] and the calls right after it that fn accepts (a call and its polls)
+local function run_of(seg, i, fn)
+  if not i then return nil end
+  local out = { seg[i] }
+  for k = i + 1, #seg do
+    if not fn(seg[k]) then break end
+    out[#out + 1] = seg[k]
+  end
+  return out
+end
+local function api(method, pattern)
+  return function(r) return r.side == 'api' and (not method or r.method == method) and r.path:match(pattern) ~= nil end
 end
 local function command(prefix) return function(r) return r.command and r.command:sub(1, #prefix) == prefix end end
 local function is_upload(r) return r.side == 'toolbox' and r.path:match('/files/bulk%-upload$') end
@@ -176,6 +229,37 @@ function EXPECT.download(seg)
   end
   return out
 end
+-- snapshot: the POST /sandbox/{id}/snapshot and its GET /snapshots/{name} polls until active; the
+-- restore's create (POST /sandbox and its GET /sandbox/{id} polls until started: every API call before
+-- the restored sandbox's first command) and that first command (`cat` of the state file); the delete
+-- (GET /snapshots/{name} for its id, DELETE /snapshots/{id})
+function EXPECT.snapshot(seg)
+  local n = workloads.size_name(SNAP_SIZE)
+  local s = find(seg, 1, api('POST', '^/sandbox/[^/]+/snapshot$'))
+  local snap = run_of(seg, s, api('GET', '^/snapshots/'))
+  local c = s and find(seg, s, api('POST', '^/sandbox$'))
+  local create = run_of(seg, c, function(r) return r.side == 'api' end)
+  local cat = c and find(seg, c, command('cat /var/tmp/cseng-snapshot/state'))
+  local d = cat and find(seg, cat, api('DELETE', '^/snapshots/'))
+  local del = d and ((seg[d - 1] and api('GET', '^/snapshots/')(seg[d - 1])) and { seg[d - 1], seg[d] } or { seg[d] })
+  local create_e = span(create)
+  return { ['snapshot_' .. n .. '_ms'] = span(snap), ['restore_create_' .. n .. '_ms'] = create_e,
+    ['restore_' .. n .. '_ms'] = cat and plus(create_e, class({ seg[cat] }, function() return true end, 'one')),
+    ['snapshot_delete_' .. n .. '_ms'] = span(del) }
+end
+-- fork: every POST /sandbox/{id}/fork (one per child) and the children's GET /sandbox/{id} polls until
+-- started (every API call before the children's first commands); fork_ready adds the span of the
+-- children's first commands (`cat` of the state file, in parallel)
+function EXPECT.fork(seg)
+  local f = find(seg, 1, api('POST', '^/sandbox/[^/]+/fork$'))
+  local calls = run_of(seg, f, function(r) return r.side == 'api' end)
+  local cats = {}
+  for k = f or #seg + 1, #seg do
+    if #cats < FORKS and command('cat /var/tmp/cseng-fork/state')(seg[k]) then cats[#cats + 1] = seg[k] end
+  end
+  local fork_e = span(calls)
+  return { fork_ms = fork_e, fork_ready_ms = #cats == FORKS and plus(fork_e, span(cats)) or nil }
+end
 function EXPECT.files(seg, paths)
   local bulk = put_of(seg, FILES * FILE_BYTES, paths.files_bulk or 'put', FILES)
   -- the per-file path: every one-file upload, and for put every tar -x but the bulk one
@@ -188,15 +272,38 @@ function EXPECT.files(seg, paths)
     files_per_file_over_bulk = { from = 'files_per_file_ms', ratio = { 'files_per_file_ms', 'files_bulk_ms' } } }
 end
 
--- The link's log cut into samples: each sample's first call is its create (POST /sandbox); the
--- arena ran them one after another (one provider, lockstep), warmups first.
+-- pause (E2B): POST /sandboxes/{id}/pause, POST /sandboxes/{id}/connect (the resume), and the first
+-- command after it (envd's Process.Start of `cat` of the state file)
+function EXPECT.pause(seg)
+  local pause = class(seg, api('POST', '^/sandboxes/[^/]+/pause$'), 'one')
+  local c = find(seg, 1, api('POST', '^/sandboxes/[^/]+/connect$'))
+  local resume = c and class({ seg[c] }, function() return true end, 'one')
+  local cat = c and find(seg, c, command('cat /var/tmp/cseng-pause/state'))
+  local exec = cat and class({ seg[cat] }, function() return true end, 'one')
+  return { pause_ms = pause, resume_ms = resume, resume_exec_ms = exec, resume_ready_ms = plus(resume, exec) }
+end
+
+-- The link's log cut into samples: each sample's first call is its create (POST /sandbox) and its
+-- first command the readiness command; the arena ran them one after another (one provider,
+-- lockstep), warmups first. A create whose sandbox never runs the readiness command (snapshot's
+-- restore) belongs to the sample before it.
+local is_ready = command('echo bench-prim-ready')
+-- a create: Daytona's POST /sandbox, E2B's POST /v2/sandboxes (or the older /sandboxes)
+local function is_create(r)
+  return r.side == 'api' and r.method == 'POST' and (r.path == '/sandbox' or r.path == '/sandboxes' or r.path == '/v2/sandboxes')
+end
 local function segments(log)
   local segs = {}
   for _, r in ipairs(log) do
-    if r.side == 'api' and r.method == 'POST' and r.path == '/sandbox' then segs[#segs + 1] = {} end
+    if is_create(r) then segs[#segs + 1] = {} end
     if #segs > 0 then table.insert(segs[#segs], r) end
   end
-  return segs
+  local out = {}
+  for _, seg in ipairs(segs) do
+    if find(seg, 1, is_ready) or #out == 0 then out[#out + 1] = seg
+    else for _, r in ipairs(seg) do table.insert(out[#out], r) end end
+  end
+  return out
 end
 
 -- ---- the runs ----------------------------------------------------------------------------------
@@ -205,18 +312,32 @@ local RUNS = {
   { workload = 'upload', sizes = SIZES },
   { workload = 'download', sizes = SIZES },
   { workload = 'files', options = { files = FILES, file_bytes = FILE_BYTES } },
+  { workload = 'snapshot', sizes = { SNAP_SIZE } },
+  { workload = 'fork', options = { fork_count = FORKS } },
+  { workload = 'pause', vendor = 'e2b' },
 }
+if opts.only then
+  local keep, want = {}, {}
+  for w in opts.only:gmatch('[^,]+') do want[w] = true end
+  for _, R in ipairs(RUNS) do if want[R.workload] then keep[#keep + 1] = R; want[R.workload] = nil end end
+  local unknown = next(want)
+  if unknown then io.stderr:write('primitives: --only: no workload ' .. unknown .. '\n'); return 2 end
+  RUNS = keep
+end
 local results = { latency_ms = L_MS, mibps = MIBPS, samples = SAMPLES, warmups = WARMUPS, known = KNOWN, files = FILES,
   sizes = SIZES, runs = {}, host = sys.hostname and sys.hostname() or nil,
   loadavg_before = (fs.read('/proc/loadavg') or ''):match('^(%S+)') }
 local t_begin = clock.now()
 local ok, err = pcall(function()
   for _, R in ipairs(RUNS) do
+    local vendor = R.vendor or 'daytona'
+    link_for(vendor)
     fs.write(LOG, '')
-    say('%s: %d samples + %d warmup(s) against the link (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS, L_MS, MIBPS)
+    say('%s: %d samples + %d warmup(s) on the %s fake against the link (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS,
+      vendor, L_MS, MIBPS)
     local sink = { write = function() end }
     local t0 = clock.now()
-    local status, run_info = frame.run('startup', { providers = { 'daytona' }, provider_config = { daytona = info.config },
+    local status, run_info = frame.run('startup', { providers = { vendor }, provider_config = { [vendor] = info.config },
       workload = R.workload, workload_options = R.options, sizes = R.sizes, samples = SAMPLES, warmups = WARMUPS, seed = 45,
       output = fs.join(TMP, 'results'), quiet = true, command = 'echo bench-prim-ready', expect = 'bench-prim-ready',
       cleanup_backoff = { 0.05, 0.1 }, stderr = sink })
@@ -290,11 +411,11 @@ local ok, err = pcall(function()
       end
       figs[#figs + 1] = fig
     end
-    results.runs[#results.runs + 1] = { workload = R.workload, status = status, wall_s = wall_s, paths = paths,
+    results.runs[#results.runs + 1] = { workload = R.workload, vendor = vendor, status = status, wall_s = wall_s, paths = paths,
       requests = #log, samples_in_log = #segs, paired = #per_sample, late = late, late_max_ms = late_max, figures = figs }
   end
 end)
-link:close()
+close_links()
 if not ok then
   say('failed: %s', tostring(err))
   fs.remove_tree(TMP)
