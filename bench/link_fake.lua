@@ -80,8 +80,8 @@ local function forward(side)
       -- a command's first characters, so the bench can tell a workload's commands from its checks
       -- (Daytona's adapter sends it as sh -c 'eval "$(echo BASE64 | base64 -d)"')
       -- (E2B's envd Process.Start as {"process":{"cmd":"/bin/bash","args":["-l","-c","..."]}})
-      local body = bytes_in < 8192 and (req.body or '') or ''
-      local cmd = body:match('"command"%s*:%s*"(.-[^\\])"') or body:match('"args"%s*:%s*%[%s*"%-l"%s*,%s*"%-c"%s*,%s*"(.-[^\\])"')
+      local sent = bytes_in < 8192 and (req.body or '') or ''
+      local cmd = sent:match('"command"%s*:%s*"(.-[^\\])"') or sent:match('"args"%s*:%s*%[%s*"%-l"%s*,%s*"%-c"%s*,%s*"(.-[^\\])"')
       cmd = cmd and cmd:gsub('\\/', '/')
       local b64 = cmd and cmd:match('eval \\?"%$%(echo ([%w%+/=]+) | base64 %-d%)')
       if b64 then cmd = crypto.unbase64(b64) or cmd end
