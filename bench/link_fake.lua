@@ -22,6 +22,8 @@
 --- command's first 60 characters}.
 --- POST /__link/echo?n=N on the API link is answered at once with N bytes, neither held nor logged:
 --- the bench's calibration of what moving a body over loopback costs the client by itself.
+--- GET /__link/file?n=N on the API link is the link acting as a package mirror: N bytes, held and
+--- logged as any call (side "mirror", with the client's user-agent), for the egress workload.
 --- Serves until SIGTERM or SIGINT, or --max-seconds.
 local serve = require 'cseng.serve'
 local http = require 'cseng.http'
@@ -54,21 +56,29 @@ local function forward(side)
     if req.path == '/__link/echo' then
       return 200, { ['Content-Type'] = 'application/octet-stream' }, string.rep('x', tonumber(req.query:match('n=(%d+)')) or 0)
     end
+    local status, rh, body
+    local logged_side = side
+    if req.path == '/__link/file' then
+      -- the link as a mirror: a file of ?n= bytes, held and logged like any call (side "mirror")
+      logged_side = 'mirror'
+      status, rh, body = 200, { ['Content-Type'] = 'application/octet-stream' },
+        string.rep('m', math.min(tonumber(req.query:match('n=(%d+)')) or 0, 1 << 30))
+    end
     local headers = {}
     for k, v in pairs(req.headers) do
       if k ~= 'host' and k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' then headers[k] = v end
     end
-    local res, err = http.request { method = req.method, url = upstream[side] .. req.path ..
+    local res, err
+    if not status then res, err = http.request { method = req.method, url = upstream[side] .. req.path ..
       (req.query ~= '' and ('?' .. req.query) or ''), headers = headers,
-      body = (req.method ~= 'GET' and req.method ~= 'HEAD') and req.body or nil, timeout = 600, max_body = 1 << 30 }
-    local status, rh, body
-    if res then
+      body = (req.method ~= 'GET' and req.method ~= 'HEAD') and req.body or nil, timeout = 600, max_body = 1 << 30 } end
+    if not status and res then -- (a status already set: answered by the link itself)
       status, body = res.status, res.body
       rh = {}
       for k, v in pairs(res.headers) do
         if k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' and k ~= 'date' then rh[k] = v end
       end
-    else
+    elseif not status then
       status, rh, body = 502, { ['Content-Type'] = 'text/plain' }, 'link_fake: forwarding: ' .. tostring(err)
     end
     local bytes_in, bytes_out = #(req.body or ''), #body
@@ -85,7 +95,7 @@ local function forward(side)
       cmd = cmd and cmd:gsub('\\/', '/')
       local b64 = cmd and cmd:match('eval \\?"%$%(echo ([%w%+/=]+) | base64 %-d%)')
       if b64 then cmd = crypto.unbase64(b64) or cmd end
-      fs.append(opts.log, jsonl.encode({ side = side, method = req.method, path = req.path, status = status,
+      fs.append(opts.log, jsonl.encode({ side = logged_side, ua = req.headers['user-agent'], method = req.method, path = req.path, status = status,
         command = cmd and cmd:sub(1, 60) or nil,
         bytes_in = bytes_in, bytes_out = bytes_out, hold_ms = (deadline - t0) / 1e6, held_ms = (clock.now() - t0) / 1e6,
         late_ms = late > 0 and late / 1e6 or 0, at_ms = t0 / 1e6, done_ms = clock.now() / 1e6 }) .. '\n')

@@ -30,7 +30,7 @@ local blib = require 'bench.lib'
 
 local opts = blib.options('primitives', arg, { samples = { 'int', min = 2 }, ['latency-ms'] = 'number', mibps = 'number',
   sizes = 'string', files = { 'int', min = 1 }, out = 'string', json = 'string', warmups = { 'int', min = 0 },
-  forks = { 'int', min = 1 }, ['snapshot-size'] = 'string', only = 'string' })
+  forks = { 'int', min = 1 }, ['snapshot-size'] = 'string', only = 'string', ['egress-size'] = 'string' })
 if not opts then return 2 end
 local ROOT = sys.root()
 local EXE = fs.readlink('/proc/self/exe') or (ROOT .. '/cseng')
@@ -42,6 +42,9 @@ for s in (opts.sizes or '1MiB,16MiB'):gmatch('[^,]+') do SIZES[#SIZES + 1] = ass
 -- snapshot: one size (the file stays in the fake's sandbox, the link carries none of it); fork: N children
 local SNAP_SIZE = assert(workloads.parse_size(opts.snapshot_size or '1MiB'), 'primitives: --snapshot-size')
 local FORKS = opts.forks or 4
+-- egress: the local provider's sandbox (sharing the host's network) fetching a file of this size
+-- from the link acting as the mirror
+local EGRESS_BYTES = assert(workloads.parse_size(opts.egress_size or '1MiB'), 'primitives: --egress-size')
 
 --- The engine's documented error on loopback (docs/ARENA.md, "Primitives", Known error): a
 --- figure's median is within per_call_ms per call the figure makes, plus per_mib_ms per MiB it
@@ -283,6 +286,37 @@ function EXPECT.pause(seg)
   return { pause_ms = pause, resume_ms = resume, resume_exec_ms = exec, resume_ready_ms = plus(resume, exec) }
 end
 
+-- egress: the sandbox's fetch of the file (the link as the mirror: one call, L + its bytes at B)
+-- against the same figure of the calibration run (EGRESS_CALIB: the same fetch from the link's echo,
+-- answered at once), which stands for the sandbox's own path: its tool started and timing itself,
+-- loopback's TCP, the bytes read and written. The connection is not held (the link holds requests),
+-- so egress_connect_ms is expected at the calibration's alone.
+local EGRESS_CALIB = nil
+function EXPECT.egress(seg)
+  local r = seg[1]
+  if not (r and r.side == 'mirror' and EGRESS_CALIB) then return {} end
+  local function e(name, held)
+    local c = EGRESS_CALIB[name]
+    if not c then return nil end
+    return { inj = held and r.hold_ms or 0, held = held and r.held_ms or 0, loopback = c, calls = 1,
+      mib = held and (r.bytes_in + r.bytes_out) / 1048576 or 0, bytes = r.bytes_in + r.bytes_out }
+  end
+  return { egress_connect_ms = e('egress_connect_ms', false), egress_first_byte_ms = e('egress_first_byte_ms', true),
+    egress_total_ms = e('egress_total_ms', true), egress_exec_ms = e('egress_exec_ms', true) }
+end
+-- the mirror's log cut into samples: the sandbox's fetch, then the host's check fetch of the same
+-- URL (user-agent cseng-egress; python3's fetch inside says the same, so at most two per sample)
+local function egress_segments(log)
+  local segs = {}
+  for _, r in ipairs(log) do
+    if r.side == 'mirror' then
+      local cur = segs[#segs]
+      if not cur or #cur >= 2 or r.ua ~= 'cseng-egress' then segs[#segs + 1] = { r } else cur[#cur + 1] = r end
+    end
+  end
+  return segs
+end
+
 -- The link's log cut into samples: each sample's first call is its create (POST /sandbox) and its
 -- first command the readiness command; the arena ran them one after another (one provider,
 -- lockstep), warmups first. A create whose sandbox never runs the readiness command (snapshot's
@@ -315,6 +349,7 @@ local RUNS = {
   { workload = 'snapshot', sizes = { SNAP_SIZE } },
   { workload = 'fork', options = { fork_count = FORKS } },
   { workload = 'pause', vendor = 'e2b' },
+  { workload = 'egress', provider = 'local', provider_config = { host_network = true, sandbox = { network = true } } },
 }
 if opts.only then
   local keep, want = {}, {}
@@ -337,19 +372,40 @@ local ok, err = pcall(function()
       vendor, L_MS, MIBPS)
     local sink = { write = function() end }
     local t0 = clock.now()
-    local status, run_info = frame.run('startup', { providers = { vendor }, provider_config = { [vendor] = info.config },
-      workload = R.workload, workload_options = R.options, sizes = R.sizes, samples = SAMPLES, warmups = WARMUPS, seed = 45,
-      output = fs.join(TMP, 'results'), quiet = true, command = 'echo bench-prim-ready', expect = 'bench-prim-ready',
-      cleanup_backoff = { 0.05, 0.1 }, stderr = sink })
-    local wall_s = (clock.now() - t0) / 1e9
-    local trials, started = {}, nil
-    for line in (fs.read(run_info.jsonl) or ''):gmatch('[^\n]+') do
-      local e = cjson.decode(line)
-      if e.event == 'run_started' then started = e end
-      if e.event == 'startup_trial' and not e.warmup then trials[#trials + 1] = e end
+    local function arena(egress_url)
+      local provider = R.provider or vendor
+      local status, run_info = frame.run('startup', { providers = { provider },
+        provider_config = { [provider] = R.provider_config or info.config },
+        workload = R.workload, workload_options = R.options, sizes = R.sizes, samples = SAMPLES, warmups = WARMUPS, seed = 45,
+        egress_url = egress_url, output = fs.join(TMP, 'results'), quiet = true, command = 'echo bench-prim-ready',
+        expect = 'bench-prim-ready', cleanup_backoff = { 0.05, 0.1 }, stderr = sink })
+      local trials, started = {}, nil
+      for line in (fs.read(run_info.jsonl) or ''):gmatch('[^\n]+') do
+        local e = cjson.decode(line)
+        if e.event == 'run_started' then started = e end
+        if e.event == 'startup_trial' and not e.warmup then trials[#trials + 1] = e end
+      end
+      return status, trials, started
     end
+    if R.workload == 'egress' then
+      -- the sandbox's own path (its tool started, loopback's TCP, the bytes read and written): the
+      -- same workload fetching the same bytes from the link's echo, answered at once, unlogged
+      local _, ctrials = arena(info.config.api_url .. '/__link/echo?n=' .. EGRESS_BYTES)
+      local per = {}
+      for _, t in ipairs(ctrials) do
+        if t.ok and t.clean ~= false then
+          for k, v in pairs(t.figures or {}) do per[k] = per[k] or {}; table.insert(per[k], v) end
+        end
+      end
+      EGRESS_CALIB = {}
+      for k, xs in pairs(per) do EGRESS_CALIB[k] = stats.median(xs) end
+      if not next(EGRESS_CALIB) then error('egress: the calibration run made no clean sample', 0) end
+      fs.write(LOG, '')
+    end
+    local status, trials, started = arena(R.workload == 'egress' and (info.config.api_url .. '/__link/file?n=' .. EGRESS_BYTES) or nil)
+    local wall_s = (clock.now() - t0) / 1e9
     local log = read_log()
-    local segs = segments(log)
+    local segs = R.workload == 'egress' and egress_segments(log) or segments(log)
     local paths = {}
     for _, t in ipairs(trials) do for k, v in pairs(t.paths or {}) do paths[k] = v end end
     local late, late_max = 0, 0
