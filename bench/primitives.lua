@@ -3,17 +3,23 @@
 --- "Primitives against a known link" (bench/run.lua runs this in its own process and keeps the section).
 ---
 ---   ./cseng lua bench/primitives.lua [--samples 5] [--latency-ms 50] [--mibps 32] [--sizes 1MiB,16MiB]
----                                    [--files 20] [--out SECTION.md] [--json RAW.json]
+---                                    [--files 20] [--snapshot-size 1MiB] [--forks 4] [--egress-size 1MiB]
+---                                    [--only exec,...] [--out SECTION.md] [--json RAW.json]
 ---
 --- The fake: bench/link_fake.lua in its own process, the Daytona fake (whose sandboxes really run
---- their commands) behind a link that answers every request at arrival + L + bytes / B. The arena
---- runs here, as `cseng run plans/startup.lua --workload W` runs it (lua/cseng/run/frame.lua), over
---- exec, upload, download and files. What a figure should be follows from the calls its path makes
---- (the sample's `paths`: put is an upload then a `tar -x` command) and the bytes each carried (the
---- link's log): L per call plus the call's bytes at B. The error of a figure is its median over the
---- clean samples minus that; the bound it is held to is the engine's documented error (docs/ARENA.md,
---- "Primitives", Known error): KNOWN below. No sample may be below its injected time (the link never
---- answers early, so one that is would be a clock that reads short).
+--- their commands) behind a link that answers every request at arrival + L + bytes / B; for pause,
+--- the E2B fake (API and envd) behind a link of its own. The arena runs here, as `cseng run
+--- plans/startup.lua --workload W` runs it (lua/cseng/run/frame.lua), over exec, upload, download,
+--- files, snapshot, fork (Daytona), pause (E2B) and egress (the local provider's sandbox, sharing the
+--- host's network, fetching a file from the link acting as the mirror). What a figure should be
+--- follows from the calls its path makes (the sample's `paths`: put is an upload then a `tar -x`
+--- command) and the bytes each carried (the link's log): L per call plus the call's bytes at B; a
+--- figure made of polled calls (snapshot, restore's create, fork), the span the link saw from the
+--- first call's arrival to the last call's answer; egress, the link's hold plus the sandbox's own
+--- path (the same fetch from the link's echo, answered at once). The error of a figure is its median
+--- over the clean samples minus that; the bound it is held to is the engine's documented error
+--- (docs/ARENA.md, "Primitives", Known error): KNOWN below. No sample may be below its injected time
+--- (the link never answers early, so one that is would be a clock that reads short).
 local clock = require 'cseng.clock'
 local fs = require 'cseng.fs'
 local proc = require 'cseng.proc'
@@ -426,7 +432,7 @@ local ok, err = pcall(function()
     for _, f in ipairs(started.figures) do
       local name, unit = f[1], f[2]
       local vals, exp, inj, diffs, below = {}, {}, {}, {}, 0
-      local calls, mib, kind = 0, 0, nil
+      local calls, mib, kind, polled = 0, 0, nil, {}
       for _, p in ipairs(per_sample) do
         local v = p.t.figures and p.t.figures[name]
         local x = p.e[name]
@@ -436,6 +442,7 @@ local ok, err = pcall(function()
             kind = 'time'
             want, floor = x.held + x.loopback, x.inj
             calls, mib = x.calls, x.mib
+            if x.polled then polled[#polled + 1] = x.polled end
             if v < floor - KNOWN.below_ms then below = below + 1 end
           elseif x.ratio then
             kind = 'derived'
@@ -461,13 +468,14 @@ local ok, err = pcall(function()
         fig.below = below
         if kind == 'time' then
           fig.calls, fig.mib = calls, mib
+          fig.polled = #polled > 0 and stats.median(polled) or nil
           fig.bound = KNOWN.per_call_ms * calls + KNOWN.per_mib_ms * mib + KNOWN.rel * fig.expected
           fig.within = math.abs(fig.error) <= fig.bound and below == 0
         end
       end
       figs[#figs + 1] = fig
     end
-    results.runs[#results.runs + 1] = { workload = R.workload, vendor = vendor, status = status, wall_s = wall_s, paths = paths,
+    results.runs[#results.runs + 1] = { workload = R.workload, vendor = vendor, provider = R.provider, status = status, wall_s = wall_s, paths = paths,
       requests = #log, samples_in_log = #segs, paired = #per_sample, late = late, late_max_ms = late_max, figures = figs }
   end
 end)
@@ -492,6 +500,7 @@ for _, r in ipairs(results.runs) do
     local inj_s, exp_s, err_s, bound_s, verdict = '–', '–', '–', '–', 'not paired'
     if f.expected then
       inj_s, exp_s = fmt(f.injected, f.unit), fmt(f.expected, f.unit)
+      if f.polled then inj_s = inj_s .. string.format(' (span of %g calls)', f.polled) end
       if f.below > 0 then below[#below + 1] = f.name end
       if f.kind == 'time' then
         err_s = string.format('%+.2f ms (%+.1f%%); worst %+.1f', f.error, f.error / f.expected * 100, f.worst)
@@ -517,19 +526,23 @@ for _, r in ipairs(results.runs) do
   local p = {}
   for k, v in pairs(r.paths) do p[#p + 1] = k .. ': ' .. v end
   table.sort(p)
-  run_rows[#run_rows + 1] = { r.workload, tostring(r.status), string.format('%.1f', r.wall_s), tostring(r.requests),
+  run_rows[#run_rows + 1] = { r.workload, r.provider or r.vendor, tostring(r.status), string.format('%.1f', r.wall_s), tostring(r.requests),
     string.format('%d (max %s ms)', r.late, report_format.ms(r.late_max_ms)), table.concat(p, '; ') }
 end
 local md = table.concat({
-  string.format('`bench/primitives.lua`: the arena\'s workloads (`--workload exec`, `upload`, `download`, `files`) ' ..
-    'on the Daytona fake (its sandboxes run their commands for real) behind `bench/link_fake.lua`, a link in its own ' ..
-    'process that answers every request at its arrival + **%g ms** + its bytes (request and answer bodies) at ' ..
-    '**%g MiB/s**. %d measured samples (+ %d warmup) per workload, sizes %s, %d files of %d B; %.0f s in all. ' ..
-    'Load average %s before, %s after.', L_MS, MIBPS, SAMPLES, WARMUPS, table.concat((function()
+  string.format('`bench/primitives.lua`: the arena\'s workloads (`--workload exec`, `upload`, `download`, `files`, ' ..
+    '`snapshot`, `fork`) on the Daytona fake (its sandboxes run their commands for real), `pause` on the E2B fake ' ..
+    '(its API and its envd), each behind `bench/link_fake.lua`, a link in its own process that answers every ' ..
+    'request at its arrival + **%g ms** + its bytes (request and answer bodies) at **%g MiB/s**; `egress` on the ' ..
+    'local provider, its sandbox (sharing the host\'s network) fetching %s from the same link acting as the ' ..
+    'mirror. %d measured samples (+ %d warmup) per workload, sizes %s, %d files of %d B, snapshot of a sandbox ' ..
+    'holding %s, fork 1 -> %d; %.0f s in all. Load average %s before, %s after.', L_MS, MIBPS,
+    workloads.size_name(EGRESS_BYTES), SAMPLES, WARMUPS, table.concat((function()
       local t = {}
       for i, b in ipairs(SIZES) do t[i] = workloads.size_name(b) end
       return t
-    end)(), ', '), FILES, FILE_BYTES, results.elapsed_s, tostring(results.loadavg_before), tostring(results.loadavg_after)),
+    end)(), ', '), FILES, FILE_BYTES, workloads.size_name(SNAP_SIZE), FORKS, results.elapsed_s,
+    tostring(results.loadavg_before), tostring(results.loadavg_after)),
   '',
   string.format('**%d of %d timed figures within the documented error** (docs/ARENA.md, "Primitives": a median at ' ..
     'most %g ms per call + %g ms per MiB moved + %g%% from what the link held, and no sample below the injection ' ..
@@ -537,7 +550,8 @@ local md = table.concat({
     within_n, total_n, KNOWN.per_call_ms, KNOWN.per_mib_ms, KNOWN.rel * 100, KNOWN.below_ms,
     #below > 0 and ('; **below the injection**: ' .. table.concat(below, ', ')) or '; no sample below the injection'),
   '',
-  H.table({ 'workload', 'figure', 'unit', 'injected (L per call + bytes at B)', 'expected (the link held + loopback)',
+  H.table({ 'workload', 'figure', 'unit', 'injected (L per call + bytes at B; polled: the span the link saw)',
+    'expected (the link held + loopback; egress: + the sandbox\'s own path)',
     'measured p50 [95% CI]', 'error: median of (sample - expected)', 'documented bound', 'verdict' }, rows, 'lllrrrrrl'),
   'Each clean sample is paired with its own calls: the link\'s log cut at each sample\'s create (the samples ran one ' ..
     'after another), the calls its path made found in it (its `paths`: `put` is an upload and the `tar -x` command ' ..
@@ -551,12 +565,33 @@ local md = table.concat({
     'derived figure (MiB/s, files/s, the ratio) follows the times it is derived from. No sample may be below the ' ..
     'injection: the link never answers early.',
   '',
-  H.table({ 'workload', 'arena status', 'wall s', 'requests through the link', 'answered late (the fake outlasted ' ..
-    'the window)', 'paths' }, run_rows, 'lrrrrl'),
+  'Polled figures (`snapshot_*_ms`: the snapshot call and its `GET /snapshots/{name}` polls until active; ' ..
+    '`restore_create_*_ms`: the create and its `GET /sandbox/{id}` polls until started; `snapshot_delete_*_ms`: ' ..
+    'the lookup and the delete; `fork_ms`: one `POST /sandbox/{id}/fork` per child, then the children polled ' ..
+    'together until started): the adapter sleeps between its calls with its own back-off (100 ms, x1.1 to 1 s), ' ..
+    'so no sum of injections says what such a figure should be. What the link saw does: the span from the ' ..
+    'first call\'s arrival to the last call\'s answer, the calls\' injections and the client\'s sleeps and work ' ..
+    'between them all inside it. The figure\'s clock starts before that first call is sent and stops after that ' ..
+    'last answer arrives, so the engine can only add the two ends: expected = the span + the loopback of the ' ..
+    'first request and the last answer, the injected column is the span (no sample may be below it), and the ' ..
+    'window counts as one call in the bound. `restore_*_ms` adds the restored sandbox\'s first command, ' ..
+    '`fork_ready_ms` the span of the children\'s first commands (in parallel). `pause` (E2B) is single calls: ' ..
+    '`POST /sandboxes/{id}/pause`, `POST /sandboxes/{id}/connect` (the resume) and envd\'s first command after. ' ..
+    '`egress`: the figures are the sandbox\'s tool\'s own clock (curl\'s `-w`, else python3\'s); the link holds ' ..
+    'the GET (not the connection) for L + the file at B; the sandbox\'s own path (the tool, loopback\'s TCP, the ' ..
+    'bytes read and written) is calibrated by the same workload run just before on the same sandboxes\' path ' ..
+    'fetching the same bytes from the link\'s echo, answered at once: expected = the link\'s hold + that run\'s ' ..
+    'median of the same figure (`egress_connect_ms`: the calibration alone).',
+  '',
+  H.table({ 'workload', 'provider (fake)', 'arena status', 'wall s', 'requests through the link', 'answered late (the fake outlasted ' ..
+    'the window)', 'paths' }, run_rows, 'llrrrrl'),
   string.format('Not measured here: 64 MiB and 512 MiB (the Daytona fake\'s toolbox takes request bodies up to 64 MiB, ' ..
     'cseng.serve\'s default; at %g MiB/s a 512 MiB sample would hold each transfer %.0f s, about %.0f s per sample ' ..
-    'for upload and download each, with the fake holding several copies of it in memory), snapshot and pause (their ' ..
-    'calls poll the fake\'s state with the adapter\'s own back-off, which is not part of the injection).',
+    'for upload and download each, with the fake holding several copies of it in memory); snapshot at more than one ' ..
+    'size (the snapshot\'s bytes stay in the fake, none cross the link, so the size changes the fake\'s copy, not ' ..
+    'the injection); pause elsewhere than E2B and fork elsewhere than Daytona (the same calls on other fakes); ' ..
+    '`standard` (its figures are the sandbox\'s own compile and tests, one command each, with nothing of ' ..
+    'the link\'s to compare them with).',
     MIBPS, 512 / MIBPS, 2 * (512 / MIBPS) + 2),
 }, '\n') .. '\n'
 if opts.out then assert(fs.write(opts.out, md)) else io.stdout:write(md) end
