@@ -579,7 +579,7 @@ local md = table.concat({
     '`POST /sandboxes/{id}/pause`, `POST /sandboxes/{id}/connect` (the resume) and envd\'s first command after. ' ..
     '`egress`: the figures are the sandbox\'s tool\'s own clock (curl\'s `-w`, else python3\'s); the link holds ' ..
     'the GET (not the connection) for L + the file at B; the sandbox\'s own path (the tool, loopback\'s TCP, the ' ..
-    'bytes read and written) is calibrated by the same workload run just before on the same sandboxes\' path ' ..
+    'bytes read and written) is calibrated by the same workload run just before on the same provider ' ..
     'fetching the same bytes from the link\'s echo, answered at once: expected = the link\'s hold + that run\'s ' ..
     'median of the same figure (`egress_connect_ms`: the calibration alone).',
   '',
