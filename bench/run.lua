@@ -25,8 +25,9 @@
 ---   bench/micro.lua          clock.now() cost, idle RSS
 ---   bench/modal_burst.lua    a burst of 100 against the Modal fake (gRPC over HTTP/2), 5 runs, plain and over TLS
 ---   bench/history_bench.lua  the history page and the viewer's start at a year of hourly runs
----   bench/primitives.lua     the arena's workloads against the Daytona fake behind a link of known
----                            latency and bandwidth (bench/link_fake.lua): each figure against the injection
+---   bench/primitives.lua     the arena's workloads against the Daytona and E2B fakes behind a link of known
+---                            latency and bandwidth (bench/link_fake.lua; egress: local's sandbox fetching from
+---                            it): each figure against the injection
 --- The servers run on the last CPU and the measured clients (cseng, python, wrk) on the first
 --- (bench/lib.lua's pinning; --no-pin or CSENG_BENCH_PIN=0 leaves them to the scheduler), and the
 --- machine's own wake-up latency on the clients' CPU is measured with cyclictest (rt-tests), the
