@@ -374,8 +374,9 @@ local ok, err = pcall(function()
     local vendor = R.vendor or 'daytona'
     link_for(vendor)
     fs.write(LOG, '')
-    say('%s: %d samples + %d warmup(s) on the %s fake against the link (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS,
-      vendor, L_MS, MIBPS)
+    say('%s: %d samples + %d warmup(s) %s (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS,
+      R.provider and (R.provider .. '\'s sandbox fetching from the link') or ('on the ' .. vendor .. ' fake behind the link'),
+      L_MS, MIBPS)
     local sink = { write = function() end }
     local t0 = clock.now()
     local function arena(egress_url)
