@@ -708,9 +708,11 @@ function M.put(client, sb, dir, tar_bytes)
   return true
 end
 
---- Read a file of the sandbox (resolved inside it).
+--- Read a file of the sandbox (resolved inside it), up to 256 MiB or the engine's response cap
+--- where that is larger (the download workload raises it to its largest size; 0 = no cap).
 function M.get(client, sb, path)
-  local limit = 256 * 1048576
+  local cap = require('providers.shared.adapter').max_body
+  local limit = (cap == 0 and math.maxinteger) or math.max(256 * 1048576, cap or 0)
   local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/', tail_bytes = limit })
   if not res then return nil, err, code end
   if res.code ~= 0 then return nil, path .. ': ' .. util.trim(res.stderr), 'ENOENT' end
