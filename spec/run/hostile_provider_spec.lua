@@ -78,8 +78,8 @@ describe('redaction', function()
         if cmd:find('arena-secret-probe', 1, true) then
           probes = probes + 1
           if probes == 2 or probes == 3 then
-            local res = http.request { url = 'http://127.0.0.1:' .. port .. '/status', timeout = 10 }
-            status_bodies[#status_bodies + 1] = res and res.body or ''
+            local res, e1, e2 = http.request { url = 'http://127.0.0.1:' .. port .. '/status', timeout = 10 }
+            status_bodies[#status_bodies + 1] = res and res.body or ('ERR ' .. tostring(e1) .. ' ' .. tostring(e2))
           end
           return 0, 'the key is ' .. key .. '\n', 'stderr has ' .. key .. '\n'
         end
