@@ -251,12 +251,8 @@ end)
 -- the host (docker0); pending when dockerd, the base image or docker0 is not there
 describe('egress on docker (the bridge network)', function()
   it('fetches the file whole from a mirror on the bridge\'s host address', function()
-    local http = require 'cseng.http'
-    local ping = http.request { url = 'http://docker/v1.41/_ping', unix_socket = '/var/run/docker.sock', timeout = 5 }
-    if not ping or ping.status ~= 200 then pending('dockerd not available at /var/run/docker.sock'); return end
-    local img = http.request { url = 'http://docker/v1.41/images/cseng/debian:bookworm/json', unix_socket = '/var/run/docker.sock',
-      timeout = 10 }
-    if not img or img.status ~= 200 then pending('the base image cseng/debian:bookworm is absent (tools/docker-up.sh)'); return end
+    local why = H.docker_missing()
+    if why then pending(why); return end
     local r = proc.run { argv = { 'ip', '-4', '-o', 'addr', 'show', 'docker0' }, timeout = 10 }
     local gw = r and r.code == 0 and r.stdout:match('inet (%d+%.%d+%.%d+%.%d+)/')
     if not gw then pending('no docker0 bridge on this machine'); return end

@@ -130,12 +130,8 @@ end)
 -- docker: the base image (cseng/debian:bookworm) holds git, make and gcc; pending without dockerd
 describe('standard on docker', function()
   it('clones, builds and tests in a container: HEAD and every test as on local', function()
-    local http = require 'cseng.http'
-    local ping = http.request { url = 'http://docker/v1.41/_ping', unix_socket = '/var/run/docker.sock', timeout = 5 }
-    if not ping or ping.status ~= 200 then pending('dockerd not available at /var/run/docker.sock'); return end
-    local img = http.request { url = 'http://docker/v1.41/images/cseng/debian:bookworm/json', unix_socket = '/var/run/docker.sock',
-      timeout = 10 }
-    if not img or img.status ~= 200 then pending('the base image cseng/debian:bookworm is absent (tools/docker-up.sh)'); return end
+    local why = H.docker_missing()
+    if why then pending(why); return end
     local status, by = A.run(base { providers = { 'docker' }, samples = 1,
       provider_config = { docker = { sandbox = { image = 'cseng/debian:bookworm' } } } }, 'arena-standard-')
     assert.equal(0, status)

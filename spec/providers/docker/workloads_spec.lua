@@ -4,29 +4,20 @@
 -- before it and its image is removed after; a paused container (dockerd's freezer) keeps its
 -- files and a process it was running. Clock-free: contents, process state, dockerd's own image
 -- list. Pending (with the reason) where dockerd or the base image is absent.
-local http = require 'cseng.http'
 local cjson = require 'cjson'
 local docker = require 'providers.docker'
 local docker_build = require 'providers.shared.docker_build'
 local A = require 'spec.helpers.arena'
+local H = require 'spec.helpers.common'
 
 local BASE = 'cseng/debian:bookworm'
-local SOCKET = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/run/docker.sock'
 
-local state
+local connected
 local function client_or_pending()
-  if not state then
-    state = {}
-    local res, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = SOCKET, timeout = 5 }
-    if not res or res.status ~= 200 then
-      state.why = 'dockerd not available at ' .. SOCKET .. ': ' .. (res and ('HTTP ' .. res.status) or tostring(err))
-    else
-      state.client = docker.connect({})
-      if not docker_build.image_id(state.client, BASE) then state.why = 'base image ' .. BASE .. ' is absent' end
-    end
-  end
-  if state.why then pending(state.why) end
-  return state.client
+  local why = H.docker_missing(BASE)
+  if why then pending(why); return end
+  connected = connected or docker.connect({})
+  return connected
 end
 
 local function arena(workload, extra)
