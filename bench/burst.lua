@@ -11,13 +11,13 @@
 --- F receives {burst, cold, http_version, failures, first_error, warm, seconds, samples =
 --- {create, held, way_there, way_back, handshake (ns; handshake: one per create that waited for a
 --- connection)}, handshakes}.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local blib = require 'bench.lib'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local blib = require('bench.lib')
 
 local opts = blib.options('burst', arg, { url = 'string', out = 'string', burst = { 'int', min = 1 }, cold = 'bool',
   ca = 'string', ['http-version'] = 'string' }, { 'url', 'out' })

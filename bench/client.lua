@@ -32,14 +32,14 @@
 --- request over every request, maxrss_kb their sum (loop_maxrss_kb each one's).
 --- --loops: a process the machine may run on another core; the parent waits until every child
 --- has opened its connections (its --warm), then tells them all when their window starts.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local blib = require 'bench.lib'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local blib = require('bench.lib')
 -- a build from before clock.answered (bench/probe.lua --exe compares builds): its clock.now()
 local answered = clock.answered or clock.now
 
@@ -53,7 +53,7 @@ if not opts then return 2 end
 -- --loops N: this process starts N children (the same arguments, --loop-index I), lets their
 -- windows start together once all are warm, and merges what they wrote
 if (opts.loops or 1) > 1 and not opts.loop_index then
-  local proc = require 'cseng.proc'
+  local proc = require('cseng.proc')
   local dir = assert(fs.tempdir('cseng-client-loops-'))
   local kids = {}
   local self = fs.readlink('/proc/self/exe')

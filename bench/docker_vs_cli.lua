@@ -10,14 +10,14 @@
 --- api_cycle   the same plus destroy (DELETE ?force=1), the whole lifecycle
 --- cli_run     `docker run --rm`: create, start, `true` as PID 1, wait, remove
 --- The ratio is cli_run p50 / api_ready p50 (and cli_run p50 / api_cycle p50).
-local clock = require 'cseng.clock'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local blib = require 'bench.lib'
-local stats = require 'cseng.lib.stats'
-local docker = require 'providers.docker'
+local clock = require('cseng.clock')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local blib = require('bench.lib')
+local stats = require('cseng.lib.stats')
+local docker = require('providers.docker')
 
 local opts = blib.options('docker_vs_cli', arg, { n = { 'int', min = 1 }, warmup = { 'int', min = 0 },
   image = 'string', out = 'string', markdown = 'bool' })

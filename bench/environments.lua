@@ -8,14 +8,14 @@
 ---   2. the build phase (local's build: the task's layer) of every bundled task with RUN steps,
 ---      cold (a fresh layer cache: the steps replayed) and cached (the layer found), per repetition.
 --- Needs root and the base root filesystem (./cseng images rootfs).
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local blib = require 'bench.lib'
-local stats = require 'cseng.lib.stats'
-local dataset = require 'cseng.workload.dataset'
-local recipe = require 'cseng.workload.recipe'
-local L = require 'providers.local'
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local blib = require('bench.lib')
+local stats = require('cseng.lib.stats')
+local dataset = require('cseng.workload.dataset')
+local recipe = require('cseng.workload.recipe')
+local L = require('providers.local')
 
 local opts = blib.options('environments', arg, { n = { 'int', min = 1 }, reps = { 'int', min = 1 }, output = 'string' })
 if not opts then return 2 end

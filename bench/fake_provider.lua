@@ -23,13 +23,13 @@
 --- The fake is stateful (a live set: an exec or delete of an unknown id is a 404, so a client that
 --- loses track of a sandbox is seen) but keeps nothing per request, so it can run for hours.
 --- It stops on SIGTERM/SIGINT, or after --max-seconds.
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local flags = require 'cseng.lib.flags'
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local flags = require('cseng.lib.flags')
 
 local opts, perr = flags.parse(arg, {
   port = { key = 'port', type = 'int', min = 0 },

@@ -15,15 +15,15 @@
 --- interleaved (grpc, rest, rest, grpc, ...). The result replaces the section between
 --- <!-- grpc:begin --> and <!-- grpc:end --> of the output (bench/run.lua keeps that section
 --- when it regenerates the rest of docs/PERFORMANCE.md); raw numbers go to bench/out/.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local http = require 'cseng.http'
-local cjson = require 'cjson'
-local blib = require 'bench.lib'
-local stats = require 'cseng.lib.stats'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local http = require('cseng.http')
+local cjson = require('cjson')
+local blib = require('bench.lib')
+local stats = require('cseng.lib.stats')
 
 local opts = blib.options('grpc_vs_rest', arg, { calls = { 'int', min = 10 }, concurrency = 'list',
   reps = { 'int', min = 1 }, ['delay-ms'] = 'number', output = 'string', client = 'string', url = 'string',
@@ -43,7 +43,7 @@ local COMMAND = 'python3 -c "print(\'arena-startup-ready-20261001\')"'
 
 -- ---- client mode: one protocol, one concurrency, in its own process ---------------------------
 if opts.client then
-  local grpc = require 'cseng.lib.grpc'
+  local grpc = require('cseng.lib.grpc')
   local C = opts.c or 1
   local function one(i)
     local id = 'call-' .. i
@@ -94,7 +94,7 @@ if opts.client then
 end
 
 -- ---- driver ----------------------------------------------------------------------------------
-local node_server = require 'spec.fakes.node_server'
+local node_server = require('spec.fakes.node_server')
 local REPS = opts.reps or 3
 local DELAY = opts.delay_ms or 20
 local CONC = {}

@@ -10,17 +10,17 @@
 ---
 --- Prints one JSON object (also to --out) and a summary. Not a test: nothing here passes or fails
 --- on time. make bench (bench/run.lua) runs it and writes its section of docs/PERFORMANCE.md.
-local clock = require 'cseng.clock'
-local blib = require 'bench.lib'
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
+local clock = require('cseng.clock')
+local blib = require('bench.lib')
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
 
 local root = sys.root()
-local HH = require 'spec.helpers.history'
+local HH = require('spec.helpers.history')
 
 local f = blib.options('history_bench', { ... }, { runs = { 'int', min = 10 }, out = 'string', keep = 'bool' })
 if not f then return 2 end

@@ -13,12 +13,12 @@
 --- (use a lower --concurrency: the fake is some 50x slower under valgrind).
 --- --tls 1.1|2: the client over TLS (HTTP/1.1 or HTTP/2 by ALPN) against the C fake
 --- (bench/fake_provider.c with a CA and certificate made for the run); not with --fake.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
-local blib = require 'bench.lib'
-local jsonl = require 'cseng.lib.jsonl'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
+local blib = require('bench.lib')
+local jsonl = require('cseng.lib.jsonl')
 
 local opts = blib.options('instructions', arg, { exe = 'string', concurrency = { 'int', min = 1 }, short = 'number',
   long = 'number', pools = { 'int', min = 1 }, fake = 'bool', out = 'string', tls = 'string' })

@@ -1,11 +1,11 @@
 --- What the benchmark scripts share (bench/run.lua, bench/probe.lua, bench/instructions.lua):
 ---   local blib = require 'bench.lib'
 ---   local fake, url = blib.start_fake(exe, tmpdir, { '--create-ms', 50 })
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
-local flags = require 'cseng.lib.flags'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
+local sys = require('cseng.sys')
+local flags = require('cseng.lib.flags')
 
 local M = {}
 

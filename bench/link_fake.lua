@@ -25,15 +25,15 @@
 --- GET /__link/file?n=N on the API link is the link acting as a package mirror: N bytes, held and
 --- logged as any call (side "mirror", with the client's user-agent), for the egress workload.
 --- Serves until SIGTERM or SIGINT, or --max-seconds.
-local serve = require 'cseng.serve'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
-local blib = require 'bench.lib'
+local serve = require('cseng.serve')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
+local blib = require('bench.lib')
 
 local opts = blib.options('link_fake', arg, { vendor = 'string', ['latency-ms'] = 'number', mibps = 'number',
   info = 'string', log = 'string', ['max-seconds'] = 'number' }, { 'info' })
@@ -112,7 +112,7 @@ for side, switch in pairs(SIDE_OF[VENDOR] or {}) do
   if switch then switches[switch] = links[side]:url() end
 end
 require('cseng.cli.commands.test').use_checkout()
-local fakes = require 'spec.fakes'
+local fakes = require('spec.fakes')
 local f = assert(fakes.start(VENDOR, switches))
 upstream.api = f.url
 if VENDOR == 'daytona' then upstream.toolbox = f.toolbox_url end

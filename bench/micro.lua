@@ -4,11 +4,11 @@
 ---
 --- clock.now(): N calls in a loop, minus the same loop with a local function that returns an
 --- integer (the loop and call overhead), in ns per call. Also the idle engine's peak RSS.
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local blib = require 'bench.lib'
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local blib = require('bench.lib')
 
 local opts = blib.options('micro', arg, { n = { 'int', min = 1 }, out = 'string' })
 if not opts then return 2 end

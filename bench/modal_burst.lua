@@ -10,11 +10,11 @@
 ---
 --- Prints one line per run and exits 1 if any run had an error (a failed create, exec or destroy,
 --- a wrong readiness output, a task that raised, or a sandbox the fake still holds).
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local blib = require 'bench.lib'
-local jsonl = require 'cseng.lib.jsonl'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local blib = require('bench.lib')
+local jsonl = require('cseng.lib.jsonl')
 
 local opts = blib.options('modal_burst', arg, { runs = { 'int', min = 1 }, burst = { 'int', min = 1 }, out = 'string',
   tls = 'bool' })
@@ -23,9 +23,9 @@ if not opts then return 2 end
 local RUNS, BURST = opts.runs or 5, opts.burst or 100
 local MARKER = 'arena-startup-ready-20261001'
 local COMMAND = 'python3 -c "print(\'' .. MARKER .. '\')"'
-local modal_fake = require 'spec.providers.modal.fake'
-local modal = require 'providers.modal'
-local http = require 'cseng.http'
+local modal_fake = require('spec.providers.modal.fake')
+local modal = require('providers.modal')
+local http = require('cseng.http')
 
 local TMP, TLS
 if opts.tls then

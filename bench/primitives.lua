@@ -20,19 +20,19 @@
 --- over the clean samples minus that; the bound it is held to is the engine's documented error
 --- (docs/ARENA.md, "Primitives", Known error): KNOWN below. No sample may be below its injected time
 --- (the link never answers early, so one that is would be a clock that reads short).
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local stats = require 'cseng.lib.stats'
-local http = require 'cseng.http'
-local frame = require 'cseng.run.frame'
-local workloads = require 'cseng.run.workloads'
-local report_format = require 'reports.lib.format'
-local blib = require 'bench.lib'
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local stats = require('cseng.lib.stats')
+local http = require('cseng.http')
+local frame = require('cseng.run.frame')
+local workloads = require('cseng.run.workloads')
+local report_format = require('reports.lib.format')
+local blib = require('bench.lib')
 
 local opts = blib.options('primitives', arg, { samples = { 'int', min = 2 }, ['latency-ms'] = 'number', mibps = 'number',
   sizes = 'string', files = { 'int', min = 1 }, out = 'string', json = 'string', warmups = { 'int', min = 0 },

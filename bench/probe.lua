@@ -19,14 +19,14 @@
 --- default), neither (off), or each build both ways, alternating (labels LABEL and LABEL-free).
 --- --tls 1.1|2: the C fake over TLS (a CA and certificate made for the run, bench/lib.lua) and
 --- the client asking for that HTTP version by ALPN.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
-local http = require 'cseng.http'
-local stats = require 'cseng.lib.stats'
-local blib = require 'bench.lib'
-local jsonl = require 'cseng.lib.jsonl'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
+local http = require('cseng.http')
+local stats = require('cseng.lib.stats')
+local blib = require('bench.lib')
+local jsonl = require('cseng.lib.jsonl')
 
 local opts = blib.options('probe', arg, { exe = 'list', concurrency = { 'int', min = 1 }, reps = { 'int', min = 1 },
   duration = 'number', warmup = 'number', out = 'string', perf = 'string', fake = 'string', pin = 'string',

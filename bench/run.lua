@@ -40,18 +40,18 @@
 --- between <!-- docker:begin --> and <!-- docker:end --> in the existing report is kept, and so is
 --- bench/grpc_vs_rest.lua's section (<!-- grpc:begin --> ... <!-- grpc:end -->) and bench/soak.lua's
 --- (<!-- soak:begin --> ... <!-- soak:end -->).
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local http = require 'cseng.http'
-local serve = require 'cseng.serve'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local stats = require 'cseng.lib.stats'
-local flags = require 'cseng.lib.flags'
-local report_render = require 'reports.lib.render'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local http = require('cseng.http')
+local serve = require('cseng.serve')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local stats = require('cseng.lib.stats')
+local flags = require('cseng.lib.flags')
+local report_render = require('reports.lib.render')
 
 local SPEC = {
   reps = { key = 'reps', type = 'int', min = 1 },
@@ -103,7 +103,7 @@ local OUTPUT = opts.output or fs.join(ROOT, 'docs/PERFORMANCE.md')
 local TEMPLATE = fs.join(ROOT, 'bench/PERFORMANCE.md.tmpl')
 local STAMP = os.date('!%Y%m%dT%H%M%SZ')
 local TMP = assert(fs.tempdir('cseng-bench-'))
-local blib = require 'bench.lib'
+local blib = require('bench.lib')
 local TLS = not opts.no_tls and FAKE == 'c' -- the Lua fake speaks plain HTTP only
 -- a CA and certificate for the run's TLS servers, trusted by every client it runs (and by this
 -- process, which reads the TLS fake's /stats)

@@ -12,17 +12,17 @@
 ---
 --- Not part of `make bench` (minutes, and 2 x N sockets): its figures are copied into
 --- docs/PERFORMANCE.md and docs/SCALE-OUT.md by hand, with the command.
-local http = require 'cseng.http'
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local stats = require 'cseng.lib.stats'
-local blib = require 'bench.lib'
-local jsonl = require 'cseng.lib.jsonl'
+local http = require('cseng.http')
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local stats = require('cseng.lib.stats')
+local blib = require('bench.lib')
+local jsonl = require('cseng.lib.jsonl')
 
 local opts = blib.options('soak', arg, { sandboxes = { 'int', key = 'n', min = 1 }, ramp = { 'int', min = 1 },
   hold = 'number', beat = 'number', out = 'string', markdown = 'string', serve = 'bool', ['port-file'] = 'string' })

@@ -8,11 +8,11 @@
 --- ready = t2 - t0, the seed's create -> first exec. docker-run times `docker run --rm IMAGE true`
 --- through proc.run (the CLI creates, starts, waits and removes; ready = its whole run). One
 --- warm-up sample is not kept. F receives {samples = {create=, exec=, ready=, destroy=} (ns), ...}.
-local clock = require 'cseng.clock'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local blib = require 'bench.lib'
+local clock = require('cseng.clock')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local blib = require('bench.lib')
 
 local opts = blib.options('startup', arg, { provider = 'string', n = { 'int', min = 1 }, image = 'string',
   out = 'string' }, { 'provider', 'out' })

@@ -8,17 +8,17 @@
 ---
 --- Prints one JSON object and a summary; docs/VIEWER.md quotes the figures. Not a test: nothing
 --- here passes or fails on time.
-local clock = require 'cseng.clock'
-local blib = require 'bench.lib'
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
+local clock = require('cseng.clock')
+local blib = require('bench.lib')
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
 
 local root = sys.root()
-local fixtures = require 'spec.browser.fixtures'
+local fixtures = require('spec.browser.fixtures')
 
 local f = blib.options('view_bench', { ... }, { trials = { 'int', min = 1 }, keep = 'bool' })
 if not f then return 2 end

@@ -1,6 +1,6 @@
 -- Cold gold: every bundled task, a fresh sandbox per trial, the task's own solution.
 -- Every task should pass; a failure is a broken task or a broken provider.
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.tasks {
   name = 'cold-gold',

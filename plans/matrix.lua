@@ -1,5 +1,5 @@
 -- Matrix: the same tasks on every listed provider, cold and warm.
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.matrix {
   name = 'matrix',

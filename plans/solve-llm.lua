@@ -14,7 +14,7 @@
 --   a ceiling on the whole run's spend: --max-cost-usd 5
 -- Token counts and cost land in each trial's solver_usage and cost ledger, its trajectory in
 -- results/<run>/trajectories/ (ATIF; docs/SOLVERS.md).
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.tasks {
   name = 'solve-llm',

@@ -1,6 +1,6 @@
 -- Solve: an external solver script (the seed's --solve-command-file) on every task until
 -- --stop-after-passes tasks pass.
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.tasks {
   name = 'solve',

@@ -4,7 +4,7 @@
 --
 --   cseng run plans/startup.lua --providers local --samples 50
 --   cseng run plans/startup.lua --providers local,docker,lizard --status-port 8080
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.startup {
   name = 'startup',

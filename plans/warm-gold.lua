@@ -1,6 +1,6 @@
 -- Warm gold: the environment of each task is prepared once (a prewarmed artifact), then
 -- every trial starts from it.
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 
 return plan.tasks {
   name = 'warm-gold',

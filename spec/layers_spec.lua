@@ -3,8 +3,8 @@
 -- comments and strings do not count), each module is given its layer, and an edge that the table
 -- ALLOWED below does not list fails, as does any cycle between modules (lazy requires inside
 -- functions included: a cycle is a cycle whether or not the load order hides it).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
 
 local ROOT = sys.root()
 
@@ -317,5 +317,23 @@ describe('layers of lua/', function()
   it('no module is part of a cycle', function()
     local found = cycles(edges, modules)
     assert.same({}, found, table.concat(found, '\n'))
+  end)
+end)
+
+-- One spelling for a module's imports, `local m = require('m')`: the call form is the one tools
+-- (and readers) take for an import line, so a header of requires reads as imports, not as code.
+describe('imports are spelt require(...)', function()
+  it('no top-level import in lua/, spec/, bench/ or plans/ is written require \'m\'', function()
+    local bad = {}
+    for _, dir in ipairs({ 'lua', 'spec', 'bench', 'plans' }) do
+      for _, path in ipairs(lua_files(dir)) do
+        local n = 0
+        for line in io.lines(ROOT .. '/' .. path) do
+          n = n + 1
+          if line:match('^%s*local [%w_]+ = require%s*[\'"]') then bad[#bad + 1] = path .. ':' .. n .. ': ' .. line end
+        end
+      end
+    end
+    assert.same({}, bad, table.concat(bad, '\n'))
   end)
 end)

@@ -1,6 +1,6 @@
 -- luacheck (Debian's lua-check) over every Lua file of the project, with .luacheckrc.
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
 
 describe('lint', function()
   it('luacheck reports nothing for lua/, spec/, plans/ and bench/', function()

@@ -16,11 +16,11 @@
 ---   DIR/repo/                a git repository holding tasks/<task> (one commit)
 ---   DIR/git/registry.json    `smoke@1.0` with each task pinned to that commit (git_url file://...)
 --- Run from the checkout's root (it reads data/tasks/).
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
-local registry = require 'cseng.workload.registry'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
+local registry = require('cseng.workload.registry')
 
 local TASKS = { 'awk-fixed-width-to-csv', 'csv-sales-report' }
 local dir, git = nil, false

@@ -3,8 +3,8 @@
 --- contract and runs its lifecycle on a loopback fake, so it stays true. Copy it to
 --- lua/providers/<name>.lua and docs/providers/skeleton_spec.lua to spec/providers/<name>/<name>_spec.lua, and
 --- replace the Acme calls.)
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
 
 local M = {
   name = 'acme',

@@ -5,18 +5,18 @@
 -- lua/providers/<name>.lua and make its fake answer as your API does. spec/providers/new_provider_spec.lua
 -- copies the two skeleton files into a fresh tree and runs this spec there: a new provider is
 -- those two files, with no edit anywhere else.)
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local serve = require 'cseng.serve'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local contract = require 'providers.shared.contract'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local serve = require('cseng.serve')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local contract = require('providers.shared.contract')
 
 local ROOT = sys.root()
-local vendor = require 'spec.helpers.vendor'
-local sandboxes = require 'spec.fakes.sandboxes'
-local P = require 'providers.acme'
+local vendor = require('spec.helpers.vendor')
+local sandboxes = require('spec.fakes.sandboxes')
+local P = require('providers.acme')
 
 -- A loopback Acme whose sandboxes really run commands (local-provider sandboxes on this machine,
 -- spec/fakes/sandboxes.lua). start() -> f: f.env() (the variables of a run against it),

@@ -10,7 +10,7 @@
 ---@param handler fun(req: table): any
 ---@return table task the first worker
 return function(srv, handler)
-  local task = require 'cseng.task'
+  local task = require('cseng.task')
 
   local function msgh(e)
     if type(e) == 'table' then return e end

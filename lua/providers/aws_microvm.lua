@@ -23,16 +23,16 @@
 --- has the error type, e.g. "ThrottlingException: Rate exceeded"), transport failures keep
 --- cseng.http's codes, "ESTATE" for a microVM that ends before RUNNING, "ECONFIG" for a missing
 --- image id.
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local awscreds = require 'cseng.lib.aws.credentials'
-local wire = require 'providers.shared.aws_microvm_wire'
-local build = require 'providers.shared.aws_microvm_build'
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local awscreds = require('cseng.lib.aws.credentials')
+local wire = require('providers.shared.aws_microvm_wire')
+local build = require('providers.shared.aws_microvm_build')
 
 local M = {
   name = 'aws-microvm',

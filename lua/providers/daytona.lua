@@ -37,15 +37,15 @@
 --- (the startup arena stops on HTTP_401/HTTP_403), a sandbox that ends in error/build_failed
 --- "ESTATE", one that is not started in time "ETIMEDOUT"; transport failures keep cseng.http's
 --- codes. A create that fails after the API allocated a sandbox deletes it before returning.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.daytona_wire'
-local build = require 'providers.shared.daytona_build'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.daytona_wire')
+local build = require('providers.shared.daytona_build')
 
 local M = {
   name = 'daytona',

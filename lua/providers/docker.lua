@@ -14,17 +14,17 @@
 --- runs under `timeout -s KILL`, since the API has no way to kill an exec.
 --- The request to dockerd and the stream formats are providers/shared/docker_wire.lua; the image
 --- build and the image operations providers/shared/docker_build.lua.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local wire = require 'providers.shared.docker_wire'
-local build = require 'providers.shared.docker_build'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local wire = require('providers.shared.docker_wire')
+local build = require('providers.shared.docker_build')
 
 local M = {
   name = 'docker',

@@ -31,12 +31,12 @@
 --- Expected failures return nil, message, CODE: HTTP statuses become "HTTP_<status>" (also
 --- Connect's unauthenticated/permission_denied: HTTP_401/HTTP_403), a broken stream
 --- "ECONNECT", other Connect errors "ECONNECT" with the Connect code in the message.
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.e2b_wire'
-local build = require 'providers.shared.e2b_build'
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.e2b_wire')
+local build = require('providers.shared.e2b_build')
 
 local M = {
   name = 'e2b',

@@ -13,9 +13,9 @@
 --- create and exec return the HTTP timings of their call (sb.http_timings, res.http_timings:
 --- curl's cumulative dns/connect/tls/ttfb/total marks, in seconds).
 --- The API has no file transfer: put and get run base64 through exec, in chunks.
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
 
 local M = {
   name = 'lizard',

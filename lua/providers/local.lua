@@ -22,20 +22,20 @@
 --- pids, CPU) and on a size-limited writable layer, with defaults when the task names none.
 --- Warm: the prepared sandbox's writable layer (base mode) or root (host mode) becomes one more
 --- lower layer of later trials.
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local namespace = require 'cseng.namespace'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local jail = require 'providers.shared.local_jail'
-local limits = require 'providers.shared.local_limits'
-local net = require 'providers.shared.local_net'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local namespace = require('cseng.namespace')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local jail = require('providers.shared.local_jail')
+local limits = require('providers.shared.local_limits')
+local net = require('providers.shared.local_net')
 
 local M = {
   name = 'local',
@@ -118,7 +118,7 @@ function M.connect(cfg)
   assert(fs.mkdir_p(base .. '/sandboxes'))
   assert(fs.mkdir_p(base .. '/warm'))
   local host_root = cfg.host_root == true or os.getenv('CSENG_LOCAL_HOST_ROOT') == '1'
-  local images = require 'cseng.images.rootfs'
+  local images = require('cseng.images.rootfs')
   local rootfs = cfg.rootfs or os.getenv('CSENG_LOCAL_ROOTFS')
   local is_root = sys.uid() == 0
   local base_root
@@ -864,7 +864,7 @@ function M.build(client, req)
     end
     local iok, ierr, icode = isolate(client, sb, lim, nil)
     if not iok then return nil, errors.new(icode or errors.EIO, ierr), icode end
-    local replay = require 'cseng.workload.replay'
+    local replay = require('cseng.workload.replay')
     local log = {}
     local info, rerr, rcode = replay.run(M, client, sb, rcp, { timeout = req.timeout or 600, network = netw, enforced = true,
       from_step = from,

@@ -12,12 +12,12 @@
 --- snapshots a prepared sandbox with SandboxSnapshotFs into an image id (MODAL_IMAGE_ID).
 --- The gRPC calls, the App, the task and router and a command's run are
 --- providers/shared/modal_wire.lua; the image builds providers/shared/modal_build.lua.
-local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.modal_wire'
-local build = require 'providers.shared.modal_build'
+local clock = require('cseng.clock')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.modal_wire')
+local build = require('providers.shared.modal_build')
 
 local M = {
   name = 'modal',

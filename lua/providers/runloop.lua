@@ -36,14 +36,14 @@
 --- Expected failures return nil, message, CODE: an HTTP status outside 2xx is "HTTP_<status>",
 --- a devbox that does not come up "EBOOT" (it is shut down), a snapshot that fails "ESNAPSHOT";
 --- transport failures keep cseng.http's codes.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.runloop_wire'
-local build = require 'providers.shared.runloop_build'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.runloop_wire')
+local build = require('providers.shared.runloop_build')
 
 -- third-party transcription of runloop.ai/pricing (per-second compute); settings override them
 local RATES = { vcpu_s = 0.00003, gib_s = 0.000007, per_create = 0 }

@@ -29,11 +29,11 @@
 --- Expected failures return nil, message, CODE: an HTTP status outside 2xx is "HTTP_<status>",
 --- a stream that ends without an exit code (or an "error" line) "EPROTO"; transport failures
 --- keep cseng.http's codes.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.vercel_wire'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.vercel_wire')
 
 local M = {
   name = 'vercel',

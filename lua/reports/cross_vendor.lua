@@ -6,8 +6,8 @@
 --- median and p95 trial seconds (elapsed_seconds), per-phase medians, estimated sandbox cost
 --- and solver (model) cost; pairwise ratios of the median start (create) time with a seeded
 --- bootstrap CI; a grouped bar chart of the phase medians and a box plot of trial seconds.
-local rt = require 'reports.lib.task_runs'
-local stats = require 'cseng.lib.stats'
+local rt = require('reports.lib.task_runs')
+local stats = require('cseng.lib.stats')
 
 local REPS = 2000
 

@@ -3,9 +3,9 @@
 --- one example each (the newest: task, error text tail, stdout/stderr tail excerpts); the
 --- infrastructure-error rate per provider; and a "what to look at first" list ordered by count.
 --- `cseng report results/ /work/shared/data/seed-results/ --template lua/reports/failure_modes.lua -o out.md`
-local rt = require 'reports.lib.task_runs'
-local stats = require 'cseng.lib.stats'
-local report_format = require 'reports.lib.format'
+local rt = require('reports.lib.task_runs')
+local stats = require('cseng.lib.stats')
+local report_format = require('reports.lib.format')
 
 local NONE = '–'
 

@@ -6,8 +6,8 @@
 ---
 --- Pass rates are given both over the evidence trials (report_tasks.RULE) and over every trial;
 --- timing distributions, errors, cache hits and cost use every trial of the provider.
-local rt = require 'reports.lib.task_runs'
-local stats = require 'cseng.lib.stats'
+local rt = require('reports.lib.task_runs')
+local stats = require('cseng.lib.stats')
 
 local function bar(n, max)
   if max <= 0 then return '' end

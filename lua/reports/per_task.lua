@@ -5,7 +5,7 @@
 --- Sections: counts per column; tasks whose outcome differs between the columns that ran them
 --- (the interesting ones); tasks that pass nowhere; tasks that pass everywhere they ran; the full
 --- table. Evidence rule: report_tasks.RULE.
-local rt = require 'reports.lib.task_runs'
+local rt = require('reports.lib.task_runs')
 
 local function cell(ev, t)
   if not t then return '–' end

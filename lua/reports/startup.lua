@@ -11,9 +11,9 @@
 --- resources than asked, the audit unreadable: lua/cseng/run/audit.lua) is counted as a success
 --- but left out of every latency statistic, and listed under "Fidelity audit" with its sandbox id.
 --- A run with a workload other than startup (--workload) gets a section of the workload's figures.
-local stats = require 'cseng.lib.stats'
-local rt = require 'reports.lib.task_runs'
-local report_format = require 'reports.lib.format'
+local stats = require('cseng.lib.stats')
+local rt = require('reports.lib.task_runs')
+local report_format = require('reports.lib.format')
 
 local REPS = report_format.REPS
 

@@ -3,7 +3,7 @@
 ---   AI_GATEWAY_API_KEY, or else VERCEL_OIDC_TOKEN (one is required);
 ---   AI_GATEWAY_MODEL (required unless the plan or --model sets `model`), e.g. deepseek/deepseek-v4-flash;
 ---   AI_GATEWAY_BASE_URL (default https://ai-gateway.vercel.sh/v1).
-local agent = require 'solvers.shared.chat_loop'
+local agent = require('solvers.shared.chat_loop')
 
 local ENDPOINT = {
   name = 'ai_gateway', keys = { 'AI_GATEWAY_API_KEY', 'VERCEL_OIDC_TOKEN' },

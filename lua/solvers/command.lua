@@ -1,10 +1,10 @@
 --- The command solver: an external solver script (the seed's --solve-command-file), uploaded
 --- to /cseng/solver.sh and run in the sandbox's workdir with the instruction at
 --- $CSENG_INSTRUCTION_FILE. Variables named in --solver-env are passed from the host.
-local archive = require 'cseng.archive'
-local fs = require 'cseng.fs'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local archive = require('cseng.archive')
+local fs = require('cseng.fs')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local solver = { name = 'command', description = 'run a solver script in the sandbox (--solve-command-file)' }
 

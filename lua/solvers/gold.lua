@@ -2,8 +2,8 @@
 --- The script is wrapped so that applying it twice is harmless (a marker records success),
 --- as the seed harness makes its solve.sh idempotent. A task without a solution is reported
 --- as such (the verifier still runs; it should score 0).
-local archive = require 'cseng.archive'
-local errors = require 'cseng.lib.errors'
+local archive = require('cseng.archive')
+local errors = require('cseng.lib.errors')
 
 local solver = { name = 'gold', description = "run the task's own solution/solve.sh" }
 

@@ -4,7 +4,7 @@
 ---   `model`), OPENROUTER_BASE_URL (default https://openrouter.ai/api/v1),
 ---   OPENROUTER_HTTP_REFERER and OPENROUTER_X_TITLE (attribution headers; the title defaults to cseng).
 --- OpenRouter reports each response's cost in usage.cost; the record uses it.
-local agent = require 'solvers.shared.chat_loop'
+local agent = require('solvers.shared.chat_loop')
 
 local ENDPOINT = {
   name = 'openrouter', keys = { 'OPENROUTER_API_KEY' }, model_var = 'OPENROUTER_MODEL',

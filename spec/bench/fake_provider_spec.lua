@@ -8,17 +8,17 @@
 -- ALPN, a CA and certificate made for the run by bench/lib.lua's make_certs): the same script
 -- over each must give the same answers as the Lua fake's plain ones, the HTTP/2 streams of one
 -- connection held side by side. Verdicts are counts and values, never times.
-local http = require 'cseng.http'
-local clock = require 'cseng.clock'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local http = require('cseng.http')
+local clock = require('cseng.clock')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
 local CSENG = os.getenv('CSENG') or fs.join(ROOT, 'cseng')
 if not CSENG:find('/', 1, true) then CSENG = fs.join(ROOT, CSENG) end
-local blib = require 'bench.lib'
+local blib = require('bench.lib')
 local FLAGS = { '--create-ms', 5, '--exec-ms', 3, '--delete-ms', 2 }
 local NOMINAL = { create = 5e6, exec = 3e6, delete = 2e6 }
 local KEY = { ['X-API-Key'] = 'bench-key', ['Content-Type'] = 'application/json' }
@@ -247,7 +247,7 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
   -- them.) The wait for the count is bounded (a failure's bound, not a verdict); the creates are
   -- then cancelled.
   it('holds the HTTP/2 streams of one connection side by side', function()
-    local task = require 'cseng.task'
+    local task = require('cseng.task')
     local N = 20
     local d = fs.join(tmp, 'tls2-held')
     assert(fs.mkdir_p(d))

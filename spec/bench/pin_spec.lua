@@ -3,16 +3,16 @@
 -- be used or CSENG_BENCH_PIN=0. Checked as a user meets it: the helper run under a narrowed
 -- affinity, a process started with each prefix read back from /proc, and bench/probe.lua's --pin
 -- refusing what it cannot do. Verdicts are values, never times.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local cjson = require 'cjson'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
 local CSENG = os.getenv('CSENG') or fs.join(ROOT, 'cseng')
 if not CSENG:find('/', 1, true) then CSENG = fs.join(ROOT, CSENG) end
-local blib = require 'bench.lib'
+local blib = require('bench.lib')
 
 -- the CPUs this process may use, as a list of numbers
 local function allowed(pid)
@@ -33,8 +33,8 @@ setup(function()
   tmp = assert(fs.tempdir('cseng-bench-pin'))
   script = fs.join(tmp, 'pinning.lua')
   assert(fs.write(script, [[
-local cjson = require 'cjson'
-local sys = require 'cseng.sys'
+local cjson = require('cjson')
+local sys = require('cseng.sys')
 local p, why = require('bench.lib').pinning()
 print(cjson.encode(p and { client = p.client, server = p.server, client_cpu = p.client_cpu,
   server_cpu = p.server_cpu, cpus = p.cpus } or { why = why }))

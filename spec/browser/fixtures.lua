@@ -2,10 +2,10 @@
 --- (results.open / Writer:event, so the lines are what a run writes): two task runs of one plan
 --- where B regresses a task and fixes another and uses another solver, a transcript beside B, a
 --- truncated copy, a foreign file, a log that is not a run, and a live log the caller grows.
-local results = require 'cseng.results.log'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
+local results = require('cseng.results.log')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
 
 local fixtures = {}
 

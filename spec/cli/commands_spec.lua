@@ -3,16 +3,16 @@
 -- --env-file), unknown options refused by every command and mistyped names answered with the valid
 -- ones, error text, run ids, cseng dataset info, a task with no gold solution, and what the
 -- commands print and refuse (help, usage, report templates of the other kind of run).
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local dataset = require 'cseng.workload.dataset'
-local results = require 'cseng.results.log'
-local flags = require 'cseng.lib.flags'
-local util = require 'cseng.lib.util'
-local options = require 'cseng.run.options'
-local tasks_kind = require 'cseng.run.kinds.tasks'
-local H = require 'spec.helpers.common'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local dataset = require('cseng.workload.dataset')
+local results = require('cseng.results.log')
+local flags = require('cseng.lib.flags')
+local util = require('cseng.lib.util')
+local options = require('cseng.run.options')
+local tasks_kind = require('cseng.run.kinds.tasks')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 local SMOKE16 = ROOT .. '/../shared/data/terminalbench_2026_03_05_smoke16.parquet'
@@ -203,7 +203,7 @@ describe('every command', function()
 end)
 
 describe('bar charts', function()
-  local report_svg = require 'reports.lib.svg'
+  local report_svg = require('reports.lib.svg')
   it('turn horizontal at 26+ categories, every label in full and one bar per value', function()
     local cats, vals = {}, {}
     for i = 1, 30 do cats[i] = 'a-fairly-long-task-name-number-' .. i; vals[i] = i end

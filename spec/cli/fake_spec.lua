@@ -3,11 +3,11 @@
 -- llm`, the scripted model, serves plans/solve-llm.lua the same way.
 -- Each fake runs as its own cseng process with a private TMPDIR, so "no file behind" is checked
 -- on that directory (other processes' temporary files never count).
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local cjson = require 'cjson'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local cjson = require('cjson')
+local H = require('spec.helpers.common')
 
 local ROOT, CSENG = H.ROOT, H.CSENG
 
@@ -127,7 +127,7 @@ describe('cseng fake llm', function()
   end)
 
   it('answers a prompt it does not know with no command (the trial fails), and refuses --dataset for a provider', function()
-    local model = require 'spec.fakes.llm.model'
+    local model = require('spec.fakes.llm.model')
     local script = model.gold_script({ { id = 't', instruction = 'Make the widget.', dir = tmp } }, 'x.jsonl')
     local reply = script({ user = 'Something else entirely.', turn = 1 })
     assert.is_nil(reply.tool_calls)

@@ -3,12 +3,12 @@
 -- up, erase below), and no control character reaches the terminal as escaped text
 -- (`\x1b`, `\x0d`): the console guard and the renderer agree on what a terminal may receive.
 -- Without a terminal (a pipe), the same runs print plain lines with no control sequence at all.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local util = require 'cseng.lib.util'
-local console = require 'cseng.lib.console'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local util = require('cseng.lib.util')
+local console = require('cseng.lib.console')
+local H = require('spec.helpers.common')
 
 local ROOT, CSENG = H.ROOT, H.CSENG
 local have_script = proc.run { argv = { 'sh', '-c', 'command -v script' } }.code == 0
@@ -65,7 +65,7 @@ describe_pty('progress under a pseudo-terminal', function()
   end)
 
   it('an interrupted task run keeps its notice on screen, clears the live block, says what is left and how to resume', function()
-    local task = require 'cseng.task'
+    local task = require('cseng.task')
     local out_dir = tmp .. '/int'
     local log = tmp .. '/int.typescript'
     local argv = { CSENG, 'run', 'plans/cold-gold.lua', '--provider', 'local', '--concurrency', '2',
@@ -123,7 +123,7 @@ describe_pty('progress under a pseudo-terminal', function()
   it('an arena run between two providers ends with the comparison', function()
     local plan_file = tmp .. '/two.lua'
     assert(fs.write(plan_file, [[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'two', providers = { 'a', 'b' }, samples = 6, warmups = 1, seed = 11,
   provider_config = { a = { adapter = 'local' }, b = { adapter = 'local' } } }
 ]]))

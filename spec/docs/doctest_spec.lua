@@ -1,12 +1,12 @@
 -- The doc-test of README.md and docs/ARENA.md, and of every `--help` option (the rules and the
 -- machinery: spec/helpers/doctest.lua; docs/PLANS.md: spec/docs/plans_spec.lua; the provider pages:
 -- spec/docs/providers_spec.lua; three files, so each stays well under a minute).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
 
 local ROOT = sys.root()
-local DOCT = require 'spec.helpers.doctest'
+local DOCT = require('spec.helpers.doctest')
 local DOCS = { 'README.md', 'docs/ARENA.md' }
 
 local tmp
@@ -63,7 +63,7 @@ describe('doctest: every --help option is documented', function()
     add_dir(ROOT .. '/docs'); add_dir(ROOT .. '/docs/providers')
     local all = table.concat(docs, '\n')
     local missing = {}
-    local cli = require 'cseng.cli.main'
+    local cli = require('cseng.cli.main')
     for _, name in ipairs(cli.commands) do
       local r = assert(proc.run { argv = { ROOT .. '/cseng', name, '--help' }, timeout = 30 })
       for opt in r.stdout:gmatch('%f[%-%w]%-%-([%w][%w%-]*)') do

@@ -2,7 +2,7 @@
 -- the bundled fakes (`cseng fake`), their real-service blocks are marked `# needs: credentials`
 -- (the rules: spec/helpers/doctest.lua).
 
-local DOCT = require 'spec.helpers.doctest'
+local DOCT = require('spec.helpers.doctest')
 
 setup(function() DOCT.open() end)
 teardown(function() DOCT.close() end)

@@ -1,7 +1,7 @@
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
 
 local function octal(s) return tonumber(s, 8) end
 
@@ -279,7 +279,7 @@ with zipfile.ZipFile(sys.argv[1], 'w', compression=zipfile.ZIP_DEFLATED) as z:
     end)
 
     it('accepts a relative archive path and a relative target', function()
-      local sys = require 'cseng.sys'
+      local sys = require('cseng.sys')
       local rel = 'spec/tmp/archive-rel-' .. sys.pid()
       assert(fs.mkdir_p(rel .. '/out'))
       fs.write(rel .. '/x.tgz', assert(archive.pack({ { path = 'f', data = 'relative' } })))
@@ -297,7 +297,7 @@ with zipfile.ZipFile(sys.argv[1], 'w', compression=zipfile.ZIP_DEFLATED) as z:
     end)
 
     it('does not change the working directory', function()
-      local sys = require 'cseng.sys'
+      local sys = require('cseng.sys')
       local cwd = sys.cwd()
       assert(archive.extract(tar({ { name = 'f', data = 'x' } }), root))
       archive.extract(tar({ { name = '../f', data = 'x' } }), root)

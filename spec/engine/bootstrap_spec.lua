@@ -1,7 +1,7 @@
 -- cseng.bootstrap (engine/lbootstrap.c): stats.bootstrap_ci of a quantile in C gives the numbers
 -- the Lua resampling gives, bit for bit, on random data (ties, one value, two, hundreds), any
 -- quantile, seed and level.
-local stats = require 'cseng.lib.stats'
+local stats = require('cseng.lib.stats')
 
 describe('the bootstrap of a quantile in C', function()
   it('equals the Lua resampling bit for bit', function()
@@ -22,7 +22,7 @@ describe('the bootstrap of a quantile in C', function()
   end)
 
   it('refuses what it cannot bootstrap', function()
-    local b = require 'cseng.bootstrap'
+    local b = require('cseng.bootstrap')
     assert.has_error(function() b.quantile_ci({ 1, 'x' }, 0.5, 10, 1, 0.95) end, 'bootstrap: value 2 is not a number')
     assert.has_error(function() b.quantile_ci({ 1 }, 2, 10, 1, 0.95) end)
     assert.has_error(function() b.quantile_ci({ 1 }, 0.5, 0, 1, 0.95) end)

@@ -4,11 +4,11 @@
 -- loop is held busy (a synchronous wait in one task) until a marker file the server writes after
 -- it sent its answer exists, so the answer certainly arrived while nothing in this process read
 -- it.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
 
 -- A server in its own process (python3) that answers each request on one connection at once
 -- and, after the second answer is out, creates the marker file; with a certificate and key,

@@ -1,4 +1,4 @@
-local crypto = require 'cseng.crypto'
+local crypto = require('cseng.crypto')
 
 local function unhex(s) return (assert(crypto.unhex((s:gsub('%s', ''))))) end
 

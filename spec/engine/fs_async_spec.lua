@@ -1,6 +1,6 @@
 -- fs.append{sync=true} inside a task: write + fsync on libuv's threadpool while the task yields.
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
+local fs = require('cseng.fs')
+local task = require('cseng.task')
 
 describe('fs.append with sync inside tasks', function()
   local dir

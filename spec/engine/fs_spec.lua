@@ -1,5 +1,5 @@
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
 
 local function octal(s) return tonumber(s, 8) end
 
@@ -84,7 +84,7 @@ describe('cseng.fs', function()
       local p = dir .. '/shared.log'
       local script = dir .. '/appender.lua'
       fs.write(script, [[
-        local fs = require 'cseng.fs'
+        local fs = require('cseng.fs')
         local path, tag = arg[1], arg[2]
         local body = string.rep(tag, 200 * 1024)
         for i = 1, 100 do assert(fs.append(path, tag .. i .. ':' .. body .. '\n')) end
@@ -228,7 +228,7 @@ describe('cseng.fs', function()
       fs.chmod(dir, '0755')
       local script = dir .. '/eacces.lua'
       fs.write(script, [[
-        local fs = require 'cseng.fs'
+        local fs = require('cseng.fs')
         local v, msg, code = fs.read(arg[1])
         local w, _, wcode = fs.write(arg[2], 'x')
         io.write(tostring(v), '|', msg, '|', code, '|', tostring(w), '|', wcode)

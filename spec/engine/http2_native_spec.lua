@@ -6,17 +6,17 @@
 -- must (a) give the same result on both paths (status, headers but date, trailers, body,
 -- http_version, or the error code), (b) the expected values, and (c) have gone through the
 -- native path (http.stats().native.requests). Verdicts are values and orderings, never durations.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
-local N = require 'spec.helpers.native_h1'
-local blib = require 'bench.lib'
-local node_server = require 'spec.fakes.node_server'
+local N = require('spec.helpers.native_h1')
+local blib = require('bench.lib')
+local node_server = require('spec.fakes.node_server')
 local free_port = require('spec.helpers.runlog').free_port
 local run, norm = N.run, N.norm
 

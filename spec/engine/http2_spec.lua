@@ -4,12 +4,12 @@
 -- connection, counted by the server), response trailers, binary bodies, a server stream
 -- arriving chunk by chunk before its end, an HTTP/1.1-only server refused with one clear error,
 -- and option errors raised before anything is allocated.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local cjson = require 'cjson'
-local sys = require 'cseng.sys'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local cjson = require('cjson')
+local sys = require('cseng.sys')
 
-local node_server = require 'spec.fakes.node_server'
+local node_server = require('spec.fakes.node_server')
 
 describe('cseng.http over HTTP/2', function()
   local srv, base, h1

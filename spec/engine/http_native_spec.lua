@@ -1,13 +1,13 @@
 -- cseng.http's native HTTP/1.1 path (engine/h1.c) against its libcurl path, in one process, over
 -- plain HTTP: the cases are spec/helpers/native_h1.lua's (spec/engine/https_native_spec.lua runs them
 -- over TLS); plus nginx, when installed.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
 
-local N = require 'spec.helpers.native_h1'
+local N = require('spec.helpers.native_h1')
 N.cases({ title = 'cseng.http native HTTP/1.1 path against libcurl' }, _ENV)
 local run, norm = N.run, N.norm
 local free_port = require('spec.helpers.runlog').free_port

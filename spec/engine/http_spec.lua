@@ -1,8 +1,8 @@
 -- cseng.http against the engine's own loopback server (cseng.serve).
-local http = require 'cseng.http'
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local http = require('cseng.http')
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 describe('cseng.http', function()
   local srv

@@ -10,17 +10,17 @@
 -- connection with verified requests), a server that is not TLS, one that closes or stays silent
 -- during the handshake, SNI and ALPN as sent, the handshake's timings, and sessions resumed
 -- across a pool's connections. Verdicts are values and orderings, never durations.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
-local N = require 'spec.helpers.native_h1'
-local blib = require 'bench.lib'
-local node_server = require 'spec.fakes.node_server'
+local N = require('spec.helpers.native_h1')
+local blib = require('bench.lib')
+local node_server = require('spec.fakes.node_server')
 local run, norm = N.run, N.norm
 
 local tmp, certs

@@ -1,9 +1,9 @@
 -- The parquet reader (engine/parquet.c via cseng.parquet, helpers in lua/cseng/workload/parquet.lua) against
 -- files from two independent writers (spec/fixtures/parquet, see its README), the seed's
 -- smoke16 parquet against the JSONL beside it, and damaged files.
-local core = require 'cseng.parquet'
-local parquet = require 'cseng.workload.parquet'
-local cjson = require 'cjson'
+local core = require('cseng.parquet')
+local parquet = require('cseng.workload.parquet')
+local cjson = require('cjson')
 
 local FIX = 'spec/fixtures/parquet/'
 local SHARED = os.getenv('CSENG_SHARED') or '../shared'

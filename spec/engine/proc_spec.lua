@@ -1,6 +1,6 @@
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 -- A marker no other process on the machine carries: sleep accepts fractional seconds.
 local function marker()
@@ -246,7 +246,7 @@ describe('cseng.proc', function()
     end)
 
     it('takes the same signal names as sys.kill: TERM, SIGTERM, SIGSTOP, SIGCONT, numbers', function()
-      local sys = require 'cseng.sys'
+      local sys = require('cseng.sys')
       local m = marker()
       local p = assert(proc.spawn { argv = { 'sleep', m } })
       assert.is_true(sys.kill(p:pid(), 'SIGSTOP'))

@@ -3,10 +3,10 @@
 -- type, packed and unpacked repeated, nested messages, enums, maps, optional, oneof) and decodes
 -- the codec's bytes; both ways must agree byte for byte. Then a real FileDescriptorSet of Modal's
 -- protos, decoded with lua/cseng/lib/protobuf_descriptor.lua, and hostile inputs.
-local protobuf = require 'cseng.protobuf'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local D = require 'cseng.lib.protobuf_descriptor'
+local protobuf = require('cseng.protobuf')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local D = require('cseng.lib.protobuf_descriptor')
 
 local ROOT = sys.root()
 local FIX = ROOT .. '/spec/fixtures/protobuf'

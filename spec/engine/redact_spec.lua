@@ -1,12 +1,12 @@
 -- Redaction of every byte the process writes, C included: the C
 -- diagnostics (a never-joined task's error) go through the C redactor the Lua one feeds, and
 -- the base64 and percent-encoded forms of each secret are hidden on both sides.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local redact = require 'cseng.redact'
-local secrets = require 'cseng.lib.secrets'
-local H = require 'spec.helpers.common'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local redact = require('cseng.redact')
+local secrets = require('cseng.lib.secrets')
+local H = require('spec.helpers.common')
 
 local CSENG = H.CSENG
 local KEY = 'sk-planted/Key+0123456789=abc&x y'
@@ -46,9 +46,9 @@ describe('C diagnostics', function()
   it("print a never-joined task's error with the planted key as [redacted]", function()
     local script = tmp .. '/gc.lua'
     assert(fs.write(script, [[
-local task = require 'cseng.task'
-local secrets = require 'cseng.lib.secrets'
-local crypto = require 'cseng.crypto'
+local task = require('cseng.task')
+local secrets = require('cseng.lib.secrets')
+local crypto = require('cseng.crypto')
 local key = arg[1]
 secrets.add(key)
 task.spawn(function() error('string error: key=' .. key) end)

@@ -3,8 +3,8 @@
 -- ltask.c, uv_run went on to block in poll until the next timer, so a 1 ms sleep woke after the
 -- next far-away timer (found by bench/: HTTP requests that completed inside curl's timer
 -- callback stalled every client task for up to the next task.sleep deadline).
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 describe('scheduler wake-ups', function()
   it('a sleep due while other tasks ran wakes its task without waiting for a later timer', function()

@@ -2,16 +2,16 @@
 -- size limit, each with a default; a run with a status endpoint and nofile=256 goes on while
 -- 400 idle connections are held open against that endpoint. Clients are python3 scripts run
 -- as child processes, so the server answers from this loop while the spec waits.
-local serve = require 'cseng.serve'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local json = require 'cjson'
-local results = require 'cseng.results.log'
-local util = require 'cseng.lib.util'
+local serve = require('cseng.serve')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local json = require('cjson')
+local results = require('cseng.results.log')
+local util = require('cseng.lib.util')
 
-local H = require 'spec.helpers.runlog'
+local H = require('spec.helpers.runlog')
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
@@ -103,7 +103,7 @@ out([big.split('\r\n')[0], url.split('\r\n')[0], small.split('\r\n')[0]])
 
   it('defaults: a cap of at most a quarter of the descriptor limit, headers of 64 KiB', function()
     local script = [[
-local serve = require 'cseng.serve'
+local serve = require('cseng.serve')
 local srv = assert(serve.listen { handler = function() return 200, nil, 'ok' end })
 print(srv:port())
 io.stdout:flush()

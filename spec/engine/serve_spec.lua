@@ -1,8 +1,8 @@
 -- cseng.serve against real clients: python3 scripts run through proc.run, so the
 -- server answers from the same loop while the spec's task waits on the client.
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 -- a python3 client script run with the server's port as argv[1]: its JSON output
 local py = require('spec.helpers.common').python_client

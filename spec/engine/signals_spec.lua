@@ -3,13 +3,13 @@
 -- cannot swallow the cancellation (task.guard), and an interrupted process exits 128 + the
 -- signal after its cleanup. Verdicts are states and counts; a generous watchdog (15 s) that
 -- expires counts as a failure. The seconds each exit took are printed, never asserted.
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local clock = require 'cseng.clock'
-local results = require 'cseng.results.log'
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local clock = require('cseng.clock')
+local results = require('cseng.results.log')
 
-local H = require 'spec.helpers.common'
+local H = require('spec.helpers.common')
 local ROOT, CSENG = H.ROOT, H.CSENG
 local FIXTURES = ROOT .. '/spec/fixtures/signals'
 local WATCHDOG = 15 -- seconds
@@ -65,8 +65,8 @@ describe('an interrupt in the engine', function()
 
   it('reaches a second task made ready in the same pass as the one that was spinning', function()
     local code, dir = interrupt_script('same_pass', [[
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
 local out = arg[1]
 local done = 0
 local function spinner(i)
@@ -89,8 +89,8 @@ fs.write(out .. '/closed', tostring(done))
 
   it('reaches the next task of the pass when the task the signal hit yields before its hook fires', function()
     local code, dir = interrupt_script('same_pass_yield', [[
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
 local out = arg[1]
 local a = task.spawn(function()
   task.sleep(0.2)
@@ -113,8 +113,8 @@ pcall(b.join, b)
 
   it('interrupts a spin inside a coroutine the task resumed, with wrap and with resume', function()
     local code, dir = interrupt_script('nested', [[
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
 local out = arg[1]
 local function spin() local x = 0; while true do x = x + 1 end end
 local w = task.spawn(function()
@@ -139,8 +139,8 @@ pcall(r.join, r)
 
   it('inside task.guard a cancellation stays raised: pcall, xpcall and resume retries end', function()
     local code, dir = interrupt_script('guard', [[
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
 local out = arg[1]
 local function spin() local x = 0; while true do x = x + 1 end end
 local kinds = {
@@ -174,7 +174,7 @@ describe('SIGINT during a task run of spinning solvers', function()
   local function plan_file(f)
     local p = tmp .. '/spin_plan.lua'
     assert(fs.write(p, string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = 'sigspin', provider = 'lizard', dataset = %q, solver = 'sigspin', mode = 'cold',
   concurrency = 4, cleanup_backoff = { 0, 0 },
   provider_config = { api_url = %q, api_key = %q, project_id = %q } }
@@ -250,9 +250,9 @@ end
 describe('signals', function()
   it('runs a to-be-closed close (which may yield) on Ctrl-C, then exits 130', function()
     local dir, path = script([[
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
 local out = arg[1]
 local worker = task.spawn(function()
   local _ <close> = setmetatable({}, { __close = function()
@@ -276,8 +276,8 @@ task.sleep(60)
 
   it('exits at once with 130 on a second SIGINT', function()
     local dir, path = script([[
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
+local task = require('cseng.task')
+local sys = require('cseng.sys')
 task.spawn(function()
   local _ <close> = setmetatable({}, { __close = function() task.sleep(60) end }) -- a stuck cleanup
   task.sleep(60)

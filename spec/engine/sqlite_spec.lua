@@ -3,10 +3,10 @@
 -- strings, NaN is NULL); text that looks like SQL is data; misuse raises, naming what was wrong;
 -- failures carry the engine's codes; a file that is not a database, a symbolic link in place of
 -- the file, a read-only open and another connection's lock are refused with their own codes.
-local sqlite = require 'cseng.sqlite'
-local fs = require 'cseng.fs'
+local sqlite = require('cseng.sqlite')
+local fs = require('cseng.fs')
 
-local H = require 'spec.helpers.common'
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local function db_in(dir, name, o)

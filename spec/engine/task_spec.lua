@@ -1,5 +1,5 @@
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 describe('cseng.task', function()
   it('spawns and joins, returning results', function()
@@ -165,9 +165,9 @@ describe('cseng.task', function()
   end)
 
   it('prints a never-joined table error with its code and traceback, and not a cancellation', function()
-    local proc = require 'cseng.proc'
-    local fs = require 'cseng.fs'
-    local sys = require 'cseng.sys'
+    local proc = require('cseng.proc')
+    local fs = require('cseng.fs')
+    local sys = require('cseng.sys')
     local dir = assert(fs.tempdir('task-spec-'))
     local script = dir .. '/gc.lua'
     assert(fs.write(script, table.concat({

@@ -1,9 +1,9 @@
 -- ATIF trajectories (lua/cseng/evals/atif.lua): the validator's rules (docs/SOLVERS.md "ATIF"),
 -- each broken on purpose, and the trajectory every openrouter trial writes, checked against the
 -- validator and against the fake's own counts.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local atif = require 'cseng.evals.atif'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local atif = require('cseng.evals.atif')
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-atif-spec') end)

@@ -8,9 +8,9 @@
 -- completions served, none held, the third request refused by the proxy. The trial is recorded
 -- with stop_reason max_cost and the proxy's exact tokens, the run stops with max_cost, and the
 -- trajectory so far validates.
-local fs = require 'cseng.fs'
-local atif = require 'cseng.evals.atif'
-local installed = require 'solvers.shared.installed'
+local fs = require('cseng.fs')
+local atif = require('cseng.evals.atif')
+local installed = require('solvers.shared.installed')
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-ceiling-spec') end)
@@ -121,7 +121,7 @@ for _, A in ipairs(AGENTS) do
 end
 
 describe("the local provider's streaming exec (on_output)", function()
-  local base = require 'providers.local'
+  local base = require('providers.local')
   local tmp, client, sb
   setup(function()
     tmp = assert(fs.tempdir('cseng-exec-stream-'))

@@ -1,7 +1,7 @@
 -- The cost ledger (lua/cseng/evals/ledger.lua, prices.lua) and the spend ceiling --max-cost-usd:
 -- a fake model that charges a fixed amount per call, so every figure is known in advance.
-local prices = require 'cseng.evals.prices'
-local ledger = require 'cseng.evals.ledger'
+local prices = require('cseng.evals.prices')
+local ledger = require('cseng.evals.ledger')
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-ledger-spec') end)

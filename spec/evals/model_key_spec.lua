@@ -8,9 +8,9 @@
 -- the key; the token of the first trial, used from the second trial's sandbox once the first has
 -- ended, is refused (401) while the second trial's own token works, and the fake only ever sees the
 -- real key (the proxy adds it). Verdicts are contents and counts, never durations.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local installed = require 'solvers.shared.installed'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local installed = require('solvers.shared.installed')
 
 local ROOT = sys.root()
 local PROBE_TASK = ROOT .. '/spec/fixtures/hostile/model-key-probe'

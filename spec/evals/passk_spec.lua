@@ -1,10 +1,10 @@
 -- --attempts K and pass@k (lua/cseng/evals/passk.lua, hooks.expand): each task K times in a fresh
 -- sandbox, attempts interleaved across tasks, `attempt` recorded, pass@1..K per solver, model,
 -- provider and mode in the summary, with the unbiased estimator's exact values.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local passk = require 'cseng.evals.passk'
-local atif = require 'cseng.evals.atif'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local passk = require('cseng.evals.passk')
+local atif = require('cseng.evals.atif')
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-attempts-spec') end)
@@ -87,7 +87,7 @@ describe('--attempts', function()
     assert.near(5 / 6, row.pass_at['2'].value, 1e-12)
     assert.near(1, row.pass_at['3'].value, 1e-12)
     -- every task template shows the same numbers, with solver and model as dimensions
-    local report_render = require 'reports.lib.render'
+    local report_render = require('reports.lib.render')
     for _, tpl in ipairs({ 'cross_vendor', 'per_task', 'per_provider', 'failure_modes' }) do
       local out = H.tmp .. '/report-' .. tpl .. '.md'
       local md = report_render.render({ inputs = { info.jsonl }, template = tpl, output = out }).markdown
@@ -115,7 +115,7 @@ end)
 
 describe('the end of an --attempts run on the console', function()
   it('prints pass@1..K per solver, model, provider and mode, as the summary has them', function()
-    local proc = require 'cseng.proc'
+    local proc = require('cseng.proc')
     local out = H.tmp .. '/console'
     local r = assert(proc.run { argv = { sys.root() .. '/cseng', 'run', sys.root() .. '/plans/cold-gold.lua', '--task-limit', '2',
       '--attempts', '2', '--output', out }, cwd = sys.root(), timeout = 300 })

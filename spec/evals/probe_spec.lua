@@ -11,7 +11,7 @@ end)
 
 -- The local provider, remembering its sandboxes so the spec can kill one (local's own destroy:
 -- unmount, cgroups and root removed, as a provider reaping a sandbox would).
-local base = require 'providers.local'
+local base = require('providers.local')
 local live = {}
 package.loaded['providers.killable_local'] = setmetatable({
   name = 'killable_local',

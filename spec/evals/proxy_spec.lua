@@ -7,12 +7,12 @@
 -- upstream echoes never reaches the client; the spend ceiling refuses model requests with 402;
 -- revoking a grant ends its requests in flight. Plus the choice between the proxy and the key in
 -- the sandbox, per provider. Verdicts are contents and counts, never durations.
-local serve = require 'cseng.serve'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local jsonl = require 'cseng.lib.jsonl'
-local ledger = require 'cseng.evals.ledger'
-local proxy = require 'cseng.evals.proxy'
+local serve = require('cseng.serve')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local jsonl = require('cseng.lib.jsonl')
+local ledger = require('cseng.evals.ledger')
+local proxy = require('cseng.evals.proxy')
 
 local KEY = 'sk-real-0123456789abcdef0123456789abcdef'
 local OPTIONS = { llm_price_in = 1, llm_price_out = 2 } -- USD per 1M tokens

@@ -3,16 +3,16 @@
 -- none, the plan wins over the file and the file over the adapter's own, the source is recorded
 -- in run_started and every trial's cost ledger, and a bad file or plan field is one line naming
 -- the file and the field. Their published file (spec/fixtures/computesdk/pricing.json) is the input.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
-local rates = require 'cseng.evals.rates'
-local frame = require 'cseng.run.frame'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
+local rates = require('cseng.evals.rates')
+local frame = require('cseng.run.frame')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local ROOT = sys.root()

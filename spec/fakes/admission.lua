@@ -10,10 +10,10 @@
 ---   f.stats() --> { creates =, created =, throttled =, bans =, banned = (429s during a ban), deletes =,
 ---                   live =, max_in_flight = }
 ---   f.close()
-local serve = require 'cseng.serve'
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local cjson = require 'cjson'
+local serve = require('cseng.serve')
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local cjson = require('cjson')
 
 local M = {}
 M.API_KEY, M.PROJECT = 'adm-key', 'adm-proj'

@@ -4,7 +4,7 @@
 -- crash of the engine fails that case, not the whole spec file. Prints one line a request:
 -- "name<TAB>status<TAB>body<TAB>x-conn<TAB>code" (three rounds), then "done<TAB>native requests".
 io.stdout:setvbuf('no')
-local http = require 'cseng.http'
+local http = require('cseng.http')
 local base, mode = arg[1], arg[2]
 local version = arg[3] ~= '' and arg[3] or nil
 http.configure { native = mode == 'native', ca_file = arg[4] }

@@ -7,8 +7,8 @@
 ---   local fakes = require 'spec.fakes'
 ---   local f = fakes.start('lizard', { port = 0 })  -- f.env() the variables of a run against it; f.close()
 ---   fakes.names()                                  -- the providers that have a fake, sorted
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
 
 local M = {}
 

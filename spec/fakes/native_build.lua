@@ -14,10 +14,10 @@
 --- sandbox's root is kept as the artifact (host.snapshot) a create's warm_artifact takes. env:
 --- the Dockerfile's final ENV (what a container of the image starts with). files: the context's
 --- file list (sorted, relative), for the specs.
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
-local dockerfile = require 'cseng.workload.dockerfile'
-local replay = require 'cseng.workload.replay'
+local fs = require('cseng.fs')
+local archive = require('cseng.archive')
+local dockerfile = require('cseng.workload.dockerfile')
+local replay = require('cseng.workload.replay')
 
 local NB = {}
 

@@ -1,8 +1,8 @@
 --- Start a node script that writes a JSON object of ports to the file named by its first
 --- argument once it listens (spec/fakes/h2_server.mjs, spec/fakes/grpc_server.mjs); stop it with
 --- srv:close() (also on failure: call it from a finally). In a task.
-local proc = require 'cseng.proc'
-local cjson = require 'cjson'
+local proc = require('cseng.proc')
+local cjson = require('cjson')
 
 local M = {}
 

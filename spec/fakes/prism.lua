@@ -16,12 +16,12 @@
 ---
 --- When Prism is not installed, start returns nil, reason, "ENOPRISM"; prism.missing() gives
 --- the same reason for marking specs pending (and says it on stderr, loudly).
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local serve = require 'cseng.serve'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local serve = require('cseng.serve')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
 
 local M = {}
 

@@ -19,11 +19,11 @@
 ---   local route = b.routes({ { 'GET', '/sandboxes/{id}', get, op = 'get', hit = { 'gets', 'get' } } }, no_route)
 ---   local route = b.routes(rows, no_route, guard)  -- guard(req, row): the checks before any route (auth)
 ---   return b.finish(f, { srv, srv2 })      -- adds f.stats, f.sandbox, f.set, f.close
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local jsonl = require 'cseng.lib.jsonl'
-local cjson = require 'cjson'
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local jsonl = require('cseng.lib.jsonl')
+local cjson = require('cjson')
 
 local M = {}
 

@@ -20,13 +20,13 @@
 ---       -> {code, stdout, stderr, timed_out, elapsed}
 ---   host.write(sb, '/tmp/x', data) ; host.read(sb, '/tmp/x') -> data | nil, msg
 ---   host.destroy(sb) ; host.close()
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
-local util = require 'cseng.lib.util'
+local fs = require('cseng.fs')
+local archive = require('cseng.archive')
+local util = require('cseng.lib.util')
 
 local M = {}
 
-local localp = require 'providers.local'
+local localp = require('providers.local')
 
 --- A sandbox host: sandboxes live under a temporary directory removed by close().
 function M.host()

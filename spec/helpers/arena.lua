@@ -7,10 +7,10 @@
 ---   local status, by, errtext, info, events = A.run({ providers = ..., samples = 6 }, 'arena-modes-')
 ---   A.assert_accounted(by, 12)                        -- every allocated sandbox destroyed
 ---   A.measured(by, 'b')                               -- b's startup trials, warmups left out
-local results = require 'cseng.results.log'
-local frame = require 'cseng.run.frame'
-local present = require 'cseng.cli.present'
-local H = require 'spec.helpers.common'
+local results = require('cseng.results.log')
+local frame = require('cseng.run.frame')
+local present = require('cseng.cli.present')
+local H = require('spec.helpers.common')
 
 local A = {}
 

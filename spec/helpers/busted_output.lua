@@ -1,7 +1,7 @@
 --- busted output handler: busted's own terminal output, then one plain line
 --- "N passed, N failed[, N skipped]" that tools/check.sh and CI read.
 return function(options)
-  local busted = require 'busted'
+  local busted = require('busted')
   local base = require('busted.outputHandlers.' .. (require('term').isatty(io.stdout) and 'utfTerminal' or 'plainTerminal'))(options)
   local counts = { success = 0, failure = 0, error = 0, pending = 0 }
   busted.subscribe({ 'test', 'end' }, function(_, _, status)

@@ -6,10 +6,10 @@
 ---   teardown(H.remove_tempdirs)  -- at the spec file's top level: every one it made
 ---   H.pgrep('sleep 901.5')      -- pids of live processes whose command line holds it
 ---   H.until_true(cond, n)       -- poll: the verdict is the condition, never the time it took
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
 
 local H = {}
 
@@ -130,7 +130,7 @@ end
 ---@param image? string
 ---@return string|nil
 function H.docker_missing(image)
-  local http = require 'cseng.http'
+  local http = require('cseng.http')
   image = image or 'cseng/debian:bookworm'
   local socket = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/run/docker.sock'
   local ping, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = socket, timeout = 5 }

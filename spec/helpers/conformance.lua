@@ -15,12 +15,12 @@
 --- A Lua fake records through spec/fakes/rest.lua: core.record(req, op, route, body?) in its
 --- handler; the spec calls f.record('sdk') / f.record('adapter') / f.record(false) and reads
 --- f.records(client).
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
 -- busted's globals are not visible in a required helper: its checks use luassert (callable as assert)
-local assert = require 'luassert'
+local assert = require('luassert')
 
 local C = {}
 

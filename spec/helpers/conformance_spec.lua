@@ -2,14 +2,14 @@
 -- against cjson, shapes, the comparison and its allow-list, the CONFORMANCE.md sections, the
 -- recorder of spec/fakes/rest.lua, and a mutated copy of an adapter whose changed body key the
 -- comparison reports (the check can fail).
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
 
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 
 local function rec(client, op, method, route, body, extra)
   local r = { client = client, op = op, method = method, route = route, path = route, query = {}, headers = {}, body = body }
@@ -181,7 +181,7 @@ end)
 
 describe('the recorder of spec/fakes/rest.lua', function()
   it('records requests of the chosen client only while on', function()
-    local common = require 'spec.fakes.rest'
+    local common = require('spec.fakes.rest')
     local core = common.fake({}, {}, {})
     local srv = common.listen(function(req)
       core.record(req, req.path == '/a' and 'a' or 'b', req.path == '/a' and '/a' or '/{x}')
@@ -208,8 +208,8 @@ describe('the recorder of spec/fakes/rest.lua', function()
 end)
 
 describe('the differential check can fail', function()
-  local proc = require 'cseng.proc'
-  local e2b = require 'providers.e2b'
+  local proc = require('cseng.proc')
+  local e2b = require('providers.e2b')
   local fake = require('spec.fakes').module('e2b')
   local ROOT = sys.root()
 

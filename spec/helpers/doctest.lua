@@ -19,9 +19,9 @@
 --     `--samples 3 --warmups 0` (after the documented flags, so they win), every run
 --     `--build-network off` (no network beyond loopback in a spec) and a 240 s timeout;
 --   * `<...>` in an argument is a placeholder: the newest existing path matching it with `*`.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
 
 local ROOT = sys.root()
 local DOCT = {}

@@ -6,10 +6,10 @@
 ---   local HH = require 'spec.helpers.history'
 ---   HH.arena_log(path, { run_id = 'r1', t0 = 1796600000, samples = 12, create = function(i) return 50 end })
 ---   HH.watch_folder(dir, 'w', { {create = ...}, ... }, { window = 5, hold = 2 })
-local fs = require 'cseng.fs'
-local clock = require 'cseng.clock'
-local jsonl = require 'cseng.lib.jsonl'
-local common = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local clock = require('cseng.clock')
+local jsonl = require('cseng.lib.jsonl')
+local common = require('spec.helpers.common')
 
 local HH = {}
 

@@ -12,13 +12,13 @@
 ---                     server_args = fn -> the raw server's arguments after its port file,
 ---                     extra = fn -> options under every request's own (http_version, ca_file)}
 ---   N.run(native, opts) -> {res, msg, code, native}   N.norm(r): what the two paths must agree on
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local crypto = require 'cseng.crypto'
-local sys = require 'cseng.sys'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local crypto = require('cseng.crypto')
+local sys = require('cseng.sys')
 
-local node_server = require 'spec.fakes.node_server'
+local node_server = require('spec.fakes.node_server')
 
 local function native_count() return http.stats().native.requests end
 

@@ -2,9 +2,9 @@
 --- spec/engine/serve_limits_spec.lua) share: files under a temporary directory, event counts, and a
 --- poll whose verdict is a condition, never the time it took. Not a spec itself: load it with
 ---   local H = require 'spec.helpers.runlog'
-local fs = require 'cseng.fs'
-local util = require 'cseng.lib.util'
-local common = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local util = require('cseng.lib.util')
+local common = require('spec.helpers.common')
 
 local H = {}
 
@@ -24,7 +24,7 @@ end
 
 --- A free loopback port (a listener opened on port 0 and closed).
 function H.free_port()
-  local serve = require 'cseng.serve'
+  local serve = require('cseng.serve')
   local srv = assert(serve.listen { host = '127.0.0.1', port = 0, handler = function() return 200, {}, '' end })
   local port = srv:port()
   srv:close()
@@ -52,7 +52,7 @@ end
 --- of further plan fields.
 function H.lizard_plan(dir, name, f, fields)
   return H.write(dir, name, string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = %q, provider = 'lizard', dataset = %q, solver = 'gold', cleanup_backoff = { 0, 0 },
   provider_config = { api_url = %q, project_id = %q, request_timeout = 3600 }, %s }
 ]], name:gsub('%.lua$', ''), H.ROOT .. '/data/smoke.jsonl', f.url, f.project_id, fields or ''))

@@ -4,16 +4,16 @@
 --- adapter. Not a spec itself (no _spec in the name): the specs load it with
 ---   local vendor = require 'spec.helpers.vendor'
 --- Busted's globals (describe, it, assert) are not visible here, so checks use luassert.
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local assert = require 'luassert'
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local assert = require('luassert')
 
 local V = {}
 

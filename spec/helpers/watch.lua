@@ -2,10 +2,10 @@
 --- spec/watch/prometheus_spec.lua): a startup plan without pauses against a loopback lizard fake,
 --- `cseng watch` started as users start it (its own process, the fake's environment), its journal
 --- and store read back, and polls whose verdict is a condition, never the time they took.
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local results = require 'cseng.results.log'
-local common = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local results = require('cseng.results.log')
+local common = require('spec.helpers.common')
 
 local W = {}
 
@@ -16,7 +16,7 @@ W.ROOT, W.CSENG = common.ROOT, common.CSENG
 function W.plan(dir, samples)
   local path = fs.join(dir, 'wspec.lua')
   assert(fs.write(path, string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup {
   name = 'wspec', providers = { 'lizard' }, samples = %d, warmups = 1, seed = 7, pause_seconds = 0,
   command = [=[python3 -c "print('arena-startup-ready-20261001')"]=], expect = 'arena-startup-ready-20261001',

@@ -2,7 +2,7 @@
 -- a step is one change dated at its first run, confirmed after `hold` runs; a single outlier is
 -- no change and goes back into the window; after a change the window starts again; the same
 -- series gives the same verdicts; rates get Wilson intervals. Verdicts are run indices and counts.
-local detect = require 'cseng.history.detect'
+local detect = require('cseng.history.detect')
 
 -- run a series of {value, lo, hi} (or {k, n} for rates) through detect.step; returns the verdicts
 -- and the changes
@@ -98,7 +98,7 @@ describe('regression detection', function()
   end)
 
   it('refuses options it cannot use, naming them', function()
-    local errors = require 'cseng.lib.errors'
+    local errors = require('cseng.lib.errors')
     local function refused(o)
       local ok, err = pcall(detect.options, o)
       assert.is_false(ok)

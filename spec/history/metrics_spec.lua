@@ -2,13 +2,13 @@
 -- UNIT, HELP, counters' _total, cumulative buckets with +Inf, _count and _sum, escaped label
 -- values, # EOF), and the collector of run logs: the store's samples, counted once however often
 -- a log is fed, a torn last line left until it is whole, and nothing from a hostile line as a label.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local metrics = require 'cseng.history.metrics'
-local extract = require 'cseng.history.extract'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local metrics = require('cseng.history.metrics')
+local extract = require('cseng.history.extract')
 
-local H = require 'spec.helpers.common'
-local HH = require 'spec.helpers.history'
+local H = require('spec.helpers.common')
+local HH = require('spec.helpers.history')
 teardown(H.remove_tempdirs)
 
 describe('OpenMetrics', function()

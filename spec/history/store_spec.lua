@@ -2,16 +2,16 @@
 -- kept current file by file and rebuilt from the logs to the same rows, a watch's journal making
 -- its runs one lineage, regression detection over the stored runs, and the viewer's run index
 -- restored from the store equal to the one read from the logs.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local stats = require 'cseng.lib.stats'
-local sqlite = require 'cseng.sqlite'
-local extract = require 'cseng.history.extract'
-local store = require 'cseng.history.store'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local stats = require('cseng.lib.stats')
+local sqlite = require('cseng.sqlite')
+local extract = require('cseng.history.extract')
+local store = require('cseng.history.store')
 
-local H = require 'spec.helpers.common'
-local HH = require 'spec.helpers.history'
-local fixtures = require 'spec.browser.fixtures'
+local H = require('spec.helpers.common')
+local HH = require('spec.helpers.history')
+local fixtures = require('spec.browser.fixtures')
 teardown(H.remove_tempdirs)
 
 local function write_lines(path, lines) assert(fs.write(path, table.concat(lines, '\n') .. '\n')) end
@@ -284,9 +284,9 @@ end)
 
 describe('the viewer\'s run index restored from the store', function()
   it('equals the index read from the logs, page for page', function()
-    local index = require 'cseng.view.index'
-    local app = require 'cseng.view.app'
-    local history = require 'cseng.view.history'
+    local index = require('cseng.view.index')
+    local app = require('cseng.view.app')
+    local history = require('cseng.view.history')
     local dir = H.tempdir('cseng-history-view-')
     local fx = fixtures.folder(dir)
     fixtures.agents_run(dir)

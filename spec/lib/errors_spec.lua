@@ -1,11 +1,11 @@
 -- The error type (lua/cseng/lib/errors.lua): every error code written as a literal in the Lua
 -- tree, the plans and the engine's C is registered; the classification functions keep the
 -- behaviour the run layer relied on; a failed trial record always carries a registered code.
-local fs = require 'cseng.fs'
-local frame = require 'cseng.run.frame'
-local sys = require 'cseng.sys'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
+local fs = require('cseng.fs')
+local frame = require('cseng.run.frame')
+local sys = require('cseng.sys')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
 
 local ROOT = sys.root()
 
@@ -129,8 +129,8 @@ describe('classification', function()
   end)
 
   it('is the one implementation: the old entry points delegate', function()
-    local adapter = require 'providers.shared.adapter'
-    local session = require 'cseng.run.session'
+    local adapter = require('providers.shared.adapter')
+    local session = require('cseng.run.session')
     assert.equal(errors.is_auth, adapter.is_auth)
     assert.equal(errors.is_transient, adapter.is_transient)
     assert.equal(errors.maybe_created, session.maybe_created)
@@ -168,7 +168,7 @@ describe('error records', function()
   it('records a string raised inside a trial with a registered code', function()
     local strict = results.strict_codes
     results.strict_codes = true
-    local base = require 'providers.local'
+    local base = require('providers.local')
     package.loaded['providers.errstring'] = setmetatable({
       name = 'errstring',
       exec = function() error('a plain string from the adapter') end,
@@ -223,9 +223,9 @@ describe('raised errors', function()
   end)
 
   it('gives every command one usage error: one line, no source position, exit status 2', function()
-    local proc = require 'cseng.proc'
-    local cli = require 'cseng.cli.main'
-    local exit = require 'cseng.cli.exit'
+    local proc = require('cseng.proc')
+    local cli = require('cseng.cli.main')
+    local exit = require('cseng.cli.exit')
     local tried = 0
     for _, name in ipairs(cli.commands) do
       if name ~= 'test' and name ~= 'lua' then -- they pass options on (to busted, to the script)

@@ -4,12 +4,12 @@
 -- the end, frames split across chunks), error statuses with messages (trailers-only and after
 -- messages), the deadline, metadata, and 100 concurrent unary RPCs from 100 tasks on ONE
 -- connection (the server counts connections). The schemas are checked against the .proto too.
-local grpc = require 'cseng.lib.grpc'
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
-local D = require 'cseng.lib.protobuf_descriptor'
+local grpc = require('cseng.lib.grpc')
+local task = require('cseng.task')
+local sys = require('cseng.sys')
+local D = require('cseng.lib.protobuf_descriptor')
 
-local node_server = require 'spec.fakes.node_server'
+local node_server = require('spec.fakes.node_server')
 
 local S = {}
 S.Inner = { name = 'cseng.grpctest.Inner', fields = { { 1, 'z', 'sint32' }, { 2, 'd', 'double' } } }

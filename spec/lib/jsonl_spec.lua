@@ -1,7 +1,7 @@
-local jsonl = require 'cseng.lib.jsonl'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
+local jsonl = require('cseng.lib.jsonl')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
 
 describe('jsonl', function()
   local dir

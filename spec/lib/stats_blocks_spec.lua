@@ -1,5 +1,5 @@
 -- Repeated blocks (the run as a random effect) and the computesdk-compatible summary.
-local stats = require 'cseng.lib.stats'
+local stats = require('cseng.lib.stats')
 
 local function block(center, n, seed)
   local rng, out = stats.rng(seed), {}

@@ -2,9 +2,9 @@
 -- comments), by Python's standard library (statistics.quantiles with method='inclusive' is
 -- Hyndman & Fan type 7), and by a Python re-implementation of the generator and the bootstrap
 -- with arbitrary-precision integers (PY below), run at test time.
-local stats = require 'cseng.lib.stats'
-local proc = require 'cseng.proc'
-local cjson = require 'cjson'
+local stats = require('cseng.lib.stats')
+local proc = require('cseng.proc')
+local cjson = require('cjson')
 
 local function close(a, b, tol)
   tol = tol or 1e-9

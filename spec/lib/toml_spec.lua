@@ -1,4 +1,4 @@
-local toml = require 'cseng.lib.toml'
+local toml = require('cseng.lib.toml')
 
 describe('toml', function()
   it('parses a real TerminalBench task.toml', function()

@@ -4,10 +4,10 @@
 -- `cseng providers` lists acme as keeping the contract, `--provider` finds it by name, and its
 -- spec passes: the contract, a sandbox's lifecycle, and a bundled task through `cseng run
 -- --provider acme` against its loopback fake (gold passes, nop fails, no sandbox left).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local cjson = require 'cjson'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
 

@@ -3,13 +3,13 @@
 -- summaries, the seed harness's summaries), on real runs of the local provider plus the seed's
 -- result files. Exact content is asserted where the data determines it; what depends on timing
 -- (seconds, the stage a timeout hit) is computed from the records and then asserted.
-local fs = require 'cseng.fs'
-local frame = require 'cseng.run.frame'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local report_load = require 'reports.lib.load'
-local report = require 'cseng.cli.commands.report'
-local rt = require 'reports.lib.task_runs'
+local fs = require('cseng.fs')
+local frame = require('cseng.run.frame')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local report_load = require('reports.lib.load')
+local report = require('cseng.cli.commands.report')
+local rt = require('reports.lib.task_runs')
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'

@@ -4,9 +4,9 @@
 -- figure; a figure name from the log cannot place its chart outside the report's folder, nor put
 -- markup in the chart or the page, and an entry that is no {name, unit, what} is passed over (the
 -- log is input like any other).
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local HOSTILE = '../../evil<script>alert(1)</script>_ms'

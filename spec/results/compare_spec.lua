@@ -4,10 +4,10 @@
 -- on every trial. The command, run as a user runs it, prints one row per cell with the pass rates,
 -- the change with its interval, pass@1..2 and the cost per trial and per pass; the cells on one side
 -- only say so, the identity warning stays, and the fallen cell counts as a regression.
-local fs = require 'cseng.fs'
+local fs = require('cseng.fs')
 
-local fixtures = require 'spec.browser.fixtures'
-local C = require 'spec.helpers.common'
+local fixtures = require('spec.browser.fixtures')
+local C = require('spec.helpers.common')
 
 local TASKS = { 't1', 't2', 't3', 't4', 't5' }
 

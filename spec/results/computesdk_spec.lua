@@ -7,14 +7,14 @@
 -- same under that referee and under cseng; `cseng compare` reads their files and cseng's exports,
 -- and refuses a malformed one in one line naming the file and the field.
 -- The test data and its sources: spec/fixtures/computesdk/README.md.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
-local computesdk = require 'cseng.results.computesdk'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
+local computesdk = require('cseng.results.computesdk')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local ROOT = sys.root()
@@ -24,7 +24,7 @@ local CHECK = ROOT .. '/spec/helpers/computesdk_check.py'
 local THEIRS = { 'sequential_tti-latest.json', 'burst_tti-latest.json', 'staggered_tti-latest.json' }
 local fake = require('spec.fakes').module('lizard')
 
-local A = require 'spec.helpers.arena'
+local A = require('spec.helpers.arena')
 teardown(A.close_fakes)
 
 -- The referee's answer (JSON on stdout).

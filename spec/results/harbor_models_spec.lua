@@ -4,11 +4,11 @@
 -- Python's ast (no pydantic needed): every field of every model, its annotation as written,
 -- whether it is required, its constraints (ge, min_length) and the model's extra policy. A field
 -- Harbor adds, drops, retypes or constrains shows here once the table is regenerated.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local S = require 'cseng.lib.schema'
-local atif = require 'cseng.evals.atif'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local S = require('cseng.lib.schema')
+local atif = require('cseng.evals.atif')
 
 local FIX = jsonl.decode(assert(fs.read(sys.root() .. '/spec/fixtures/harbor/models.json')))
 
@@ -65,7 +65,7 @@ describe("Harbor's ATIF models", function()
 end)
 
 describe("Harbor's job folder models (config.json, result.json, lock.json of a job and of its trials)", function()
-  local H = require 'cseng.results.harbor_models'
+  local H = require('cseng.results.harbor_models')
   it('are declared field by field as Harbor declares them', function()
     local all = {}
     for name, key in pairs(H.FIXTURE) do
@@ -77,7 +77,7 @@ describe("Harbor's job folder models (config.json, result.json, lock.json of a j
 end)
 
 describe("Harbor's registry models", function()
-  local registry = require 'cseng.workload.registry'
+  local registry = require('cseng.workload.registry')
   it('are declared field by field as Harbor declares them', function()
     local all = {}
     for name, key in pairs({ DatasetSpec = 'registry.DatasetSpec', RegistryTaskId = 'registry.RegistryTaskId',

@@ -4,18 +4,18 @@
 -- spec/results/harbor_models_spec.lua; ATIF: lua/cseng/evals/atif.lua), the trial folders are named as
 -- Harbor names them, the agent's trajectory and the verifier's outputs are in place; and the job
 -- folder reads back into `cseng compare` and `cseng view` (every reward key a metric there too).
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local S = require 'cseng.lib.schema'
-local atif = require 'cseng.evals.atif'
-local HM = require 'cseng.results.harbor_models'
-local harbor = require 'cseng.results.harbor'
-local export = require 'cseng.cli.commands.export'
-local report_load = require 'reports.lib.load'
-local changes = require 'reports.lib.changes'
-local index = require 'cseng.view.index'
-local app = require 'cseng.view.app'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local S = require('cseng.lib.schema')
+local atif = require('cseng.evals.atif')
+local HM = require('cseng.results.harbor_models')
+local harbor = require('cseng.results.harbor')
+local export = require('cseng.cli.commands.export')
+local report_load = require('reports.lib.load')
+local changes = require('reports.lib.changes')
+local index = require('cseng.view.index')
+local app = require('cseng.view.app')
 
 local ROOT = sys.root()
 local H, job, runs

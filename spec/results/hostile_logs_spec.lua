@@ -8,16 +8,16 @@
 -- task ids and output tails that a spreadsheet runs as formulas. Each is run through the command
 -- that reads it: cleanup, run --resume, merge, view (server and --export), report, compare and
 -- export.
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local H = require('spec.helpers.common')
 
-local fixtures = require 'spec.browser.fixtures'
+local fixtures = require('spec.browser.fixtures')
 
 teardown(H.remove_tempdirs)
 
@@ -152,8 +152,8 @@ end)
 
 describe('a create answer', function()
   it('whose id is not its adapter\'s is refused, destroyed through the adapter at once, and never recorded', function()
-    local session = require 'cseng.run.session'
-    local results = require 'cseng.results.log'
+    local session = require('cseng.run.session')
+    local results = require('cseng.results.log')
     local dir = H.tempdir('hostile-create-')
     local log = fs.join(dir, 'create.jsonl')
     local s = session.open { kind = 'tasks', opts = { cleanup_backoff = { 0, 0 } }, run_id = 'hostile-create', jsonl = log }
@@ -253,8 +253,8 @@ describe('cseng view: a transcript path', function()
   end)
 
   it('is read only inside the log\'s folder by a --token server', function()
-    local app = require 'cseng.view.app'
-    local index = require 'cseng.view.index'
+    local app = require('cseng.view.app')
+    local index = require('cseng.view.index')
     local srv <close> = assert(serve.listen { port = 0,
       handler = app.handler { catalogue = index.new({ dir }), token = 'hostile-token' } })
     local function trial(i)
@@ -294,9 +294,9 @@ end)
 -- A loopback HTTP server in a process of its own that counts the requests it gets; with a second
 -- argument it holds that file open (as a run holds its log), as cseng run does.
 local LISTENER = [[
-local serve = require 'cseng.serve'
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
+local serve = require('cseng.serve')
+local fs = require('cseng.fs')
+local task = require('cseng.task')
 local held = arg[2] and assert(fs.lock(arg[2]))
 local n = 0
 local srv = assert(serve.listen { port = 0, handler = function()
@@ -333,8 +333,8 @@ describe('cseng view: a run\'s status port', function()
       mode = 'cold', outcome = 'passed' }) .. '\n'))
   end
   local function status_of(folder, run_id)
-    local app = require 'cseng.view.app'
-    local index = require 'cseng.view.index'
+    local app = require('cseng.view.app')
+    local index = require('cseng.view.index')
     local cat = index.new({ folder }):refresh()
     local log = assert(cat:find(run_id), 'no run ' .. run_id)
     return app.run_doc(cat, log).status, log, cat
@@ -377,8 +377,8 @@ describe('cseng view: a run\'s status port', function()
     assert(fs.mkdir_p(fs.dirname(log)))
     local l = listener('exp', log)
     live_log(log, 'status-export', sys.hostname(), l.pid, l.port)
-    local app = require 'cseng.view.app'
-    local index = require 'cseng.view.index'
+    local app = require('cseng.view.app')
+    local index = require('cseng.view.index')
     local cat = index.new({ fs.dirname(log) }):refresh()
     app.export(cat, fs.join(top, 'exp-site'))
     assert.equal(0, before(l), 'the export contacted the run\'s status port')
@@ -388,7 +388,7 @@ end)
 -- ---- cseng view: what a page may load or link to --------------------------------------------
 
 describe('cseng view: pages', function()
-  local markdown = require 'cseng.view.markdown'
+  local markdown = require('cseng.view.markdown')
 
   it('refuses link schemes after stripping control characters and white space', function()
     for _, href in ipairs({ 'java\tscript:alert(1)', 'java\nscript:alert(1)', ' javascript:alert(1)', '\1javascript:alert(1)',
@@ -411,8 +411,8 @@ describe('cseng view: pages', function()
   end)
 
   it('carries the server\'s Content-Security-Policy in every exported page', function()
-    local app = require 'cseng.view.app'
-    local index = require 'cseng.view.index'
+    local app = require('cseng.view.app')
+    local index = require('cseng.view.index')
     local dir = H.tempdir('hostile-csp-')
     fixtures.task_run(dir, 'csp-run', { { task_id = 't1', outcome = 'passed' } })
     local srv <close> = assert(serve.listen { port = 0, handler = app.handler { catalogue = index.new({ dir }), loopback = true } })
@@ -485,8 +485,8 @@ describe('report and compare', function()
   end)
 
   it('the viewer\'s comparison of crafted runs holds no image or script link', function()
-    local app = require 'cseng.view.app'
-    local index = require 'cseng.view.index'
+    local app = require('cseng.view.app')
+    local index = require('cseng.view.index')
     local dir = H.tempdir('hostile-vcompare-')
     crafted_pair(dir)
     local cat = index.new({ dir }):refresh()

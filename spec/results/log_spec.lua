@@ -4,11 +4,11 @@
 -- once with one line and no traceback, and the run's log, on a small tmpfs this spec mounts,
 -- then resumes and cleans up with 0 sandboxes live. One run per log: a second run given the
 -- same --output is refused in one line.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local results = require 'cseng.results.log'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local results = require('cseng.results.log')
 
-local H = require 'spec.helpers.runlog'
+local H = require('spec.helpers.runlog')
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
@@ -176,7 +176,7 @@ describe('dataset lines', function()
     assert.equal(1, r.code)
     assert.equal('cseng: ' .. path .. ': row 2: line is over 1024 bytes (CSENG_MAX_LINE_BYTES raises the cap)\n', r.stderr)
     -- the iterator holds at most the cap: a 3 MiB line is refused at 1 MiB, never returned whole
-    local jsonl = require 'cseng.lib.jsonl'
+    local jsonl = require('cseng.lib.jsonl')
     local huge = write('big/huge.jsonl', string.rep('x', 3 * 1024 * 1024) .. '\n')
     local iter = assert(jsonl.lines(huge, { max_line = 1024 * 1024 }))
     local lok, lerr = pcall(iter)

@@ -3,10 +3,10 @@
 -- from the log and from the summary: a run against the chat-completions fake with a hidden
 -- limit it reaches whatever the machine's speed (its first request held until another was
 -- refused); the table's counts checked against the fake's and the log's own counts.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local jsonl = require 'cseng.lib.jsonl'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local jsonl = require('cseng.lib.jsonl')
 
 local ROOT = sys.root()
 local H
@@ -56,7 +56,7 @@ describe('admission in the summary and the reports', function()
   end)
 
   it("a merged log's shards add up: the last total of each controller (scope) counts", function()
-    local results = require 'cseng.results.log'
+    local results = require('cseng.results.log')
     local function ev(reason, limit, extra)
       local e = { event = 'admission', key = 'p', provider = 'p', reason = reason, limit = limit }
       for k, v in pairs(extra or {}) do e[k] = v end

@@ -2,13 +2,13 @@
 -- create rate (spec/fakes/admission.lua): the run converges below it without failed trials,
 -- recovers when the limit rises, and a Retry-After pauses every worker's creates. Verdicts are
 -- counts (429s, failed trials, limits reached), never times.
-local session = require 'cseng.run.session'
-local admission = require 'cseng.run.admission'
-local results = require 'cseng.results.log'
-local task = require 'cseng.task'
+local session = require('cseng.run.session')
+local admission = require('cseng.run.admission')
+local results = require('cseng.results.log')
+local task = require('cseng.task')
 
-local fake_mod = require 'spec.fakes.admission'
-local H = require 'spec.helpers.common'
+local fake_mod = require('spec.fakes.admission')
+local H = require('spec.helpers.common')
 
 local tmp = H.tempdir('cseng-admission-spec')
 teardown(H.remove_tempdirs)
@@ -120,7 +120,7 @@ describe('adaptive admission', function()
     local seq = assert(c:acquire(math.huge))
     c:release()
     c:throttled(seq, 'HTTP_429', 30)
-    local clock = require 'cseng.clock'
+    local clock = require('cseng.clock')
     local deadline = clock.now() + 1e9 -- 1 s: the pause (30 s) outlasts it
     local ts, got = {}, {}
     for i = 1, 4 do ts[i] = task.spawn(function() got[i] = c:acquire(deadline) end) end
@@ -245,7 +245,7 @@ end)
 
 describe('the arena burst pins admission off', function()
   it('a burst against a throttling provider: no admission event or wait, the 429s recorded as failures', function()
-    local arena = require 'cseng.run.kinds.startup'
+    local arena = require('cseng.run.kinds.startup')
     local f = fake_mod.start { rate = 5, latency = 0.05 }
     local sink = { text = '' }
     function sink:write(...) for _, x in ipairs({ ... }) do self.text = self.text .. tostring(x) end end

@@ -3,11 +3,11 @@
 -- the other blocks, the block-level CI (stats.blocks: median of block medians, bootstrap over
 -- blocks) covers the shift, the report says the runs disagree, and a comparison whose block-level
 -- CIs overlap reads "not distinguishable". Plus the host context recorded per block.
-local arena = require 'cseng.run.kinds.startup'
-local stats = require 'cseng.lib.stats'
-local fs = require 'cseng.fs'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local arena = require('cseng.run.kinds.startup')
+local stats = require('cseng.lib.stats')
+local fs = require('cseng.fs')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
 local fake = require('spec.fakes').module('lizard')

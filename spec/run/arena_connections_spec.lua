@@ -5,15 +5,15 @@
 -- handshake_ms), the choice recorded in the run's identity. Against the bench's C fake over TLS
 -- (the Lizard shape, a CA made for this run), speaking HTTP/2 and, with ALPN narrowed, HTTP/1.1.
 -- Verdicts are counts and values (a handshake_ms present or absent), never durations.
-local arena = require 'cseng.run.kinds.startup'
-local http = require 'cseng.http'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local arena = require('cseng.run.kinds.startup')
+local http = require('cseng.http')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
-local blib = require 'bench.lib'
+local blib = require('bench.lib')
 
 local function run_arena(opts) return A.run(opts, 'arena-conn-') end
 

@@ -1,12 +1,12 @@
 -- The arena's modes (--mode lockstep|sequential|staggered|burst, lua/arena.lua) against Lizard
 -- fakes that count the creates in flight at once, and the startup report's mode and
 -- computesdk-compatible sections checked against a hand computation on a crafted log.
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
-local cjson = require 'cjson'
+local cjson = require('cjson')
 
 local fake = require('spec.fakes').module('lizard')
 

@@ -1,19 +1,19 @@
 -- The startup arena (lua/cseng/run/kinds/startup.lua) against the stateful Lizard fake (spec/providers/lizard/fake.lua):
 -- exact call counts at the fake, the records in the log, the stop rules, the status endpoint,
 -- Ctrl-C, the report; plus the lizard adapter itself and a short real run on the local provider.
-local arena = require 'cseng.run.kinds.startup'
-local results = require 'cseng.results.log'
-local stats = require 'cseng.lib.stats'
-local lizard = require 'providers.lizard'
-local task = require 'cseng.task'
-local http = require 'cseng.http'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local arena = require('cseng.run.kinds.startup')
+local results = require('cseng.results.log')
+local stats = require('cseng.lib.stats')
+local lizard = require('providers.lizard')
+local task = require('cseng.task')
+local http = require('cseng.http')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 
 local fake = require('spec.fakes').module('lizard')
 
@@ -419,7 +419,7 @@ describe('arena: Ctrl-C', function()
     local c = config.a
     local plan_file = dir .. '/plan.lua'
     assert(fs.write(plan_file, string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'int', providers = { 'a' }, samples = 1000, warmups = 0, seed = 1,
   cleanup_backoff = { 0.01, 0.02 }, output = %q,
   provider_config = { a = { adapter = 'lizard', api_url = %q, api_key = %q, project_id = %q } } }
@@ -527,7 +527,7 @@ end)
 
 describe('cseng report', function()
   local last
-  local report = require 'cseng.cli.commands.report'
+  local report = require('cseng.cli.commands.report')
   setup(function()
     local _, config = start_fakes { a = {}, b = {} }
     _, _, _, last = run_arena { providers = { 'a', 'b' }, provider_config = config, samples = 5, warmups = 1,
@@ -550,7 +550,7 @@ describe('cseng report', function()
   end)
 
   it('loads a directory of logs and exposes runs and groups to templates', function()
-    local report_load = require 'reports.lib.load'
+    local report_load = require('reports.lib.load')
     local data = report_load.load({ fs.dirname(last.jsonl) })
     assert.equal(1, #data.runs)
     assert.equal('startup', data.runs[1].kind)

@@ -4,17 +4,17 @@
 -- whose second create fails and one whose second first command fails. Each is caught, labelled,
 -- kept with its sandbox id, and never pooled with the clean samples (the live counters, the
 -- summary, the report); a failed sample carries no time. Clock-free: counts, labels, contents.
-local sys = require 'cseng.sys'
-local util = require 'cseng.lib.util'
-local cjson = require 'cjson'
-local fs = require 'cseng.fs'
-local stats = require 'cseng.lib.stats'
-local audit = require 'cseng.run.audit'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local sys = require('cseng.sys')
+local util = require('cseng.lib.util')
+local cjson = require('cjson')
+local fs = require('cseng.fs')
+local stats = require('cseng.lib.stats')
+local audit = require('cseng.run.audit')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
-local fakes = require 'spec.fakes'
+local fakes = require('spec.fakes')
 
 local function run_arena(opts)
   local status, by, _, info = A.run(opts, 'arena-audit-')
@@ -80,7 +80,7 @@ describe('the audit judges an answer', function()
   end)
 
   it('finds a local sandbox a container from inside it (its user namespace)', function()
-    local L = require 'providers.local'
+    local L = require('providers.local')
     local client = assert(L.connect({ root = assert(require('cseng.fs').tempdir('cseng-audit-spec-')) }))
     local sb = assert(L.create(client, { workdir = '/workspace' }))
     local r = assert(L.exec(client, sb, audit.command('spec')))
@@ -93,7 +93,7 @@ describe('the audit judges an answer', function()
   -- reads its values with the shell alone, so with no PATH at all it answers the same (bar the
   -- namespace links and the cgroup mount's inode, which take its one `ls`)
   it('reads its values with the shell alone: the same answer with no tool on PATH', function()
-    local L = require 'providers.local'
+    local L = require('providers.local')
     local client = assert(L.connect({ root = assert(require('cseng.fs').tempdir('cseng-audit-spec-')) }))
     local sb = assert(L.create(client, { workdir = '/workspace' }))
     local full = assert(L.exec(client, sb, audit.command('spec-a')))

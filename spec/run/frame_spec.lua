@@ -5,19 +5,19 @@
 -- task run's status document; --resume restores the run's identity (a nop run resumes as nop,
 -- a contradicting --solver is refused in one line); one exit-status rule; a dead endpoint stops
 -- the run; every error trial has a registered code.
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local http = require 'cseng.http'
-local results = require 'cseng.results.log'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local http = require('cseng.http')
+local results = require('cseng.results.log')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
-local H = require 'spec.helpers.runlog'
+local H = require('spec.helpers.runlog')
 local ROOT = H.ROOT
-local fakes = require 'spec.fakes'
+local fakes = require('spec.fakes')
 local lizard_fake, daytona_fake = fakes.module('lizard'), fakes.module('daytona')
 
 local tmp = H.tempdir('cseng-frame')
@@ -33,13 +33,13 @@ local function plan_file(f, kind, extra)
   local cfg = string.format('{ api_url = %q, project_id = %q, request_timeout = 3 }', f.url, f.project_id)
   if kind == 'tasks' then
     return write('plan' .. n_plans .. '.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = 'frame', provider = 'lizard', dataset = %q, solver = 'gold', concurrency = 2,
   cleanup_backoff = { 0, 0 }, provider_config = %s %s }
 ]], ROOT .. '/data/smoke.jsonl', cfg, extra or ''))
   end
   return write('plan' .. n_plans .. '.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'frame', providers = { 'lizard' }, samples = 10, warmups = 0, seed = 1,
   command = "echo ok-marker", expect = 'ok-marker', cleanup_backoff = { 0, 0 }, provider_config = { lizard = %s } %s }
 ]], cfg, extra or ''))
@@ -49,7 +49,7 @@ end
 local function daytona_plan(d)
   n_plans = n_plans + 1
   return write('dplan' .. n_plans .. '.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = 'frame', provider = 'daytona', dataset = %q, solver = 'gold', concurrency = 2,
   cleanup_backoff = { 0, 0 }, provider_config = { api_url = %q, api_key = %q,
   poll = { first = 0.01, factor = 1.1, max = 0.05 } } }

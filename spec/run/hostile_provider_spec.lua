@@ -2,19 +2,19 @@
 -- answers leave no sandbox behind, signals interrupt running Lua, an auth failure stops a task
 -- run, a huge response is refused while it arrives, bad plan fields and control characters.
 -- Every case is a fault-injecting fake (spec/providers/lizard/fake.lua) or a crafted input.
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local serve = require 'cseng.serve'
-local crypto = require 'cseng.crypto'
-local http = require 'cseng.http'
-local results = require 'cseng.results.log'
-local frame = require 'cseng.run.frame'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local adapter = require 'providers.shared.adapter'
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local serve = require('cseng.serve')
+local crypto = require('cseng.crypto')
+local http = require('cseng.http')
+local results = require('cseng.results.log')
+local frame = require('cseng.run.frame')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local adapter = require('providers.shared.adapter')
 
-local H = require 'spec.helpers.runlog'
+local H = require('spec.helpers.runlog')
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
@@ -94,18 +94,18 @@ describe('redaction', function()
       local out = tmp .. '/leak'
       local cfg = string.format('{ api_url = %q, project_id = %q }', f.url, f.project_id)
       local tasks_plan = write('leak-tasks.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = 'leak', provider = 'lizard', dataset = %q, solver = 'gold', concurrency = 2,
   task_limit = 4, cleanup_backoff = { 0, 0 }, provider_config = %s }
 ]], ROOT .. '/data/smoke.jsonl', cfg))
       local startup_plan = write('leak-startup.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'leak', providers = { 'lizard' }, samples = 3, warmups = 0, seed = 1,
   command = 'echo arena-secret-probe', expect = 'never-printed', cleanup_backoff = { 0, 0 },
   provider_config = { lizard = %s } }
 ]], cfg))
       local stop_plan = write('leak-stop.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'leakstop', providers = { 'lizard' }, samples = 2, warmups = 1, seed = 1,
   command = 'echo arena-secret-probe', expect = 'never-printed', cleanup_backoff = { 0, 0 },
   provider_config = { lizard = %s } }
@@ -197,7 +197,7 @@ describe('lost create answers', function()
       f.set { list_status = false }
       local env_file = write('lost.env', 'LIZARD_API_KEY=' .. f.api_key .. '\nLIZARD_PROJECT_ID=' .. f.project_id ..
         '\nLIZARD_API_URL=' .. f.url .. '\n')
-      local cleanup = require 'cseng.cli.commands.cleanup'
+      local cleanup = require('cseng.cli.commands.cleanup')
       local status = cleanup.run { info.jsonl, '--env-file', env_file }
       assert.equal(0, status)
       assert.equal(0, f.stats().live)
@@ -212,7 +212,7 @@ describe('lost create answers', function()
   end)
 
   it('reclaims only its own lost sandbox: another session of the same run keeps its sandbox', function()
-    local session = require 'cseng.run.session'
+    local session = require('cseng.run.session')
     local f = lizard_fake.start { lose_create = function(n) return n == 2 and 'noid' or nil end }
     local ok, err = pcall(function()
       local opts = { output = tmp .. '/two', cleanup_backoff = { 0, 0 } }
@@ -264,7 +264,7 @@ describe('signals', function()
 
   it('SIGINT stops `while true do end`, runs the cleanup, and exits 130', function()
     local p, marker, errf = spawn_script('spin', [[
-local fs = require 'cseng.fs'
+local fs = require('cseng.fs')
 local marker = arg[1]
 local _ <close> = setmetatable({}, { __close = function() fs.write(marker .. '.cleanup', 'ran') end })
 fs.write(marker, 'spinning')
@@ -282,8 +282,8 @@ while true do end
 
   it('SIGTERM too, inside a spawned task (status 143)', function()
     local p, marker = spawn_script('spin_task', [[
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
+local fs = require('cseng.fs')
+local task = require('cseng.task')
 local marker = arg[1]
 local t = task.spawn(function()
   local _ <close> = setmetatable({}, { __close = function() fs.write(marker .. '.cleanup', 'ran') end })
@@ -304,7 +304,7 @@ t:join()
 
   it('a second SIGINT exits at once, even while Lua code spins in a stuck cleanup', function()
     local p, marker, errf = spawn_script('stuck', [[
-local fs = require 'cseng.fs'
+local fs = require('cseng.fs')
 local marker = arg[1]
 local _ <close> = setmetatable({}, { __close = function()
   fs.write(marker .. '.first', 'seen')
@@ -330,7 +330,7 @@ describe('stop rules', function()
     local f = lizard_fake.start { create_status = function(n) return n == 2 and 401 or nil end }
     local ok, err = pcall(function()
       local plan_file = write('auth.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrency = 1,
   cleanup_backoff = { 0, 0 }, provider_config = { api_url = %q, api_key = %q, project_id = %q } }
 ]], ROOT .. '/data/smoke.jsonl', f.url, f.api_key, f.project_id))
@@ -345,7 +345,7 @@ return plan.tasks { name = 'auth', provider = 'lizard', dataset = %q, concurrenc
   end)
 
   it('a 401 on delete is not retried and stops as auth; a Retry-After is passed back to the session', function()
-    local session = require 'cseng.run.session'
+    local session = require('cseng.run.session')
     local f = lizard_fake.start { delete_status = 401 }
     local ok, err = pcall(function()
       local s = session.open { kind = 'tasks', opts = { output = tmp .. '/del', cleanup_backoff = { 0, 0 } }, id_parts = { 'del' } }
@@ -412,7 +412,7 @@ describe('limits', function()
     end })
     local url = srv:url()
     local script = write('big.lua', string.format([[
-local adapter = require 'providers.shared.adapter'
+local adapter = require('providers.shared.adapter')
 local function rss()
   local s = io.open('/proc/self/status'):read('a')
   return tonumber(s:match('VmRSS:%%s*(%%d+)'))
@@ -431,7 +431,7 @@ print('rss_growth_kb', rss() - before)
   end)
 
   it('refuses nan, negative and huge task.toml timeouts, naming the file and field', function()
-    local dataset = require 'cseng.workload.dataset'
+    local dataset = require('cseng.workload.dataset')
     for _, v in ipairs({ 'nan', '-1', '1e12', 'inf', '0' }) do
       local ok, e = pcall(dataset.config, '[verifier]\ntimeout_sec = ' .. v .. '\n', 'tasks/x')
       assert.is_false(ok, v)

@@ -2,15 +2,15 @@
 -- it with everything every kind shares (the log and its identity record, the sandbox ledger, the
 -- worker loop, the trial's watchdog, the end and its exit status). Shown with a tiny kind written
 -- to a temporary tree: nothing else in cseng is edited for it.
-local fs = require 'cseng.fs'
-local results = require 'cseng.results.log'
-local frame = require 'cseng.run.frame'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local results = require('cseng.results.log')
+local frame = require('cseng.run.frame')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 -- Each item: a local sandbox that prints the item back; the record says what it printed.
 local KIND = [==[
-local frame = require 'cseng.run.frame'
+local frame = require('cseng.run.frame')
 local K = { name = 'echoes' }
 function K.open(opts) return opts, { id_parts = { 'echoes' } }, { seen = {} } end
 function K.begin(F)

@@ -2,15 +2,15 @@
 -- task: each task ends passed, every attempt recorded), --resume --rerun-errors, --label,
 -- --status-port on a tasks plan (the arena's JSON shape, `live` always a list), progress lines,
 -- and cseng prewarm --list / --prune.
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local dataset = require 'cseng.workload.dataset'
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local cjson = require 'cjson'
-local H = require 'spec.helpers.common'
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local dataset = require('cseng.workload.dataset')
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local cjson = require('cjson')
+local H = require('spec.helpers.common')
 
 local ROOT, CSENG = H.ROOT, H.CSENG
 local DATA = ROOT .. '/data/smoke.jsonl'
@@ -29,7 +29,7 @@ end
 -- A provider over local whose first create of each task fails (keyed by the task label); with
 -- `always`, every create of the tasks in it fails and the others' succeed.
 local function flaky(name, always)
-  local base = require 'providers.local'
+  local base = require('providers.local')
   local seen = { creates = 0 }
   package.loaded['providers.' .. name] = setmetatable({
     name = name,
@@ -160,7 +160,7 @@ describe('--status-port on a tasks plan', function()
     local names = two_tasks()
     local docs = {}
     local gate = { open = false }
-    local base = require 'providers.local'
+    local base = require('providers.local')
     package.loaded['providers.slow_local'] = setmetatable({ name = 'slow_local',
       create = function(client, spec)
         while not gate.open do task.sleep(0.02) end

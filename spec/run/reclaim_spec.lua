@@ -5,12 +5,12 @@
 -- sent again); provider strings are bounded where they enter the session.
 -- The provider is the fault-injecting Lizard fake (spec/providers/lizard/fake.lua), held in this
 -- process while the run is a child process, so the kill takes only the run.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local results = require 'cseng.results.log'
-local session = require 'cseng.run.session'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local results = require('cseng.results.log')
+local session = require('cseng.run.session')
 
-local H = require 'spec.helpers.runlog'
+local H = require('spec.helpers.runlog')
 local ROOT, CSENG = H.ROOT, H.CSENG
 local lizard_fake = require('spec.fakes').module('lizard')
 
@@ -99,7 +99,7 @@ describe('kill -9 before any create was answered', function()
     local b = lizard_fake.start { lose_create = function() return 'hang' end, hang_seconds = 3600, api_key = a.api_key }
     local ok, err = pcall(function()
       local plan = write('kill-arena.lua', string.format([[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup { name = 'killarena', providers = { 'lizard', 'lizard-eu' }, samples = 2, warmups = 0, seed = 1,
   command = 'echo hi', expect = 'hi', cleanup_backoff = { 0, 0 },
   provider_config = { lizard = { api_url = %q, project_id = %q, request_timeout = 3600 },
@@ -167,7 +167,7 @@ end)
 
 describe('provider strings are bounded where they enter', function()
   it('a 5 MB sandbox id is refused naming the provider and field, destroyed, and never recorded', function()
-    local lizard = require 'providers.lizard'
+    local lizard = require('providers.lizard')
     local f = lizard_fake.start {}
     local ok, err = pcall(function()
       local log = tmp .. '/huge/a.jsonl'

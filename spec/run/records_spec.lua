@@ -1,9 +1,9 @@
 -- Records declared once (lua/cseng/run/records.lua): a module that writes a field its record
 -- does not declare fails (under cseng test every record is strict), and docs/RESULTS.md's trial
 -- table lists exactly the Trial record's fields.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local records = require 'cseng.run.records'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local records = require('cseng.run.records')
 
 describe('declared records', function()
   it('are strict under cseng test: an undeclared field raises, naming the record and the field', function()

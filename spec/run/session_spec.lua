@@ -3,16 +3,16 @@
 -- warm preparation, in a --resume sweep) stops allocation; max_concurrency queues creates;
 -- Retry-After is honoured. Real sandboxes on the local provider (bubblewrap), wrapped so a
 -- spec can make destroy fail.
-local fs = require 'cseng.fs'
-local frame = require 'cseng.run.frame'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local results = require 'cseng.results.log'
-local tasks_kind = require 'cseng.run.kinds.tasks'
-local session = require 'cseng.run.session'
-local errors = require 'cseng.lib.errors'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local frame = require('cseng.run.frame')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local results = require('cseng.results.log')
+local tasks_kind = require('cseng.run.kinds.tasks')
+local session = require('cseng.run.session')
+local errors = require('cseng.lib.errors')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 local SMOKE = ROOT .. '/data/smoke.jsonl'
@@ -24,7 +24,7 @@ teardown(H.remove_tempdirs)
 -- and a count of sandboxes alive at once.
 local sw = {}
 local function install(extra)
-  local base = require 'providers.local'
+  local base = require('providers.local')
   local live, max_live = 0, 0
   local mod = setmetatable({
     name = 'ledger_local',
@@ -329,7 +329,7 @@ describe('small fixes', function()
   local CSENG = ROOT .. '/cseng'
 
   it('enforces the task\'s memory limit on the local provider (docs/providers/local.md)', function()
-    local L = require 'providers.local'
+    local L = require('providers.local')
     local c = L.connect({})
     if not c.cgroup then
       pending('no writable cgroup hierarchy here: limits cannot be enforced (recorded as absent in `limits`)')
@@ -358,7 +358,7 @@ describe('small fixes', function()
   end)
 
   it('cseng run --help lists every option the command accepts', function()
-    local options = require 'cseng.run.options'
+    local options = require('cseng.run.options')
     local r = assert(proc.run { argv = { CSENG, 'run', '--help' }, cwd = ROOT })
     assert.equal(0, r.code)
     local listed = {}

@@ -1,13 +1,13 @@
 -- Scale-out: the partition of a plan's trials into shards, shard logs and `cseng merge`, the
 -- Kubernetes manifest's contract, and three shards run with JOB_COMPLETION_INDEX set by hand.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local dataset = require 'cseng.workload.dataset'
-local results = require 'cseng.results.log'
-local shard = require 'cseng.run.shard'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local dataset = require('cseng.workload.dataset')
+local results = require('cseng.results.log')
+local shard = require('cseng.run.shard')
 
-local H = require 'spec.helpers.common'
+local H = require('spec.helpers.common')
 local ROOT = H.ROOT
 
 local tmp = H.tempdir('cseng-shard-spec')
@@ -299,7 +299,7 @@ describe('the arena, sharded', function()
     assert(fs.mkdir_p(dir))
     local plan_file = tmp .. '/startup3.lua'
     assert(fs.write(plan_file, [[
-local plan = require 'cseng.run.plan'
+local plan = require('cseng.run.plan')
 return plan.startup {
   name = 'startup3', providers = { 'local', 'local-b', 'local-c' }, samples = 3, warmups = 0, seed = 7,
   command = [=[python3 -c "print('ready-7')"]=], expect = 'ready-7',

@@ -2,11 +2,11 @@
 -- generated slurm.conf), `sbatch --array=0-3` of deploy/slurm/cseng-array.sbatch running
 -- plans/cold-gold.lua on the local provider in 4 shards, then `cseng merge`. Where Slurm cannot
 -- start here, the test is reported as skipped (pending) with the reason, never as passed.
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local dataset = require 'cseng.workload.dataset'
-local results = require 'cseng.results.log'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local dataset = require('cseng.workload.dataset')
+local results = require('cseng.results.log')
 
 local ROOT = sys.root()
 local CSENG = ROOT .. '/cseng'

@@ -1,14 +1,14 @@
 -- The main job end to end on the local provider (bubblewrap): datasets, staging, runner,
 -- results, resume and signals. These run real sandboxes.
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local H = require 'spec.helpers.common'
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local H = require('spec.helpers.common')
 
 local ROOT, CSENG = H.ROOT, H.CSENG
 local SMOKE16 = ROOT .. '/../shared/data/terminalbench_2026_03_05_smoke16.jsonl'
@@ -268,7 +268,7 @@ describe('the local provider', function()
   end)
 
   it('stops allocating after a cleanup failure, and says so', function()
-    local base = require 'providers.local'
+    local base = require('providers.local')
     package.loaded['providers.flaky_destroy'] = setmetatable({
       name = 'flaky_destroy',
       destroy = function(client, sb) base.destroy(client, sb); return nil, 'injected destroy failure', 'EINJECTED' end,

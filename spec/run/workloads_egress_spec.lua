@@ -5,20 +5,20 @@
 -- sharing the host's network, and in a network namespace of its own behind a veth pair for the
 -- allowlist path through slirp4netns), the bytes that arrived compared with the host's own fetch;
 -- a missing file is a labelled failure. Never the real network; no duration decides anything.
-local util = require 'cseng.lib.util'
-local cjson = require 'cjson'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local task = require 'cseng.task'
-local errors = require 'cseng.lib.errors'
-local workloads = require 'cseng.run.workloads'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local util = require('cseng.lib.util')
+local cjson = require('cjson')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local task = require('cseng.task')
+local errors = require('cseng.lib.errors')
+local workloads = require('cseng.run.workloads')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
-local egress = require 'cseng.run.workloads.egress'
+local egress = require('cseng.run.workloads.egress')
 
 -- A mirror's tree: a Release file and a 200 KiB blob of random bytes.
 local function mirror_tree()
@@ -101,7 +101,7 @@ describe('egress options', function()
   end)
 
   it('survives fuzzed URLs and apt sources: never raises, accepts only http(s) URLs of the safe characters', function()
-    local stats = require 'cseng.lib.stats'
+    local stats = require('cseng.lib.stats')
     local rng = stats.rng(20261207)
     local seeds = { 'http://127.0.0.1:8080/debian/dists/bookworm/Release', 'https://10.0.0.4/a?b=c%20d' }
     local junk = { ';', '$', '`', "'", '"', ' ', '\n', '\0', '\255', '|', '&', '@', ':', '/', '-', '://', 'file:', '%' }
@@ -146,7 +146,7 @@ describe('egress options', function()
   end)
 
   it('refuses a hostile URL and a sandbox without the network before the log is opened', function()
-    local frame = require 'cseng.run.frame'
+    local frame = require('cseng.run.frame')
     local dir = H.tempdir('arena-egress-refused-')
     local ok, err = pcall(frame.run, 'startup', base { output = dir, quiet = true, egress_url = 'http://127.0.0.1/;reboot',
       sandbox = { network = true } })

@@ -3,13 +3,13 @@
 -- Lambda MicroVMs), each through its adapter's own path (file APIs, base64 through exec, S3):
 -- every sample answers, its bytes and files arrive intact (the workloads' own sha256 and
 -- manifest checks) and every sandbox it made is destroyed. Clock-free: checks and counts only.
-local util = require 'cseng.lib.util'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local A = require 'spec.helpers.arena'
-local H = require 'spec.helpers.common'
-local fakes = require 'spec.fakes'
+local util = require('cseng.lib.util')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local A = require('spec.helpers.arena')
+local H = require('spec.helpers.common')
+local fakes = require('spec.fakes')
 teardown(H.remove_tempdirs)
 
 local ROOT = sys.root()

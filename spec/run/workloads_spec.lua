@@ -4,16 +4,16 @@
 -- clock-free facts: the bytes that arrived (sha256 and length, inside the sandbox or on the
 -- host), the files that arrived (count and manifest hash), a restored snapshot's files, an answer
 -- per command; the fakes' own counters say which path carried them. No duration decides anything.
-local util = require 'cseng.lib.util'
-local cjson = require 'cjson'
-local fs = require 'cseng.fs'
-local workloads = require 'cseng.run.workloads'
-local contract = require 'providers.shared.contract'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local util = require('cseng.lib.util')
+local cjson = require('cjson')
+local fs = require('cseng.fs')
+local workloads = require('cseng.run.workloads')
+local contract = require('providers.shared.contract')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
-local fakes = require 'spec.fakes'
+local fakes = require('spec.fakes')
 
 local function run_arena(opts)
   local status, by, errtext, info = A.run(opts, 'arena-prim-')
@@ -67,7 +67,7 @@ describe('workload options', function()
   end)
 
   it('refuses a workload the adapter does not declare, before anything is allocated', function()
-    local daytona = require 'providers.daytona'
+    local daytona = require('providers.daytona')
     local ok, why = workloads.supports(daytona, workloads.load('pause'))
     assert.is_nil(ok)
     assert.matches('does not declare capabilities.pause', why, 1, true)

@@ -4,17 +4,17 @@
 -- the suite's passes the host's count of its tests; a suite with a failing test, or one that
 -- loses a test, fails the sample (EINTACT), not a time; a sandbox root without the tools and a
 -- folder that is no such repository are refused before the log is opened. No duration decides.
-local util = require 'cseng.lib.util'
-local cjson = require 'cjson'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local errors = require 'cseng.lib.errors'
-local workloads = require 'cseng.run.workloads'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
+local util = require('cseng.lib.util')
+local cjson = require('cjson')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local errors = require('cseng.lib.errors')
+local workloads = require('cseng.run.workloads')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
 teardown(H.remove_tempdirs)
 
-local standard = require 'cseng.run.workloads.standard'
+local standard = require('cseng.run.workloads.standard')
 
 local function base(extra)
   return util.merge({ providers = { 'local' }, samples = 2, warmups = 0, seed = 23, workload = 'standard',

@@ -2,17 +2,17 @@
 -- runner on the local provider, against the scripted chat-completions fake (spec/fakes/llm/fake.lua).
 -- The fake "model" replays each task's gold solution through bash tool calls, or misbehaves on
 -- purpose; counts are asserted exactly on both sides.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local agent = require 'solvers.shared.chat_loop'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local agent = require('solvers.shared.chat_loop')
 
 local ROOT = sys.root()
 local SMOKE = ROOT .. '/data/smoke.jsonl'
-local llm = require 'spec.fakes.llm.fake'
+local llm = require('spec.fakes.llm.fake')
 
 local KEY = 'sk-test-' .. crypto.hex(crypto.random_bytes(12))
 local OIDC = 'oidc-test-' .. crypto.hex(crypto.random_bytes(12))
@@ -215,7 +215,7 @@ describe('the openrouter solver', function()
     assert.is_false(ok)
     assert.matches('needs a model: set OPENROUTER_MODEL', err, 1, true)
     assert.equal(0, f.stats().requests)
-    local solver = require 'solvers.openrouter'
+    local solver = require('solvers.openrouter')
     local okc, msg, code = solver.check({}, function() return nil end)
     assert.is_nil(okc)
     assert.equal('ECONFIG', code)

@@ -10,9 +10,9 @@
 -- without network fails at once with ENONETWORK naming the endpoint, before any part is shipped.
 -- The CLIs reach their fakes through the run's model proxy (lua/cseng/evals/proxy.lua): the E2B
 -- fake's sandboxes run on this machine and are given the proxy's port (spec/fakes/sandboxes.lua).
-local fs = require 'cseng.fs'
-local installed = require 'solvers.shared.installed'
-local pack = require 'solvers.installed.pack'
+local fs = require('cseng.fs')
+local installed = require('solvers.shared.installed')
+local pack = require('solvers.installed.pack')
 
 local e2b_fake = require('spec.fakes').module('e2b')
 

@@ -6,8 +6,8 @@
 -- is valid ATIF, and the CLI reaches the fake through the run's model proxy
 -- (lua/cseng/evals/proxy.lua): the sandbox holds a token, the fake sees only the real key, and the
 -- tokens and cost are the proxy's counts of the fake's answers.
-local fs = require 'cseng.fs'
-local installed = require 'solvers.shared.installed'
+local fs = require('cseng.fs')
+local installed = require('solvers.shared.installed')
 
 local H
 setup(function() H = require('spec.fakes.llm.harness').new('cseng-installed-spec') end)

@@ -4,12 +4,12 @@
 -- Node.js runtime, one archive), against the fake of its API; both tasks pass through the model
 -- proxy (the E2B fake's sandboxes run on this machine and get the proxy's port), each agent is
 -- packed once, the trajectories are valid ATIF v1.7, and nop passes none of the tasks there.
-local fs = require 'cseng.fs'
-local atif = require 'cseng.evals.atif'
-local installed = require 'solvers.shared.installed'
-local agents = require 'solvers.shared.agents'
+local fs = require('cseng.fs')
+local atif = require('cseng.evals.atif')
+local installed = require('solvers.shared.installed')
+local agents = require('solvers.shared.agents')
 
-local harness = require 'spec.fakes.llm.harness'
+local harness = require('spec.fakes.llm.harness')
 local H
 setup(function() H = harness.new('cseng-opencode-gemini-cloud-spec') end)
 teardown(function() H.close() end)
@@ -32,7 +32,7 @@ describe('on the E2B fake', function()
     local have = fs.exists(installed.NODE_MODULES .. '/' .. D.binary)
     it(A.solver .. ' solves its two bundled tasks, shipped in parts under the cap, packed once', function()
       if not have then pending('needs make deps-agents') return end
-      local pack = require 'solvers.installed.pack'
+      local pack = require('solvers.installed.pack')
       local fk = require(A.fake)
       local f = fk.start { api_key = H.KEY, model = A.model or H.MODEL, script = H.gold_script, tool = D.tool }
       local env = E.env(A.env(H, f))

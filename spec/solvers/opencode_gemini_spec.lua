@@ -6,13 +6,13 @@
 -- sends the shell calls that apply each task's gold fix. Both tasks pass through the run's model
 -- proxy (the sandbox holds a token, the fake sees only the real key; tokens are the proxy's counts
 -- of the fake's answers), the trajectory is valid ATIF v1.7, and nop passes none of the tasks.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local atif = require 'cseng.evals.atif'
-local installed = require 'solvers.shared.installed'
-local agents = require 'solvers.shared.agents'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local atif = require('cseng.evals.atif')
+local installed = require('solvers.shared.installed')
+local agents = require('solvers.shared.agents')
 
-local harness = require 'spec.fakes.llm.harness'
+local harness = require('spec.fakes.llm.harness')
 local H
 setup(function() H = harness.new('cseng-opencode-gemini-spec') end)
 teardown(function() H.close() end)

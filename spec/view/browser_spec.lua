@@ -5,17 +5,17 @@
 -- shows the planted regression, a live run's page changes while its log grows (appended when the
 -- browser asks, so no clock decides), and the static export works from file://. Screenshots of
 -- every page: build/view-screenshots/.
-local frame = require 'cseng.run.frame'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local sys = require 'cseng.sys'
-local app = require 'cseng.view.app'
-local index = require 'cseng.view.index'
+local frame = require('cseng.run.frame')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local sys = require('cseng.sys')
+local app = require('cseng.view.app')
+local index = require('cseng.view.index')
 
 local root = sys.root()
-local fixtures = require 'spec.browser.fixtures'
+local fixtures = require('spec.browser.fixtures')
 local lizard = require('spec.fakes').module('lizard')
 
 local LIVE = 'view-live-local-cold-20261201-120000-cccc'

@@ -3,19 +3,19 @@
 -- chart per provider with every run, the median's CI band, the change marked at run 6 and listed
 -- with a link to its run, another primitive through the selector, a click on a point opening that
 -- run's page. A screenshot: build/view-screenshots/history.png.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local sys = require 'cseng.sys'
-local app = require 'cseng.view.app'
-local index = require 'cseng.view.index'
-local history = require 'cseng.view.history'
-local store = require 'cseng.history.store'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local sys = require('cseng.sys')
+local app = require('cseng.view.app')
+local index = require('cseng.view.index')
+local history = require('cseng.view.history')
+local store = require('cseng.history.store')
 
 local root = sys.root()
-local H = require 'spec.helpers.common'
-local HH = require 'spec.helpers.history'
+local H = require('spec.helpers.common')
+local HH = require('spec.helpers.history')
 teardown(H.remove_tempdirs)
 
 local RUNS = 12

@@ -2,19 +2,19 @@
 -- last line left for later, a rewritten file read again), bad logs listed with their error, the
 -- JSON API (paging, filters, one trial, compare), the token and Host checks, the refusal of a
 -- non-loopback --host without --token, the markdown's escaping, and the export's files.
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
-local app = require 'cseng.view.app'
-local index = require 'cseng.view.index'
-local markdown = require 'cseng.view.markdown'
-local view = require 'cseng.cli.commands.view'
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local sys = require('cseng.sys')
+local app = require('cseng.view.app')
+local index = require('cseng.view.index')
+local markdown = require('cseng.view.markdown')
+local view = require('cseng.cli.commands.view')
 
-local fixtures = require 'spec.browser.fixtures'
+local fixtures = require('spec.browser.fixtures')
 
 local tmp
 setup(function() tmp = assert(fs.tempdir('cseng-view-spec-')) end)
@@ -177,8 +177,8 @@ describe('the server', function()
     local st, doc = get(srv:url(), '/api/compare?a=' .. fx.ids.a .. '&b=' .. fx.ids.b)
     assert.equal(200, st)
     assert.equal(2, doc.regressions)
-    local compare = require 'reports.lib.changes'
-    local report_load = require 'reports.lib.load'
+    local compare = require('reports.lib.changes')
+    local report_load = require('reports.lib.load')
     assert.equal(compare.compare(report_load.load({ fx.a }), report_load.load({ fx.b }), {}).markdown, doc.markdown)
     assert.same({ 'the runs differ in solver: A has gold, B has agent' }, doc.warnings)
   end)
@@ -345,7 +345,7 @@ describe('the comparison page', function()
   end)
 
   it('leaves a one-sided cell one-sided when the runs share another cell', function()
-    local compare = require 'cseng.results.compare'
+    local compare = require('cseng.results.compare')
     local t = function(id, solver, outcome) return { task_id = id, solver = solver, provider = 'local', mode = 'cold', outcome = outcome } end
     local rows = compare.by_cell({ t('x', 'gold', 'passed'), t('x', 'agent', 'passed') },
       { t('x', 'agent', 'failed'), t('x', 'codex', 'passed') })

@@ -8,17 +8,17 @@
 -- audit labelled are drawn in a row of their own, with no median or CI (never pooled). Counts
 -- come from the runs' own logs; no duration decides anything. Screenshots:
 -- build/view-screenshots/workload-*.png.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local sys = require 'cseng.sys'
-local util = require 'cseng.lib.util'
-local app = require 'cseng.view.app'
-local index = require 'cseng.view.index'
-local H = require 'spec.helpers.common'
-local A = require 'spec.helpers.arena'
-local fakes = require 'spec.fakes'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local sys = require('cseng.sys')
+local util = require('cseng.lib.util')
+local app = require('cseng.view.app')
+local index = require('cseng.view.index')
+local H = require('spec.helpers.common')
+local A = require('spec.helpers.arena')
+local fakes = require('spec.fakes')
 
 local root = sys.root()
 local WIDTH = 1280

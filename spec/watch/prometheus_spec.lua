@@ -3,18 +3,18 @@
 -- expositions parse (the targets are up with no scrape error), `histogram_quantile(0.5, ...)` of
 -- the create latency agrees with cseng's own p50 of the same trials within one bucket, and the
 -- trial and sandbox counters equal what the run log holds.
-local fs = require 'cseng.fs'
-local http = require 'cseng.http'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
-local store = require 'cseng.history.store'
-local metrics = require 'cseng.history.metrics'
+local fs = require('cseng.fs')
+local http = require('cseng.http')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
+local store = require('cseng.history.store')
+local metrics = require('cseng.history.metrics')
 
 local root = sys.root()
-local H = require 'spec.helpers.common'
-local W = require 'spec.helpers.watch'
-local RL = require 'spec.helpers.runlog'
+local H = require('spec.helpers.common')
+local W = require('spec.helpers.watch')
+local RL = require('spec.helpers.runlog')
 local lizard = require('spec.fakes').module('lizard')
 teardown(H.remove_tempdirs)
 

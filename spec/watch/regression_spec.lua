@@ -2,12 +2,12 @@
 -- latency steps from 50 ms to 80 ms after 5 runs makes the watch report one regression, dated at
 -- run 6 and told once to --on-change with its evidence; a fake whose latency only jitters makes
 -- it report none.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local store = require 'cseng.history.store'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local store = require('cseng.history.store')
 
-local H = require 'spec.helpers.common'
-local W = require 'spec.helpers.watch'
+local H = require('spec.helpers.common')
+local W = require('spec.helpers.watch')
 local lizard = require('spec.fakes').module('lizard')
 teardown(H.remove_tempdirs)
 

@@ -4,15 +4,15 @@
 -- run by its own rules and the next start finishes the slot, SIGTERM between runs stops at once;
 -- one watch of a name per folder; a slot that passes while a run overruns is recorded as missed;
 -- a command line it cannot run is refused before anything starts. Verdicts are counts and states.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
-local store = require 'cseng.history.store'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
+local store = require('cseng.history.store')
 
 local root = sys.root()
-local H = require 'spec.helpers.common'
-local W = require 'spec.helpers.watch'
-local HH = require 'spec.helpers.history'
+local H = require('spec.helpers.common')
+local W = require('spec.helpers.watch')
+local HH = require('spec.helpers.history')
 local lizard = require('spec.fakes').module('lizard')
 teardown(H.remove_tempdirs)
 

@@ -4,13 +4,13 @@
 -- a host says which (lua/cseng/workload/replay.lua's replay.unreachable). Only loopback is used:
 -- a listener on the host's 127.0.0.1 that the build must not reach, and the build's own route
 -- table says whether it has a way out.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local serve = require 'cseng.serve'
-local replay = require 'cseng.workload.replay'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local images = require 'cseng.images.rootfs' -- the Debian base root filesystem
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local serve = require('cseng.serve')
+local replay = require('cseng.workload.replay')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local images = require('cseng.images.rootfs') -- the Debian base root filesystem
 
 describe('replay.unreachable: the host a failed step could not reach', function()
   local cases = {

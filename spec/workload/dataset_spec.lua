@@ -1,12 +1,12 @@
 -- Datasets never read the host: decoded task content is always archive bytes (never a path), and
 -- a SWE-smith row's environment.source_dir resolves only inside the dataset's own folder tree
 -- (or --source-root). Each refusal is one error naming the file, row and field.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local dataset = require 'cseng.workload.dataset'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local dataset = require('cseng.workload.dataset')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 

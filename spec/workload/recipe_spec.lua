@@ -1,16 +1,16 @@
 -- The build recipe (lua/cseng/workload/recipe.lua) and the ordered Dockerfile steps it is made of: one content
 -- key per task that does not depend on when or where the task was packed, and that changes
 -- with one context byte or one step; solution/ never part of a build input.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local archive = require 'cseng.archive'
-local dataset = require 'cseng.workload.dataset'
-local dockerfile = require 'cseng.workload.dockerfile'
-local recipe = require 'cseng.workload.recipe'
-local replay = require 'cseng.workload.replay'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local archive = require('cseng.archive')
+local dataset = require('cseng.workload.dataset')
+local dockerfile = require('cseng.workload.dockerfile')
+local recipe = require('cseng.workload.recipe')
+local replay = require('cseng.workload.replay')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 local CSENG = sys.realpath('/proc/self/exe') or (ROOT .. '/cseng')

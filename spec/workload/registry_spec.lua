@@ -4,16 +4,16 @@
 -- commits, each checked against the registry's content digest (Harbor's Packager hash); a tampered
 -- task is refused in one line naming it; the run's identity records the registry, the dataset's
 -- version, content hash and every pin; cold-gold passes on the resolved tasks, nop scores 0.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local jsonl = require 'cseng.lib.jsonl'
-local registry = require 'cseng.workload.registry'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local S = require 'cseng.lib.schema'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local jsonl = require('cseng.lib.jsonl')
+local registry = require('cseng.workload.registry')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local S = require('cseng.lib.schema')
 
 local ROOT = sys.root()
 local TASKS = { 'awk-fixed-width-to-csv', 'csv-sales-report' }
@@ -202,7 +202,7 @@ describe('a Harbor registry', function()
     fs.write(d .. '/tests/__pycache__/x.pyc', 'junk')
     fs.write(d .. '/notes.txt', 'not published')
     fs.write(d .. '/environment/Dockerfile', 'FROM x\n')
-    local crypto = require 'cseng.crypto'
+    local crypto = require('cseng.crypto')
     local function h(s) return crypto.sha256_hex(s) end
     local want = crypto.sha256_hex('environment/Dockerfile\0' .. h('FROM x\n') .. '\n' .. 'instruction.md\0' .. h('do\n') .. '\n'
       .. 'task.toml\0' .. h('version = "1.0"\n') .. '\n' .. 'tests/test.sh\0' .. h('exit 0\n') .. '\n')

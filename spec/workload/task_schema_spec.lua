@@ -5,15 +5,15 @@
 -- filter in the sandbox's own network namespace: a task allowed one host reaches it and not
 -- another, and its verifier (no-network) reaches neither. The hosts are test hosts in a network
 -- namespace this spec makes (a veth pair, 10.211.77.0/24), serving HTTP with the engine's server.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local jsonl = require 'cseng.lib.jsonl'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local K = require 'cseng.run.kinds.tasks'
-local H = require 'spec.helpers.common'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local jsonl = require('cseng.lib.jsonl')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local K = require('cseng.run.kinds.tasks')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 local FIX = ROOT .. '/spec/fixtures/harbor13'
@@ -137,7 +137,7 @@ describe('network_mode = "allowlist" on local', function()
       .. ' && ip link set %s up && ip netns exec %s sh -c "ip addr add 10.211.77.2/24 dev %sn && ip addr add 10.211.77.3/24 dev %sn'
       .. ' && ip link set %sn up && ip link set lo up"', NS, VETH, VETH, NS, VETH, VETH, NS, VETH, VETH, VETH))
     fs.write(tmp .. '/srv.lua', [[
-local serve = require 'cseng.serve'
+local serve = require('cseng.serve')
 local s = assert(serve.listen { host = '0.0.0.0', port = 18080, handler = function() return 200, {}, 'hello\n' end })
 require('cseng.task').sleep(600)
 s:close()

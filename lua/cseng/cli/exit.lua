@@ -8,7 +8,7 @@ local exit = {}
 ---@param fmt any a format and its arguments, or one message (an error value: its message)
 ---@return integer status 2
 function exit.usage_error(fmt, ...)
-  local errors = require 'cseng.lib.errors'
+  local errors = require('cseng.lib.errors')
   return exit.fail(errors.usage(select('#', ...) > 0 and string.format(fmt, ...) or errors.line(fmt)))
 end
 
@@ -31,7 +31,7 @@ end
 ---@param what string|nil the command, e.g. "prewarm"
 ---@return integer status
 function exit.fail(err, what)
-  local errors = require 'cseng.lib.errors'
+  local errors = require('cseng.lib.errors')
   if errors.is_cancel(err) then return 130 end
   -- io.stderr:write redacts and escapes (console.guard)
   io.stderr:write('cseng: ', what and (what .. ': ') or '', errors.line(err), '\n')

@@ -1,7 +1,7 @@
 --- The command line: `cseng <command> [args]`. Each command is a module under
 --- lua/cseng/cli/commands/ returning {summary=, usage=, run=function(args) -> exit status}.
-local sys = require 'cseng.sys'
-local exit = require 'cseng.cli.exit'
+local sys = require('cseng.sys')
+local exit = require('cseng.cli.exit')
 
 local cli = {}
 
@@ -45,7 +45,7 @@ end
 
 function cli.main(...)
   require('cseng.lib.console').guard()
-  local errors = require 'cseng.lib.errors'
+  local errors = require('cseng.lib.errors')
   local args = { ... }
   -- an error a command raises is printed here as one redacted line (a table error by its
   -- message, never "table: 0x..."); the cancellation goes on to the engine (status 130)

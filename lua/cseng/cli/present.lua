@@ -8,15 +8,15 @@
 --- terminal gets from cseng (console.terminal: carriage return, cursor up, erase below/line);
 --- everything else it prints is data, escaped (console.escape) and redacted by the console
 --- guard. Without a terminal it prints plain lines, and the arena's status every tenth.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local console = require 'cseng.lib.console'
-local stats = require 'cseng.lib.stats'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local console = require('cseng.lib.console')
+local stats = require('cseng.lib.stats')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
 
 local present = {}
 
@@ -147,7 +147,7 @@ end
 
 -- ---- what a task run shows -----------------------------------------------------------------
 
-local passk = require 'cseng.evals.passk'
+local passk = require('cseng.evals.passk')
 
 local PHASES = { 'build', 'start', 'upload', 'prepare', 'instruction_write', 'solve', 'verify', 'stop' }
 
@@ -488,7 +488,7 @@ function present.arena_comparison(F)
   end
   if #with < 2 then return {} end
   table.sort(with, function(a, b) return a.median < b.median end)
-  local report_format = require 'reports.lib.format'
+  local report_format = require('reports.lib.format')
   local out, fast = {}, with[1]
   for i = 2, #with do
     local slow = with[i]
@@ -614,7 +614,7 @@ local run_metrics = setmetatable({}, { __mode = 'k' })
 --- latency histograms per provider, phase and primitive, live sandboxes, admission limits).
 ---@return string
 function present.metrics(F)
-  local metrics = require 'cseng.history.metrics'
+  local metrics = require('cseng.history.metrics')
   local m = run_metrics[F]
   if not m then
     local R = metrics.registry()
@@ -629,7 +629,7 @@ end
 --- /metrics, OpenMetrics), for every run kind. The server bounds its connections (the engine's
 --- defaults: a connection cap, an idle timeout).
 function present.status_server(F, port, view)
-  local serve = require 'cseng.serve'
+  local serve = require('cseng.serve')
   local srv, err, code = serve.listen { host = '127.0.0.1', port = port, handler = function(req)
     if req.method ~= 'GET' and req.method ~= 'HEAD' then
       return 405, { ['Allow'] = 'GET', ['Content-Type'] = 'application/json' }, '{"error":"GET only"}'

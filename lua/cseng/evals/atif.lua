@@ -10,9 +10,9 @@
 ---   tr:observe(step, call_id, 'exit code: 0 ...')
 ---   local doc = tr:finish()        -- final_metrics are the sums of the steps' metrics
 ---   local ok, problems = atif.validate(doc)
-local jsonl = require 'cseng.lib.jsonl'
-local clock = require 'cseng.clock'
-local errors = require 'cseng.lib.errors'
+local jsonl = require('cseng.lib.jsonl')
+local clock = require('cseng.clock')
+local errors = require('cseng.lib.errors')
 
 local atif = {}
 
@@ -141,7 +141,7 @@ end
 -- final_metrics equal the sums of the steps, token counts are non-negative and cached tokens a
 -- subset of the prompt's, tool call ids unique in the document). docs/SOLVERS.md lists both.
 
-local S = require 'cseng.lib.schema'
+local S = require('cseng.lib.schema')
 
 local function D(T) return { T, default = S.NONE } end -- an Optional field defaulting to None
 local function opt(name, T) local f = D(S.optional(T)); table.insert(f, 1, name); return f end
@@ -388,9 +388,9 @@ end
 ---@param doc table
 ---@return string path
 function atif.write(path, doc)
-  local fs = require 'cseng.fs'
-  local util = require 'cseng.lib.util'
-  local secrets = require 'cseng.lib.secrets'
+  local fs = require('cseng.fs')
+  local util = require('cseng.lib.util')
+  local secrets = require('cseng.lib.secrets')
   local ok, problems = atif.validate(doc)
   if not ok then errors.raise(errors.EINVAL, 'ATIF trajectory ' .. path .. ' is invalid: ' .. table.concat(problems, '; ')) end
   errors.check(nil, fs.mkdir_p(util.dirname(path)))

@@ -3,11 +3,11 @@
 --- the spend ceiling (`--max-cost-usd`), the model proxy of installed agents. These functions
 --- never write into the run or its records: they return what the caller stores (the run's
 --- `evals` table, a context's fields, a record's fields).
-local atif = require 'cseng.evals.atif'
-local ledger = require 'cseng.evals.ledger'
-local probe = require 'cseng.evals.probe'
-local proxy = require 'cseng.evals.proxy'
-local errors = require 'cseng.lib.errors'
+local atif = require('cseng.evals.atif')
+local ledger = require('cseng.evals.ledger')
+local probe = require('cseng.evals.probe')
+local proxy = require('cseng.evals.proxy')
+local errors = require('cseng.lib.errors')
 
 local hooks = {}
 

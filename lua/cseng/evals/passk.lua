@@ -3,7 +3,7 @@
 --- over the tasks that have n >= k, with a 95% percentile-bootstrap CI over tasks (seeded, so a
 --- report is reproducible). Attempts whose outcome is `error` (infrastructure) are not samples of
 --- the solver: they are counted apart and left out of n.
-local stats = require 'cseng.lib.stats'
+local stats = require('cseng.lib.stats')
 
 local passk = {}
 

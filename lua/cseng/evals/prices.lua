@@ -3,7 +3,7 @@
 --- inside the completion/output count of both APIs, so they have no price of their own (they are
 --- recorded, never added twice). Public list prices when written; they change: configure prices
 --- (llm_price_* options, CSENG_LLM_PRICE_* variables) for anything that matters.
-local errors = require 'cseng.lib.errors'
+local errors = require('cseng.lib.errors')
 
 local prices = {}
 

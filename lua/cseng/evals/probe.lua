@@ -3,7 +3,7 @@
 --- does not exit 0 within the probe timeout) the sandbox died: the trial is an infrastructure
 --- error (outcome `error`, code ESANDBOX, `retriable = true`, so --retry-errors reruns it), not an
 --- agent failure. Otherwise the agent's failure stands and the verifier decides.
-local errors = require 'cseng.lib.errors'
+local errors = require('cseng.lib.errors')
 
 local probe = {}
 

@@ -22,13 +22,13 @@
 --- whether one more request costing what the last one did still fits; once it does not, that
 --- request and every later one of the grant are answered 402 with an error in the API's shape
 --- (never forwarded), and the grant records why (`ceiling`).
-local serve = require 'cseng.serve'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local prices = require 'cseng.evals.prices'
+local serve = require('cseng.serve')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local prices = require('cseng.evals.prices')
 
 local proxy = {}
 

@@ -16,10 +16,10 @@
 --- whole total is per vCPU. Their GB is taken as GiB. They publish no per-create fee: the
 --- adapter's stays. The file is input from elsewhere: a bad field is a one-line ECONFIG naming
 --- the file and the field.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
 
 local rates = {}
 

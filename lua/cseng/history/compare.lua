@@ -3,7 +3,7 @@
 --- provider (error and lost-sandbox rates), as regression detection judged them in the store
 --- (lua/cseng/history/detect.lua), and the changes its lineage called up to it. Markdown; the
 --- command line writes it.
-local jsonl = require 'cseng.lib.jsonl'
+local jsonl = require('cseng.lib.jsonl')
 
 local M = {}
 

@@ -16,8 +16,8 @@
 --- Everything here is a pure function of the runs in their order (seeds from the series' name
 --- and the window's place), so the store rebuilt from the logs gives the same changes as the
 --- one updated run by run, and a verdict depends on counts and run indices, never on a clock.
-local stats = require 'cseng.lib.stats'
-local errors = require 'cseng.lib.errors'
+local stats = require('cseng.lib.stats')
+local errors = require('cseng.lib.errors')
 
 local detect = {}
 

@@ -15,11 +15,11 @@
 --- samples and their statistics (median and p95 with bootstrap CIs, block-level CIs for a run
 --- of repeated blocks), and per provider the reliability counts (trials, errors, lost
 --- sandboxes, leaked sandboxes, error codes).
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local stats = require 'cseng.lib.stats'
-local util = require 'cseng.lib.util'
-local console = require 'cseng.lib.console'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local stats = require('cseng.lib.stats')
+local util = require('cseng.lib.util')
+local console = require('cseng.lib.console')
 
 local extract = {}
 

@@ -12,8 +12,8 @@
 ---
 --- The collector's samples are the store's (extract.samples): a histogram of the create latency
 --- and the store's median of it count the same trials.
-local extract = require 'cseng.history.extract'
-local errors = require 'cseng.lib.errors'
+local extract = require('cseng.history.extract')
+local errors = require('cseng.lib.errors')
 
 local metrics = {}
 

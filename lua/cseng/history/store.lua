@@ -17,14 +17,14 @@
 --- new runs of a lineage from the saved state of the ones before; a lineage whose processed runs
 --- changed (a log read again, a run inserted earlier) is judged again from its start, so the
 --- store updated run by run and the store rebuilt from the logs hold the same rows.
-local sqlite = require 'cseng.sqlite'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local extract = require 'cseng.history.extract'
-local detect = require 'cseng.history.detect'
+local sqlite = require('cseng.sqlite')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local extract = require('cseng.history.extract')
+local detect = require('cseng.history.detect')
 
 local store = {}
 
@@ -550,7 +550,7 @@ function Store:sync(o)
     if self:current(f.file, f.st) then out.unchanged = out.unchanged + 1 else stale[#stale + 1] = f.file end
   end
   -- journals first, so a log read now joins its watch's lineage at once
-  local results = require 'cseng.results.log'
+  local results = require('cseng.results.log')
   for _, j in ipairs(self:journal_files()) do
     local ok, events = pcall(results.read, j.path)
     if ok then self:apply_journal(j.name, store.fold_journal(events)) end

@@ -2,11 +2,11 @@
 --- (<cache>/rootfs/debian-<suite>), the local provider's sandbox root and the content of the
 --- docker base image. A lower layer than the CLI: providers (local) and `cseng images` use it.
 --- Progress lines go to o.log (a function; nothing is printed without it).
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local clock = require('cseng.clock')
+local util = require('cseng.lib.util')
 
 local rootfs = {}
 

@@ -5,8 +5,8 @@
 --- task_files and instance files) goes through confine.name, at load, before anything is read
 --- or written; a file is then opened only through confine.path, which follows no symbolic
 --- link out of its tree. A violation is a one-line reason; the caller names the row and field.
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
 
 local confine = {}
 

@@ -2,7 +2,7 @@
 --- an archive name or an error message can repaint the screen or forge a line), and only the
 --- progress renderer writes the few sequences it needs (console.terminal), through a guard on
 --- stdout (console.guard).
-local secrets = require 'cseng.lib.secrets'
+local secrets = require('cseng.lib.secrets')
 
 local console = {}
 

@@ -10,7 +10,7 @@
 --- luacheck and errors.code catch, not a new code. Classification lives here too
 --- (errors.is_auth, errors.is_transient, errors.maybe_created), and the one usage error
 --- (errors.usage: EUSAGE, exit status 2).
-local task = require 'cseng.task'
+local task = require('cseng.task')
 
 local errors = {}
 

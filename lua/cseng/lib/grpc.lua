@@ -13,9 +13,9 @@
 --- EHTTP2, ...), except that the call's deadline passing is always 'GRPC_DEADLINE_EXCEEDED'.
 --- grpc.is_auth_failure(code) is true for GRPC_UNAUTHENTICATED and GRPC_PERMISSION_DENIED
 --- (grpc.HTTP_EQUIVALENT maps them to 'HTTP_401' / 'HTTP_403' for callers that stop on those).
-local http = require 'cseng.http'
-local protobuf = require 'cseng.protobuf'
-local errors = require 'cseng.lib.errors'
+local http = require('cseng.http')
+local protobuf = require('cseng.protobuf')
+local errors = require('cseng.lib.errors')
 
 local grpc = {}
 

@@ -13,9 +13,9 @@
 --- values come back as Lua integers, including ones beyond 2^53 (recovered from the text).
 ---
 --- Synchronous: reading and writing block the loop (fast local-disk operations).
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local errors = require('cseng.lib.errors')
 
 local jsonl = {}
 

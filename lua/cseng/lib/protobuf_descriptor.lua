@@ -10,7 +10,7 @@
 ---   local D = require 'cseng.lib.protobuf_descriptor'
 ---   local index = assert(D.index(assert(D.protoc { 'modal_proto/api.proto' }, { '../shared/specs/modal' })))
 ---   local problems = D.check(schemas.SandboxCreateRequest, index)   -- {} when all agree
-local protobuf = require 'cseng.protobuf'
+local protobuf = require('cseng.protobuf')
 
 local D = {}
 
@@ -111,7 +111,7 @@ end
 ---@return string? message
 ---@return string? code
 function D.protoc(files, include_dirs)
-  local proc = require 'cseng.proc'
+  local proc = require('cseng.proc')
   local out = os.tmpname()
   local argv = { 'protoc', '--descriptor_set_out=' .. out, '--include_imports' }
   for _, d in ipairs(include_dirs or {}) do argv[#argv + 1] = '-I' .. d end

@@ -29,7 +29,7 @@
 ---   uuid     a UUID string (hex with or without hyphens, braces or a urn: prefix)
 ---   model(name, fields, {extra = 'forbid'|'ignore', validators = {fn(value, add)}})
 --- A field is { name, type, default = <value> | S.NONE } (no default: required).
-local jsonl = require 'cseng.lib.jsonl'
+local jsonl = require('cseng.lib.jsonl')
 
 local S = {}
 

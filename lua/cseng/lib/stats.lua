@@ -6,7 +6,7 @@
 --- Every random choice goes through stats.rng (splitmix64-seeded xorshift64*), never
 --- math.random, so a seed gives the same shuffles and the same bootstrap intervals on every
 --- machine and Lua build.
-local errors = require 'cseng.lib.errors'
+local errors = require('cseng.lib.errors')
 
 local stats = {}
 

@@ -3,7 +3,7 @@
 --- strings (single and multi-line), integers (dec/hex/oct/bin, underscores), floats
 --- (inf/nan), booleans. Dates and times are returned as their source strings.
 --- Errors name the source and line: "task.toml:12: expected '=' after key".
-local errors = require 'cseng.lib.errors'
+local errors = require('cseng.lib.errors')
 
 local toml = {}
 

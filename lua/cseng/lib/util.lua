@@ -155,7 +155,7 @@ end
 --- A fresh path in a sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>
 --- (adapters and the recipe replay both stage files there).
 function util.sandbox_tmp_path(kind, ext, nbytes)
-  local crypto = require 'cseng.crypto'
+  local crypto = require('cseng.crypto')
   return '/tmp/cseng-' .. kind .. '-' .. crypto.hex(crypto.random_bytes(nbytes or 6)) .. (ext or '')
 end
 

@@ -9,8 +9,8 @@
 --- The CI of the difference of two independent proportions is Newcombe's hybrid score interval
 --- (method 10 of Newcombe 1998) built from each side's Wilson interval: it stays informative at
 --- 0% and 100%, where the normal approximation collapses.
-local passk = require 'cseng.evals.passk'
-local stats = require 'cseng.lib.stats'
+local passk = require('cseng.evals.passk')
+local stats = require('cseng.lib.stats')
 
 local compare = {}
 

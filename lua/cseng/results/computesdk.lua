@@ -25,12 +25,12 @@
 --- Reading is for files from anywhere (hostile input): every field is checked and a bad one is a
 --- one-line EPARSE naming the file and the field (`latest.json: results[3].iterations[7].ttiMs:
 --- expected a number in [0, 604800000], got "fast"`).
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local stats = require 'cseng.lib.stats'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local stats = require('cseng.lib.stats')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
 
 local computesdk = {}
 

@@ -12,15 +12,15 @@
 ---       artifacts/ (the collected artifacts and their manifest.json), steps/<name>/ for [[steps]]
 --- Every file is checked against Harbor's models (lua/cseng/results/harbor_models.lua) before it
 --- is written: an export Harbor could not load is a bug here, and raises.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local clock = require 'cseng.clock'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local S = require 'cseng.lib.schema'
-local HM = require 'cseng.results.harbor_models'
-local results = require 'cseng.results.log'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local clock = require('cseng.clock')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local S = require('cseng.lib.schema')
+local HM = require('cseng.results.harbor_models')
+local results = require('cseng.results.log')
 
 local harbor = {}
 

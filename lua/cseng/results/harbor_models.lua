@@ -4,7 +4,7 @@
 --- the table tools/harbor_models.py reads from Harbor's sources; spec/results/harbor_spec.lua checks
 --- every file `cseng export --format harbor` writes against them (what Harbor's
 --- `Model.model_validate_json` loads).
-local S = require 'cseng.lib.schema'
+local S = require('cseng.lib.schema')
 
 local M = {}
 

@@ -4,13 +4,13 @@
 --- Events: run_started, run_resumed, allocated (fsynced before the sandbox is used),
 --- destroyed, cleanup_failed, trial, prewarmed, run_finished. Every string written passes
 --- through secrets.redact, so secret values never reach a results file.
-local jsonl = require 'cseng.lib.jsonl'
-local fs = require 'cseng.fs'
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
+local jsonl = require('cseng.lib.jsonl')
+local fs = require('cseng.fs')
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
 
 local results = {}
 

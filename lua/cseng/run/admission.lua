@@ -45,10 +45,10 @@
 --- Pinned off by the plan field / option `admission = 'off'` (a measurement run: startup runs
 --- default to off, and the arena's burst refuses anything else: it must stay a true burst), or
 --- `'fixed'` (the bound only: --concurrency and the adapter's declared limits, no adaptation).
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
 
 local admission = {}
 admission.MAX_WAIT_S = 600

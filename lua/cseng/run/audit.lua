@@ -20,7 +20,7 @@
 --- audit_failed; absent when there is none); ok is true when there is nothing. A sample whose audit is not ok is reported apart
 --- and never pooled with clean samples (lua/reports/startup.lua); readers use sample.audit.ok and
 --- sample.audit.labels only by those names.
-local util = require 'cseng.lib.util'
+local util = require('cseng.lib.util')
 
 local audit = {}
 
@@ -270,7 +270,7 @@ end
 --- run).
 ---@return table audit, number|nil ms
 function audit.run(adapter, client, sb, o)
-  local clock = require 'cseng.clock'
+  local clock = require('cseng.clock')
   local t0 = clock.now()
   local ok, res, err = pcall(adapter.exec, client, sb, audit.command(o.key), { timeout = o.timeout or 30, cwd = '/' })
   local ms = (clock.answered(t0) - t0) / 1e6

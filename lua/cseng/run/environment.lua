@@ -1,14 +1,14 @@
 --- A task's environment on a provider: built (a provider that builds images or layers),
 --- replayed in the sandbox (one without builds), or prepared once as a warm artifact that later
 --- trials start from. What the tasks kind and the prewarm kind share (lua/cseng/run/kinds/).
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local staging = require 'cseng.workload.staging'
-local recipe = require 'cseng.workload.recipe'
-local replay = require 'cseng.workload.replay'
-local evals = require 'cseng.evals.hooks'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local staging = require('cseng.workload.staging')
+local recipe = require('cseng.workload.recipe')
+local replay = require('cseng.workload.replay')
+local evals = require('cseng.evals.hooks')
 
 local environment = {}
 

@@ -22,15 +22,15 @@
 --- A kind supplies only what differs; a new kind is one file in lua/cseng/run/kinds/.
 --- The frame never prints: it emits events (Frame:emit) to the observers in opts.observers;
 --- the command line attaches the progress renderer and the status server (cseng.cli.present).
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local session = require 'cseng.run.session'
-local admission = require 'cseng.run.admission'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local session = require('cseng.run.session')
+local admission = require('cseng.run.admission')
 
 
 local frame = {}

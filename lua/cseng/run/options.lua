@@ -1,9 +1,9 @@
 --- The options of `cseng run` (and the commands that take a subset of them: prewarm,
 --- cleanup): the flag table, its help order, and the merge of flags into a plan.
-local fs = require 'cseng.fs'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local flags = require 'cseng.lib.flags'
+local fs = require('cseng.fs')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local flags = require('cseng.lib.flags')
 
 local options = {}
 
@@ -174,7 +174,7 @@ function options.merge(p, f, argv)
   end
   if o.warm_artifact then o.warm_artifacts = util.merge(o.warm_artifacts, { ['*'] = o.warm_artifact }) end
   do -- a malformed shard, or a sharded run whose shards could not agree on a run id, is refused here
-    local shard = require 'cseng.run.shard'
+    local shard = require('cseng.run.shard')
     local getenv = require('cseng.run.session').getenv(o.env)
     if not o.resume and shard.detect(o, getenv) and not shard.job_id(o, getenv) then
       error('a sharded run needs a job id that every shard shares: --job-id ID or CSENG_JOB_ID ' ..

@@ -3,8 +3,8 @@
 ---
 ---   local plan = require 'cseng.run.plan'
 ---   return plan.tasks { name = 'cold-gold', provider = 'local', dataset = 'data/tasks', solver = 'gold' }
-local fs = require 'cseng.fs'
-local rates = require 'cseng.evals.rates'
+local fs = require('cseng.fs')
+local rates = require('cseng.evals.rates')
 
 local plan = {}
 

@@ -16,17 +16,17 @@
 --- `destroyed` or `cleanup_failed`; after a failed cleanup the session allocates nothing more
 --- (s:sandbox raises ECLEANUP, s.cleanup_failed says why). An adapter that declares
 --- `max_concurrency` has its creates queued by the session before the ledger's timing starts.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
-local records = require 'cseng.run.records'
-local util = require 'cseng.lib.util'
-local jsonl = require 'cseng.lib.jsonl'
-local contract = require 'providers.shared.contract'
-local rates = require 'cseng.evals.rates'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
+local records = require('cseng.run.records')
+local util = require('cseng.lib.util')
+local jsonl = require('cseng.lib.jsonl')
+local contract = require('providers.shared.contract')
+local rates = require('cseng.evals.rates')
 
 
 local session = {}
@@ -67,13 +67,13 @@ function session.plugin(folder, kind, name, fn, hint)
   -- a name is a file directly in the folder: a log's or shard's adapter name ("shared.adapter",
   -- "../x") never reaches require, where a dot is a directory
   if type(name) ~= 'string' or not name:match('^[%w][%w_-]*$') then
-    local flags = require 'cseng.lib.flags'
+    local flags = require('cseng.lib.flags')
     error(flags.unknown(kind, tostring(name), flags.modules(folder, fn, folder == 'providers')) .. (hint or ''), 0)
   end
   local mod_name = folder .. '.' .. tostring(name):gsub('%-', '_')
   local ok, mod = pcall(require, mod_name)
   if not ok then
-    local flags = require 'cseng.lib.flags'
+    local flags = require('cseng.lib.flags')
     if tostring(mod):find("module '" .. mod_name .. "' not found", 1, true) then
       error(flags.unknown(kind, name, flags.modules(folder, fn, folder == 'providers')) .. (hint or ''), 0)
     end

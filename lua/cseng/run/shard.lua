@@ -12,7 +12,7 @@
 --- a Slurm job array (`SLURM_ARRAY_TASK_ID` - `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_COUNT`) or
 --- a Kubernetes Indexed Job (`JOB_COMPLETION_INDEX` with `CSENG_SHARD_COUNT`, which the manifest
 --- sets to the Job's `completions`: Kubernetes does not expose that number to the pod itself).
-local crypto = require 'cseng.crypto'
+local crypto = require('cseng.crypto')
 
 local shard = {}
 

@@ -6,20 +6,20 @@
 --- Task runs are read through the catalogue's byte-offset index (lua/cseng/view/index.lua); an arena
 --- run's page is lua/reports/startup.lua rendered with its SVG charts inlined; a comparison is what
 --- `cseng compare` computes (lua/reports/lib/changes.lua), shown as HTML.
-local fs = require 'cseng.fs'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
-local report_render = require 'reports.lib.render'
-local index = require 'cseng.view.index'
-local markdown = require 'cseng.view.markdown'
-local report_compare = require 'reports.lib.changes'
-local passk = require 'cseng.evals.passk'
-local sys = require 'cseng.sys'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local confine = require 'cseng.lib.confine'
-local run_status = require 'cseng.view.status'
+local fs = require('cseng.fs')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
+local report_render = require('reports.lib.render')
+local index = require('cseng.view.index')
+local markdown = require('cseng.view.markdown')
+local report_compare = require('reports.lib.changes')
+local passk = require('cseng.evals.passk')
+local sys = require('cseng.sys')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local confine = require('cseng.lib.confine')
+local run_status = require('cseng.view.status')
 
 local app = {}
 

@@ -5,12 +5,12 @@
 ---
 --- The page is its own route (/history) and asset (assets/history.js, with app.css): app.lua
 --- hands it the requests under /history and /api/history.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local store = require 'cseng.history.store'
-local extract = require 'cseng.history.extract'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local store = require('cseng.history.store')
+local extract = require('cseng.history.extract')
 
 local history = {}
 

@@ -6,13 +6,13 @@
 --- keyed as pass@k keys them) and the byte offset and length of its line, so a page of trials or one
 --- trial's full record is read back from the file with a seek. A log that cannot be read (not JSON,
 --- no run_started, unreadable) keeps its error and is listed with it; it never raises to the server.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local report_load = require 'reports.lib.load'
-local results = require 'cseng.results.log'
-local sys = require 'cseng.sys'
-local util = require 'cseng.lib.util'
-local passk = require 'cseng.evals.passk'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local report_load = require('reports.lib.load')
+local results = require('cseng.results.log')
+local sys = require('cseng.sys')
+local util = require('cseng.lib.util')
+local passk = require('cseng.evals.passk')
 
 local index = {}
 
@@ -346,7 +346,7 @@ function index.new(inputs, o)
   return setmetatable({ inputs = inputs, logs = {}, order = {}, version = 0, restore = o and o.restore }, Catalogue)
 end
 
-local harbor = require 'cseng.results.harbor'
+local harbor = require('cseng.results.harbor')
 
 local function files_of(input, out)
   local st = fs.stat(input)

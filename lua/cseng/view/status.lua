@@ -14,9 +14,9 @@
 --- a writer that does not hold the port all fail the proof; so does a run of another user (its
 --- /proc/<pid>/fd is not readable). Nothing here connects anywhere; status.fetch connects to a
 --- port only after status.proven_port returned it.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local jsonl = require 'cseng.lib.jsonl'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local jsonl = require('cseng.lib.jsonl')
 
 local status = {}
 
@@ -84,7 +84,7 @@ end
 function status.fetch(path, started)
   local port = status.proven_port(path, started)
   if not port then return nil end
-  local http = require 'cseng.http'
+  local http = require('cseng.http')
   local r = http.request { url = string.format('http://127.0.0.1:%d/status', port), timeout = 1 }
   if not r or r.status ~= 200 then return nil end
   return jsonl.decode(r.body)

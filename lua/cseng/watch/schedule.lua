@@ -5,8 +5,8 @@
 --- watches of one provider do not start at the same second. A slot not started within `max_late`
 --- of its due time is missed, and recorded as missed: a run that overran its period (`busy`), or
 --- a watch that was not running (`down`).
-local stats = require 'cseng.lib.stats'
-local errors = require 'cseng.lib.errors'
+local stats = require('cseng.lib.stats')
+local errors = require('cseng.lib.errors')
 
 local schedule = {}
 

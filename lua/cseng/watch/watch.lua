@@ -23,19 +23,19 @@
 --- slot.
 ---
 --- The watch layer prints nothing: it emits events (o.emit) the command line renders.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local errors = require 'cseng.lib.errors'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local results = require 'cseng.results.log'
-local store_mod = require 'cseng.history.store'
-local metrics = require 'cseng.history.metrics'
-local detect = require 'cseng.history.detect'
-local schedule = require 'cseng.watch.schedule'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local errors = require('cseng.lib.errors')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local results = require('cseng.results.log')
+local store_mod = require('cseng.history.store')
+local metrics = require('cseng.history.metrics')
+local detect = require('cseng.history.detect')
+local schedule = require('cseng.watch.schedule')
 
 local watch = {}
 
@@ -365,7 +365,7 @@ local function status_doc(W)
 end
 
 local function serve(W, port, host)
-  local serve_mod = require 'cseng.serve'
+  local serve_mod = require('cseng.serve')
   local srv, err, code = serve_mod.listen { host = host or '127.0.0.1', port = port, handler = function(req)
     if req.method ~= 'GET' and req.method ~= 'HEAD' then
       return 405, { Allow = 'GET', ['Content-Type'] = 'text/plain' }, 'GET only\n'

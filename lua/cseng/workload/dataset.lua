@@ -10,16 +10,16 @@
 ---     PASS_TO_PASS, image_name, environment{source_dir, install}; workdir /testbed.
 --- Every task becomes a directory in the TB2 layout (extracted or synthesized once, under the
 --- cache directory), so staging and providers see one shape.
-local cjson = require 'cjson'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local proc = require 'cseng.proc'
-local toml = require 'cseng.lib.toml'
-local dockerfile = require 'cseng.workload.dockerfile'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local confine = require 'cseng.lib.confine'
+local cjson = require('cjson')
+local fs = require('cseng.fs')
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local proc = require('cseng.proc')
+local toml = require('cseng.lib.toml')
+local dockerfile = require('cseng.workload.dockerfile')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local confine = require('cseng.lib.confine')
 
 local dataset = {}
 
@@ -504,14 +504,14 @@ end
 local function load_rows(path, push)
   local lower = path:lower()
   if lower:match('%.parquet$') then
-    local parquet = require 'cseng.workload.parquet'
+    local parquet = require('cseng.workload.parquet')
     local rows, err, code = parquet.rows(path)
     if not rows then errors.raise(code or errors.EDATASET, path .. ': ' .. tostring(err)) end
     for i, row in ipairs(rows) do push(row, string.format('%s: row %d', path, i)) end
     return
   end
   -- lines are read one at a time and refused past the cap: a huge line is never loaded whole
-  local jsonl = require 'cseng.lib.jsonl'
+  local jsonl = require('cseng.lib.jsonl')
   local max = math.tointeger(tonumber(os.getenv('CSENG_MAX_LINE_BYTES') or '')) or dataset.MAX_LINE_BYTES
   local lines, err = jsonl.lines(path, { max_line = max })
   if not lines then errors.raise(errors.EIO, tostring(err)) end
@@ -597,7 +597,7 @@ end
 ---@return Task[] tasks, table resolved
 function dataset.load_registry(spec, src, opts)
   opts = opts or {}
-  local registry = require 'cseng.workload.registry'
+  local registry = require('cseng.workload.registry')
   local fetched, resolved = registry.resolve(src, spec, opts)
   local tasks, seen = {}, {}
   for _, f in ipairs(fetched) do

@@ -8,7 +8,7 @@
 --- parquet row reads like the JSON row cjson would give for the same data (and is truthy: test
 --- `v == parquet.null`, not `not v`). Logical types that are not strings (DECIMAL, DATE,
 --- TIMESTAMP, ...) come back as their stored integers or bytes.
-local core = require 'cseng.parquet'
+local core = require('cseng.parquet')
 
 local parquet = {}
 

@@ -12,12 +12,12 @@
 ---   key      sha256 over all of it (base, steps, final env/workdir/user, the context's sha256):
 ---            the same task maps to the same image, layer, template or snapshot everywhere.
 --- solution/ is never read here (only environment/ is packed); tests/ is uploaded at verify only.
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local dockerfile = require 'cseng.workload.dockerfile'
-local errors = require 'cseng.lib.errors'
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local dockerfile = require('cseng.workload.dockerfile')
+local errors = require('cseng.lib.errors')
 
 local recipe = {}
 

@@ -18,16 +18,16 @@
 --- `git archive COMMIT:PATH`. A task entry may carry `digest` ("sha256:<hex>", Harbor's task
 --- content hash: lua/cseng/workload/registry.lua's content_hash follows Harbor's Packager): the
 --- fetched folder must hash to it, or the run is refused in one line naming the task.
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local confine = require 'cseng.lib.confine'
-local S = require 'cseng.lib.schema'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local confine = require('cseng.lib.confine')
+local S = require('cseng.lib.schema')
 
 local registry = {}
 

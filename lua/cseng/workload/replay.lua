@@ -17,11 +17,11 @@
 --- o.network == false (--build-network off) a sandbox that enforces it (o.enforced: local's build
 --- sandbox) runs the steps without a network; one that cannot (the replaying providers' sandboxes
 --- have the provider's network) refuses the first RUN step.
-local archive = require 'cseng.archive'
-local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local staging = require 'cseng.workload.staging'
+local archive = require('cseng.archive')
+local clock = require('cseng.clock')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local staging = require('cseng.workload.staging')
 
 local replay = {}
 

@@ -12,11 +12,11 @@
 ---     a recipe without RUN/USER steps is staged with one upload of the COPY sources, as
 ---     before), "host" (local --host-root: COPY/ENV/WORKDIR staged by cseng, RUN steps recorded
 ---     as fidelity gaps).
-local archive = require 'cseng.archive'
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local archive = require('cseng.archive')
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local staging = {}
 
@@ -39,7 +39,7 @@ printf 'cseng-reward-txt:'; if [ -f /logs/verifier/reward.txt ]; then head -c 40
 --- when neither file held one) and the rule ("reward.json", "reward.txt", "reward.json+txt").
 ---@return table<string, number>|nil rewards, string|nil rule
 function staging.read_rewards(out)
-  local crypto = require 'cseng.crypto'
+  local crypto = require('cseng.crypto')
   local function section(name)
     local b64 = tostring(out or ''):match('cseng%-reward%-' .. name .. ':([^\n]*)')
     if not b64 or b64 == '-' then return nil end

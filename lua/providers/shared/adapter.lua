@@ -7,12 +7,12 @@
 --- with "<provider>: <METHOD> <path>: HTTP <status>: <the body's message>"; a transport failure
 --- keeps cseng.http's code with "<provider>: <METHOD> <path>: <error>"; a 2xx body that is not
 --- JSON is "EPROTO".
-local http = require 'cseng.http'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
+local http = require('cseng.http')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
 
 local adapter = {}
 

@@ -2,11 +2,11 @@
 --- `cseng prewarm --provider aws-microvm` builds once: cseng's exec agent (an aarch64 build) and
 --- a Dockerfile zipped as the code artifact, uploaded to S3, CreateMicrovmImage with the hooks,
 --- then GetMicrovmImage until CREATED.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.aws_microvm_wire'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.aws_microvm_wire')
 
 local build = {}
 
@@ -64,8 +64,8 @@ end
 --- agent (path; default AWS_MICROVM_AGENT_BINARY or build/microvm-agent/microvm-agent-aarch64), base_image_arn,
 --- base_from, name, timeout, log = fn(line)}. Returns the image ARN, or nil, message, CODE.
 function build.image(client, o)
-  local fs = require 'cseng.fs'
-  local sys = require 'cseng.sys'
+  local fs = require('cseng.fs')
+  local sys = require('cseng.sys')
   local log = o.log or function() end
   if not o.bucket then return nil, 'aws-microvm prewarm: --aws-bucket BUCKET is required', 'ECONFIG' end
   if not o.build_role_arn then return nil, 'aws-microvm prewarm: --aws-build-role-arn ARN is required', 'ECONFIG' end

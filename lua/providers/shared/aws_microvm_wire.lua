@@ -8,15 +8,15 @@
 --- create whose response was lost (a reset connection, a timeout) returns the microVM it made
 --- instead of a second one. Throttling (429) and 5xx are retried with exponential back-off that
 --- honours Retry-After.
-local http = require 'cseng.http'
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local sigv4 = require 'cseng.lib.aws.sigv4'
+local http = require('cseng.http')
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local sigv4 = require('cseng.lib.aws.sigv4')
 
 local wire = {}
 
@@ -271,8 +271,8 @@ wire.agent = agent
 --- hardened extraction) and packed again as a plain tar with the same modes and links.
 function wire.plain_tar(bytes)
   if bytes:sub(1, 2) ~= '\31\139' then return bytes end
-  local fs = require 'cseng.fs'
-  local archive = require 'cseng.archive'
+  local fs = require('cseng.fs')
+  local archive = require('cseng.archive')
   local tmp = errors.check(nil, fs.tempdir('cseng-aws-put-'))
   local ok, err, code = archive.extract(bytes, tmp, { from = 'bytes' })
   local tar

@@ -2,15 +2,15 @@
 --- snapshot named cseng-<key16>, as @daytonaio/sdk's Image.fromDockerfile makes one: the
 --- Dockerfile (its last FROM set to the recipe's base), its COPY sources as build contexts
 --- uploaded to Daytona's object storage (S3, SigV4), POST /snapshots, then the wait until active.
-local crypto = require 'cseng.crypto'
-local secrets = require 'cseng.lib.secrets'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local archive = require 'cseng.archive'
-local fs = require 'cseng.fs'
-local sigv4 = require 'cseng.lib.aws.sigv4'
-local recipe = require 'cseng.workload.recipe'
-local wire = require 'providers.shared.daytona_wire'
+local crypto = require('cseng.crypto')
+local secrets = require('cseng.lib.secrets')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local archive = require('cseng.archive')
+local fs = require('cseng.fs')
+local sigv4 = require('cseng.lib.aws.sigv4')
+local recipe = require('cseng.workload.recipe')
+local wire = require('providers.shared.daytona_wire')
 
 local build = {}
 

@@ -8,12 +8,12 @@
 ---   bash -c 'export K="$(echo <b64> | base64 -d)"; cd "$(echo <b64> | base64 -d)" && eval "$(echo <b64> | base64 -d)"'
 --- where only base64 text sits inside the quotes; the shell and the environment are ours, and
 --- the command's stdin is the daemon's (/dev/null), as on the local provider.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
 
 local wire = {}
 

@@ -2,14 +2,14 @@
 --- task's image (POST /build of environment/ with its FROM lines passed through the image map,
 --- tagged by the recipe's content key, the base images' ids in a label so a re-imported base
 --- rebuilds it), and the image operations: an image's id, cseng's images, removal, import.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.docker_wire'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.docker_wire')
 
 local build = {}
 

@@ -4,10 +4,10 @@
 --- spec/providers/docker/docker_spec.lua checks without a dockerd: the attach stream's frames, the first file of
 --- a GET archive tar, the JSON-lines progress of POST /build, and the repository names cseng
 --- gives task images.
-local http = require 'cseng.http'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
+local http = require('cseng.http')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
 
 local wire = {}
 

@@ -1,16 +1,16 @@
 --- E2B's template build (for lua/providers/e2b.lua and its specs): a task's recipe as a template
 --- aliased cseng-<key16>, as the SDK's Template.build makes one (e2b 2.51): its steps, the COPY
 --- sources' hashes and tar.gz uploads, the build call and the status polls.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
-local jsonl = require 'cseng.lib.jsonl'
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.e2b_wire'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local archive = require('cseng.archive')
+local jsonl = require('cseng.lib.jsonl')
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.e2b_wire')
 
 local build = {}
 

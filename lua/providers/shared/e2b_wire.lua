@@ -13,14 +13,14 @@
 --- holding {} or {"error":{"code","message"}}. The command's deadline goes in Connect-Timeout-Ms;
 --- a deadline_exceeded error (or our own HTTP timeout) is a timeout: the process is then killed
 --- with Process.SendSignal (best effort) and the result has timed_out = true, code 124.
-local http = require 'cseng.http'
-local connect = require 'cseng.connect'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local adapter = require 'providers.shared.adapter'
+local http = require('cseng.http')
+local connect = require('cseng.connect')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local adapter = require('providers.shared.adapter')
 
 local wire = {}
 

@@ -19,10 +19,10 @@
 ---   * every process inside the sandbox's cgroups (memory, pids, CPU), joined as root on the
 ---     host before anything enters the namespaces.
 
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local errors = require('cseng.lib.errors')
 
 local jail = {}
 

@@ -12,12 +12,12 @@
 --- cgroups: v2 (one unified tree) or v1 (one tree per controller; cpu may be mounted alone or as
 --- "cpu,cpuacct"). Files in cgroupfs cannot be replaced by rename, so limits are written in
 --- place with fs.append (one write(2)).
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
 
 local limits = {}
 

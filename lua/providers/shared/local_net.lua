@@ -6,11 +6,11 @@
 --- the host (spec.host_ports: the engine's own model proxy, for example) are relayed one by one:
 --- 127.0.0.1:P inside is joined to 127.0.0.1:P on the host, and no other port is.
 --- A sandbox without the network has a namespace with only its loopback (no route anywhere).
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local clock = require('cseng.clock')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
 
 local net = {}
 

@@ -2,11 +2,11 @@
 --- image, as the SDKs send one (the Dockerfile as dockerfile_commands over a registry base image,
 --- the COPY sources as a context mount), ImageGetOrCreate and ImageJoinStreaming until the build
 --- has a result; the image of a registry tag, and a Dockerfile with inline context files.
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.modal_wire'
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.modal_wire')
 
 local build = {}
 
@@ -113,7 +113,7 @@ build.INLINE_FILE_LIMIT = 4 << 20
 --- The files of a recipe's COPY sources as a Modal mount's {filename = "/<path in environment/>",
 --- data, mode}, sorted (directories walked; symlinks followed inside the context).
 function build.context_files(rcp)
-  local fs = require 'cseng.fs'
+  local fs = require('cseng.fs')
   local out, seen = {}, {}
   local function add(rel, abs)
     if seen[rel] then return true end

@@ -3,13 +3,13 @@
 --- providers/shared/modal_schema.lua): one RPC with the JS SDK's retries and headers, the auth
 --- token, the App, the SandboxCreate request, a sandbox's task and command router, and a command
 --- run on the router (TaskExecStart, TaskExecStdioRead streams, TaskExecWait).
-local crypto = require 'cseng.crypto'
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local adapter = require 'providers.shared.adapter'
-local S = require 'providers.shared.modal_schema'
+local crypto = require('cseng.crypto')
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local adapter = require('providers.shared.adapter')
+local S = require('providers.shared.modal_schema')
 
 local wire = {}
 

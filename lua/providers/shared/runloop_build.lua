@@ -1,11 +1,11 @@
 --- Runloop's native build (for lua/providers/runloop.lua and its specs): a task's recipe as a
 --- blueprint named cseng-<key16>: the build context uploaded as an object, POST /v1/blueprints
 --- {name, dockerfile, build_context}, the polls until it is built, and its log when it is not.
-local clock = require 'cseng.clock'
-local task = require 'cseng.task'
-local errors = require 'cseng.lib.errors'
-local adapter = require 'providers.shared.adapter'
-local wire = require 'providers.shared.runloop_wire'
+local clock = require('cseng.clock')
+local task = require('cseng.task')
+local errors = require('cseng.lib.errors')
+local adapter = require('providers.shared.adapter')
+local wire = require('providers.shared.runloop_wire')
 
 local build = {}
 

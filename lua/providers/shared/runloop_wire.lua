@@ -6,11 +6,11 @@
 --- The execute API takes a shell command line and no cwd, env or stdin, so every command is
 ---   cd <cwd> && exec env K=V... timeout -s KILL <N> bash -c <cmd> [< stdin file]
 --- and a run killed at its deadline (exit 137 after >= N s) is timed_out = true, code 124.
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local adapter = require 'providers.shared.adapter'
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local adapter = require('providers.shared.adapter')
 
 local wire = {}
 

@@ -7,14 +7,14 @@
 ---   bash -c 'exec timeout -s KILL <N> bash -c <cmd> [< stdin file]'
 --- and a run killed at its deadline (exit 137 after >= N s) is timed_out = true, code 124; the
 --- body's own timeout (N + 30 s) is a backstop. Output is kept as tails (adapter.tail_buffer).
-local http = require 'cseng.http'
-local clock = require 'cseng.clock'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local adapter = require 'providers.shared.adapter'
+local http = require('cseng.http')
+local clock = require('cseng.clock')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local adapter = require('providers.shared.adapter')
 
 local wire = {}
 

@@ -17,11 +17,11 @@
 --- compared as one row (lua/cseng/results/compare.lua). The regressions are said once, with what
 --- they are made of ("31 regression(s): 30 tasks ..., 1 slower phase (verify)"), at the top and as
 --- the last line, so no part of the page counts them differently.
-local report_render = require 'reports.lib.render'
-local stats = require 'cseng.lib.stats'
-local cells = require 'cseng.results.compare'
-local identity = require 'cseng.results.identity'
-local computesdk = require 'cseng.results.computesdk'
+local report_render = require('reports.lib.render')
+local stats = require('cseng.lib.stats')
+local cells = require('cseng.results.compare')
+local identity = require('cseng.results.identity')
+local computesdk = require('cseng.results.computesdk')
 
 local M = {}
 

@@ -1,7 +1,7 @@
 --- Reports' text: numbers, durations, percentages, intervals, markdown tables and escaping, and
 --- the answer of a comparison in hyperfine's words.
-local stats = require 'cseng.lib.stats'
-local util = require 'cseng.lib.util'
+local stats = require('cseng.lib.stats')
+local util = require('cseng.lib.util')
 
 local format = {}
 

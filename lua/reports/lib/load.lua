@@ -1,12 +1,12 @@
 --- Reports' input: run logs (.jsonl) and summaries (.json, cseng's or the seed harness's) read
 --- into one data table (load.load) that templates receive, grouped by provider, mode and task.
 --- computesdk's result files (their benchmark's latest.json) are read too, as startup runs.
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local results = require 'cseng.results.log'
-local computesdk = require 'cseng.results.computesdk'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local results = require('cseng.results.log')
+local computesdk = require('cseng.results.computesdk')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
 
 local load = {}
 
@@ -49,7 +49,7 @@ local load = {}
 local function input_files(input, logs, summaries)
   local st, err, code = fs.stat(input)
   if not st then errors.raise(code or errors.ENOENT, tostring(err)) end -- the message names the path
-  local harbor = require 'cseng.results.harbor'
+  local harbor = require('cseng.results.harbor')
   if st.type == 'dir' and harbor.is_job(input) then -- a Harbor job folder is one run
     logs[#logs + 1] = { path = input, in_dir = false, harbor = true }
     return

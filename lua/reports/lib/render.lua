@@ -8,14 +8,14 @@
 --- (load.lua) helpers, statistics (stats.lua), SVG charts (h.svg, svg.lua), and h.chart, which
 --- writes an SVG next to the markdown and returns the image link (a relative path, so the chart
 --- renders on GitHub).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local stats = require 'cseng.lib.stats'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local load = require 'reports.lib.load'
-local format = require 'reports.lib.format'
-local svg = require 'reports.lib.svg'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local stats = require('cseng.lib.stats')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local load = require('reports.lib.load')
+local format = require('reports.lib.format')
+local svg = require('reports.lib.svg')
 
 local render = {}
 

@@ -1,6 +1,6 @@
 --- Reports' charts: self-contained SVG (no script, no external font), colour-blind safe.
-local stats = require 'cseng.lib.stats'
-local format = require 'reports.lib.format'
+local stats = require('cseng.lib.stats')
+local format = require('reports.lib.format')
 -- ---- SVG charts ---------------------------------------------------------------------------
 
 local svg = {}

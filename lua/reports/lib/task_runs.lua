@@ -4,9 +4,9 @@
 ---
 --- Every function takes `data` (lua/reports/lib/load.lua's result) or trial records; nothing here
 --- writes files.
-local stats = require 'cseng.lib.stats'
-local passk = require 'cseng.evals.passk'
-local results = require 'cseng.results.log'
+local stats = require('cseng.lib.stats')
+local passk = require('cseng.evals.passk')
+local results = require('cseng.results.log')
 
 local M = {}
 

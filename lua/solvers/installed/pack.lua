@@ -10,15 +10,15 @@
 --- 300-400 MB binary takes seconds of CPU and libarchive blocks the loop, so it runs in a child
 --- `cseng lua` (this file, `--pack JOB.json`), which writes the archive and then its manifest, each
 --- atomically; concurrent callers in this process wait for the one pack of a key.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local pack = { FORMAT = 1 }
 

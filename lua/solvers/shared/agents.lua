@@ -6,10 +6,10 @@
 --- (lua/solvers/<name>.lua is one line: `return require('solvers.shared.agents').solver('<name>')`);
 --- what every installed agent shares (upload or ship, the endpoint check, the proxy's grant, the
 --- accounting) is lua/solvers/shared/installed.lua. A new agent is one entry here and that line.
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local installed = require 'solvers.shared.installed'
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local installed = require('solvers.shared.installed')
 
 -- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
 local agents = { name = 'agents', description = 'the table of installed coding agents (codex, claude_code, opencode, gemini_cli)' }

@@ -11,15 +11,15 @@
 --- retried when admission lets it (its pause, its pace) without spending a try;
 --- 401/403 fail at once with a message naming the credential variable. Tokens are summed from each
 --- response's `usage`; cost is the provider's `usage.cost` when reported, else tokens x prices.
-local http = require 'cseng.http'
-local clock = require 'cseng.clock'
-local errors = require 'cseng.lib.errors'
-local task = require 'cseng.task'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local atif = require 'cseng.evals.atif'
-local price_table = require 'cseng.evals.prices'
+local http = require('cseng.http')
+local clock = require('cseng.clock')
+local errors = require('cseng.lib.errors')
+local task = require('cseng.task')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local atif = require('cseng.evals.atif')
+local price_table = require('cseng.evals.prices')
 
 -- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
 local agent = { name = 'agent', description = 'the loop behind the openrouter and ai_gateway solvers' }
@@ -651,7 +651,7 @@ end
 ---@param transcript table[]
 ---@return true|nil ok, string? err, string? code
 function agent.write_transcript(path, transcript)
-  local fs = require 'cseng.fs'
+  local fs = require('cseng.fs')
   local lines = {}
   for i, e in ipairs(transcript or {}) do lines[i] = jsonl.encode(secrets.redact_all(e)) end
   local ok, err, code = fs.mkdir_p(util.dirname(path))

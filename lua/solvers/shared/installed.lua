@@ -4,17 +4,17 @@
 --- that holds it already skips the upload), run there against the solver's endpoint (through the
 --- run's model proxy, lua/cseng/evals/proxy.lua, so the sandbox never holds the key), and its
 --- output converted to ATIF (lua/cseng/evals/atif.lua). Not a solver by itself.
-local archive = require 'cseng.archive'
-local clock = require 'cseng.clock'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local secrets = require 'cseng.lib.secrets'
-local prices = require 'cseng.evals.prices'
-local atif = require 'cseng.evals.atif'
-local crypto = require 'cseng.crypto'
-local pack = require 'solvers.installed.pack'
+local archive = require('cseng.archive')
+local clock = require('cseng.clock')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local secrets = require('cseng.lib.secrets')
+local prices = require('cseng.evals.prices')
+local atif = require('cseng.evals.atif')
+local crypto = require('cseng.crypto')
+local pack = require('solvers.installed.pack')
 
 -- a helper of the solvers in lua/solvers/ (shared/: not one `--solver` names)
 local installed = { name = 'installed', description = 'helpers of the installed-agent solvers (lua/solvers/shared/agents.lua)' }

@@ -14,8 +14,8 @@
 --- a system or user one, and every tool call of an assistant message answered by tool messages with
 --- its ids before the next assistant message. Per turn the fake charges `usage({turn})` (default:
 --- input 1000 x turn + 7, output 50 + turn), reported in the last chunk.
-local jsonl = require 'cseng.lib.jsonl'
-local scripted = require 'spec.fakes.llm.scripted'
+local jsonl = require('cseng.lib.jsonl')
+local scripted = require('spec.fakes.llm.scripted')
 
 local fake = {}
 

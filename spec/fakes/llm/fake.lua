@@ -33,9 +33,9 @@
 --- messages starting system then user, the bash tool, and every tool call of an assistant message
 --- answered by tool messages with its ids, in order, before anything else. A bad request gets 400
 --- and counts in bad_requests (its reason in problems).
-local serve = require 'cseng.serve'
-local task = require 'cseng.task'
-local jsonl = require 'cseng.lib.jsonl'
+local serve = require('cseng.serve')
+local task = require('cseng.task')
+local jsonl = require('cseng.lib.jsonl')
 
 local fake = {}
 

@@ -18,8 +18,8 @@
 --- functionCall of a model turn answered by a functionResponse of the same name in the next user
 --- turn. Per turn the fake charges `usage({turn})` (default: prompt 1000 x turn + 7, candidates 50 +
 --- turn), in usageMetadata (the stream's last chunk carries it).
-local jsonl = require 'cseng.lib.jsonl'
-local scripted = require 'spec.fakes.llm.scripted'
+local jsonl = require('cseng.lib.jsonl')
+local scripted = require('spec.fakes.llm.scripted')
 
 local fake = {}
 

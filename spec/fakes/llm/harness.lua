@@ -6,12 +6,12 @@
 ---   local f = H.start { script = H.llm.replay(H.gold_commands) }
 ---   local status, summary, info = H.run({ task_limit = 2 }, H.openrouter_env(f))
 ---   H.close()
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
 
 local ROOT = sys.root()
 local M = {}
@@ -86,9 +86,9 @@ function M.new(name)
   --- run's model proxy counted it from the three answers (the CLI's own report agreeing), and a
   --- valid ATIF trajectory whose tokens are the trial's and whose tool calls are answered by id.
   function H.assert_installed_solved(r, A)
-    local assert = require 'luassert' -- busted's (a required module runs outside the spec's environment)
-    local atif = require 'cseng.evals.atif'
-    local jsonl = require 'cseng.lib.jsonl'
+    local assert = require('luassert') -- busted's (a required module runs outside the spec's environment)
+    local atif = require('cseng.evals.atif')
+    local jsonl = require('cseng.lib.jsonl')
     assert.equal('passed', r.outcome, tostring(r.error) .. ' ' .. tostring(r.solve_stderr_tail))
     local u = r.solver_usage
     assert.equal('done', u.stop_reason)

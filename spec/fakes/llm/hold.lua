@@ -3,7 +3,7 @@
 ---   local hold = require('spec.fakes.llm.hold')(st)
 ---   ... return hold.wait()      -- in a handler
 ---   hold.closed = true          -- in close()
-local task = require 'cseng.task'
+local task = require('cseng.task')
 
 return function(st)
   local h = { closed = false }

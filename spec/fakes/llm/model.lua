@@ -16,11 +16,11 @@
 ---   f.env()   --> OPENROUTER_*, AI_GATEWAY_*, OPENAI_API_KEY and CODEX_*, ANTHROPIC_* and CLAUDE_CODE_MODEL
 ---   f.stats() --> { chat = ..., responses = ..., messages = ... } (each fake's counters)
 ---   f.close()
-local serve = require 'cseng.serve'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
+local serve = require('cseng.serve')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
 
 local M = {}
 

@@ -17,8 +17,8 @@
 --- `hold(conv)` true: that request is never answered (counted in `held`, not in completions) until
 --- the fake closes, as a model slower than anything the client does meanwhile: a spec of the spend
 --- ceiling holds the turn after the one that crosses it, so the verdict is a count, not a race.
-local jsonl = require 'cseng.lib.jsonl'
-local scripted = require 'spec.fakes.llm.scripted'
+local jsonl = require('cseng.lib.jsonl')
+local scripted = require('spec.fakes.llm.scripted')
 
 local fake = {}
 

@@ -10,8 +10,8 @@
 ---   local reply, usage, held = scripted.reply(cfg, st, has_tool, { key = user, user = user, turn = t, ... }, hold)
 ---   return scripted.object(cfg, st, answer, hold)     -- in fake.new
 ---   fake.start = scripted.starter(fake, '/v1')         -- f.url: the listener's URL and the suffix
-local serve = require 'cseng.serve'
-local jsonl = require 'cseng.lib.jsonl'
+local serve = require('cseng.serve')
+local jsonl = require('cseng.lib.jsonl')
 
 local S = {}
 

@@ -6,12 +6,12 @@
 --     spec/providers/aws_microvm/sigv4_verify.py): same Authorization for the same requests, and its
 --     verifier accepts ours and refuses a wrong secret or a changed header;
 --   * credentials from the environment and from the shared config/credentials files.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local jsonl = require 'cseng.lib.jsonl'
-local sigv4 = require 'cseng.lib.aws.sigv4'
-local credentials = require 'cseng.lib.aws.credentials'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local jsonl = require('cseng.lib.jsonl')
+local sigv4 = require('cseng.lib.aws.sigv4')
+local credentials = require('cseng.lib.aws.credentials')
 
 local ROOT = sys.root()
 local SUITE = ROOT .. '/../shared/data/aws-sigv4-test-suite'

@@ -3,14 +3,14 @@
 --   group, put/get round trips of tar archives, refused path escapes, refused requests without
 --   the token or with a wrong one, the hooks and the run hook's token, malformed and slow
 --   requests; on the native build and on the aarch64 build under qemu-user (qemu-aarch64).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local jsonl = require 'cseng.lib.jsonl'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local jsonl = require('cseng.lib.jsonl')
 
 local ROOT = sys.root()
 local NATIVE = ROOT .. '/build/microvm-agent/microvm-agent'

@@ -8,21 +8,21 @@
 --   * the runner end to end: plans/cold-gold.lua (the covering tasks of spec/helpers/vendor.lua
 --     pass with gold and score 0 with nop, every microVM terminated), plans/startup.lua, kill -9 then cseng cleanup, and
 --     cseng prewarm printing an image id that a run then uses.
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local sigv4 = require 'cseng.lib.aws.sigv4'
-local aws = require 'providers.aws_microvm'
-local aws_wire = require 'providers.shared.aws_microvm_wire'
-local aws_build = require 'providers.shared.aws_microvm_build'
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local sigv4 = require('cseng.lib.aws.sigv4')
+local aws = require('providers.aws_microvm')
+local aws_wire = require('providers.shared.aws_microvm_wire')
+local aws_build = require('providers.shared.aws_microvm_build')
 
 local ROOT = sys.root()
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local awsfake = require('spec.fakes').module('aws-microvm')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 

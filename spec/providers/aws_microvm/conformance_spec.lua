@@ -4,14 +4,14 @@
 -- with botocore), cseng's adapter runs the same lifecycle and prewarm's image build against the
 -- same fake, and the two request logs agree per operation up to the differences listed below
 -- with their reasons. Writes the aws-microvm section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local aws = require 'providers.aws_microvm'
-local aws_build = require 'providers.shared.aws_microvm_build'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local aws = require('providers.aws_microvm')
+local aws_build = require('providers.shared.aws_microvm_build')
 
 local ROOT = sys.root()
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local awsfake = require('spec.fakes').module('aws-microvm')
 

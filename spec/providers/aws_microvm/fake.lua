@@ -8,14 +8,14 @@
 ---
 --- f.image_arn is an image that exists from the start (built from the agent, hooks on port 8080);
 --- f.bucket a bucket S3 PutObject accepts; f.access_key / f.secret the only valid credentials.
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 -- the base root filesystem and the unmount sweep are shared with the Modal fake
-local modal_fake = require 'spec.providers.modal.fake'
+local modal_fake = require('spec.providers.modal.fake')
 
 local M = {}
 

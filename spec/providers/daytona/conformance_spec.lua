@@ -5,18 +5,18 @@
 -- native build of a task's Dockerfile (the SDK: Image.fromDockerfile + snapshot.create; the
 -- adapter: daytona.build with the task's recipe), so push-access, the S3 calls and POST /snapshots
 -- are compared too. Writes the daytona section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
-local proc = require 'cseng.proc'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local daytona = require 'providers.daytona'
-local daytona_build = require 'providers.shared.daytona_build'
-local dataset = require 'cseng.workload.dataset'
-local recipe = require 'cseng.workload.recipe'
+local proc = require('cseng.proc')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local daytona = require('providers.daytona')
+local daytona_build = require('providers.shared.daytona_build')
+local dataset = require('cseng.workload.dataset')
+local recipe = require('cseng.workload.recipe')
 
 local ROOT = sys.root()
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = require('spec.fakes').module('daytona')
 
@@ -179,8 +179,8 @@ end)
 
 -- The fake's object storage checks what the SDK's PutObject adds: its CRC32 flexible checksum.
 describe('the fake\'s object storage (the build contexts)', function()
-  local http = require 'cseng.http'
-  local sigv4 = require 'cseng.lib.aws.sigv4'
+  local http = require('cseng.http')
+  local sigv4 = require('cseng.lib.aws.sigv4')
 
   it('stores a PUT whose x-amz-checksum-crc32 matches the body, refuses one that does not (BadDigest)', function()
     local f = fake.start {}
@@ -208,8 +208,8 @@ end)
 -- multipart reader the SDK itself uses, spec/sdk/node_modules/busboy) on random bodies written by
 -- adapter.form and by the fake, and against malformed bodies.
 describe('adapter.multipart_parts (the bulk-download reader)', function()
-  local adapter = require 'providers.shared.adapter'
-  local jsonl = require 'cseng.lib.jsonl'
+  local adapter = require('providers.shared.adapter')
+  local jsonl = require('cseng.lib.jsonl')
 
   -- busboy over each {body, ct} of argv[1]: {parts = {{name, filename, data (base64)}}} or
   -- {error} per body, written to argv[2]

@@ -5,16 +5,16 @@
 --   * lifecycles and faults against the stateful fake (spec/providers/daytona/fake.lua), whose
 --     sandboxes really run commands (bubblewrap);
 --   * the runner end to end on the fake (`cseng run --provider daytona`), and a missing key.
-local http = require 'cseng.http'
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local H = require 'spec.helpers.common'
+local http = require('cseng.http')
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local daytona = require 'providers.daytona'
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local daytona = require('providers.daytona')
 
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('daytona')
 local prism = vendor.prism
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of

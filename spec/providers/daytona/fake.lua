@@ -82,14 +82,14 @@
 --- step's error as errorReason. Counters: builds, build_bodies (every POST /snapshots body),
 --- build_contexts (name -> the received context's file list), s3_puts, s3_lists, s3_refused, push_access.
 --- Switch: build_delay (0.05) seconds from a build's end to "active".
-local clock = require 'cseng.clock'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
-local crypto = require 'cseng.crypto'
+local clock = require('cseng.clock')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
+local crypto = require('cseng.crypto')
 
-local common = require 'spec.fakes.sandboxes'
-local scaffold = require 'spec.fakes.rest'
-local NB = require 'spec.fakes.native_build'
+local common = require('spec.fakes.sandboxes')
+local scaffold = require('spec.fakes.rest')
+local NB = require('spec.fakes.native_build')
 local json = scaffold.json
 
 local fake = {}

@@ -5,9 +5,9 @@
 -- lost, and a bulk upload the daemon partly refuses (daytonaio/daytona #3771: a 400 must be an
 -- error with its code and the failed paths, never a silent partial upload). Clock-free: contents,
 -- ids and the fake's own counters.
-local crypto = require 'cseng.crypto'
-local daytona = require 'providers.daytona'
-local vendor = require 'spec.helpers.vendor'
+local crypto = require('cseng.crypto')
+local daytona = require('providers.daytona')
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('daytona')
 local labels = vendor.labeller('cseng@spec fork')
 
@@ -96,9 +96,9 @@ describe('daytona write_files (toolbox bulk upload, stateful fake)', function()
   after_each(function() f.close() end)
 
   it('the fake refuses what the daemon refuses: no files, a path without its file, a file without its path', function()
-    local http = require 'cseng.http'
-    local adapter = require 'providers.shared.adapter'
-    local wire = require 'providers.shared.daytona_wire'
+    local http = require('cseng.http')
+    local adapter = require('providers.shared.adapter')
+    local wire = require('providers.shared.daytona_wire')
     local sb = assert(daytona.create(client, { labels = labels('bulk-refused') }))
     local function post(parts)
       local body, ct = adapter.form(parts)
@@ -169,7 +169,7 @@ end)
 -- operation by operation (spec/helpers/conformance.lua's comparison: routes, query keys, headers
 -- that matter, body shapes).
 describe('daytona fork and bulk upload against the official SDK', function()
-  local C = require 'spec.helpers.conformance'
+  local C = require('spec.helpers.conformance')
   local OPTS = { maps = { 'labels' }, headers = { ['x-daytona-source'] = 'present' } }
 
   local function only(recs, ops)

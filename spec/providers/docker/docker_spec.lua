@@ -3,18 +3,18 @@
 -- checks for it first: when /var/run/docker.sock (or DOCKER_HOST) does not answer, or the base
 -- image is absent, the test is marked pending with the reason (our totals count it as skipped,
 -- and the reason is printed), never passed.
-local http = require 'cseng.http'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local proc = require 'cseng.proc'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local cjson = require 'cjson'
-local docker = require 'providers.docker'
-local docker_build = require 'providers.shared.docker_build'
-local wire = require 'providers.shared.docker_wire'
+local http = require('cseng.http')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local proc = require('cseng.proc')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local cjson = require('cjson')
+local docker = require('providers.docker')
+local docker_build = require('providers.shared.docker_build')
+local wire = require('providers.shared.docker_wire')
 
 local BASE = 'cseng/debian:bookworm'
 local MAP = { 'debian:bookworm*=' .. BASE }
@@ -358,8 +358,8 @@ describe('docker provider on dockerd', function()
   -- every bundled task, through the runner (in this process)
 
   local function run_tasks(opts)
-    local results = require 'cseng.results.log'
-    local frame = require 'cseng.run.frame'
+    local results = require('cseng.results.log')
+    local frame = require('cseng.run.frame')
     opts.provider, opts.dataset = 'docker', opts.dataset or (ROOT .. '/data/smoke.jsonl')
     opts.solver, opts.mode = opts.solver or 'gold', opts.mode or 'cold'
     opts.concurrency, opts.quiet = opts.concurrency or 2, true

@@ -4,11 +4,11 @@
 -- before it and its image is removed after; a paused container (dockerd's freezer) keeps its
 -- files and a process it was running. Clock-free: contents, process state, dockerd's own image
 -- list. Pending (with the reason) where dockerd or the base image is absent.
-local cjson = require 'cjson'
-local docker = require 'providers.docker'
-local docker_build = require 'providers.shared.docker_build'
-local A = require 'spec.helpers.arena'
-local H = require 'spec.helpers.common'
+local cjson = require('cjson')
+local docker = require('providers.docker')
+local docker_build = require('providers.shared.docker_build')
+local A = require('spec.helpers.arena')
+local H = require('spec.helpers.common')
 
 local BASE = 'cseng/debian:bookworm'
 

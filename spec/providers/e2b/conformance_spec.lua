@@ -6,14 +6,14 @@
 -- side): the SDK's Template().fromDockerfile + Template.build, the adapter's e2b.build of the task's
 -- recipe (cseng.workload.recipe), each followed by a sandbox from the template that shows the RUN step
 -- ran and the COPY files arrived.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local e2b = require 'providers.e2b'
-local e2b_build = require 'providers.shared.e2b_build'
-local dataset = require 'cseng.workload.dataset'
-local recipe = require 'cseng.workload.recipe'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local e2b = require('providers.e2b')
+local e2b_build = require('providers.shared.e2b_build')
+local dataset = require('cseng.workload.dataset')
+local recipe = require('cseng.workload.recipe')
 
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = require('spec.fakes').module('e2b')
 

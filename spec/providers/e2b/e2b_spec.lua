@@ -5,19 +5,19 @@
 --   * lifecycles and faults against the stateful fake (spec/providers/e2b/fake.lua): real commands, the
 --     Connect stream cut anywhere, truncated streams, error end-of-stream envelopes, deadlines;
 --   * the runner end to end on the fake (`cseng run --provider e2b`), and a missing key.
-local http = require 'cseng.http'
-local serve = require 'cseng.serve'
-local connect = require 'cseng.connect'
-local task = require 'cseng.task'
-local sys = require 'cseng.sys'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local secrets = require 'cseng.lib.secrets'
-local e2b = require 'providers.e2b'
-local e2b_wire = require 'providers.shared.e2b_wire'
+local http = require('cseng.http')
+local serve = require('cseng.serve')
+local connect = require('cseng.connect')
+local task = require('cseng.task')
+local sys = require('cseng.sys')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local secrets = require('cseng.lib.secrets')
+local e2b = require('providers.e2b')
+local e2b_wire = require('providers.shared.e2b_wire')
 
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('e2b')
 local prism = vendor.prism
 local labels, tar_of, sorted_ids = vendor.labeller('cseng@spec host'), vendor.tar_of, vendor.sorted_ids

@@ -86,15 +86,15 @@
 ---                                        the largest accepted body, the sum of them)
 ---   corrupt_upload = n | fn(n, path, data)  the n-th upload (or one fn says yes to) is written with
 ---                                        its middle byte flipped (counter corrupted)
-local http = require 'cseng.http'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
+local http = require('cseng.http')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
 
-local task = require 'cseng.task'
-local common = require 'spec.fakes.sandboxes'
-local NB = require 'spec.fakes.native_build'
-local scaffold = require 'spec.fakes.rest'
+local task = require('cseng.task')
+local common = require('spec.fakes.sandboxes')
+local NB = require('spec.fakes.native_build')
+local scaffold = require('spec.fakes.rest')
 local json, pick = scaffold.json, scaffold.pick
 
 local fake = {}

@@ -3,9 +3,9 @@
 -- holds (the parent's files at the call, not later ones), that each is a sandbox of its own, a fork
 -- whose children fail one by one, and files that arrive intact in one request. Clock-free: contents,
 -- ids and the fake's own counters.
-local crypto = require 'cseng.crypto'
-local e2b = require 'providers.e2b'
-local vendor = require 'spec.helpers.vendor'
+local crypto = require('cseng.crypto')
+local e2b = require('providers.e2b')
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('e2b')
 local labels = vendor.labeller('cseng@spec fork')
 
@@ -87,9 +87,9 @@ describe('e2b write_files (envd multi-file upload, stateful fake)', function()
   after_each(function() f.close() end)
 
   it('the fake refuses what envd refuses: no file part, several files to one path, a part without a path', function()
-    local http = require 'cseng.http'
-    local adapter = require 'providers.shared.adapter'
-    local wire = require 'providers.shared.e2b_wire'
+    local http = require('cseng.http')
+    local adapter = require('providers.shared.adapter')
+    local wire = require('providers.shared.e2b_wire')
     local sb = assert(e2b.create(client, { labels = labels('bulk-refused'), ttl_seconds = 900 }))
     local function post(query, parts)
       local body, ct = adapter.form(parts)
@@ -165,8 +165,8 @@ end)
 -- operation by operation (spec/helpers/conformance.lua's comparison: routes, query keys, headers
 -- that matter, body shapes).
 describe('e2b fork and multi-file upload against the official SDK', function()
-  local C = require 'spec.helpers.conformance'
-  local wire = require 'providers.shared.e2b_wire'
+  local C = require('spec.helpers.conformance')
+  local wire = require('providers.shared.e2b_wire')
   local OPTS = { headers = { ['e2b-sandbox-id'] = 'present' } }
 
   local function only(recs, ops)

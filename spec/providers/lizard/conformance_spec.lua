@@ -4,14 +4,14 @@
 -- the Lizard section of that document, checks that the fake knows exactly the documented body
 -- keys (and refuses others), runs the adapter's lifecycle against the recording fake, checks
 -- every request against the document, and writes the lizard section of docs/providers/CONFORMANCE.md.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local http = require 'cseng.http'
-local cjson = require 'cjson'
-local lizard = require 'providers.lizard'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local http = require('cseng.http')
+local cjson = require('cjson')
+local lizard = require('providers.lizard')
 
 local ROOT = sys.root()
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local fake = require('spec.fakes').module('lizard')
 

@@ -37,10 +37,10 @@
 --- `environment`; anything else exits 0 with empty output. With real = true (what `cseng fake
 --- lizard` starts) commands really run instead, each sandbox a local bubblewrap sandbox
 --- (spec/fakes/sandboxes.lua), so task runs work end to end.
-local cjson = require 'cjson'
-local task = require 'cseng.task'
+local cjson = require('cjson')
+local task = require('cseng.task')
 
-local scaffold = require 'spec.fakes.rest'
+local scaffold = require('spec.fakes.rest')
 
 local fake = {}
 

@@ -2,14 +2,14 @@
 -- (`cseng images rootfs`), each task's recipe built once into a cached overlay layer, and the
 -- runner's replay for providers without builds. Real sandboxes; the base root filesystem must
 -- exist (make check builds it before the specs).
-local fs = require 'cseng.fs'
-local cjson = require 'cjson'
-local dataset = require 'cseng.workload.dataset'
-local frame = require 'cseng.run.frame'
-local results = require 'cseng.results.log'
-local images = require 'cseng.images.rootfs'
-local base = require 'providers.local'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local cjson = require('cjson')
+local dataset = require('cseng.workload.dataset')
+local frame = require('cseng.run.frame')
+local results = require('cseng.results.log')
+local images = require('cseng.images.rootfs')
+local base = require('providers.local')
+local H = require('spec.helpers.common')
 
 local ROOT = H.ROOT
 local SMOKE = ROOT .. '/data/smoke.jsonl'

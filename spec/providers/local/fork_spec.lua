@@ -3,8 +3,8 @@
 -- the parent's at the call: a file written in the parent before is there, one written after is
 -- not, one a child writes stays in it. Processes are not carried over (documented). Clock-free:
 -- contents, ids, namespace inodes.
-local L = require 'providers.local'
-local H = require 'spec.helpers.common'
+local L = require('providers.local')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local function sh(client, sb, cmd)

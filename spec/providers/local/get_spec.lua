@@ -1,10 +1,10 @@
 -- The local provider's get (a file out of the sandbox) against its cap: 256 MiB, or the engine's
 -- response cap where that is larger (the download workload raises it to its largest size, so a
 -- 512 MiB download does not fail with EFBIG while the same size over HTTP passes). Contents checked.
-local L = require 'providers.local'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local shared = require 'providers.shared.adapter'
+local L = require('providers.local')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local shared = require('providers.shared.adapter')
 
 describe('local get', function()
   local client, sb, want

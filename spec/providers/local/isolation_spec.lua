@@ -4,13 +4,13 @@
 -- line of spec/fixtures/escape/probe.py's output; every one must say "held", and the host is
 -- checked from outside too (its core_pattern, its processes, the results that must not hold its
 -- secret). docs/providers/local.md states the isolation model these probes hold it to.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local serve = require 'cseng.serve'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local serve = require('cseng.serve')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local H = require('spec.helpers.common')
 
 local FIXTURES = sys.root() .. '/spec/fixtures/escape'
 

@@ -4,11 +4,11 @@
 -- filter, cgroups, network); what one command leaves running is there for the next and gone
 -- with the sandbox; the init cannot be killed, traced or read from inside; and the launcher runs
 -- nothing when one of its steps fails.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local proc = require 'cseng.proc'
-local L = require 'providers.local'
-local H = require 'spec.helpers.common'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local proc = require('cseng.proc')
+local L = require('providers.local')
+local H = require('spec.helpers.common')
 teardown(H.remove_tempdirs)
 
 local FACTS = [[

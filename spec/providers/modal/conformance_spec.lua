@@ -4,12 +4,12 @@
 -- recorded-request shape (op = RPC name, headers = gRPC metadata, body = the decoded request
 -- message). The requests are compared per RPC with spec/helpers/conformance.lua, and the result is
 -- the modal section of docs/providers/CONFORMANCE.md.
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local modal = require 'providers.modal'
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local modal = require('providers.modal')
 
 local ROOT = sys.root()
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
 local modal_fake = require('spec.fakes').module('modal')
 
@@ -69,7 +69,7 @@ local BUILD_DOCKERFILE = table.concat({
   'COPY bin/hello.sh /usr/local/bin/hello', '' }, '\n')
 
 local function build_recipe(dir)
-  local fs = require 'cseng.fs'
+  local fs = require('cseng.fs')
   for _, d in ipairs({ '/environment/bin', '/tests' }) do assert(fs.mkdir_p(dir .. d)) end
   assert(fs.write(dir .. '/task.toml', 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n'))
   assert(fs.write(dir .. '/instruction.md', 'Nothing to do.\n'))

@@ -11,13 +11,13 @@
 ---   f.set { latency = { SandboxCreate = 300 }, fail_image_build = true, ... } (merged)
 ---   f.requests()          the request log (the shared recorded-request shape), decoded
 ---   f.close()             terminates every sandbox, stops the process (idempotent)
-local proc = require 'cseng.proc'
-local http = require 'cseng.http'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
+local proc = require('cseng.proc')
+local http = require('cseng.http')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
 
 local M = {}
 

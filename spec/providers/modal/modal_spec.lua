@@ -4,9 +4,9 @@
 --   * the adapter's lifecycle over gRPC/HTTP/2 against the same fake, its clear errors, one
 --     HTTP/2 connection for 100 concurrent RPCs, and the runner end to end (startup arena,
 --     cold-gold cold and warm, kill -9 then cleanup).
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local cjson = require 'cjson'
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local cjson = require('cjson')
 
 local ROOT = sys.root()
 local modal_fake = require('spec.fakes').module('modal')
@@ -76,16 +76,16 @@ describe('the official modal SDK against the fake', function()
 end)
 
 -- ---- the adapter against the fake ------------------------------------------------------------
-local task = require 'cseng.task'
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local results = require 'cseng.results.log'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local modal = require 'providers.modal'
-local modal_wire = require 'providers.shared.modal_wire'
-local modal_build = require 'providers.shared.modal_build'
-local vendor = require 'spec.helpers.vendor'
+local task = require('cseng.task')
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local results = require('cseng.results.log')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local modal = require('providers.modal')
+local modal_wire = require('providers.shared.modal_wire')
+local modal_build = require('providers.shared.modal_build')
+local vendor = require('spec.helpers.vendor')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 
 local function ops(f, op)

@@ -2,10 +2,10 @@
 -- message or enum, oneof, map key and value) against Modal's own protos in ../shared/specs/modal/:
 -- Debian's protoc compiles them into a descriptor set (--include_imports), which cseng.protobuf
 -- decodes with the descriptor.proto schemas of lua/cseng/lib/protobuf_descriptor.lua.
-local sys = require 'cseng.sys'
-local protobuf = require 'cseng.protobuf'
-local D = require 'cseng.lib.protobuf_descriptor'
-local S = require 'providers.shared.modal_schema'
+local sys = require('cseng.sys')
+local protobuf = require('cseng.protobuf')
+local D = require('cseng.lib.protobuf_descriptor')
+local S = require('providers.shared.modal_schema')
 
 local PROTOS = sys.root() .. '/../shared/specs/modal'
 

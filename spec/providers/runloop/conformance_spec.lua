@@ -4,16 +4,16 @@
 -- lua/providers/runloop.lua against one recording fake (spec/providers/runloop/fake.lua); every
 -- operation is compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW,
 -- with its reason, fails. Writes the runloop section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
-local sys = require 'cseng.sys'
-local runloop = require 'providers.runloop'
-local adapter = require 'providers.shared.adapter'
-local fs = require 'cseng.fs'
-local dataset = require 'cseng.workload.dataset'
-local recipe = require 'cseng.workload.recipe'
+local sys = require('cseng.sys')
+local runloop = require('providers.runloop')
+local adapter = require('providers.shared.adapter')
+local fs = require('cseng.fs')
+local dataset = require('cseng.workload.dataset')
+local recipe = require('cseng.workload.recipe')
 
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('runloop')
 
 local LAST_N = 'the API returns the last 100 lines of each stream unless `last_n` says otherwise; cseng asks ' ..

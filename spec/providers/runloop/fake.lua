@@ -60,15 +60,15 @@
 ---   boot_fail = reason            devboxes go to "failure" with this failure_reason
 ---   snapshot_fail = message       snapshots end in "error"
 ---   page_size (100)               list page size
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
 
-local crypto = require 'cseng.crypto'
-local common = require 'spec.fakes.sandboxes'
-local NB = require 'spec.fakes.native_build'
-local scaffold = require 'spec.fakes.rest'
+local crypto = require('cseng.crypto')
+local common = require('spec.fakes.sandboxes')
+local NB = require('spec.fakes.native_build')
+local scaffold = require('spec.fakes.rest')
 local json = scaffold.json
 
 local fake = {}

@@ -4,15 +4,15 @@
 --   * the runner end to end on the fake (`cseng run --provider runloop`, cold and warm, every
 --     bundled task), a kill -9 mid-run then `cseng cleanup --provider runloop`, and the startup
 --     arena on the vercel and runloop fakes together.
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local task = require 'cseng.task'
-local crypto = require 'cseng.crypto'
-local cjson = require 'cjson'
-local runloop = require 'providers.runloop'
-local runloop_wire = require 'providers.shared.runloop_wire'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local task = require('cseng.task')
+local crypto = require('cseng.crypto')
+local cjson = require('cjson')
+local runloop = require('providers.runloop')
+local runloop_wire = require('providers.shared.runloop_wire')
 
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('runloop')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 

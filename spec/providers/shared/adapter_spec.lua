@@ -1,9 +1,9 @@
 -- lua/providers/shared/adapter.lua's sandbox-side helpers, run in a real local (bubblewrap) sandbox.
-local adapter = require 'providers.shared.adapter'
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local fs = require 'cseng.fs'
-local L = require 'providers.local'
+local adapter = require('providers.shared.adapter')
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local fs = require('cseng.fs')
+local L = require('providers.local')
 
 describe('adapter.extract_tar_in_sandbox', function()
   local client, sb

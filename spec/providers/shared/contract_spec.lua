@@ -1,12 +1,12 @@
 -- The adapter contract (docs/providers/README.md, lua/providers/shared/contract.lua) for every
 -- adapter in lua/providers/, for the doc's skeleton (docs/providers/skeleton.lua, which the README
 -- shows verbatim), and for `cseng providers`, which reports what an adapter breaks.
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local serve = require 'cseng.serve'
-local cjson = require 'cjson'
-local archive = require 'cseng.archive'
-local contract = require 'providers.shared.contract'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local serve = require('cseng.serve')
+local cjson = require('cjson')
+local archive = require('cseng.archive')
+local contract = require('providers.shared.contract')
 
 local ROOT = sys.root()
 local SKELETON = ROOT .. '/docs/providers/skeleton.lua'
@@ -59,7 +59,7 @@ describe('the adapter contract', function()
       assert.same({}, extra, n .. ' exports ' .. table.concat(extra, ', '))
     end
     -- one export more, whatever its name, is a violation naming it
-    local P = require 'providers.lizard'
+    local P = require('providers.lizard')
     for _, name in ipairs({ 'create_body', '_call', 'DEFAULTS', 'exec_streaming' }) do
       assert.same({ name .. ' is not a name of the adapter contract (an internal belongs in lua/providers/shared/)' },
         contract.check(mutated(P, { [name] = function() end }), 'lizard'))
@@ -80,7 +80,7 @@ describe('the adapter contract', function()
   end)
 
   it('finds what an adapter breaks, one line each', function()
-    local P = require 'providers.lizard'
+    local P = require('providers.lizard')
     assert.same({ 'description is required (string)' }, contract.check(mutated(P, { description = false }), 'lizard'))
     assert.same({ 'create must be a function, not a string' }, contract.check(mutated(P, { create = 'x' }), 'lizard'))
     assert.same({ 'destroy is required (a function)' }, contract.check(mutated(P, { destroy = false }), 'lizard'))
@@ -151,7 +151,7 @@ describe('the adapter contract', function()
   end)
 
   it('reports a missing or malformed id_format', function()
-    local P = require 'providers.lizard'
+    local P = require('providers.lizard')
     assert.same({ 'id_format is required (table)' }, contract.check(mutated(P, { id_format = false }), 'lizard'))
     assert.same({ 'id_format pattern must be a Lua pattern anchored at both ends (^...$)' },
       contract.check(mutated(P, { id_format = { pattern = '[%w-]+', example = 'lz-1' } }), 'lizard'))
@@ -240,7 +240,7 @@ describe('the adapter contract', function()
   end)
 
   it('`cseng providers` reports a violation and exits 1', function()
-    local cmd = require 'cseng.cli.commands.providers'
+    local cmd = require('cseng.cli.commands.providers')
     for _, p in ipairs(cmd.list(function() return nil end)) do
       assert.same({}, p.violations, p.name)
     end
@@ -257,7 +257,7 @@ describe('the adapter contract', function()
 end)
 
 describe('cseng prewarm and the adapters\' prewarm_flags', function()
-  local proc = require 'cseng.proc'
+  local proc = require('cseng.proc')
   local function cseng(args)
     local argv = { ROOT .. '/cseng' }
     for _, a in ipairs(args) do argv[#argv + 1] = a end
@@ -286,7 +286,7 @@ describe('cseng prewarm and the adapters\' prewarm_flags', function()
   end)
 
   it('refuses an adapter flag that is one of the command\'s own, naming the adapter', function()
-    local cmd = require 'cseng.cli.commands.prewarm'
+    local cmd = require('cseng.cli.commands.prewarm')
     package.loaded['providers.clashing'] = { name = 'clashing', prewarm_image = function() end,
       prewarm_flags = { output = { key = 'out', type = 'string', help = 'h' } } }
     local stderr, said = io.stderr, {}
@@ -381,7 +381,7 @@ describe('the skeleton of docs/providers/README.md', function()
 end)
 
 describe('the shared adapter helpers the contract leans on', function()
-  local adapter = require 'providers.shared.adapter'
+  local adapter = require('providers.shared.adapter')
 
   it('settings and credentials take alternative variable names', function()
     local env = { B_KEY = 'b', EMPTY = '' }

@@ -7,11 +7,11 @@
 -- recipe's base) and every COPY source's files; the record says native_build with the content
 -- key and a build phase, then cached_layer on a second run; no RUN step was replayed in the
 -- trial's sandbox; nop scores 0.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local jsonl = require 'cseng.lib.jsonl'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local jsonl = require('cseng.lib.jsonl')
 
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 
 -- The build-* tasks of data/smoke.jsonl (counted from the dataset).
 local function build_tasks()

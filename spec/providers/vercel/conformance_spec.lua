@@ -3,12 +3,12 @@
 -- lua/providers/vercel.lua against one recording fake (spec/providers/vercel/fake.lua); every operation is
 -- compared (spec/helpers/conformance.lua) and any difference not listed in ALLOW, with its reason,
 -- fails. Writes the vercel section of docs/providers/CONFORMANCE.md under `make conformance` (else of a temporary copy).
-local vercel = require 'providers.vercel'
-local vercel_wire = require 'providers.shared.vercel_wire'
+local vercel = require('providers.vercel')
+local vercel_wire = require('providers.shared.vercel_wire')
 
-local C = require 'spec.helpers.conformance'
+local C = require('spec.helpers.conformance')
 teardown(C.remove_doc) -- the sections it wrote (a temporary file unless CSENG_CONFORMANCE_DOC is set)
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('vercel')
 
 -- The differences cseng keeps on purpose, each with its reason: none left on this lifecycle.

@@ -40,13 +40,13 @@
 ---   stall = seconds                the cmd stream waits this long before the exit record
 ---   stream_error = {code, message} the cmd stream ends with an error line instead of the exit record
 ---   page_size (100)                list page size
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local cjson = require 'cjson'
-local jsonl = require 'cseng.lib.jsonl'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local cjson = require('cjson')
+local jsonl = require('cseng.lib.jsonl')
 
-local common = require 'spec.fakes.sandboxes'
-local scaffold = require 'spec.fakes.rest'
+local common = require('spec.fakes.sandboxes')
+local scaffold = require('spec.fakes.rest')
 local json = scaffold.json
 
 local fake = {}

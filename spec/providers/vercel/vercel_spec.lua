@@ -3,12 +3,12 @@
 --     really run commands (bubblewrap) and whose command API streams NDJSON;
 --   * the runner end to end on the fake (`cseng run --provider vercel`), a missing credential,
 --     and no token in the results files.
-local fs = require 'cseng.fs'
-local crypto = require 'cseng.crypto'
-local vercel = require 'providers.vercel'
-local vercel_wire = require 'providers.shared.vercel_wire'
+local fs = require('cseng.fs')
+local crypto = require('cseng.crypto')
+local vercel = require('providers.vercel')
+local vercel_wire = require('providers.shared.vercel_wire')
 
-local vendor = require 'spec.helpers.vendor'
+local vendor = require('spec.helpers.vendor')
 local fake = require('spec.fakes').module('vercel')
 local labels, tar_of = vendor.labeller('cseng@spec'), vendor.tar_of
 

@@ -2,11 +2,11 @@
 --- `cseng cleanup --provider NAME [--older-than 2h] [--run RUN_ID]` finds cseng's sandboxes
 --- by label (what a dead run left behind) and destroys them: the cleanup run kind
 --- (lua/cseng/run/kinds/cleanup.lua); this file parses the flags and prints the count.
-local flags = require 'cseng.lib.flags'
-local options = require 'cseng.run.options'
-local frame = require 'cseng.run.frame'
-local errors = require 'cseng.lib.errors'
-local exit = require 'cseng.cli.exit'
+local flags = require('cseng.lib.flags')
+local options = require('cseng.run.options')
+local frame = require('cseng.run.frame')
+local errors = require('cseng.lib.errors')
+local exit = require('cseng.cli.exit')
 local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
   ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },

@@ -3,11 +3,11 @@
 --- model, provider and mode cell; per task; per phase; startup per provider) is
 --- lua/reports/lib/changes.lua, which the viewer's comparison page shows too; this file is the
 --- command: its flags, loading both sides, writing the markdown, the exit status.
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local report_load = require 'reports.lib.load'
-local exit = require 'cseng.cli.exit'
-local report_compare = require 'reports.lib.changes'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local report_load = require('reports.lib.load')
+local exit = require('cseng.cli.exit')
+local report_compare = require('reports.lib.changes')
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },

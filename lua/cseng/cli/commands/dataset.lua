@@ -1,11 +1,11 @@
 --- `cseng dataset pack|convert|info|validate|list|fetch`: build and inspect datasets, and read Harbor registries.
-local fs = require 'cseng.fs'
-local archive = require 'cseng.archive'
-local crypto = require 'cseng.crypto'
-local dataset = require 'cseng.workload.dataset'
-local jsonl = require 'cseng.lib.jsonl'
-local errors = require 'cseng.lib.errors'
-local exit = require 'cseng.cli.exit'
+local fs = require('cseng.fs')
+local archive = require('cseng.archive')
+local crypto = require('cseng.crypto')
+local dataset = require('cseng.workload.dataset')
+local jsonl = require('cseng.lib.jsonl')
+local errors = require('cseng.lib.errors')
+local exit = require('cseng.cli.exit')
 
 local SPEC = {
   ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
@@ -102,7 +102,7 @@ function cmd.run(args)
       if #bad > 0 then return 1 end
     elseif sub == 'list' then
       if not f.registry then error(errors.usage('dataset list needs --registry R'), 0) end
-      local registry = require 'cseng.workload.registry'
+      local registry = require('cseng.workload.registry')
       local reg = registry.open(f.registry, {})
       print(string.format('%-40s %-14s %5s  %s', 'dataset', 'version', 'tasks', 'description'))
       for _, d in ipairs(reg.datasets) do

@@ -5,14 +5,14 @@
 --- `--format computesdk [--shape v1.1|schema] [--mode M]`: startup runs as computesdk's result
 --- file (lua/cseng/results/computesdk.lua), to sit beside their `latest.json`.
 --- `--format harbor -o DIR`: a Harbor job folder (lua/cseng/results/harbor.lua).
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local results = require 'cseng.results.log'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local exit = require 'cseng.cli.exit'
-local computesdk = require 'cseng.results.computesdk'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local results = require('cseng.results.log')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local exit = require('cseng.cli.exit')
+local computesdk = require('cseng.results.computesdk')
 
 local SPEC = {
   ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk', 'harbor' },

@@ -3,12 +3,12 @@
 --- scripted model of the LLM solvers (spec/fakes/llm/model.lua), on its own, print the
 --- environment that points cseng at it, serve until SIGINT or SIGTERM, then stop it: its
 --- sandboxes destroyed, its temporary files (and --env-file) removed.
-local fs = require 'cseng.fs'
-local task = require 'cseng.task'
-local flags = require 'cseng.lib.flags'
-local exit = require 'cseng.cli.exit'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local fs = require('cseng.fs')
+local task = require('cseng.task')
+local flags = require('cseng.lib.flags')
+local exit = require('cseng.cli.exit')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local SPEC = {
   ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P', help = "the API's port on 127.0.0.1 (default: a free one)" },

@@ -2,12 +2,12 @@
 --- (lua/cseng/history/store.lua) brought up to its logs, or rebuilt from them, and what it holds:
 --- each lineage (a watch's runs, a plan's runs) with its latest verdict per provider, phase and
 --- primitive, and the changes regression detection called, with their evidence.
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
-local console = require 'cseng.lib.console'
-local exit = require 'cseng.cli.exit'
-local store = require 'cseng.history.store'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
+local console = require('cseng.lib.console')
+local exit = require('cseng.cli.exit')
+local store = require('cseng.history.store')
 
 local SPEC = {
   ['rebuild'] = { key = 'rebuild', type = 'bool', help = 'empty the store and read every run log again' },

@@ -6,13 +6,13 @@
 ---          (cseng/debian:bookworm) with POST /images/create?fromSrc=- (no registry is reachable);
 ---   list   the images cseng built or uses (bases, per-task images, warm images);
 ---   prune  removes per-task and warm images (the build cache) older than an age.
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local clock = require 'cseng.clock'
-local rootfs_image = require 'cseng.images.rootfs'
-local errors = require 'cseng.lib.errors'
-local exit = require 'cseng.cli.exit'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local clock = require('cseng.clock')
+local rootfs_image = require('cseng.images.rootfs')
+local errors = require('cseng.lib.errors')
+local exit = require('cseng.cli.exit')
 
 local SPEC = {
   ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
@@ -64,7 +64,7 @@ local function rootfs(f)
   if existed then print(string.format('%s exists; --force rebuilds it', dest)) end
   -- the local provider's sandboxes see it through a user namespace: its owners shifted into the
   -- subordinate range registered for them
-  local jail = require 'providers.shared.local_jail'
+  local jail = require('providers.shared.local_jail')
   local ids, why = jail.ensure_subids()
   if not ids then io.stderr:write('cseng: images rootfs: ', tostring(why), '\n'); return 1 end
   if f.force and not existed then fs.remove_tree(rootfs_image.rootfs_dir(f.suite) .. '-u' .. ids.uid) end

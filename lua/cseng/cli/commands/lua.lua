@@ -1,5 +1,5 @@
 --- `cseng lua FILE [args]`: run a Lua script inside a task, with every engine module.
-local exit = require 'cseng.cli.exit'
+local exit = require('cseng.cli.exit')
 local cmd = {
   summary = 'run a Lua script with the engine modules (like lua FILE)',
   usage = [[usage: cseng lua FILE [args...]

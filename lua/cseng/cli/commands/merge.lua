@@ -4,14 +4,14 @@
 --- that are missing, duplicated, from another run, or that hold the same trial twice; and, since
 --- a shard comes from another machine, one naming an adapter this cseng does not have, a sandbox
 --- id that is not its adapter's, or a job id that is not a plain name (the file and line named).
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local results = require 'cseng.results.log'
-local jsonl = require 'cseng.lib.jsonl'
-local util = require 'cseng.lib.util'
-local errors = require 'cseng.lib.errors'
-local session = require 'cseng.run.session'
-local exit = require 'cseng.cli.exit'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local results = require('cseng.results.log')
+local jsonl = require('cseng.lib.jsonl')
+local util = require('cseng.lib.util')
+local errors = require('cseng.lib.errors')
+local session = require('cseng.run.session')
+local exit = require('cseng.cli.exit')
 
 local SPEC = {
   ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },

@@ -2,17 +2,17 @@
 --- artifact of each selected task (the prewarm run kind, lua/cseng/run/kinds/prewarm.lua) and
 --- prints it: `DOCKER_IMAGE_ID=<id>` for one task, a task -> artifact table for several. Writes results/prewarm-<provider>-<stamp>.json, which
 --- `cseng run ... --mode warm --prewarm-file FILE` reads (or pass one id with --warm-artifact).
-local flags = require 'cseng.lib.flags'
-local plan = require 'cseng.run.plan'
-local options = require 'cseng.run.options'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local errors = require 'cseng.lib.errors'
-local frame = require 'cseng.run.frame'
-local environment = require 'cseng.run.environment'
-local session = require 'cseng.run.session'
-local util = require 'cseng.lib.util'
-local exit = require 'cseng.cli.exit'
+local flags = require('cseng.lib.flags')
+local plan = require('cseng.run.plan')
+local options = require('cseng.run.options')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local errors = require('cseng.lib.errors')
+local frame = require('cseng.run.frame')
+local environment = require('cseng.run.environment')
+local session = require('cseng.run.session')
+local util = require('cseng.lib.util')
+local exit = require('cseng.cli.exit')
 
 local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
   'timeout-seconds', 'output', 'env-file', 'quiet' }

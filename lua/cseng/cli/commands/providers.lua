@@ -3,12 +3,12 @@
 --- `cseng providers --capabilities`: which of the arena's workloads (lua/cseng/run/workloads/) each
 --- adapter runs, as a matrix: the ones every adapter runs, and those it declares
 --- (contract.CAPABILITIES: snapshot, pause, fork, egress, standard; bulk_upload and pause_memory change how).
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local flags = require 'cseng.lib.flags'
-local jsonl = require 'cseng.lib.jsonl'
-local contract = require 'providers.shared.contract'
-local exit = require 'cseng.cli.exit'
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local flags = require('cseng.lib.flags')
+local jsonl = require('cseng.lib.jsonl')
+local contract = require('providers.shared.contract')
+local exit = require('cseng.cli.exit')
 
 local SPEC = {
   ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
@@ -66,7 +66,7 @@ local HOW = { 'bulk_upload', 'pause_memory' }
 --- The matrix of `--capabilities`: {columns = {workload names..., bulk_upload, pause_memory},
 --- rows = {{name, cells = {column = bool}}}} for every adapter that loads.
 function cmd.capabilities()
-  local workloads = require 'cseng.run.workloads'
+  local workloads = require('cseng.run.workloads')
   local columns = {}
   for _, w in ipairs(workloads.NAMES) do columns[#columns + 1] = w end
   for _, c in ipairs(HOW) do columns[#columns + 1] = c end

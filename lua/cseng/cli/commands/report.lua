@@ -1,10 +1,10 @@
 --- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl), run summaries
 --- (.json, cseng's or the seed harness's) or directories of them through a report template
 --- (lua/reports/*.lua); see lua/reports/lib/ (load, format, svg, render) and docs/REPORTS.md.
-local flags = require 'cseng.lib.flags'
-local report_load = require 'reports.lib.load'
-local report_render = require 'reports.lib.render'
-local exit = require 'cseng.cli.exit'
+local flags = require('cseng.lib.flags')
+local report_load = require('reports.lib.load')
+local report_render = require('reports.lib.render')
+local exit = require('cseng.cli.exit')
 
 local SPEC = {
   ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
@@ -53,7 +53,7 @@ function cmd.run(args)
   local base = template:gsub('^.*/', ''):gsub('%.lua$', '')
   local wants = BUNDLED_KIND[base]
   local tok, tpath = pcall(report_render.template_path, template)
-  local sys = require 'cseng.sys'
+  local sys = require('cseng.sys')
   if wants and tok and sys.realpath(tpath) == sys.realpath(sys.root() .. '/lua/reports/' .. base .. '.lua') then
     local found, have = false, {}
     for _, r in ipairs(data.runs) do

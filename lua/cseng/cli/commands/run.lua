@@ -1,10 +1,10 @@
 --- `cseng run PLAN.lua [flags]`: run a plan; flags override the plan's fields.
-local flags = require 'cseng.lib.flags'
-local plan = require 'cseng.run.plan'
-local options = require 'cseng.run.options'
-local present = require 'cseng.cli.present'
-local exit = require 'cseng.cli.exit'
-local frame = require 'cseng.run.frame'
+local flags = require('cseng.lib.flags')
+local plan = require('cseng.run.plan')
+local options = require('cseng.run.options')
+local present = require('cseng.cli.present')
+local exit = require('cseng.cli.exit')
+local frame = require('cseng.run.frame')
 
 local cmd = {
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',

@@ -1,6 +1,6 @@
 --- `cseng test [paths]`: busted specs run inside the engine, so specs can use every primitive.
 --- Ends with the plain line "N passed, N failed[, N skipped]" (errors count as failures).
-local sys = require 'cseng.sys'
+local sys = require('cseng.sys')
 
 local cmd = {
   summary = 'run busted specs inside the engine (default: spec/)',

@@ -2,9 +2,9 @@
 --- results folders (lua/cseng/view/, docs/VIEWER.md). The engine's own HTTP server (cseng.serve)
 --- serves the pages and their JSON; logs are read incrementally, so a run still being written
 --- updates in the open page. --export writes the same pages as static files instead.
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local index = require 'cseng.view.index'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local index = require('cseng.view.index')
 
 local SPEC = {
   ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P',
@@ -42,7 +42,7 @@ end
 ---@param explicit boolean
 ---@param handler function
 function cmd.listen(host, port, explicit, handler)
-  local serve = require 'cseng.serve'
+  local serve = require('cseng.serve')
   local srv, err, code
   for k = 0, explicit and 0 or PORTS_TRIED - 1 do
     srv, err, code = serve.listen { host = host, port = port + k, handler = handler }
@@ -58,7 +58,7 @@ function cmd.run(args)
   for _, p in ipairs(pos) do
     if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end
   end
-  local app = require 'cseng.view.app'
+  local app = require('cseng.view.app')
   if f.export then
     local cat = index.new(pos)
     cat:refresh()
@@ -85,10 +85,10 @@ function cmd.run(args)
     io.stderr:write('cseng: view: --host ', host, ' is not a loopback address: give --token T (checked on every request)\n')
     return 2
   end
-  local task = require 'cseng.task'
+  local task = require('cseng.task')
   -- the folders' history stores: the history page, and the index of every log they hold as it is
   -- now restored from them instead of read (lua/cseng/view/history.lua)
-  local history = require 'cseng.view.history'
+  local history = require('cseng.view.history')
   local stores = history.open(pos)
   local restored = setmetatable({}, { __mode = 'k' })
   local cat = index.new(pos, { restore = function(log)

@@ -2,16 +2,16 @@
 --- every run an ordinary run log in the results folder, each judged against the runs before it
 --- (lua/cseng/watch/watch.lua, docs/WATCH.md). This file parses the command line, checks the
 --- run's options the way `cseng run` does before anything starts, and prints what the watch does.
-local flags = require 'cseng.lib.flags'
-local fs = require 'cseng.fs'
-local clock = require 'cseng.clock'
-local util = require 'cseng.lib.util'
-local console = require 'cseng.lib.console'
-local plan = require 'cseng.run.plan'
-local options = require 'cseng.run.options'
-local errors = require 'cseng.lib.errors'
-local exit = require 'cseng.cli.exit'
-local schedule = require 'cseng.watch.schedule'
+local flags = require('cseng.lib.flags')
+local fs = require('cseng.fs')
+local clock = require('cseng.clock')
+local util = require('cseng.lib.util')
+local console = require('cseng.lib.console')
+local plan = require('cseng.run.plan')
+local options = require('cseng.run.options')
+local errors = require('cseng.lib.errors')
+local exit = require('cseng.cli.exit')
+local schedule = require('cseng.watch.schedule')
 
 local SPEC = {
   ['every'] = { key = 'every', type = 'string', arg = 'DURATION', help = 'run every DURATION (90s, 15m, 1h, 1d; or the plan\'s watch.every)' },
@@ -185,7 +185,7 @@ function cmd.run(args)
   local sok, serr = pcall(schedule.new, { every = wo.every, jitter = wo.jitter, max_late = wo.max_late })
   if not sok then return exit.usage_error('watch: ' .. errors.line(serr)) end
   local name = f.name or pw.name or p.name or (fs.basename(pos[1]):gsub('%.lua$', ''))
-  local watch = require 'cseng.watch.watch'
+  local watch = require('cseng.watch.watch')
   if not watch.valid_name(name) then
     return exit.usage_error('watch: --name %s: letters, digits, ., _ and - (at most 64)', tostring(name))
   end

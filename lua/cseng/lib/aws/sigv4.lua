@@ -26,8 +26,8 @@
 ---   expect, x-amzn-trace-id, authorization (as botocore).
 --- - payload hash: SHA-256 of the body, or 'UNSIGNED-PAYLOAD' (unsigned_payload = true), or
 ---   payload_hash as given.
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
 
 local M = {}
 

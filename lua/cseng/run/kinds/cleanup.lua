@@ -4,8 +4,8 @@
 --- on one provider (`provider`, `older_than`, `run`: no log to record in). A log is input from
 --- another machine: the session's sweep checks every id against its adapter's format first.
 --- Lines for the user are emitted as `say` (stdout) and `warning` (stderr) events.
-local results = require 'cseng.results.log'
-local errors = require 'cseng.lib.errors'
+local results = require('cseng.results.log')
+local errors = require('cseng.lib.errors')
 
 local K = { name = 'cleanup' }
 

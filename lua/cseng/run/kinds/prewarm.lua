@@ -2,15 +2,15 @@
 --- (lua/cseng/run/environment.lua's prepare_artifact: build if the provider builds, create,
 --- stage, prepare, snapshot, destroy), recorded as `prewarmed` events, and a prewarm file
 --- (results/prewarm-<provider>-<stamp>.json) that `cseng run ... --prewarm-file FILE` reads.
-local fs = require 'cseng.fs'
-local dataset = require 'cseng.workload.dataset'
-local recipe = require 'cseng.workload.recipe'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local session = require 'cseng.run.session'
-local frame = require 'cseng.run.frame'
-local environment = require 'cseng.run.environment'
-local tasks = require 'cseng.run.kinds.tasks'
+local fs = require('cseng.fs')
+local dataset = require('cseng.workload.dataset')
+local recipe = require('cseng.workload.recipe')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local session = require('cseng.run.session')
+local frame = require('cseng.run.frame')
+local environment = require('cseng.run.environment')
+local tasks = require('cseng.run.kinds.tasks')
 
 local K = { name = 'prewarm' }
 

@@ -24,22 +24,22 @@
 ---     stops the run: no new sandbox is allocated after it.
 ---   * Ctrl-C (or SIGTERM): the engine cancels every task; each trial's waiting call raises
 ---     ECANCELED, the trial still destroys its sandbox and writes its records, no new round starts.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local http = require 'cseng.http'
-local fs = require 'cseng.fs'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
-local session = require 'cseng.run.session'
-local frame = require 'cseng.run.frame'
-local records = require 'cseng.run.records'
-local admission = require 'cseng.run.admission'
-local stats = require 'cseng.lib.stats'
-local util = require 'cseng.lib.util'
-local audit = require 'cseng.run.audit'
-local workloads = require 'cseng.run.workloads'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local http = require('cseng.http')
+local fs = require('cseng.fs')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
+local session = require('cseng.run.session')
+local frame = require('cseng.run.frame')
+local records = require('cseng.run.records')
+local admission = require('cseng.run.admission')
+local stats = require('cseng.lib.stats')
+local util = require('cseng.lib.util')
+local audit = require('cseng.run.audit')
+local workloads = require('cseng.run.workloads')
 
 local arena = { name = 'startup' }
 

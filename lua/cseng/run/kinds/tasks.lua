@@ -12,26 +12,26 @@
 --- watchdog and retries, halting, the end) is the frame's (lua/cseng/run/frame.lua); this file
 --- supplies what differs: how the run opens (its log, --resume), what it records first, its
 --- trials, and its end.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local sys = require 'cseng.sys'
-local archive = require 'cseng.archive'
-local dataset = require 'cseng.workload.dataset'
-local errors = require 'cseng.lib.errors'
-local results = require 'cseng.results.log'
-local session = require 'cseng.run.session'
-local staging = require 'cseng.workload.staging'
-local recipe = require 'cseng.workload.recipe'
-local util = require 'cseng.lib.util'
-local shard = require 'cseng.run.shard'
-local frame = require 'cseng.run.frame'
-local records = require 'cseng.run.records'
-local environment = require 'cseng.run.environment'
-local admission = require 'cseng.run.admission'
-local evals = require 'cseng.evals.hooks' -- agent evals: attempts, ATIF, probe, ledger, ceiling
-local fs = require 'cseng.fs'
-local jsonl = require 'cseng.lib.jsonl'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local sys = require('cseng.sys')
+local archive = require('cseng.archive')
+local dataset = require('cseng.workload.dataset')
+local errors = require('cseng.lib.errors')
+local results = require('cseng.results.log')
+local session = require('cseng.run.session')
+local staging = require('cseng.workload.staging')
+local recipe = require('cseng.workload.recipe')
+local util = require('cseng.lib.util')
+local shard = require('cseng.run.shard')
+local frame = require('cseng.run.frame')
+local records = require('cseng.run.records')
+local environment = require('cseng.run.environment')
+local admission = require('cseng.run.admission')
+local evals = require('cseng.evals.hooks') -- agent evals: attempts, ATIF, probe, ledger, ceiling
+local fs = require('cseng.fs')
+local jsonl = require('cseng.lib.jsonl')
 
 local K = { name = 'tasks', event = 'trial', retries = true }
 

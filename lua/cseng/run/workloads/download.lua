@@ -3,16 +3,16 @@
 --- arrival of its last answer. The host's sha256 of what arrived must equal the sandbox's, and its
 --- length the size. For the run, the engine's response cap (CSENG_MAX_RESPONSE_BYTES, 32 MiB by
 --- default) is raised to the largest size plus 1 MiB: the user asked for downloads that large.
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local workloads = require 'cseng.run.workloads'
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'download', doc = 'a file of each size out of the sandbox (MiB/s), its hash checked on the host' }
 
 W.figures, W.headline = workloads.transfer_figures('download', 'the get call sent -> its last byte arrived')
 
 function W.prepare(_, wo)
-  local shared = require 'providers.shared.adapter'
+  local shared = require('providers.shared.adapter')
   local want = wo.sizes[#wo.sizes] + (1 << 20)
   local prev = shared.max_body
   if prev and prev ~= 0 and prev < want then shared.max_body = want end

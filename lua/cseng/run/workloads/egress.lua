@@ -11,11 +11,11 @@
 --- while the host times the same command as egress_exec_ms (exec call sent -> its answer). After
 --- the timing, the host fetches the URL itself: the sandbox's status must be 200, its file's
 --- length and sha256 the host's.
-local http = require 'cseng.http'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local workloads = require 'cseng.run.workloads'
+local http = require('cseng.http')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'egress', capability = 'egress',
   doc = 'fetch a file from a package mirror the sandbox may reach (connect, first byte, total; bytes checked)' }

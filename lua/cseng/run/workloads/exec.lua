@@ -2,7 +2,7 @@
 --- exec_count commands (`echo` of a marker of its own) is timed from the adapter's exec call to
 --- the arrival of its answer; the sample's figure is their median (its min and max beside it),
 --- so one sample is one value whatever the count. Each answer must carry its own marker.
-local stats = require 'cseng.lib.stats'
+local stats = require('cseng.lib.stats')
 
 local W = { name = 'exec', doc = 'command round trips after the first command' }
 

@@ -6,10 +6,10 @@
 ---             provider's own file API), else put with a one-file tar each.
 --- Each way lands in its own folder; the sandbox counts the files and hashes their manifest
 --- (sha256sum of every file, sorted by name), which must equal the host's.
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local util = require 'cseng.lib.util'
-local workloads = require 'cseng.run.workloads'
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local util = require('cseng.lib.util')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'files', doc = 'many small files into the sandbox: the bulk path and the per-file path' }
 

@@ -10,11 +10,11 @@
 --- first, so a lost answer is swept by label) and destroyed when the sample ends. A fork that made
 --- fewer than N children (the adapter's nil, err, code, made) fails the sample: the children made
 --- are recorded and destroyed, the check fork_children says how many of N arrived.
-local task = require 'cseng.task'
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local task = require('cseng.task')
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local W = { name = 'fork', capability = 'fork', doc = 'fork a sandbox into N, check every child holds its state' }
 

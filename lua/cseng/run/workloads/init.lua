@@ -14,11 +14,11 @@
 --- A figure is a time taken with the monotonic clock from the adapter call to the arrival of its
 --- last answer (clock.answered), or derived from such times (MiB/s). A sample that fails has no
 --- figures at all (never a 0): its error, stage and checks say why.
-local clock = require 'cseng.clock'
-local crypto = require 'cseng.crypto'
-local archive = require 'cseng.archive'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
+local clock = require('cseng.clock')
+local crypto = require('cseng.crypto')
+local archive = require('cseng.archive')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
 
 local workloads = {}
 

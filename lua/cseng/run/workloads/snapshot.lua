@@ -9,9 +9,9 @@
 --- The restored sandbox must hold the state file and a file whose sha256 and size are the
 --- original's (checked after the timing); it is destroyed, then the artifact is deleted
 --- (delete_artifact, snapshot_delete_<size>_ms). The original sandbox runs on between sizes.
-local crypto = require 'cseng.crypto'
-local clock = require 'cseng.clock'
-local workloads = require 'cseng.run.workloads'
+local crypto = require('cseng.crypto')
+local clock = require('cseng.clock')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'snapshot', capability = 'snapshot',
   doc = 'snapshot a sandbox holding a file of each size, restore it, check the restored files' }

@@ -14,13 +14,13 @@
 ---   standard_total_ms    the three together
 --- After the timing: the clone's HEAD must be the bundle's commit, the suite's pass count the
 --- number of TEST( lines the host counted, and its failures none.
-local fs = require 'cseng.fs'
-local proc = require 'cseng.proc'
-local sys = require 'cseng.sys'
-local crypto = require 'cseng.crypto'
-local errors = require 'cseng.lib.errors'
-local util = require 'cseng.lib.util'
-local workloads = require 'cseng.run.workloads'
+local fs = require('cseng.fs')
+local proc = require('cseng.proc')
+local sys = require('cseng.sys')
+local crypto = require('cseng.crypto')
+local errors = require('cseng.lib.errors')
+local util = require('cseng.lib.util')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'standard', capability = 'standard',
   doc = 'clone, build and test a bundled repository (a stated size) inside the sandbox' }

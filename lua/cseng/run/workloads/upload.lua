@@ -4,9 +4,9 @@
 --- sandbox: what cseng itself uses). The bytes are random, with a nonce of the sample's own first
 --- (no two samples send the same content); the sandbox's sha256sum of the file must equal the
 --- host's. The file is removed after each size.
-local crypto = require 'cseng.crypto'
-local util = require 'cseng.lib.util'
-local workloads = require 'cseng.run.workloads'
+local crypto = require('cseng.crypto')
+local util = require('cseng.lib.util')
+local workloads = require('cseng.run.workloads')
 
 local W = { name = 'upload', doc = 'one file of each size into the sandbox (MiB/s), its hash checked inside' }
 
