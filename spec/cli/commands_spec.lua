@@ -274,6 +274,23 @@ describe('names a user mistypes', function()
     assert.matches("unknown provider 'lizzard'; did you mean lizard%? %(providers: .*docker.*local.*modal", r2.stderr)
   end)
 
+  it('flags.parse with pass: its own options parsed, the other command\'s passed on as given', function()
+    local mine = { every = { key = 'every', type = 'string' }, once = { key = 'once', type = 'bool' } }
+    local pass = { spec = options.SPEC, refuse = { resume = 'the watch resumes its own runs' }, what = 'a watch' }
+    local f, pos, passed = flags.parse({ 'p.lua', '--every', '1h', '--samples', '3', '--allow-network', '--once',
+      '--concurrency=4', '--', '--seed', '7' }, mine, pass)
+    assert.same({ every = '1h', once = true }, f)
+    assert.same({ 'p.lua' }, pos)
+    assert.same({ '--samples', '3', '--allow-network', '--concurrency=4', '--seed', '7' }, passed)
+    assert.same({ nil, '--resume is not a watch option: the watch resumes its own runs' },
+      { flags.parse({ '--resume', 'x.jsonl' }, mine, pass) })
+    assert.same({ nil, '--samples needs a value' }, { flags.parse({ '--samples' }, mine, pass) })
+    local _, err = flags.parse({ '--evry', '1h' }, mine, pass)
+    assert.equal("unknown option '--evry'; did you mean --every?", err)
+    -- without pass, nothing is passed on: an option the spec does not declare is unknown
+    assert.is_nil((flags.parse({ '--samples', '3' }, mine)))
+  end)
+
   it('flags.closest: within two edits, or a prefix', function()
     assert.equal('concurrency', flags.closest('concurency', { 'provider', 'concurrency' }))
     assert.equal('samples', flags.closest('sampels', { 'samples', 'seed' }))

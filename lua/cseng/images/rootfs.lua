@@ -26,6 +26,33 @@ function rootfs.rootfs_dir(suite)
   return rootfs.cache_dir() .. '/rootfs/debian-' .. (suite or 'bookworm')
 end
 
+-- The deb entries of a deb822 .sources file (stanzas: Types: deb, URIs:, Suites:, Enabled:).
+local function deb822_sources(text, path, out)
+  for stanza in (text .. '\n\n'):gmatch('(.-)\n%s*\n') do
+    local f = {}
+    for line in stanza:gmatch('[^\n]+') do
+      local k, v = line:match('^([%w%-]+):%s*(.-)%s*$')
+      if k and not line:match('^%s*#') then f[k:lower()] = v end
+    end
+    local enabled = (f.enabled or 'yes'):lower() ~= 'no'
+    if enabled and f.types and (' ' .. f.types .. ' '):find(' deb ', 1, true) and f.uris and f.suites then
+      local suites = {}
+      for s in f.suites:gmatch('%S+') do suites[#suites + 1] = s end
+      for uri in f.uris:gmatch('%S+') do out[#out + 1] = { uri = (uri:gsub('/+$', '')), suites = suites, file = path } end
+    end
+  end
+end
+
+-- The entries of a one-line .list file: "deb [options] URL SUITE components".
+local function one_line_sources(text, path, out)
+  for line in text:gmatch('[^\n]+') do
+    local rest = line:match('^%s*deb%s+(.*)$')
+    rest = rest and rest:gsub('^%[[^%]]*%]%s*', '') -- [arch=amd64 signed-by=...]
+    local url, s = (rest or ''):match('^(%S+)%s+(%S+)')
+    if url then out[#out + 1] = { uri = (url:gsub('/+$', '')), suites = { s }, file = path } end
+  end
+end
+
 --- The machine's apt sources, in the order apt reads them: one-line "deb URL SUITE ..." entries
 --- of <root>/sources.list and sources.list.d/*.list, and deb822 stanzas (Types: deb, URIs:,
 --- Suites:, Enabled:) of sources.list.d/*.sources (files by name). Returns a list of
@@ -44,32 +71,7 @@ function rootfs.apt_sources(root)
   local out = {}
   for _, path in ipairs(files) do
     local text = fs.read(path)
-    if text and path:match('%.sources$') then
-      for stanza in (text .. '\n\n'):gmatch('(.-)\n%s*\n') do
-        local f = {}
-        for line in stanza:gmatch('[^\n]+') do
-          local k, v = line:match('^([%w%-]+):%s*(.-)%s*$')
-          if k and not line:match('^%s*#') then f[k:lower()] = v end
-        end
-        local enabled = (f.enabled or 'yes'):lower() ~= 'no'
-        if enabled and f.types and (' ' .. f.types .. ' '):find(' deb ', 1, true) and f.uris and f.suites then
-          local suites = {}
-          for s in f.suites:gmatch('%S+') do suites[#suites + 1] = s end
-          for uri in f.uris:gmatch('%S+') do
-            out[#out + 1] = { uri = (uri:gsub('/+$', '')), suites = suites, file = path }
-          end
-        end
-      end
-    elseif text then
-      for line in text:gmatch('[^\n]+') do
-        local rest = line:match('^%s*deb%s+(.*)$')
-        if rest then
-          rest = rest:gsub('^%[[^%]]*%]%s*', '') -- [arch=amd64 signed-by=...]
-          local url, s = rest:match('^(%S+)%s+(%S+)')
-          if url then out[#out + 1] = { uri = (url:gsub('/+$', '')), suites = { s }, file = path } end
-        end
-      end
-    end
+    if text then (path:match('%.sources$') and deb822_sources or one_line_sources)(text, path, out) end
   end
   return out
 end

@@ -38,29 +38,54 @@ function flags.closest(name, candidates)
   return nil
 end
 
+-- An option spec does not declare: pass.spec's (a command that passes options on to another)
+-- goes to passed as given, with its value; one pass.refuse names is refused with its reason;
+-- any other is unknown, with the nearest name. Returns the index of its last argument, or nil
+-- and the error.
+local function not_declared(args, i, a, name, value, spec, pass, passed)
+  local ps = pass and pass.spec[name]
+  local why = pass and pass.refuse and pass.refuse[name]
+  if ps and not why then
+    passed[#passed + 1] = a
+    if ps.type ~= 'bool' and value == nil then
+      i = i + 1
+      if args[i] == nil then return nil, string.format('--%s needs a value', name) end
+      passed[#passed + 1] = args[i]
+    end
+    return i
+  end
+  if why then return nil, string.format('--%s is not %s option: %s', name, pass.what or 'an', why) end
+  local names = {}
+  for k in pairs(spec) do names[#names + 1] = k end
+  for k in pairs(pass and pass.spec or {}) do if not (pass.refuse or {})[k] then names[#names + 1] = k end end
+  table.sort(names)
+  local near = flags.closest(name, names)
+  return nil, string.format("unknown option '%s'%s", a:match('^[^=]*'), near and ("; did you mean --" .. near .. '?') or '')
+end
+
 --- Parse args against a spec: { ['task-index'] = { key = 'task_index', type = 'string' }, ... }.
 --- Types: string, int, number, bool, list (comma-separated, repeatable), multi (repeatable).
---- Returns values, positional or nil, error.
-function flags.parse(args, spec)
-  local out, pos = {}, {}
+--- Returns values, positional or nil, error. With pass = {spec = another command's spec, refuse =
+--- {name = why}, what = 'a watch'}: the options only pass.spec declares (and all after `--`) are
+--- not parsed but returned third, as given, for that command (`cseng watch` passes them to its runs).
+function flags.parse(args, spec, pass)
+  local out, pos, passed = {}, {}, {}
   local i = 1
   while i <= #args do
     local a = args[i]
     if a == '--' then
-      for j = i + 1, #args do pos[#pos + 1] = args[j] end
+      local rest = pass and passed or pos
+      for j = i + 1, #args do rest[#rest + 1] = args[j] end
       break
     elseif a:sub(1, 2) == '--' or a:match('^%-%a$') then
       local name, value = a:match('^%-%-([^=]+)=(.*)$')
       name = name or a:gsub('^%-%-?', '')
       local s = spec[name]
       if not s then
-        local names = {}
-        for k in pairs(spec) do names[#names + 1] = k end
-        table.sort(names)
-        local near = flags.closest(name, names)
-        return nil, string.format("unknown option '%s'%s", a:match('^[^=]*'), near and ("; did you mean --" .. near .. '?') or '')
-      end
-      if s.type == 'bool' then
+        local last, err = not_declared(args, i, a, name, value, spec, pass, passed)
+        if not last then return nil, err end
+        i = last
+      elseif s.type == 'bool' then
         if value ~= nil then
           if value ~= 'true' and value ~= 'false' then return nil, string.format("--%s takes no value", name) end
           out[s.key] = value == 'true'
@@ -103,7 +128,7 @@ function flags.parse(args, spec)
     end
     i = i + 1
   end
-  return out, pos
+  return out, pos, passed
 end
 
 --- The modules of lua/<dir>/ (one level: the helpers in lua/<dir>/shared/ are not listed) that

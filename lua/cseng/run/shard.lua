@@ -29,6 +29,14 @@ local function hash64(s)
   return crypto.hex(crypto.sha256(s)):sub(1, 16)
 end
 
+-- Rendezvous hashing: the shards in id's order of preference (its weight for each, highest first).
+local function preferences(id, count)
+  local prefs = {}
+  for k = 0, count - 1 do prefs[#prefs + 1] = { k = k, w = hash64(id .. '\0#' .. k) } end
+  table.sort(prefs, function(a, b) if a.w ~= b.w then return a.w > b.w end return a.k < b.k end)
+  return prefs
+end
+
 --- Assign every identity to a shard. Returns a table identity -> shard index (0-based).
 ---@param ids string[] trial identities (duplicates are an error)
 ---@param count integer number of shards (>= 1)
@@ -45,17 +53,12 @@ function shard.assign(ids, count)
   local base, extra = #order // count, #order % count
   local load, cap, out = {}, {}, {}
   for k = 0, count - 1 do load[k], cap[k] = 0, base + (k < extra and 1 or 0) end
-  for _, o in ipairs(order) do
-    local prefs = {}
-    for k = 0, count - 1 do prefs[#prefs + 1] = { k = k, w = hash64(o.id .. '\0#' .. k) } end
-    table.sort(prefs, function(a, b) if a.w ~= b.w then return a.w > b.w end return a.k < b.k end)
-    for _, p in ipairs(prefs) do
-      if load[p.k] < cap[p.k] then
-        out[o.id] = p.k
-        load[p.k] = load[p.k] + 1
-        break
-      end
+  for _, o in ipairs(order) do -- each to its most preferred shard with room left
+    local k = 0
+    for _, p in ipairs(preferences(o.id, count)) do
+      if load[p.k] < cap[p.k] then k = p.k; break end
     end
+    out[o.id], load[k] = k, load[k] + 1
   end
   return out
 end

@@ -24,7 +24,7 @@ local run_status = require('cseng.view.status')
 local app = {}
 
 local ASSETS = { ['app.js'] = 'application/javascript; charset=utf-8', ['app.css'] = 'text/css; charset=utf-8',
-  ['history.js'] = 'application/javascript; charset=utf-8' }
+  ['history.js'] = 'application/javascript; charset=utf-8', ['dom.js'] = 'application/javascript; charset=utf-8' }
 local PAGE_MAX = 500
 
 --- The directory of the page assets.
@@ -378,7 +378,7 @@ function app.shell(root, page, scripts)
     root == '/' and '<a class="brand" href="/history">history</a>' or '', -- served only (view/history.lua)
     '<span id="live-indicator"></span></header>',
     '<main id="app"><p class="muted">loading…</p></main>',
-    '<script src="' .. root .. 'assets/app.js"></script>' }
+    '<script src="' .. root .. 'assets/dom.js"></script>', '<script src="' .. root .. 'assets/app.js"></script>' }
   for _, s in ipairs(scripts or {}) do out[#out + 1] = '<script src="' .. root .. s .. '"></script>' end
   out[#out + 1] = '</body></html>\n'
   return table.concat(out, '\n')

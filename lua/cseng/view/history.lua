@@ -177,7 +177,7 @@ function history.series_text(s, q)
   return cj.encode(doc)
 end
 
---- The page: its own shell (app.css, assets/history.js), under the viewer's CSP.
+--- The page: its own shell (app.css, assets/dom.js and history.js), under the viewer's CSP.
 function history.shell(root, csp)
   return table.concat({ '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
     '<meta http-equiv="Content-Security-Policy" content="' .. csp .. '">',
@@ -187,7 +187,7 @@ function history.shell(root, csp)
     '<body data-root="' .. root .. '" data-page="history">',
     '<header><a class="brand" href="' .. root .. '">cseng view</a><a class="brand" href="' .. root .. 'history">history</a></header>',
     '<main id="app"><p class="muted">loading…</p></main>',
-    '<script src="' .. root .. 'assets/history.js"></script>',
+    '<script src="' .. root .. 'assets/dom.js"></script>', '<script src="' .. root .. 'assets/history.js"></script>',
     '</body></html>\n' }, '\n')
 end
 

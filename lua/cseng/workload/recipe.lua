@@ -170,24 +170,21 @@ function recipe.copy_sources(rcp)
     seen[rel] = true
     out[#out + 1] = { archive_path = rel, source = rel == '.' and rcp.context_dir or (rcp.context_dir .. '/' .. rel) }
   end
+  -- a glob's matches in its folder of the context (the last part may be a glob), by name
+  local function add_glob(src)
+    local dir, name = src:match('^(.-)/?([^/]*)$')
+    local list = fs.list(rcp.context_dir .. (dir ~= '' and ('/' .. dir) or '')) or {}
+    table.sort(list)
+    local pat = glob_pattern(name)
+    for _, n in ipairs(list) do
+      if n:match(pat) then add((dir ~= '' and (dir .. '/') or '') .. n) end
+    end
+  end
   for _, s in ipairs(rcp.steps or {}) do
     local c = s.op == 'COPY' and s.copy
-    if c and not c.from then
-      for _, src in ipairs(c.src) do
-        if not src:match('^%a+://') and not src:match('^/') and not src:match('%.%.') then
-          if src:match('[%*%?%[]') then
-            local dir, name = src:match('^(.-)/?([^/]*)$')
-            local list = fs.list(rcp.context_dir .. (dir ~= '' and ('/' .. dir) or '')) or {}
-            table.sort(list)
-            local pat = glob_pattern(name)
-            for _, n in ipairs(list) do
-              if n:match(pat) then add((dir ~= '' and (dir .. '/') or '') .. n) end
-            end
-          else
-            add(src)
-          end
-        end
-      end
+    for _, src in ipairs(c and not c.from and c.src or {}) do
+      local in_context = not src:match('^%a+://') and not src:match('^/') and not src:match('%.%.')
+      if in_context then (src:match('[%*%?%[]') and add_glob or add)(src) end
     end
   end
   return out

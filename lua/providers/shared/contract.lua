@@ -313,6 +313,19 @@ function contract.defined_order(src)
   return out
 end
 
+-- The first contract function an adapter's source defines before one that comes earlier in the
+-- contract, as a problem line; nil when they are in order.
+local function out_of_order(src)
+  local order, rank = contract.defined_order(src), {}
+  for i, f in ipairs(contract.FUNCTIONS) do rank[f[1]] = i end
+  for i = 2, #order do
+    if rank[order[i]] < rank[order[i - 1]] then
+      return string.format('%s is defined after %s: functions go in the contract\'s order (%s)', order[i],
+        order[i - 1], table.concat(order, ', '))
+    end
+  end
+end
+
 --- The violations of the contract by the adapter P (loaded from lua/providers/<module>.lua): a
 --- list of one-line strings, empty when it conforms. With its source text, also whether it
 --- defines its functions in the contract's order.
@@ -354,17 +367,7 @@ function contract.check(P, module, src)
   for _, k in ipairs(extra) do
     out[#out + 1] = k .. ' is not a name of the adapter contract (an internal belongs in lua/providers/shared/)'
   end
-  if src then
-    local order, rank = contract.defined_order(src), {}
-    for i, f in ipairs(contract.FUNCTIONS) do rank[f[1]] = i end
-    for i = 2, #order do
-      if rank[order[i]] < rank[order[i - 1]] then
-        out[#out + 1] = string.format('%s is defined after %s: functions go in the contract\'s order (%s)', order[i],
-          order[i - 1], table.concat(order, ', '))
-        break
-      end
-    end
-  end
+  out[#out + 1] = src and out_of_order(src) or nil
   return out
 end
 

@@ -102,6 +102,12 @@ local function data_range(series)
   return lo, hi, n
 end
 
+-- A series' colour: its own, else the palette's i-th (cycling).
+local function series_color(s, i) return s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] end
+
+-- A value a bar can show: a number, not NaN, not infinite.
+local function drawable(v) return type(v) == 'number' and v == v and v ~= math.huge end
+
 local function x_axis(out, sx, x0, x1, y0, y1, label)
   for _, t in ipairs(sx.ticks) do
     local x = r1(sx.map(t))
@@ -132,7 +138,7 @@ local function prepare_series(series)
     local vals = {}
     for _, v in ipairs(s.values or {}) do if type(v) == 'number' and v == v then vals[#vals + 1] = v end end
     table.sort(vals)
-    out[i] = { name = s.name, values = vals, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    out[i] = { name = s.name, values = vals, color = series_color(s, i) }
   end
   return out
 end
@@ -290,7 +296,7 @@ function svg.strip(rows, opts)
   local fmt, unit = opts.fmt or format.ms, opts.unit and (' ' .. opts.unit) or ''
   local lines, longest = {}, 0
   for i, r in ipairs(rows) do
-    local color = r.color or svg.COLORS[(i - 1) % #svg.COLORS + 1]
+    local color = series_color(r, i)
     local vals = prepare_series({ { values = r.values } })[1].values
     lines[#lines + 1] = { name = r.name, values = vals, color = color, r = r }
     longest = math.max(longest, utf8.len(tostring(r.name)) or #tostring(r.name))
@@ -364,13 +370,50 @@ end
 local function bar_series(categories, series)
   local ser, hi, any = {}, 0, false
   for i, s in ipairs(series) do
-    ser[i] = { name = s.name, values = s.values or {}, color = s.color or svg.COLORS[(i - 1) % #svg.COLORS + 1] }
+    ser[i] = { name = s.name, values = s.values or {}, color = series_color(s, i) }
     for j = 1, #categories do
       local v = ser[i].values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then any = true; hi = math.max(hi, v) end
+      if drawable(v) then any = true; hi = math.max(hi, v) end
     end
   end
   return ser, hi, any
+end
+
+-- The value axis of a bar chart: a grid line and a tick label at each tick of sc, across the plot
+-- box (x0, x1, y0, y1); upright: values go up the y axis (labels on the left), else along x
+-- (labels below).
+local function value_grid(out, sc, x0, x1, y0, y1, upright)
+  for _, t in ipairs(sc.ticks) do
+    local p, stroke = r1(sc.map(t)), t == 0 and '#888' or '#eeeeee'
+    if upright then
+      out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, p, x1, p, stroke)
+      out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#444">%s</text>', x0 - 6,
+        r1(sc.map(t) + 4), tick_label(t))
+    else
+      out[#out + 1] = string.format('<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s"/>', p, y0, p, y1, stroke)
+      out[#out + 1] = string.format('<text x="%s" y="%d" text-anchor="middle" fill="#444">%s</text>', p, y1 + 16, tick_label(t))
+    end
+  end
+end
+
+-- Each drawable value of category j (a finite number): draw(i, v) gives the bar's x, y,
+-- width and height; the bar's tooltip names the series, the category and the value.
+local function category_bars(out, ser, j, c, unit, draw)
+  for i, s in ipairs(ser) do
+    local v = s.values[j]
+    if drawable(v) then
+      local x, y, w, h = draw(i, v)
+      out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>',
+        x, y, w, h, s.color, esc(string.format('%s, %s: %.4g%s', s.name, c, v, unit or '')))
+    end
+  end
+end
+
+-- The legend at (x, y), and the chart's end.
+local function finish(out, ser, x, y)
+  legend(out, ser, x, y)
+  out[#out + 1] = '</svg>'
+  return table.concat(out, '\n') .. '\n'
 end
 
 --- Grouped vertical bars: one group per category along x, one bar per series in each group;
@@ -396,13 +439,7 @@ function svg.bars(categories, series, opts)
   local x0, x1, y0, y1 = L, W - R, T, H - B
   local sy = scale(0, hi, y1, y0, false)
   local out = frame(W, H, opts.title)
-  for _, t in ipairs(sy.ticks) do
-    local y = r1(sy.map(t))
-    out[#out + 1] = string.format('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="%s"/>', x0, y, x1, y,
-      t == 0 and '#888' or '#eeeeee')
-    out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#444">%s</text>', x0 - 6,
-      r1(sy.map(t) + 4), tick_label(t))
-  end
+  value_grid(out, sy, x0, x1, y0, y1, true)
   if opts.ylabel then
     out[#out + 1] = string.format('<text x="16" y="%s" text-anchor="middle" fill="#222" transform="rotate(-90 16 %s)">%s</text>',
       r1((y0 + y1) / 2), r1((y0 + y1) / 2), esc(opts.ylabel))
@@ -415,23 +452,16 @@ function svg.bars(categories, series, opts)
     local gx = x0 + (j - 1) * gw
     out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1(gx + gw / 2),
       r1(y1 + ((stagger and j % 2 == 0) and 30 or 16)), esc(c))
-    for i, s in ipairs(ser) do
-      local v = s.values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then
-        local top = sy.map(math.max(0, v))
-        out[#out + 1] = string.format('<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s</title></rect>',
-          r1(gx + gw * 0.1 + (i - 1) * bw), r1(top), r1(math.max(1, bw - 1)), r1(math.max(0.5, y1 - top)), s.color,
-          esc(string.format('%s, %s: %.4g%s', s.name, c, v, opts.unit or '')))
-      end
-    end
+    category_bars(out, ser, j, c, opts.unit, function(i, v)
+      local top = sy.map(math.max(0, v))
+      return r1(gx + gw * 0.1 + (i - 1) * bw), r1(top), r1(math.max(1, bw - 1)), r1(math.max(0.5, y1 - top))
+    end)
   end
   if opts.xlabel then
     out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
       r1(y1 + (stagger and 48 or 36)), esc(opts.xlabel))
   end
-  legend(out, ser, x1 + 20, y0)
-  out[#out + 1] = '</svg>'
-  return table.concat(out, '\n') .. '\n'
+  return finish(out, ser, x1 + 20, y0)
 end
 
 --- Grouped horizontal bars: one row group per category down the y axis (its label on the left,
@@ -456,35 +486,23 @@ function svg.hbars(categories, series, opts)
   local x0, x1, y0, y1 = L, W - R, T, H - B
   local sx = scale(0, hi, x0, x1, false)
   local out = frame(W, H, opts.title)
-  for _, t in ipairs(sx.ticks) do
-    local x = r1(sx.map(t))
-    out[#out + 1] = string.format('<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s"/>', x, y0, x, y1,
-      t == 0 and '#888' or '#eeeeee')
-    out[#out + 1] = string.format('<text x="%s" y="%d" text-anchor="middle" fill="#444">%s</text>', x, y1 + 16, tick_label(t))
-  end
+  value_grid(out, sx, x0, x1, y0, y1, false)
   for j, c in ipairs(categories) do
     local gy = y0 + (j - 1) * gh
     local label = tostring(c)
     if #label * 7 > L - 12 then label = label:sub(1, (L - 12) // 7 - 1) .. '…' end
     out[#out + 1] = string.format('<text x="%d" y="%s" text-anchor="end" fill="#222">%s<title>%s</title></text>', x0 - 6,
       r1(gy + gh / 2 + 4), esc(label), esc(c))
-    for i, sr in ipairs(ser) do
-      local v = sr.values[j]
-      if type(v) == 'number' and v == v and v ~= math.huge then
-        out[#out + 1] = string.format('<rect x="%d" y="%s" width="%s" height="%d" fill="%s"><title>%s</title></rect>',
-          x0, r1(gy + 4 + (i - 1) * bh), r1(math.max(0.5, sx.map(math.max(0, v)) - x0)), bh - 1, sr.color,
-          esc(string.format('%s, %s: %.4g%s', sr.name, c, v, opts.unit or '')))
-      end
-    end
+    category_bars(out, ser, j, c, opts.unit, function(i, v)
+      return x0, r1(gy + 4 + (i - 1) * bh), r1(math.max(0.5, sx.map(math.max(0, v)) - x0)), bh - 1
+    end)
   end
   local xl = opts.ylabel or opts.xlabel -- the value axis is x here
   if xl then
     out[#out + 1] = string.format('<text x="%s" y="%s" text-anchor="middle" fill="#222">%s</text>', r1((x0 + x1) / 2),
       r1(y1 + 36), esc(xl))
   end
-  legend(out, ser, x1 + 20, y0)
-  out[#out + 1] = '</svg>'
-  return table.concat(out, '\n') .. '\n'
+  return finish(out, ser, x1 + 20, y0)
 end
 
 

@@ -56,44 +56,6 @@ cmd.usage = 'usage: cseng watch PLAN.lua --every DURATION [watch options] [run o
   '\n\nexit status: 0 after --runs N runs (or --once); 1 when a run refuses its command line (a slot whose run\n' ..
   'dies three times is recorded failed, and the watch goes on); 2 usage; 128+N after signal N.'
 
--- Split args into the watch's options, the runs' options (passed on as given) and positionals.
-local function split(args)
-  local mine, theirs, pos = {}, {}, {}
-  local i = 1
-  while i <= #args do
-    local a = args[i]
-    local name, has_value = a:match('^%-%-([^=]+)(=?)')
-    if a == '--' then
-      for j = i + 1, #args do theirs[#theirs + 1] = args[j] end
-      break
-    elseif name then
-      local target
-      if SPEC[name] then target = mine
-      elseif NOT_PASSED[name] then return nil, string.format('--%s is not a watch option: %s', name, NOT_PASSED[name])
-      elseif options.SPEC[name] then target = theirs
-      else
-        local names = {}
-        for k in pairs(SPEC) do names[#names + 1] = k end
-        for k in pairs(options.SPEC) do if not NOT_PASSED[k] then names[#names + 1] = k end end
-        table.sort(names)
-        local near = flags.closest(name, names)
-        return nil, string.format("unknown option '--%s'%s", name, near and ('; did you mean --' .. near .. '?') or '')
-      end
-      target[#target + 1] = a
-      local s = SPEC[name] or options.SPEC[name]
-      if s.type ~= 'bool' and has_value == '' then
-        i = i + 1
-        if args[i] == nil then return nil, '--' .. name .. ' needs a value' end
-        target[#target + 1] = args[i]
-      end
-    else
-      pos[#pos + 1] = a
-    end
-    i = i + 1
-  end
-  return mine, theirs, pos
-end
-
 -- "10%" or "0.1" as a fraction
 local function fraction(v, what)
   if v == nil then return nil end
@@ -152,10 +114,9 @@ local function presenter(out, err)
 end
 
 function cmd.run(args)
-  local mine, theirs, pos = split(args)
-  if not mine then return exit.usage_error('watch: ' .. theirs .. ' (see cseng watch --help)') end
-  local f, ferr = flags.parse(mine, SPEC)
-  if not f then return exit.usage_error('watch: ' .. ferr .. ' (see cseng watch --help)') end
+  -- the watch's own options; the runs' options are passed on as given (checked just below)
+  local f, pos, theirs = flags.parse(args, SPEC, { spec = options.SPEC, refuse = NOT_PASSED, what = 'a watch' })
+  if not f then return exit.usage_error('watch: ' .. pos .. ' (see cseng watch --help)') end
   if #pos ~= 1 then return exit.usage_error('watch needs exactly one PLAN.lua (see cseng watch --help)') end
   local rf, rerr = flags.parse(theirs, options.SPEC)
   if not rf then return exit.usage_error('watch: ' .. rerr .. ' (see cseng run --help)') end

@@ -29,11 +29,8 @@ function W.run(ctx)
   for _, b in ipairs(ctx.wo.sizes) do
     local n = workloads.size_name(b)
     local path = '/tmp/cseng-download-' .. ctx.hex:sub(1, 8) .. '-' .. n .. '.bin'
-    local q = util.shell_quote(path)
     ctx:stage('download_prepare')
-    local res = ctx:sh(string.format('head -c %d /dev/urandom > %s && sha256sum %s', b, q, q),
-      { what = 'making the file to download' })
-    local want = tostring(res.stdout):match('^(%x+)')
+    local want = ctx:random_file(path, b, { what = 'making the file to download' })
     ctx:stage('download')
     local ms, data = ctx:time('download_' .. n .. '_ms', function() return ctx:must('EEXEC', P.get(client, sb, path)) end)
     ctx:figure('download_' .. n .. '_mibps', workloads.mibps(b, ms))
@@ -41,7 +38,7 @@ function W.run(ctx)
     local got_len = #data
     local got = crypto.sha256_hex(data)
     data = nil -- luacheck: ignore 311
-    ctx:sh('rm -f ' .. q)
+    ctx:sh('rm -f ' .. util.shell_quote(path))
     ctx:check('download_' .. n .. '_bytes', got_len == b, b, got_len)
     ctx:check('download_' .. n .. '_sha256', got == want, want, got)
   end

@@ -181,15 +181,13 @@ function W.run(ctx)
   ctx:figure('egress_first_byte_ms', ms('first_byte'))
   ctx:figure('egress_total_ms', ms('total'))
   ctx:stage('egress_check')
-  local q = util.shell_quote(file)
-  local h = ctx:sh('sha256sum ' .. q .. ' && stat -c %s ' .. q .. '; rm -f ' .. q, { what = 'sha256sum of the fetched file' })
-  local got, size = tostring(h.stdout):match('^(%x+)%s+%S+%s*\n(%d+)')
+  local got, size = ctx:file_sum(file, { remove = true, what = 'sha256sum of the fetched file' })
   local ref, rerr = http.request { url = url, timeout = 300, headers = { ['User-Agent'] = 'cseng-egress' } }
   if not ref then errors.raise(errors.EEGRESS, string.format('the host\'s own fetch of %s: %s', url, tostring(rerr))) end
   if ref.status ~= 200 then
     errors.raise(errors.EEGRESS, string.format('the host\'s own fetch of %s: HTTP %s', url, tostring(ref.status)))
   end
-  ctx:check('egress_bytes', tonumber(size) == #ref.body, #ref.body, tonumber(size) or size)
+  ctx:check('egress_bytes', size == #ref.body, #ref.body, size)
   ctx:check('egress_sha256', got == crypto.sha256_hex(ref.body), crypto.sha256_hex(ref.body), got)
 end
 

@@ -239,6 +239,25 @@ function Ctx:sh(cmd, o)
   return res
 end
 
+--- Write `bytes` random bytes (/dev/urandom) to path in the sample's sandbox, not timed, and
+--- return their sha256 (hex). o: what (for the error), sync (sync after: a snapshot must see it).
+function Ctx:random_file(path, bytes, o)
+  local q = util.shell_quote(path)
+  local res = self:sh(string.format('head -c %d /dev/urandom > %s && sha256sum %s%s', bytes, q, q, o.sync and ' && sync' or ''),
+    { what = o.what })
+  return tostring(res.stdout):match('^(%x+)')
+end
+
+--- The sha256 (hex) and size in bytes of a file in a sandbox (o.sb, default the sample's), as
+--- the sandbox's sha256sum and stat see it; o.remove: delete it then; o.what: for the error.
+function Ctx:file_sum(path, o)
+  local q = util.shell_quote(path)
+  local res = self:sh('sha256sum ' .. q .. ' && stat -c %s ' .. q .. (o.remove and ('; rm -f ' .. q) or ''),
+    { sb = o.sb, what = o.what })
+  local hash, size = tostring(res.stdout):match('^(%x+)%s+%S+%s*\n(%d+)')
+  return hash, tonumber(size) or size
+end
+
 --- key=value lines of a command's output.
 function workloads.kv(text)
   local out = {}

@@ -5,7 +5,6 @@
 --- (no two samples send the same content); the sandbox's sha256sum of the file must equal the
 --- host's. The file is removed after each size.
 local crypto = require('cseng.crypto')
-local util = require('cseng.lib.util')
 local workloads = require('cseng.run.workloads')
 
 local W = { name = 'upload', doc = 'one file of each size into the sandbox (MiB/s), its hash checked inside' }
@@ -37,10 +36,8 @@ function W.run(ctx)
     data = nil -- luacheck: ignore (the string may be large: let it go before the next size)
     ctx:figure('upload_' .. n .. '_mibps', workloads.mibps(b, ms))
     ctx:stage('upload_check')
-    local res = ctx:sh('sha256sum ' .. util.shell_quote(path) .. ' && stat -c %s ' .. util.shell_quote(path)
-      .. '; rm -f ' .. util.shell_quote(path), { what = 'sha256sum of the uploaded file' })
-    local got, size = tostring(res.stdout):match('^(%x+)%s+%S+%s*\n(%d+)')
-    ctx:check('upload_' .. n .. '_bytes', tonumber(size) == b, b, size)
+    local got, size = ctx:file_sum(path, { remove = true, what = 'sha256sum of the uploaded file' })
+    ctx:check('upload_' .. n .. '_bytes', size == b, b, size)
     ctx:check('upload_' .. n .. '_sha256', got == want, want, got)
   end
 end

@@ -6,27 +6,7 @@
 // point. Text goes in with textContent; the only URLs are the viewer's own.
 'use strict';
 
-const SVGNS = 'http://www.w3.org/2000/svg';
 const W = 1100, H = 260, PAD = { l: 64, r: 16, t: 14, b: 34 };
-
-function el(tag, attrs, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const k of kids.flat(Infinity)) if (k !== undefined && k !== null && k !== false) e.append(k instanceof Node ? k : String(k));
-  return e;
-}
-
-function svg(tag, attrs, ...kids) {
-  const e = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
-  for (const k of kids) e.append(k instanceof Node ? k : String(k));
-  return e;
-}
 
 async function api(path) {
   const r = await fetch(path, { credentials: 'same-origin', cache: 'no-store' });
@@ -93,49 +73,49 @@ function chart(doc, opts) {
   const y = (v) => (v === null || v === undefined ? null : PAD.t + (H - PAD.t - PAD.b) * (1 - Math.min(v, ymax) / ymax));
   const xs = Array.from({ length: n }, (_, k) => x(k));
   const m = (arr) => arr.map(y);
-  const root = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'history-chart', role: 'img', 'data-provider': opts.provider,
+  const root = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, class: 'history-chart', role: 'img', 'data-provider': opts.provider,
     'data-points': String(n), 'aria-label': opts.title });
   // axes and grid
   for (let g = 0; g <= 4; g++) {
     const v = (ymax * g) / 4, yy = y(v);
-    root.append(svg('line', { x1: PAD.l, x2: W - PAD.r, y1: yy, y2: yy, stroke: '#e5e7eb' }));
-    root.append(svg('text', { x: PAD.l - 6, y: yy + 4, 'text-anchor': 'end' }, fmt(v)));
+    root.append(svgEl('line', { x1: PAD.l, x2: W - PAD.r, y1: yy, y2: yy, stroke: '#e5e7eb' }));
+    root.append(svgEl('text', { x: PAD.l - 6, y: yy + 4, 'text-anchor': 'end' }, fmt(v)));
   }
   const ticks = Math.min(n, 6);
   for (let t = 0; t < ticks; t++) {
     const k = ticks <= 1 ? 0 : Math.round((t * (n - 1)) / (ticks - 1));
     const anchor = ticks > 1 && t === ticks - 1 ? 'end' : (ticks > 1 && t === 0 ? 'start' : 'middle');
-    root.append(svg('text', { x: xs[k], y: H - 14, 'text-anchor': anchor }, 'run ' + c.i[k]));
-    root.append(svg('text', { x: xs[k], y: H - 2, 'text-anchor': anchor, class: 'muted-svg' }, epochTime(c.started_s[k]).slice(0, 10)));
+    root.append(svgEl('text', { x: xs[k], y: H - 14, 'text-anchor': anchor }, 'run ' + c.i[k]));
+    root.append(svgEl('text', { x: xs[k], y: H - 2, 'text-anchor': anchor, class: 'muted-svg' }, epochTime(c.started_s[k]).slice(0, 10)));
   }
   // the window detection judged against, then the run's CI, then the lines
-  root.append(svg('path', { d: bandPath(xs, m(c.w_lo), m(c.w_hi)), fill: '#e5e7eb', 'fill-opacity': 0.7, class: 'window-band' }));
+  root.append(svgEl('path', { d: bandPath(xs, m(c.w_lo), m(c.w_hi)), fill: '#e5e7eb', 'fill-opacity': 0.7, class: 'window-band' }));
   if (!rate && opts.p95) {
-    root.append(svg('path', { d: bandPath(xs, m(c.p95_lo), m(c.p95_hi)), fill: '#fdba74', 'fill-opacity': 0.25, class: 'p95-band' }));
-    root.append(svg('path', { d: linePath(xs, m(c.p95)), fill: 'none', stroke: '#ea580c', 'stroke-width': 1.2,
+    root.append(svgEl('path', { d: bandPath(xs, m(c.p95_lo), m(c.p95_hi)), fill: '#fdba74', 'fill-opacity': 0.25, class: 'p95-band' }));
+    root.append(svgEl('path', { d: linePath(xs, m(c.p95)), fill: 'none', stroke: '#ea580c', 'stroke-width': 1.2,
       'stroke-dasharray': '4 3', class: 'p95-line' }));
   }
-  root.append(svg('path', { d: bandPath(xs, m(c.lo), m(c.hi)), fill: '#93c5fd', 'fill-opacity': 0.45, class: 'ci-band' }));
-  root.append(svg('path', { d: linePath(xs, m(c.value)), fill: 'none', stroke: '#1d4ed8', 'stroke-width': 1.5, class: 'p50-line' }));
+  root.append(svgEl('path', { d: bandPath(xs, m(c.lo), m(c.hi)), fill: '#93c5fd', 'fill-opacity': 0.45, class: 'ci-band' }));
+  root.append(svgEl('path', { d: linePath(xs, m(c.value)), fill: 'none', stroke: '#1d4ed8', 'stroke-width': 1.5, class: 'p50-line' }));
   // candidates (a run that separates, not held yet) and changes
   for (let k = 0; k < n; k++) {
-    if (c.verdict[k] === 'candidate') root.append(svg('circle', { cx: xs[k], cy: y(c.value[k]), r: 3, fill: '#f59e0b', class: 'candidate-marker' }));
+    if (c.verdict[k] === 'candidate') root.append(svgEl('circle', { cx: xs[k], cy: y(c.value[k]), r: 3, fill: '#f59e0b', class: 'candidate-marker' }));
   }
   for (const ch of doc.changes) {
     const k = c.i.indexOf(ch.first_index);
     if (k < 0) continue;
     const col = ch.regression ? '#b91c1c' : '#15803d';
-    root.append(svg('line', { x1: xs[k], x2: xs[k], y1: PAD.t, y2: H - PAD.b, stroke: col, 'stroke-width': 1.5,
+    root.append(svgEl('line', { x1: xs[k], x2: xs[k], y1: PAD.t, y2: H - PAD.b, stroke: col, 'stroke-width': 1.5,
       'stroke-dasharray': '2 2', class: 'change-line' }));
-    const mk = svg('circle', { cx: xs[k], cy: y(c.value[k]), r: 5, fill: col, class: 'change-marker',
+    const mk = svgEl('circle', { cx: xs[k], cy: y(c.value[k]), r: 5, fill: col, class: 'change-marker',
       'data-run-index': String(ch.first_index), 'data-direction': ch.direction });
-    mk.append(svg('title', {}, `${ch.regression ? 'regression' : 'improvement'} from run ${ch.first_index}`));
+    mk.append(svgEl('title', {}, `${ch.regression ? 'regression' : 'improvement'} from run ${ch.first_index}`));
     root.append(mk);
   }
   // hover and click: the nearest run
-  const hover = svg('line', { y1: PAD.t, y2: H - PAD.b, stroke: '#111827', 'stroke-width': 1, visibility: 'hidden' });
+  const hover = svgEl('line', { y1: PAD.t, y2: H - PAD.b, stroke: '#111827', 'stroke-width': 1, visibility: 'hidden' });
   root.append(hover);
-  const catcher = svg('rect', { x: PAD.l, y: PAD.t, width: W - PAD.l - PAD.r, height: H - PAD.t - PAD.b, fill: 'transparent',
+  const catcher = svgEl('rect', { x: PAD.l, y: PAD.t, width: W - PAD.l - PAD.r, height: H - PAD.t - PAD.b, fill: 'transparent',
     class: 'hit', style: 'cursor:pointer' });
   root.append(catcher);
   const nearest = (ev) => {
