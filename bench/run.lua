@@ -631,6 +631,36 @@ local function loops()
   end
 end
 
+-- 3e: HTTP/2 calls per connection at 256 in flight (bench/client.lua --max-streams, the arena's
+-- --h2-streams): answers that share a connection can share a read, and with it the kernel's
+-- receive stamp of the newest bytes, so the error's tail grows with the calls a connection carries
+local STREAMS = { 1, 4, 16, 100 }
+local STREAMS_C = 256
+local function streams()
+  results.streams = {}
+  if not TLS then results.streams_skipped = 'no TLS fake (--no-tls or --fake lua)' return end
+  for rep = 1, REPS do
+    local order = {}
+    for i, s in ipairs(STREAMS) do order[rep % 2 == 0 and (#STREAMS - i + 1) or i] = s end
+    for _, s in ipairs(order) do
+      local d, err = run_client('cseng-tls2', tls_url, STREAMS_C, 'lifecycle', nil, 'streams' .. s, { '--max-streams', s })
+      local rec = { rep = rep, streams = s }
+      if d then
+        local sum = lifecycle_summary(d)
+        rec.share, rec.p50, rec.p99 = d.rate / (STREAMS_C / (PERIOD_MS / 1000)), sum.held.p50, sum.held.p99
+        rec.way_back_p99 = sum.split and sum.split.way_back and sum.split.way_back.p99
+        rec.cpu_us, rec.failures = d.cpu_per_request_us, d.failures
+        say('streams rep %d: %3d a connection: p50 %.3f p99 %.3f ms, %.1f us/req', rep, s, rec.p50 or -1, rec.p99 or -1,
+          rec.cpu_us or -1)
+      else
+        rec.error = err
+        say('streams rep %d: %3d a connection: %s', rep, s, tostring(err))
+      end
+      results.streams[#results.streams + 1] = rec
+    end
+  end
+end
+
 -- 5: local provider and docker startup
 local function docker_present()
   if opts.no_docker then return nil, 'skipped (--no-docker)' end
@@ -935,6 +965,13 @@ local function targets_and_render()
         range(t_p99) .. ' ms', both_ok(t_p99 and t_p99.med <= 1, t_p99 and err_p99 and t_p99.med <= err_p99.med * 1.1) }
       rows[#rows + 1] = { string.format('%s: timing error p99 at %d lifecycles (vs held)', name, mid), '≤ 0.1 ms',
         range(t_mid) .. ' ms', verdict(t_mid and t_mid.med <= 0.1) }
+      if kind == 'cseng-tls2' then -- the same over a connection per call (--h2-streams 1, section 3e)
+        local one = {}
+        for _, r in ipairs(results.streams or {}) do if r.streams == 1 and r.p99 then one[#one + 1] = r end end
+        local o_p99 = pick(one, function(r) return r.p99 end)
+        rows[#rows + 1] = { string.format('TLS/2, a connection per call (--h2-streams 1): timing error p99 at %d lifecycles (vs held)',
+          STREAMS_C), '≤ 0.1 ms', range(o_p99) .. ' ms', verdict(o_p99 and o_p99.med <= 0.1) }
+      end
       rows[#rows + 1] = { string.format('%s: peak RSS, %d in flight', name, big), '≤ 100 MiB',
         range(t_rss and { med = t_rss.med / 1024, min = t_rss.min / 1024, max = t_rss.max / 1024, n = t_rss.n },
           function(x) return string.format('%.1f', x) end) .. ' MiB', verdict(t_rss and t_rss.med <= 100 * 1024) }
@@ -1423,8 +1460,28 @@ local function render_loops()
     'RSS, all loops (MiB)' }, rows, 'lrrrrrr')
 end
 
+local function render_streams()
+  if results.streams_skipped then return 'Not measured: ' .. results.streams_skipped .. '.' end
+  local rows = {}
+  for _, s in ipairs(STREAMS) do
+    local l = {}
+    for _, r in ipairs(results.streams or {}) do if r.streams == s and r.p99 then l[#l + 1] = r end end
+    if #l > 0 then
+      local function f1(x) return string.format('%.1f', x) end
+      rows[#rows + 1] = { tostring(s), tostring(math.ceil(STREAMS_C / s)), range(pick(l, function(r) return r.p50 end)),
+        range(pick(l, function(r) return r.p99 end)), range(pick(l, function(r) return r.way_back_p99 end)),
+        range(pick(l, function(r) return r.share end), h.pct), range(pick(l, function(r) return r.cpu_us end), f1) }
+    end
+  end
+  if #rows == 0 then return 'Not measured.' end
+  return h.table({ 'calls a connection (--h2-streams)', 'connections', 'error p50 (vs held)', 'error p99', 'way back p99',
+    '% of ideal', 'CPU µs/request' }, rows, 'rrrrrrr')
+end
+
 local function render(m)
   V.date = clock.wall()
+  V.streams_section = render_streams()
+  V.streams_c = tostring(STREAMS_C)
   V.paths_section = render_paths()
   V.modal_section = render_modal(results.modal)
   V.modal_tls_section = render_modal(results.modal_tls)
@@ -1527,6 +1584,8 @@ local ok, err = pcall(function()
     say('10: the client as %d and %d loops at %d over TLS', LOOPS[1], LOOPS[2], CONC[#CONC])
     loops()
   end
+  say('3e: HTTP/2 at %d in flight, %s calls a connection', STREAMS_C, table.concat(STREAMS, ', '))
+  streams()
   say('7: Modal burst of %d, %d runs, plain and over TLS', MODAL_BURST, MODAL_RUNS)
   modal_burst()
   say('11: the history page at %d hourly runs', HISTORY_RUNS)

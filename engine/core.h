@@ -95,7 +95,8 @@ void cs_sched_shutdown(void);
  * makes on one connection: one record and one write instead of one each). The scheduler calls
  * fn before the loop polls I/O or sleeps, and during a pass once the first write gathered since
  * the last call has waited CS_FLUSH_NS: a request waits at most about that long (plus the task
- * running then) before it goes. One hook; plain C, never Lua. */
+ * running then) before it goes. A binding whose writes cannot gather more (an HTTP/2 connection
+ * with no room for another stream) sends them at once instead. One hook; plain C, never Lua. */
 #define CS_FLUSH_NS 20000
 void cs_sched_set_flush(void (*fn)(void));
 /* A write was gathered: the hook is due within CS_FLUSH_NS. */

@@ -1087,14 +1087,16 @@ static int stream_start(h1_conn *k, h1_call *c, int flush) {
   }
   G.st.h2_streams++;
   arm_for(k, c->deadline);
-  if (flush && G.flush_notify) { /* with the other requests this pass makes on k (h1_flush) */
+  /* with the other requests this pass makes on k (h1_flush); when k can take no other call now,
+   * no other can join them: they go at once, without the gathering wait (CS_FLUSH_NS) */
+  if (flush && G.flush_notify && h2_room(k->h2, G.max_streams) > 0) {
     if (!k->fqueued) {
       k->fqueued = 1;
       k->fnext = G.flushq;
       G.flushq = k;
     }
     G.flush_notify();
-  } else if (flush && h2_flush(k->h2) != 0)
+  } else if (flush && h2_flush(k->h2) != 0) /* (a queued k finds nothing left in h1_flush) */
     fail_later(k, H1_ESEND, EPIPE); /* (never fails a call from h1_start) */
   return 0;
 }

@@ -59,6 +59,29 @@ for _, proto in ipairs { { name = 'HTTP/2', alpn = 'h2,http/1.1' }, { name = 'HT
       assert.is_nil(by.run_started[1].identity.selection.cold_connections)
     end)
 
+    if proto.name == 'HTTP/2' then
+      it('--h2-streams 1: a connection for each create in flight, recorded; the default back after the run', function()
+        local status, by, errtext = run_arena { providers = { 'liz' }, provider_config = config(), mode = 'burst',
+          burst = 12, samples = 12, warmups = 1, seed = 3, h2_streams = 1 }
+        assert.equal(0, status, errtext)
+        local c = by.connections[1]
+        assert.equal(1, c.streams)
+        assert.is_true(c.connections >= 12 and c.ready >= 12, cjson.encode(c))
+        for _, t in ipairs(measured(by)) do
+          assert.is_true(t.ok, t.error)
+          assert.is_nil(t.handshakes, 'a create waited for a connection')
+        end
+        assert.equal(1, by.run_started[1].identity.selection.h2_streams)
+        assert.equal(1, by.run_started[1].h2_streams)
+        -- the next run, without the option, carries its calls on shared connections again
+        status, by, errtext = run_arena { providers = { 'liz' }, provider_config = config(), mode = 'burst',
+          burst = 12, samples = 12, warmups = 1, seed = 3 }
+        assert.equal(0, status, errtext)
+        assert.is_true(by.connections[1].streams >= 12, cjson.encode(by.connections[1]))
+        assert.is_nil(by.run_started[1].identity.selection.h2_streams)
+      end)
+    end
+
     it('--cold-connections: the idle ones closed, each create waits for a new one, recorded apart', function()
       local status, by, errtext = run_arena { providers = { 'liz' }, provider_config = config(), mode = 'burst',
         burst = 12, samples = 12, warmups = 1, seed = 3, cold_connections = true }
@@ -91,5 +114,15 @@ describe('--cold-connections', function()
     local ok, err = pcall(arena.options, { providers = { 'local' }, mode = 'lockstep', cold_connections = true })
     assert.is_false(ok)
     assert.matches('%-%-cold%-connections goes with %-%-mode burst', tostring(err))
+  end)
+end)
+
+describe('--h2-streams', function()
+  it('is a whole number >= 1', function()
+    for _, v in ipairs { 0, -3, 1.5, 'many' } do
+      local ok, err = pcall(arena.options, { providers = { 'local' }, mode = 'burst', h2_streams = v })
+      assert.is_false(ok, tostring(v))
+      assert.matches('%-%-h2%-streams must be an integer >= 1', tostring(err))
+    end
   end)
 end)

@@ -64,6 +64,9 @@ local SPEC = {
   ['stagger-ms'] = { key = 'stagger_ms', type = 'number', arg = 'M', help = 'startup --mode staggered: one create every M ms (default 200)' },
   ['cold-connections'] = { key = 'cold_connections', type = 'bool',
     help = 'startup --mode burst: no warmed connections; the creates open theirs, the handshake recorded apart' },
+  ['h2-streams'] = { key = 'h2_streams', type = 'int', min = 1, arg = 'N',
+    help = 'startup: calls one HTTP/2 connection carries at once (default 100); 1: a connection per call in flight, '
+      .. 'so no answer shares a read, and its receive stamp, with another (docs/ARENA.md)' },
   ['workload'] = { key = 'workload', type = 'string', arg = 'NAME',
     choices = { 'startup', 'exec', 'upload', 'download', 'files', 'snapshot', 'pause', 'fork', 'egress', 'standard' },
     help = 'startup: what each sample measures after its first command (docs/ARENA.md, "Primitives"; default startup)' },
@@ -108,7 +111,7 @@ local ORDER = {
   'solve-timeout-seconds', 'verify-timeout-seconds', 'concurrency', 'mode', 'modes', 'solver', 'solve-command-file',
   'solver-env', 'model', 'max-turns', 'output', 'resume', 'env-file', 'image-map', 'allow-network', 'build-network', 'verifier-user',
   'warm-artifact', 'prewarm-file', 'skip-bad-rows', 'source-root', 'samples', 'warmups', 'seed', 'command', 'expect',
-  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections',
+  'status-port', 'report', 'quiet', 'shard', 'job-id', 'host-root', 'repeat', 'burst', 'stagger-ms', 'cold-connections', 'h2-streams',
   'workload', 'sizes', 'egress-url', 'cpus', 'memory-mb', 'no-audit', 'computesdk',
   'label', 'pricing', 'retry-errors', 'rerun-errors', 'fresh-artifacts', 'attempts', 'max-cost-usd', 'model-key', 'fail-on-error',
   'stop-after-create-failures', 'default-limits',

@@ -155,6 +155,8 @@ end
 
 arena.MODES = { lockstep = true, sequential = true, staggered = true, burst = true }
 arena.DEFAULT_STAGGER_MS = 200
+-- HTTP/2 calls a connection carries at once unless --h2-streams says otherwise (libcurl's default)
+arena.H2_STREAMS = 100
 
 --- The mode, repeat, burst and stagger options of a startup plan (in place; raises on bad ones).
 ---@param o table
@@ -183,6 +185,10 @@ function arena.mode_options(o)
     error('--cold-connections goes with --mode burst (got --mode ' .. o.mode .. ')', 0)
   end
   o.cold_connections = o.cold_connections or nil
+  if o.h2_streams ~= nil then
+    o.h2_streams = math.tointeger(o.h2_streams)
+    if not o.h2_streams or o.h2_streams < 1 then error('--h2-streams must be an integer >= 1', 0) end
+  end
   if o.mode == 'burst' then o.burst = o.burst or o.samples end
   admission.mode(o, 'startup') -- a burst pins admission off (raises on anything else)
   if o.mode == 'staggered' then o.stagger_ms = o.stagger_ms or arena.DEFAULT_STAGGER_MS end
@@ -713,6 +719,7 @@ local function connections(F, p)
     local info, err, code = http.warm { url = url, calls = o.burst }
     if info then
       ev.opened, ev.ready, ev.http_version, ev.seconds = info.opened, info.ready, info.http_version, info.seconds
+      ev.connections, ev.streams = info.connections, info.streams -- HTTP/2: how many, each carrying how many calls
     else
       ev.error, ev.code = err, code -- the burst goes on: its creates open what they need
       F:say('%s: warming %d connections failed (%s): the burst opens its own', p.name, o.burst, tostring(err))
@@ -839,6 +846,9 @@ function arena.begin(F)
   local sh = A.sh
   F.state.round, F.state.rounds, F.state.started_at = 0, 0, clock.wall()
   local adapters, endpoints = {}, {}
+  -- answers that share an HTTP/2 connection may share a read, and the kernel stamps a read with
+  -- its newest bytes' arrival: fewer calls a connection, fewer answers stamped late
+  if o.h2_streams then http.configure { max_concurrent_streams = o.h2_streams } end
   for _, name in ipairs(o.providers) do
     local cfg = util.copy(o.provider_config[name])
     local adapter_name = cfg.adapter or name
@@ -867,14 +877,14 @@ function arena.begin(F)
     versions = sys.versions(), cpu_count = sys.cpu_count(),
     method = o.mode == 'lockstep' and arena.METHOD or (arena.MODE_METHOD[o.mode] .. '; ' .. arena.METHOD:gsub('^[^;]*; ', '')),
     mode = o.mode, repeats = o.repeats, burst = o.burst, stagger_ms = o.stagger_ms,
-    cold_connections = o.cold_connections, computesdk = o.computesdk or nil,
+    cold_connections = o.cold_connections, h2_streams = o.h2_streams, computesdk = o.computesdk or nil,
     workload = o.workload, workload_options = o.workload ~= 'startup' and o.wo or nil,
     figures = A.W.figures(o.wo), headline = A.W.headline(o.wo), resources = o.resources, audit = o.audit,
     workload_info = A.W.info and A.W.info(A.ws) or nil,
     audit_version = o.audit and audit.VERSION or nil,
   }, frame.identity(o, { kind = 'startup', providers = o.providers, endpoints = endpoints,
     selection = { samples = o.samples, warmups = o.warmups, repeats = o.repeats, burst = o.burst,
-      stagger_ms = o.stagger_ms, cold_connections = o.cold_connections, command = o.command, seed = o.seed,
+      stagger_ms = o.stagger_ms, cold_connections = o.cold_connections, h2_streams = o.h2_streams, command = o.command, seed = o.seed,
       workload = o.workload, resources = o.resources } }))
   F.state.status, F.state.phase = 'starting', 'starting'
   F:emit('serve', nil, true)
@@ -896,6 +906,7 @@ end
 function arena.finish(F)
   local o, A = F.opts, F.k
   if A.W.close then pcall(A.W.close, F, A.ws) end
+  if o.h2_streams then http.configure { max_concurrent_streams = arena.H2_STREAMS } end
   local live, counts = {}, {}
   for _, name in ipairs(o.providers) do
     local p = F.P[name]
