@@ -432,10 +432,11 @@ local function abandon(client, sb)
 end
 -- A sandbox on the base root filesystem: the overlay of its own writable layer (a size-limited
 -- volume in the store) over the warm artifact or the task's layer over the base. from (a fork):
--- {lowers, upper}: the parent's lower layers, and a copy of its writable layer that becomes the
--- start of this one's.
+-- {lowers, and either id with snapshot (the child's id, whose volume is already a snapshot of the
+-- parent's, made while the parent was stopped) or upper (a copy of the parent's writable layer)}:
+-- the parent's lower layers, and what becomes the start of this one's writable layer.
 local function create_on_base(client, spec, from)
-  local id = new_id()
+  local id = from and from.id or new_id()
   local dir = client.base .. '/sandboxes/' .. id
   errors.check(nil, fs.mkdir_p(dir))
   errors.check(nil, fs.mkdir_p(mount_point(client, id)))
@@ -463,13 +464,22 @@ local function create_on_base(client, spec, from)
   sb.lowers = lowers
   local lim = limits.resolve(util.merge({ default_limits = client.default_limits }, spec))
   local vol = volume_of(client, id)
-  local vok, verr, vcode = limits.volume(client.store, vol, lim.storage_mb)
-  if not vok then fs.remove_tree(dir); return nil, 'the sandbox\'s writable layer: ' .. tostring(verr), vcode end
+  local vok, verr, vcode
+  if from and from.snapshot then -- the parent's layer, copy-on-write, under this sandbox's own limit
+    vok, verr, vcode = limits.volume_limit(client.store, vol, lim.storage_mb)
+    fs.remove_tree(vol .. '/work') -- the parent's overlay work directory as it was: a new one below
+  else
+    vok, verr, vcode = limits.volume(client.store, vol, lim.storage_mb)
+  end
+  if not vok then
+    if from and from.snapshot then limits.remove_volume(client.store, vol) end
+    fs.remove_tree(dir); return nil, 'the sandbox\'s writable layer: ' .. tostring(verr), vcode
+  end
   sb.vol = vol
   errors.check(nil, fs.mkdir_p(vol .. '/upper'))
   errors.check(nil, fs.mkdir_p(vol .. '/work'))
   own(client, vol .. '/upper')
-  if from then -- cp -a keeps owners, modes, xattrs and the overlay's whiteouts
+  if from and from.upper then -- cp -a keeps owners, modes, xattrs and the overlay's whiteouts
     local r = proc.run { argv = { 'cp', '-a', from.upper .. '/.', vol .. '/upper/' }, timeout = 600, tail_bytes = 65536 }
     if not r or r.code ~= 0 then
       abandon(client, sb)
@@ -1064,9 +1074,9 @@ function M.pause(_, sb) return freeze(sb, true) end
 function M.resume(_, sb) return freeze(sb, false) end
 
 --- Fork a sandbox (base mode) into n new ones: sb's processes are stopped (as pause does) while its
---- writable layer is copied once (cp -a: one moment of its files, owners, modes and whiteouts),
---- then resumed; each child is a sandbox of its own (its own init, namespaces, cgroups and
---- size-limited writable layer, which starts as that copy) over sb's lower layers, created with
+--- writable layer is snapshotted once per child (btrfs, copy-on-write; where the store has no
+--- volumes, copied once with cp -a), then resumed; each child is a sandbox of its own (its own
+--- init, namespaces, cgroups and size-limited writable layer, which starts as that) over sb's lower layers, created with
 --- spec (labels, env, limits). Files only: no process of sb is carried over (a child's init is
 --- new). Returns the n children, or nil, message, CODE and the children made (the caller records
 --- and destroys them).
@@ -1076,26 +1086,52 @@ function M.fork(client, sb, n, spec)
     return nil, 'local: fork needs a running sandbox on the base root filesystem (not --host-root)', errors.EFORK, {}
   end
   if sb.destroyed then return nil, 'local: sandbox ' .. sb.id .. ' is gone (destroyed)', errors.EFORK, {} end
-  -- the copy waits in the parent's own directory (removed with it, should this process die)
-  local stage = sb.dir .. '/fork-' .. crypto.hex(crypto.random_bytes(4))
   local was_paused = sb.paused
   if not was_paused then
     local ok, err, code = freeze(sb, true)
     if not ok then return nil, err, code, {} end
   end
-  local r = proc.run { argv = { 'cp', '-a', sb.vol .. '/upper', stage }, timeout = 600, tail_bytes = 65536 }
+  -- While sb is stopped: where the store has volumes, each child's writable layer is a snapshot of
+  -- sb's (copy-on-write: no byte copied), its sandbox directory and labels written first, so that
+  -- no other run's sweep takes the volume for a leftover and `cseng cleanup` finds it should this
+  -- process die; elsewhere one copy of it (cp -a), in sb's own directory (removed with it), which
+  -- each child copies.
+  local froms, stage, r = {}, nil, nil
+  local function unmade(f) -- a snapshot no child was made from
+    limits.remove_volume(client.store, volume_of(client, f.id))
+    fs.remove_tree(client.base .. '/sandboxes/' .. f.id)
+  end
+  for i = 1, n do
+    local id = new_id()
+    local dir = client.base .. '/sandboxes/' .. id
+    local made = fs.mkdir_p(dir) and fs.write(dir .. '/sandbox.json', cjson.encode({ id = id,
+      labels = (spec or {}).labels or {}, created = os.time() }))
+    if not (made and limits.volume_snapshot(client.store, sb.vol, volume_of(client, id))) then
+      fs.remove_tree(dir)
+      break
+    end
+    froms[i] = { lowers = sb.lowers, id = id, snapshot = true }
+  end
+  if #froms < n then
+    stage = sb.dir .. '/fork-' .. crypto.hex(crypto.random_bytes(4))
+    r = proc.run { argv = { 'cp', '-a', sb.vol .. '/upper', stage }, timeout = 600, tail_bytes = 65536 }
+    for i = #froms + 1, n do froms[i] = { lowers = sb.lowers, upper = stage } end
+  end
   if not was_paused then freeze(sb, false) end
-  if not r or r.code ~= 0 then
+  if stage and (not r or r.code ~= 0) then
     fs.remove_tree(stage)
+    for _, f in ipairs(froms) do if f.snapshot then unmade(f) end end
     return nil, 'local: fork of ' .. sb.id .. ': copying its writable layer: ' .. util.trim(r and r.stderr or ''), 'EIO', {}
   end
-  local kids, failures, code = {}, {}, nil
+  local kids, failures, code, tried = {}, {}, nil, 0
   local cok, cerr = pcall(function()
     for i = 1, n do
-      local child, err, ecode = create_on_base(client, spec or {}, { lowers = sb.lowers, upper = stage })
+      tried = i -- (a create that fails removes what it was given)
+      local child, err, ecode = create_on_base(client, spec or {}, froms[i])
       if child then
         child.fork_of = sb.id
-        child.code_path = 'a copy of the parent\'s writable layer, cseng-jail init on the Debian root filesystem'
+        child.code_path = (froms[i].snapshot and 'a snapshot' or 'a copy') .. ' of the parent\'s writable layer, '
+          .. 'cseng-jail init on the Debian root filesystem'
         kids[#kids + 1] = child
       else
         failures[#failures + 1] = string.format('child %d: %s', i, tostring(err))
@@ -1103,9 +1139,14 @@ function M.fork(client, sb, n, spec)
       end
     end
   end)
-  fs.remove_tree(stage)
+  if stage then fs.remove_tree(stage) end
   if not cok then -- cancelled or misused: no child outlives the call unrecorded
     for _, k in ipairs(kids) do pcall(M.destroy, client, k) end
+    local made = {}
+    for _, k in ipairs(kids) do made[k.id] = true end
+    for i = math.max(tried, 1), n do
+      if froms[i].snapshot and not made[froms[i].id] then unmade(froms[i]) end
+    end
     error(cerr, 0)
   end
   if #failures == 0 then return kids end

@@ -129,6 +129,22 @@ function limits.volume(store, path, storage_mb)
   return true
 end
 
+--- A layer at path that starts as the layer src holds now (src made by limits.volume): a
+--- copy-on-write snapshot, where the store has volumes (btrfs); nil and why elsewhere (the caller
+--- copies instead). limits.volume_limit gives it its own limit.
+function limits.volume_snapshot(store, src, path)
+  if not store.enforced then return nil, 'the store has no volumes (' .. tostring(store.why) .. ')' end
+  return require('cseng.volume').snapshot(src, path)
+end
+
+--- Set the limit of a layer made by limits.volume or limits.volume_snapshot.
+function limits.volume_limit(store, path, storage_mb)
+  if not store.enforced then return true end
+  local ok, err = require('cseng.volume').limit(path, math.floor(storage_mb * 1048576))
+  if not ok then return nil, err, errors.EIO end
+  return true
+end
+
 --- Remove a layer made by limits.volume (anything else at path is refused: the caller checked
 --- that path is its own).
 function limits.remove_volume(store, path)

@@ -5,6 +5,7 @@
 -- contents, ids, namespace inodes.
 local L = require('providers.local')
 local H = require('spec.helpers.common')
+local fs = require('cseng.fs')
 teardown(H.remove_tempdirs)
 
 local function sh(client, sb, cmd)
@@ -30,6 +31,8 @@ describe('local fork', function()
       assert.is_nil(seen[k.id])
       seen[k.id] = true
       assert.equal(sb.id, k.fork_of)
+      -- copy-on-write where the store has volumes (btrfs), else one copy
+      assert.matches(client.store.enforced and '^a snapshot of' or '^a copy of', k.code_path)
       assert.equal('fork-spec-kid', k.labels['cseng.run'])
       assert.equal('before\n', sh(client, k, 'cat /var/tmp/f/state').stdout)
       assert.equal('absent\n', sh(client, k, 'test -e /var/tmp/f/later && echo present || echo absent').stdout)
@@ -48,6 +51,28 @@ describe('local fork', function()
     assert.equal('before\n', sh(client, kids[2], 'cat /var/tmp/f/state').stdout)
     for i = 2, 3 do assert(L.destroy(client, kids[i])) end
     assert(L.destroy(client, sb))
+    assert.same({}, L.list(client))
+  end)
+
+  it('gives each child its own size limit over the snapshot of the parent\'s layer; nothing is left', function()
+    local client = L.connect { root = tmp .. '/c' }
+    if client.host_root then pending('fork needs the base root filesystem mode (root)') return end
+    if not client.store.enforced then pending('size limits need the store\'s volumes: ' .. tostring(client.store.why)) return end
+    local sb = assert(L.create(client, { workdir = '/workspace' }))
+    assert.equal(0, sh(client, sb, 'head -c 24M /dev/urandom > /var/tmp/base && sync').code)
+    local kids, err = L.fork(client, sb, 2, { workdir = '/workspace', disk_mb = 48 })
+    assert(kids, err)
+    -- the parent's 24 MiB count in each child: 16 more fit under its 48 MiB, 32 more do not
+    assert.equal(0, sh(client, kids[1], 'head -c 16M /dev/urandom > /var/tmp/more && sync').code)
+    local over = sh(client, kids[2], 'head -c 32M /dev/urandom > /var/tmp/more; s=$?; sync; echo $s')
+    assert.not_equal('0\n', over.stdout, over.stderr)
+    assert.matches('quota', over.stderr)
+    -- the parent keeps its own (default) limit
+    assert.equal(0, sh(client, sb, 'head -c 32M /dev/urandom > /var/tmp/more && sync').code)
+    local vols = {}
+    for _, k in ipairs(kids) do vols[#vols + 1] = k.vol; assert(L.destroy(client, k)) end
+    assert(L.destroy(client, sb))
+    for _, v in ipairs(vols) do assert.is_false(fs.exists(v), v) end
     assert.same({}, L.list(client))
   end)
 
