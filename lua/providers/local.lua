@@ -36,6 +36,7 @@ local clock = require('cseng.clock')
 local jail = require('providers.shared.local_jail')
 local limits = require('providers.shared.local_limits')
 local net = require('providers.shared.local_net')
+local adapter = require('providers.shared.adapter')
 
 local M = {
   name = 'local',
@@ -721,7 +722,7 @@ end
 --- Read a file of the sandbox (resolved inside it), up to 256 MiB or the engine's response cap
 --- where that is larger (the download workload raises it to its largest size; 0 = no cap).
 function M.get(client, sb, path)
-  local cap = require('providers.shared.adapter').max_body
+  local cap = adapter.max_body
   local limit = (cap == 0 and math.maxinteger) or math.max(256 * 1048576, cap or 0)
   local res, err, code = M.exec(client, sb, 'cat -- ' .. util.shell_quote(path), { timeout = 120, cwd = '/', tail_bytes = limit })
   if not res then return nil, err, code end
