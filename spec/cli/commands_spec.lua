@@ -274,6 +274,15 @@ describe('names a user mistypes', function()
     assert.matches("unknown provider 'lizzard'; did you mean lizard%? %(providers: .*docker.*local.*modal", r2.stderr)
   end)
 
+  it('cleanup reads every --env-file, as run does (a bad first file is named, not skipped)', function()
+    local dir = H.tempdir('cseng-cleanup-env-')
+    assert(fs.write(dir .. '/a.env', 'this is not KEY=VALUE\n'))
+    assert(fs.write(dir .. '/b.env', 'FOO=1\n'))
+    local r = H.cseng({ 'cleanup', '--provider', 'local', '--dry-run', '--env-file', dir .. '/a.env', '--env-file', dir .. '/b.env' })
+    assert.not_equal(0, r.code)
+    assert.matches('a.env:1: expected KEY=VALUE', r.stderr, 1, true)
+  end)
+
   it('flags.parse with pass: its own options parsed, the other command\'s passed on as given', function()
     local mine = { every = { key = 'every', type = 'string' }, once = { key = 'once', type = 'bool' } }
     local pass = { spec = options.SPEC, refuse = { resume = 'the watch resumes its own runs' }, what = 'a watch' }

@@ -11,7 +11,7 @@ local SPEC = {
   ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
   ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
   ['run'] = { key = 'run', type = 'string', arg = 'RUN_ID', help = 'only this run\'s sandboxes' },
-  ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE', help = 'credentials file' },
+  ['env-file'] = options.SPEC['env-file'], -- as cseng run reads them: repeatable, a later file wins
   ['dry-run'] = { key = 'dry_run', type = 'bool', help = 'list, do not destroy' },
 }
 
