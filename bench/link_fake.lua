@@ -48,44 +48,46 @@ if BPS <= 0 or L_NS < 0 then io.stderr:write('link_fake: --mibps > 0 and --laten
 local SIDE_OF = { daytona = { toolbox = 'toolbox_public_url' }, e2b = { envd = false } }
 
 local upstream = {} -- side -> the fake's own URL
+
+-- The fake's answer to req (on its `side` endpoint), its hop-by-hop headers left out both ways.
+local function ask_fake(side, req)
+  local headers = {}
+  for k, v in pairs(req.headers) do
+    if k ~= 'host' and k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' then headers[k] = v end
+  end
+  local res, err = http.request { method = req.method, url = upstream[side] .. req.path ..
+    (req.query ~= '' and ('?' .. req.query) or ''), headers = headers,
+    body = (req.method ~= 'GET' and req.method ~= 'HEAD') and req.body or nil, timeout = 600, max_body = 1 << 30 }
+  if not res then return 502, { ['Content-Type'] = 'text/plain' }, 'link_fake: forwarding: ' .. tostring(err) end
+  local rh = {}
+  for k, v in pairs(res.headers) do
+    if k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' and k ~= 'date' then rh[k] = v end
+  end
+  return res.status, rh, res.body
+end
+
 local function forward(side)
   return function(req)
     local t0 = req.received
+    local n = tonumber(req.query:match('n=(%d+)')) or 0
     -- the bench's calibration: answered at once with ?n= bytes, never held or logged, so the client
     -- can time what moving those bytes over loopback costs it alone
-    if req.path == '/__link/echo' then
-      return 200, { ['Content-Type'] = 'application/octet-stream' }, string.rep('x', tonumber(req.query:match('n=(%d+)')) or 0)
-    end
+    if req.path == '/__link/echo' then return 200, { ['Content-Type'] = 'application/octet-stream' }, string.rep('x', n) end
     local status, rh, body
     local logged_side = side
     if req.path == '/__link/file' then
       -- the link as a mirror: a file of ?n= bytes, held and logged like any call (side "mirror")
       logged_side = 'mirror'
-      status, rh, body = 200, { ['Content-Type'] = 'application/octet-stream' },
-        string.rep('m', math.min(tonumber(req.query:match('n=(%d+)')) or 0, 1 << 30))
-    end
-    local headers = {}
-    for k, v in pairs(req.headers) do
-      if k ~= 'host' and k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' then headers[k] = v end
-    end
-    local res, err
-    if not status then res, err = http.request { method = req.method, url = upstream[side] .. req.path ..
-      (req.query ~= '' and ('?' .. req.query) or ''), headers = headers,
-      body = (req.method ~= 'GET' and req.method ~= 'HEAD') and req.body or nil, timeout = 600, max_body = 1 << 30 } end
-    if not status and res then -- (a status already set: answered by the link itself)
-      status, body = res.status, res.body
-      rh = {}
-      for k, v in pairs(res.headers) do
-        if k ~= 'content-length' and k ~= 'connection' and k ~= 'transfer-encoding' and k ~= 'date' then rh[k] = v end
-      end
-    elseif not status then
-      status, rh, body = 502, { ['Content-Type'] = 'text/plain' }, 'link_fake: forwarding: ' .. tostring(err)
+      status, rh, body = 200, { ['Content-Type'] = 'application/octet-stream' }, string.rep('m', math.min(n, 1 << 30))
+    else
+      status, rh, body = ask_fake(side, req)
     end
     local bytes_in, bytes_out = #(req.body or ''), #body
     local deadline = t0 + L_NS + math.floor((bytes_in + bytes_out) / BPS * 1e9)
     local late = clock.now() - deadline
     -- libuv timers tick in whole milliseconds: sleep until the monotonic clock is past the deadline
     while clock.now() < deadline do task.sleep(math.max(0.001, (deadline - clock.now()) / 1e9)) end
+    local done = clock.now()
     if opts.log then
       -- a command's first characters, so the bench can tell a workload's commands from its checks
       -- (Daytona's adapter sends it as sh -c 'eval "$(echo BASE64 | base64 -d)"')
@@ -97,8 +99,8 @@ local function forward(side)
       if b64 then cmd = crypto.unbase64(b64) or cmd end
       fs.append(opts.log, jsonl.encode({ side = logged_side, ua = req.headers['user-agent'], method = req.method, path = req.path, status = status,
         command = cmd and cmd:sub(1, 60) or nil,
-        bytes_in = bytes_in, bytes_out = bytes_out, hold_ms = (deadline - t0) / 1e6, held_ms = (clock.now() - t0) / 1e6,
-        late_ms = late > 0 and late / 1e6 or 0, at_ms = t0 / 1e6, done_ms = clock.now() / 1e6 }) .. '\n')
+        bytes_in = bytes_in, bytes_out = bytes_out, hold_ms = (deadline - t0) / 1e6, held_ms = (done - t0) / 1e6,
+        late_ms = late > 0 and late / 1e6 or 0, at_ms = t0 / 1e6, done_ms = done / 1e6 }) .. '\n')
     end
     return status, rh, body
   end

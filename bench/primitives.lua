@@ -120,14 +120,15 @@ end
 
 -- The calls of one class in a sample's part of the link's log, as one expected value: how =
 -- 'one' (the first such call), 'median', 'min', 'max' (of the calls), or 'sum' (all of them).
+-- What one logged call should have taken: the link's hold, plus its bodies' loopback.
+local function each(r)
+  return { inj = r.hold_ms, held = r.held_ms, loopback = loopback_ms(r.bytes_in, r.bytes_out), calls = 1,
+    mib = (r.bytes_in + r.bytes_out) / 1048576, bytes = r.bytes_in + r.bytes_out }
+end
 local function class(seg, fn, how)
   local calls = {}
   for _, r in ipairs(seg) do if fn(r) then calls[#calls + 1] = r end end
   if #calls == 0 then return nil end
-  local function each(r)
-    return { inj = r.hold_ms, held = r.held_ms, loopback = loopback_ms(r.bytes_in, r.bytes_out), calls = 1,
-      mib = (r.bytes_in + r.bytes_out) / 1048576, bytes = r.bytes_in + r.bytes_out }
-  end
   if how == 'sum' then
     local e = { inj = 0, held = 0, loopback = 0, calls = 0, mib = 0, bytes = 0 }
     for _, r in ipairs(calls) do
@@ -253,7 +254,7 @@ function EXPECT.snapshot(seg)
   local del = d and ((seg[d - 1] and api('GET', '^/snapshots/')(seg[d - 1])) and { seg[d - 1], seg[d] } or { seg[d] })
   local create_e = span(create)
   return { ['snapshot_' .. n .. '_ms'] = span(snap), ['restore_create_' .. n .. '_ms'] = create_e,
-    ['restore_' .. n .. '_ms'] = cat and plus(create_e, class({ seg[cat] }, function() return true end, 'one')),
+    ['restore_' .. n .. '_ms'] = cat and plus(create_e, each(seg[cat])),
     ['snapshot_delete_' .. n .. '_ms'] = span(del) }
 end
 -- fork: every POST /sandbox/{id}/fork (one per child) and the children's GET /sandbox/{id} polls until
@@ -286,9 +287,9 @@ end
 function EXPECT.pause(seg)
   local pause = class(seg, api('POST', '^/sandboxes/[^/]+/pause$'), 'one')
   local c = find(seg, 1, api('POST', '^/sandboxes/[^/]+/connect$'))
-  local resume = c and class({ seg[c] }, function() return true end, 'one')
+  local resume = c and each(seg[c])
   local cat = c and find(seg, c, command('cat /var/tmp/cseng-pause/state'))
-  local exec = cat and class({ seg[cat] }, function() return true end, 'one')
+  local exec = cat and each(seg[cat])
   return { pause_ms = pause, resume_ms = resume, resume_exec_ms = exec, resume_ready_ms = plus(resume, exec) }
 end
 
@@ -371,115 +372,113 @@ local results = { latency_ms = L_MS, mibps = MIBPS, samples = SAMPLES, warmups =
 local t_begin = clock.now()
 -- one workload's run against its link, its figures paired with the link's log
 local function run_one(R)
-  do
-    local vendor = R.vendor or 'daytona'
-    link_for(vendor)
-    fs.write(LOG, '')
-    say('%s: %d samples + %d warmup(s) %s (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS,
-      R.provider and (R.provider .. '\'s sandbox fetching from the link') or ('on the ' .. vendor .. ' fake behind the link'),
-      L_MS, MIBPS)
-    local sink = { write = function() end }
-    local t0 = clock.now()
-    local function arena(egress_url)
-      local provider = R.provider or vendor
-      local status, run_info = frame.run('startup', { providers = { provider },
-        provider_config = { [provider] = R.provider_config or info.config },
-        workload = R.workload, workload_options = R.options, sizes = R.sizes, samples = SAMPLES, warmups = WARMUPS, seed = 45,
-        egress_url = egress_url, output = fs.join(TMP, 'results'), quiet = true, command = 'echo bench-prim-ready',
-        expect = 'bench-prim-ready', cleanup_backoff = { 0.05, 0.1 }, stderr = sink })
-      local trials, started = {}, nil
-      for line in (fs.read(run_info.jsonl) or ''):gmatch('[^\n]+') do
-        local e = cjson.decode(line)
-        if e.event == 'run_started' then started = e end
-        if e.event == 'startup_trial' and not e.warmup then trials[#trials + 1] = e end
-      end
-      return status, trials, started
+  local vendor = R.vendor or 'daytona'
+  link_for(vendor)
+  fs.write(LOG, '')
+  say('%s: %d samples + %d warmup(s) %s (%g ms, %g MiB/s)', R.workload, SAMPLES, WARMUPS,
+    R.provider and (R.provider .. '\'s sandbox fetching from the link') or ('on the ' .. vendor .. ' fake behind the link'),
+    L_MS, MIBPS)
+  local sink = { write = function() end }
+  local t0 = clock.now()
+  local function arena(egress_url)
+    local provider = R.provider or vendor
+    local status, run_info = frame.run('startup', { providers = { provider },
+      provider_config = { [provider] = R.provider_config or info.config },
+      workload = R.workload, workload_options = R.options, sizes = R.sizes, samples = SAMPLES, warmups = WARMUPS, seed = 45,
+      egress_url = egress_url, output = fs.join(TMP, 'results'), quiet = true, command = 'echo bench-prim-ready',
+      expect = 'bench-prim-ready', cleanup_backoff = { 0.05, 0.1 }, stderr = sink })
+    local trials, started = {}, nil
+    for line in (fs.read(run_info.jsonl) or ''):gmatch('[^\n]+') do
+      local e = cjson.decode(line)
+      if e.event == 'run_started' then started = e end
+      if e.event == 'startup_trial' and not e.warmup then trials[#trials + 1] = e end
     end
-    if R.workload == 'egress' then
-      -- the sandbox's own path (its tool started, loopback's TCP, the bytes read and written): the
-      -- same workload fetching the same bytes from the link's echo, answered at once, unlogged
-      local _, ctrials = arena(info.config.api_url .. '/__link/echo?n=' .. EGRESS_BYTES)
-      local per = {}
-      for _, t in ipairs(ctrials) do
-        if t.ok and t.clean ~= false then
-          for k, v in pairs(t.figures or {}) do per[k] = per[k] or {}; table.insert(per[k], v) end
-        end
-      end
-      EGRESS_CALIB = {}
-      for k, xs in pairs(per) do EGRESS_CALIB[k] = stats.median(xs) end
-      if not next(EGRESS_CALIB) then error('egress: the calibration run made no clean sample', 0) end
-      fs.write(LOG, '')
-    end
-    local status, trials, started = arena(R.workload == 'egress' and (info.config.api_url .. '/__link/file?n=' .. EGRESS_BYTES) or nil)
-    local wall_s = (clock.now() - t0) / 1e9
-    local log = read_log()
-    local segs = R.workload == 'egress' and egress_segments(log) or segments(log)
-    local paths = {}
-    for _, t in ipairs(trials) do for k, v in pairs(t.paths or {}) do paths[k] = v end end
-    local late, late_max = 0, 0
-    for _, r in ipairs(log) do
-      if r.late_ms > 0 then late = late + 1; late_max = math.max(late_max, r.late_ms) end
-    end
-    -- each clean sample against its own calls (its part of the link's log)
-    local per_sample = {}
-    for _, t in ipairs(trials) do
-      local seg = segs[WARMUPS + t.round]
-      if t.ok and t.clean ~= false and seg then per_sample[#per_sample + 1] = { t = t, e = EXPECT[R.workload](seg, paths) } end
-    end
-    local function time_of(e, name)
-      local x = e[name]
-      return x and x.held and (x.held + x.loopback) or nil, x and x.inj
-    end
-    local figs = {}
-    for _, f in ipairs(started.figures) do
-      local name, unit = f[1], f[2]
-      local vals, exp, inj, diffs, below = {}, {}, {}, {}, 0
-      local calls, mib, kind, polled = 0, 0, nil, {}
-      for _, p in ipairs(per_sample) do
-        local v = p.t.figures and p.t.figures[name]
-        local x = p.e[name]
-        if type(v) == 'number' and x then
-          local want, floor
-          if x.held then
-            kind = 'time'
-            want, floor = x.held + x.loopback, x.inj
-            calls, mib = x.calls, x.mib
-            if x.polled then polled[#polled + 1] = x.polled end
-            if v < floor - KNOWN.below_ms then below = below + 1 end
-          elseif x.ratio then
-            kind = 'derived'
-            local a, ai = time_of(p.e, x.ratio[1])
-            local b, bi = time_of(p.e, x.ratio[2])
-            want, floor = a and b and a / b, ai and bi and ai / bi
-          elseif x.from then
-            kind = 'derived'
-            local t_ms, t_inj = time_of(p.e, x.from)
-            want, floor = t_ms and x.f(t_ms), t_inj and x.f(t_inj)
-          end
-          if want then
-            vals[#vals + 1], exp[#exp + 1], inj[#inj + 1], diffs[#diffs + 1] = v, want, floor, v - want
-          end
-        end
-      end
-      local d = stats.describe(vals, { reps = report_format.REPS, seed = 45 ~ stats.hash(name) })
-      local fig = { name = name, unit = unit, n = #vals, kind = kind, p50 = d.p50, ci_lo = d.ci_lo, ci_hi = d.ci_hi }
-      if #vals > 0 then
-        fig.expected, fig.injected, fig.error = stats.median(exp), stats.median(inj), stats.median(diffs)
-        fig.worst = 0
-        for _, x in ipairs(diffs) do if math.abs(x) > math.abs(fig.worst) then fig.worst = x end end
-        fig.below = below
-        if kind == 'time' then
-          fig.calls, fig.mib = calls, mib
-          fig.polled = #polled > 0 and stats.median(polled) or nil
-          fig.bound = KNOWN.per_call_ms * calls + KNOWN.per_mib_ms * mib + KNOWN.rel * fig.expected
-          fig.within = math.abs(fig.error) <= fig.bound and below == 0
-        end
-      end
-      figs[#figs + 1] = fig
-    end
-    results.runs[#results.runs + 1] = { workload = R.workload, vendor = vendor, provider = R.provider, status = status, wall_s = wall_s, paths = paths,
-      requests = #log, samples_in_log = #segs, paired = #per_sample, late = late, late_max_ms = late_max, figures = figs }
+    return status, trials, started
   end
+  if R.workload == 'egress' then
+    -- the sandbox's own path (its tool started, loopback's TCP, the bytes read and written): the
+    -- same workload fetching the same bytes from the link's echo, answered at once, unlogged
+    local _, ctrials = arena(info.config.api_url .. '/__link/echo?n=' .. EGRESS_BYTES)
+    local per = {}
+    for _, t in ipairs(ctrials) do
+      if t.ok and t.clean ~= false then
+        for k, v in pairs(t.figures or {}) do per[k] = per[k] or {}; table.insert(per[k], v) end
+      end
+    end
+    EGRESS_CALIB = {}
+    for k, xs in pairs(per) do EGRESS_CALIB[k] = stats.median(xs) end
+    if not next(EGRESS_CALIB) then error('egress: the calibration run made no clean sample', 0) end
+    fs.write(LOG, '')
+  end
+  local status, trials, started = arena(R.workload == 'egress' and (info.config.api_url .. '/__link/file?n=' .. EGRESS_BYTES) or nil)
+  local wall_s = (clock.now() - t0) / 1e9
+  local log = read_log()
+  local segs = R.workload == 'egress' and egress_segments(log) or segments(log)
+  local paths = {}
+  for _, t in ipairs(trials) do for k, v in pairs(t.paths or {}) do paths[k] = v end end
+  local late, late_max = 0, 0
+  for _, r in ipairs(log) do
+    if r.late_ms > 0 then late = late + 1; late_max = math.max(late_max, r.late_ms) end
+  end
+  -- each clean sample against its own calls (its part of the link's log)
+  local per_sample = {}
+  for _, t in ipairs(trials) do
+    local seg = segs[WARMUPS + t.round]
+    if t.ok and t.clean ~= false and seg then per_sample[#per_sample + 1] = { t = t, e = EXPECT[R.workload](seg, paths) } end
+  end
+  local function time_of(e, name)
+    local x = e[name]
+    return x and x.held and (x.held + x.loopback) or nil, x and x.inj
+  end
+  local figs = {}
+  for _, f in ipairs(started.figures) do
+    local name, unit = f[1], f[2]
+    local vals, exp, inj, diffs, below = {}, {}, {}, {}, 0
+    local calls, mib, kind, polled = 0, 0, nil, {}
+    for _, p in ipairs(per_sample) do
+      local v = p.t.figures and p.t.figures[name]
+      local x = p.e[name]
+      if type(v) == 'number' and x then
+        local want, floor
+        if x.held then
+          kind = 'time'
+          want, floor = x.held + x.loopback, x.inj
+          calls, mib = x.calls, x.mib
+          if x.polled then polled[#polled + 1] = x.polled end
+          if v < floor - KNOWN.below_ms then below = below + 1 end
+        elseif x.ratio then
+          kind = 'derived'
+          local a, ai = time_of(p.e, x.ratio[1])
+          local b, bi = time_of(p.e, x.ratio[2])
+          want, floor = a and b and a / b, ai and bi and ai / bi
+        elseif x.from then
+          kind = 'derived'
+          local t_ms, t_inj = time_of(p.e, x.from)
+          want, floor = t_ms and x.f(t_ms), t_inj and x.f(t_inj)
+        end
+        if want then
+          vals[#vals + 1], exp[#exp + 1], inj[#inj + 1], diffs[#diffs + 1] = v, want, floor, v - want
+        end
+      end
+    end
+    local d = stats.describe(vals, { reps = report_format.REPS, seed = 45 ~ stats.hash(name) })
+    local fig = { name = name, unit = unit, n = #vals, kind = kind, p50 = d.p50, ci_lo = d.ci_lo, ci_hi = d.ci_hi }
+    if #vals > 0 then
+      fig.expected, fig.injected, fig.error = stats.median(exp), stats.median(inj), stats.median(diffs)
+      fig.worst = 0
+      for _, x in ipairs(diffs) do if math.abs(x) > math.abs(fig.worst) then fig.worst = x end end
+      fig.below = below
+      if kind == 'time' then
+        fig.calls, fig.mib = calls, mib
+        fig.polled = #polled > 0 and stats.median(polled) or nil
+        fig.bound = KNOWN.per_call_ms * calls + KNOWN.per_mib_ms * mib + KNOWN.rel * fig.expected
+        fig.within = math.abs(fig.error) <= fig.bound and below == 0
+      end
+    end
+    figs[#figs + 1] = fig
+  end
+  results.runs[#results.runs + 1] = { workload = R.workload, vendor = vendor, provider = R.provider, status = status, wall_s = wall_s, paths = paths,
+    requests = #log, samples_in_log = #segs, paired = #per_sample, late = late, late_max_ms = late_max, figures = figs }
 end
 -- a run that fails (a fake that would not start, a provider that cannot run here: local's sandboxes
 -- need their namespaces) is reported as failed in the section, and the other runs still are

@@ -23,7 +23,7 @@
  *     "http.request: opts.<name> must be ...".
  *   http.configure{max_connections=, max_host_connections=, max_total_connections=,
  *                  max_concurrent_streams=, pools=, native=, ca_file=}
- *   http.stats() -> {in_flight=, started=, completed=, pools=, native={enabled=, requests=,
+ *   http.stats() -> {in_flight=, started=, completed=, pools=, max_concurrent_streams=, native={enabled=, requests=,
  *                    connects=, reused=, retried=, open=, idle=, tls_handshakes=, tls_resumed=,
  *                    h2_connections=, h2_streams=}}
  *
@@ -1769,8 +1769,9 @@ static int http_configure(lua_State *L) {
 }
 
 static int http_stats(lua_State *L) {
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 6);
   cs_set_integer(L, "pools", H.npools);
+  cs_set_integer(L, "max_concurrent_streams", (lua_Integer)H.max_streams);
   cs_set_integer(L, "in_flight", H.in_flight);
   cs_set_integer(L, "started", H.started);
   cs_set_integer(L, "completed", H.completed);

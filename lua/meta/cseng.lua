@@ -228,6 +228,7 @@ function clock.epoch() end
 ---@field started integer
 ---@field completed integer
 ---@field pools integer
+---@field max_concurrent_streams integer HTTP/2 streams a connection carries (http.configure)
 ---@field native cseng.http.NativeStats
 
 ---HTTP client on libcurl's multi-socket API (engine/lhttp.c); the requests libcurl would send with

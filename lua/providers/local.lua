@@ -422,6 +422,11 @@ end
 
 local function new_id() return 'cseng-' .. crypto.hex(crypto.random_bytes(6)) end
 
+-- A sandbox's record in its directory (what list, cleanup and destroy read): its id and labels.
+local function write_record(dir, id, labels, created)
+  return fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = labels or {}, created = created or os.time() }))
+end
+
 -- A failed create leaves nothing: what isolate and the mounts made is undone.
 local function abandon(client, sb)
   release(sb)
@@ -448,7 +453,7 @@ local function create_on_base(client, spec, from)
     labels = spec.labels or {}, cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), base_mode = true,
     code_path = 'cseng-jail init on the Debian root filesystem, commands by cseng-jail enter',
   }
-  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  write_record(dir, id, sb.labels, sb.created)
   local lowers
   if from then
     lowers = from.lowers
@@ -509,7 +514,7 @@ function M.create(client, spec)
     network = spec.network and true or false, labels = spec.labels or {},
     cpus = spec.cpus, memory_mb = spec.memory_mb, created = os.time(), code_path = 'bubblewrap on the host\'s /usr (--host-root)',
   }
-  fs.write(dir .. '/sandbox.json', cjson.encode({ id = id, labels = sb.labels, created = sb.created }))
+  write_record(dir, id, sb.labels, sb.created)
   local root = sb.root -- the files; sb.root becomes its mount point below when the jail is on
   if spec.warm_artifact then
     local lower = spec.warm_artifact
@@ -1105,8 +1110,7 @@ function M.fork(client, sb, n, spec)
   for i = 1, n do
     local id = new_id()
     local dir = client.base .. '/sandboxes/' .. id
-    local made = fs.mkdir_p(dir) and fs.write(dir .. '/sandbox.json', cjson.encode({ id = id,
-      labels = (spec or {}).labels or {}, created = os.time() }))
+    local made = fs.mkdir_p(dir) and write_record(dir, id, (spec or {}).labels)
     if not (made and limits.volume_snapshot(client.store, sb.vol, volume_of(client, id))) then
       fs.remove_tree(dir)
       break
@@ -1124,10 +1128,9 @@ function M.fork(client, sb, n, spec)
     for _, f in ipairs(froms) do if f.snapshot then unmade(f) end end
     return nil, 'local: fork of ' .. sb.id .. ': copying its writable layer: ' .. util.trim(r and r.stderr or ''), 'EIO', {}
   end
-  local kids, failures, code, tried = {}, {}, nil, 0
+  local kids, failures, code = {}, {}, nil
   local cok, cerr = pcall(function()
     for i = 1, n do
-      tried = i -- (a create that fails removes what it was given)
       local child, err, ecode = create_on_base(client, spec or {}, froms[i])
       if child then
         child.fork_of = sb.id
@@ -1145,9 +1148,7 @@ function M.fork(client, sb, n, spec)
     for _, k in ipairs(kids) do pcall(M.destroy, client, k) end
     local made = {}
     for _, k in ipairs(kids) do made[k.id] = true end
-    for i = math.max(tried, 1), n do
-      if froms[i].snapshot and not made[froms[i].id] then unmade(froms[i]) end
-    end
+    for _, f in ipairs(froms) do if f.snapshot and not made[f.id] then unmade(f) end end
     error(cerr, 0)
   end
   if #failures == 0 then return kids end

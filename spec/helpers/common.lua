@@ -126,20 +126,30 @@ end
 
 --- Why a spec that needs dockerd and the base image cannot run here, or nil when both are
 --- there: dockerd answers /_ping on its socket (DOCKER_HOST's unix path, else the default) and
---- holds image (default cseng/debian:bookworm). Specs mark themselves pending with the reason.
+--- holds image (default cseng/debian:bookworm); with tools/docker-up.sh's own reason when it
+--- failed (build/docker/unavailable). Asked once per image in a spec process. Specs mark
+--- themselves pending with the reason.
 ---@param image? string
 ---@return string|nil
+local docker_why = {}
 function H.docker_missing(image)
-  local http = require('cseng.http')
   image = image or 'cseng/debian:bookworm'
-  local socket = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/run/docker.sock'
-  local ping, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = socket, timeout = 5 }
-  if not ping or ping.status ~= 200 then
-    return 'dockerd not available at ' .. socket .. ': ' .. (ping and ('HTTP ' .. ping.status) or tostring(err))
+  if docker_why[image] == nil then
+    local http = require('cseng.http')
+    local socket = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/run/docker.sock'
+    local why
+    local ping, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = socket, timeout = 5 }
+    if not ping or ping.status ~= 200 then
+      why = 'dockerd not available at ' .. socket .. ': ' .. (ping and ('HTTP ' .. ping.status) or tostring(err))
+    else
+      local img = http.request { url = 'http://docker/v1.41/images/' .. image .. '/json', unix_socket = socket, timeout = 10 }
+      if not img or img.status ~= 200 then why = 'the base image ' .. image .. ' is absent (tools/docker-up.sh builds it)' end
+    end
+    local up = why and fs.read(H.ROOT .. '/build/docker/unavailable')
+    if up then why = why .. ' (tools/docker-up.sh: ' .. up:gsub('%s+$', '') .. ')' end
+    docker_why[image] = why or false
   end
-  local img = http.request { url = 'http://docker/v1.41/images/' .. image .. '/json', unix_socket = socket, timeout = 10 }
-  if not img or img.status ~= 200 then return 'the base image ' .. image .. ' is absent (tools/docker-up.sh)' end
-  return nil
+  return docker_why[image] or nil
 end
 
 return H

@@ -60,10 +60,12 @@ for _, proto in ipairs { { name = 'HTTP/2', alpn = 'h2,http/1.1' }, { name = 'HT
     end)
 
     if proto.name == 'HTTP/2' then
-      it('--h2-streams 1: a connection for each create in flight, recorded; the default back after the run', function()
+      it('--h2-streams 1: a connection for each create in flight, recorded; the setting before back after the run', function()
+        local before = http.stats().max_concurrent_streams
         local status, by, errtext = run_arena { providers = { 'liz' }, provider_config = config(), mode = 'burst',
           burst = 12, samples = 12, warmups = 1, seed = 3, h2_streams = 1 }
         assert.equal(0, status, errtext)
+        assert.equal(before, http.stats().max_concurrent_streams)
         local c = by.connections[1]
         assert.equal(1, c.streams)
         assert.is_true(c.connections >= 12 and c.ready >= 12, cjson.encode(c))

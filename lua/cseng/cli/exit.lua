@@ -13,16 +13,18 @@ function exit.usage_error(fmt, ...)
 end
 
 --- A command's flags (lib/flags.parse against spec), or its usage error reported now (one line
---- naming the command and its --help, status 2): returns the flags and the positional arguments,
---- or nil and the status.
+--- naming the command and its --help, status 2): returns the flags and the positional arguments
+--- (and, with pass, the options passed on as given: lib/flags.parse), or nil and the status.
 ---@param name string the command, e.g. "compare"
 ---@param args string[]|nil
 ---@param spec table the command's flag table
+---@param pass? table {spec, refuse, what}: another command's options, passed on (cseng watch)
 ---@return table|nil flags, string[]|integer positional arguments, or the status
-function exit.flags(name, args, spec)
-  local f, pos = require('cseng.lib.flags').parse(args or {}, spec)
+---@return string[]? passed
+function exit.flags(name, args, spec, pass)
+  local f, pos, passed = require('cseng.lib.flags').parse(args or {}, spec, pass)
   if not f then return nil, exit.usage_error('%s: %s (see cseng %s --help)', name, pos, name) end
-  return f, pos
+  return f, pos, passed
 end
 
 --- A command's failure: 130 for a cancellation (Ctrl-C; the engine has said so), 2 for a usage

@@ -15,6 +15,7 @@ local cjson = require('cjson')
 local docker = require('providers.docker')
 local docker_build = require('providers.shared.docker_build')
 local wire = require('providers.shared.docker_wire')
+local H = require('spec.helpers.common')
 
 local BASE = 'cseng/debian:bookworm'
 local MAP = { 'debian:bookworm*=' .. BASE }
@@ -30,21 +31,9 @@ local SOCKET = (os.getenv('DOCKER_HOST') or ''):match('^unix://(.+)$') or '/var/
 local state
 local function probe()
   if state then return state end
-  state = {}
-  local res, err = http.request { url = 'http://docker/v1.41/_ping', unix_socket = SOCKET, timeout = 5 }
-  if not res or res.status ~= 200 then
-    state.why = string.format('dockerd not available at %s: %s', SOCKET, res and ('HTTP ' .. res.status) or tostring(err))
-  else
-    state.client = docker.connect({})
-    if not docker_build.image_id(state.client, BASE) then
-      state.why = 'base image ' .. BASE .. ' is absent (tools/docker-up.sh or ./cseng images base builds it)'
-    end
-  end
-  if state.why then
-    local up = fs.read(ROOT .. '/build/docker/unavailable') -- tools/docker-up.sh's reason, when it failed
-    if up then state.why = state.why .. ' (tools/docker-up.sh: ' .. up:gsub('%s+$', '') .. ')' end
-    io.stderr:write('\ndocker_spec: SKIPPING every dockerd test: ', state.why, '\n')
-  end
+  state = { why = H.docker_missing(BASE) }
+  if state.why then io.stderr:write('\ndocker_spec: SKIPPING every dockerd test: ', state.why, '\n')
+  else state.client = docker.connect({}) end
   return state
 end
 

@@ -14,7 +14,7 @@ local BASE = 'cseng/debian:bookworm'
 
 local connected
 local function client_or_pending()
-  local why = H.docker_missing(BASE)
+  local why = H.docker_missing(BASE) -- (asked once per spec process)
   if why then pending(why); return end
   connected = connected or docker.connect({})
   return connected

@@ -115,8 +115,8 @@ end
 
 function cmd.run(args)
   -- the watch's own options; the runs' options are passed on as given (checked just below)
-  local f, pos, theirs = flags.parse(args, SPEC, { spec = options.SPEC, refuse = NOT_PASSED, what = 'a watch' })
-  if not f then return exit.usage_error('watch: ' .. pos .. ' (see cseng watch --help)') end
+  local f, pos, theirs = exit.flags('watch', args, SPEC, { spec = options.SPEC, refuse = NOT_PASSED, what = 'a watch' })
+  if not f then return pos end
   if #pos ~= 1 then return exit.usage_error('watch needs exactly one PLAN.lua (see cseng watch --help)') end
   local rf, rerr = flags.parse(theirs, options.SPEC)
   if not rf then return exit.usage_error('watch: ' .. rerr .. ' (see cseng run --help)') end

@@ -155,8 +155,6 @@ end
 
 arena.MODES = { lockstep = true, sequential = true, staggered = true, burst = true }
 arena.DEFAULT_STAGGER_MS = 200
--- HTTP/2 calls a connection carries at once unless --h2-streams says otherwise (libcurl's default)
-arena.H2_STREAMS = 100
 
 --- The mode, repeat, burst and stagger options of a startup plan (in place; raises on bad ones).
 ---@param o table
@@ -848,7 +846,10 @@ function arena.begin(F)
   local adapters, endpoints = {}, {}
   -- answers that share an HTTP/2 connection may share a read, and the kernel stamps a read with
   -- its newest bytes' arrival: fewer calls a connection, fewer answers stamped late
-  if o.h2_streams then http.configure { max_concurrent_streams = o.h2_streams } end
+  if o.h2_streams then
+    A.h2_streams_before = http.stats().max_concurrent_streams -- set back when the run ends
+    http.configure { max_concurrent_streams = o.h2_streams }
+  end
   for _, name in ipairs(o.providers) do
     local cfg = util.copy(o.provider_config[name])
     local adapter_name = cfg.adapter or name
@@ -906,7 +907,7 @@ end
 function arena.finish(F)
   local o, A = F.opts, F.k
   if A.W.close then pcall(A.W.close, F, A.ws) end
-  if o.h2_streams then http.configure { max_concurrent_streams = arena.H2_STREAMS } end
+  if A.h2_streams_before then http.configure { max_concurrent_streams = A.h2_streams_before } end
   local live, counts = {}, {}
   for _, name in ipairs(o.providers) do
     local p = F.P[name]
