@@ -300,6 +300,30 @@ describe('names a user mistypes', function()
     assert.is_nil((flags.parse({ '--samples', '3' }, mine)))
   end)
 
+  it('flags.declare: one entry a flag, in help order; keys from names, aliases, flags of another spec', function()
+    local base = flags.declare { { 'env-file', 'multi', arg = 'FILE', help = 'credentials' } }
+    local spec, order = flags.declare {
+      { 'task-limit', 'int', min = 1, arg = 'N', help = 'at most N tasks' },
+      { 'repeat', 'int', key = 'repeats', arg = 'N', help = 'blocks' },
+      { 'output', 'string', alias = 'o', arg = 'OUT.md', help = 'where' },
+      { 'env-file', from = base },
+    }
+    assert.same({ 'task-limit', 'repeat', 'output', 'env-file' }, order) -- the alias is not a flag of its own
+    assert.equal('task_limit', spec['task-limit'].key)
+    assert.equal('repeats', spec['repeat'].key)
+    assert.equal(spec.output, spec.o)
+    assert.same({ key = 'env_file', type = 'multi', arg = 'FILE', help = 'credentials' }, spec['env-file'])
+    local f = assert(flags.parse({ '-o', 'x.md', '--task-limit', '3', '--repeat=2', '--env-file', 'a', '--env-file', 'b' }, spec))
+    assert.same({ output = 'x.md', task_limit = 3, repeats = 2, env_file = { 'a', 'b' } }, f)
+    assert.equal('  --output OUT.md                where\n  -o OUT.md                      same as --output',
+      flags.help(spec, { 'output' }))
+    -- a declaration that cannot be right is refused where it is written
+    assert.error_matches(function() flags.declare { { 'seed', 'integer' } } end, 'seed: a type of string')
+    assert.error_matches(function() flags.declare { { 'seed', 'int' }, { 'seed', 'int' } } end, '%-%-seed is declared twice')
+    assert.error_matches(function() flags.declare { { 'Seed', 'int' } } end, 'a name')
+    assert.error_matches(function() flags.declare { { 'seed', from = base } } end, 'not a flag of the spec it is from')
+  end)
+
   it('flags.closest: within two edits, or a prefix', function()
     assert.equal('concurrency', flags.closest('concurency', { 'provider', 'concurrency' }))
     assert.equal('samples', flags.closest('sampels', { 'samples', 'seed' }))

@@ -1,5 +1,7 @@
 --- The command line: `cseng <command> [args]`. Each command is a module under
---- lua/cseng/cli/commands/ returning {summary=, usage=, run=function(args) -> exit status}.
+--- lua/cseng/cli/commands/ returning {summary=, usage=, run=function(args) -> exit status}: a
+--- command with flags declares them with lua/cseng/cli/command.lua, which parses them for it
+--- (`lua` and `test` pass their arguments on as given).
 local sys = require('cseng.sys')
 local exit = require('cseng.cli.exit')
 

@@ -63,7 +63,7 @@ local function not_declared(args, i, a, name, value, spec, pass, passed)
   return nil, string.format("unknown option '%s'%s", a:match('^[^=]*'), near and ("; did you mean --" .. near .. '?') or '')
 end
 
---- Parse args against a spec: { ['task-index'] = { key = 'task_index', type = 'string' }, ... }.
+--- Parse args against a spec (flags.declare's): { ['task-index'] = { key = 'task_index', type = 'string' }, ... }.
 --- Types: string, int, number, bool, list (comma-separated, repeatable), multi (repeatable).
 --- Returns values, positional or nil, error. With pass = {spec = another command's spec, refuse =
 --- {name = why}, what = 'a watch'}: the options only pass.spec declares (and all after `--`) are
@@ -165,7 +165,41 @@ function flags.unknown(kind, name, names)
     kind, table.concat(names, ', '))
 end
 
---- Help text lines for a spec.
+local TYPES = { string = true, int = true, number = true, bool = true, list = true, multi = true }
+
+--- A command's flags, declared once and in the order its --help lists them:
+---   flags.declare { { 'task-limit', 'int', min = 1, arg = 'N', help = 'at most N tasks' }, ... }
+--- Each entry: the flag's name, its type (string, int, number, bool, list, multi), and any of
+--- key (where parse puts the value; default the name with '_' for '-'), arg, help, min,
+--- choices, alias (a one-letter form, e.g. 'o', listed as "same as --NAME"); or `from`, another
+--- spec whose flag of that name this one is (the fields given here override its own). Returns the spec
+--- parse takes (name -> {key, type, ...}; an alias maps to its flag's entry) and the names in
+--- their declared order (what help lists).
+---@param list table[]
+---@return table spec, string[] order
+function flags.declare(list)
+  local spec, order = {}, {}
+  for i, e in ipairs(list) do
+    local name, t = e[1], e[2]
+    local base = e.from and assert(e.from[name], '--' .. tostring(name) .. ': not a flag of the spec it is from') or {}
+    t = t or base.type
+    assert(type(name) == 'string' and name:match('^[a-z][a-z0-9-]*$'), 'flag ' .. i .. ': a name (lower case, digits, -)')
+    assert(TYPES[t], '--' .. tostring(name) .. ': a type of string, int, number, bool, list, multi')
+    assert(spec[name] == nil, '--' .. name .. ' is declared twice')
+    local s = {}
+    for k, v in pairs(base) do s[k] = v end
+    for k, v in pairs(e) do if type(k) == 'string' and k ~= 'from' then s[k] = v end end
+    s.key, s.type = e.key or base.key or (name:gsub('-', '_')), t
+    spec[name], order[#order + 1] = s, name
+    if s.alias then
+      assert(spec[s.alias] == nil, '-' .. s.alias .. ' is declared twice')
+      spec[s.alias] = s
+    end
+  end
+  return spec, order
+end
+
+--- Help text lines for a spec, in order (flags.declare's): one a flag, then its alias.
 function flags.help(spec, order)
   local lines = {}
   for _, name in ipairs(order) do
@@ -174,6 +208,7 @@ function flags.help(spec, order)
     local help = s.help
     if type(help) == 'function' then help = help() end -- computed when shown (a listing)
     lines[#lines + 1] = string.format('  --%-28s %s', name .. arg, help or '')
+    if s.alias then lines[#lines + 1] = string.format('  -%-29s same as --%s', s.alias .. arg, name) end
   end
   return table.concat(lines, '\n')
 end

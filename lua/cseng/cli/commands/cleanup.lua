@@ -2,28 +2,26 @@
 --- `cseng cleanup --provider NAME [--older-than 2h] [--run RUN_ID]` finds cseng's sandboxes
 --- by label (what a dead run left behind) and destroys them: the cleanup run kind
 --- (lua/cseng/run/kinds/cleanup.lua); this file parses the flags and prints the count.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local options = require('cseng.run.options')
 local frame = require('cseng.run.frame')
 local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
-local SPEC = {
-  ['provider'] = { key = 'provider', type = 'string', arg = 'NAME', help = 'sweep this provider by label' },
-  ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
-  ['run'] = { key = 'run', type = 'string', arg = 'RUN_ID', help = 'only this run\'s sandboxes' },
-  ['env-file'] = options.SPEC['env-file'], -- as cseng run reads them: repeatable, a later file wins
-  ['dry-run'] = { key = 'dry_run', type = 'bool', help = 'list, do not destroy' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'cleanup',
   summary = 'destroy sandboxes a run left behind (from its log, or by label)',
-  usage = 'usage: cseng cleanup RUN.jsonl\n       cseng cleanup --provider NAME [--older-than 2h] [--run RUN_ID]\n\noptions:\n' ..
-    flags.help(SPEC, { 'provider', 'older-than', 'run', 'env-file', 'dry-run' }),
+  usage = 'usage: cseng cleanup RUN.jsonl\n       cseng cleanup --provider NAME [--older-than 2h] [--run RUN_ID]',
+  flags = {
+    { 'provider', 'string', arg = 'NAME', help = 'sweep this provider by label' },
+    { 'older-than', 'string', arg = 'AGE', help = 'only sandboxes created before now-AGE (30s, 15m, 2h, 1d)' },
+    { 'run', 'string', arg = 'RUN_ID', help = 'only this run\'s sandboxes' },
+    { 'env-file', from = options.SPEC }, -- as cseng run reads them: repeatable, a later file wins
+    { 'dry-run', 'bool', help = 'list, do not destroy' },
+  },
 }
 
-function cmd.run(args)
-  local f, pos = exit.flags('cleanup', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   if #pos > 1 or (#pos == 0 and not f.provider) then
     return exit.usage_error('cleanup needs RUN.jsonl or --provider NAME (see cseng cleanup --help)')
   end

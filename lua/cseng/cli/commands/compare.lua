@@ -3,33 +3,31 @@
 --- model, provider and mode cell; per task; per phase; startup per provider) is
 --- lua/reports/lib/changes.lua, which the viewer's comparison page shows too; this file is the
 --- command: its flags, loading both sides, writing the markdown, the exit status.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local report_load = require('reports.lib.load')
 local exit = require('cseng.cli.exit')
 local report_compare = require('reports.lib.changes')
 
-local SPEC = {
-  ['output'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },
-  ['o'] = { key = 'output', type = 'string', arg = 'OUT.md', help = 'same as --output' },
-  ['fail-on-regression'] = { key = 'fail_on_regression', type = 'bool', help = 'exit 1 when anything regressed (for CI)' },
-  ['seed'] = { key = 'seed', type = 'int', arg = 'N', help = 'bootstrap seed (default 1)' },
-  ['min-seconds'] = { key = 'min_seconds', type = 'number', arg = 'S',
-    help = 'a phase is slower/faster only if its median also moved by more than S seconds (default 0.01)' },
-  ['history'] = { key = 'history', type = 'bool',
-    help = 'compare RUN (default: the latest) with its trailing window in the results folder\'s history store' },
-  ['results'] = { key = 'results', type = 'string', arg = 'DIR',
-    help = 'the results folder whose history store resolves run ids (default results)' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'compare',
   summary = 'compare two runs: pass rate per solver/model/provider/mode, outcome and phase changes with CIs, regressions called out',
   usage = 'usage: cseng compare A B [-o OUT.md] [--fail-on-regression]\n' ..
     '       cseng compare --history [RUN] [--results DIR] [-o OUT.md] [--fail-on-regression]\n\n' ..
     'A and B are run logs (.jsonl), summaries (.json) or directories of them, or run ids of the results\n' ..
     'folder\'s history store; A is the baseline. With --history, RUN is judged against the trailing window\n' ..
-    'of its lineage (docs/WATCH.md).\n\noptions:\n' ..
-    flags.help(SPEC, { 'output', 'fail-on-regression', 'seed', 'min-seconds', 'history', 'results' }),
+    'of its lineage (docs/WATCH.md).',
+  flags = {
+    { 'output', 'string', alias = 'o', arg = 'OUT.md', help = 'write the markdown here (default: stdout)' },
+    { 'fail-on-regression', 'bool', help = 'exit 1 when anything regressed (for CI)' },
+    { 'seed', 'int', arg = 'N', help = 'bootstrap seed (default 1)' },
+    { 'min-seconds', 'number', arg = 'S',
+      help = 'a phase is slower/faster only if its median also moved by more than S seconds (default 0.01)' },
+    { 'history', 'bool', help = 'compare RUN (default: the latest) with its trailing window in the results folder\'s history store' },
+    { 'results', 'string', arg = 'DIR',
+      help = 'the results folder whose history store resolves run ids (default results)' },
+  },
 }
 
 --- Compare loaded data a and b (lua/reports/lib/changes.lua). Returns {markdown, regressions}.
@@ -57,9 +55,7 @@ local function write(f, markdown)
   return true
 end
 
-function cmd.run(args)
-  local f, pos = exit.flags('compare', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   if f.history then
     if #pos > 1 then return exit.usage_error('compare --history takes one run (see cseng compare --help)') end
     local S, err = history_store(f.results or 'results')

@@ -1,4 +1,5 @@
 --- `cseng dataset pack|convert|info|validate|list|fetch`: build and inspect datasets, and read Harbor registries.
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local archive = require('cseng.archive')
 local crypto = require('cseng.crypto')
@@ -7,14 +8,8 @@ local jsonl = require('cseng.lib.jsonl')
 local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
 
-local SPEC = {
-  ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
-  ['output'] = { key = 'output', type = 'string', arg = 'FILE', help = 'output file' },
-  ['skip-bad-rows'] = { key = 'skip_bad_rows', type = 'bool', help = 'report bad rows and go on' },
-  ['registry'] = { key = 'registry', type = 'string', arg = 'R', help = 'a Harbor registry (file, folder, URL or git repository)' },
-}
-
-local cmd = {
+local cmd = command {
+  name = 'dataset',
   summary = 'pack task directories to JSONL, convert parquet, show dataset info, list and fetch registry datasets',
   usage = [[usage:
   cseng dataset pack SOURCE... -o OUT.jsonl   TB2 task dirs (a folder of them) and SWE-smith
@@ -27,6 +22,11 @@ local cmd = {
                                               or a git repository: git+URL[@REF], *.git, file://DIR)
   cseng dataset fetch NAME@VERSION --registry R  fetch its tasks at their pinned commits into the cache,
                                               check their digests, print where they are]],
+  flags = {
+    { 'output', 'string', alias = 'o', arg = 'FILE', help = 'output file' },
+    { 'skip-bad-rows', 'bool', help = 'report bad rows and go on' },
+    { 'registry', 'string', arg = 'R', help = 'a Harbor registry (file, folder, URL or git repository)' },
+  },
 }
 
 --- Rows for one source (a TB2 folder, a task dir, or a SWE-smith instances file).
@@ -69,10 +69,8 @@ local function pack(sources, out)
   print(string.format('%s: %d tasks', out, #lines))
 end
 
-function cmd.run(args)
-  local sub = table.remove(args, 1)
-  local f, pos = exit.flags('dataset', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
+  local sub = table.remove(pos, 1)
   local ok, err = pcall(function()
     if sub == 'pack' then
       if #pos == 0 or not f.output then error(errors.usage('dataset pack needs SOURCE... and -o OUT.jsonl'), 0) end

@@ -5,7 +5,7 @@
 --- `--format computesdk [--shape v1.1|schema] [--mode M]`: startup runs as computesdk's result
 --- file (lua/cseng/results/computesdk.lua), to sit beside their `latest.json`.
 --- `--format harbor -o DIR`: a Harbor job folder (lua/cseng/results/harbor.lua).
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local results = require('cseng.results.log')
 local jsonl = require('cseng.lib.jsonl')
@@ -14,21 +14,9 @@ local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
 local computesdk = require('cseng.results.computesdk')
 
-local SPEC = {
-  ['format'] = { key = 'format', type = 'string', choices = { 'csv', 'jsonl', 'computesdk', 'harbor' },
-    arg = 'csv|jsonl|computesdk|harbor',
-    help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs; '
-      .. 'harbor: a Harbor job folder at -o DIR' },
-  ['shape'] = { key = 'shape', type = 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
-    help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
-  ['mode'] = { key = 'mode', type = 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
-    arg = 'lockstep|sequential|burst|staggered', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
-  ['output'] = { key = 'output', type = 'string', arg = 'FILE|DIR',
-    help = 'write here (default: stdout; harbor: the job folder, required)' },
-  ['o'] = { key = 'output', type = 'string', arg = 'FILE', help = 'same as --output' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'export',
   summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file or a Harbor job',
   usage = 'usage: cseng export RUN.jsonl|DIR... [--format csv|jsonl] [-o FILE]\n' ..
     '       cseng export RUN.jsonl|DIR... --format computesdk [--shape v1.1|schema] [--mode MODE] [-o FILE]\n' ..
@@ -49,8 +37,19 @@ local cmd = {
     'inputs hold several); --shape schema holds every mode and adds min/max/avg, createMs and\n' ..
     'firstExecMs, and a cseng object per result. Both validate against their results/schema.json;\n' ..
     'cseng compare reads their files, and cseng run --pricing takes rates from their pricing.json.\n' ..
-    'docs/ARENA.md, "computesdk interop".\n\noptions:\n' ..
-    flags.help(SPEC, { 'format', 'shape', 'mode', 'output' }),
+    'docs/ARENA.md, "computesdk interop".',
+  flags = {
+    { 'format', 'string', choices = { 'csv', 'jsonl', 'computesdk', 'harbor' },
+      arg = 'csv|jsonl|computesdk|harbor',
+      help = 'output format (default csv); computesdk: their benchmark\'s result file, from startup runs; '
+        .. 'harbor: a Harbor job folder at -o DIR' },
+    { 'shape', 'string', choices = computesdk.SHAPES, arg = 'v1.1|schema',
+      help = 'computesdk: v1.1 (default): their latest.json, one mode; schema: every mode, richer (their results/schema.json)' },
+    { 'mode', 'string', choices = { 'lockstep', 'sequential', 'burst', 'staggered' },
+      arg = 'lockstep|sequential|burst|staggered', help = 'computesdk: only the runs of this arena mode (a v1.1 file holds one)' },
+    { 'output', 'string', alias = 'o', arg = 'FILE|DIR',
+      help = 'write here (default: stdout; harbor: the job folder, required)' },
+  },
 }
 
 -- Run-level columns first, in this order; then the trial's own columns, sorted.
@@ -174,9 +173,7 @@ function cmd.computesdk(f, pos)
   return 0
 end
 
-function cmd.run(args)
-  local f, pos = exit.flags('export', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   if #pos == 0 then return exit.usage_error('export needs at least one RUN.jsonl or directory (see cseng export --help)') end
   if f.format ~= 'computesdk' and (f.shape or f.mode) then
     return exit.usage_error('export: --shape and --mode go with --format computesdk')

@@ -6,18 +6,9 @@
 local fs = require('cseng.fs')
 local task = require('cseng.task')
 local flags = require('cseng.lib.flags')
-local exit = require('cseng.cli.exit')
+local command = require('cseng.cli.command')
 local errors = require('cseng.lib.errors')
 local util = require('cseng.lib.util')
-
-local SPEC = {
-  ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P', help = "the API's port on 127.0.0.1 (default: a free one)" },
-  ['env-file'] = { key = 'env_file', type = 'string', arg = 'FILE',
-    help = 'also write the environment to FILE (KEY=VALUE lines, for --env-file; removed when the fake stops)' },
-  ['dataset'] = { key = 'dataset', type = 'string', arg = 'PATH',
-    help = 'llm: the tasks whose gold solutions the model replays (default data/smoke.jsonl)' },
-}
-local ORDER = { 'port', 'env-file', 'dataset' }
 
 -- the fakes live in the checkout beside their specs (spec/fakes/init.lua lists them)
 local function fakes()
@@ -25,19 +16,26 @@ local function fakes()
   return require 'spec.fakes'
 end
 
-local cmd = {
+local cmd = command {
+  name = 'fake',
   summary = 'start a bundled loopback fake of a provider and print the environment that points cseng at it',
+  usage = 'usage: cseng fake PROVIDER [--port P] [--env-file FILE]\n' ..
+    '       cseng fake llm [--port P] [--env-file FILE] [--dataset PATH]\n\n' ..
+    'Starts the fake of PROVIDER (one of: ' .. table.concat(fakes().names(), ', ') .. ') on 127.0.0.1, prints\n' ..
+    'the `export` lines of a run against it, and serves until Ctrl-C or SIGTERM (exit 0), when its\n' ..
+    'sandboxes and temporary files are removed. Sandboxes of the fakes really run their commands\n' ..
+    '(containers of the local provider on the Debian base root filesystem). docs/providers/*.md show it.\n' ..
+    '`llm` is a scripted model for the LLM solvers (openrouter, ai_gateway: chat completions; codex:\n' ..
+    'Responses; claude_code: Messages) that replays the gold solution of the task a prompt names\n' ..
+    '(docs/SOLVERS.md): with its exports, `cseng run plans/solve-llm.lua` runs offline.',
+  flags = {
+    { 'port', 'int', min = 0, arg = 'P', help = "the API's port on 127.0.0.1 (default: a free one)" },
+    { 'env-file', 'string', arg = 'FILE',
+      help = 'also write the environment to FILE (KEY=VALUE lines, for --env-file; removed when the fake stops)' },
+    { 'dataset', 'string', arg = 'PATH',
+      help = 'llm: the tasks whose gold solutions the model replays (default data/smoke.jsonl)' },
+  },
 }
-cmd.usage = 'usage: cseng fake PROVIDER [--port P] [--env-file FILE]\n' ..
-  '       cseng fake llm [--port P] [--env-file FILE] [--dataset PATH]\n\n' ..
-  'Starts the fake of PROVIDER (one of: ' .. table.concat(fakes().names(), ', ') .. ') on 127.0.0.1, prints\n' ..
-  'the `export` lines of a run against it, and serves until Ctrl-C or SIGTERM (exit 0), when its\n' ..
-  'sandboxes and temporary files are removed. Sandboxes of the fakes really run their commands\n' ..
-  '(containers of the local provider on the Debian base root filesystem). docs/providers/*.md show it.\n' ..
-  '`llm` is a scripted model for the LLM solvers (openrouter, ai_gateway: chat completions; codex:\n' ..
-  'Responses; claude_code: Messages) that replays the gold solution of the task a prompt names\n' ..
-  '(docs/SOLVERS.md): with its exports, `cseng run plans/solve-llm.lua` runs offline.\n\n' ..
-  'options:\n' .. flags.help(SPEC, ORDER)
 
 --- The environment lines of f, sorted: {"K=V", ...}.
 local function env_lines(f)
@@ -49,9 +47,7 @@ local function env_lines(f)
   return out
 end
 
-function cmd.run(args)
-  local f, pos = exit.flags('fake', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   local F = fakes()
   local name = pos[1]
   if not name then io.stderr:write('cseng: fake: which provider? one of ', table.concat(F.names(), ', '), '\n'); return 2 end

@@ -2,27 +2,27 @@
 --- (lua/cseng/history/store.lua) brought up to its logs, or rebuilt from them, and what it holds:
 --- each lineage (a watch's runs, a plan's runs) with its latest verdict per provider, phase and
 --- primitive, and the changes regression detection called, with their evidence.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local jsonl = require('cseng.lib.jsonl')
 local console = require('cseng.lib.console')
 local exit = require('cseng.cli.exit')
 local store = require('cseng.history.store')
 
-local SPEC = {
-  ['rebuild'] = { key = 'rebuild', type = 'bool', help = 'empty the store and read every run log again' },
-  ['lineage'] = { key = 'lineage', type = 'string', arg = 'L', help = 'only this lineage (watch:NAME or plan:NAME)' },
-  ['json'] = { key = 'json', type = 'bool', help = 'print the lineages, latest points and changes as JSON' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'history',
   summary = 'the history store of a results folder: lineages, latest verdicts, changes (--rebuild: from the logs)',
   usage = 'usage: cseng history [DIR] [--rebuild] [--lineage L] [--json]\n\n' ..
     'Brings DIR/history.sqlite (default DIR: results) up to the run logs of DIR (a log that changed is\n' ..
     'read again, one that is gone forgotten; --rebuild reads them all), then prints each lineage: a\n' ..
     'watch\'s runs (watch:NAME) or a plan\'s (plan:NAME), its latest run judged per provider, phase and\n' ..
-    'primitive against its trailing window, and the changes called (docs/WATCH.md).\n\noptions:\n' ..
-    flags.help(SPEC, { 'rebuild', 'lineage', 'json' }),
+    'primitive against its trailing window, and the changes called (docs/WATCH.md).',
+  flags = {
+    { 'rebuild', 'bool', help = 'empty the store and read every run log again' },
+    { 'lineage', 'string', arg = 'L', help = 'only this lineage (watch:NAME or plan:NAME)' },
+    { 'json', 'bool', help = 'print the lineages, latest points and changes as JSON' },
+  },
 }
 
 local function f(v, unit)
@@ -45,9 +45,7 @@ local function latest(S, lineage)
   return rows
 end
 
-function cmd.run(args)
-  local o, pos = exit.flags('history', args, SPEC)
-  if not o then return pos end
+function cmd.main(o, pos)
   if #pos > 1 then return exit.usage_error('history takes one results folder (see cseng history --help)') end
   local dir = pos[1] or 'results'
   local st = fs.stat(dir)

@@ -6,7 +6,7 @@
 ---          (cseng/debian:bookworm) with POST /images/create?fromSrc=- (no registry is reachable);
 ---   list   the images cseng built or uses (bases, per-task images, warm images);
 ---   prune  removes per-task and warm images (the build cache) older than an age.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local proc = require('cseng.proc')
 local clock = require('cseng.clock')
@@ -14,17 +14,9 @@ local rootfs_image = require('cseng.images.rootfs')
 local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
 
-local SPEC = {
-  ['mirror'] = { key = 'mirror', type = 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
-  ['suite'] = { key = 'suite', type = 'string', arg = 'NAME', help = 'Debian suite (default bookworm)' },
-  ['tag'] = { key = 'tag', type = 'string', arg = 'REPO:TAG', help = 'image name (default cseng/debian:<suite>)' },
-  ['include'] = { key = 'include', type = 'list', arg = 'A,B', help = 'extra packages for the base image' },
-  ['force'] = { key = 'force', type = 'bool', help = 'rebuild even when the image exists' },
-  ['older-than'] = { key = 'older_than', type = 'string', arg = 'AGE', help = 'prune: only images created before now-AGE (30m, 2h, 7d)' },
-  ['dry-run'] = { key = 'dry_run', type = 'bool', help = 'prune: list, do not remove' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'images',
   summary = 'the Debian base root filesystem (local) and docker images: build, list, prune',
   usage = table.concat({
     'usage: cseng images rootfs [--mirror URL] [--suite bookworm] [--include A,B] [--force]',
@@ -39,10 +31,16 @@ local cmd = {
     'runs its sandboxes on this root filesystem.',
     'base: imports the root filesystem (built first when absent) into dockerd as the image. The',
     'per-task images are built FROM it (see --image-map).',
-    '',
-    'options:',
-    flags.help(SPEC, { 'mirror', 'suite', 'tag', 'include', 'force', 'older-than', 'dry-run' }),
   }, '\n'),
+  flags = {
+    { 'mirror', 'string', arg = 'URL', help = "Debian mirror (default: the machine's apt sources)" },
+    { 'suite', 'string', arg = 'NAME', help = 'Debian suite (default bookworm)' },
+    { 'tag', 'string', arg = 'REPO:TAG', help = 'image name (default cseng/debian:<suite>)' },
+    { 'include', 'list', arg = 'A,B', help = 'extra packages for the base image' },
+    { 'force', 'bool', help = 'rebuild even when the image exists' },
+    { 'older-than', 'string', arg = 'AGE', help = 'prune: only images created before now-AGE (30m, 2h, 7d)' },
+    { 'dry-run', 'bool', help = 'prune: list, do not remove' },
+  },
 }
 
 -- The docker image operations (providers/shared/docker_build.lua) and a client of dockerd.
@@ -161,9 +159,7 @@ local function prune(f)
   return failed > 0 and 1 or 0
 end
 
-function cmd.run(args)
-  local f, pos = exit.flags('images', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   local sub = pos[1]
   if sub == 'rootfs' then return rootfs(f) end
   if sub == 'base' then return base(f) end

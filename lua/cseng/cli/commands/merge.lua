@@ -4,7 +4,7 @@
 --- that are missing, duplicated, from another run, or that hold the same trial twice; and, since
 --- a shard comes from another machine, one naming an adapter this cseng does not have, a sandbox
 --- id that is not its adapter's, or a job id that is not a plain name (the file and line named).
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local results = require('cseng.results.log')
 local jsonl = require('cseng.lib.jsonl')
@@ -13,18 +13,18 @@ local errors = require('cseng.lib.errors')
 local session = require('cseng.run.session')
 local exit = require('cseng.cli.exit')
 
-local SPEC = {
-  ['output'] = { key = 'output', type = 'string', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
-  ['run'] = { key = 'run', type = 'string', arg = 'RUN_ID', help = 'merge this run when DIR holds shards of several' },
-  ['allow-incomplete'] = { key = 'allow_incomplete', type = 'bool', help = 'merge shards whose run did not finish (status kept)' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'merge',
   summary = 'merge the shards of a sharded run into one log and summary',
   usage = 'usage: cseng merge DIR --output RUN.jsonl [--run RUN_ID] [--allow-incomplete]\n\n' ..
     'DIR holds <run-id>.shard-K-of-N.jsonl files (from cseng run --shard K/N, Slurm job arrays or\n' ..
-    'Kubernetes Indexed Jobs). Every shard 0..N-1 of the run must be there exactly once.\n\noptions:\n' ..
-    flags.help(SPEC, { 'output', 'run', 'allow-incomplete' }) .. '\n  -o RUN.jsonl                   same as --output',
+    'Kubernetes Indexed Jobs). Every shard 0..N-1 of the run must be there exactly once.',
+  flags = {
+    { 'output', 'string', alias = 'o', arg = 'RUN.jsonl', help = 'the merged log (the summary .json is written beside it)' },
+    { 'run', 'string', arg = 'RUN_ID', help = 'merge this run when DIR holds shards of several' },
+    { 'allow-incomplete', 'bool', help = 'merge shards whose run did not finish (status kept)' },
+  },
 }
 
 -- what is wrong with the shards given is a usage error (exit status 2)
@@ -213,11 +213,7 @@ function cmd.merge_events(shards, run_id, opts)
   return out
 end
 
-function cmd.run(args)
-  local a = {}
-  for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
-  local f, pos = flags.parse(a, SPEC)
-  if not f then return exit.usage_error('merge: ' .. pos .. ' (see cseng merge --help)') end
+function cmd.main(f, pos)
   if #pos ~= 1 or not f.output then
     return exit.usage_error('merge needs DIR and --output RUN.jsonl (see cseng merge --help)')
   end

@@ -13,20 +13,13 @@ local environment = require('cseng.run.environment')
 local session = require('cseng.run.session')
 local util = require('cseng.lib.util')
 local exit = require('cseng.cli.exit')
+local command = require('cseng.cli.command')
 
-local NAMES = { 'provider', 'dataset', 'task-index', 'tasks', 'task-limit', 'concurrency', 'image-map', 'allow-network', 'build-network',
-  'timeout-seconds', 'output', 'env-file', 'quiet' }
-local SPEC = options.subset(NAMES)
--- prewarm reads a dataset by path only (run's --dataset also takes NAME@VERSION with --registry)
-SPEC['dataset'] = util.merge(SPEC['dataset'], { arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' })
-SPEC['list'] = { key = 'list', type = 'bool', help = 'show the warm artifacts (the adapter\'s own listing, else the prewarm files)' }
-SPEC['prune'] = { key = 'prune', type = 'bool', help = 'remove the warm artifacts --list shows, and their prewarm files' }
-NAMES[#NAMES + 1] = 'list'
-NAMES[#NAMES + 1] = 'prune'
-
+local RUN = options.SPEC
 local DEFAULT_PLAN = 'plans/warm-gold.lua'
 
-local cmd = {
+local cmd = command {
+  name = 'prewarm',
   summary = 'prepare warm artifacts (prewarmed images/roots) and print their ids',
   usage = 'usage: cseng prewarm --provider NAME [PLAN.lua] [options]\n\n' ..
     'Prepares each selected task\'s warm artifact and prints it (DOCKER_IMAGE_ID=<id> for one task).\n' ..
@@ -36,8 +29,20 @@ local cmd = {
     'Writes results/prewarm-<provider>-<stamp>.json; reuse it with\n' ..
     '  cseng run plans/warm-gold.lua --provider NAME --prewarm-file FILE\n' ..
     'cseng prewarm --list [--provider NAME] [--output DIR] shows the artifacts and their age;\n' ..
-    '--prune removes them (through the adapter where it can delete artifacts) and their files.\n\noptions:\n' .. flags.help(SPEC, NAMES),
+    '--prune removes them (through the adapter where it can delete artifacts) and their files.',
+  -- run's options prewarm takes, as run reads them; prewarm reads a dataset by path only (run's
+  -- --dataset also takes NAME@VERSION with --registry)
+  flags = {
+    { 'provider', from = RUN },
+    { 'dataset', from = RUN, arg = 'PATH', help = '.jsonl, .parquet, a TB2 task directory or a folder of them' },
+    { 'task-index', from = RUN }, { 'tasks', from = RUN }, { 'task-limit', from = RUN }, { 'concurrency', from = RUN },
+    { 'image-map', from = RUN }, { 'allow-network', from = RUN }, { 'build-network', from = RUN },
+    { 'timeout-seconds', from = RUN }, { 'output', from = RUN }, { 'env-file', from = RUN }, { 'quiet', from = RUN },
+    { 'list', 'bool', help = 'show the warm artifacts (the adapter\'s own listing, else the prewarm files)' },
+    { 'prune', 'bool', help = 'remove the warm artifacts --list shows, and their prewarm files' },
+  },
 }
+local SPEC = cmd.flags
 
 -- The adapter's own flags (its prewarm_flags, lua/cseng/lib/flags.lua's spec format) beside the
 -- command's: parsed into f.adapter_flags[key]. nil, why when one has a name the command uses.
@@ -174,8 +179,9 @@ local function list_or_prune(o, prune)
   return 0
 end
 
+-- prewarm parses its own command line: the adapter named by --provider brings its own flags (and
+-- its --help shows them)
 function cmd.run(args)
-  -- the adapter named by --provider brings its own flags (and its --help shows them)
   local spec, own = SPEC, {}
   local named = provider_in(args)
   local okp, named_adapter = false, nil

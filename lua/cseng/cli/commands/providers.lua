@@ -5,27 +5,26 @@
 --- (contract.CAPABILITIES: snapshot, pause, fork, egress, standard; bulk_upload and pause_memory change how).
 local fs = require('cseng.fs')
 local sys = require('cseng.sys')
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local jsonl = require('cseng.lib.jsonl')
 local contract = require('providers.shared.contract')
 local exit = require('cseng.cli.exit')
 
-local SPEC = {
-  ['json'] = { key = 'json', type = 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
-  ['capabilities'] = { key = 'capabilities', type = 'bool',
-    help = "the arena's workloads each adapter runs (--workload), as a matrix; with --json " ..
-      '{adapter: {workload: bool}}' },
-  ['env-file'] = { key = 'env_file', type = 'multi', arg = 'FILE',
-    help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'providers',
   summary = 'list provider adapters and whether their credentials are set',
   usage = 'usage: cseng providers [--json] [--capabilities] [--env-file FILE]\n\n' ..
     'Lists lua/providers/*.lua with their description and credential variables, and\n' ..
     'what an adapter breaks of the contract (docs/providers/README.md); exit 1 when one does.\n' ..
-    "With --capabilities: the arena's workloads each adapter runs (docs/ARENA.md, \"Primitives\").\n\noptions:\n" ..
-    flags.help(SPEC, { 'json', 'capabilities', 'env-file' }),
+    "With --capabilities: the arena's workloads each adapter runs (docs/ARENA.md, \"Primitives\").",
+  flags = {
+    { 'json', 'bool', help = 'one JSON document: [{name, ready, missing, credentials, description, remote, violations, error}]' },
+    { 'capabilities', 'bool', help = "the arena's workloads each adapter runs (--workload), as a matrix; with --json " ..
+        '{adapter: {workload: bool}}' },
+    { 'env-file', 'multi', arg = 'FILE',
+      help = 'read credentials from FILE too (KEY=VALUE; repeatable, a later file wins; a file wins over the environment)' },
+  },
 }
 
 --- Every adapter: {name, ready, missing[], credentials[], description, remote, violations[], error}.
@@ -83,9 +82,7 @@ function cmd.capabilities()
   return { columns = columns, rows = rows }
 end
 
-function cmd.run(args)
-  local f, pos = exit.flags('providers', args, SPEC)
-  if not f then return pos end
+function cmd.main(f, pos)
   if #pos > 0 then return exit.usage_error("providers: unexpected argument '" .. pos[1] .. "' (see cseng providers --help)") end
   local getenv
   if f.env_file then

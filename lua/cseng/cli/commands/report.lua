@@ -1,37 +1,33 @@
 --- `cseng report RESULTS... [--template T] [-o OUT.md]`: render run logs (.jsonl), run summaries
 --- (.json, cseng's or the seed harness's) or directories of them through a report template
 --- (lua/reports/*.lua); see lua/reports/lib/ (load, format, svg, render) and docs/REPORTS.md.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local report_load = require('reports.lib.load')
 local report_render = require('reports.lib.render')
 local exit = require('cseng.cli.exit')
 
-local SPEC = {
-  ['template'] = { key = 'template', type = 'string', arg = 'FILE|NAME',
-    help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
-  ['output'] = { key = 'output', type = 'string', arg = 'OUT.md',
-    help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl/.json' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'report',
   summary = 'render run logs through a markdown report template',
   usage = 'usage: cseng report RESULTS... [--template lua/reports/X.lua] [-o OUT.md]\n\n' ..
     'RESULTS are run logs (.jsonl), run summaries (.json: cseng\'s or the seed harness\'s) or\n' ..
     'directories of them (a summary whose log is also read is left out). The template is a Lua\n' ..
     'file returning function(data, helpers) -> markdown; SVG charts are written next to it.\n' ..
-    'Templates: lua/reports/ (startup, cross_vendor, per_task, per_provider, failure_modes).\n\noptions:\n' ..
-    flags.help(SPEC, { 'template', 'output' }) .. '\n  -o OUT.md                      same as --output',
+    'Templates: lua/reports/ (startup, cross_vendor, per_task, per_provider, failure_modes).',
+  flags = {
+    { 'template', 'string', arg = 'FILE|NAME',
+      help = 'lua/reports/X.lua (or X); default: by the run kind (startup runs: startup)' },
+    { 'output', 'string', alias = 'o', arg = 'OUT.md',
+      help = 'the markdown file (charts go beside it); - for stdout; default: RUN.md beside a single RUN.jsonl/.json' },
+  },
 }
 
 -- The kind of run each bundled template reports.
 local BUNDLED_KIND = { startup = 'startup', cross_vendor = 'tasks', per_task = 'tasks', per_provider = 'tasks',
   failure_modes = 'tasks' }
 
-function cmd.run(args)
-  local a = {}
-  for _, x in ipairs(args) do a[#a + 1] = (x == '-o') and '--output' or x end
-  local f, pos = flags.parse(a, SPEC)
-  if not f then return exit.usage_error('report: ' .. pos .. ' (see cseng report --help)') end
+function cmd.main(f, pos)
   if #pos == 0 then
     return exit.usage_error('report needs at least one RESULTS path (see cseng report --help)')
   end

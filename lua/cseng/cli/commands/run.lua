@@ -1,26 +1,22 @@
 --- `cseng run PLAN.lua [flags]`: run a plan; flags override the plan's fields.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local plan = require('cseng.run.plan')
 local options = require('cseng.run.options')
 local present = require('cseng.cli.present')
 local exit = require('cseng.cli.exit')
 local frame = require('cseng.run.frame')
 
-local cmd = {
+local cmd = command {
+  name = 'run',
   summary = 'run a plan (plans/cold-gold.lua, plans/startup.lua, ...)',
-  usage = 'usage: cseng run PLAN.lua [options]\n\nRuns the plan; options override its fields.\n\noptions:\n' ..
-    flags.help(options.SPEC, options.ORDER) .. '\n\nexit status (every run kind): 0 the run finished (failed and ' ..
+  usage = 'usage: cseng run PLAN.lua [options]\n\nRuns the plan; options override its fields.',
+  flags = options.FLAGS,
+  epilog = 'exit status (every run kind): 0 the run finished (failed and ' ..
     'errored trials are results); 1 it stopped early (cleanup failure, authentication, a dead endpoint, a stop ' ..
     'rule), every trial errored, or any errored under --fail-on-error; 2 usage; 128+N after signal N (130: Ctrl-C).',
-  SPEC = options.SPEC, -- kept for callers of the older name (lua/cseng/run/options.lua owns it)
 }
 
---- Merge flags into the plan, load --env-file, normalize fields (options.merge).
-cmd.options = options.merge
-
-function cmd.run(args)
-  local f, pos = exit.flags('run', args, options.SPEC)
-  if not f then return pos end
+function cmd.main(f, pos, _, args)
   if #pos ~= 1 then
     return exit.usage_error('run needs exactly one PLAN.lua (see cseng run --help)')
   end
@@ -29,7 +25,7 @@ function cmd.run(args)
     return exit.usage_error(p)
   end
   local argv = { 'cseng', 'run', table.unpack(args) }
-  local ok2, o = pcall(cmd.options, p, f, argv)
+  local ok2, o = pcall(options.merge, p, f, argv)
   if not ok2 then
     return exit.usage_error(o)
   end

@@ -2,28 +2,28 @@
 --- results folders (lua/cseng/view/, docs/VIEWER.md). The engine's own HTTP server (cseng.serve)
 --- serves the pages and their JSON; logs are read incrementally, so a run still being written
 --- updates in the open page. --export writes the same pages as static files instead.
-local flags = require('cseng.lib.flags')
+local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local index = require('cseng.view.index')
 
-local SPEC = {
-  ['port'] = { key = 'port', type = 'int', min = 0, arg = 'P',
-    help = 'port to listen on (default 8765, or the next free one up to 8784; 0: any free port)' },
-  ['host'] = { key = 'host', type = 'string', arg = 'ADDR', help = 'address to bind (default 127.0.0.1; another needs --token)' },
-  ['token'] = { key = 'token', type = 'string', arg = 'T', help = 'require this token on every request (?token=T once, then a cookie)' },
-  ['export'] = { key = 'export', type = 'string', arg = 'OUT', help = 'write the pages as static files into OUT and exit' },
-  ['compare'] = { key = 'compare', type = 'multi', arg = 'A:B',
-    help = 'with --export: write the comparison of runs A and B (repeatable; default: each run against the previous run of its plan)' },
-}
 
-local cmd = {
+local cmd = command {
+  name = 'view',
   summary = 'a local web viewer for runs (live and finished), or --export static pages',
   usage = 'usage: cseng view [DIR|FILE ...] [--port P] [--host ADDR --token T] [--export OUT]\n\n' ..
     'Serves the runs of the results folders (default results/) as web pages: the run list, each\n' ..
     'run (trials, phases, failure modes; the arena\'s charts; each trial at #trial-N), and\n' ..
     '/compare?a=RUN&b=RUN. Given one run log (what a run\'s last line says), it prints that run\'s\n' ..
-    'page too. Binds loopback unless --host says otherwise; a non-loopback address needs --token.\n\noptions:\n' ..
-    flags.help(SPEC, { 'port', 'host', 'token', 'export', 'compare' }),
+    'page too. Binds loopback unless --host says otherwise; a non-loopback address needs --token.',
+  flags = {
+    { 'port', 'int', min = 0, arg = 'P',
+      help = 'port to listen on (default 8765, or the next free one up to 8784; 0: any free port)' },
+    { 'host', 'string', arg = 'ADDR', help = 'address to bind (default 127.0.0.1; another needs --token)' },
+    { 'token', 'string', arg = 'T', help = 'require this token on every request (?token=T once, then a cookie)' },
+    { 'export', 'string', arg = 'OUT', help = 'write the pages as static files into OUT and exit' },
+    { 'compare', 'multi', arg = 'A:B',
+      help = 'with --export: write the comparison of runs A and B (repeatable; default: each run against the previous run of its plan)' },
+  },
 }
 
 -- bytes of logs read between two looks at the pending requests
@@ -51,9 +51,7 @@ function cmd.listen(host, port, explicit, handler)
   return srv, err, code
 end
 
-function cmd.run(args)
-  local f, pos = flags.parse(args, SPEC)
-  if not f then io.stderr:write('cseng: view: ', pos, ' (see cseng view --help)\n'); return 2 end
+function cmd.main(f, pos)
   if #pos == 0 then pos = { 'results' } end
   for _, p in ipairs(pos) do
     if not fs.exists(p) then io.stderr:write('cseng: view: ', p, ': no such file or directory\n'); return 2 end

@@ -11,32 +11,8 @@ local plan = require('cseng.run.plan')
 local options = require('cseng.run.options')
 local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
+local command = require('cseng.cli.command')
 local schedule = require('cseng.watch.schedule')
-
-local SPEC = {
-  ['every'] = { key = 'every', type = 'string', arg = 'DURATION', help = 'run every DURATION (90s, 15m, 1h, 1d; or the plan\'s watch.every)' },
-  ['jitter'] = { key = 'jitter', type = 'string', arg = 'DURATION', help = 'start each run up to DURATION after its slot (default 0)' },
-  ['max-late'] = { key = 'max_late', type = 'string', arg = 'DURATION',
-    help = 'a slot not started within DURATION of its time is missed (default half of --every)' },
-  ['name'] = { key = 'name', type = 'string', arg = 'NAME', help = 'the watch\'s name (default: the plan\'s); one watch of a name per folder' },
-  ['output'] = { key = 'output', type = 'string', arg = 'DIR', help = 'the results folder of the runs, journal and history (default results)' },
-  ['runs'] = { key = 'runs', type = 'int', min = 1, arg = 'N', help = 'stop after N runs (default: run until stopped)' },
-  ['once'] = { key = 'once', type = 'bool',
-    help = 'finish a slot left open, run the slot due now if one is, and exit (a cron job, a Kubernetes CronJob)' },
-  ['window'] = { key = 'window', type = 'int', min = 2, arg = 'N', help = 'regression detection: runs in the trailing window (default 10)' },
-  ['min-window'] = { key = 'min_window', type = 'int', min = 2, arg = 'N', help = 'runs the window needs before it judges (default 5)' },
-  ['hold'] = { key = 'hold', type = 'int', min = 1, arg = 'N', help = 'runs a change must hold before it is called (default 3)' },
-  ['min-change'] = { key = 'min_change', type = 'string', arg = 'PCT',
-    help = 'a latency change under PCT of the baseline is not called (default 10%)' },
-  ['min-rate-change'] = { key = 'min_rate_change', type = 'string', arg = 'PCT',
-    help = 'an error or lost-sandbox rate change under PCT points is not called (default 2%)' },
-  ['on-change'] = { key = 'on_change', type = 'string', arg = 'CMD', help = 'run `sh -c CMD` once per change (its JSON on stdin and in CSENG_CHANGE)' },
-  ['metrics-port'] = { key = 'metrics_port', type = 'int', min = 0, arg = 'PORT', help = 'serve /metrics (OpenMetrics) and /status on PORT' },
-  ['metrics-host'] = { key = 'metrics_host', type = 'string', arg = 'ADDR',
-    help = 'the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for a scraper on another host)' },
-}
-local ORDER = { 'every', 'jitter', 'max-late', 'name', 'output', 'runs', 'once', 'window', 'min-window', 'hold', 'min-change',
-  'min-rate-change', 'on-change', 'metrics-port', 'metrics-host' }
 
 -- run options the watch owns or that make no sense on a schedule
 local NOT_PASSED = { output = 'the watch names each run\'s log (--output is the watch\'s folder)',
@@ -44,17 +20,41 @@ local NOT_PASSED = { output = 'the watch names each run\'s log (--output is the 
   shard = 'a watch runs whole plans', ['job-id'] = 'a watch runs whole plans', quiet = 'runs are quiet under a watch',
   report = 'each run writes its report beside its log', modes = 'a matrix is one watch per provider and mode' }
 
-local cmd = {
+local cmd = command {
+  name = 'watch',
   summary = 'run a plan on a schedule: history, regression detection with intervals, OpenMetrics',
+  usage = 'usage: cseng watch PLAN.lua --every DURATION [watch options] [run options]\n\n' ..
+    'Runs the plan every DURATION (slots aligned to the clock, with jitter), each run an ordinary run\n' ..
+    'log in the results folder (<name>-<slot>.jsonl), never two at once; judges each run against the\n' ..
+    'trailing window of the ones before it (docs/WATCH.md); stops on Ctrl-C or SIGTERM (a run in\n' ..
+    'progress stops as any run does, and the next start finishes it). Run options are those of\n' ..
+    '`cseng run` (see cseng run --help), passed to every run.',
+  options_title = 'watch options',
+  flags = {
+    { 'every', 'string', arg = 'DURATION', help = 'run every DURATION (90s, 15m, 1h, 1d; or the plan\'s watch.every)' },
+    { 'jitter', 'string', arg = 'DURATION', help = 'start each run up to DURATION after its slot (default 0)' },
+    { 'max-late', 'string', arg = 'DURATION',
+      help = 'a slot not started within DURATION of its time is missed (default half of --every)' },
+    { 'name', 'string', arg = 'NAME', help = 'the watch\'s name (default: the plan\'s); one watch of a name per folder' },
+    { 'output', 'string', arg = 'DIR', help = 'the results folder of the runs, journal and history (default results)' },
+    { 'runs', 'int', min = 1, arg = 'N', help = 'stop after N runs (default: run until stopped)' },
+    { 'once', 'bool', help = 'finish a slot left open, run the slot due now if one is, and exit (a cron job, a Kubernetes CronJob)' },
+    { 'window', 'int', min = 2, arg = 'N', help = 'regression detection: runs in the trailing window (default 10)' },
+    { 'min-window', 'int', min = 2, arg = 'N', help = 'runs the window needs before it judges (default 5)' },
+    { 'hold', 'int', min = 1, arg = 'N', help = 'runs a change must hold before it is called (default 3)' },
+    { 'min-change', 'string', arg = 'PCT',
+      help = 'a latency change under PCT of the baseline is not called (default 10%)' },
+    { 'min-rate-change', 'string', arg = 'PCT',
+      help = 'an error or lost-sandbox rate change under PCT points is not called (default 2%)' },
+    { 'on-change', 'string', arg = 'CMD', help = 'run `sh -c CMD` once per change (its JSON on stdin and in CSENG_CHANGE)' },
+    { 'metrics-port', 'int', min = 0, arg = 'PORT', help = 'serve /metrics (OpenMetrics) and /status on PORT' },
+    { 'metrics-host', 'string', arg = 'ADDR',
+      help = 'the address /metrics listens on (default 127.0.0.1; 0.0.0.0 for a scraper on another host)' },
+  },
+  epilog = 'exit status: 0 after --runs N runs (or --once); 1 when a run refuses its command line (a slot whose run\n' ..
+    'dies three times is recorded failed, and the watch goes on); 2 usage; 128+N after signal N.',
+  pass = { spec = options.SPEC, refuse = NOT_PASSED, what = 'a watch' },
 }
-cmd.usage = 'usage: cseng watch PLAN.lua --every DURATION [watch options] [run options]\n\n' ..
-  'Runs the plan every DURATION (slots aligned to the clock, with jitter), each run an ordinary run\n' ..
-  'log in the results folder (<name>-<slot>.jsonl), never two at once; judges each run against the\n' ..
-  'trailing window of the ones before it (docs/WATCH.md); stops on Ctrl-C or SIGTERM (a run in\n' ..
-  'progress stops as any run does, and the next start finishes it). Run options are those of\n' ..
-  '`cseng run` (see cseng run --help), passed to every run.\n\nwatch options:\n' .. flags.help(SPEC, ORDER) ..
-  '\n\nexit status: 0 after --runs N runs (or --once); 1 when a run refuses its command line (a slot whose run\n' ..
-  'dies three times is recorded failed, and the watch goes on); 2 usage; 128+N after signal N.'
 
 -- "10%" or "0.1" as a fraction
 local function fraction(v, what)
@@ -113,10 +113,8 @@ local function presenter(out, err)
   end
 end
 
-function cmd.run(args)
-  -- the watch's own options; the runs' options are passed on as given (checked just below)
-  local f, pos, theirs = exit.flags('watch', args, SPEC, { spec = options.SPEC, refuse = NOT_PASSED, what = 'a watch' })
-  if not f then return pos end
+-- f: the watch's own options; theirs: the runs' options, passed on as given (checked just below)
+function cmd.main(f, pos, theirs)
   if #pos ~= 1 then return exit.usage_error('watch needs exactly one PLAN.lua (see cseng watch --help)') end
   local rf, rerr = flags.parse(theirs, options.SPEC)
   if not rf then return exit.usage_error('watch: ' .. rerr .. ' (see cseng run --help)') end
