@@ -9,7 +9,6 @@ local report_load = require('reports.lib.load')
 local exit = require('cseng.cli.exit')
 local report_compare = require('reports.lib.changes')
 
-
 local cmd = command {
   name = 'compare',
   summary = 'compare two runs: pass rate per solver/model/provider/mode, outcome and phase changes with CIs, regressions called out',

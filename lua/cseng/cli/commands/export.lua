@@ -14,7 +14,6 @@ local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
 local computesdk = require('cseng.results.computesdk')
 
-
 local cmd = command {
   name = 'export',
   summary = 'flatten run logs into CSV or JSONL rows (one per trial), or write computesdk\'s result file or a Harbor job',

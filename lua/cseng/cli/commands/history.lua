@@ -9,7 +9,6 @@ local console = require('cseng.lib.console')
 local exit = require('cseng.cli.exit')
 local store = require('cseng.history.store')
 
-
 local cmd = command {
   name = 'history',
   summary = 'the history store of a results folder: lineages, latest verdicts, changes (--rebuild: from the logs)',

@@ -14,7 +14,6 @@ local rootfs_image = require('cseng.images.rootfs')
 local errors = require('cseng.lib.errors')
 local exit = require('cseng.cli.exit')
 
-
 local cmd = command {
   name = 'images',
   summary = 'the Debian base root filesystem (local) and docker images: build, list, prune',

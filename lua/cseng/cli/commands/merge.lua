@@ -13,7 +13,6 @@ local errors = require('cseng.lib.errors')
 local session = require('cseng.run.session')
 local exit = require('cseng.cli.exit')
 
-
 local cmd = command {
   name = 'merge',
   summary = 'merge the shards of a sharded run into one log and summary',

@@ -10,7 +10,6 @@ local jsonl = require('cseng.lib.jsonl')
 local contract = require('providers.shared.contract')
 local exit = require('cseng.cli.exit')
 
-
 local cmd = command {
   name = 'providers',
   summary = 'list provider adapters and whether their credentials are set',

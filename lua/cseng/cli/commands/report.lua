@@ -6,7 +6,6 @@ local report_load = require('reports.lib.load')
 local report_render = require('reports.lib.render')
 local exit = require('cseng.cli.exit')
 
-
 local cmd = command {
   name = 'report',
   summary = 'render run logs through a markdown report template',

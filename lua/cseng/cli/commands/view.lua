@@ -6,7 +6,6 @@ local command = require('cseng.cli.command')
 local fs = require('cseng.fs')
 local index = require('cseng.view.index')
 
-
 local cmd = command {
   name = 'view',
   summary = 'a local web viewer for runs (live and finished), or --export static pages',
