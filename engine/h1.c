@@ -85,6 +85,9 @@ typedef struct h1_conn {
   uint64_t armed;                    /* the deadline the timer was last started for */
   char *line;                        /* the header line being read: "Name: value" */
   size_t line_len, line_cap;
+  unsigned char unit_hdr[9];         /* the header of the server's TLS record or HTTP/2 frame being read, */
+  unsigned unit_have;                /* its bytes so far, */
+  unsigned unit_left;                /* and what is left of the unit's body (read_len) */
 } h1_conn;
 
 enum { L_H2 = 1, L_PENDING };
@@ -130,6 +133,7 @@ static struct {
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
     ssize_t n;
+    size_t len; /* what it asked for (read_len) */
     uint64_t at;
   } got;
 } G = {.idle_max = 1024, .max_streams = 100};
@@ -531,16 +535,61 @@ static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
 static int tls_step(h1_conn *k);
 static int tls_flush(h1_conn *k);
 
+/* What the server sends comes in units, each a header that gives its length, then that many
+ * bytes: TLS records (a 5-byte header, the length in its last two bytes), or, on a cleartext
+ * HTTP/2 connection, frames (a 9-byte header, the length in its first three). The bytes of a
+ * unit's header, or 0 where there are none to follow (cleartext HTTP/1.1). */
+static unsigned unit_hdr_len(const h1_conn *k) { return k->ssl ? 5 : k->pk ? 9 : 0; }
+
+/* Follow the server's units through n bytes read. */
+static void unit_follow(h1_conn *k, const unsigned char *p, size_t n) {
+  unsigned hl = unit_hdr_len(k);
+  while (n > 0) {
+    if (k->unit_left) {
+      size_t t = n < k->unit_left ? n : k->unit_left;
+      k->unit_left -= (unsigned)t;
+      p += t;
+      n -= t;
+      continue;
+    }
+    k->unit_hdr[k->unit_have++] = *p++;
+    n--;
+    if (k->unit_have == hl) {
+      const unsigned char *h = k->unit_hdr;
+      k->unit_left = hl == 5 ? (unsigned)h[3] << 8 | h[4] : (unsigned)h[0] << 16 | (unsigned)h[1] << 8 | h[2];
+      k->unit_have = 0;
+    }
+  }
+}
+
+/* How much one read of k's socket may take. A read is stamped with the arrival of the newest
+ * segment it took (rxstamp.h), so on a connection carrying several HTTP/2 streams, where answers
+ * queue in the socket while the loop is busy, one read of them all would date every answer by
+ * the last one's arrival. There a read ends where the unit it is in ends (its header, then the
+ * rest of its body), and each unit is stamped when its own last byte arrived; this costs a
+ * second recvmsg a unit. Elsewhere, or with one stream open, as much as the buffer holds. */
+static size_t read_len(const h1_conn *k) {
+  size_t need;
+  if (!k->h2 || h2_open(k->h2) < 2 || !unit_hdr_len(k)) return sizeof G.rbuf;
+  need = k->unit_left ? k->unit_left : unit_hdr_len(k) - k->unit_have;
+  return need < sizeof G.rbuf ? need : sizeof G.rbuf;
+}
+
 /* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
  * there was nothing to read. */
 static int read_once(h1_conn *k) {
   uv_os_fd_t fd;
   uint64_t at;
   ssize_t n;
+  size_t len;
   if (k->closing || uv_fileno((uv_handle_t *)&k->tcp, &fd) != 0) return 0;
-  n = recv_stamped(fd, G.rbuf, sizeof G.rbuf, &at);
+  len = read_len(k);
+  n = recv_stamped(fd, G.rbuf, len, &at);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  if (n > 0 && unit_hdr_len(k)) unit_follow(k, (const unsigned char *)G.rbuf, (size_t)n);
+  if (n > 0 && len < sizeof G.rbuf) G.st.unit_reads++;
   G.got.k = k;
+  G.got.len = len;
   G.got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
   G.got.at = k->call && at < k->call->t0 ? 0 : at; /* bytes that arrived before the call: not its answer's time */
   return 1;
@@ -556,19 +605,21 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
   read_once(h->data);
 }
 
-/* UV_ENOBUFS, always: on_alloc read the socket (or found nothing to read). A read that filled
- * the buffer is followed by more, up to 32 as libuv's own reading does, while the call lasts. */
+/* UV_ENOBUFS, always: on_alloc read the socket (or found nothing to read). A read that took all
+ * it asked for is followed by more while the call lasts: up to 32 buffers full, as libuv's own
+ * reading does, or 128 reads in all (a read a record or frame takes two: read_len). */
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
   (void)b;
   (void)nread;
-  for (int i = 0; i < 32; i++) {
+  for (int i = 0; i < 128; i++) {
     h1_conn *k = G.got.k;
     ssize_t n = G.got.n;
+    size_t len = G.got.len;
     if (!k || k != s->data) return;
     G.got.k = NULL;
     got_raw(k, n, G.rbuf, G.got.at);
     /* (not after the last: what it read would wait in G.got for another connection's read) */
-    if (i == 31 || n < (ssize_t)sizeof G.rbuf || k->closing || (!k->call && !k->h2) || !read_once(k)) return;
+    if (i == 127 || (len == sizeof G.rbuf && i >= 31) || n < (ssize_t)len || k->closing || (!k->call && !k->h2) || !read_once(k)) return;
   }
 }
 

@@ -1790,6 +1790,7 @@ static int http_stats(lua_State *L) {
     cs_set_integer(L, "tls_resumed", (lua_Integer)st.tls_resumed);
     cs_set_integer(L, "h2_connections", (lua_Integer)st.h2_connections);
     cs_set_integer(L, "h2_streams", (lua_Integer)st.h2_streams);
+    cs_set_integer(L, "unit_reads", (lua_Integer)st.unit_reads);
     lua_setfield(L, -2, "native");
   }
   return 1;

@@ -249,6 +249,38 @@ for _, M in ipairs(MODES) do
       assert.equal(0, http.stats().in_flight)
     end)
 
+    it('answers that wait in the socket together are read a record (a frame) at a time, not in one read', function()
+      -- one connection carries both streams; this loop does not read while the server sends the
+      -- first answer and then, once it is on the wire, the second. One read of both would date
+      -- both by the second's arrival; the native path reads such a connection a unit at a time,
+      -- so each answer carries its own arrival where the kernel kept them apart (it merges a
+      -- segment that arrives behind an acknowledged, unread one, so the stamps themselves are
+      -- the kernel's to give: docs/ENGINE.md; the bench measures the errors, section 3e)
+      http.configure { native = true }
+      local units = function() return http.stats().native.unit_reads end
+      local u0 = units()
+      assert.equal('hello', assert(http.request(get('/cl'))).body)
+      assert.equal(u0, units()) -- one stream open: reads as large as the buffer
+      local key = id('pair')
+      local done = fs.join(tmp, key)
+      local q = '?id=' .. key .. '&done=' .. done
+      local a = task.spawn(http.request, get('/pair' .. q .. '&n=1', { timeout = 60 }))
+      local b = task.spawn(http.request, get('/pair' .. q .. '&n=2', { timeout = 60 }))
+      assert.equal('go', assert(http.request(get('/pair-go' .. q, { timeout = 60 }))).body)
+      local u1 = units()
+      for _ = 1, 3000 do -- blocked here, the loop with it, until the server has sent both
+        local f = io.open(done)
+        if f then f:close(); break end
+        os.execute('sleep 0.01')
+      end
+      local _, ra = a:join()
+      local _, rb = b:join()
+      assert.same({ 'answer 1', 'answer 2', '2', '2' }, { ra.body, rb.body, ra.http_version, rb.http_version })
+      -- the first answer's unit: its header, then the rest, each a read of its own
+      assert.is_true(units() - u1 >= 2, (units() - u1) .. ' reads a unit')
+      assert.is_true(math.type(ra.timings.answered_at) == 'integer' and math.type(rb.timings.answered_at) == 'integer')
+    end)
+
     it('a refused port (ECONNREFUSED) and a name that does not resolve (ENOTFOUND)', function()
       local scheme = M.tls and 'https' or 'http'
       assert.equal('ECONNREFUSED', both(req { url = scheme .. '://127.0.0.1:' .. free_port() .. '/', timeout = 20 }).code)

@@ -21,12 +21,26 @@
 //   /close-after    "bye", then the session closed (GOAWAY): the next request takes a new connection
 //   /destroy        the connection dropped before an answer
 //   /bigheaders     40 KiB of response headers       /stats      {sessions, streams}
+//   /pair?id=X&n=1|2&done=FILE, /pair-go?id=X  the two pair streams are held until go (answered
+//                   "go" at once); 100 ms later n=1 is answered, then, once its stream has closed
+//                   and 20 ms more, n=2; once that one has closed and 20 ms more, FILE is written
 import http2 from 'node:http2';
 import fs from 'node:fs';
 
 const [portfile, cert, key] = process.argv.slice(2);
 let sessions = 0, streams = 0;
 const slow = new Map();
+const pairs = new Map(); // id -> {1: answer, 2: answer, go, done}
+
+// A pair whose two streams and go are all in: its answers one after the other, each on the
+// wire before the next is begun (see /pair above).
+function pairGo(id) {
+  const p = pairs.get(id);
+  if (!p || !p[1] || !p[2] || !p.go || p.started) return;
+  p.started = true;
+  const later = (ms, f) => setTimeout(f, ms);
+  later(100, () => p[1](() => later(20, () => p[2](() => later(20, () => fs.writeFileSync(p.done, 'sent'))))));
+}
 
 function onStream(stream, headers, flags, rawHeaders) {
   streams++;
@@ -99,6 +113,21 @@ function onStream(stream, headers, flags, rawHeaders) {
       }
       case '/slow-state': ok({ ':status': 200 }, slow.get(q.get('id')) || 'unknown'); break;
       case '/hold': setTimeout(() => ok({ ':status': 200 }, 'held'), 100); break;
+      case '/pair': case '/pair-go': {
+        const id = q.get('id');
+        const p = pairs.get(id) || {};
+        pairs.set(id, p);
+        if (url.pathname === '/pair-go') {
+          p.go = true;
+          ok({ ':status': 200 }, 'go');
+        } else {
+          const n = q.get('n');
+          p.done = q.get('done');
+          p[n] = (closed) => { stream.on('close', closed); ok({ ':status': 200 }, 'answer ' + n); };
+        }
+        pairGo(id);
+        break;
+      }
       case '/early-hints':
         stream.additionalHeaders({ ':status': 103, link: '</a.css>; rel=preload' });
         setTimeout(() => ok({ ':status': 200, 'x-final': 'yes' }, 'done'), 20);
@@ -128,6 +157,8 @@ const tlsServer = http2.createSecureServer({ ...opts, cert: fs.readFileSync(cert
 const plainServer = http2.createServer(opts);
 for (const s of [tlsServer, plainServer]) {
   s.on('session', (sess) => { sessions++; sess.on('error', () => {}); });
+  // each write on the wire at once, as a provider's would be (no Nagle: /pair's answers apart)
+  s.on('connection', (sock) => sock.setNoDelay(true));
   s.on('stream', onStream);
   s.on('sessionError', () => {});
 }
