@@ -85,9 +85,7 @@ typedef struct h1_conn {
   uint64_t armed;                    /* the deadline the timer was last started for */
   char *line;                        /* the header line being read: "Name: value" */
   size_t line_len, line_cap;
-  unsigned char unit_hdr[9];         /* the header of the server's TLS record or HTTP/2 frame being read, */
-  unsigned unit_have;                /* its bytes so far, */
-  unsigned unit_left;                /* and what is left of the unit's body (read_len) */
+  rx_units units;                    /* the server's TLS records, or cleartext HTTP/2 frames (read_len) */
 } h1_conn;
 
 enum { L_H2 = 1, L_PENDING };
@@ -535,32 +533,9 @@ static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
 static int tls_step(h1_conn *k);
 static int tls_flush(h1_conn *k);
 
-/* What the server sends comes in units, each a header that gives its length, then that many
- * bytes: TLS records (a 5-byte header, the length in its last two bytes), or, on a cleartext
- * HTTP/2 connection, frames (a 9-byte header, the length in its first three). The bytes of a
- * unit's header, or 0 where there are none to follow (cleartext HTTP/1.1). */
+/* The length of the header of the units the server sends (rxstamp.h): TLS records, or, on a
+ * cleartext HTTP/2 connection, frames; 0 where there are none to follow (cleartext HTTP/1.1). */
 static unsigned unit_hdr_len(const h1_conn *k) { return k->ssl ? 5 : k->pk ? 9 : 0; }
-
-/* Follow the server's units through n bytes read. */
-static void unit_follow(h1_conn *k, const unsigned char *p, size_t n) {
-  unsigned hl = unit_hdr_len(k);
-  while (n > 0) {
-    if (k->unit_left) {
-      size_t t = n < k->unit_left ? n : k->unit_left;
-      k->unit_left -= (unsigned)t;
-      p += t;
-      n -= t;
-      continue;
-    }
-    k->unit_hdr[k->unit_have++] = *p++;
-    n--;
-    if (k->unit_have == hl) {
-      const unsigned char *h = k->unit_hdr;
-      k->unit_left = hl == 5 ? (unsigned)h[3] << 8 | h[4] : (unsigned)h[0] << 16 | (unsigned)h[1] << 8 | h[2];
-      k->unit_have = 0;
-    }
-  }
-}
 
 /* How much one read of k's socket may take. A read is stamped with the arrival of the newest
  * segment it took (rxstamp.h), so on a connection carrying several HTTP/2 streams, where answers
@@ -569,10 +544,8 @@ static void unit_follow(h1_conn *k, const unsigned char *p, size_t n) {
  * rest of its body), and each unit is stamped when its own last byte arrived; this costs a
  * second recvmsg a unit. Elsewhere, or with one stream open, as much as the buffer holds. */
 static size_t read_len(const h1_conn *k) {
-  size_t need;
   if (!k->h2 || h2_open(k->h2) < 2 || !unit_hdr_len(k)) return sizeof G.rbuf;
-  need = k->unit_left ? k->unit_left : unit_hdr_len(k) - k->unit_have;
-  return need < sizeof G.rbuf ? need : sizeof G.rbuf;
+  return rx_units_need(&k->units, unit_hdr_len(k), sizeof G.rbuf);
 }
 
 /* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
@@ -586,7 +559,7 @@ static int read_once(h1_conn *k) {
   len = read_len(k);
   n = recv_stamped(fd, G.rbuf, len, &at);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (n > 0 && unit_hdr_len(k)) unit_follow(k, (const unsigned char *)G.rbuf, (size_t)n);
+  if (n > 0 && unit_hdr_len(k)) rx_units_follow(&k->units, unit_hdr_len(k), (const unsigned char *)G.rbuf, (size_t)n);
   if (n > 0 && len < sizeof G.rbuf) G.st.unit_reads++;
   G.got.k = k;
   G.got.len = len;

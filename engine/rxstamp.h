@@ -61,4 +61,42 @@ static inline ssize_t recv_stamped(int fd, void *buf, size_t len, uint64_t *at) 
   return n;
 }
 
+/* What the other end sends, followed as units: each a header that gives its length, then that
+ * many bytes. TLS records (a 5-byte header, the length in its last two bytes) or HTTP/2 frames (a
+ * 9-byte header, the length in its first three); hdr is the header's length, 5 or 9. A read is
+ * stamped with the newest segment it took, so where several answers (or requests) may wait in a
+ * socket together, a read that ends where a unit ends (rx_units_need) keeps each unit's arrival
+ * its own, wherever the kernel kept the segments apart. Start zeroed; left may start at the bytes
+ * to pass over before the first unit (a cleartext HTTP/2 client's 24-byte preface). */
+typedef struct {
+  unsigned char h[9]; /* the header being read */
+  unsigned have;      /* its bytes so far */
+  unsigned left;      /* what is left of the unit's body */
+} rx_units;
+
+/* Follow n bytes read. */
+static inline void rx_units_follow(rx_units *u, unsigned hdr, const unsigned char *p, size_t n) {
+  while (n > 0) {
+    if (u->left) {
+      size_t t = n < u->left ? n : u->left;
+      u->left -= (unsigned)t;
+      p += t;
+      n -= t;
+      continue;
+    }
+    u->h[u->have++] = *p++;
+    n--;
+    if (u->have == hdr) {
+      u->left = hdr == 5 ? (unsigned)u->h[3] << 8 | u->h[4] : (unsigned)u->h[0] << 16 | (unsigned)u->h[1] << 8 | u->h[2];
+      u->have = 0;
+    }
+  }
+}
+
+/* The bytes up to the end of the unit being read (its header's, or its body's), at most max. */
+static inline size_t rx_units_need(const rx_units *u, unsigned hdr, size_t max) {
+  size_t need = u->left ? u->left : hdr - u->have;
+  return need < max ? need : max;
+}
+
 #endif
