@@ -21,9 +21,9 @@
 //   /close-after    "bye", then the session closed (GOAWAY): the next request takes a new connection
 //   /destroy        the connection dropped before an answer
 //   /bigheaders     40 KiB of response headers       /stats      {sessions, streams}
-//   /pair?id=X&n=1|2&done=FILE, /pair-go?id=X  the two pair streams are held until go (answered
-//                   "go" at once); 100 ms later n=1 is answered, then, once its stream has closed
-//                   and 20 ms more, n=2; once that one has closed and 20 ms more, FILE is written
+//   /pair?id=X&n=1|2&done=FILE, /pair-go?id=X  held until all three are in; then go is answered
+//                   "go", 100 ms later n=1, then, once its stream has closed and 20 ms more, n=2;
+//                   once that one has closed and 20 ms more, FILE is written
 import http2 from 'node:http2';
 import fs from 'node:fs';
 
@@ -38,6 +38,7 @@ function pairGo(id) {
   const p = pairs.get(id);
   if (!p || !p[1] || !p[2] || !p.go || p.started) return;
   p.started = true;
+  p.go(); // the client stops reading once it has this answer
   const later = (ms, f) => setTimeout(f, ms);
   later(100, () => p[1](() => later(20, () => p[2](() => later(20, () => fs.writeFileSync(p.done, 'sent'))))));
 }
@@ -118,8 +119,7 @@ function onStream(stream, headers, flags, rawHeaders) {
         const p = pairs.get(id) || {};
         pairs.set(id, p);
         if (url.pathname === '/pair-go') {
-          p.go = true;
-          ok({ ':status': 200 }, 'go');
+          p.go = () => ok({ ':status': 200 }, 'go');
         } else {
           const n = q.get('n');
           p.done = q.get('done');
