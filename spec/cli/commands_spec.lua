@@ -317,6 +317,9 @@ describe('names a user mistypes', function()
     assert.same({ output = 'x.md', task_limit = 3, repeats = 2, env_file = { 'a', 'b' } }, f)
     assert.equal('  --output OUT.md                where\n  -o OUT.md                      same as --output',
       flags.help(spec, { 'output' }))
+    -- an error names the flag as it was typed
+    assert.same({ nil, '-o needs a value' }, { flags.parse({ '-o' }, spec) })
+    assert.same({ nil, '--output needs a value' }, { flags.parse({ '--output' }, spec) })
     -- a declaration that cannot be right is refused where it is written
     assert.error_matches(function() flags.declare { { 'seed', 'integer' } } end, 'seed: a type of string')
     assert.error_matches(function() flags.declare { { 'seed', 'int' }, { 'seed', 'int' } } end, '%-%-seed is declared twice')

@@ -80,6 +80,7 @@ function flags.parse(args, spec, pass)
     elseif a:sub(1, 2) == '--' or a:match('^%-%a$') then
       local name, value = a:match('^%-%-([^=]+)=(.*)$')
       name = name or a:gsub('^%-%-?', '')
+      local flag = (a:sub(2, 2) == '-' and '--' or '-') .. name -- as typed, in messages (-o, --output)
       local s = spec[name]
       if not s then
         local last, err = not_declared(args, i, a, name, value, spec, pass, passed)
@@ -87,7 +88,7 @@ function flags.parse(args, spec, pass)
         i = last
       elseif s.type == 'bool' then
         if value ~= nil then
-          if value ~= 'true' and value ~= 'false' then return nil, string.format("--%s takes no value", name) end
+          if value ~= 'true' and value ~= 'false' then return nil, string.format('%s takes no value', flag) end
           out[s.key] = value == 'true'
         else
           out[s.key] = true
@@ -96,17 +97,17 @@ function flags.parse(args, spec, pass)
         if value == nil then
           i = i + 1
           value = args[i]
-          if value == nil then return nil, string.format('--%s needs a value', name) end
+          if value == nil then return nil, string.format('%s needs a value', flag) end
         end
         if s.type == 'int' then
           local n = math.tointeger(tonumber(value))
           if not n or (s.min and n < s.min) then
-            return nil, string.format('--%s: expected a whole number%s, got %q', name, s.min and (' >= ' .. s.min) or '', value)
+            return nil, string.format('%s: expected a whole number%s, got %q', flag, s.min and (' >= ' .. s.min) or '', value)
           end
           out[s.key] = n
         elseif s.type == 'number' then
           local n = tonumber(value)
-          if not n or n <= 0 then return nil, string.format('--%s: expected a positive number, got %q', name, value) end
+          if not n or n <= 0 then return nil, string.format('%s: expected a positive number, got %q', flag, value) end
           out[s.key] = n
         elseif s.type == 'list' then
           out[s.key] = out[s.key] or {}
@@ -118,7 +119,7 @@ function flags.parse(args, spec, pass)
           if s.choices then
             local okc = false
             for _, c in ipairs(s.choices) do if c == value then okc = true end end
-            if not okc then return nil, string.format('--%s: expected one of %s, got %q', name, table.concat(s.choices, ', '), value) end
+            if not okc then return nil, string.format('%s: expected one of %s, got %q', flag, table.concat(s.choices, ', '), value) end
           end
           out[s.key] = value
         end

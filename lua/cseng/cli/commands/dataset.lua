@@ -119,7 +119,8 @@ function cmd.main(f, pos)
       end
       print(string.format('%s@%s: %d tasks, content %s', resolved.name, resolved.version, #tasks, resolved.content_hash))
     else
-      error(errors.usage("unknown dataset subcommand '" .. tostring(sub) .. "' (pack, convert, info, validate, list, fetch)"), 0)
+      error(errors.usage(sub and ("unknown dataset subcommand '" .. sub .. "' (pack, convert, info, validate, list, fetch)")
+        or 'dataset needs a subcommand: pack, convert, info, validate, list or fetch (see cseng dataset --help)'), 0)
     end
   end)
   if ok then return err or 0 end -- err: the status of validate
