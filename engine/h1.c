@@ -533,9 +533,10 @@ static void got_raw(h1_conn *k, ssize_t nread, const char *p, uint64_t at);
 static int tls_step(h1_conn *k);
 static int tls_flush(h1_conn *k);
 
-/* The length of the header of the units the server sends (rxstamp.h): TLS records, or, on a
- * cleartext HTTP/2 connection, frames; 0 where there are none to follow (cleartext HTTP/1.1). */
-static unsigned unit_hdr_len(const h1_conn *k) { return k->ssl ? 5 : k->pk ? 9 : 0; }
+/* The length of the header of the units the server sends (rxstamp.h) on a connection that may
+ * carry HTTP/2 (read_len): TLS records where ALPN offered h2, frames with prior knowledge; 0 on an
+ * HTTP/1.1-only connection, whose reads need not follow them (one answer at a time). */
+static unsigned unit_hdr_len(const h1_conn *k) { return k->offer_h2 ? 5 : k->pk ? 9 : 0; }
 
 /* How much one read of k's socket may take. A read is stamped with the arrival of the newest
  * segment it took (rxstamp.h), so on a connection carrying several HTTP/2 streams, where answers

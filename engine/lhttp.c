@@ -25,7 +25,7 @@
  *                  max_concurrent_streams=, pools=, native=, ca_file=}
  *   http.stats() -> {in_flight=, started=, completed=, pools=, max_concurrent_streams=, native={enabled=, requests=,
  *                    connects=, reused=, retried=, open=, idle=, tls_handshakes=, tls_resumed=,
- *                    h2_connections=, h2_streams=}}
+ *                    h2_connections=, h2_streams=, unit_reads=}}
  *
  * Connections are reused across requests and tasks through libcurl's connection cache,
  * held by a few multi handles ("pools", http.configure{pools=}, default POOLS_DEFAULT). Each

@@ -8,12 +8,13 @@ local flags = require('cseng.lib.flags')
 local exit = require('cseng.cli.exit')
 
 ---@param def {name: string, summary: string, usage: string, flags: table[]|nil, options_title: string|nil, epilog: string|nil, pass: table|nil}
----@return table cmd {name, summary, usage, flags (the spec), order, run(args) -> status}
+---@return table cmd {name, summary, usage, flags (the spec), run(args) -> status}
 return function(def)
   local cmd = { name = def.name, summary = def.summary }
-  cmd.flags, cmd.order = flags.declare(def.flags or {})
+  local order
+  cmd.flags, order = flags.declare(def.flags or {})
   local parts = { def.usage }
-  if #cmd.order > 0 then parts[#parts + 1] = (def.options_title or 'options') .. ':\n' .. flags.help(cmd.flags, cmd.order) end
+  if #order > 0 then parts[#parts + 1] = (def.options_title or 'options') .. ':\n' .. flags.help(cmd.flags, order) end
   parts[#parts + 1] = def.epilog
   cmd.usage = table.concat(parts, '\n\n')
 

@@ -166,7 +166,8 @@ function flags.unknown(kind, name, names)
     kind, table.concat(names, ', '))
 end
 
-local TYPES = { string = true, int = true, number = true, bool = true, list = true, multi = true }
+--- The types a flag may have (a set): what parse reads, and what the adapters' prewarm_flags may use.
+flags.TYPES = { string = true, int = true, number = true, bool = true, list = true, multi = true }
 
 --- A command's flags, declared once and in the order its --help lists them:
 ---   flags.declare { { 'task-limit', 'int', min = 1, arg = 'N', help = 'at most N tasks' }, ... }
@@ -185,7 +186,7 @@ function flags.declare(list)
     local base = e.from and assert(e.from[name], '--' .. tostring(name) .. ': not a flag of the spec it is from') or {}
     t = t or base.type
     assert(type(name) == 'string' and name:match('^[a-z][a-z0-9-]*$'), 'flag ' .. i .. ': a name (lower case, digits, -)')
-    assert(TYPES[t], '--' .. tostring(name) .. ': a type of string, int, number, bool, list, multi')
+    assert(flags.TYPES[t], '--' .. tostring(name) .. ': a type of string, int, number, bool, list, multi')
     assert(spec[name] == nil, '--' .. name .. ' is declared twice')
     local s = {}
     for k, v in pairs(base) do s[k] = v end

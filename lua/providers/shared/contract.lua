@@ -10,6 +10,7 @@
 --- docs/providers/README.md prints the same lists (spec/providers/shared/contract_spec.lua compares them);
 --- `cseng providers` reports what contract.check finds; spec/providers/shared/contract_spec.lua runs every adapter
 --- (and docs/providers/skeleton.lua) through it.
+local flags = require('cseng.lib.flags')
 local contract = {}
 
 local function size(t)
@@ -160,8 +161,6 @@ contract.CLIENT = {
     .. 'credential (lua/cseng/run/frame.lua)' },
 }
 
--- The flag types of lua/cseng/lib/flags.lua.
-local FLAG_TYPES = { string = true, int = true, number = true, bool = true, list = true, multi = true }
 
 local function check_named(v, list, what, check_value)
   local known = {}
@@ -187,7 +186,7 @@ local function check_prewarm_flags(v)
     if type(s.key) ~= 'string' or not s.key:match('^[%a_][%w_]*$') or s.key == 'log' then
       return name .. '.key must be a Lua name other than log (prewarm_image reads o[key])'
     end
-    if not FLAG_TYPES[s.type] then return name .. '.type must be one of string, int, number, bool, list, multi' end
+    if not flags.TYPES[s.type] then return name .. '.type must be one of string, int, number, bool, list, multi' end
     if type(s.help) ~= 'string' or s.help == '' then return name .. '.help must be a non-empty string' end
     if s.arg ~= nil and type(s.arg) ~= 'string' then return name .. '.arg must be a string' end
   end
