@@ -146,17 +146,38 @@ function M.create(client, spec)
   end
   return sb
 end
-local function exec_inspect(client, eid)
+--- Ask again until fn() says done (done, ...) or 15 s pass, waiting 5 ms, then twice as long each
+--- time (at most 0.1 s). Returns fn's last answer.
+local function settle(fn)
   local pause, deadline = 0.005, clock.now() + 15e9
-  while true do -- the exit code lands a moment after the stream closes (later on a busy host)
-    local res = api(client, 'GET', '/exec/' .. eid .. '/json', {})
-    if not res then return nil end
-    local j = decode(res)
-    if j.Running == false and int(j.ExitCode) then return j end
-    if clock.now() > deadline then return nil end
+  while true do
+    local r = table.pack(fn())
+    if r[1] or clock.now() > deadline then return table.unpack(r, 2, r.n) end
     task.sleep(pause)
     pause = math.min(pause * 2, 0.1)
   end
+end
+
+local function exec_inspect(client, eid)
+  return settle(function() -- the exit code lands a moment after the stream closes (later on a busy host)
+    local res = api(client, 'GET', '/exec/' .. eid .. '/json', {})
+    if not res then return true, nil end
+    local j = decode(res)
+    if j.Running == false and int(j.ExitCode) then return true, j end
+    return false, nil
+  end)
+end
+
+--- POST /containers/{id}/exec. dockerd (daemon/monitor.go) can mark a container paused again
+--- after its unpause answered: containerd's "paused" event, when it arrives late, sets the flag,
+--- and only the "resumed" event behind it clears it. An exec meanwhile gets 409 "is paused".
+--- A sandbox this adapter did not leave paused (sb.paused) waits that out; one it did fails at once.
+local function exec_create(client, sb, body)
+  return settle(function()
+    local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/exec', { json = body })
+    local stale = not res and code == 'HTTP_409' and not sb.paused and tostring(err):find('is paused', 1, true)
+    return not stale, res, err, code
+  end)
 end
 
 local function upload_stdin(client, sb, data)
@@ -188,12 +209,10 @@ function M.exec(client, sb, cmd, opts)
   local non_root = user ~= nil and user ~= 'root' and user ~= 0 and user ~= '0'
   local env = util.copy(opts.env)
   if non_root and env.HOME == nil then env.HOME = '/tmp' end
-  local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/exec', {
-    json = {
-      AttachStdout = true, AttachStderr = true, AttachStdin = false, Tty = false, Cmd = argv,
-      Env = env_list(env), WorkingDir = opts.cwd,
-      User = not non_root and '0:0' or (user == 'verifier' and VERIFIER_USER or tostring(user)),
-    },
+  local res, err, code = exec_create(client, sb, {
+    AttachStdout = true, AttachStderr = true, AttachStdin = false, Tty = false, Cmd = argv,
+    Env = env_list(env), WorkingDir = opts.cwd,
+    User = not non_root and '0:0' or (user == 'verifier' and VERIFIER_USER or tostring(user)),
   })
   if not res then
     if code == 'HTTP_404' then return nil, 'sandbox ' .. sb.id .. ' is gone: ' .. err, 'ENOSANDBOX' end
@@ -371,6 +390,7 @@ end
 function M.pause(client, sb)
   local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/pause', { ok = { 204 } })
   if not res then return nil, err, code end
+  sb.paused = true
   return true
 end
 
@@ -378,6 +398,7 @@ end
 function M.resume(client, sb)
   local res, err, code = api(client, 'POST', '/containers/' .. sb.id .. '/unpause', { ok = { 204 } })
   if not res then return nil, err, code end
+  sb.paused = nil
   return true
 end
 

@@ -65,6 +65,57 @@ local function mux_frame(kind, payload) return string.pack('>B xxx I4', kind, #p
 
 -- ---- without docker --------------------------------------------------------------------------
 
+--- A dockerd that answers what exec needs over loopback TCP, and marks a container paused again
+--- after an unpause for `stale` exec attempts, as dockerd 20.10 does when containerd's "paused"
+--- event arrives after the unpause (daemon/monitor.go). Returns the client and the fake's counts.
+local function stale_pause_dockerd(stale)
+  local rest = require('spec.fakes.rest')
+  local st = { execs = 0, refused = 0, stale = 0, paused = false }
+  local srv = rest.listen(function(req)
+    local path = req.path:gsub('^/v[%d.]+', '')
+    if path == '/_ping' then return 200, {}, 'OK' end
+    if path == '/version' or path == '/info' then return rest.json(200, {}) end
+    if path == '/containers/c1/pause' then st.paused, st.stale = true, 0; return 204, {}, '' end
+    if path == '/containers/c1/unpause' then st.paused, st.stale = false, stale; return 204, {}, '' end
+    if path == '/containers/c1/exec' then
+      if st.paused or st.stale > 0 then
+        st.stale, st.refused = math.max(0, st.stale - 1), st.refused + 1
+        return rest.json(409, { message = 'Container c1 is paused, unpause the container before exec' })
+      end
+      st.execs = st.execs + 1
+      return rest.json(201, { Id = 'e' .. st.execs })
+    end
+    if path:match('^/exec/e%d+/start$') then
+      return 200, { ['Content-Type'] = 'application/vnd.docker.raw-stream' }, mux_frame(1, 'ok\n')
+    end
+    if path:match('^/exec/e%d+/json$') then return rest.json(200, { Running = false, ExitCode = 0, Pid = 0 }) end
+    return rest.json(404, { message = 'no route ' .. req.method .. ' ' .. path })
+  end)
+  local client = docker.connect({ getenv = function(k) if k == 'DOCKER_HOST' then return 'tcp://' .. srv:url():match('//([^/]+)') end end })
+  return client, st, srv
+end
+
+describe('docker provider against a dockerd whose paused flag lags', function()
+  it('an exec after resume waits out the stale "is paused"; an exec on a sandbox it paused fails at once', function()
+    local client, st, srv = stale_pause_dockerd(3)
+    local sb = { id = 'c1', labels = {} }
+    assert.is_true(docker.pause(client, sb))
+    local r, err, code = docker.exec(client, sb, 'true', { timeout = 5 })
+    assert.is_nil(r)
+    assert.equal('HTTP_409', code)
+    assert.matches('is paused', err, 1, true)
+    assert.equal(1, st.refused) -- asked once: this adapter left it paused
+    assert.is_true(docker.resume(client, sb))
+    r, err = docker.exec(client, sb, 'true', { timeout = 5 })
+    assert.is_table(r, err)
+    assert.equal(0, r.code)
+    assert.equal('ok\n', r.stdout)
+    assert.equal(1 + 3, st.refused) -- the three stale refusals were asked through
+    assert.equal(1, st.execs)
+    srv:close()
+  end)
+end)
+
 describe('docker provider helpers', function()
   it('demultiplexes the exec stream wherever the chunks are cut', function()
     local stream = mux_frame(1, 'hello ') .. mux_frame(2, 'oops\n') .. mux_frame(1, '') .. mux_frame(1, 'world\n') .. mux_frame(2, string.rep('e', 300))
