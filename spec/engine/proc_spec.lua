@@ -322,6 +322,64 @@ describe('cseng.proc', function()
     end)
   end)
 
+  -- the engine's minor page faults so far (/proc/self/stat, the 10th field)
+  local function minflt()
+    local f = {}
+    for w in assert(io.open('/proc/self/stat')):read('a'):match('%) (.*)'):gmatch('%S+') do f[#f + 1] = w end
+    return tonumber(f[8])
+  end
+
+  it('starts a child without copying the engine: its own writes after a spawn cost no page faults', function()
+    -- fork() write-protects every page of the parent, so each page it writes after the spawn
+    -- faults once; a vfork-style spawn (posix_spawn) shares them with the child until its exec
+    local t = {}
+    for i = 1, 200000 do t[i] = i end -- 3.2 MB of array: 781 pages
+    for i = 1, #t do t[i] = i + 1 end -- present and written before the spawn
+    local r
+    local before = minflt()
+    r = assert(proc.run { argv = { '/bin/true' } })
+    for i = 1, #t do t[i] = i + 2 end
+    local faults = minflt() - before
+    assert.equal(0, r.code)
+    assert.is_true(faults < 300, faults .. ' page faults writing 781 pages after a spawn')
+    -- the same for proc.spawn
+    before = minflt()
+    local p = assert(proc.spawn { argv = { '/bin/true' } })
+    for i = 1, #t do t[i] = i + 3 end
+    faults = minflt() - before
+    assert.equal(0, assert(p:wait(10)).code)
+    p:close()
+    assert.is_true(faults < 300, faults .. ' page faults writing 781 pages after a spawn')
+  end)
+
+  it('sets a child up as a session leader, every signal at its default and none blocked', function()
+    -- the engine ignores SIGPIPE and may block signals; its children must not inherit that
+    local r = assert(proc.run { argv = { '/bin/sh', '-c', 'grep -E "^(SigBlk|SigIgn)" /proc/self/status; ps -o sid= -o pid= -p $$' } })
+    assert.equal(0, r.code, r.stderr)
+    assert.matches('SigBlk:%s+0+\n', r.stdout)
+    assert.matches('SigIgn:%s+0+\n', r.stdout)
+    local sid, pid = r.stdout:match('\n%s*(%d+)%s+(%d+)%s*$')
+    assert.equal(pid, sid)
+  end)
+
+  it('looks the program up in the child\'s own PATH, and runs a script without a #! line with sh', function()
+    local dir = assert(require('cseng.fs').tempdir('cseng-proc-path-'))
+    local f = assert(io.open(dir .. '/cseng-only-here', 'w'))
+    f:write('echo "from the script: $1"\n')
+    f:close()
+    os.execute('chmod 755 ' .. dir .. '/cseng-only-here')
+    local r = assert(proc.run { argv = { 'cseng-only-here', 'x' }, env_add = { PATH = dir .. ':/usr/bin:/bin' } })
+    assert.equal('from the script: x\n', r.stdout)
+    local ok, msg, code = proc.run { argv = { 'cseng-only-here' } }
+    assert.is_nil(ok)
+    assert.equal('ENOENT', code, msg)
+    os.execute('chmod 644 ' .. dir .. '/cseng-only-here')
+    ok, msg, code = proc.run { argv = { dir .. '/cseng-only-here' } }
+    assert.is_nil(ok)
+    assert.equal('EACCES', code, msg)
+    require('cseng.fs').remove_tree(dir)
+  end)
+
   it('finds programs on PATH', function()
     assert.matches('/sh$', proc.which('sh'))
     local ok, _, code = proc.which('cseng-no-such-program-xyz')

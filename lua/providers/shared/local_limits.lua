@@ -258,14 +258,18 @@ function limits.hits(cg, dirs)
   return out
 end
 
---- Remove a cgroup: kill what is left in it, then rmdir (EBUSY while processes exit).
+--- Remove a cgroup: kill what is left in it, then rmdir (EBUSY until the last of its processes
+--- has exited and been reaped: the sandbox's init goes a moment after the launcher the engine
+--- waited for). Tried again after 1 ms, then twice as long each time up to 25 ms, for about 1 s.
 function limits.remove_cgroup(dir)
-  for _ = 1, 40 do
+  local pause = 0.001
+  for _ = 1, 48 do
     if not fs.exists(dir) then return true end
     local procs = fs.read(dir .. '/cgroup.procs') or ''
     for pid in procs:gmatch('%d+') do sys.kill(tonumber(pid), 'KILL') end
     if fs.remove(dir) then return true end
-    task.sleep(0.025)
+    task.sleep(pause)
+    pause = math.min(pause * 2, 0.025)
   end
   return nil, 'cgroup ' .. dir .. ' stays busy', 'EBUSY'
 end
