@@ -380,6 +380,22 @@ describe('cseng.proc', function()
     require('cseng.fs').remove_tree(dir)
   end)
 
+  it('a child\'s sys.usage().maxrss_kb is its own peak, not the resident set of the engine that started it', function()
+    local sys, fs = require('cseng.sys'), require('cseng.fs')
+    local junk = {}
+    for i = 1, 600000 do junk[i] = { i } end -- the parent: some 60 MB more
+    local parent = sys.usage().maxrss_kb
+    local dir = assert(fs.tempdir('cseng-proc-rss-'))
+    assert(fs.write(dir .. '/rss.lua', "print(require('cseng.sys').usage().maxrss_kb)"))
+    local r = assert(proc.run { argv = { sys.realpath('/proc/self/exe'), 'lua', dir .. '/rss.lua' } })
+    fs.remove_tree(dir)
+    assert.equal(0, r.code, r.stderr)
+    local child = assert(tonumber(r.stdout:match('%d+')), r.stdout)
+    assert.is_true(parent > 60000, tostring(parent))
+    assert.is_true(child < parent // 2, string.format('child %d KiB, its parent %d KiB', child, parent))
+    junk = nil
+  end)
+
   it('finds programs on PATH', function()
     assert.matches('/sh$', proc.which('sh'))
     local ok, _, code = proc.which('cseng-no-such-program-xyz')
