@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -316,11 +317,33 @@ static void xproc_close(xproc *p, uv_close_cb cb) {
   p->pidfd = -1;
 }
 
+/* A regular file this process may execute. */
+static int executable(const char *p) {
+  struct stat st;
+  return access(p, X_OK) == 0 && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The first file named name in path's directories (':'-separated; an empty one is ".") that may be
+ * executed, into out: 0, or -ENOENT, or -EACCES when one was there but may not be executed. */
+static int find_in_path(const char *name, const char *path, char *out, size_t n) {
+  int err = -ENOENT;
+  for (const char *p = path;; p++) {
+    const char *e = strchr(p, ':');
+    int len = e ? (int)(e - p) : (int)strlen(p);
+    if ((size_t)snprintf(out, n, "%.*s/%s", len ? len : 1, len ? p : ".", name) < n) {
+      struct stat st;
+      if (executable(out)) return 0;
+      if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) err = -EACCES;
+    }
+    if (!e) return err;
+    p = e;
+  }
+}
+
 /* The program execvp would run for file under the child's PATH (its env's, else ours);
  * 0 or a negative errno. */
 static int xproc_resolve(const char *file, char *const *env, char *out, size_t n) {
-  const char *path = NULL, *p;
-  int err = -ENOENT;
+  const char *path = NULL;
   if (strchr(file, '/')) {
     if ((size_t)snprintf(out, n, "%s", file) >= n) return -ENAMETOOLONG;
     return 0;
@@ -331,20 +354,7 @@ static int xproc_resolve(const char *file, char *const *env, char *out, size_t n
   } else {
     path = getenv("PATH");
   }
-  if (!path) path = "/bin:/usr/bin"; /* execvp's default */
-  for (p = path;; p++) {
-    const char *e = strchr(p, ':');
-    int len = e ? (int)(e - p) : (int)strlen(p);
-    struct stat st;
-    if ((size_t)snprintf(out, n, "%.*s%s%s", len, len ? p : ".", "/", file) < n && stat(out, &st) == 0 &&
-        S_ISREG(st.st_mode)) {
-      if (access(out, X_OK) == 0) return 0;
-      err = -EACCES;
-    }
-    if (!e) break;
-    p = e;
-  }
-  return err;
+  return find_in_path(file, path ? path : "/bin:/usr/bin" /* execvp's default */, out, n);
 }
 
 /* Starts o's program with o's stdio, cwd, env and flags (UV_PROCESS_DETACHED: its own session);
@@ -355,7 +365,7 @@ static int xproc_spawn(uv_loop_t *loop, xproc *p, const uv_process_options_t *o,
   posix_spawnattr_t attr;
   sigset_t none, all;
   int parent_end[3] = {-1, -1, -1}, child_end[3] = {-1, -1, -1}, rc = 0, i, pidfd;
-  char path[4096];
+  char path[PATH_MAX];
   char *const *envp = o->env ? o->env : environ;
   pid_t pid = 0;
   rc = xproc_resolve(o->file, o->env, path, sizeof path);
@@ -1096,15 +1106,10 @@ static int proc_spawn(lua_State *L) {
 
 /* ---- proc.which ------------------------------------------------------------ */
 
-static int executable(const char *p) {
-  struct stat st;
-  return access(p, X_OK) == 0 && stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /** proc.which(name) -> path | nil, msg, "ENOENT" */
 static int proc_which(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1), *path = getenv("PATH"), *p;
-  luaL_Buffer b;
+  const char *name = luaL_checkstring(L, 1), *path = getenv("PATH");
+  char out[PATH_MAX];
   if (strchr(name, '/')) {
     if (executable(name)) {
       lua_pushvalue(L, 1);
@@ -1112,22 +1117,10 @@ static int proc_which(lua_State *L) {
     }
     return cs_fail(L, "ENOENT", "%s: not an executable file", name);
   }
-  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
-  for (p = path;; p++) {
-    const char *e = strchr(p, ':');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    luaL_buffinit(L, &b);
-    if (n == 0) luaL_addchar(&b, '.');
-    else luaL_addlstring(&b, p, n);
-    luaL_addchar(&b, '/');
-    luaL_addstring(&b, name);
-    luaL_pushresult(&b);
-    if (executable(lua_tostring(L, -1))) return 1;
-    lua_pop(L, 1);
-    if (!e) break;
-    p = e;
-  }
-  return cs_fail(L, "ENOENT", "%s: not found in PATH", name);
+  if (find_in_path(name, path ? path : "/usr/local/bin:/usr/bin:/bin", out, sizeof out) != 0)
+    return cs_fail(L, "ENOENT", "%s: not found in PATH", name);
+  lua_pushstring(L, out);
+  return 1;
 }
 
 int luaopen_cseng_proc(lua_State *L) {

@@ -146,17 +146,8 @@ function M.create(client, spec)
   end
   return sb
 end
---- Ask again until fn() says done (done, ...) or 15 s pass, waiting 5 ms, then twice as long each
---- time (at most 0.1 s). Returns fn's last answer.
-local function settle(fn)
-  local pause, deadline = 0.005, clock.now() + 15e9
-  while true do
-    local r = table.pack(fn())
-    if r[1] or clock.now() > deadline then return table.unpack(r, 2, r.n) end
-    task.sleep(pause)
-    pause = math.min(pause * 2, 0.1)
-  end
-end
+-- how dockerd is asked again for what lags behind an answer: 5 ms, doubling to 0.1 s, for 15 s
+local function settle(fn) return util.settle(fn, { first = 0.005, max = 0.1, seconds = 15 }) end
 
 local function exec_inspect(client, eid)
   return settle(function() -- the exit code lands a moment after the stream closes (later on a busy host)

@@ -152,6 +152,22 @@ function util.retry_after(v)
   return nil
 end
 
+--- Ask fn again until it says it is done or o.seconds have passed: fn() -> done, ...; between
+--- two asks a task.sleep of o.first seconds, then twice as long each time, at most o.max.
+--- Returns what fn said last, without its done.
+---@param fn fun(): boolean, ...
+---@param o {first: number, max: number, seconds: number}
+function util.settle(fn, o)
+  local clock, task = require('cseng.clock'), require('cseng.task')
+  local pause, deadline = o.first, clock.now() + o.seconds * 1e9
+  while true do
+    local r = table.pack(fn())
+    if r[1] or clock.now() > deadline then return table.unpack(r, 2, r.n) end
+    task.sleep(pause)
+    pause = math.min(pause * 2, o.max)
+  end
+end
+
 --- A fresh path in a sandbox's /tmp: /tmp/cseng-<kind>-<hex of nbytes random bytes (6)><ext>
 --- (adapters and the recipe replay both stage files there).
 function util.sandbox_tmp_path(kind, ext, nbytes)

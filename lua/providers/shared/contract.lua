@@ -161,7 +161,6 @@ contract.CLIENT = {
     .. 'credential (lua/cseng/run/frame.lua)' },
 }
 
-
 local function check_named(v, list, what, check_value)
   local known = {}
   for _, e in ipairs(list) do known[e[1]] = e end

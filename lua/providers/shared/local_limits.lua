@@ -260,17 +260,16 @@ end
 
 --- Remove a cgroup: kill what is left in it, then rmdir (EBUSY until the last of its processes
 --- has exited and been reaped: the sandbox's init goes a moment after the launcher the engine
---- waited for). Tried again after 1 ms, then twice as long each time up to 25 ms, for about 1 s.
+--- waited for). Tried again after 1 ms, then twice as long each time up to 25 ms, for 1 s.
 function limits.remove_cgroup(dir)
-  local pause = 0.001
-  for _ = 1, 48 do
-    if not fs.exists(dir) then return true end
+  local gone = util.settle(function()
+    if not fs.exists(dir) then return true, true end
     local procs = fs.read(dir .. '/cgroup.procs') or ''
     for pid in procs:gmatch('%d+') do sys.kill(tonumber(pid), 'KILL') end
-    if fs.remove(dir) then return true end
-    task.sleep(pause)
-    pause = math.min(pause * 2, 0.025)
-  end
+    local removed = fs.remove(dir) and true or false
+    return removed, removed
+  end, { first = 0.001, max = 0.025, seconds = 1 })
+  if gone then return true end
   return nil, 'cgroup ' .. dir .. ' stays busy', 'EBUSY'
 end
 
