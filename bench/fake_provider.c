@@ -18,7 +18,9 @@
  * with the same holds: a request is held from the moment its last bytes arrived (the kernel's
  * receive stamp of the read that completed it: SO_TIMESTAMPNS, read with recvmsg; over TLS the
  * read whose bytes completed the record that completed the request, its decryption counted in
- * the hold like a provider's own work; --hold-from parsed: from when this loop parsed them)
+ * the hold like a provider's own work, and an HTTP/2 connection that carries several streams read
+ * a record at a time (by_units), so that requests waiting in its socket together keep their own
+ * arrivals; --hold-from parsed: from when this loop parsed them)
  * until CLOCK_MONOTONIC (uv_hrtime, cseng's clock.now) has passed the nominal latency, never
  * less: a provider's latency includes its own queue, so a request that waited in this process's
  * socket while its loop was busy is not held longer for it; X-Fake-Held-Ns says how long it was
@@ -120,6 +122,8 @@ struct conn {
   nghttp2_session *h2;
   int in_h2, doomed; /* inside nghttp2_session_mem_recv; closed meanwhile (closed once it returns) */
   rq *streams;    /* HTTP/2's requests */
+  int nstreams, many; /* how many; many: it has carried two at once (then reads follow records) */
+  rx_units units; /* over TLS: the client's records, followed from the first byte (by_units) */
   buf obuf;       /* HTTP/2 output gathered before it is encrypted and sent */
   conn *prev, *next;
 };
@@ -131,6 +135,7 @@ static int hold_from_parsed;
 static struct { /* what on_alloc read, for on_read */
   conn *c;
   ssize_t n;
+  size_t len; /* what it asked for (by_units) */
   uint64_t at;
 } got;
 static http_parser_settings settings;
@@ -145,6 +150,7 @@ static uint64_t seq_next, nlive, in_flight, peak;
 static struct {
   uint64_t requests, connections, created, deleted, execs, zero, not_found, bad, unauthorized;
   uint64_t tls_handshakes, tls_resumed, h2_connections;
+  uint64_t unit_reads; /* reads that ended where a TLS record (or its header) ends (by_units) */
 } st;
 static SSL_CTX *tls_ctx;
 static unsigned char alpn_wire[32]; /* the protocols --alpn allows, in ALPN's wire form */
@@ -618,11 +624,12 @@ static void stats(rq *r, int reset) {
            ",\"not_found\":%" PRIu64 ",\"bad\":%" PRIu64 ",\"unauthorized\":%" PRIu64
            ",\"user_s\":%.6f,\"sys_s\":%.6f,\"maxrss_kb\":%ld,\"now_ns\":%" PRIu64
            ",\"nominal_ns\":{\"create\":%" PRIu64 ",\"exec\":%" PRIu64 ",\"delete\":%" PRIu64 "},\"pid\":%d,\"impl\":\"c\""
-           ",\"tls_handshakes\":%" PRIu64 ",\"tls_resumed\":%" PRIu64 ",\"h2_connections\":%" PRIu64 "}",
+           ",\"tls_handshakes\":%" PRIu64 ",\"tls_resumed\":%" PRIu64 ",\"h2_connections\":%" PRIu64
+           ",\"unit_reads\":%" PRIu64 "}",
            st.requests, st.connections, peak, nlive, st.created, st.deleted, st.execs, st.zero, st.not_found, st.bad,
            st.unauthorized, (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
            (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6, u.ru_maxrss, uv_hrtime(), NOMINAL.create, NOMINAL.exec,
-           NOMINAL.del, (int)getpid(), st.tls_handshakes, st.tls_resumed, st.h2_connections);
+           NOMINAL.del, (int)getpid(), st.tls_handshakes, st.tls_resumed, st.h2_connections, st.unit_reads);
   if (reset) peak = in_flight;
   respond(r, 200, body, 0);
 }
@@ -733,6 +740,7 @@ static void rq_free(rq *r) {
   if (r->sprev) r->sprev->snext = r->snext;
   else if (c->streams == r) c->streams = r->snext;
   if (r->snext) r->snext->sprev = r->sprev;
+  if (r->stream) c->nstreams--;
   rq_clear(r);
   free(r);
 }
@@ -773,24 +781,47 @@ static void conn_close(conn *c) {
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+/* Whether c's reads end where a TLS record ends. A read is stamped with the arrival of the newest
+ * segment it took (engine/rxstamp.h), so where a client's requests queue in the socket while this
+ * loop is busy (an HTTP/2 connection that has carried two streams at once), one read of them all
+ * would start every hold at the last one's arrival. There a read ends where the record it is in
+ * ends, and each request is stamped when the record that completed it arrived, as the client
+ * reads its answers (engine/h1.c by_units; recv_stamped_unit: a record's body and the next
+ * header in one call). Elsewhere, as much as the buffer holds. */
+static int by_units(const conn *c) { return c->ssl && c->many; }
+
+/* One read of c's socket into rbuf, kept in got with its receive stamp; 0 if there was nothing
+ * to read. */
+static int read_once(conn *c) {
+  uv_os_fd_t fd;
+  uint64_t at;
+  ssize_t n;
+  size_t len = sizeof rbuf;
+  if (c->closing || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return 0;
+  if (by_units(c)) {
+    n = recv_stamped_unit(fd, &c->units, 5, rbuf, sizeof rbuf, &at, &len);
+    if (n > 0) st.unit_reads++;
+  } else {
+    n = recv_stamped(fd, rbuf, len, &at);
+    if (n > 0 && c->ssl) rx_units_follow(&c->units, 5, (const unsigned char *)rbuf, (size_t)n);
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  got.c = c;
+  got.len = len;
+  got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
+  got.at = at;
+  return 1;
+}
+
 /* The socket is readable: read it here with recvmsg (for the receive stamp) and give libuv no
  * buffer, so libuv reads nothing and calls on_read with UV_ENOBUFS, which handles what was read
  * (not here: closing the stream inside this callback would leave libuv calling a read callback
  * it had cleared). The same as engine/h1.c. */
 static void on_alloc(uv_handle_t *h, size_t s, uv_buf_t *b) {
-  conn *c = h->data;
-  uv_os_fd_t fd;
-  uint64_t at;
-  ssize_t n;
   (void)s;
   b->base = NULL;
   b->len = 0;
-  if (c->closing || uv_fileno(h, &fd) != 0) return;
-  n = recv_stamped(fd, rbuf, sizeof rbuf, &at);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-  got.c = c;
-  got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
-  got.at = at;
+  read_once(h->data);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
@@ -918,12 +949,8 @@ static void tls_in(conn *c, const char *p, size_t n) {
   }
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
-  conn *c = got.c;
-  (void)b;
-  if (!c || c != s->data) return; /* UV_ENOBUFS with nothing read (see on_alloc) */
-  got.c = NULL;
-  n = got.n;
+/* What one read gave (got). */
+static void took(conn *c, ssize_t n) {
   if (n > 0) {
     c->rx = got.at;
     if (c->ssl) tls_in(c, rbuf, (size_t)n);
@@ -938,6 +965,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
     return;
   }
   conn_close(c);
+}
+
+/* UV_ENOBUFS, always: on_alloc read the socket (or found nothing). A read that ended where a
+ * record ends and took all it asked for is followed by the next at once, up to 128 (by_units), as
+ * a buffer-sized read takes as much. */
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  (void)b;
+  (void)n;
+  for (int i = 0; i < 128; i++) {
+    conn *c = got.c;
+    ssize_t k = got.n;
+    size_t len = got.len;
+    if (!c || c != s->data) return; /* UV_ENOBUFS with nothing read (see on_alloc) */
+    got.c = NULL;
+    took(c, k);
+    if (i == 127 || len == sizeof rbuf || k < (ssize_t)len || c->closing || !c->reading || !read_once(c)) return;
+  }
 }
 
 static void shut_done(uv_shutdown_t *sh, int status) {
@@ -1107,6 +1151,7 @@ static int h2_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
   r->snext = c->streams;
   if (c->streams) c->streams->sprev = r;
   c->streams = r;
+  if (++c->nstreams > 1) c->many = 1;
   nghttp2_session_set_stream_user_data(s, f->hd.stream_id, r);
   return 0;
 }

@@ -85,7 +85,7 @@ typedef struct h1_conn {
   uint64_t armed;                    /* the deadline the timer was last started for */
   char *line;                        /* the header line being read: "Name: value" */
   size_t line_len, line_cap;
-  rx_units units;                    /* the server's TLS records, or cleartext HTTP/2 frames (read_len) */
+  rx_units units;                    /* the server's TLS records, or cleartext HTTP/2 frames (by_units) */
 } h1_conn;
 
 enum { L_H2 = 1, L_PENDING };
@@ -131,7 +131,7 @@ static struct {
   struct {             /* what on_alloc read, for on_read */
     h1_conn *k;
     ssize_t n;
-    size_t len; /* what it asked for (read_len) */
+    size_t len; /* what it asked for (by_units) */
     uint64_t at;
   } got;
 } G = {.idle_max = 1024, .max_streams = 100};
@@ -534,20 +534,18 @@ static int tls_step(h1_conn *k);
 static int tls_flush(h1_conn *k);
 
 /* The length of the header of the units the server sends (rxstamp.h) on a connection that may
- * carry HTTP/2 (read_len): TLS records where ALPN offered h2, frames with prior knowledge; 0 on an
+ * carry HTTP/2 (by_units): TLS records where ALPN offered h2, frames with prior knowledge; 0 on an
  * HTTP/1.1-only connection, whose reads need not follow them (one answer at a time). */
 static unsigned unit_hdr_len(const h1_conn *k) { return k->offer_h2 ? 5 : k->pk ? 9 : 0; }
 
-/* How much one read of k's socket may take. A read is stamped with the arrival of the newest
+/* Whether k's reads end where a unit ends. A read is stamped with the arrival of the newest
  * segment it took (rxstamp.h), so on a connection carrying several HTTP/2 streams, where answers
  * queue in the socket while the loop is busy, one read of them all would date every answer by
- * the last one's arrival. There a read ends where the unit it is in ends (its header, then the
- * rest of its body), and each unit is stamped when its own last byte arrived; this costs a
- * second recvmsg a unit. Elsewhere, or with one stream open, as much as the buffer holds. */
-static size_t read_len(const h1_conn *k) {
-  if (!k->h2 || h2_open(k->h2) < 2 || !unit_hdr_len(k)) return sizeof G.rbuf;
-  return rx_units_need(&k->units, unit_hdr_len(k), sizeof G.rbuf);
-}
+ * the last one's arrival. There a read ends where the unit it is in ends, and each unit is
+ * stamped when its own last byte arrived (recv_stamped_unit: over TLS a record's body and the
+ * next header in one call, a frame's header and body in two). Elsewhere, or with one stream
+ * open, as much as the buffer holds. */
+static int by_units(const h1_conn *k) { return k->h2 && h2_open(k->h2) >= 2 && unit_hdr_len(k); }
 
 /* One read of k's socket into G.rbuf, kept in G.got with its receive time (rxstamp.h); 0 if
  * there was nothing to read. */
@@ -555,13 +553,16 @@ static int read_once(h1_conn *k) {
   uv_os_fd_t fd;
   uint64_t at;
   ssize_t n;
-  size_t len;
+  size_t len = sizeof G.rbuf;
   if (k->closing || uv_fileno((uv_handle_t *)&k->tcp, &fd) != 0) return 0;
-  len = read_len(k);
-  n = recv_stamped(fd, G.rbuf, len, &at);
+  if (by_units(k)) {
+    n = recv_stamped_unit(fd, &k->units, unit_hdr_len(k), G.rbuf, sizeof G.rbuf, &at, &len);
+    if (n > 0) G.st.unit_reads++;
+  } else {
+    n = recv_stamped(fd, G.rbuf, len, &at);
+    if (n > 0 && unit_hdr_len(k)) rx_units_follow(&k->units, unit_hdr_len(k), (const unsigned char *)G.rbuf, (size_t)n);
+  }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (n > 0 && unit_hdr_len(k)) rx_units_follow(&k->units, unit_hdr_len(k), (const unsigned char *)G.rbuf, (size_t)n);
-  if (n > 0 && len < sizeof G.rbuf) G.st.unit_reads++;
   G.got.k = k;
   G.got.len = len;
   G.got.n = n < 0 ? -errno : n == 0 ? UV_EOF : n;
@@ -581,7 +582,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
 
 /* UV_ENOBUFS, always: on_alloc read the socket (or found nothing to read). A read that took all
  * it asked for is followed by more while the call lasts: up to 32 buffers full, as libuv's own
- * reading does, or 128 reads in all (a read a record or frame takes two: read_len). */
+ * reading does, or 128 reads in all (reads that end where a unit ends: by_units). */
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
   (void)b;
   (void)nread;

@@ -275,4 +275,51 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
     p:close()
     assert(ok, err)
   end)
+
+  -- Two requests on one HTTP/2 connection, written apart while the fake cannot read (stopped):
+  -- one read of both would start both holds at the second's arrival. A connection that has
+  -- carried two streams at once is read a TLS record at a time (its header, then the rest), so
+  -- each hold starts at its own record's arrival wherever the kernel kept the segments apart (it
+  -- merges a segment that arrives behind an acknowledged, unread one: the stamps are the
+  -- kernel's to give, as for the client's reads, spec/engine/http2_native_spec.lua). A connection
+  -- that never carried two is read as the buffer holds.
+  it('reads an HTTP/2 connection that carries several streams a TLS record at a time', function()
+    local task = require('cseng.task')
+    local d = fs.join(tmp, 'tls2-apart')
+    assert(fs.mkdir_p(d))
+    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 100 })
+    over = { http_version = '2', ca_file = certs.ca }
+    local body = cjson.encode { projectId = 'bench' }
+    local function units() return cjson.decode(req(url, 'GET', '/stats').body).unit_reads end
+    local stopped
+    local ok, err = pcall(function()
+      local u0 = units()
+      assert.are.equal('number', type(u0), 'stats.unit_reads')
+      req(url, 'POST', '/api/sandboxes', body)
+      assert.are.equal(u0, units(), 'a connection with one stream at a time was read a record at a time')
+      local a0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
+      local b0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
+      assert(a0:join() and b0:join())
+      local u1 = units()
+      assert(p:kill('STOP'))
+      stopped = true
+      local a = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      task.sleep(0.02) -- a's request written (the loop writes before it sleeps)
+      local b = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      task.sleep(0.02)
+      assert(p:kill('CONT'))
+      stopped = false
+      local _, ra = a:join()
+      local _, rb = b:join()
+      local from_a = math.tointeger(tonumber(ra.headers['x-fake-hold-from']))
+      local from_b = math.tointeger(tonumber(rb.headers['x-fake-hold-from']))
+      assert.is_true(from_a <= from_b, 'the first request\'s hold started after the second\'s')
+      -- the two records waiting together: each its header, then the rest (and the /stats asked)
+      assert.is_true(units() - u1 >= 4, (units() - u1) .. ' reads a record')
+    end)
+    over = nil
+    if stopped then p:kill('CONT') end
+    p:close()
+    assert(ok, err)
+  end)
 end)
