@@ -322,4 +322,46 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
     p:close()
     assert(ok, err)
   end)
+
+  -- A write acknowledges every byte received, read or not, and the kernel appends a segment that
+  -- arrives behind an acknowledged, unread one to it, with the newer stamp. So before it answers
+  -- on such a connection the fake reads what waits there, unless it looked at the socket within
+  -- the last 50 us. Here the fake is stopped while a held create comes due and a second request
+  -- arrives behind it: the kernel readied the release's timer before the socket, so on resuming
+  -- the fake writes the first answer before its loop reads the socket, and reads the second
+  -- request first.
+  it('reads what waits on an HTTP/2 connection before it writes an answer there', function()
+    local task = require('cseng.task')
+    local d = fs.join(tmp, 'tls2-drain')
+    assert(fs.mkdir_p(d))
+    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 200 })
+    over = { http_version = '2', ca_file = certs.ca }
+    local body = cjson.encode { projectId = 'bench' }
+    local function drained() return cjson.decode(req(url, 'GET', '/stats').body).drained end
+    local stopped
+    local ok, err = pcall(function()
+      local a0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
+      local b0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
+      assert(a0:join() and b0:join()) -- (two streams at once: the connection is read a record at a time)
+      local n0 = drained()
+      assert.are.equal('number', type(n0), 'stats.drained')
+      local a = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      task.sleep(0.05) -- a read and held
+      assert(p:kill('STOP'))
+      stopped = true
+      task.sleep(0.3) -- a's hold ends while the fake is stopped
+      local b = task.spawn(req, url, 'GET', '/zero')
+      task.sleep(0.02) -- b's request in the fake's socket, behind the due release
+      assert(p:kill('CONT'))
+      stopped = false
+      local _, ra = a:join()
+      local _, rb = b:join()
+      assert.are.same({ 201, 200 }, { ra.status, rb.status })
+      assert.is_true(drained() - n0 >= 1, 'the second request was not read before the first answer was written')
+    end)
+    over = nil
+    if stopped then p:kill('CONT') end
+    p:close()
+    assert(ok, err)
+  end)
 end)
