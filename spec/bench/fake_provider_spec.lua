@@ -240,6 +240,37 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
     end
   end)
 
+  -- A TLS fake of its own for one test (flags beside the certificate's), spoken to over HTTP/2:
+  -- fn(p, url, stop) runs with it; stop(true) stops the fake (SIGSTOP) and stop(false) lets it go
+  -- on, and a stopped fake goes on before it is closed, whatever fn did.
+  local function with_h2_fake(name, flags, fn)
+    local d = fs.join(tmp, name)
+    assert(fs.mkdir_p(d))
+    local args = { '--tls-cert', certs.cert, '--tls-key', certs.key }
+    for _, f in ipairs(flags) do args[#args + 1] = f end
+    local p, url = blib.start_fake_c(d, args)
+    over = { http_version = '2', ca_file = certs.ca }
+    local stopped = false
+    local function stop(on)
+      assert(p:kill(on and 'STOP' or 'CONT'))
+      stopped = on
+    end
+    local ok, err = pcall(fn, p, url, stop)
+    over = nil
+    if stopped then p:kill('CONT') end
+    p:close()
+    assert(ok, err)
+  end
+  local CREATE = cjson.encode { projectId = 'bench' }
+  local function stats(url) return cjson.decode(req(url, 'GET', '/stats').body) end
+  -- two creates at once: the connection has carried two streams (it is read a record at a time)
+  local function two_streams(url)
+    local task = require('cseng.task')
+    local a0 = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE)
+    local b0 = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE)
+    assert(a0:join() and b0:join())
+  end
+
   -- HTTP/2: a connection's streams are held each on its own, not one after another as HTTP/1.1's
   -- requests are. N creates held (for ten minutes: never released here) on one connection, and
   -- the fake's /stats asked on that connection meanwhile: it answers, and counts all N held at
@@ -249,31 +280,25 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
   it('holds the HTTP/2 streams of one connection side by side', function()
     local task = require('cseng.task')
     local N = 20
-    local d = fs.join(tmp, 'tls2-held')
-    assert(fs.mkdir_p(d))
-    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 600000 })
-    over = { http_version = '2', ca_file = certs.ca }
-    local ts = {}
-    local ok, err = pcall(function()
-      local s0 = cjson.decode(req(url, 'GET', '/stats').body)
-      for i = 1, N do
-        ts[i] = task.spawn(req, url, 'POST', '/api/sandboxes', cjson.encode { projectId = 'bench' })
-      end
-      local s1
-      for _ = 1, 600 do
-        s1 = cjson.decode(req(url, 'GET', '/stats').body)
-        if s1.peak_in_flight >= N then break end
-        task.sleep(0.1)
-      end
-      assert.are.equal(N, s1.peak_in_flight, 'not every stream was held at once')
-      assert.are.equal(s0.h2_connections, s1.h2_connections, 'the creates opened connections of their own')
-      for _, t in ipairs(ts) do assert.are.equal('waiting', t:status()) end
+    with_h2_fake('tls2-held', { '--create-ms', 600000 }, function(_, url)
+      local ts = {}
+      local ok, err = pcall(function()
+        local s0 = stats(url)
+        for i = 1, N do ts[i] = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE) end
+        local s1
+        for _ = 1, 600 do
+          s1 = stats(url)
+          if s1.peak_in_flight >= N then break end
+          task.sleep(0.1)
+        end
+        assert.are.equal(N, s1.peak_in_flight, 'not every stream was held at once')
+        assert.are.equal(s0.h2_connections, s1.h2_connections, 'the creates opened connections of their own')
+        for _, t in ipairs(ts) do assert.are.equal('waiting', t:status()) end
+      end)
+      for _, t in ipairs(ts) do t:cancel() end
+      for _, t in ipairs(ts) do t:join() end
+      assert(ok, err)
     end)
-    over = nil
-    for _, t in ipairs(ts) do t:cancel() end
-    for _, t in ipairs(ts) do t:join() end
-    p:close()
-    assert(ok, err)
   end)
 
   -- Two requests on one HTTP/2 connection, written apart while the fake cannot read (stopped):
@@ -285,42 +310,28 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
   -- that never carried two is read as the buffer holds.
   it('reads an HTTP/2 connection that carries several streams a TLS record at a time', function()
     local task = require('cseng.task')
-    local d = fs.join(tmp, 'tls2-apart')
-    assert(fs.mkdir_p(d))
-    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 100 })
-    over = { http_version = '2', ca_file = certs.ca }
-    local body = cjson.encode { projectId = 'bench' }
-    local function units() return cjson.decode(req(url, 'GET', '/stats').body).unit_reads end
-    local stopped
-    local ok, err = pcall(function()
-      local u0 = units()
+    with_h2_fake('tls2-apart', { '--create-ms', 100 }, function(_, url, stop)
+      local u0 = stats(url).unit_reads
       assert.are.equal('number', type(u0), 'stats.unit_reads')
-      req(url, 'POST', '/api/sandboxes', body)
-      assert.are.equal(u0, units(), 'a connection with one stream at a time was read a record at a time')
-      local a0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
-      local b0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
-      assert(a0:join() and b0:join())
-      local u1 = units()
-      assert(p:kill('STOP'))
-      stopped = true
-      local a = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      req(url, 'POST', '/api/sandboxes', CREATE)
+      assert.are.equal(u0, stats(url).unit_reads, 'a connection with one stream at a time was read a record at a time')
+      two_streams(url)
+      local u1 = stats(url).unit_reads
+      stop(true)
+      local a = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE, STAMPED)
       task.sleep(0.02) -- a's request written (the loop writes before it sleeps)
-      local b = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      local b = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE, STAMPED)
       task.sleep(0.02)
-      assert(p:kill('CONT'))
-      stopped = false
+      stop(false)
       local _, ra = a:join()
       local _, rb = b:join()
       local from_a = math.tointeger(tonumber(ra.headers['x-fake-hold-from']))
       local from_b = math.tointeger(tonumber(rb.headers['x-fake-hold-from']))
       assert.is_true(from_a <= from_b, 'the first request\'s hold started after the second\'s')
       -- the two records waiting together: each its header, then the rest (and the /stats asked)
-      assert.is_true(units() - u1 >= 4, (units() - u1) .. ' reads a record')
+      local n = stats(url).unit_reads - u1
+      assert.is_true(n >= 4, n .. ' reads a record')
     end)
-    over = nil
-    if stopped then p:kill('CONT') end
-    p:close()
-    assert(ok, err)
   end)
 
   -- A write acknowledges every byte received, read or not, and the kernel appends a segment that
@@ -332,36 +343,21 @@ print(json.dumps({'statuses': statuses, 'closed': closed}))
   -- request first.
   it('reads what waits on an HTTP/2 connection before it writes an answer there', function()
     local task = require('cseng.task')
-    local d = fs.join(tmp, 'tls2-drain')
-    assert(fs.mkdir_p(d))
-    local p, url = blib.start_fake_c(d, { '--tls-cert', certs.cert, '--tls-key', certs.key, '--create-ms', 200 })
-    over = { http_version = '2', ca_file = certs.ca }
-    local body = cjson.encode { projectId = 'bench' }
-    local function drained() return cjson.decode(req(url, 'GET', '/stats').body).drained end
-    local stopped
-    local ok, err = pcall(function()
-      local a0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
-      local b0 = task.spawn(req, url, 'POST', '/api/sandboxes', body)
-      assert(a0:join() and b0:join()) -- (two streams at once: the connection is read a record at a time)
-      local n0 = drained()
+    with_h2_fake('tls2-drain', { '--create-ms', 200 }, function(_, url, stop)
+      two_streams(url)
+      local n0 = stats(url).drained
       assert.are.equal('number', type(n0), 'stats.drained')
-      local a = task.spawn(req, url, 'POST', '/api/sandboxes', body, STAMPED)
+      local a = task.spawn(req, url, 'POST', '/api/sandboxes', CREATE, STAMPED)
       task.sleep(0.05) -- a read and held
-      assert(p:kill('STOP'))
-      stopped = true
+      stop(true)
       task.sleep(0.3) -- a's hold ends while the fake is stopped
       local b = task.spawn(req, url, 'GET', '/zero')
       task.sleep(0.02) -- b's request in the fake's socket, behind the due release
-      assert(p:kill('CONT'))
-      stopped = false
+      stop(false)
       local _, ra = a:join()
       local _, rb = b:join()
       assert.are.same({ 201, 200 }, { ra.status, rb.status })
-      assert.is_true(drained() - n0 >= 1, 'the second request was not read before the first answer was written')
+      assert.is_true(stats(url).drained - n0 >= 1, 'the second request was not read before the first answer was written')
     end)
-    over = nil
-    if stopped then p:kill('CONT') end
-    p:close()
-    assert(ok, err)
   end)
 end)
