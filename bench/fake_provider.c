@@ -638,7 +638,8 @@ static void stats(rq *r, int reset) {
            st.requests, st.connections, peak, nlive, st.created, st.deleted, st.execs, st.zero, st.not_found, st.bad,
            st.unauthorized, (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
            (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6, u.ru_maxrss, uv_hrtime(), NOMINAL.create, NOMINAL.exec,
-           NOMINAL.del, (int)getpid(), st.tls_handshakes, st.tls_resumed, st.h2_connections, st.unit_reads, st.drained);
+           NOMINAL.del, (int)getpid(), st.tls_handshakes, st.tls_resumed, st.h2_connections, st.unit_reads,
+           st.drained);
   if (reset) peak = in_flight;
   respond(r, 200, body, 0);
 }
@@ -992,7 +993,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
     if (!c || c != s->data) return; /* UV_ENOBUFS with nothing read (see on_alloc) */
     got.c = NULL;
     took(c, k);
-    if (i == 127 || len == sizeof rbuf || k < (ssize_t)len || c->closing || !c->reading || !read_once(c)) return;
+    if (i == 127 || len == sizeof rbuf || k < (ssize_t)len || c->closing || !c->reading || !read_once(c))
+      return;
   }
 }
 
@@ -1143,7 +1145,8 @@ static void took(conn *c, ssize_t n);
 static void drain_before_write(conn *c) {
   /* (not while a read is handled: its bytes are still being taken from rbuf, and the reading goes
    * on once they are) */
-  if (!by_units(c) || c->draining || taking || !c->reading || uv_hrtime() - c->looked < DRAIN_AFTER_NS) return;
+  if (!by_units(c) || c->draining || taking || !c->reading || uv_hrtime() - c->looked < DRAIN_AFTER_NS)
+    return;
   c->draining = 1;
   for (int i = 0; i < 128 && !c->closing && read_once(c); i++) {
     ssize_t k = got.n;

@@ -560,7 +560,8 @@ static int read_once(h1_conn *k) {
     if (n > 0) G.st.unit_reads++;
   } else {
     n = recv_stamped(fd, G.rbuf, len, &at);
-    if (n > 0 && unit_hdr_len(k)) rx_units_follow(&k->units, unit_hdr_len(k), (const unsigned char *)G.rbuf, (size_t)n);
+    if (n > 0 && unit_hdr_len(k))
+      rx_units_follow(&k->units, unit_hdr_len(k), (const unsigned char *)G.rbuf, (size_t)n);
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
   G.got.k = k;

@@ -129,7 +129,8 @@ typedef struct {
   uint64_t calls, connects, reused, retried, open, idle;
   uint64_t tls_handshakes, tls_resumed; /* TLS handshakes done, and of them those that resumed a session */
   uint64_t h2_connections, h2_streams;  /* HTTP/2 connections opened, streams started */
-  uint64_t unit_reads; /* reads that ended at a TLS record's or HTTP/2 frame's end (several streams open) */
+  uint64_t unit_reads; /* reads that ended where a TLS record, an HTTP/2 frame or its header ends
+                          (several streams open) */
 } h1_stats;
 
 /* HTTP/2 streams a connection carries at most (default 100, libcurl's; the server's SETTINGS may

@@ -222,7 +222,7 @@ function clock.epoch() end
 ---@field tls_resumed integer of them resuming a session
 ---@field h2_connections integer HTTP/2 connections opened
 ---@field h2_streams integer HTTP/2 streams started
----@field unit_reads integer reads that ended at a TLS record's or HTTP/2 frame's end (several streams open)
+---@field unit_reads integer reads that ended where a TLS record, an HTTP/2 frame or its header ends (several streams open)
 
 ---@class cseng.http.Stats
 ---@field in_flight integer
