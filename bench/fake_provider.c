@@ -169,6 +169,7 @@ static nghttp2_session_callbacks *h2_callbacks;
 static void conn_close(conn *c);
 static void conn_next(conn *c);
 static void h2_flush(conn *c);
+static void drain_before_write(conn *c);
 
 /* ---- output ------------------------------------------------------------------------------- */
 
@@ -561,6 +562,11 @@ static void on_tfd(uv_poll_t *h, int status, int events) {
   uint64_t now = uv_hrtime(), start = now;
   while (heap_n && heap[0]->until <= now) {
     rq *r = heap[0];
+    /* what waits on its connection is read before the answer is made, so that reading is the
+     * fake's own work inside the hold, not in the answer's way back; a stream reset meanwhile
+     * takes its request out of the heap (reading adds none to it) */
+    drain_before_write(r->c);
+    if (!heap_n || heap[0] != r) continue;
     heap_remove(r);
     hold_done(r);
     if (!heap_n || heap[0]->until > now) now = uv_hrtime(); /* writes took time: catch up */
@@ -1137,7 +1143,9 @@ static void route_later(rq *r) {
 
 static void took(conn *c, ssize_t n);
 
-/* Before a write on a connection read a record at a time: what waits in its socket is read now.
+/* Before a write on a connection read a record at a time, and before a held answer on it is made
+ * (on_tfd: the reading is then the fake's own work inside the hold): what waits in its socket is
+ * read now.
  * A write carries the acknowledgement of every byte received, read or not, and the kernel appends a
  * segment that arrives behind an acknowledged, unread one to it, with the newer stamp (it merges
  * no segment whose sender still holds it): requests left unread across this write could no longer
