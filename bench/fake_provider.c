@@ -159,7 +159,7 @@ static struct {
   uint64_t requests, connections, created, deleted, execs, zero, not_found, bad, unauthorized;
   uint64_t tls_handshakes, tls_resumed, h2_connections;
   uint64_t unit_reads; /* reads that ended where a TLS record (or its header) ends (by_units) */
-  uint64_t drained;    /* of them, reads made before a write (drain_before_write) that found bytes */
+  uint64_t drained;    /* readings before a write (drain_before_write) that found bytes */
 } st;
 static SSL_CTX *tls_ctx;
 static unsigned char alpn_wire[32]; /* the protocols --alpn allows, in ALPN's wire form */
@@ -986,22 +986,25 @@ static void took(conn *c, ssize_t n) {
   conn_close(c);
 }
 
-/* UV_ENOBUFS, always: on_alloc read the socket (or found nothing). A read that ended where a
- * record ends and took all it asked for is followed by the next at once, up to 128 (by_units), as
- * a buffer-sized read takes as much. */
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
-  (void)b;
-  (void)n;
+/* What read_once read of c (got), handled; and while reads end where a record ends and take all
+ * they ask for, the next at once, up to 128 reads (by_units), as a buffer-sized read takes as
+ * much. */
+static void take_reads(conn *c) {
   for (int i = 0; i < 128; i++) {
-    conn *c = got.c;
     ssize_t k = got.n;
     size_t len = got.len;
-    if (!c || c != s->data) return; /* UV_ENOBUFS with nothing read (see on_alloc) */
     got.c = NULL;
     took(c, k);
     if (i == 127 || len == sizeof rbuf || k < (ssize_t)len || c->closing || !c->reading || !read_once(c))
       return;
   }
+}
+
+/* UV_ENOBUFS, always: on_alloc read the socket (or found nothing). */
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+  (void)b;
+  (void)n;
+  if (got.c && got.c == s->data) take_reads(got.c); /* (none: UV_ENOBUFS with nothing read) */
 }
 
 static void shut_done(uv_shutdown_t *sh, int status) {
@@ -1141,8 +1144,6 @@ static void route_later(rq *r) {
   uv_idle_start(&route_idle, on_route_idle);
 }
 
-static void took(conn *c, ssize_t n);
-
 /* Before a write on a connection read a record at a time, and before a held answer on it is made
  * (on_tfd: the reading is then the fake's own work inside the hold): what waits in its socket is
  * read now.
@@ -1156,13 +1157,9 @@ static void drain_before_write(conn *c) {
   if (!by_units(c) || c->draining || taking || !c->reading || uv_hrtime() - c->looked < DRAIN_AFTER_NS)
     return;
   c->draining = 1;
-  for (int i = 0; i < 128 && !c->closing && read_once(c); i++) {
-    ssize_t k = got.n;
-    size_t len = got.len;
-    got.c = NULL;
-    if (k > 0) st.drained++;
-    took(c, k);
-    if (k < (ssize_t)len) break;
+  if (read_once(c)) {
+    if (got.n > 0) st.drained++;
+    take_reads(c);
   }
   c->draining = 0;
 }

@@ -385,11 +385,9 @@ static int xproc_spawn(uv_loop_t *loop, xproc *p, const uv_process_options_t *o,
       child_end[i] = sv[1];
       if (sv[1] <= 2) { /* above the stdio numbers, so no dup2 overwrites another's source */
         child_end[i] = fcntl(sv[1], F_DUPFD_CLOEXEC, 3);
+        rc = child_end[i] < 0 ? -errno : 0; /* (before close, which may set errno) */
         close(sv[1]);
-        if (child_end[i] < 0) {
-          rc = -errno;
-          break;
-        }
+        if (rc) break;
       }
       rc = -posix_spawn_file_actions_adddup2(&fa, child_end[i], i);
     } else if (f & UV_INHERIT_FD) {
